@@ -1,0 +1,98 @@
+//! The error body every berth HTTP surface answers with:
+//! `{"error":{"code":"not_found","message":"no box named alice"}}`.
+
+use serde::{Deserialize, Serialize};
+
+/// Machine-readable error codes. Clients match on these; messages are for people.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    InvalidRequest,
+    Unauthorized,
+    NotFound,
+    AlreadyExists,
+    PermissionDenied,
+    Conflict,
+    PayloadTooLarge,
+    IsADirectory,
+    NotADirectory,
+    NotEmpty,
+    Unsupported,
+    Timeout,
+    Unavailable,
+    Internal,
+    /// A code this build does not know (a newer peer). Lenient inside.
+    #[serde(other)]
+    Unknown,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::AlreadyExists => "already_exists",
+            ErrorCode::PermissionDenied => "permission_denied",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::IsADirectory => "is_a_directory",
+            ErrorCode::NotADirectory => "not_a_directory",
+            ErrorCode::NotEmpty => "not_empty",
+            ErrorCode::Unsupported => "unsupported",
+            ErrorCode::Timeout => "timeout",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Internal => "internal",
+            ErrorCode::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ErrorBody {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ErrorBody { error: ErrorDetail { code, message: message.into() } }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_body_has_the_documented_shape() {
+        let body = ErrorBody::new(ErrorCode::NotFound, "no box named alice");
+        let json = serde_json::to_value(&body).unwrap();
+        assert_eq!(json, serde_json::json!({"error":{"code":"not_found","message":"no box named alice"}}));
+    }
+
+    #[test]
+    fn unknown_codes_from_a_newer_peer_still_parse() {
+        let body: ErrorBody =
+            serde_json::from_str(r#"{"error":{"code":"brand_new","message":"m"}}"#).unwrap();
+        assert_eq!(body.error.code, ErrorCode::Unknown);
+    }
+
+    #[test]
+    fn as_str_matches_serde() {
+        for code in [ErrorCode::InvalidRequest, ErrorCode::PayloadTooLarge, ErrorCode::NotEmpty] {
+            assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
+        }
+    }
+}

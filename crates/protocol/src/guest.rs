@@ -1,0 +1,316 @@
+//! The guest channel: HTTP/1.1 between the host and `berth-init`, over a Unix socket
+//! bind-mounted into a sandbox (`/run/berth/agent.sock`) or vsock port 2024 in a VM.
+//!
+//! Every request carries `Authorization: Bearer <boot token>` and the caller's
+//! [`crate::version::VERSION_HEADER`]. Bodies are JSON; streams are newline-delimited JSON;
+//! errors are [`crate::ErrorBody`]. Lenient inside: every type here ignores unknown fields
+//! and defaults missing optional ones, so a newer peer can add fields freely.
+//!
+//! | call | method and path | request | response |
+//! |---|---|---|---|
+//! | [`Call::Info`] | `GET /v1/info` | - | [`Info`] |
+//! | [`Call::Exec`] | `POST /v1/exec` | [`ExecRequest`] | NDJSON of [`ExecFrame`] |
+//! | [`Call::FileRead`] | `GET /v1/files?path=&user=` | - | the bytes |
+//! | [`Call::FileWrite`] | `PUT /v1/files?path=&user=&mode=` | the bytes | 204 |
+//! | [`Call::FileList`] | `GET /v1/files/list?path=&user=` | - | [`FileList`] |
+//! | [`Call::FileStat`] | `GET /v1/files/stat?path=&user=` | - | [`FileEntry`] |
+//! | [`Call::FileMkdir`] | `POST /v1/files/mkdir?path=&user=&parents=` | - | 204 |
+//! | [`Call::FileRemove`] | `DELETE /v1/files?path=&user=&recursive=` | - | 204 |
+//! | [`Call::Shutdown`] | `POST /v1/shutdown` | - | 202, then the box stops |
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::version::ProtocolVersion;
+
+/// Where `berth-init` listens inside a sandbox box (the directory is bind-mounted from the
+/// host, mode 0700, owned by the box's root).
+pub const SANDBOX_RUN_DIR: &str = "/run/berth";
+/// The agent socket's file name inside [`SANDBOX_RUN_DIR`].
+pub const AGENT_SOCKET: &str = "agent.sock";
+/// The file the host writes the boot token to before start; `berth-init` reads it once at
+/// boot and deletes it.
+pub const TOKEN_FILE: &str = "token";
+/// The vsock port of the agent in a VM (the seed's `--listen-vsock-port 2024`).
+pub const VSOCK_PORT: u32 = 2024;
+/// Largest file the channel carries in one read or write call.
+pub const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The box user: uid and gid of every user process.
+pub const BOX_USER_UID: u32 = 1001;
+pub const BOX_USER_NAME: &str = "user";
+pub const BOX_HOME: &str = "/home/user";
+pub const BOX_MEMORY: &str = "/memory";
+
+/// Every call of the guest channel. The match in [`Call::introduced_in`] has no wildcard:
+/// adding a call means saying which version brought it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    Info,
+    Exec,
+    FileRead,
+    FileWrite,
+    FileList,
+    FileStat,
+    FileMkdir,
+    FileRemove,
+    Shutdown,
+}
+
+impl Call {
+    pub fn introduced_in(self) -> ProtocolVersion {
+        match self {
+            Call::Info
+            | Call::Exec
+            | Call::FileRead
+            | Call::FileWrite
+            | Call::FileList
+            | Call::FileStat
+            | Call::FileMkdir
+            | Call::FileRemove
+            | Call::Shutdown => 1,
+        }
+    }
+}
+
+/// Answer to `GET /v1/info`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Info {
+    pub protocol_version: ProtocolVersion,
+    /// `berth-init`'s own version (its crate version).
+    #[serde(default)]
+    pub agent_version: String,
+    /// Random per boot; the host checks it to know it reached this boot's agent.
+    pub boot_id: String,
+    #[serde(default)]
+    pub uptime_ms: u64,
+    /// Whether `berth-init` found itself in a VM or a sandbox.
+    #[serde(default)]
+    pub environment: Environment,
+    /// Boot phases in the order they ran.
+    #[serde(default)]
+    pub phases: Vec<BootPhase>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Environment {
+    #[default]
+    Sandbox,
+    Vm,
+    #[serde(other)]
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BootPhase {
+    /// `mount`, `modules`, `volume`, `network`, `serve`, …
+    pub name: String,
+    pub duration_us: u64,
+}
+
+/// Who a call acts as inside the box.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BoxUser {
+    /// uid/gid 1001, no capabilities, `no_new_privs`, the user seccomp filter.
+    #[default]
+    User,
+    /// The box's root: uid 0 inside the box's user namespace, never host root.
+    Root,
+}
+
+impl BoxUser {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BoxUser::User => "user",
+            BoxUser::Root => "root",
+        }
+    }
+}
+
+/// Body of `POST /v1/exec`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExecRequest {
+    /// Program and arguments; the program is looked up in `PATH` when it has no `/`.
+    pub argv: Vec<String>,
+    /// Added to (and overriding) the base environment: `PATH`, `HOME`, `USER`, `LOGNAME`,
+    /// `SHELL`, `LANG`.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Defaults to `/home/user`.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub user: BoxUser,
+    /// Written to the process's stdin, which is then closed. `None`: stdin is empty.
+    #[serde(default)]
+    pub stdin: Option<String>,
+    /// The process group is killed (SIGKILL) after this long; `None`: no limit.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// One line of the NDJSON stream answering `POST /v1/exec`. The stream is
+/// `started`, then any number of `stdout`/`stderr`, then exactly one `exit` or `error`.
+/// When the client disconnects, `berth-init` kills the process group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ExecFrame {
+    Started {
+        pid: u32,
+    },
+    Stdout {
+        #[serde(with = "base64_bytes")]
+        data: Vec<u8>,
+    },
+    Stderr {
+        #[serde(with = "base64_bytes")]
+        data: Vec<u8>,
+    },
+    Exit {
+        /// The exit code, or `None` when a signal ended the process.
+        #[serde(default)]
+        code: Option<i32>,
+        #[serde(default)]
+        signal: Option<i32>,
+        #[serde(default)]
+        timed_out: bool,
+    },
+    /// The process could not be started (no such program, bad cwd, …).
+    Error {
+        code: crate::ErrorCode,
+        message: String,
+    },
+    /// A frame type from a newer peer.
+    #[serde(other)]
+    Unknown,
+}
+
+impl ExecFrame {
+    /// The exit code a shell would report: the code, or 128 + signal.
+    pub fn shell_status(code: Option<i32>, signal: Option<i32>) -> i32 {
+        code.unwrap_or_else(|| 128 + signal.unwrap_or(0))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileKind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+    #[serde(other)]
+    Unknown,
+}
+
+/// One entry of `files/list`, and the answer of `files/stat`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    pub name: String,
+    pub kind: FileKind,
+    pub size: u64,
+    /// Permission bits, e.g. `0o644` (as a number).
+    pub mode: u32,
+    /// Modification time, seconds since the Unix epoch.
+    pub mtime: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileList {
+    pub entries: Vec<FileEntry>,
+}
+
+/// Query of every `files` call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileQuery {
+    pub path: String,
+    #[serde(default)]
+    pub user: BoxUser,
+    /// `files/mkdir`: create missing parents. `DELETE files`: remove a directory tree.
+    #[serde(default)]
+    pub recursive: bool,
+    /// `PUT files`: permission bits of a new file (default 0o644).
+    #[serde(default)]
+    pub mode: Option<u32>,
+}
+
+mod base64_bytes {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s = String::deserialize(d)?;
+        STANDARD.decode(s.as_bytes()).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Version 1's schema, frozen: changing a shape here breaks old peers.
+    #[test]
+    fn version_1_schema_is_frozen() {
+        let frames = [
+            (ExecFrame::Started { pid: 7 }, json!({"type":"started","pid":7})),
+            (ExecFrame::Stdout { data: b"hi\n".to_vec() }, json!({"type":"stdout","data":"aGkK"})),
+            (ExecFrame::Stderr { data: vec![0xff] }, json!({"type":"stderr","data":"/w=="})),
+            (
+                ExecFrame::Exit { code: Some(3), signal: None, timed_out: false },
+                json!({"type":"exit","code":3,"signal":null,"timed_out":false}),
+            ),
+            (
+                ExecFrame::Error { code: crate::ErrorCode::NotFound, message: "m".into() },
+                json!({"type":"error","code":"not_found","message":"m"}),
+            ),
+        ];
+        for (frame, expected) in frames {
+            assert_eq!(serde_json::to_value(&frame).unwrap(), expected);
+            assert_eq!(serde_json::from_value::<ExecFrame>(expected).unwrap(), frame);
+        }
+        let req = ExecRequest {
+            argv: vec!["sh".into(), "-c".into(), "id".into()],
+            env: BTreeMap::from([("A".into(), "b".into())]),
+            cwd: Some("/tmp".into()),
+            user: BoxUser::Root,
+            stdin: Some("in".into()),
+            timeout_ms: Some(1000),
+        };
+        assert_eq!(
+            serde_json::to_value(&req).unwrap(),
+            json!({"argv":["sh","-c","id"],"env":{"A":"b"},"cwd":"/tmp","user":"root","stdin":"in","timeout_ms":1000})
+        );
+        let entry = FileEntry { name: "a".into(), kind: FileKind::Dir, size: 4096, mode: 0o755, mtime: 5 };
+        assert_eq!(
+            serde_json::to_value(&entry).unwrap(),
+            json!({"name":"a","kind":"dir","size":4096,"mode":493,"mtime":5})
+        );
+    }
+
+    #[test]
+    fn lenient_inside_unknown_fields_and_frames_are_accepted() {
+        let req: ExecRequest = serde_json::from_value(json!({"argv":["true"],"future":1})).unwrap();
+        assert_eq!(req.user, BoxUser::User);
+        assert_eq!(req.cwd, None);
+        let frame: ExecFrame = serde_json::from_value(json!({"type":"resize","rows":3})).unwrap();
+        assert_eq!(frame, ExecFrame::Unknown);
+        let info: Info =
+            serde_json::from_value(json!({"protocol_version":2,"boot_id":"b","new":true})).unwrap();
+        assert_eq!(info.environment, Environment::Sandbox);
+    }
+
+    #[test]
+    fn shell_status_folds_signals() {
+        assert_eq!(ExecFrame::shell_status(Some(2), None), 2);
+        assert_eq!(ExecFrame::shell_status(None, Some(9)), 137);
+    }
+}

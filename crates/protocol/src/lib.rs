@@ -1,0 +1,15 @@
+//! Types and encodings shared by berth's pieces. No I/O lives here.
+//!
+//! - [`guest`]: the guest channel between the host and `berth-init` (port 2024).
+//! - [`ids`]: typed identifiers used across the host (boxes, tenants).
+//! - [`error`]: the one JSON error shape, `{"error":{"code","message"}}`, used by the
+//!   guest channel and the public API alike.
+
+pub mod error;
+pub mod guest;
+pub mod ids;
+pub mod version;
+
+pub use error::{ErrorBody, ErrorCode, ErrorDetail};
+pub use ids::{BoxId, IdError, TenantId};
+pub use version::{negotiate, ProtocolVersion, PROTOCOL_VERSION};

@@ -1,0 +1,39 @@
+//! Errors of the runtime backends.
+
+use std::path::PathBuf;
+
+use crate::guest_client::GuestError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The backend cannot do this at all (e.g. pause on a backend without a freezer).
+    #[error("the {backend} runtime does not support {operation}")]
+    Unsupported { backend: &'static str, operation: &'static str },
+
+    /// The box is not in a state that allows the operation.
+    #[error("box {id} is {actual}, it must be {expected} to {operation}")]
+    WrongState { id: String, operation: &'static str, expected: &'static str, actual: &'static str },
+
+    /// Something the backend needs is missing from the host (a binary, a kernel feature).
+    #[error("{what} is missing: {hint}")]
+    Missing { what: String, hint: String },
+
+    #[error("{action} {path}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The OCI runtime (or VMM) failed; `stderr` holds what it said.
+    #[error("{program} {operation} failed ({status}): {stderr}")]
+    Backend { program: String, operation: &'static str, status: String, stderr: String },
+
+    /// The box started but its agent did not become ready in time.
+    #[error("box {id}: berth-init did not answer within {waited_ms} ms{}", last_error.as_ref().map(|e| format!(" (last error: {e})")).unwrap_or_default())]
+    NotReady { id: String, waited_ms: u64, last_error: Option<String> },
+
+    #[error("guest channel")]
+    Guest(#[from] GuestError),
+}

@@ -1,0 +1,78 @@
+//! The `Runtime` trait and its backends.
+//!
+//! A runtime turns a [`BoxSpec`] into a running box whose `berth-init` answers on the guest
+//! channel, and back. Every backend passes the same conformance suite
+//! (`tests/conformance.rs`). Backends are honest: what one cannot do returns
+//! [`RuntimeError::Unsupported`], never a silent `Ok`.
+
+pub mod error;
+pub mod guest_client;
+pub mod sandbox;
+pub mod spec;
+
+use async_trait::async_trait;
+use berth_protocol::BoxId;
+
+pub use error::RuntimeError;
+pub use guest_client::{ExecStream, GuestAddr, GuestClient, GuestError};
+pub use spec::{BootToken, BoxSpec, IdMap, Limits, Rootfs};
+
+/// What a backend can do beyond start/stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Capabilities {
+    /// Freeze a running box in memory and thaw it.
+    pub pause: bool,
+    /// Save a paused box to disk and restore it (not yet on any backend).
+    pub snapshot: bool,
+}
+
+/// What the backend sees of a box right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeStatus {
+    /// Nothing of the box runs (never started, stopped, or exited).
+    Stopped,
+    Running,
+    Paused,
+}
+
+/// One isolation backend (`sandbox`, later `qemu`, `firecracker`).
+///
+/// The backend owns `<boxes_dir>/<box id>/` (bundle, sockets, logs, the volume). All methods
+/// are safe to call concurrently for different boxes; the caller serialises calls for one
+/// box.
+#[async_trait]
+pub trait Runtime: Send + Sync + 'static {
+    /// `sandbox`, `qemu`, `firecracker`.
+    fn name(&self) -> &'static str;
+
+    fn capabilities(&self) -> Capabilities;
+
+    /// Boots the box and returns once its `berth-init` has answered `info` with the
+    /// protocol version agreed. Creates the volume on the first start. On error nothing of
+    /// the box is left running.
+    async fn start(&self, spec: &BoxSpec) -> Result<GuestClient, RuntimeError>;
+
+    /// Stops the box: SIGTERM to `berth-init`, SIGKILL after `grace`, and every process,
+    /// mount and cgroup of the box is gone when this returns. The volume stays. Stopping a
+    /// stopped box is `Ok`.
+    async fn stop(&self, id: &BoxId, grace: std::time::Duration) -> Result<(), RuntimeError>;
+
+    /// Freezes every process of a running box.
+    async fn pause(&self, id: &BoxId) -> Result<(), RuntimeError>;
+
+    /// Thaws a paused box.
+    async fn resume(&self, id: &BoxId) -> Result<(), RuntimeError>;
+
+    async fn status(&self, id: &BoxId) -> Result<RuntimeStatus, RuntimeError>;
+
+    /// A client for the guest channel of a running box, given the token minted for its boot.
+    fn channel(&self, id: &BoxId, token: &BootToken) -> GuestClient;
+
+    /// Boxes this backend has something running or left behind for (for reconciliation
+    /// after a daemon crash).
+    async fn list(&self) -> Result<Vec<BoxId>, RuntimeError>;
+
+    /// Stops the box if needed and deletes everything the backend holds for it, the volume
+    /// included. Removing an unknown box is `Ok`.
+    async fn remove(&self, id: &BoxId) -> Result<(), RuntimeError>;
+}

@@ -1,0 +1,111 @@
+//! What a runtime needs to know to start a box.
+
+use std::fmt;
+
+use berth_protocol::BoxId;
+
+/// Everything a backend needs to boot one box.
+#[derive(Debug, Clone)]
+pub struct BoxSpec {
+    pub id: BoxId,
+    /// The box's hostname (its name: a DNS label).
+    pub hostname: String,
+    pub rootfs: Rootfs,
+    pub limits: Limits,
+    /// Minted by the host for this boot; every guest-channel call must carry it.
+    pub boot_token: BootToken,
+    /// Where box uids land on the host.
+    pub id_map: IdMap,
+}
+
+/// The box's root filesystem, shared read-only by every box of a template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rootfs {
+    /// The host's own `/usr`, bound read-only, with a minimal `/etc` of berth's own.
+    /// Instant; sandbox only.
+    Host,
+}
+
+/// Resource limits of one box.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Limits {
+    pub memory_mib: u64,
+    pub pids: u64,
+    pub cpus: f64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { memory_mib: 512, pids: 256, cpus: 1.0 }
+    }
+}
+
+/// Box uids and gids `0..SIZE` map to host ids `host_base..host_base + SIZE`.
+/// Each box gets its own range, so box root of one box is not box root of another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdMap {
+    pub host_base: u32,
+}
+
+impl IdMap {
+    pub const SIZE: u32 = 65536;
+    /// Host ids below this are left to the host's own users.
+    const FIRST_BASE: u32 = 1 << 20;
+    /// How many distinct boxes can have a range.
+    pub const SLOTS: u32 = (u32::MAX - Self::FIRST_BASE) / Self::SIZE;
+
+    /// The range of box number `slot` (stable for the box's life; the store hands it out).
+    /// `None` when the slot is past [`IdMap::SLOTS`].
+    pub fn for_slot(slot: u32) -> Option<IdMap> {
+        (slot < Self::SLOTS).then(|| IdMap { host_base: Self::FIRST_BASE + slot * Self::SIZE })
+    }
+
+    /// The host uid of box uid `box_uid`.
+    pub fn host_id(&self, box_id: u32) -> u32 {
+        self.host_base + box_id
+    }
+}
+
+/// The boot token: 256 random bits, hex. Never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BootToken(String);
+
+impl BootToken {
+    /// A token from 32 random bytes (callers pass bytes from the OS random source).
+    pub fn from_random(random: [u8; 32]) -> Self {
+        BootToken(random.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for BootToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("BootToken(…)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_ranges_never_overlap_and_stay_in_u32() {
+        let a = IdMap::for_slot(0).unwrap();
+        let b = IdMap::for_slot(1).unwrap();
+        assert!(a.host_id(IdMap::SIZE - 1) < b.host_base);
+        let last = IdMap::for_slot(IdMap::SLOTS - 1).unwrap();
+        assert!(last.host_base.checked_add(IdMap::SIZE - 1).is_some());
+        assert!(IdMap::for_slot(IdMap::SLOTS).is_none());
+        assert!(a.host_base >= 1 << 20);
+    }
+
+    #[test]
+    fn tokens_are_64_hex_chars_and_not_debug_printed() {
+        let t = BootToken::from_random([0xab; 32]);
+        assert_eq!(t.as_str().len(), 64);
+        assert!(!format!("{t:?}").contains("ab"));
+    }
+}
