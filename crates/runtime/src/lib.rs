@@ -76,3 +76,23 @@ pub trait Runtime: Send + Sync + 'static {
     /// included. Removing an unknown box is `Ok`.
     async fn remove(&self, id: &BoxId) -> Result<(), RuntimeError>;
 }
+
+/// Finds the static `berth-init` binary: `$BERTH_INIT_BIN`, else `berth-init` beside the
+/// running executable.
+pub fn init_binary() -> Result<std::path::PathBuf, RuntimeError> {
+    let candidate = match std::env::var_os("BERTH_INIT_BIN") {
+        Some(path) => std::path::PathBuf::from(path),
+        None => std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(|dir| dir.join("berth-init")))
+            .unwrap_or_else(|| "berth-init".into()),
+    };
+    if candidate.is_file() {
+        Ok(candidate)
+    } else {
+        Err(RuntimeError::Missing {
+            what: format!("berth-init (looked for {})", candidate.display()),
+            hint: "build it with `make init`, or set BERTH_INIT_BIN to a static berth-init".into(),
+        })
+    }
+}
