@@ -1,0 +1,44 @@
+# berth: `make up` runs the daemon, `make test` runs every test. Both install what is
+# missing first (Debian packages, as root) and build berth-init statically.
+
+CARGO ?= cargo
+HOST_TRIPLE := $(shell rustc -vV | sed -n 's/^host: //p')
+INIT_BIN := target/$(HOST_TRIPLE)/init/berth-init
+ARGS ?=
+
+export BERTH_INIT_BIN := $(CURDIR)/$(INIT_BIN)
+
+.PHONY: up test bench deps init build install clean
+
+## up: install what is missing, build, and run `berth up $(ARGS)`
+up: deps init
+	$(CARGO) build --release -p berth
+	cp $(INIT_BIN) target/release/berth-init
+	target/release/berth up $(ARGS)
+
+## test: install what is missing, build, and run all tests
+test: deps init
+	$(CARGO) nextest run --workspace --no-fail-fast
+
+## bench: cold start and exec round-trip against their floors
+bench: deps init
+	$(CARGO) bench -p berth-benches
+
+## deps: the Debian packages berth needs (runc), installed when missing and running as root
+deps:
+	@./scripts/install-deps.sh
+
+## init: berth-init, linked statically so it runs in any root filesystem
+init:
+	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build -p berth-init --profile init --target $(HOST_TRIPLE)
+
+build: init
+	$(CARGO) build --release -p berth
+
+## install: berth and berth-init into /usr/local/bin
+install: build
+	install -m 0755 target/release/berth /usr/local/bin/berth
+	install -m 0755 $(INIT_BIN) /usr/local/bin/berth-init
+
+clean:
+	$(CARGO) clean
