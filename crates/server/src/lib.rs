@@ -1,1 +1,20 @@
+//! The berth daemon: the public HTTP API (docs/api.md) and the box lifecycle.
+//!
+//! - [`api`]: routes and thin handlers (parse, authorize, call one operation);
+//!   `api/error.rs` is the one place errors become HTTP.
+//! - [`ops`]: typed operations, one per verb, knowing nothing about HTTP.
+//! - [`boxes`]: in-memory per-box state (lifecycle lock, the current guest client).
+//! - [`server`]: start (store, admin key, reconcile, listen) and shutdown.
 
+pub mod api;
+pub mod boxes;
+pub mod config;
+pub mod ctx;
+pub mod error;
+pub mod ops;
+pub mod server;
+pub mod validate;
+
+pub use config::{ServerConfig, ADMIN_KEY_FILE, URL_FILE};
+pub use error::{OpError, ServerError};
+pub use server::{run, Server};

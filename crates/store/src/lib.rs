@@ -1,1 +1,91 @@
+//! berth's durable state in SQLite: tenants, API keys (hashed) and boxes.
+//!
+//! Every commit is fsync'd (`synchronous=FULL`, WAL). The API is synchronous: one
+//! connection behind a `std::sync::Mutex`. Every call is one short statement or one small
+//! transaction (well under a millisecond plus one fsync), so the daemon calls it directly
+//! from async code: the lock is never held across an `.await`, and a thread pool hop per
+//! call (`spawn_blocking`) would cost about as much as the call itself.
 
+mod boxes;
+mod error;
+mod migrations;
+mod state;
+mod tenants;
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::Connection;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+pub use boxes::{BoxRecord, NewBox};
+pub use error::StoreError;
+pub use state::{check_transition, BoxState, InvalidTransition, UnknownState};
+pub use tenants::{Principal, Tenant, DEFAULT_TENANT};
+
+/// The database file's name inside the data directory.
+pub const DB_FILE: &str = "berth.db";
+
+#[derive(Debug)]
+pub struct Store {
+    conn: Mutex<Connection>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and applies pending migrations.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let open_err = |source| StoreError::Open {
+            path: path.to_owned(),
+            source,
+        };
+        let mut conn = Connection::open(path).map_err(open_err)?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(open_err)?;
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))
+            .map_err(open_err)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(open_err)?;
+        migrations::apply(&mut conn)?;
+        Ok(Store {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave a half-applied transaction behind
+        // (rusqlite rolls back on drop), so a poisoned lock is still usable.
+        self.conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn now() -> OffsetDateTime {
+    let now = OffsetDateTime::now_utc();
+    now.replace_nanosecond(0).unwrap_or(now)
+}
+
+fn format_time(t: OffsetDateTime) -> Result<String, StoreError> {
+    t.format(&Rfc3339).map_err(StoreError::Format)
+}
+
+fn parse_time(column: &'static str, s: &str) -> Result<OffsetDateTime, StoreError> {
+    OffsetDateTime::parse(s, &Rfc3339).map_err(|source| StoreError::CorruptTime { column, source })
+}
+
+fn random<const N: usize>() -> Result<[u8; N], StoreError> {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).map_err(StoreError::Random)?;
+    Ok(bytes)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,205 @@
+//! Cold start and exec round-trip of a `sandbox` box through the daemon's API, each printed
+//! as p50/p99 and as a ratio to its floor measured in the same run:
+//! - cold start (create → first exec answered) vs the OCI runtime's own `run` of a trivial
+//!   bundle with the same namespaces;
+//! - exec round-trip on a running box (`true`) vs a local fork + exec of `/usr/bin/true`;
+//! - berth-init's resident memory while serving.
+//!
+//! Needs root, runc and a static berth-init (`make bench` builds it).
+//! `BERTH_BENCH_STARTS` and `BERTH_BENCH_EXECS` set the sample counts.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use berth_benches::floor::{fork_exec_once, TrivialBundle};
+use berth_benches::http::Client;
+use berth_benches::stats::{ms, ratio, Summary};
+use berth_runtime::sandbox::{SandboxConfig, SandboxRuntime};
+use berth_server::{Server, ServerConfig};
+use http::{Method, StatusCode};
+use serde_json::json;
+
+const OCI_RUNTIME: &str = "runc";
+
+fn count(var: &str, default: usize) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a plain `cargo test` of benches passes nothing to run.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    if let Err(e) = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(run())
+    {
+        eprintln!("bench failed: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let starts = count("BERTH_BENCH_STARTS", 20);
+    let execs = count("BERTH_BENCH_EXECS", 300);
+    let dir = tempfile::tempdir()?;
+
+    // Floors first, so nothing of berth is warm when they run.
+    let bundle = TrivialBundle::new(dir.path(), OCI_RUNTIME)?;
+    bundle.run_once(0)?; // warm the page cache
+    let start_floor: Vec<Duration> = (1..=starts)
+        .map(|n| bundle.run_once(n))
+        .collect::<Result<_, _>>()?;
+    let exec_floor: Vec<Duration> = (0..execs)
+        .map(|_| fork_exec_once())
+        .collect::<Result<_, _>>()?;
+
+    let runtime = SandboxRuntime::new(SandboxConfig {
+        data_dir: dir.path().join("berth"),
+        oci_runtime: OCI_RUNTIME.into(),
+        init_bin: berth_runtime::init_binary()?,
+    })?;
+    let server = Server::bind(ServerConfig {
+        data_dir: dir.path().join("berth"),
+        listen: "127.0.0.1:0".parse()?,
+        runtime: Arc::new(runtime),
+    })
+    .await?;
+    let addr = server.local_addr();
+    let key = server
+        .admin_key_created
+        .clone()
+        .ok_or("no admin key on a new data dir")?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let daemon = tokio::spawn(server.serve(async {
+        let _ = stop_rx.await;
+    }));
+    let mut client = Client::connect(addr, &key).await?;
+
+    let exec_true = json!({"cmd": ["true"]});
+    let mut cold = Vec::with_capacity(starts);
+    for n in 0..=starts {
+        let name = format!("bench-{n}");
+        let started = Instant::now();
+        let (status, _) = client
+            .call(Method::POST, "/v1/boxes", json!({"name": name}))
+            .await?;
+        expect(status, StatusCode::CREATED, "create")?;
+        let (status, body) = client
+            .call(
+                Method::POST,
+                &format!("/v1/boxes/{name}/exec"),
+                exec_true.clone(),
+            )
+            .await?;
+        expect(status, StatusCode::OK, "first exec")?;
+        if body["exit_code"] != 0 {
+            return Err(format!("first exec: {body}").into());
+        }
+        if n > 0 {
+            cold.push(started.elapsed()); // bench-0 warms caches
+        }
+        if n < starts {
+            let (status, _) = client
+                .call(
+                    Method::DELETE,
+                    &format!("/v1/boxes/{name}"),
+                    serde_json::Value::Null,
+                )
+                .await?;
+            expect(status, StatusCode::NO_CONTENT, "delete")?;
+        }
+    }
+
+    let last = format!("/v1/boxes/bench-{starts}/exec");
+    let mut round_trips = Vec::with_capacity(execs);
+    for _ in 0..execs {
+        let started = Instant::now();
+        let (status, _) = client.call(Method::POST, &last, exec_true.clone()).await?;
+        round_trips.push(started.elapsed());
+        expect(status, StatusCode::OK, "exec")?;
+    }
+    let (_, body) = client
+        .call(
+            Method::POST,
+            &last,
+            json!({"cmd": ["sh", "-c", "grep VmRSS /proc/1/status"]}),
+        )
+        .await?;
+    let rss_kib: u64 = body["stdout"]
+        .as_str()
+        .and_then(|s| s.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("cannot read berth-init's VmRSS: {body}"))?;
+
+    let _ = stop_tx.send(());
+    daemon.await??;
+
+    report(
+        "cold start (create → first exec)",
+        &cold,
+        &start_floor,
+        "runc run, trivial bundle",
+        2.0,
+    );
+    report(
+        "exec round-trip (running box)",
+        &round_trips,
+        &exec_floor,
+        "local fork+exec",
+        f64::NAN,
+    );
+    let exec = Summary::of(&round_trips);
+    println!(
+        "exec p50 {}  target ≤ 2 ms: {}",
+        ms(exec.p50),
+        if exec.p50 <= Duration::from_millis(2) {
+            "met"
+        } else {
+            "MISSED"
+        }
+    );
+    println!(
+        "berth-init RSS {:.2} MiB  target ≤ 5 MiB: {}",
+        rss_kib as f64 / 1024.0,
+        if rss_kib <= 5 * 1024 { "met" } else { "MISSED" }
+    );
+    Ok(())
+}
+
+fn expect(got: StatusCode, want: StatusCode, what: &str) -> Result<(), String> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!("{what}: expected {want}, got {got}"))
+    }
+}
+
+fn report(what: &str, samples: &[Duration], floor: &[Duration], floor_name: &str, target: f64) {
+    let s = Summary::of(samples);
+    let f = Summary::of(floor);
+    println!("{what}: n={} p50 {} p99 {}", s.n, ms(s.p50), ms(s.p99));
+    println!(
+        "  floor ({floor_name}): p50 {} p99 {}",
+        ms(f.p50),
+        ms(f.p99)
+    );
+    let r50 = ratio(s.p50, f.p50);
+    let verdict = if target.is_nan() {
+        String::new()
+    } else if r50 <= target {
+        format!("  target ≤ {target}×: met")
+    } else {
+        format!("  target ≤ {target}×: MISSED")
+    };
+    println!(
+        "  ratio p50 {:.2}×  p99 {:.2}×{verdict}",
+        r50,
+        ratio(s.p99, f.p99)
+    );
+}

@@ -1,0 +1,5 @@
+//! Helpers for berth's benchmarks: percentiles and the floors every figure is compared to.
+
+pub mod floor;
+pub mod http;
+pub mod stats;

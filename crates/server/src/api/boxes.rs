@@ -1,0 +1,106 @@
+//! `/v1/boxes`: create, list, get, delete, start, stop.
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use http::StatusCode;
+use serde::Deserialize;
+
+use crate::api::auth::Caller;
+use crate::api::error::ApiError;
+use crate::api::extract::ApiJson;
+use crate::api::view::{BoxListView, BoxView};
+use crate::ctx::Ctx;
+use crate::ops::{box_create, box_delete, box_find, box_start, box_stop};
+use crate::validate::LimitsInput;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateBody {
+    name: String,
+    #[serde(default)]
+    template: Option<String>,
+    #[serde(default)]
+    limits: Option<LimitsBody>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsBody {
+    #[serde(default)]
+    memory_mib: Option<u64>,
+    #[serde(default)]
+    pids: Option<u64>,
+    #[serde(default)]
+    cpus: Option<f64>,
+}
+
+pub async fn create(
+    State(ctx): State<Ctx>,
+    Caller(who): Caller,
+    ApiJson(body): ApiJson<CreateBody>,
+) -> Result<Response, ApiError> {
+    let limits = body.limits.unwrap_or_default();
+    let record = box_create::create_box(
+        &ctx,
+        &who.tenant_id,
+        box_create::CreateBox {
+            name: body.name,
+            template: body.template,
+            limits: LimitsInput {
+                memory_mib: limits.memory_mib,
+                pids: limits.pids,
+                cpus: limits.cpus,
+            },
+        },
+    )?;
+    Ok((StatusCode::CREATED, Json(BoxView::from(record))).into_response())
+}
+
+pub async fn list(
+    State(ctx): State<Ctx>,
+    Caller(who): Caller,
+) -> Result<Json<BoxListView>, ApiError> {
+    let boxes = box_find::list_boxes(&ctx, &who.tenant_id)?;
+    Ok(Json(BoxListView {
+        boxes: boxes.into_iter().map(BoxView::from).collect(),
+    }))
+}
+
+pub async fn get(
+    State(ctx): State<Ctx>,
+    Caller(who): Caller,
+    Path(reference): Path<String>,
+) -> Result<Json<BoxView>, ApiError> {
+    Ok(Json(
+        box_find::find_box(&ctx, &who.tenant_id, &reference)?.into(),
+    ))
+}
+
+pub async fn delete(
+    State(ctx): State<Ctx>,
+    Caller(who): Caller,
+    Path(reference): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
+    box_delete::delete_box(&ctx, &record.id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn start(
+    State(ctx): State<Ctx>,
+    Caller(who): Caller,
+    Path(reference): Path<String>,
+) -> Result<Json<BoxView>, ApiError> {
+    let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
+    Ok(Json(box_start::start_box(&ctx, &record.id).await?.into()))
+}
+
+pub async fn stop(
+    State(ctx): State<Ctx>,
+    Caller(who): Caller,
+    Path(reference): Path<String>,
+) -> Result<Json<BoxView>, ApiError> {
+    let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
+    Ok(Json(box_stop::stop_box(&ctx, &record.id).await?.into()))
+}

@@ -1,0 +1,233 @@
+//! THE one place errors become an HTTP status and an [`ErrorBody`]. Server-side failures
+//! (5xx) log their full cause chain here, once.
+
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use berth_protocol::{ErrorBody, ErrorCode};
+use http::StatusCode;
+
+use crate::error::{error_chain, OpError};
+
+/// Everything a handler can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error(transparent)]
+    Op(#[from] OpError),
+
+    #[error("a valid API key is required: Authorization: Bearer <key>")]
+    Unauthorized,
+
+    /// The body, query or path did not parse; `detail` is the parser's message.
+    #[error("invalid {part}: {detail}")]
+    Malformed { part: &'static str, detail: String },
+
+    #[error("the request body is over its limit of {limit_bytes} bytes")]
+    PayloadTooLarge { limit_bytes: u64 },
+
+    #[error("cannot read the request body")]
+    Body(#[source] axum::Error),
+
+    #[error("no route for {method} {path}")]
+    NoRoute { method: http::Method, path: String },
+
+    #[error("method {method} is not allowed on {path}")]
+    MethodNotAllowed { method: http::Method, path: String },
+}
+
+impl ApiError {
+    pub fn status_and_code(&self) -> (StatusCode, ErrorCode) {
+        match self {
+            ApiError::Op(op) => op_status(op),
+            ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),
+            ApiError::Malformed { .. } | ApiError::Body(_) => {
+                (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest)
+            }
+            ApiError::PayloadTooLarge { .. } => {
+                (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge)
+            }
+            ApiError::NoRoute { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+            ApiError::MethodNotAllowed { .. } => {
+                (StatusCode::METHOD_NOT_ALLOWED, ErrorCode::InvalidRequest)
+            }
+        }
+    }
+
+    /// What the client reads. Client errors and `unavailable` carry the whole cause chain
+    /// (it is about their request or their box); internal errors point to the log.
+    fn message(&self, status: StatusCode) -> String {
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            format!("{self}; the cause is in the daemon's log")
+        } else {
+            error_chain(self)
+        }
+    }
+}
+
+fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
+    match op {
+        OpError::InvalidName { .. }
+        | OpError::UnknownTemplate { .. }
+        | OpError::LimitOutOfRange { .. }
+        | OpError::InvalidPath { .. }
+        | OpError::InvalidExec { .. } => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
+        OpError::BoxNotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+        OpError::NameTaken { .. } => (StatusCode::CONFLICT, ErrorCode::AlreadyExists),
+        OpError::Conflict { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
+        OpError::StartFailed { .. } | OpError::ExecCut => {
+            (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable)
+        }
+        OpError::Guest(e) => guest_status(e.code()),
+        OpError::ExecRefused { code, .. } => guest_status(*code),
+        OpError::Runtime { .. }
+        | OpError::NoIdRange { .. }
+        | OpError::Store(_)
+        | OpError::Random(_)
+        | OpError::TaskPanicked { .. } => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
+    }
+}
+
+/// A code from the box's agent, as the public API shows it.
+pub fn guest_status(code: ErrorCode) -> (StatusCode, ErrorCode) {
+    let status = match code {
+        ErrorCode::InvalidRequest | ErrorCode::IsADirectory | ErrorCode::NotADirectory => {
+            StatusCode::BAD_REQUEST
+        }
+        ErrorCode::NotFound => StatusCode::NOT_FOUND,
+        ErrorCode::PermissionDenied => StatusCode::FORBIDDEN,
+        ErrorCode::AlreadyExists | ErrorCode::NotEmpty | ErrorCode::Conflict => {
+            StatusCode::CONFLICT
+        }
+        ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
+        ErrorCode::Unsupported => StatusCode::NOT_IMPLEMENTED,
+        // The agent refusing our own boot token, or an answer we cannot place: our bug.
+        ErrorCode::Unauthorized | ErrorCode::Internal | ErrorCode::Unknown => {
+            return (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal);
+        }
+    };
+    (status, code)
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        if status.is_server_error() {
+            tracing::error!(status = status.as_u16(), code = %code, error = %error_chain(&self), "request failed");
+        }
+        (status, Json(ErrorBody::new(code, self.message(status)))).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_runtime::{GuestError, RuntimeError};
+
+    fn status(e: impl Into<ApiError>) -> (u16, ErrorCode) {
+        let (s, c) = e.into().status_and_code();
+        (s.as_u16(), c)
+    }
+
+    fn remote(code: ErrorCode) -> OpError {
+        OpError::from(GuestError::Remote {
+            status: 0,
+            body: ErrorBody::new(code, "m"),
+        })
+    }
+
+    #[test]
+    fn client_mistakes_are_4xx() {
+        assert_eq!(
+            status(OpError::InvalidName {
+                name: "A".into(),
+                rule: "r"
+            }),
+            (400, ErrorCode::InvalidRequest)
+        );
+        assert_eq!(
+            status(OpError::BoxNotFound {
+                reference: "x".into()
+            }),
+            (404, ErrorCode::NotFound)
+        );
+        assert_eq!(
+            status(OpError::NameTaken { name: "x".into() }),
+            (409, ErrorCode::AlreadyExists)
+        );
+        assert_eq!(
+            status(ApiError::Unauthorized),
+            (401, ErrorCode::Unauthorized)
+        );
+        assert_eq!(
+            status(ApiError::PayloadTooLarge { limit_bytes: 1 }),
+            (413, ErrorCode::PayloadTooLarge)
+        );
+    }
+
+    #[test]
+    fn guest_codes_map_to_documented_statuses() {
+        assert_eq!(
+            status(remote(ErrorCode::NotFound)),
+            (404, ErrorCode::NotFound)
+        );
+        assert_eq!(
+            status(remote(ErrorCode::PermissionDenied)),
+            (403, ErrorCode::PermissionDenied)
+        );
+        assert_eq!(
+            status(remote(ErrorCode::IsADirectory)),
+            (400, ErrorCode::IsADirectory)
+        );
+        assert_eq!(
+            status(remote(ErrorCode::NotADirectory)),
+            (400, ErrorCode::NotADirectory)
+        );
+        assert_eq!(
+            status(remote(ErrorCode::NotEmpty)),
+            (409, ErrorCode::NotEmpty)
+        );
+        assert_eq!(
+            status(remote(ErrorCode::AlreadyExists)),
+            (409, ErrorCode::AlreadyExists)
+        );
+        assert_eq!(
+            status(remote(ErrorCode::PayloadTooLarge)),
+            (413, ErrorCode::PayloadTooLarge)
+        );
+        assert_eq!(
+            status(remote(ErrorCode::Unavailable)),
+            (503, ErrorCode::Unavailable)
+        );
+        assert_eq!(
+            status(remote(ErrorCode::Unauthorized)),
+            (500, ErrorCode::Internal)
+        );
+        let connect = GuestError::Connect {
+            addr: berth_runtime::GuestAddr::Unix("/x".into()),
+            source: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+        };
+        assert_eq!(
+            status(OpError::from(connect)),
+            (503, ErrorCode::Unavailable)
+        );
+    }
+
+    #[test]
+    fn a_failed_start_is_503_and_says_what_to_do() {
+        let err = ApiError::Op(OpError::StartFailed {
+            name: "alice".into(),
+            source: Box::new(RuntimeError::Missing {
+                what: "runc".into(),
+                hint: "apt install runc".into(),
+            }),
+        });
+        let (s, c) = err.status_and_code();
+        assert_eq!((s.as_u16(), c), (503, ErrorCode::Unavailable));
+        let message = err.message(s);
+        assert!(
+            message.contains("POST /v1/boxes/alice/start") && message.contains("apt install runc"),
+            "{message}"
+        );
+    }
+}

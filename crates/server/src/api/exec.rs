@@ -1,0 +1,110 @@
+//! `POST /v1/boxes/{ref}/exec`: collected JSON by default, NDJSON frames with
+//! `Accept: application/x-ndjson`.
+
+use std::collections::BTreeMap;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use berth_protocol::guest::{BoxUser, ExecFrame};
+use berth_protocol::ErrorCode;
+use berth_runtime::ExecStream;
+use bytes::Bytes;
+use http::HeaderMap;
+use serde::Deserialize;
+
+use crate::api::auth::Caller;
+use crate::api::error::ApiError;
+use crate::api::extract::ApiJson;
+use crate::ctx::Ctx;
+use crate::error::error_chain;
+use crate::ops::box_find;
+use crate::ops::exec::{exec_collect, exec_stream, ExecCommand};
+
+pub const NDJSON: &str = "application/x-ndjson";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecBody {
+    cmd: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    stdin: Option<String>,
+    #[serde(default)]
+    user: BoxUser,
+    #[serde(default)]
+    timeout_s: Option<u64>,
+}
+
+impl From<ExecBody> for ExecCommand {
+    fn from(b: ExecBody) -> Self {
+        ExecCommand {
+            cmd: b.cmd,
+            env: b.env,
+            cwd: b.cwd,
+            stdin: b.stdin,
+            user: b.user,
+            timeout_s: b.timeout_s,
+        }
+    }
+}
+
+pub async fn exec(
+    State(ctx): State<Ctx>,
+    Caller(who): Caller,
+    Path(reference): Path<String>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<ExecBody>,
+) -> Result<Response, ApiError> {
+    let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
+    let wants_stream = headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains(NDJSON));
+    if wants_stream {
+        let stream = exec_stream(&ctx, &record.id, body.into()).await?;
+        Ok((
+            [(http::header::CONTENT_TYPE, NDJSON)],
+            Body::from_stream(frames(stream)),
+        )
+            .into_response())
+    } else {
+        Ok(Json(exec_collect(&ctx, &record.id, body.into()).await?).into_response())
+    }
+}
+
+/// The guest's frames, one JSON line each, as they arrive. A guest failure mid-stream
+/// becomes a last `error` frame. When the client goes away the body is dropped, which
+/// drops the guest stream, which makes `berth-init` kill the process group.
+fn frames(
+    stream: ExecStream,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send {
+    futures_util::stream::unfold(Some(stream), |state| async move {
+        let mut stream = state?;
+        let (frame, more) = match stream.next_frame().await {
+            Ok(Some(frame)) => {
+                let last = matches!(frame, ExecFrame::Exit { .. } | ExecFrame::Error { .. });
+                (frame, !last)
+            }
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::warn!(error = %error_chain(&e), "exec stream from the box broke");
+                (
+                    ExecFrame::Error {
+                        code: ErrorCode::Unavailable,
+                        message: error_chain(&e),
+                    },
+                    false,
+                )
+            }
+        };
+        let mut line = serde_json::to_vec(&frame).unwrap_or_default();
+        line.push(b'\n');
+        Some((Ok(Bytes::from(line)), more.then_some(stream)))
+    })
+}

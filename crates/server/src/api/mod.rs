@@ -1,0 +1,84 @@
+//! The public HTTP API (docs/api.md): routes, and the request log.
+
+pub mod auth;
+pub mod boxes;
+pub mod error;
+pub mod exec;
+pub mod extract;
+pub mod files;
+pub mod view;
+
+use std::time::Instant;
+
+use axum::extract::Request;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+
+use crate::api::error::ApiError;
+use crate::ctx::Ctx;
+
+pub fn router(ctx: Ctx) -> Router {
+    Router::new()
+        .route("/v1/health", get(health))
+        .route("/v1/boxes", post(boxes::create).get(boxes::list))
+        .route("/v1/boxes/{box_ref}", get(boxes::get).delete(boxes::delete))
+        .route("/v1/boxes/{box_ref}/start", post(boxes::start))
+        .route("/v1/boxes/{box_ref}/stop", post(boxes::stop))
+        .route("/v1/boxes/{box_ref}/exec", post(exec::exec))
+        .route(
+            "/v1/boxes/{box_ref}/files",
+            get(files::read).put(files::write).delete(files::remove),
+        )
+        .route("/v1/boxes/{box_ref}/files/list", get(files::list))
+        .route("/v1/boxes/{box_ref}/files/stat", get(files::stat))
+        .route("/v1/boxes/{box_ref}/files/mkdir", post(files::mkdir))
+        .fallback(no_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn(log_request))
+        .with_state(ctx)
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Health {
+    status: &'static str,
+    version: &'static str,
+}
+
+async fn health() -> Json<Health> {
+    Json(Health {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+    })
+}
+
+async fn no_route(method: http::Method, uri: http::Uri) -> ApiError {
+    ApiError::NoRoute {
+        method,
+        path: uri.path().to_owned(),
+    }
+}
+
+async fn method_not_allowed(method: http::Method, uri: http::Uri) -> ApiError {
+    ApiError::MethodNotAllowed {
+        method,
+        path: uri.path().to_owned(),
+    }
+}
+
+/// One line per request at info: method, path, status, duration.
+async fn log_request(req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let began = Instant::now();
+    let response = next.run(req).await;
+    tracing::info!(
+        %method,
+        path,
+        status = response.status().as_u16(),
+        duration_ms = %format_args!("{:.1}", began.elapsed().as_secs_f64() * 1000.0),
+        "request"
+    );
+    response
+}

@@ -1,0 +1,31 @@
+//! How the daemon is started.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use berth_runtime::Runtime;
+
+/// Everything the daemon needs; the CLI builds it from flags.
+#[derive(Clone)]
+pub struct ServerConfig {
+    /// berth's data directory: `berth.db`, `admin.key`, `berth.url`, and the runtime's files.
+    pub data_dir: PathBuf,
+    /// Where the public API listens (`127.0.0.1:7070` by default; port 0 picks one).
+    pub listen: SocketAddr,
+    pub runtime: Arc<dyn Runtime>,
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("data_dir", &self.data_dir)
+            .field("listen", &self.listen)
+            .field("runtime", &self.runtime.name())
+            .finish()
+    }
+}
+
+/// File names inside the data directory.
+pub const ADMIN_KEY_FILE: &str = "admin.key";
+pub const URL_FILE: &str = "berth.url";

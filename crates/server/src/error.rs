@@ -1,0 +1,152 @@
+//! Typed errors of the daemon's operations. They know nothing about HTTP: `api/error.rs`
+//! is the one place they become a status and an error body.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use berth_protocol::{BoxId, ErrorCode};
+use berth_runtime::{GuestError, RuntimeError};
+use berth_store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    #[error("invalid box name {name:?}: {rule}")]
+    InvalidName { name: String, rule: &'static str },
+
+    #[error("unknown template {template:?}; available: {}", available.join(", "))]
+    UnknownTemplate {
+        template: String,
+        available: &'static [&'static str],
+    },
+
+    #[error("{field} must be between {min} and {max}, got {value}")]
+    LimitOutOfRange {
+        field: &'static str,
+        value: f64,
+        min: f64,
+        max: f64,
+    },
+
+    #[error("invalid path {path:?}: {rule}")]
+    InvalidPath { path: String, rule: &'static str },
+
+    #[error("invalid exec request: {rule}")]
+    InvalidExec { rule: &'static str },
+
+    #[error("no box {reference:?}")]
+    BoxNotFound { reference: String },
+
+    #[error("a box named {name:?} already exists")]
+    NameTaken { name: String },
+
+    /// The box changed under us (a concurrent call, or the state machine forbids it).
+    #[error("box {id} is busy or in a state that forbids this call; retry")]
+    Conflict {
+        id: BoxId,
+        #[source]
+        source: Box<StoreError>,
+    },
+
+    #[error("box {name} could not be started; fix the cause (details in the daemon's log) and retry with POST /v1/boxes/{name}/start")]
+    StartFailed {
+        name: String,
+        #[source]
+        source: Box<RuntimeError>,
+    },
+
+    #[error("the runtime could not {action} box {id}")]
+    Runtime {
+        action: &'static str,
+        id: BoxId,
+        #[source]
+        source: Box<RuntimeError>,
+    },
+
+    /// The box's id slot has no uid range (more boxes than `IdMap::SLOTS` were ever made).
+    #[error("box {id} has id slot {slot}, past the last uid range")]
+    NoIdRange { id: BoxId, slot: u32 },
+
+    #[error("the box's agent failed the call")]
+    Guest(#[source] Box<GuestError>),
+
+    /// The agent refused to run the process (no such program, bad cwd, …).
+    #[error("exec failed in the box: {message}")]
+    ExecRefused { code: ErrorCode, message: String },
+
+    #[error("the box's agent closed the exec stream before the process exited")]
+    ExecCut,
+
+    #[error("the store failed")]
+    Store(#[source] Box<StoreError>),
+
+    #[error("the OS random source failed")]
+    Random(#[source] getrandom::Error),
+
+    #[error("a lifecycle task of box {id} panicked")]
+    TaskPanicked {
+        id: BoxId,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+}
+
+impl From<GuestError> for OpError {
+    fn from(e: GuestError) -> Self {
+        OpError::Guest(Box::new(e))
+    }
+}
+
+impl From<StoreError> for OpError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NameTaken { name } => OpError::NameTaken { name },
+            StoreError::StaleGeneration { ref id, .. } | StoreError::Transition { ref id, .. } => {
+                OpError::Conflict {
+                    id: id.clone(),
+                    source: Box::new(e),
+                }
+            }
+            StoreError::BoxNotFound { id } => OpError::BoxNotFound {
+                reference: id.to_string(),
+            },
+            other => OpError::Store(Box::new(other)),
+        }
+    }
+}
+
+/// Errors starting or running the daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot {action} {}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("cannot listen on {addr}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("the HTTP server failed")]
+    Serve(#[source] std::io::Error),
+
+    #[error("cannot open the store")]
+    Store(#[from] StoreError),
+}
+
+/// `error: cause: cause …`, the full chain on one line (logged once, at the edge).
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
+}

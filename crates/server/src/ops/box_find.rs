@@ -1,0 +1,30 @@
+//! Box lookups for a client: always scoped by the caller's tenant, so another tenant's
+//! box is "no box" (404), never "forbidden".
+
+use berth_protocol::{BoxId, TenantId};
+use berth_store::BoxRecord;
+
+use crate::ctx::Ctx;
+use crate::error::OpError;
+
+/// The tenant's box by id (`bx_…`) or name.
+pub fn find_box(ctx: &Ctx, tenant: &TenantId, reference: &str) -> Result<BoxRecord, OpError> {
+    let found = match reference.parse::<BoxId>() {
+        Ok(id) => ctx.store.get_box_by_id(tenant, &id)?,
+        Err(_) => ctx.store.get_box_by_name(tenant, reference)?,
+    };
+    found.ok_or_else(|| OpError::BoxNotFound {
+        reference: reference.to_owned(),
+    })
+}
+
+pub fn list_boxes(ctx: &Ctx, tenant: &TenantId) -> Result<Vec<BoxRecord>, OpError> {
+    Ok(ctx.store.list_boxes(tenant)?)
+}
+
+/// The current row of a box the caller already found (after a lifecycle change).
+pub(crate) fn reload(ctx: &Ctx, id: &BoxId) -> Result<BoxRecord, OpError> {
+    ctx.store.get_box(id)?.ok_or_else(|| OpError::BoxNotFound {
+        reference: id.to_string(),
+    })
+}

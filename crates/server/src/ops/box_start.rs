@@ -1,0 +1,191 @@
+//! Waking a box: `POST /v1/boxes/{ref}/start`, and every call that needs the box (exec,
+//! files). Under the box's lifecycle lock, so concurrent wakes start it once.
+
+use std::future::Future;
+use std::time::Instant;
+
+use berth_protocol::BoxId;
+use berth_runtime::{BootToken, BoxSpec, GuestClient, GuestError, IdMap, Limits, RuntimeStatus};
+use berth_store::{BoxRecord, BoxState};
+
+use crate::boxes::Live;
+use crate::ctx::{Ctx, STOP_GRACE};
+use crate::error::{error_chain, OpError};
+use crate::ops::box_find::reload;
+use crate::ops::detached;
+use crate::validate;
+
+/// Starts the box if needed; returns its current row (`running`).
+pub async fn start_box(ctx: &Ctx, id: &BoxId) -> Result<BoxRecord, OpError> {
+    ensure_running(ctx, id).await?;
+    reload(ctx, id)
+}
+
+/// Runs `call` against the box's agent, waking the box first. When the agent cannot be
+/// reached and the runtime says the box is no longer running (its processes died), the
+/// box is recorded as stopped, woken again, and the call made once more: a refused
+/// connection means the call never reached the box, so it is safe to repeat.
+pub async fn with_guest<T, F, Fut>(ctx: &Ctx, id: &BoxId, call: F) -> Result<T, OpError>
+where
+    F: Fn(GuestClient) -> Fut,
+    Fut: Future<Output = Result<T, GuestError>>,
+{
+    let (client, boot) = ensure_running(ctx, id).await?;
+    match call(client).await {
+        Err(GuestError::Connect { .. }) if forget_if_dead(ctx, id, boot).await? => {
+            let (client, _) = ensure_running(ctx, id).await?;
+            Ok(call(client).await?)
+        }
+        other => Ok(other?),
+    }
+}
+
+/// The guest client of the running box and its boot number: resumes a paused box,
+/// cold-starts a stopped or failed one.
+pub async fn ensure_running(ctx: &Ctx, id: &BoxId) -> Result<(GuestClient, u64), OpError> {
+    let (ctx, task_id) = (ctx.clone(), id.clone());
+    detached(id, async move { wake_locked(&ctx, &task_id).await }).await
+}
+
+/// After boot `boot` of the box could not be reached: `true` when that boot is over (the
+/// runtime no longer runs it, or another boot replaced it), so a new wake makes sense.
+async fn forget_if_dead(ctx: &Ctx, id: &BoxId, boot: u64) -> Result<bool, OpError> {
+    let (ctx, id) = (ctx.clone(), id.clone());
+    detached(&id.clone(), async move {
+        let slot = ctx.boxes.slot(&id);
+        let mut live = slot.lifecycle.lock().await;
+        if live.boot != boot || live.client.is_none() {
+            return Ok(true);
+        }
+        let status = ctx
+            .runtime
+            .status(&id)
+            .await
+            .map_err(|source| OpError::Runtime { action: "query", id: id.clone(), source: Box::new(source) })?;
+        if status != RuntimeStatus::Stopped {
+            return Ok(false);
+        }
+        let record = reload(&ctx, &id)?;
+        tracing::warn!(box_id = %id, name = %record.name, "the box's processes exited; it will be started again");
+        live.client = None;
+        ctx.runtime
+            .stop(&id, STOP_GRACE)
+            .await
+            .map_err(|source| OpError::Runtime { action: "stop", id: id.clone(), source: Box::new(source) })?;
+        if record.state.may_have_processes() {
+            ctx.store.update_box_state(&id, record.generation, BoxState::Stopped, Some("its processes exited"))?;
+        }
+        Ok(true)
+    })
+    .await
+}
+
+async fn wake_locked(ctx: &Ctx, id: &BoxId) -> Result<(GuestClient, u64), OpError> {
+    let slot = ctx.boxes.slot(id);
+    let mut live = slot.lifecycle.lock().await;
+    let mut record = reload(ctx, id)?;
+    match record.state {
+        BoxState::Running => {
+            if let Some(client) = &live.client {
+                return Ok((client.clone(), live.boot));
+            }
+        }
+        BoxState::Paused => {
+            if let Some(client) = live.client.clone() {
+                ctx.runtime
+                    .resume(id)
+                    .await
+                    .map_err(|source| OpError::Runtime {
+                        action: "resume",
+                        id: id.clone(),
+                        source: Box::new(source),
+                    })?;
+                ctx.store
+                    .update_box_state(id, record.generation, BoxState::Running, None)?;
+                return Ok((client, live.boot));
+            }
+        }
+        BoxState::Stopped
+        | BoxState::Failed
+        | BoxState::Starting
+        | BoxState::Stopping
+        | BoxState::Deleted => {}
+    }
+    if record.state.may_have_processes() {
+        // The store says something runs, but this daemon holds no client for it (a start
+        // cut short): stop whatever is left, then cold start with a fresh token.
+        live.client = None;
+        ctx.runtime
+            .stop(id, STOP_GRACE)
+            .await
+            .map_err(|source| OpError::Runtime {
+                action: "stop",
+                id: id.clone(),
+                source: Box::new(source),
+            })?;
+        ctx.store
+            .update_box_state(id, record.generation, BoxState::Stopped, None)?;
+        record = reload(ctx, id)?;
+    }
+    let client = boot(ctx, &mut live, record).await?;
+    Ok((client, live.boot))
+}
+
+/// Cold start of a `stopped` or `failed` box, with the lifecycle lock held.
+async fn boot(ctx: &Ctx, live: &mut Live, record: BoxRecord) -> Result<GuestClient, OpError> {
+    let rootfs = validate::template_rootfs(&record.template)?;
+    let id_map = IdMap::for_slot(record.id_slot).ok_or_else(|| OpError::NoIdRange {
+        id: record.id.clone(),
+        slot: record.id_slot,
+    })?;
+    // A fresh token at every start: a client of an earlier boot can never reach this one.
+    let mut random = [0u8; 32];
+    getrandom::fill(&mut random).map_err(OpError::Random)?;
+    let spec = BoxSpec {
+        id: record.id.clone(),
+        hostname: record.name.clone(),
+        rootfs,
+        limits: Limits {
+            memory_mib: record.memory_mib,
+            pids: record.pids,
+            cpus: record.cpus,
+        },
+        boot_token: BootToken::from_random(random),
+        id_map,
+    };
+    let generation =
+        ctx.store
+            .update_box_state(&record.id, record.generation, BoxState::Starting, None)?;
+    let began = Instant::now();
+    match ctx.runtime.start(&spec).await {
+        Ok(client) => {
+            if let Err(e) =
+                ctx.store
+                    .update_box_state(&record.id, generation, BoxState::Running, None)
+            {
+                // Keep the store truthful: a box we cannot record as running must not run.
+                if let Err(stop) = ctx.runtime.stop(&record.id, STOP_GRACE).await {
+                    tracing::error!(box_id = %record.id, error = %error_chain(&stop), "cannot stop an unrecorded box");
+                }
+                return Err(e.into());
+            }
+            tracing::info!(box_id = %record.id, name = %record.name, elapsed_ms = began.elapsed().as_millis() as u64, "box started");
+            live.client = Some(client.clone());
+            live.boot += 1;
+            Ok(client)
+        }
+        Err(source) => {
+            let reason = error_chain(&source);
+            if let Err(e) =
+                ctx.store
+                    .update_box_state(&record.id, generation, BoxState::Failed, Some(&reason))
+            {
+                tracing::error!(box_id = %record.id, error = %error_chain(&e), "cannot record a failed start");
+            }
+            Err(OpError::StartFailed {
+                name: record.name,
+                source: Box::new(source),
+            })
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! `POST /v1/boxes/{ref}/stop`, and the daemon's shutdown: the processes die, the volume
+//! stays.
+
+use berth_protocol::BoxId;
+use berth_store::{BoxRecord, BoxState};
+
+use crate::ctx::{Ctx, STOP_GRACE};
+use crate::error::{error_chain, OpError};
+use crate::ops::box_find::reload;
+use crate::ops::detached;
+
+/// Stops the box (a stopped box stays as it is); returns its current row.
+pub async fn stop_box(ctx: &Ctx, id: &BoxId) -> Result<BoxRecord, OpError> {
+    let (ctx, task_id) = (ctx.clone(), id.clone());
+    detached(id, async move {
+        stop_locked(&ctx, &task_id).await?;
+        reload(&ctx, &task_id)
+    })
+    .await
+}
+
+async fn stop_locked(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
+    let slot = ctx.boxes.slot(id);
+    let mut live = slot.lifecycle.lock().await;
+    let record = reload(ctx, id)?;
+    let generation = match record.state {
+        BoxState::Stopped | BoxState::Deleted => return Ok(()),
+        BoxState::Running | BoxState::Paused => {
+            ctx.store
+                .update_box_state(id, record.generation, BoxState::Stopping, None)?
+        }
+        // Nothing to announce: go straight to `stopped` once the runtime is done.
+        BoxState::Failed | BoxState::Starting | BoxState::Stopping => record.generation,
+    };
+    live.client = None;
+    if let Err(source) = ctx.runtime.stop(id, STOP_GRACE).await {
+        let reason = format!("stop failed: {}", error_chain(&source));
+        if record.state != BoxState::Failed {
+            if let Err(e) =
+                ctx.store
+                    .update_box_state(id, generation, BoxState::Failed, Some(&reason))
+            {
+                tracing::error!(box_id = %id, error = %error_chain(&e), "cannot record a failed stop");
+            }
+        }
+        return Err(OpError::Runtime {
+            action: "stop",
+            id: id.clone(),
+            source: Box::new(source),
+        });
+    }
+    ctx.store
+        .update_box_state(id, generation, BoxState::Stopped, None)?;
+    tracing::info!(box_id = %id, name = %record.name, "box stopped");
+    Ok(())
+}

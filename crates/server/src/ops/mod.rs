@@ -1,0 +1,34 @@
+//! Typed operations, one per verb. They take a [`Ctx`] and typed input and know nothing
+//! about HTTP.
+//!
+//! Lifecycle operations (start, stop, delete) run in a task of their own, so a client that
+//! disconnects cannot cut a start or stop half-way; the caller just stops waiting.
+
+pub mod box_create;
+pub mod box_delete;
+pub mod box_find;
+pub mod box_start;
+pub mod box_stop;
+pub mod exec;
+pub mod files;
+pub mod reconcile;
+
+use std::future::Future;
+
+use berth_protocol::BoxId;
+
+use crate::error::OpError;
+
+/// Runs `work` in its own task and waits for it.
+async fn detached<T, F>(id: &BoxId, work: F) -> Result<T, OpError>
+where
+    T: Send + 'static,
+    F: Future<Output = Result<T, OpError>> + Send + 'static,
+{
+    tokio::spawn(work)
+        .await
+        .map_err(|source| OpError::TaskPanicked {
+            id: id.clone(),
+            source,
+        })?
+}

@@ -1,0 +1,199 @@
+//! Starting and stopping the daemon: data directory, store, first-start admin key,
+//! reconciliation, the listener, and the shutdown that stops every box.
+
+use std::fs;
+use std::future::{Future, IntoFuture};
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::sync::Arc;
+
+use berth_store::{Store, DB_FILE};
+use tokio::net::TcpListener;
+
+use crate::boxes::BoxTable;
+use crate::config::{ServerConfig, ADMIN_KEY_FILE, URL_FILE};
+use crate::ctx::Ctx;
+use crate::error::{error_chain, ServerError};
+use crate::ops::reconcile;
+
+/// A daemon bound to its address, not yet serving.
+pub struct Server {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    ctx: Ctx,
+    /// The admin key made on this first start (also in `<data>/admin.key`, mode 0600), for
+    /// the CLI to print once. `None` on later starts.
+    pub admin_key_created: Option<String>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("local_addr", &self.local_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Prepares the data directory, opens the store, makes the admin key on first start,
+    /// reconciles the runtime with the store, binds the listener and writes `berth.url`.
+    pub async fn bind(config: ServerConfig) -> Result<Server, ServerError> {
+        let data = &config.data_dir;
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(data)
+            .map_err(|source| ServerError::Io {
+                action: "create the data directory",
+                path: data.clone(),
+                source,
+            })?;
+        let store = Arc::new(Store::open(&data.join(DB_FILE))?);
+        let admin_key_created = store.ensure_admin_key()?;
+        if let Some(key) = &admin_key_created {
+            write_private(&data.join(ADMIN_KEY_FILE), &format!("{key}\n"))?;
+            tracing::info!(path = %data.join(ADMIN_KEY_FILE).display(), "first start: admin key created");
+        }
+        let ctx = Ctx {
+            store,
+            runtime: config.runtime.clone(),
+            boxes: Arc::new(BoxTable::default()),
+        };
+        if let Err(e) = reconcile::reconcile(&ctx).await {
+            // The store failing here fails every request too: refuse to start.
+            if let crate::error::OpError::Store(source) = e {
+                return Err(ServerError::Store(*source));
+            }
+            tracing::error!(error = %error_chain(&e), "reconcile failed");
+        }
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| ServerError::Listen {
+                    addr: config.listen,
+                    source,
+                })?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|source| ServerError::Listen {
+                addr: config.listen,
+                source,
+            })?;
+        let url_path = data.join(URL_FILE);
+        fs::write(&url_path, format!("http://{}\n", reachable(local_addr))).map_err(|source| {
+            ServerError::Io {
+                action: "write",
+                path: url_path,
+                source,
+            }
+        })?;
+        tracing::info!(%local_addr, runtime = ctx.runtime.name(), "berth listening");
+        Ok(Server {
+            listener,
+            local_addr,
+            ctx,
+            admin_key_created,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The store (for the CLI's admin commands and for tests).
+    pub fn store(&self) -> Arc<Store> {
+        self.ctx.store.clone()
+    }
+
+    /// Serves until `shutdown` resolves, then stops every box (which also ends open exec
+    /// streams), lets open requests finish, and stops any box they woke meanwhile.
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServerError> {
+        let app = crate::api::router(self.ctx.clone());
+        let (signalled, on_signal) = tokio::sync::oneshot::channel::<()>();
+        let signal = async move {
+            shutdown.await;
+            let _ = signalled.send(());
+        };
+        let serving = axum::serve(self.listener, app)
+            .with_graceful_shutdown(signal)
+            .into_future();
+        let mut serving = std::pin::pin!(serving);
+        let served = tokio::select! {
+            served = &mut serving => served,
+            _ = on_signal => {
+                tracing::info!("shutting down: stopping every box");
+                reconcile::stop_all(&self.ctx).await;
+                serving.await
+            }
+        };
+        reconcile::stop_all(&self.ctx).await;
+        served.map_err(ServerError::Serve)
+    }
+}
+
+/// Binds, serves until `shutdown`, and stops every box.
+pub async fn run(
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    Server::bind(config).await?.serve(shutdown).await
+}
+
+/// An address a local client can dial: `0.0.0.0` and `::` become loopback.
+fn reachable(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port())
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port())
+        }
+        _ => addr,
+    }
+}
+
+/// Writes a secret file, mode 0600 (also when it existed with wider permissions).
+fn write_private(path: &Path, contents: &str) -> Result<(), ServerError> {
+    let io = |source| ServerError::Io {
+        action: "write",
+        path: path.to_owned(),
+        source,
+    };
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io)?;
+    file.set_permissions(fs::Permissions::from_mode(0o600))
+        .map_err(io)?;
+    file.write_all(contents.as_bytes()).map_err(io)?;
+    file.sync_all().map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcard_addresses_are_written_as_loopback() {
+        assert_eq!(
+            reachable("0.0.0.0:7070".parse().unwrap()).to_string(),
+            "127.0.0.1:7070"
+        );
+        assert_eq!(
+            reachable("[::]:7070".parse().unwrap()).to_string(),
+            "[::1]:7070"
+        );
+        assert_eq!(
+            reachable("10.0.0.1:1".parse().unwrap()).to_string(),
+            "10.0.0.1:1"
+        );
+    }
+}

@@ -1,0 +1,17 @@
+//! The daemon over real HTTP: started in-process on 127.0.0.1:0 with a temporary data dir.
+//!
+//! - `requests`: everything that needs no box (auth, validation, limits, tenancy), with a
+//!   runtime that cannot start anything: passes on any host.
+//! - `lifecycle`: wake, exec, files, stop, reconcile and shutdown against a fake runtime
+//!   whose "boxes" are in-process fake agents on Unix sockets (no root needed).
+//! - `end_to_end`: the real sandbox runtime (runc) and berth-init; says `SKIPPED: <reason>`
+//!   when the host cannot run it.
+//!
+//! Every server's guard stops and deletes the OCI containers of its data dir on drop, even
+//! when the test panics.
+
+mod end_to_end;
+mod fake;
+mod harness;
+mod lifecycle;
+mod requests;

@@ -1,0 +1,318 @@
+//! Box rows. Every lookup a client can trigger is scoped by tenant; the unscoped ones
+//! (`get_box`, `list_all_boxes`) are for the daemon itself (reconciliation, shutdown).
+
+use berth_protocol::{BoxId, TenantId};
+use rusqlite::{params, OptionalExtension, Row};
+use time::OffsetDateTime;
+
+use crate::error::{sql, StoreError};
+use crate::state::{check_transition, BoxState};
+use crate::{format_time, now, parse_time, Store};
+
+/// What the caller decides about a new box; the store adds the slot, state and times.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewBox {
+    pub id: BoxId,
+    pub tenant_id: TenantId,
+    pub name: String,
+    pub template: String,
+    pub memory_mib: u64,
+    pub pids: u64,
+    pub cpus: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoxRecord {
+    pub id: BoxId,
+    pub tenant_id: TenantId,
+    pub name: String,
+    pub template: String,
+    pub state: BoxState,
+    /// Why the box is `failed` (or how it got to its state), for people.
+    pub state_reason: Option<String>,
+    pub memory_mib: u64,
+    pub pids: u64,
+    pub cpus: f64,
+    /// Stable for the box's life, never reused: the runtime's uid range.
+    pub id_slot: u32,
+    /// Bumped by every state change.
+    pub generation: u64,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+
+const COLUMNS: &str =
+    "id, tenant_id, name, template, state, state_reason, memory_mib, pids, cpus, \
+                       id_slot, generation, created_at, updated_at";
+
+impl Store {
+    /// Inserts a `stopped` box with the next id slot. A name the tenant already uses is
+    /// [`StoreError::NameTaken`].
+    pub fn insert_box(&self, new: &NewBox) -> Result<BoxRecord, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
+        let slot: u32 = tx
+            .query_row(
+                "UPDATE counters SET value = value + 1 WHERE name = 'id_slot' RETURNING value - 1",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(sql("allocate an id slot"))?;
+        let at = now();
+        let at_text = format_time(at)?;
+        let inserted = tx.execute(
+            "INSERT INTO boxes (id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
+             cpus, id_slot, generation, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9, 1, ?10, ?10)",
+            params![
+                new.id.as_str(),
+                new.tenant_id.as_str(),
+                new.name,
+                new.template,
+                BoxState::Stopped.as_str(),
+                new.memory_mib as i64,
+                new.pids as i64,
+                new.cpus,
+                slot,
+                at_text,
+            ],
+        );
+        match inserted {
+            Ok(_) => {}
+            Err(rusqlite::Error::SqliteFailure(e, Some(msg)))
+                if e.code == rusqlite::ErrorCode::ConstraintViolation
+                    && msg.contains("boxes.tenant_id, boxes.name") =>
+            {
+                return Err(StoreError::NameTaken {
+                    name: new.name.clone(),
+                });
+            }
+            Err(source) => {
+                return Err(StoreError::Sqlite {
+                    action: "insert a box",
+                    source,
+                })
+            }
+        }
+        tx.commit().map_err(sql("commit a new box"))?;
+        Ok(BoxRecord {
+            id: new.id.clone(),
+            tenant_id: new.tenant_id.clone(),
+            name: new.name.clone(),
+            template: new.template.clone(),
+            state: BoxState::Stopped,
+            state_reason: None,
+            memory_mib: new.memory_mib,
+            pids: new.pids,
+            cpus: new.cpus,
+            id_slot: slot,
+            generation: 1,
+            created_at: at,
+            updated_at: at,
+        })
+    }
+
+    /// The tenant's box with this id.
+    pub fn get_box_by_id(
+        &self,
+        tenant: &TenantId,
+        id: &BoxId,
+    ) -> Result<Option<BoxRecord>, StoreError> {
+        self.query_one(
+            &format!("SELECT {COLUMNS} FROM boxes WHERE tenant_id = ?1 AND id = ?2"),
+            params![tenant.as_str(), id.as_str()],
+        )
+    }
+
+    /// The tenant's box with this name.
+    pub fn get_box_by_name(
+        &self,
+        tenant: &TenantId,
+        name: &str,
+    ) -> Result<Option<BoxRecord>, StoreError> {
+        self.query_one(
+            &format!("SELECT {COLUMNS} FROM boxes WHERE tenant_id = ?1 AND name = ?2"),
+            params![tenant.as_str(), name],
+        )
+    }
+
+    /// Any tenant's box: for the daemon's own bookkeeping, never for a client lookup.
+    pub fn get_box(&self, id: &BoxId) -> Result<Option<BoxRecord>, StoreError> {
+        self.query_one(
+            &format!("SELECT {COLUMNS} FROM boxes WHERE id = ?1"),
+            params![id.as_str()],
+        )
+    }
+
+    /// The tenant's boxes, oldest first.
+    pub fn list_boxes(&self, tenant: &TenantId) -> Result<Vec<BoxRecord>, StoreError> {
+        self.query_many(
+            &format!("SELECT {COLUMNS} FROM boxes WHERE tenant_id = ?1 ORDER BY id_slot"),
+            params![tenant.as_str()],
+        )
+    }
+
+    /// Every box of every tenant (reconciliation, shutdown).
+    pub fn list_all_boxes(&self) -> Result<Vec<BoxRecord>, StoreError> {
+        self.query_many(&format!("SELECT {COLUMNS} FROM boxes ORDER BY id_slot"), [])
+    }
+
+    /// Moves the box to `to` if its generation is still `expected_generation` and the state
+    /// machine allows it; returns the new generation.
+    pub fn update_box_state(
+        &self,
+        id: &BoxId,
+        expected_generation: u64,
+        to: BoxState,
+        reason: Option<&str>,
+    ) -> Result<u64, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
+        let row: Option<(String, i64)> = tx
+            .query_row(
+                "SELECT state, generation FROM boxes WHERE id = ?1",
+                params![id.as_str()],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()
+            .map_err(sql("read a box's state"))?;
+        let Some((from, generation)) = row else {
+            return Err(StoreError::BoxNotFound { id: id.clone() });
+        };
+        let generation = generation as u64;
+        if generation != expected_generation {
+            return Err(StoreError::StaleGeneration {
+                id: id.clone(),
+                expected: expected_generation,
+                actual: generation,
+            });
+        }
+        let from = parse_state(&from)?;
+        check_transition(from, to).map_err(|source| StoreError::Transition {
+            id: id.clone(),
+            source,
+        })?;
+        if to == BoxState::Deleted {
+            tx.execute("DELETE FROM boxes WHERE id = ?1", params![id.as_str()])
+                .map_err(sql("delete a box"))?;
+        } else {
+            tx.execute(
+                "UPDATE boxes SET state = ?1, state_reason = ?2, generation = generation + 1, updated_at = ?3 \
+                 WHERE id = ?4 AND generation = ?5",
+                params![to.as_str(), reason, format_time(now())?, id.as_str(), generation as i64],
+            )
+            .map_err(sql("update a box's state"))?;
+        }
+        tx.commit().map_err(sql("commit a box's state"))?;
+        Ok(generation + 1)
+    }
+
+    /// Deletes the box's row. Deleting a missing box is `Ok(false)`.
+    pub fn delete_box(&self, id: &BoxId) -> Result<bool, StoreError> {
+        let n = self
+            .conn()
+            .execute("DELETE FROM boxes WHERE id = ?1", params![id.as_str()])
+            .map_err(sql("delete a box"))?;
+        Ok(n > 0)
+    }
+
+    fn query_one(
+        &self,
+        query: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Option<BoxRecord>, StoreError> {
+        let raw = self
+            .conn()
+            .query_row(query, params, RawBox::from_row)
+            .optional()
+            .map_err(sql("read a box"))?;
+        raw.map(RawBox::into_record).transpose()
+    }
+
+    fn query_many(
+        &self,
+        query: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Vec<BoxRecord>, StoreError> {
+        let raws: Vec<RawBox> = {
+            let conn = self.conn();
+            let mut stmt = conn.prepare(query).map_err(sql("list boxes"))?;
+            let rows = stmt
+                .query_map(params, RawBox::from_row)
+                .map_err(sql("list boxes"))?;
+            rows.collect::<Result<_, _>>().map_err(sql("list boxes"))?
+        };
+        raws.into_iter().map(RawBox::into_record).collect()
+    }
+}
+
+/// A row as SQLite returns it, before the typed parse.
+struct RawBox {
+    id: String,
+    tenant_id: String,
+    name: String,
+    template: String,
+    state: String,
+    state_reason: Option<String>,
+    memory_mib: i64,
+    pids: i64,
+    cpus: f64,
+    id_slot: u32,
+    generation: i64,
+    created_at: String,
+    updated_at: String,
+}
+
+impl RawBox {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<RawBox> {
+        Ok(RawBox {
+            id: row.get(0)?,
+            tenant_id: row.get(1)?,
+            name: row.get(2)?,
+            template: row.get(3)?,
+            state: row.get(4)?,
+            state_reason: row.get(5)?,
+            memory_mib: row.get(6)?,
+            pids: row.get(7)?,
+            cpus: row.get(8)?,
+            id_slot: row.get(9)?,
+            generation: row.get(10)?,
+            created_at: row.get(11)?,
+            updated_at: row.get(12)?,
+        })
+    }
+
+    fn into_record(self) -> Result<BoxRecord, StoreError> {
+        Ok(BoxRecord {
+            id: self.id.parse().map_err(|source| StoreError::CorruptId {
+                column: "boxes.id",
+                source,
+            })?,
+            tenant_id: self
+                .tenant_id
+                .parse()
+                .map_err(|source| StoreError::CorruptId {
+                    column: "boxes.tenant_id",
+                    source,
+                })?,
+            name: self.name,
+            template: self.template,
+            state: parse_state(&self.state)?,
+            state_reason: self.state_reason,
+            memory_mib: self.memory_mib as u64,
+            pids: self.pids as u64,
+            cpus: self.cpus,
+            id_slot: self.id_slot,
+            generation: self.generation as u64,
+            created_at: parse_time("boxes.created_at", &self.created_at)?,
+            updated_at: parse_time("boxes.updated_at", &self.updated_at)?,
+        })
+    }
+}
+
+fn parse_state(s: &str) -> Result<BoxState, StoreError> {
+    s.parse().map_err(|source| StoreError::CorruptState {
+        column: "boxes.state",
+        source,
+    })
+}

@@ -1,0 +1,87 @@
+//! Errors of the store.
+
+use std::path::PathBuf;
+
+use berth_protocol::BoxId;
+
+use crate::state::{InvalidTransition, UnknownState};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open the database at {}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    #[error("database migration {version} failed")]
+    Migration {
+        version: u32,
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// A query failed; `action` says what the store was doing.
+    #[error("database error while trying to {action}")]
+    Sqlite {
+        action: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// The tenant already has a box of this name.
+    #[error("a box named {name:?} already exists")]
+    NameTaken { name: String },
+
+    #[error("box {id} does not exist")]
+    BoxNotFound { id: BoxId },
+
+    /// Someone else changed the box since the caller read it.
+    #[error("box {id} changed concurrently (expected generation {expected}, found {actual})")]
+    StaleGeneration {
+        id: BoxId,
+        expected: u64,
+        actual: u64,
+    },
+
+    #[error("box {id}: illegal state change")]
+    Transition {
+        id: BoxId,
+        #[source]
+        source: InvalidTransition,
+    },
+
+    /// A stored value does not parse (a bug, or a database edited by hand).
+    #[error("corrupt value in {column}")]
+    CorruptState {
+        column: &'static str,
+        #[source]
+        source: UnknownState,
+    },
+
+    #[error("corrupt id in {column}")]
+    CorruptId {
+        column: &'static str,
+        #[source]
+        source: berth_protocol::IdError,
+    },
+
+    #[error("corrupt timestamp in {column}")]
+    CorruptTime {
+        column: &'static str,
+        #[source]
+        source: time::error::Parse,
+    },
+
+    #[error("cannot format a timestamp")]
+    Format(#[source] time::error::Format),
+
+    #[error("the OS random source failed")]
+    Random(#[source] getrandom::Error),
+}
+
+/// Shorthand for mapping a rusqlite error with what the store was doing.
+pub(crate) fn sql(action: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    move |source| StoreError::Sqlite { action, source }
+}

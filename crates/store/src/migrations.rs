@@ -1,0 +1,51 @@
+//! Numbered schema migrations, embedded in the binary and applied in order, each inside a
+//! transaction, recorded in `schema_migrations`.
+
+use rusqlite::{params, Connection};
+
+use crate::error::{sql, StoreError};
+
+/// `(version, sql)`, in order. Never edit a shipped migration: add the next number.
+const MIGRATIONS: &[(u32, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+
+/// Applies every migration newer than the database's; returns the version reached.
+pub(crate) fn apply(conn: &mut Connection) -> Result<u32, StoreError> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+             version     INTEGER PRIMARY KEY,
+             applied_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
+         );",
+    )
+    .map_err(sql("create schema_migrations"))?;
+    let current: u32 = conn
+        .query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(sql("read the schema version"))?;
+    let mut reached = current;
+    for &(version, script) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+        let failed = |source| StoreError::Migration { version, source };
+        let tx = conn.transaction().map_err(failed)?;
+        tx.execute_batch(script).map_err(failed)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version) VALUES (?1)",
+            params![version],
+        )
+        .map_err(failed)?;
+        tx.commit().map_err(failed)?;
+        reached = version;
+    }
+    Ok(reached)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn migrations_are_numbered_in_order() {
+        for (i, (version, _)) in super::MIGRATIONS.iter().enumerate() {
+            assert_eq!(*version as usize, i + 1);
+        }
+    }
+}
