@@ -1,1 +1,209 @@
-fn main() {}
+//! `berth`: the daemon (`berth up`) and the command-line client for its HTTP API.
+//!
+//! Errors become one line, `berth: <message>`, and an exit status here in `main`, and only
+//! here.
+
+mod client;
+mod cmd_box;
+mod cmd_cp;
+mod cmd_exec;
+mod cmd_up;
+mod data_dir;
+mod target;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+const ENV_HELP: &str = "\
+Environment:
+  BERTH_URL       the daemon's address for client commands, e.g. http://127.0.0.1:7070
+                  (default: read from <data dir>/berth.url, written by `berth up`)
+  BERTH_API_KEY   the API key for client commands (default: <data dir>/admin.key)
+  BERTH_DATA_DIR  the data directory, like --data-dir
+  RUST_LOG        the log filter of `berth up` (default: info)";
+
+/// berth gives each AI agent its own persistent, sealed computer: a box.
+#[derive(Debug, Parser)]
+#[command(name = "berth", version, after_help = ENV_HELP)]
+pub struct Cli {
+    /// berth's data directory [default: /var/lib/berth as root, else
+    /// $XDG_DATA_HOME/berth or ~/.local/share/berth]. Client commands find the daemon's
+    /// address and admin key there.
+    #[arg(long, global = true, env = "BERTH_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the berth daemon in the foreground until SIGINT or SIGTERM.
+    Up(cmd_up::UpArgs),
+    /// Create, list, show, start, stop and remove boxes.
+    #[command(subcommand, name = "box")]
+    Box(cmd_box::BoxCommand),
+    /// Run a command in a box, streaming its output; exits with its status.
+    Exec(cmd_exec::ExecArgs),
+    /// Copy a file into a box (LOCAL NAME:PATH) or out of one (NAME:PATH LOCAL).
+    Cp(cmd_cp::CpArgs),
+}
+
+fn main() -> ExitCode {
+    install_panic_hook();
+    // Parse errors exit 2 and --help/--version exit 0, both printed by clap.
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(status) => ExitCode::from(status),
+        Err(err) => {
+            let message = format!("{err:#}").replace('\n', " ");
+            eprintln!("berth: {message}");
+            ExitCode::from(exit_status(&err))
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<u8> {
+    let data_dir = data_dir::resolve(cli.data_dir.as_deref());
+    // The daemon is looked up only once the arguments are known to be good.
+    let connect = || target::from_env(&data_dir).map(client::Client::new);
+    match cli.command {
+        Command::Up(args) => cmd_up::run(args, data_dir.clone()).map(|()| 0),
+        Command::Box(command) => {
+            client_main(async { cmd_box::run(&connect()?, command).await.map(|()| 0) })
+        }
+        Command::Exec(args) => client_main(async { cmd_exec::run(&connect()?, args).await }),
+        Command::Cp(args) => {
+            let plan = cmd_cp::Plan::new(&args)?;
+            client_main(async { cmd_cp::run(&connect()?, plan).await.map(|()| 0) })
+        }
+    }
+}
+
+/// Runs a client command on a single-threaded runtime.
+fn client_main(command: impl Future<Output = anyhow::Result<u8>>) -> anyhow::Result<u8> {
+    // A client writing into a closed pipe (`berth box ls | head -1`) should end quietly,
+    // as Unix tools do, rather than fail on EPIPE. Not for the daemon.
+    // SAFETY: setting a signal disposition to SIG_DFL installs no handler of ours; it is
+    // done before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(command)
+}
+
+/// The one place an error becomes an exit status.
+fn exit_status(err: &anyhow::Error) -> u8 {
+    match err.downcast_ref::<cmd_exec::ExecFailed>() {
+        Some(failed) => failed.exit_status(),
+        None => 1,
+    }
+}
+
+/// A bug must still end in one `berth: …` line, not a backtrace.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let payload = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        let location = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!(
+            "berth: internal error (a bug, please report it): {}{location}",
+            payload.replace('\n', " ")
+        );
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_parses() {
+        for args in [
+            &[
+                "berth",
+                "up",
+                "--listen",
+                "0.0.0.0:1",
+                "--oci-runtime",
+                "crun",
+            ][..],
+            &[
+                "berth",
+                "box",
+                "create",
+                "alice",
+                "--template",
+                "host",
+                "--memory-mib",
+                "256",
+                "--pids",
+                "64",
+                "--cpus",
+                "0.5",
+            ],
+            &["berth", "box", "ls", "--json"],
+            &["berth", "box", "list"],
+            &["berth", "box", "rm", "alice"],
+            &["berth", "box", "start", "alice"],
+            &["berth", "box", "stop", "alice"],
+            &["berth", "box", "show", "alice"],
+            &["berth", "exec", "alice", "--", "true"],
+            &["berth", "cp", "a.txt", "alice:a.txt"],
+        ] {
+            Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
+    }
+
+    #[test]
+    fn data_dir_is_global() {
+        let cli = Cli::try_parse_from(["berth", "box", "ls", "--data-dir", "/d"]).unwrap();
+        assert_eq!(cli.data_dir, Some(PathBuf::from("/d")));
+        let cli = Cli::try_parse_from(["berth", "--data-dir", "/e", "up"]).unwrap();
+        assert_eq!(cli.data_dir, Some(PathBuf::from("/e")));
+    }
+
+    #[test]
+    fn usage_errors_are_caught_by_clap() {
+        for args in [
+            &["berth"][..],
+            &["berth", "box"],
+            &["berth", "box", "create"],
+            &["berth", "box", "create", "a", "--cpus", "many"],
+            &["berth", "cp", "onlyone"],
+            &["berth", "frobnicate"],
+        ] {
+            let err = Cli::try_parse_from(args).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::CommandFactory as _;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn exec_not_found_frames_exit_127() {
+        let err = anyhow::Error::new(cmd_exec::ExecFailed {
+            code: berth_protocol::ErrorCode::NotFound,
+            message: "no such program".into(),
+        });
+        assert_eq!(exit_status(&err), 127);
+        assert_eq!(exit_status(&anyhow::anyhow!("other")), 1);
+    }
+}

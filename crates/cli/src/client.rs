@@ -1,0 +1,382 @@
+//! A small HTTP/1.1 client for berth's public API, on hyper's connection API (one TCP
+//! connection per call; plain http). Request bodies may stream (file uploads) and responses
+//! are handed back unread, so callers can stream them too (exec frames, downloads).
+
+use std::time::Duration;
+
+use berth_protocol::{ErrorBody, ErrorCode};
+use bytes::Bytes;
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST};
+use http::{HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::net::TcpStream;
+
+use crate::target::{DaemonUrl, Target};
+
+/// A request body: empty, a JSON document, or a stream (uploads).
+pub type ReqBody = BoxBody<Bytes, std::io::Error>;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How much of an error answer we read; berth's error bodies are tiny.
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+/// How much of a JSON answer we read (a box list of thousands of boxes fits easily).
+const MAX_JSON_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(
+        "cannot reach the berth daemon ({}); is `berth up` running? (tried {url})",
+        describe_io(cause)
+    )]
+    Connect {
+        url: DaemonUrl,
+        cause: std::io::Error,
+    },
+
+    #[error("connecting to the berth daemon timed out after {}s; is `berth up` running? (tried {url})", CONNECT_TIMEOUT.as_secs())]
+    ConnectTimeout { url: DaemonUrl },
+
+    #[error("talking to the berth daemon at {url}")]
+    Http {
+        url: DaemonUrl,
+        #[source]
+        source: hyper::Error,
+    },
+
+    #[error("cannot build the request (is the API key valid?)")]
+    Request(#[source] http::Error),
+
+    /// The daemon answered with berth's error body.
+    #[error("{message}{hint}")]
+    Api {
+        status: StatusCode,
+        code: ErrorCode,
+        message: String,
+        hint: String,
+    },
+
+    /// Something answered, but not with berth's error body (another server on that port?).
+    #[error("the daemon at {url} answered {status}: {excerpt}")]
+    UnexpectedStatus {
+        url: DaemonUrl,
+        status: StatusCode,
+        excerpt: String,
+    },
+
+    #[error("reading the daemon's answer")]
+    Body(#[source] Box<dyn std::error::Error + Send + Sync>),
+
+    #[error("the daemon's answer is not the JSON expected ({what})")]
+    Decode {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Client {
+    target: Target,
+}
+
+impl Client {
+    pub fn new(target: Target) -> Client {
+        Client { target }
+    }
+
+    /// Sends one request and returns the response if its status is a success; any other
+    /// status becomes [`ClientError::Api`] (or `UnexpectedStatus`). The body is not read.
+    pub async fn send(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        accept: &str,
+        content_type: Option<&str>,
+        content_length: Option<u64>,
+        body: ReqBody,
+    ) -> Result<Response<Incoming>, ClientError> {
+        let url = &self.target.url;
+        let stream = match tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            TcpStream::connect(url.authority()),
+        )
+        .await
+        {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(cause)) => {
+                return Err(ClientError::Connect {
+                    url: url.clone(),
+                    cause,
+                })
+            }
+            Err(_elapsed) => return Err(ClientError::ConnectTimeout { url: url.clone() }),
+        };
+        // Exec frames are small and interactive; do not let Nagle hold them back.
+        let _ = stream.set_nodelay(true);
+        let http_err = |source| ClientError::Http {
+            url: url.clone(),
+            source,
+        };
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(http_err)?;
+        // The connection future drives the socket; it ends when the response body is read
+        // (or dropped) and `sender` is gone.
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+
+        let mut builder = Request::builder()
+            .method(method)
+            .uri(path_and_query)
+            .header(HOST, url.authority())
+            .header(ACCEPT, accept);
+        let bearer = HeaderValue::try_from(format!("Bearer {}", self.target.api_key))
+            .map(|mut v| {
+                v.set_sensitive(true);
+                v
+            })
+            .map_err(|e| ClientError::Request(e.into()))?;
+        builder = builder.header(AUTHORIZATION, bearer);
+        if let Some(ct) = content_type {
+            builder = builder.header(CONTENT_TYPE, ct);
+        }
+        if let Some(len) = content_length {
+            builder = builder.header(http::header::CONTENT_LENGTH, len);
+        }
+        let request = builder.body(body).map_err(ClientError::Request)?;
+
+        let response = sender.send_request(request).await.map_err(http_err)?;
+        if response.status().is_success() {
+            Ok(response)
+        } else {
+            Err(self.error_from(response).await)
+        }
+    }
+
+    /// A call with an optional JSON body whose answer is JSON.
+    pub async fn json<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&impl Serialize>,
+        what: &'static str,
+    ) -> Result<T, ClientError> {
+        let bytes = self.call(method, path, body).await?;
+        serde_json::from_slice(&bytes).map_err(|source| ClientError::Decode { what, source })
+    }
+
+    /// A call with an optional JSON body whose answer carries nothing we need (`204`).
+    pub async fn no_content(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&impl Serialize>,
+    ) -> Result<(), ClientError> {
+        self.call(method, path, body).await.map(drop)
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&impl Serialize>,
+    ) -> Result<Bytes, ClientError> {
+        let (content_type, body) = match body {
+            Some(value) => {
+                let json = serde_json::to_vec(value).map_err(|source| ClientError::Decode {
+                    what: "request body",
+                    source,
+                })?;
+                (Some("application/json"), full(json))
+            }
+            None => (None, empty()),
+        };
+        let response = self
+            .send(method, path, "application/json", content_type, None, body)
+            .await?;
+        read_limited(response.into_body(), MAX_JSON_BODY_BYTES).await
+    }
+
+    async fn error_from(&self, response: Response<Incoming>) -> ClientError {
+        let status = response.status();
+        let bytes = read_limited(response.into_body(), MAX_ERROR_BODY_BYTES)
+            .await
+            .unwrap_or_default();
+        match serde_json::from_slice::<ErrorBody>(&bytes) {
+            Ok(body) => {
+                let hint = match body.error.code {
+                    ErrorCode::Unauthorized => {
+                        format!(" (the API key from {} was refused)", self.target.key_source)
+                    }
+                    _ => String::new(),
+                };
+                ClientError::Api {
+                    status,
+                    code: body.error.code,
+                    message: body.error.message,
+                    hint,
+                }
+            }
+            Err(_) => {
+                let text = String::from_utf8_lossy(&bytes);
+                let mut excerpt: String = text.trim().chars().take(200).collect();
+                if excerpt.is_empty() {
+                    excerpt = "(no body)".into();
+                }
+                ClientError::UnexpectedStatus {
+                    url: self.target.url.clone(),
+                    status,
+                    excerpt,
+                }
+            }
+        }
+    }
+}
+
+/// `connection refused` rather than `Connection refused (os error 111)`.
+fn describe_io(err: &std::io::Error) -> String {
+    match err.kind() {
+        std::io::ErrorKind::ConnectionRefused => "connection refused".into(),
+        _ => err.to_string(),
+    }
+}
+
+pub fn empty() -> ReqBody {
+    Empty::new().map_err(|never| match never {}).boxed()
+}
+
+pub fn full(bytes: impl Into<Bytes>) -> ReqBody {
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+async fn read_limited(body: Incoming, limit: usize) -> Result<Bytes, ClientError> {
+    Limited::new(body, limit)
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .map_err(ClientError::Body)
+}
+
+/// Percent-encodes a path segment (a box name or id) for use in a URL path.
+pub fn path_segment(raw: &str) -> String {
+    percent_encode(raw, b"-._~")
+}
+
+/// Percent-encodes a query value; `/` is left as is for readable logs.
+pub fn query_value(raw: &str) -> String {
+    percent_encode(raw, b"-._~/")
+}
+
+fn percent_encode(raw: &str, keep: &[u8]) -> String {
+    let mut out = String::with_capacity(raw.len());
+    for &b in raw.as_bytes() {
+        if b.is_ascii_alphanumeric() || keep.contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    /// A one-shot HTTP server that answers the first request with `status` and `body`,
+    /// and returns the request head it saw.
+    async fn canned(status: &str, body: &str) -> (Client, tokio::task::JoinHandle<String>) {
+        let response = format!(
+            "HTTP/1.1 {status}\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                sock.read_exact(&mut byte).await.unwrap();
+                head.push(byte[0]);
+            }
+            sock.write_all(response.as_bytes()).await.unwrap();
+            sock.shutdown().await.unwrap();
+            String::from_utf8(head).unwrap()
+        });
+        let target = Target {
+            url: DaemonUrl::parse(&addr.to_string(), "test").unwrap(),
+            api_key: "berth_k".into(),
+            key_source: "/d/admin.key".into(),
+        };
+        (Client::new(target), server)
+    }
+
+    #[tokio::test]
+    async fn json_answers_are_decoded_and_the_key_is_sent() {
+        let (client, server) = canned("200 OK", r#"{"boxes":[]}"#).await;
+        let value: serde_json::Value = client
+            .json(Method::GET, "/v1/boxes", None::<&()>, "a box list")
+            .await
+            .unwrap();
+        assert_eq!(value, serde_json::json!({"boxes":[]}));
+        let head = server.await.unwrap().to_ascii_lowercase();
+        assert!(head.starts_with("get /v1/boxes http/1.1"), "{head}");
+        assert!(head.contains("authorization: bearer berth_k"), "{head}");
+    }
+
+    #[tokio::test]
+    async fn api_errors_carry_the_server_message_and_a_hint() {
+        let body = r#"{"error":{"code":"unauthorized","message":"bad key!"}}"#;
+        let (client, _server) = canned("401 Unauthorized", body).await;
+        let err = client
+            .no_content(Method::DELETE, "/v1/boxes/a", None::<&()>)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ClientError::Api {
+                    code: ErrorCode::Unauthorized,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "bad key! (the API key from /d/admin.key was refused)"
+        );
+    }
+
+    #[tokio::test]
+    async fn other_servers_are_reported_with_their_status() {
+        let (client, _server) = canned("502 Bad Gateway", "oops!").await;
+        let err = client
+            .no_content(Method::GET, "/v1/boxes", None::<&()>)
+            .await
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("502") && msg.contains("oops!"), "{msg}");
+    }
+
+    #[test]
+    fn encoding_keeps_safe_bytes_and_escapes_the_rest() {
+        assert_eq!(
+            query_value("/home/user/a b&c=d%.txt"),
+            "/home/user/a%20b%26c%3Dd%25.txt"
+        );
+        assert_eq!(path_segment("alice"), "alice");
+        assert_eq!(path_segment("a/b?"), "a%2Fb%3F");
+        assert_eq!(query_value("é"), "%C3%A9");
+    }
+}

@@ -1,0 +1,439 @@
+//! `berth cp`: copy one file into or out of a box, streamed both ways.
+
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use anyhow::{bail, Context as _};
+use berth_protocol::guest::{BoxUser, BOX_HOME, MAX_FILE_BYTES};
+use bytes::Bytes;
+use clap::Args;
+use http::Method;
+use http_body_util::BodyExt as _;
+use hyper::body::{Body, Frame, SizeHint};
+use tokio::io::{AsyncRead, AsyncWriteExt as _, ReadBuf};
+
+use crate::client::{query_value, Client};
+use crate::cmd_box::box_path;
+use crate::cmd_exec::UserArg;
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Exactly one side is a box path, NAME:PATH. A relative PATH (or ~/PATH) is relative to \
+/home/user; a box PATH ending in '/' (or empty) takes the local file's name. A local path \
+that contains ':' can be written ./a:b. LOCAL '-' is stdout (download only). If LOCAL is a \
+directory, the file keeps its name inside it.
+
+Uploads keep the local file's permission bits and are written atomically in the box; they \
+are limited to 256 MiB. Only single files are copied: directories are not supported yet.
+
+Examples:
+  berth cp ./report.csv alice:data/report.csv
+  berth cp alice:/home/user/out.txt .
+  berth cp alice:out.txt - | less")]
+pub struct CpArgs {
+    /// Where to copy from: a local file, or NAME:PATH in a box.
+    #[arg(value_name = "SRC")]
+    pub src: String,
+    /// Where to copy to: a local path ('-' for stdout), or NAME:PATH in a box.
+    #[arg(value_name = "DST")]
+    pub dst: String,
+    /// Who reads or writes the file in the box: `user` (uid 1001) or `root` (the box's root).
+    #[arg(long, value_enum, default_value_t = UserArg::User)]
+    pub user: UserArg,
+}
+
+/// One side of a copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Location {
+    Local(PathBuf),
+    /// `NAME:PATH`; `path` as typed (resolved later).
+    Box {
+        name: String,
+        path: String,
+    },
+}
+
+/// `NAME:PATH` when the part before the first ':' could be a box name or id; anything else
+/// (and anything starting with '/' or '.') is a local path.
+fn parse_location(raw: &str) -> Location {
+    if raw.starts_with('/') || raw.starts_with('.') {
+        return Location::Local(PathBuf::from(raw));
+    }
+    match raw.split_once(':') {
+        Some((name, path))
+            if !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') =>
+        {
+            Location::Box {
+                name: name.to_string(),
+                path: path.to_string(),
+            }
+        }
+        _ => Location::Local(PathBuf::from(raw)),
+    }
+}
+
+/// The absolute box path for a typed one. `file_name` fills in a directory-like path
+/// (empty or ending in '/'); without one, such a path is an error.
+fn absolute_box_path(typed: &str, file_name: Option<&str>) -> anyhow::Result<String> {
+    let mut path = if typed.starts_with('/') {
+        typed.to_string()
+    } else if let Some(rest) = typed.strip_prefix("~/") {
+        format!("{BOX_HOME}/{rest}")
+    } else if typed == "~" || typed.is_empty() {
+        format!("{BOX_HOME}/")
+    } else {
+        format!("{BOX_HOME}/{typed}")
+    };
+    if path.ends_with('/') {
+        match file_name {
+            Some(name) => path.push_str(name),
+            None => bail!("box path {typed:?} names a directory; give a file path (directories are not supported yet)"),
+        }
+    }
+    Ok(path)
+}
+
+/// What a `berth cp` will do, checked before the daemon is contacted.
+#[derive(Debug)]
+pub struct Plan {
+    direction: Direction,
+    user: BoxUser,
+}
+
+#[derive(Debug)]
+enum Direction {
+    Upload {
+        local: PathBuf,
+        name: String,
+        path: String,
+    },
+    Download {
+        name: String,
+        path: String,
+        local: PathBuf,
+    },
+}
+
+impl Plan {
+    pub fn new(args: &CpArgs) -> anyhow::Result<Plan> {
+        Ok(Plan {
+            direction: direction(&args.src, &args.dst)?,
+            user: args.user.into(),
+        })
+    }
+}
+
+fn direction(src: &str, dst: &str) -> anyhow::Result<Direction> {
+    match (parse_location(src), parse_location(dst)) {
+        (Location::Local(local), Location::Box { name, path }) => {
+            if local.as_os_str() == "-" {
+                bail!("uploading from stdin is not supported yet; give a file");
+            }
+            let file_name = local
+                .file_name()
+                .and_then(|n| n.to_str())
+                .map(str::to_string);
+            let path = absolute_box_path(&path, file_name.as_deref())?;
+            Ok(Direction::Upload { local, name, path })
+        }
+        (Location::Box { name, path }, Location::Local(local)) => {
+            let path = absolute_box_path(&path, None)?;
+            Ok(Direction::Download { name, path, local })
+        }
+        (Location::Local(_), Location::Local(_)) => bail!(
+            "neither {src:?} nor {dst:?} is a box path; write one side as NAME:PATH \
+             (e.g. alice:/home/user/a.txt)"
+        ),
+        (Location::Box { .. }, Location::Box { .. }) => {
+            bail!("copying between boxes is not supported; copy through a local file")
+        }
+    }
+}
+
+pub async fn run(client: &Client, plan: Plan) -> anyhow::Result<()> {
+    let user = plan.user.as_str();
+    match plan.direction {
+        Direction::Upload { local, name, path } => upload(client, &local, &name, &path, user).await,
+        Direction::Download { name, path, local } => {
+            download(client, &name, &path, &local, user).await
+        }
+    }
+}
+
+async fn upload(
+    client: &Client,
+    local: &Path,
+    name: &str,
+    path: &str,
+    user: &str,
+) -> anyhow::Result<()> {
+    let file = tokio::fs::File::open(local)
+        .await
+        .with_context(|| format!("cannot open {}", local.display()))?;
+    let meta = file
+        .metadata()
+        .await
+        .with_context(|| format!("cannot stat {}", local.display()))?;
+    if meta.is_dir() {
+        bail!(
+            "{} is a directory; directories are not supported yet",
+            local.display()
+        );
+    }
+    if !meta.is_file() {
+        bail!("{} is not a regular file", local.display());
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        bail!(
+            "{} is {} bytes; uploads are limited to {} MiB",
+            local.display(),
+            meta.len(),
+            MAX_FILE_BYTES / (1024 * 1024)
+        );
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    let query = format!("?path={}&user={user}&mode={mode}", query_value(path));
+    let body = FileBody {
+        file,
+        remaining: meta.len(),
+        buf: vec![0; UPLOAD_CHUNK_BYTES],
+    };
+    client
+        .send(
+            Method::PUT,
+            &format!("{}{query}", box_path(name, "/files")),
+            "application/json",
+            Some("application/octet-stream"),
+            Some(meta.len()),
+            body.boxed(),
+        )
+        .await?;
+    Ok(())
+}
+
+async fn download(
+    client: &Client,
+    name: &str,
+    path: &str,
+    local: &Path,
+    user: &str,
+) -> anyhow::Result<()> {
+    let query = format!("?path={}&user={user}", query_value(path));
+    let response = client
+        .send(
+            Method::GET,
+            &format!("{}{query}", box_path(name, "/files")),
+            "application/octet-stream",
+            None,
+            None,
+            crate::client::empty(),
+        )
+        .await?;
+    let mut body = response.into_body();
+
+    if local.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame
+                .context("reading the file from the daemon")?
+                .into_data()
+            {
+                out.write_all(&data).context("writing to stdout")?;
+            }
+        }
+        out.flush().context("writing to stdout")?;
+        return Ok(());
+    }
+
+    let dest = if local.is_dir() {
+        let base = path
+            .rsplit('/')
+            .next()
+            .filter(|b| !b.is_empty())
+            .unwrap_or("download");
+        local.join(base)
+    } else {
+        local.to_path_buf()
+    };
+    // Write beside the destination and rename at the end, so a failed download never
+    // leaves a truncated file under the real name.
+    let dir = dest
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let file_name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let partial = dir.join(format!(".{file_name}.berth-partial-{}", std::process::id()));
+    let result = async {
+        let mut file = tokio::fs::File::create(&partial)
+            .await
+            .with_context(|| format!("cannot create {}", partial.display()))?;
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame
+                .context("reading the file from the daemon")?
+                .into_data()
+            {
+                file.write_all(&data)
+                    .await
+                    .with_context(|| format!("writing {}", partial.display()))?;
+            }
+        }
+        file.flush()
+            .await
+            .with_context(|| format!("writing {}", partial.display()))?;
+        tokio::fs::rename(&partial, &dest)
+            .await
+            .with_context(|| format!("cannot rename {} to {}", partial.display(), dest.display()))
+    }
+    .await;
+    if result.is_err() {
+        let _ = tokio::fs::remove_file(&partial).await;
+    }
+    result
+}
+
+const UPLOAD_CHUNK_BYTES: usize = 256 * 1024;
+
+/// A request body that reads a file in chunks as hyper asks for them, so an upload never
+/// holds the whole file in memory. It sends exactly `remaining` bytes (the size announced
+/// in `Content-Length`); a file that shrinks meanwhile is an error.
+struct FileBody {
+    file: tokio::fs::File,
+    remaining: u64,
+    buf: Vec<u8>,
+}
+
+impl Body for FileBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let this = &mut *self;
+        if this.remaining == 0 {
+            return Poll::Ready(None);
+        }
+        let want = usize::try_from(this.remaining)
+            .unwrap_or(usize::MAX)
+            .min(this.buf.len());
+        let mut read_buf = ReadBuf::new(&mut this.buf[..want]);
+        if let Err(e) = ready!(Pin::new(&mut this.file).poll_read(cx, &mut read_buf)) {
+            return Poll::Ready(Some(Err(e)));
+        }
+        let filled = read_buf.filled();
+        if filled.is_empty() {
+            return Poll::Ready(Some(Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the file shrank while it was being uploaded",
+            ))));
+        }
+        this.remaining -= filled.len() as u64;
+        Poll::Ready(Some(Ok(Frame::data(Bytes::copy_from_slice(filled)))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining == 0
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.remaining)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn boxed(name: &str, path: &str) -> Location {
+        Location::Box {
+            name: name.into(),
+            path: path.into(),
+        }
+    }
+
+    #[test]
+    fn locations_parse() {
+        assert_eq!(parse_location("alice:/tmp/a"), boxed("alice", "/tmp/a"));
+        assert_eq!(parse_location("alice:a.txt"), boxed("alice", "a.txt"));
+        assert_eq!(parse_location("bx_01abc:a"), boxed("bx_01abc", "a"));
+        assert_eq!(parse_location("alice:"), boxed("alice", ""));
+        assert_eq!(parse_location("a.txt"), Location::Local("a.txt".into()));
+        assert_eq!(parse_location("./a:b"), Location::Local("./a:b".into()));
+        assert_eq!(parse_location("/x/a:b"), Location::Local("/x/a:b".into()));
+        assert_eq!(parse_location(":a"), Location::Local(":a".into()));
+        assert_eq!(
+            parse_location("we ird:a"),
+            Location::Local("we ird:a".into())
+        );
+        assert_eq!(parse_location("-"), Location::Local("-".into()));
+    }
+
+    #[test]
+    fn box_paths_resolve_against_home() {
+        assert_eq!(absolute_box_path("/etc/x", None).unwrap(), "/etc/x");
+        assert_eq!(
+            absolute_box_path("a/b.txt", None).unwrap(),
+            "/home/user/a/b.txt"
+        );
+        assert_eq!(
+            absolute_box_path("~/b.txt", None).unwrap(),
+            "/home/user/b.txt"
+        );
+        assert_eq!(
+            absolute_box_path("", Some("f.bin")).unwrap(),
+            "/home/user/f.bin"
+        );
+        assert_eq!(
+            absolute_box_path("/tmp/", Some("f.bin")).unwrap(),
+            "/tmp/f.bin"
+        );
+        assert!(absolute_box_path("/tmp/", None).is_err());
+        assert!(absolute_box_path("", None).is_err());
+    }
+
+    #[test]
+    fn copies_need_exactly_one_box_side() {
+        assert!(matches!(
+            direction("f.txt", "alice:").unwrap(),
+            Direction::Upload { ref path, ref name, .. } if path == "/home/user/f.txt" && name == "alice"
+        ));
+        assert!(matches!(
+            direction("alice:x/y", "-").unwrap(),
+            Direction::Download { ref path, .. } if path == "/home/user/x/y"
+        ));
+        let err = direction("a", "b").unwrap_err().to_string();
+        assert!(err.contains("NAME:PATH"), "{err}");
+        let err = direction("a:x", "b:y").unwrap_err().to_string();
+        assert!(err.contains("between boxes"), "{err}");
+        assert!(direction("-", "alice:x").is_err());
+    }
+
+    #[tokio::test]
+    async fn file_body_streams_the_whole_file_in_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let data: Vec<u8> = (0..(UPLOAD_CHUNK_BYTES * 2 + 17))
+            .map(|i| (i % 251) as u8)
+            .collect();
+        std::fs::write(&path, &data).unwrap();
+        let file = tokio::fs::File::open(&path).await.unwrap();
+        let body = FileBody {
+            file,
+            remaining: data.len() as u64,
+            buf: vec![0; UPLOAD_CHUNK_BYTES],
+        };
+        assert_eq!(body.size_hint().exact(), Some(data.len() as u64));
+        let collected = body.collect().await.unwrap().to_bytes();
+        assert_eq!(collected.as_ref(), data.as_slice());
+    }
+}

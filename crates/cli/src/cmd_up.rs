@@ -1,0 +1,143 @@
+//! `berth up`: run the daemon in the foreground.
+
+use std::fs::{self, File};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use berth_runtime::sandbox::{SandboxConfig, SandboxRuntime};
+use clap::Args;
+use tokio::signal::unix::{signal, SignalKind};
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Needs root, an OCI runtime and the static berth-init binary ($BERTH_INIT_BIN, else \
+berth-init beside this executable). On its first start the daemon creates an admin API \
+key, prints it once and keeps it in <data dir>/admin.key (mode 0600); it writes its URL to \
+<data dir>/berth.url so that client commands on this host find it. Logs go to stderr \
+(filter with RUST_LOG; default info). SIGINT or SIGTERM stops it gracefully.")]
+pub struct UpArgs {
+    /// The address the HTTP API listens on (port 0 picks a free port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7070")]
+    pub listen: SocketAddr,
+    /// The OCI runtime that runs the boxes: runc, crun or runsc (a name in PATH, or a path).
+    #[arg(long, value_name = "RUNTIME", default_value = "runc")]
+    pub oci_runtime: String,
+}
+
+pub fn run(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
+    init_logging();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("berth")
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(serve(args, data_dir))
+}
+
+async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
+    // Listen for the signals before anything starts, so none is missed.
+    let shutdown = shutdown_signal().context("installing the SIGINT/SIGTERM handlers")?;
+
+    let init_bin = berth_runtime::init_binary()?;
+    let sandbox = SandboxRuntime::new(SandboxConfig {
+        data_dir: data_dir.clone(),
+        oci_runtime: args.oci_runtime.clone(),
+        init_bin,
+    })
+    .context("preparing the sandbox runtime")?;
+    // Held until we return: a second daemon on the same data dir would reconcile (stop)
+    // the first one's boxes before failing to listen.
+    let _lock = lock_data_dir(&data_dir)?;
+    let config = berth_server::ServerConfig {
+        data_dir: data_dir.clone(),
+        listen: args.listen,
+        runtime: Arc::new(sandbox),
+    };
+    let server = berth_server::Server::bind(config)
+        .await
+        .context("starting the daemon")?;
+    if let Some(key) = &server.admin_key_created {
+        let path = data_dir.join(crate::data_dir::ADMIN_KEY_FILE);
+        println!("admin API key (also in {}): {key}", path.display());
+    }
+    server.serve(shutdown).await.context("serving the API")?;
+    tracing::info!("berth stopped");
+    Ok(())
+}
+
+/// The lock file that marks a data directory as in use by a running `berth up`.
+const LOCK_FILE: &str = "up.lock";
+
+/// Takes an exclusive `flock` on `<data_dir>/up.lock` (created, with the directory, if
+/// missing); released when the returned file is closed, also if we crash.
+fn lock_data_dir(data_dir: &Path) -> anyhow::Result<File> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(data_dir)
+        .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
+    let path = data_dir.join(LOCK_FILE);
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    // SAFETY: flock on a descriptor we own and keep open; it touches no memory.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.kind() == std::io::ErrorKind::WouldBlock {
+            anyhow::bail!(
+                "another `berth up` is already running with the data directory {}",
+                data_dir.display()
+            );
+        }
+        return Err(err).with_context(|| format!("cannot lock {}", path.display()));
+    }
+    Ok(file)
+}
+
+/// Resolves on the first SIGINT or SIGTERM.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => tracing::info!("SIGINT received, shutting down"),
+            _ = terminate.recv() => tracing::info!("SIGTERM received, shutting down"),
+        }
+    })
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // A second init (never in practice) would fail; logging is best-effort either way.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_data_dir_has_one_daemon_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let first = lock_data_dir(&data).unwrap();
+        let err = lock_data_dir(&data).unwrap_err().to_string();
+        assert!(err.contains("already running"), "{err}");
+        drop(first);
+        lock_data_dir(&data).unwrap();
+    }
+}
