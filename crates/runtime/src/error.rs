@@ -8,11 +8,19 @@ use crate::guest_client::GuestError;
 pub enum RuntimeError {
     /// The backend cannot do this at all (e.g. pause on a backend without a freezer).
     #[error("the {backend} runtime does not support {operation}")]
-    Unsupported { backend: &'static str, operation: &'static str },
+    Unsupported {
+        backend: &'static str,
+        operation: &'static str,
+    },
 
     /// The box is not in a state that allows the operation.
     #[error("box {id} is {actual}, it must be {expected} to {operation}")]
-    WrongState { id: String, operation: &'static str, expected: &'static str, actual: &'static str },
+    WrongState {
+        id: String,
+        operation: &'static str,
+        expected: &'static str,
+        actual: &'static str,
+    },
 
     /// Something the backend needs is missing from the host (a binary, a kernel feature).
     #[error("{what} is missing: {hint}")]
@@ -28,11 +36,20 @@ pub enum RuntimeError {
 
     /// The OCI runtime (or VMM) failed; `stderr` holds what it said.
     #[error("{program} {operation} failed ({status}): {stderr}")]
-    Backend { program: String, operation: &'static str, status: String, stderr: String },
+    Backend {
+        program: String,
+        operation: &'static str,
+        status: String,
+        stderr: String,
+    },
 
     /// The box started but its agent did not become ready in time.
     #[error("box {id}: berth-init did not answer within {waited_ms} ms{}", last_error.as_ref().map(|e| format!(" (last error: {e})")).unwrap_or_default())]
-    NotReady { id: String, waited_ms: u64, last_error: Option<String> },
+    NotReady {
+        id: String,
+        waited_ms: u64,
+        last_error: Option<String>,
+    },
 
     #[error("guest channel")]
     Guest(#[from] GuestError),

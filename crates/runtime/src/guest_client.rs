@@ -45,7 +45,10 @@ pub enum GuestError {
     Remote { status: u16, body: ErrorBody },
     #[error("cannot decode the guest agent's answer")]
     Decode(#[from] serde_json::Error),
-    #[error("guest agent speaks protocol {agent}, this host needs at least {}", berth_protocol::version::MIN_PROTOCOL_VERSION)]
+    #[error(
+        "guest agent speaks protocol {agent}, this host needs at least {}",
+        berth_protocol::version::MIN_PROTOCOL_VERSION
+    )]
     Version { agent: ProtocolVersion },
 }
 
@@ -80,8 +83,12 @@ impl GuestClient {
 
     /// `GET /v1/info`, checking the agent's protocol version.
     pub async fn info(&self) -> Result<Info, GuestError> {
-        let info: Info = self.call_json(Method::GET, "/v1/info", Bytes::new()).await?;
-        negotiate(info.protocol_version).ok_or(GuestError::Version { agent: info.protocol_version })?;
+        let info: Info = self
+            .call_json(Method::GET, "/v1/info", Bytes::new())
+            .await?;
+        negotiate(info.protocol_version).ok_or(GuestError::Version {
+            agent: info.protocol_version,
+        })?;
         Ok(info)
     }
 
@@ -89,37 +96,53 @@ impl GuestClient {
     pub async fn exec(&self, req: &ExecRequest) -> Result<ExecStream, GuestError> {
         let body = Bytes::from(serde_json::to_vec(req)?);
         let response = self.send(Method::POST, "/v1/exec", body).await?;
-        Ok(ExecStream { body: response.into_body(), buf: BytesMut::new(), done: false })
+        Ok(ExecStream {
+            body: response.into_body(),
+            buf: BytesMut::new(),
+            done: false,
+        })
     }
 
     pub async fn read_file(&self, q: &FileQuery) -> Result<Bytes, GuestError> {
-        let response = self.send(Method::GET, &file_uri("/v1/files", q), Bytes::new()).await?;
+        let response = self
+            .send(Method::GET, &file_uri("/v1/files", q), Bytes::new())
+            .await?;
         Ok(response.into_body().collect().await?.to_bytes())
     }
 
     pub async fn write_file(&self, q: &FileQuery, data: Bytes) -> Result<(), GuestError> {
-        self.send(Method::PUT, &file_uri("/v1/files", q), data).await.map(drop)
+        self.send(Method::PUT, &file_uri("/v1/files", q), data)
+            .await
+            .map(drop)
     }
 
     pub async fn list_files(&self, q: &FileQuery) -> Result<FileList, GuestError> {
-        self.call_json(Method::GET, &file_uri("/v1/files/list", q), Bytes::new()).await
+        self.call_json(Method::GET, &file_uri("/v1/files/list", q), Bytes::new())
+            .await
     }
 
     pub async fn stat(&self, q: &FileQuery) -> Result<FileEntry, GuestError> {
-        self.call_json(Method::GET, &file_uri("/v1/files/stat", q), Bytes::new()).await
+        self.call_json(Method::GET, &file_uri("/v1/files/stat", q), Bytes::new())
+            .await
     }
 
     pub async fn mkdir(&self, q: &FileQuery) -> Result<(), GuestError> {
-        self.send(Method::POST, &file_uri("/v1/files/mkdir", q), Bytes::new()).await.map(drop)
+        self.send(Method::POST, &file_uri("/v1/files/mkdir", q), Bytes::new())
+            .await
+            .map(drop)
     }
 
     pub async fn remove(&self, q: &FileQuery) -> Result<(), GuestError> {
-        self.send(Method::DELETE, &file_uri("/v1/files", q), Bytes::new()).await.map(drop)
+        self.send(Method::DELETE, &file_uri("/v1/files", q), Bytes::new())
+            .await
+            .map(drop)
     }
 
     /// Asks the agent to stop every process, sync and exit.
     pub async fn shutdown(&self) -> Result<(), GuestError> {
-        self.send(Method::POST, "/v1/shutdown", Bytes::new()).await.map(drop)
+        self.send(Method::POST, "/v1/shutdown", Bytes::new())
+            .await
+            .map(drop)
     }
 
     async fn call_json<T: serde::de::DeserializeOwned>(
@@ -141,7 +164,8 @@ impl GuestClient {
         body: Bytes,
     ) -> Result<http::Response<Incoming>, GuestError> {
         let stream = self.connect().await?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
         tokio::spawn(async move {
             // The connection ends when the response body is dropped or read to the end.
             let _ = conn.await;
@@ -150,7 +174,10 @@ impl GuestClient {
             .method(method)
             .uri(uri)
             .header(http::header::HOST, "berth-init")
-            .header(http::header::AUTHORIZATION, format!("Bearer {}", self.token.as_str()))
+            .header(
+                http::header::AUTHORIZATION,
+                format!("Bearer {}", self.token.as_str()),
+            )
             .header(VERSION_HEADER, PROTOCOL_VERSION.to_string())
             .body(Full::new(body))
             .expect("a request built from a valid method and path");
@@ -161,31 +188,72 @@ impl GuestClient {
         }
         let bytes = response.into_body().collect().await?.to_bytes();
         let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
-            ErrorBody::new(status_code(status), String::from_utf8_lossy(&bytes).into_owned())
+            ErrorBody::new(
+                status_code(status),
+                String::from_utf8_lossy(&bytes).into_owned(),
+            )
         });
-        Err(GuestError::Remote { status: status.as_u16(), body })
+        Err(GuestError::Remote {
+            status: status.as_u16(),
+            body,
+        })
     }
 
     async fn connect(&self) -> Result<UnixStream, GuestError> {
-        let connect_err = |source| GuestError::Connect { addr: self.addr.clone(), source };
+        let connect_err = |source| GuestError::Connect {
+            addr: self.addr.clone(),
+            source,
+        };
         match &self.addr {
-            GuestAddr::Unix(path) => UnixStream::connect(path).await.map_err(connect_err),
+            GuestAddr::Unix(path) => connect_unix_nofollow(path).await.map_err(connect_err),
             GuestAddr::HybridVsock { path, port } => {
                 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
                 let mut stream = UnixStream::connect(path).await.map_err(connect_err)?;
-                stream.write_all(format!("CONNECT {port}\n").as_bytes()).await.map_err(connect_err)?;
+                stream
+                    .write_all(format!("CONNECT {port}\n").as_bytes())
+                    .await
+                    .map_err(connect_err)?;
                 // Read the reply a byte at a time: nothing past its newline may be consumed.
                 let mut reply = Vec::new();
                 let mut reader = tokio::io::BufReader::with_capacity(1, &mut stream);
-                reader.read_until(b'\n', &mut reply).await.map_err(connect_err)?;
+                reader
+                    .read_until(b'\n', &mut reply)
+                    .await
+                    .map_err(connect_err)?;
                 let reply = String::from_utf8_lossy(&reply).trim().to_owned();
                 if !reply.starts_with("OK ") {
-                    return Err(GuestError::Handshake { path: path.clone(), reply });
+                    return Err(GuestError::Handshake {
+                        path: path.clone(),
+                        reply,
+                    });
                 }
                 Ok(stream)
             }
         }
     }
+}
+
+/// Connects to the socket at `path` without following a symlink in its last component.
+/// The socket lives in a directory the box's root can write to: a link planted there must
+/// not send the host (and the boot token) to some other socket of the host.
+async fn connect_unix_nofollow(path: &std::path::Path) -> std::io::Result<UnixStream> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let handle = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    if !handle.metadata()?.file_type().is_socket() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the agent address is not a socket",
+        ));
+    }
+    // The /proc magic link names exactly the inode just opened; `handle` lives until the
+    // connect is done.
+    let stream = UnixStream::connect(format!("/proc/self/fd/{}", handle.as_raw_fd())).await;
+    drop(handle);
+    stream
 }
 
 /// The frames of one running exec. Dropping it disconnects, which kills the process group.
@@ -231,7 +299,11 @@ impl ExecStream {
 }
 
 fn file_uri(path: &str, q: &FileQuery) -> String {
-    let mut uri = format!("{path}?path={}&user={}", percent_encode(&q.path), q.user.as_str());
+    let mut uri = format!(
+        "{path}?path={}&user={}",
+        percent_encode(&q.path),
+        q.user.as_str()
+    );
     if q.recursive {
         uri.push_str("&recursive=true");
     }
@@ -270,9 +342,31 @@ fn status_code(status: StatusCode) -> ErrorCode {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn unix_connect_refuses_a_planted_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.sock");
+        let _listener = tokio::net::UnixListener::bind(&real).unwrap();
+        connect_unix_nofollow(&real)
+            .await
+            .expect("a socket connects");
+        let link = dir.path().join("agent.sock");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert!(connect_unix_nofollow(&link).await.is_err());
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        assert!(connect_unix_nofollow(&file).await.is_err());
+    }
+
     #[test]
     fn paths_are_percent_encoded() {
-        let q = FileQuery { path: "/home/user/a b&c\0".into(), ..Default::default() };
-        assert_eq!(file_uri("/v1/files", &q), "/v1/files?path=/home/user/a%20b%26c%00&user=user");
+        let q = FileQuery {
+            path: "/home/user/a b&c\0".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            file_uri("/v1/files", &q),
+            "/v1/files?path=/home/user/a%20b%26c%00&user=user"
+        );
     }
 }

@@ -36,7 +36,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { memory_mib: 512, pids: 256, cpus: 1.0 }
+        Limits {
+            memory_mib: 512,
+            pids: 256,
+            cpus: 1.0,
+        }
     }
 }
 
@@ -57,7 +61,9 @@ impl IdMap {
     /// The range of box number `slot` (stable for the box's life; the store hands it out).
     /// `None` when the slot is past [`IdMap::SLOTS`].
     pub fn for_slot(slot: u32) -> Option<IdMap> {
-        (slot < Self::SLOTS).then(|| IdMap { host_base: Self::FIRST_BASE + slot * Self::SIZE })
+        (slot < Self::SLOTS).then(|| IdMap {
+            host_base: Self::FIRST_BASE + slot * Self::SIZE,
+        })
     }
 
     /// The host uid of box uid `box_uid`.

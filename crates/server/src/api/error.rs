@@ -4,6 +4,7 @@
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use berth_protocol::{ErrorBody, ErrorCode};
+use berth_runtime::GuestError;
 use http::StatusCode;
 
 use crate::error::{error_chain, OpError};
@@ -55,6 +56,14 @@ impl ApiError {
     /// What the client reads. Client errors and `unavailable` carry the whole cause chain
     /// (it is about their request or their box); internal errors point to the log.
     fn message(&self, status: StatusCode) -> String {
+        if let ApiError::Op(OpError::Guest(guest)) = self {
+            if let GuestError::Remote { body, .. } = guest.as_ref() {
+                if !status.is_server_error() {
+                    // The agent's own words are about the caller's path or process.
+                    return body.error.message.clone();
+                }
+            }
+        }
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             format!("{self}; the cause is in the daemon's log")
         } else {

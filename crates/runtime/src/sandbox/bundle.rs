@@ -1,0 +1,489 @@
+//! The OCI `config.json` of one box: berth-init as PID 1 in fresh pid, mount, ipc, uts,
+//! net, cgroup and user namespaces, the shared rootfs read-only, the box's volume and run
+//! dir bound in, cgroup limits, the seccomp filter.
+
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::{
+    Capability, LinuxBuilder, LinuxCapabilitiesBuilder, LinuxCpuBuilder, LinuxDeviceCgroupBuilder,
+    LinuxIdMappingBuilder, LinuxMemoryBuilder, LinuxNamespaceBuilder, LinuxNamespaceType,
+    LinuxPidsBuilder, LinuxResourcesBuilder, Mount, MountBuilder, PosixRlimitBuilder,
+    PosixRlimitType, ProcessBuilder, RootBuilder, Spec, SpecBuilder, UserBuilder,
+};
+
+use super::paths::BoxPaths;
+use super::rootfs::{host_dirs_to_bind, INIT_PATH};
+use super::seccomp;
+use crate::{BoxSpec, IdMap, RuntimeError};
+
+/// What berth-init may do: set up its children's ids and files, never the host's kernel.
+pub const INIT_CAPABILITIES: &[Capability] = &[
+    Capability::Chown,
+    Capability::DacOverride,
+    Capability::Fowner,
+    Capability::Fsetid,
+    Capability::Kill,
+    Capability::Setgid,
+    Capability::Setuid,
+    Capability::Setpcap,
+    Capability::Setfcap,
+    Capability::NetBindService,
+    Capability::SysChroot,
+    Capability::AuditWrite,
+];
+
+/// Open files per process in the box (lowered to the host's hard limit: inside a user
+/// namespace the limit cannot be raised).
+const NOFILE: u64 = 65536;
+const CPU_PERIOD_US: u64 = 100_000;
+const TMP_SIZE: &str = "size=256m";
+
+/// The inputs of one bundle besides the box's spec.
+#[derive(Debug, Clone)]
+pub struct BundleInput<'a> {
+    pub spec: &'a BoxSpec,
+    pub rootfs: &'a Path,
+    pub init_bin: &'a Path,
+    pub paths: &'a BoxPaths,
+}
+
+/// The cgroup path of a box, relative to the cgroup mount(s).
+pub fn cgroups_path(spec: &BoxSpec) -> PathBuf {
+    PathBuf::from(format!("/berth/{}", spec.id.as_str()))
+}
+
+pub fn build(input: &BundleInput<'_>) -> Spec {
+    let spec = input.spec;
+    let caps: oci_spec::runtime::Capabilities = INIT_CAPABILITIES.iter().copied().collect();
+    let capabilities = LinuxCapabilitiesBuilder::default()
+        .bounding(caps.clone())
+        .permitted(caps.clone())
+        .effective(caps)
+        // Set explicitly: the builder's defaults would put three capabilities here.
+        .inheritable(oci_spec::runtime::Capabilities::new())
+        .ambient(oci_spec::runtime::Capabilities::new())
+        .build()
+        .expect("capabilities from fixed parts");
+    let nofile = nofile_limit();
+    let process = ProcessBuilder::default()
+        .terminal(false)
+        .user(
+            UserBuilder::default()
+                .uid(0u32)
+                .gid(0u32)
+                .build()
+                .expect("user 0"),
+        )
+        .args(vec![INIT_PATH.to_string()])
+        .env(vec![
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
+            "HOME=/root".to_string(),
+        ])
+        .cwd("/")
+        .capabilities(capabilities)
+        // berth-init must setuid its children; it sets no_new_privs on them itself.
+        .no_new_privileges(false)
+        .rlimits(vec![PosixRlimitBuilder::default()
+            .typ(PosixRlimitType::RlimitNofile)
+            .soft(nofile)
+            .hard(nofile)
+            .build()
+            .expect("rlimit from fixed parts")])
+        .build()
+        .expect("process from fixed parts");
+
+    SpecBuilder::default()
+        .version("1.0.2")
+        .root(
+            RootBuilder::default()
+                .path(input.rootfs)
+                .readonly(true)
+                .build()
+                .expect("root"),
+        )
+        .hostname(spec.hostname.clone())
+        .process(process)
+        .mounts(mounts(input))
+        .linux(linux(spec))
+        .build()
+        .expect("spec from fixed parts")
+}
+
+/// Writes `config.json` into the bundle dir.
+pub fn write(input: &BundleInput<'_>) -> Result<(), RuntimeError> {
+    let path = input.paths.config_json();
+    let json = serde_json::to_vec(&build(input)).expect("an OCI spec serialises");
+    std::fs::write(&path, json).map_err(super::rootfs::io("write", &path))
+}
+
+fn linux(spec: &BoxSpec) -> oci_spec::runtime::Linux {
+    let namespaces = [
+        LinuxNamespaceType::Pid,
+        LinuxNamespaceType::Mount,
+        LinuxNamespaceType::Ipc,
+        LinuxNamespaceType::Uts,
+        LinuxNamespaceType::Network,
+        LinuxNamespaceType::Cgroup,
+        LinuxNamespaceType::User,
+    ]
+    .into_iter()
+    .map(|typ| {
+        LinuxNamespaceBuilder::default()
+            .typ(typ)
+            .build()
+            .expect("namespace")
+    })
+    .collect::<Vec<_>>();
+    let mapping = LinuxIdMappingBuilder::default()
+        .container_id(0u32)
+        .host_id(spec.id_map.host_base)
+        .size(IdMap::SIZE)
+        .build()
+        .expect("id mapping");
+    LinuxBuilder::default()
+        .namespaces(namespaces)
+        .uid_mappings(vec![mapping])
+        .gid_mappings(vec![mapping])
+        .cgroups_path(cgroups_path(spec))
+        .resources(resources(spec))
+        .seccomp(seccomp::filter())
+        .masked_paths(oci_spec::runtime::get_default_maskedpaths())
+        .readonly_paths(readonly_paths())
+        .build()
+        .expect("linux section from fixed parts")
+}
+
+/// runc's defaults, plus the tmpfs runc puts under the cgroup mounts on v1 (which it
+/// leaves writable).
+fn readonly_paths() -> Vec<String> {
+    let mut paths = oci_spec::runtime::get_default_readonly_paths();
+    paths.push("/sys/fs/cgroup".into());
+    paths
+}
+
+fn resources(spec: &BoxSpec) -> oci_spec::runtime::LinuxResources {
+    let limits = spec.limits;
+    let memory_bytes = i64::try_from(limits.memory_mib.saturating_mul(1 << 20)).unwrap_or(i64::MAX);
+    let quota = (limits.cpus.max(0.01) * CPU_PERIOD_US as f64).round() as i64;
+    LinuxResourcesBuilder::default()
+        .devices(vec![LinuxDeviceCgroupBuilder::default()
+            .allow(false)
+            .access("rwm")
+            .build()
+            .expect("device rule")])
+        // memory + swap = memory: no swap.
+        .memory(
+            LinuxMemoryBuilder::default()
+                .limit(memory_bytes)
+                .swap(memory_bytes)
+                .build()
+                .expect("memory"),
+        )
+        .pids(
+            LinuxPidsBuilder::default()
+                .limit(i64::try_from(limits.pids).unwrap_or(i64::MAX))
+                .build()
+                .expect("pids"),
+        )
+        .cpu(
+            LinuxCpuBuilder::default()
+                .quota(quota)
+                .period(CPU_PERIOD_US)
+                .build()
+                .expect("cpu"),
+        )
+        .build()
+        .expect("resources from fixed parts")
+}
+
+fn mounts(input: &BundleInput<'_>) -> Vec<Mount> {
+    let paths = input.paths;
+    let mut mounts = vec![
+        mount("/proc", "proc", "proc", &["nosuid", "noexec", "nodev"]),
+        mount(
+            "/dev",
+            "tmpfs",
+            "tmpfs",
+            &["nosuid", "strictatime", "mode=755", "size=65536k"],
+        ),
+        mount(
+            "/dev/pts",
+            "devpts",
+            "devpts",
+            &[
+                "nosuid",
+                "noexec",
+                "newinstance",
+                "ptmxmode=0666",
+                "mode=0620",
+                "gid=5",
+            ],
+        ),
+        mount(
+            "/dev/shm",
+            "tmpfs",
+            "shm",
+            &["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"],
+        ),
+        mount(
+            "/dev/mqueue",
+            "mqueue",
+            "mqueue",
+            &["nosuid", "noexec", "nodev"],
+        ),
+        mount(
+            "/sys",
+            "sysfs",
+            "sysfs",
+            &["nosuid", "noexec", "nodev", "ro"],
+        ),
+        mount(
+            "/sys/fs/cgroup",
+            "cgroup",
+            "cgroup",
+            &["nosuid", "noexec", "nodev", "relatime", "ro"],
+        ),
+        mount(
+            "/tmp",
+            "tmpfs",
+            "tmpfs",
+            &["nosuid", "nodev", "mode=1777", TMP_SIZE],
+        ),
+        mount(
+            "/run",
+            "tmpfs",
+            "tmpfs",
+            &["nosuid", "nodev", "mode=755", "size=65536k"],
+        ),
+        bind(
+            "/usr",
+            Path::new("/usr"),
+            &["rbind", "ro", "nosuid", "nodev"],
+        ),
+    ];
+    for dir in host_dirs_to_bind() {
+        let dest = dir.to_string_lossy().into_owned();
+        mounts.push(bind(&dest, &dir, &["rbind", "ro", "nosuid", "nodev"]));
+    }
+    mounts.extend([
+        bind(
+            "/run/berth",
+            &paths.run_dir(),
+            &["bind", "nosuid", "nodev", "noexec"],
+        ),
+        bind(
+            "/home/user",
+            &paths.home(),
+            &["bind", "rw", "nosuid", "nodev"],
+        ),
+        bind(
+            "/memory",
+            &paths.memory(),
+            &["bind", "rw", "nosuid", "nodev"],
+        ),
+        bind(
+            INIT_PATH,
+            input.init_bin,
+            &["bind", "ro", "nosuid", "nodev"],
+        ),
+    ]);
+    mounts
+}
+
+fn mount(dest: &str, typ: &str, source: &str, options: &[&str]) -> Mount {
+    MountBuilder::default()
+        .destination(dest)
+        .typ(typ)
+        .source(source)
+        .options(options.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        .build()
+        .expect("a mount from fixed parts")
+}
+
+fn bind(dest: &str, source: &Path, options: &[&str]) -> Mount {
+    MountBuilder::default()
+        .destination(dest)
+        .typ("bind")
+        .source(source)
+        .options(options.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        .build()
+        .expect("a bind mount from fixed parts")
+}
+
+fn nofile_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` to the pointer, which is valid for writes.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        NOFILE.min(limit.rlim_max)
+    } else {
+        1024
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::sandbox::paths::Layout;
+    use crate::{BootToken, Limits, Rootfs};
+
+    fn config() -> (Value, BoxSpec, BoxPaths) {
+        let spec = BoxSpec {
+            id: berth_protocol::BoxId::from_random([2; 20]),
+            hostname: "my-box".into(),
+            rootfs: Rootfs::Host,
+            limits: Limits {
+                memory_mib: 64,
+                pids: 100,
+                cpus: 1.5,
+            },
+            boot_token: BootToken::from_random([0; 32]),
+            id_map: IdMap::for_slot(5).unwrap(),
+        };
+        let layout = Layout::new(Path::new("/var/lib/berth"));
+        let paths = layout.box_paths(&spec.id);
+        let rootfs = layout.host_rootfs();
+        let input = BundleInput {
+            spec: &spec,
+            rootfs: &rootfs,
+            init_bin: Path::new("/opt/berth-init"),
+            paths: &paths,
+        };
+        (serde_json::to_value(build(&input)).unwrap(), spec, paths)
+    }
+
+    fn mount<'a>(config: &'a Value, dest: &str) -> &'a Value {
+        config["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["destination"] == dest)
+            .unwrap_or_else(|| panic!("no mount at {dest}"))
+    }
+
+    fn options(mount: &Value) -> Vec<&str> {
+        mount["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o.as_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn runs_berth_init_in_every_namespace_with_the_box_id_range() {
+        let (c, spec, _) = config();
+        let mut namespaces: Vec<&str> = c["linux"]["namespaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["type"].as_str().unwrap())
+            .collect();
+        namespaces.sort();
+        assert_eq!(
+            namespaces,
+            ["cgroup", "ipc", "mount", "network", "pid", "user", "uts"]
+        );
+        assert!(c["linux"]["namespaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n.get("path").is_none()));
+        let mapping = json!([{"containerID": 0, "hostID": spec.id_map.host_base, "size": 65536}]);
+        assert_eq!(c["linux"]["uidMappings"], mapping);
+        assert_eq!(c["linux"]["gidMappings"], mapping);
+        assert_ne!(spec.id_map.host_base, 0);
+        assert_eq!(c["hostname"], "my-box");
+        assert_eq!(c["process"]["args"], json!(["/.berth/berth-init"]));
+        assert_eq!(c["process"]["user"]["uid"], 0);
+        assert_eq!(c["process"]["noNewPrivileges"], false);
+        let caps: Vec<&str> = c["process"]["capabilities"]["bounding"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert!(caps.contains(&"CAP_SETUID") && caps.contains(&"CAP_CHOWN"));
+        for forbidden in [
+            "CAP_SYS_ADMIN",
+            "CAP_SYS_MODULE",
+            "CAP_NET_ADMIN",
+            "CAP_SYS_PTRACE",
+            "CAP_MKNOD",
+            "CAP_NET_RAW",
+        ] {
+            assert!(!caps.contains(&forbidden), "{forbidden}");
+        }
+        assert_eq!(c["process"]["capabilities"]["ambient"], json!([]));
+        assert_eq!(c["process"]["capabilities"]["inheritable"], json!([]));
+        assert!(c["process"]["rlimits"][0]["hard"].as_u64().unwrap() >= 1024);
+    }
+
+    #[test]
+    fn root_is_read_only_and_mounts_bind_the_box_dirs() {
+        let (c, _, paths) = config();
+        assert_eq!(c["root"]["readonly"], true);
+        assert_eq!(c["root"]["path"], "/var/lib/berth/templates/host/rootfs");
+        let usr = mount(&c, "/usr");
+        assert_eq!(usr["source"], "/usr");
+        assert!(options(usr).contains(&"ro") && options(usr).contains(&"nosuid"));
+        let run = mount(&c, "/run/berth");
+        assert_eq!(run["source"], paths.run_dir().to_str().unwrap());
+        assert!(options(run).contains(&"noexec"));
+        assert_eq!(
+            mount(&c, "/home/user")["source"],
+            paths.home().to_str().unwrap()
+        );
+        assert_eq!(
+            mount(&c, "/memory")["source"],
+            paths.memory().to_str().unwrap()
+        );
+        let init = mount(&c, "/.berth/berth-init");
+        assert_eq!(init["source"], "/opt/berth-init");
+        assert!(options(init).contains(&"ro"));
+        assert!(options(mount(&c, "/sys")).contains(&"ro"));
+        assert!(options(mount(&c, "/tmp"))
+            .iter()
+            .any(|o| o.starts_with("size=")));
+        assert_eq!(mount(&c, "/proc")["type"], "proc");
+        assert!(options(mount(&c, "/dev/pts")).contains(&"newinstance"));
+        let masked = c["linux"]["maskedPaths"].as_array().unwrap();
+        assert!(masked.contains(&json!("/proc/kcore")) && masked.contains(&json!("/proc/keys")));
+        let readonly = c["linux"]["readonlyPaths"].as_array().unwrap();
+        assert!(
+            readonly.contains(&json!("/proc/sys")) && readonly.contains(&json!("/sys/fs/cgroup"))
+        );
+    }
+
+    #[test]
+    fn limits_become_cgroup_resources_without_swap() {
+        let (c, spec, _) = config();
+        let r = &c["linux"]["resources"];
+        assert_eq!(r["memory"]["limit"], 64 << 20);
+        assert_eq!(r["memory"]["swap"], 64 << 20);
+        assert_eq!(r["pids"]["limit"], 100);
+        assert_eq!(
+            (r["cpu"]["quota"].as_i64(), r["cpu"]["period"].as_u64()),
+            (Some(150_000), Some(100_000))
+        );
+        assert_eq!(r["devices"], json!([{"allow": false, "access": "rwm"}]));
+        assert_eq!(
+            c["linux"]["cgroupsPath"],
+            format!("/berth/{}", spec.id.as_str())
+        );
+        assert_eq!(c["linux"]["seccomp"]["defaultAction"], "SCMP_ACT_ALLOW");
+        assert!(c["linux"]["seccomp"]["syscalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["names"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("kexec_load"))
+                && s["errnoRet"] == 1));
+    }
+}

@@ -1,0 +1,278 @@
+//! Driving the OCI runtime's command line (`runc`, `crun`, `runsc` share these verbs):
+//! `run -d`, `state`, `kill`, `delete`, `pause`, `resume`, `list`, each with `--root` set to
+//! berth's own state dir. Failures carry what the runtime printed on stderr.
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+
+use serde::Deserialize;
+
+use crate::RuntimeError;
+
+/// A container's status as the OCI runtime reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OciStatus {
+    Creating,
+    Created,
+    Running,
+    Paused,
+    Stopped,
+}
+
+/// `<runtime> state <id>`, the fields berth reads.
+#[derive(Debug, Clone, Deserialize)]
+pub struct OciState {
+    pub id: String,
+    pub status: OciStatus,
+    #[serde(default)]
+    pub pid: i32,
+}
+
+/// One OCI runtime binary with one state dir.
+#[derive(Debug, Clone)]
+pub struct OciCli {
+    program: PathBuf,
+    root: PathBuf,
+}
+
+impl OciCli {
+    pub fn new(program: PathBuf, root: PathBuf) -> OciCli {
+        OciCli { program, root }
+    }
+
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new(&self.program);
+        cmd.arg("--root")
+            .arg(&self.root)
+            .args(args)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// `run -d`: creates and starts the container; its stdout/stderr (and the runtime's
+    /// own) go to `console` (opened for append).
+    pub async fn run_detached(
+        &self,
+        id: &str,
+        bundle: &Path,
+        pid_file: &Path,
+        console: std::fs::File,
+    ) -> Result<(), RuntimeError> {
+        let err_console = console.try_clone().map_err(|source| RuntimeError::Io {
+            action: "duplicate the console log handle of",
+            path: bundle.into(),
+            source,
+        })?;
+        let mut cmd = self.command(&["run", "-d", "--pid-file"]);
+        cmd.arg(pid_file).arg("--bundle").arg(bundle).arg(id);
+        cmd.stdout(console).stderr(err_console);
+        let status = tokio::process::Command::from(cmd)
+            .status()
+            .await
+            .map_err(|source| self.spawn_error("run", source))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(RuntimeError::Backend {
+                program: self.program_name(),
+                operation: "run",
+                status: status.to_string(),
+                stderr: "see the console log".into(),
+            })
+        }
+    }
+
+    /// `state <id>`; `None` when the runtime knows no such container.
+    pub async fn state(&self, id: &str) -> Result<Option<OciState>, RuntimeError> {
+        if self.surely_absent(id) {
+            return Ok(None);
+        }
+        let out = self.output("state", &["state", id]).await?;
+        parse_state(self, out)
+    }
+
+    /// runc and crun keep a container's state in `<root>/<id>/`: without that directory
+    /// there is no container, and a start saves spawning the runtime to be told so.
+    fn surely_absent(&self, id: &str) -> bool {
+        let name = self
+            .program
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("");
+        matches!(name, "runc" | "crun") && !id.contains('/') && !self.root.join(id).exists()
+    }
+
+    /// `kill [--all] <id> <signal>`.
+    pub async fn kill(&self, id: &str, signal: &str, all: bool) -> Result<(), RuntimeError> {
+        let args: &[&str] = if all {
+            &["kill", "--all", id, signal]
+        } else {
+            &["kill", id, signal]
+        };
+        self.checked("kill", self.output("kill", args).await?)
+    }
+
+    /// `delete --force <id>`: kills what is left and removes the state and cgroups.
+    pub async fn delete_force(&self, id: &str) -> Result<(), RuntimeError> {
+        self.checked(
+            "delete",
+            self.output("delete", &["delete", "--force", id]).await?,
+        )
+    }
+
+    pub async fn pause(&self, id: &str) -> Result<(), RuntimeError> {
+        self.checked("pause", self.output("pause", &["pause", id]).await?)
+    }
+
+    pub async fn resume(&self, id: &str) -> Result<(), RuntimeError> {
+        self.checked("resume", self.output("resume", &["resume", id]).await?)
+    }
+
+    /// `list --format json`: the ids of every container under our root.
+    pub async fn list(&self) -> Result<Vec<OciState>, RuntimeError> {
+        let out = self.output("list", &["list", "--format", "json"]).await?;
+        parse_list(self, out)
+    }
+
+    /// Kills (SIGKILL) and deletes every container under our root, synchronously: for
+    /// Drop guards and shutdown paths. Errors are ignored; what is left is returned.
+    pub fn kill_all_blocking(&self) -> Vec<String> {
+        let Ok(out) = self.command(&["list", "--format", "json"]).output() else {
+            return vec![];
+        };
+        let Ok(states) = parse_list(self, out) else {
+            return vec![];
+        };
+        for state in &states {
+            if state.status == OciStatus::Paused {
+                let _ = self.command(&["resume", &state.id]).output();
+            }
+            let _ = self.command(&["kill", "--all", &state.id, "KILL"]).output();
+            let _ = self.command(&["delete", "--force", &state.id]).output();
+        }
+        let Ok(out) = self.command(&["list", "--format", "json"]).output() else {
+            return vec![];
+        };
+        parse_list(self, out)
+            .map(|l| l.into_iter().map(|s| s.id).collect())
+            .unwrap_or_default()
+    }
+
+    async fn output(&self, operation: &'static str, args: &[&str]) -> Result<Output, RuntimeError> {
+        tokio::process::Command::from(self.command(args))
+            .output()
+            .await
+            .map_err(|source| self.spawn_error(operation, source))
+    }
+
+    fn checked(&self, operation: &'static str, out: Output) -> Result<(), RuntimeError> {
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(self.failed(operation, &out))
+        }
+    }
+
+    fn failed(&self, operation: &'static str, out: &Output) -> RuntimeError {
+        RuntimeError::Backend {
+            program: self.program_name(),
+            operation,
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        }
+    }
+
+    fn spawn_error(&self, operation: &'static str, source: std::io::Error) -> RuntimeError {
+        RuntimeError::Backend {
+            program: self.program_name(),
+            operation,
+            status: "not started".into(),
+            stderr: source.to_string(),
+        }
+    }
+
+    fn program_name(&self) -> String {
+        self.program.display().to_string()
+    }
+}
+
+/// Whether a runtime's error says the container does not exist (runc: "container does
+/// not exist", crun: "No such file or directory", runsc: "not found").
+pub fn is_not_found(err: &RuntimeError) -> bool {
+    match err {
+        RuntimeError::Backend { stderr, .. } => {
+            let s = stderr.to_ascii_lowercase();
+            s.contains("does not exist") || s.contains("no such file") || s.contains("not found")
+        }
+        _ => false,
+    }
+}
+
+fn parse_state(cli: &OciCli, out: Output) -> Result<Option<OciState>, RuntimeError> {
+    if !out.status.success() {
+        let err = cli.failed("state", &out);
+        return if is_not_found(&err) {
+            Ok(None)
+        } else {
+            Err(err)
+        };
+    }
+    serde_json::from_slice(&out.stdout)
+        .map(Some)
+        .map_err(|e| decode_error(cli, "state", e, &out))
+}
+
+fn parse_list(cli: &OciCli, out: Output) -> Result<Vec<OciState>, RuntimeError> {
+    if !out.status.success() {
+        return Err(cli.failed("list", &out));
+    }
+    // runc prints `null` for an empty list.
+    let list: Option<Vec<OciState>> =
+        serde_json::from_slice(&out.stdout).map_err(|e| decode_error(cli, "list", e, &out))?;
+    Ok(list.unwrap_or_default())
+}
+
+fn decode_error(
+    cli: &OciCli,
+    operation: &'static str,
+    e: serde_json::Error,
+    out: &Output,
+) -> RuntimeError {
+    RuntimeError::Backend {
+        program: cli.program_name(),
+        operation,
+        status: format!("unreadable output ({e})"),
+        stderr: String::from_utf8_lossy(&out.stdout)
+            .chars()
+            .take(500)
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_and_list_parse_runc_output() {
+        let s: OciState = serde_json::from_str(
+            r#"{"ociVersion":"1.0.2-dev","id":"bx_a","pid":42,"status":"paused","bundle":"/b","rootfs":"/r","created":"2026-01-01T00:00:00Z","owner":""}"#,
+        )
+        .unwrap();
+        assert_eq!((s.pid, s.status), (42, OciStatus::Paused));
+        let l: Option<Vec<OciState>> = serde_json::from_str("null").unwrap();
+        assert!(l.is_none());
+        let err = RuntimeError::Backend {
+            program: "runc".into(),
+            operation: "state",
+            status: "exit status: 1".into(),
+            stderr: "container does not exist".into(),
+        };
+        assert!(is_not_found(&err));
+    }
+}

@@ -1,0 +1,151 @@
+//! A box's own directories on the host: the persistent volume (`/home/user`, `/memory`)
+//! and the run dir (`/run/berth`) that carries the boot token in and the agent socket out.
+//!
+//! Ownership is in the box's mapped id range; directories are chowned only when they are
+//! created, so a warm start does no per-file work.
+
+use std::io::Write;
+use std::os::unix::fs::{chown, fchown, OpenOptionsExt};
+use std::path::Path;
+
+use berth_protocol::guest::BOX_USER_UID;
+
+use super::paths::BoxPaths;
+use super::rootfs::{io, mkdir_all, set_mode};
+use crate::{BootToken, IdMap, RuntimeError};
+
+/// What `/memory` holds on a fresh volume.
+const MEMORY_DIRS: &[&str] = &["entities", "comms", "timeline", "workstreams"];
+const MEMORY_README: &str = "# Memory\n\n\
+This folder persists across every sleep and wake of this box. Keep what you learn here:\n\
+`entities/` (people, projects, things), `comms/` (conversations), `timeline/` (what\n\
+happened when), `workstreams/` (ongoing work).\n";
+
+/// Creates the box dir, the run dir and the volume if missing, and clears what a previous
+/// boot left in the run dir.
+pub fn prepare_box_dirs(paths: &BoxPaths, id_map: IdMap) -> Result<(), RuntimeError> {
+    let root = id_map.host_id(0);
+    let user = id_map.host_id(BOX_USER_UID);
+    mkdir_all(paths.dir())?;
+    // Traversable, not listable: the box's mapped ids reach run/ and volume/ through it.
+    set_mode(paths.dir(), 0o711)?;
+    mkdir_all(&paths.bundle())?;
+
+    let run = paths.run_dir();
+    if create_dir(&run)? {
+        chown(&run, Some(root), Some(root)).map_err(io("chown", &run))?;
+        set_mode(&run, 0o700)?;
+    }
+    remove_if_exists(&paths.agent_socket())?;
+    remove_if_exists(&paths.token_file())?;
+
+    if create_dir(&paths.volume())? {
+        set_mode(&paths.volume(), 0o711)?;
+    }
+    let home = paths.home();
+    if create_dir(&home)? {
+        chown(&home, Some(user), Some(user)).map_err(io("chown", &home))?;
+        set_mode(&home, 0o700)?;
+    }
+    let memory = paths.memory();
+    if create_dir(&memory)? {
+        seed_memory(&memory, user)?;
+    }
+    Ok(())
+}
+
+/// Writes the boot token where berth-init reads it once (0600, owned by the box's root).
+pub fn write_token(paths: &BoxPaths, id_map: IdMap, token: &BootToken) -> Result<(), RuntimeError> {
+    let path = paths.token_file();
+    let root = id_map.host_id(0);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io("create the token file", &path))?;
+    file.write_all(token.as_str().as_bytes())
+        .map_err(io("write the token to", &path))?;
+    // On the handle, not the path: the run dir is writable by the box's root.
+    fchown(&file, Some(root), Some(root)).map_err(io("chown", &path))
+}
+
+/// Removes the sockets and token of the last boot (after a stop).
+pub fn clear_run_dir(paths: &BoxPaths) -> Result<(), RuntimeError> {
+    remove_if_exists(&paths.agent_socket())?;
+    remove_if_exists(&paths.token_file())
+}
+
+fn seed_memory(memory: &Path, user: u32) -> Result<(), RuntimeError> {
+    let readme = memory.join("README.md");
+    std::fs::write(&readme, MEMORY_README).map_err(io("write", &readme))?;
+    chown(&readme, Some(user), Some(user)).map_err(io("chown", &readme))?;
+    for dir in MEMORY_DIRS {
+        let path = memory.join(dir);
+        mkdir_all(&path)?;
+        chown(&path, Some(user), Some(user)).map_err(io("chown", &path))?;
+    }
+    chown(memory, Some(user), Some(user)).map_err(io("chown", memory))?;
+    set_mode(memory, 0o755)
+}
+
+/// `true` when this call created the directory.
+fn create_dir(path: &Path) -> Result<bool, RuntimeError> {
+    match std::fs::create_dir(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(source) => Err(RuntimeError::Io {
+            action: "create the directory",
+            path: path.into(),
+            source,
+        }),
+    }
+}
+
+fn remove_if_exists(path: &Path) -> Result<(), RuntimeError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(RuntimeError::Io {
+            action: "remove",
+            path: path.into(),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+
+    use super::*;
+    use crate::sandbox::paths::Layout;
+
+    #[test]
+    fn volume_is_created_once_owned_by_the_mapped_ids() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIPPED: chown needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let id: berth_protocol::BoxId = berth_protocol::BoxId::from_random([1; 20]);
+        let paths = Layout::new(dir.path()).box_paths(&id);
+        let map = IdMap::for_slot(3).unwrap();
+        prepare_box_dirs(&paths, map).unwrap();
+        let home = std::fs::metadata(paths.home()).unwrap();
+        assert_eq!(home.uid(), map.host_id(1001));
+        assert_eq!(home.mode() & 0o777, 0o700);
+        assert_eq!(
+            std::fs::metadata(paths.run_dir()).unwrap().uid(),
+            map.host_id(0)
+        );
+        assert!(paths.memory().join("entities").is_dir());
+        write_token(&paths, map, &BootToken::from_random([7; 32])).unwrap();
+        let token = std::fs::metadata(paths.token_file()).unwrap();
+        assert_eq!((token.uid(), token.mode() & 0o777), (map.host_id(0), 0o600));
+        // A second start clears the old token and keeps the volume.
+        std::fs::write(paths.home().join("a.txt"), "a").unwrap();
+        prepare_box_dirs(&paths, map).unwrap();
+        assert!(!paths.token_file().exists());
+        assert!(paths.home().join("a.txt").exists());
+    }
+}

@@ -1,0 +1,606 @@
+//! The conformance suite: what every `Runtime` backend must do, written against
+//! `&dyn Runtime` so qemu and firecracker run the same checks. Instantiated here for the
+//! `sandbox` backend (runc), each test with its own data dir and a guard that kills and
+//! deletes everything the test started, even when it panics.
+//!
+//! Needs root, an OCI runtime and a built berth-init (`make init`); otherwise every test
+//! prints `SKIPPED: <reason>` and returns.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use berth_protocol::guest::{BoxUser, FileQuery};
+use berth_protocol::BoxId;
+use berth_runtime::{IdMap, Limits, RuntimeStatus};
+use bytes::Bytes;
+use common::{fixture, new_spec, run, run_ok, Fixture};
+
+const GRACE: Duration = Duration::from_secs(5);
+
+/// 1. The box boots, its agent answers, users and PID 1 are what they must be.
+#[tokio::test(flavor = "multi_thread")]
+async fn boots_and_answers_as_user_1001_with_berth_init_as_pid_1() {
+    let Some(fx) = fixture("boots") else { return };
+    let spec = new_spec(Limits::default());
+    let t0 = Instant::now();
+    let client = fx.runtime.start(&spec).await.expect("start");
+    eprintln!("start to ready: {:?}", t0.elapsed());
+    client.info().await.expect("info");
+    assert_eq!(
+        fx.runtime.status(&spec.id).await.unwrap(),
+        RuntimeStatus::Running
+    );
+    assert_eq!(
+        run_ok(&client, &["id", "-u"], BoxUser::User).await.trim(),
+        "1001"
+    );
+    assert_eq!(
+        run_ok(&client, &["id", "-u"], BoxUser::Root).await.trim(),
+        "0"
+    );
+    assert_eq!(
+        run_ok(&client, &["cat", "/proc/1/comm"], BoxUser::User)
+            .await
+            .trim(),
+        "berth-init"
+    );
+    for file in ["/proc/1/environ", "/proc/1/mem"] {
+        let (code, _, _) = run(&client, &["head", "-c", "1", file], BoxUser::User, None).await;
+        assert_ne!(code, 0, "user could read {file}");
+    }
+    assert!(fx.runtime.list().await.unwrap().contains(&spec.id));
+    fx.runtime.stop(&spec.id, GRACE).await.expect("stop");
+    assert_eq!(
+        fx.runtime.status(&spec.id).await.unwrap(),
+        RuntimeStatus::Stopped
+    );
+}
+
+/// 2. Files go in and out through the channel and survive a stop and start; the old boot
+/// token dies with its boot.
+#[tokio::test(flavor = "multi_thread")]
+async fn files_persist_across_restart_and_old_token_is_refused() {
+    let Some(fx) = fixture("persist") else { return };
+    let spec = new_spec(Limits::default());
+    let client = fx.runtime.start(&spec).await.expect("start");
+    let home = FileQuery {
+        path: "/home/user/a.txt".into(),
+        ..Default::default()
+    };
+    let memory = FileQuery {
+        path: "/memory/x".into(),
+        ..Default::default()
+    };
+    client
+        .write_file(&home, Bytes::from_static(b"hello"))
+        .await
+        .expect("write home");
+    client
+        .write_file(&memory, Bytes::from_static(b"remember"))
+        .await
+        .expect("write memory");
+    assert_eq!(&client.read_file(&home).await.unwrap()[..], b"hello");
+    let listing = client
+        .list_files(&FileQuery {
+            path: "/home/user".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(listing.entries.iter().any(|e| e.name == "a.txt"));
+    fx.runtime.stop(&spec.id, GRACE).await.expect("stop");
+
+    let mut again = spec.clone();
+    again.boot_token = common::token();
+    let client2 = fx.runtime.start(&again).await.expect("restart");
+    assert_eq!(&client2.read_file(&home).await.unwrap()[..], b"hello");
+    assert_eq!(&client2.read_file(&memory).await.unwrap()[..], b"remember");
+    let memory_dir = client2
+        .list_files(&FileQuery {
+            path: "/memory".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for name in ["README.md", "entities", "comms", "timeline", "workstreams"] {
+        assert!(
+            memory_dir.entries.iter().any(|e| e.name == name),
+            "/memory lacks {name}"
+        );
+    }
+    let old = fx.runtime.channel(&spec.id, &spec.boot_token);
+    match old.info().await {
+        Err(berth_runtime::GuestError::Remote { status: 401, .. }) => {}
+        other => panic!("the old token must get 401, got {other:?}"),
+    }
+    fx.runtime.stop(&spec.id, GRACE).await.unwrap();
+}
+
+/// 3. Boxes see neither each other nor the host's kernel controls.
+#[tokio::test(flavor = "multi_thread")]
+async fn boxes_are_isolated_from_each_other_and_the_host() {
+    let Some(fx) = fixture("isolation") else {
+        return;
+    };
+    let a_spec = new_spec(Limits::default());
+    let b_spec = new_spec(Limits::default());
+    let a = fx.runtime.start(&a_spec).await.expect("start a");
+    let b = fx.runtime.start(&b_spec).await.expect("start b");
+
+    // A process sleeping in B, with a name A could look for.
+    let b_bg = b.clone();
+    let sleeper = tokio::spawn(async move {
+        run(
+            &b_bg,
+            &["sleep", "1234"],
+            BoxUser::User,
+            Some(Duration::from_secs(30)),
+        )
+        .await
+    });
+    common::wait_until(|| async {
+        run_ok(
+            &b,
+            &[
+                "sh",
+                "-c",
+                "ps -eo args 2>/dev/null || cat /proc/[0-9]*/cmdline",
+            ],
+            BoxUser::Root,
+        )
+        .await
+        .contains("1234")
+    })
+    .await;
+    let a_procs = run_ok(
+        &a,
+        &["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"],
+        BoxUser::Root,
+    )
+    .await;
+    assert!(
+        !a_procs.contains("sleep 1234"),
+        "box A sees B's process: {a_procs}"
+    );
+    let a_pids = run_ok(
+        &a,
+        &["sh", "-c", "ls /proc | grep -c '^[0-9]'"],
+        BoxUser::Root,
+    )
+    .await;
+    assert!(
+        a_pids.trim().parse::<u32>().unwrap() < 20,
+        "box A sees too many pids: {a_pids}"
+    );
+
+    let b_file = FileQuery {
+        path: "/home/user/secret".into(),
+        ..Default::default()
+    };
+    b.write_file(&b_file, Bytes::from_static(b"b only"))
+        .await
+        .unwrap();
+    assert!(a.read_file(&b_file).await.is_err(), "box A reads B's file");
+
+    for (what, argv) in [
+        ("mount proc", "mount -t proc proc /mnt 2>&1 || mount -t proc proc /tmp"),
+        ("mount tmpfs", "mount -t tmpfs tmpfs /tmp"),
+        ("load a module", "modprobe dummy 2>&1 || insmod /nonexistent.ko"),
+        ("write /proc/sys", "echo 1 > /proc/sys/kernel/sysrq"),
+        (
+            "write a cgroup",
+            "for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/*/cgroup.procs; do echo $$ > $f && exit 0; done; exit 1",
+        ),
+        ("load a module", "echo /tmp/x > /proc/sys/kernel/modprobe"),
+        ("write /usr", "touch /usr/berth-test"),
+        ("write /", "touch /berth-test"),
+        ("unshare a user namespace", "unshare -U true"),
+    ] {
+        let (code, _, _) = run(&a, &["sh", "-c", argv], BoxUser::Root, None).await;
+        assert_ne!(code, 0, "box root could {what}");
+    }
+    // Box root holds no capability that reaches the kernel; the user holds none at all.
+    let root_caps =
+        capability_sets(&run_ok(&a, &["cat", "/proc/self/status"], BoxUser::Root).await);
+    for (bit, name) in [
+        (21, "CAP_SYS_ADMIN"),
+        (16, "CAP_SYS_MODULE"),
+        (12, "CAP_NET_ADMIN"),
+        (19, "CAP_SYS_PTRACE"),
+        (27, "CAP_MKNOD"),
+    ] {
+        assert_eq!(
+            root_caps["CapBnd"] & (1 << bit),
+            0,
+            "box root's bounding set has {name}"
+        );
+    }
+    let user_caps =
+        capability_sets(&run_ok(&a, &["cat", "/proc/self/status"], BoxUser::User).await);
+    for set in ["CapEff", "CapPrm", "CapAmb"] {
+        assert_eq!(user_caps[set], 0, "the user has capabilities in {set}");
+    }
+
+    let uid_map = run_ok(&a, &["cat", "/proc/self/uid_map"], BoxUser::Root).await;
+    let fields: Vec<&str> = uid_map.split_whitespace().collect();
+    assert_eq!(
+        fields,
+        [
+            "0",
+            &a_spec.id_map.host_base.to_string(),
+            &IdMap::SIZE.to_string()
+        ]
+    );
+    let pid = fx
+        .sandbox
+        .init_pid(&a_spec.id)
+        .await
+        .unwrap()
+        .expect("a runs");
+    assert_eq!(
+        common::host_uid_of(pid),
+        Some(a_spec.id_map.host_base),
+        "box root must be the range's base on the host"
+    );
+    drop(sleeper);
+}
+
+fn capability_sets(status: &str) -> std::collections::HashMap<String, u64> {
+    status
+        .lines()
+        .filter(|l| l.starts_with("Cap"))
+        .filter_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            Some((name.to_owned(), u64::from_str_radix(value.trim(), 16).ok()?))
+        })
+        .collect()
+}
+
+/// The host never follows a link that box root plants where the agent socket goes.
+#[tokio::test(flavor = "multi_thread")]
+async fn host_does_not_follow_a_planted_socket_link() {
+    let Some(fx) = fixture("symlink") else { return };
+    let spec = new_spec(Limits::default());
+    let client = fx.runtime.start(&spec).await.expect("start");
+    // A host socket the box must not be able to point the host at.
+    let decoy_dir = tempfile::tempdir().unwrap();
+    let decoy = decoy_dir.path().join("decoy.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&decoy).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let script = format!(
+        "rm -f /run/berth/agent.sock && ln -s {} /run/berth/agent.sock",
+        decoy.display()
+    );
+    let (code, _, err) = run(&client, &["sh", "-c", &script], BoxUser::Root, None).await;
+    assert_eq!(code, 0, "box root could not replace its own socket: {err}");
+    let old = fx.runtime.channel(&spec.id, &spec.boot_token);
+    let _ = tokio::time::timeout(Duration::from_secs(2), old.info()).await;
+    assert!(
+        listener.accept().is_err(),
+        "the host connected through the box's link"
+    );
+}
+
+/// 4. No network device but loopback, and loopback is up.
+#[tokio::test(flavor = "multi_thread")]
+async fn only_loopback_exists() {
+    let Some(fx) = fixture("net") else { return };
+    let spec = new_spec(Limits::default());
+    let client = fx.runtime.start(&spec).await.expect("start");
+    let devices = run_ok(&client, &["ls", "/sys/class/net"], BoxUser::User).await;
+    assert_eq!(devices.split_whitespace().collect::<Vec<_>>(), ["lo"]);
+    let flags = run_ok(&client, &["cat", "/sys/class/net/lo/flags"], BoxUser::User).await;
+    let flags = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).unwrap();
+    assert_eq!(flags & 1, 1, "lo is down");
+}
+
+/// 5. A fork bomb hits the pids limit and the box survives it.
+#[tokio::test(flavor = "multi_thread")]
+async fn fork_bomb_is_contained() {
+    let Some(fx) = fixture("forkbomb") else {
+        return;
+    };
+    let spec = new_spec(Limits {
+        pids: 64,
+        ..Limits::default()
+    });
+    let client = fx.runtime.start(&spec).await.expect("start");
+    let bomb = "b() { b | b & }; b";
+    let t0 = Instant::now();
+    let _ = tokio::time::timeout(
+        Duration::from_secs(20),
+        run(
+            &client,
+            &["bash", "-c", bomb],
+            BoxUser::User,
+            Some(Duration::from_secs(3)),
+        ),
+    )
+    .await;
+    eprintln!("fork bomb ended after {:?}", t0.elapsed());
+    common::wait_until(|| async {
+        tokio::time::timeout(
+            Duration::from_secs(2),
+            run(&client, &["echo", "ok"], BoxUser::User, None),
+        )
+        .await
+        .is_ok_and(|(code, out, _)| code == 0 && out.trim() == "ok")
+    })
+    .await;
+    fx.runtime
+        .stop(&spec.id, GRACE)
+        .await
+        .expect("stop after a fork bomb");
+}
+
+/// 6. A memory hog is killed by the box's memory limit, not the box.
+#[tokio::test(flavor = "multi_thread")]
+async fn memory_hog_is_killed_and_the_box_survives() {
+    let Some(fx) = fixture("memory") else { return };
+    let spec = new_spec(Limits {
+        memory_mib: 64,
+        ..Limits::default()
+    });
+    let client = fx.runtime.start(&spec).await.expect("start");
+    let (code, _, _) = run(
+        &client,
+        &["dd", "if=/dev/zero", "of=/dev/null", "bs=200M", "count=1"],
+        BoxUser::User,
+        Some(Duration::from_secs(20)),
+    )
+    .await;
+    assert_ne!(code, 0, "a 200 MiB buffer fit in a 64 MiB box");
+    assert_eq!(
+        run_ok(&client, &["echo", "ok"], BoxUser::User).await.trim(),
+        "ok"
+    );
+}
+
+/// 7. After stop nothing of the box is left: processes, runtime state, cgroup, socket.
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_leaves_nothing_behind() {
+    let Some(fx) = fixture("stop") else { return };
+    let spec = new_spec(Limits::default());
+    let client = fx.runtime.start(&spec).await.expect("start");
+    // Something that ignores SIGTERM, in the background.
+    let bg = client.clone();
+    let _stubborn = tokio::spawn(async move {
+        run(
+            &bg,
+            &["sh", "-c", "trap '' TERM; sleep 1000"],
+            BoxUser::User,
+            None,
+        )
+        .await
+    });
+    common::wait_until(|| async { !common::host_pids_in_range(spec.id_map).is_empty() }).await;
+    fx.runtime
+        .stop(&spec.id, Duration::from_millis(500))
+        .await
+        .expect("stop");
+    let left = common::host_pids_in_range(spec.id_map);
+    let detail: Vec<String> = left
+        .iter()
+        .map(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/status"))
+                .unwrap_or_default()
+                .lines()
+                .take(8)
+                .collect::<Vec<_>>()
+                .join(" | ")
+        })
+        .collect();
+    assert!(
+        left.is_empty(),
+        "processes left in the box's id range: {detail:?}"
+    );
+    assert_eq!(
+        fx.runtime.status(&spec.id).await.unwrap(),
+        RuntimeStatus::Stopped
+    );
+    assert!(!fx.runtime.list().await.unwrap().contains(&spec.id));
+    for cgroup in common::cgroup_dirs(&spec.id) {
+        assert!(!cgroup.exists(), "cgroup left: {}", cgroup.display());
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(spec.id.as_str()), "mount left for the box");
+    assert!(
+        !fx.sandbox
+            .layout()
+            .box_paths(&spec.id)
+            .agent_socket()
+            .exists(),
+        "socket left"
+    );
+    // Stopping again, and stopping an unknown box, are fine.
+    fx.runtime.stop(&spec.id, GRACE).await.expect("second stop");
+    fx.runtime
+        .stop(&BoxId::from_random([9; 20]), GRACE)
+        .await
+        .expect("unknown stop");
+    fx.runtime.remove(&spec.id).await.expect("remove");
+    assert!(!fx.sandbox.layout().box_paths(&spec.id).dir().exists());
+}
+
+/// 8. A paused box answers nothing until resumed.
+#[tokio::test(flavor = "multi_thread")]
+async fn pause_freezes_until_resume() {
+    let Some(fx) = fixture("pause") else { return };
+    if !fx.runtime.capabilities().pause {
+        eprintln!("SKIPPED: {} cannot pause", fx.runtime.name());
+        return;
+    }
+    let spec = new_spec(Limits::default());
+    let client = fx.runtime.start(&spec).await.expect("start");
+    assert!(matches!(
+        fx.runtime.resume(&spec.id).await,
+        Err(berth_runtime::RuntimeError::WrongState { .. })
+    ));
+    fx.runtime.pause(&spec.id).await.expect("pause");
+    assert_eq!(
+        fx.runtime.status(&spec.id).await.unwrap(),
+        RuntimeStatus::Paused
+    );
+    assert!(matches!(
+        fx.runtime.pause(&spec.id).await,
+        Err(berth_runtime::RuntimeError::WrongState { .. })
+    ));
+    let frozen = tokio::time::timeout(
+        Duration::from_millis(500),
+        run(&client, &["echo", "ok"], BoxUser::User, None),
+    )
+    .await;
+    assert!(frozen.is_err(), "a paused box answered");
+    fx.runtime.resume(&spec.id).await.expect("resume");
+    assert_eq!(
+        fx.runtime.status(&spec.id).await.unwrap(),
+        RuntimeStatus::Running
+    );
+    assert_eq!(
+        run_ok(&client, &["echo", "ok"], BoxUser::User).await.trim(),
+        "ok"
+    );
+    // Stopping a paused box works too.
+    fx.runtime.pause(&spec.id).await.unwrap();
+    fx.runtime
+        .stop(&spec.id, GRACE)
+        .await
+        .expect("stop a paused box");
+    assert!(common::host_pids_in_range(spec.id_map).is_empty());
+}
+
+/// A box whose berth-init exits on its own (shutdown) reads as stopped and starts again.
+#[tokio::test(flavor = "multi_thread")]
+async fn box_that_shut_itself_down_is_stopped_and_restarts() {
+    let Some(fx) = fixture("shutdown") else {
+        return;
+    };
+    let spec = new_spec(Limits::default());
+    let client = fx.runtime.start(&spec).await.expect("start");
+    client.shutdown().await.expect("shutdown");
+    common::wait_until(|| async {
+        fx.runtime.status(&spec.id).await.unwrap() == RuntimeStatus::Stopped
+    })
+    .await;
+    assert!(!fx.runtime.list().await.unwrap().contains(&spec.id));
+    let mut again = spec.clone();
+    again.boot_token = common::token();
+    let client = fx
+        .runtime
+        .start(&again)
+        .await
+        .expect("start after shutdown");
+    assert_eq!(
+        run_ok(&client, &["echo", "ok"], BoxUser::User).await.trim(),
+        "ok"
+    );
+    // Starting a running box is a state error, not a second box.
+    assert!(matches!(
+        fx.runtime.start(&again).await,
+        Err(berth_runtime::RuntimeError::WrongState { .. })
+    ));
+    assert_eq!(
+        run_ok(&client, &["echo", "ok"], BoxUser::User).await.trim(),
+        "ok"
+    );
+}
+
+/// Starting must not leave anything behind when berth-init cannot come up.
+#[tokio::test(flavor = "multi_thread")]
+async fn failed_start_leaves_nothing_running() {
+    let Some(fx) = fixture("badstart") else {
+        return;
+    };
+    let mut spec = new_spec(Limits::default());
+    spec.hostname = "x".repeat(100); // longer than a UTS name may be
+    let err = fx
+        .runtime
+        .start(&spec)
+        .await
+        .expect_err("a 100-char hostname must fail");
+    eprintln!("expected failure: {err}");
+    assert!(fx.runtime.list().await.unwrap().is_empty());
+    assert!(common::host_pids_in_range(spec.id_map).is_empty());
+}
+
+#[allow(dead_code)]
+fn _assert_fixture_is_send(fx: Fixture) -> impl Send {
+    fx
+}
+
+/// Cold start: `start()` until berth-init answers, against `runc run` of the same bundle
+/// with `/usr/bin/true` as its process (the floor: what the OCI runtime itself costs).
+/// `cargo test -p berth-runtime --test conformance cold_start -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a measurement, not a check"]
+async fn cold_start_vs_runc_run() {
+    let Some(fx) = fixture("timing") else { return };
+    let spec = new_spec(Limits::default());
+    fx.runtime.start(&spec).await.expect("first start");
+    fx.runtime.stop(&spec.id, GRACE).await.unwrap();
+
+    let paths = fx.sandbox.layout().box_paths(&spec.id);
+    let rootfs = fx.sandbox.layout().host_rootfs();
+    let init_bin = berth_runtime::init_binary().unwrap();
+    let input = berth_runtime::sandbox::BundleInput {
+        spec: &spec,
+        rootfs: &rootfs,
+        init_bin: &init_bin,
+        paths: &paths,
+    };
+    let mut trivial = berth_runtime::sandbox::build_bundle(&input);
+    let mut process = trivial.process().clone().unwrap();
+    process.set_args(Some(vec!["/usr/bin/true".into()]));
+    trivial.set_process(Some(process));
+    let bundle = fx.sandbox.layout().data_dir().join("trivial");
+    std::fs::create_dir_all(&bundle).unwrap();
+    trivial.save(bundle.join("config.json")).unwrap();
+
+    const RUNS: usize = 7;
+    let mut floor = Vec::new();
+    for i in 0..RUNS {
+        let t0 = Instant::now();
+        let status = std::process::Command::new(fx.sandbox.oci_program())
+            .arg("--root")
+            .arg(fx.sandbox.layout().oci_root())
+            .args(["run", "--bundle"])
+            .arg(&bundle)
+            .arg(format!("trivial-{i}"))
+            .stdin(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        floor.push(t0.elapsed());
+        assert!(status.success());
+    }
+    let (mut boxes, mut stops) = (Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        let mut again = spec.clone();
+        again.boot_token = common::token();
+        let t0 = Instant::now();
+        fx.runtime.start(&again).await.expect("start");
+        boxes.push(t0.elapsed());
+        let t1 = Instant::now();
+        fx.runtime.stop(&spec.id, GRACE).await.unwrap();
+        stops.push(t1.elapsed());
+    }
+    stops.sort();
+    floor.sort();
+    boxes.sort();
+    let ms = |d: &Duration| d.as_secs_f64() * 1000.0;
+    eprintln!(
+        "runc run (true), ms: {:?}",
+        floor.iter().map(ms).collect::<Vec<_>>()
+    );
+    eprintln!(
+        "start() to ready, ms: {:?}",
+        boxes.iter().map(ms).collect::<Vec<_>>()
+    );
+    eprintln!("stop(), ms: {:?}", stops.iter().map(ms).collect::<Vec<_>>());
+    eprintln!(
+        "median: runc run {:.1} ms, start {:.1} ms, ratio {:.2}",
+        ms(&floor[RUNS / 2]),
+        ms(&boxes[RUNS / 2]),
+        ms(&boxes[RUNS / 2]) / ms(&floor[RUNS / 2])
+    );
+}
