@@ -81,6 +81,12 @@ impl SandboxRuntime {
                     .into(),
             });
         }
+        // A detached box init is reparented when the OCI runtime exits: to berth, so that
+        // berth reaps it (`ready::reap_on_exit`), not to a host init that may never do so.
+        // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes integer arguments only.
+        if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+            tracing::warn!(error = %std::io::Error::last_os_error(), "cannot become the child subreaper; stopped boxes may linger as zombies");
+        }
         let layout = Layout::new(&config.data_dir);
         for dir in [
             layout.data_dir().to_path_buf(),
@@ -167,6 +173,7 @@ impl SandboxRuntime {
             .ok()
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(0);
+        ready::reap_on_exit(pid);
         let client = self.channel(&spec.id, &spec.boot_token);
         ready::wait_ready(id, &client, pid, &paths.console_log()).await?;
         Ok(client)

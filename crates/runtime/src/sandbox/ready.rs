@@ -100,6 +100,41 @@ pub fn pid_alive(pid: i32) -> bool {
     }
 }
 
+/// Reaps box init `pid` once it exits. berth is the child subreaper of its boxes (see
+/// `SandboxRuntime::new`): a box's init becomes berth's child when the detached OCI runtime
+/// exits, and without this it would stay a zombie. Waits on a pidfd opened now, so it can
+/// only ever reap that very process, never another child that later reuses the pid (such
+/// as one of tokio's).
+pub fn reap_on_exit(pid: i32) {
+    let Some(fd) = pidfd_open(pid) else { return };
+    // SAFETY: `fd` is an open pidfd that the AsyncFd owns (and closes) for its whole life.
+    let Ok(fd) = (unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) })
+    else {
+        return;
+    };
+    tokio::spawn(async move {
+        if fd.readable().await.is_ok() {
+            reap_pidfd(fd.get_ref());
+        }
+    });
+}
+
+/// Collects the exit status of the (exited) process behind `pidfd` if it is our child.
+/// Not our child (berth is not its subreaper): ECHILD, and the host's init reaps it.
+fn reap_pidfd(pidfd: &OwnedFd) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: waitid with P_PIDFD reads only the fd and writes the zeroed siginfo we own.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::waitid(
+            libc::P_PIDFD,
+            pidfd.as_raw_fd() as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG,
+        );
+    }
+}
+
 fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1; no memory is passed.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
