@@ -1,1 +1,157 @@
-fn main() {}
+//! `berth-init`: PID 1 of every berth box, and the guest agent the host talks to.
+//!
+//! Boots in phases (`mount` → `seal` → `volume` → `serve`, see [`boot`]), then serves the
+//! guest channel ([`server`]) until SIGTERM or `POST /v1/shutdown`, then stops every
+//! process ([`stop`]) and exits (a VM powers off).
+//!
+//! Usage: `berth-init [--run-dir DIR] [--home DIR] [--memory DIR]`. The defaults are the
+//! box's paths; the flags let tests run the agent in a temporary directory, not as PID 1.
+
+mod boot;
+mod channel;
+mod error;
+mod exec;
+mod files;
+mod query;
+mod reaper;
+mod seal;
+mod server;
+mod stop;
+mod volume;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use berth_protocol::guest::{BOX_HOME, BOX_MEMORY, SANDBOX_RUN_DIR};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::Notify;
+
+use crate::boot::BootRecord;
+use crate::exec::Executor;
+use crate::reaper::Reaper;
+use crate::server::Agent;
+
+#[derive(Debug)]
+struct Args {
+    run_dir: PathBuf,
+    home: PathBuf,
+    memory: PathBuf,
+}
+
+/// Why the boot failed; each phase has its own error.
+#[derive(Debug, thiserror::Error)]
+enum BootError {
+    #[error(transparent)]
+    Mount(#[from] boot::MountError),
+    #[error(transparent)]
+    Seal(#[from] seal::SealError),
+    #[error(transparent)]
+    Volume(#[from] volume::VolumeError),
+    #[error(transparent)]
+    Channel(#[from] channel::ChannelError),
+    #[error("serve phase: cannot install signal handlers")]
+    Signals(#[source] std::io::Error),
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        run_dir: SANDBOX_RUN_DIR.into(),
+        home: BOX_HOME.into(),
+        memory: BOX_MEMORY.into(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let slot = match flag.as_str() {
+            "--run-dir" => &mut args.run_dir,
+            "--home" => &mut args.home,
+            "--memory" => &mut args.memory,
+            "--version" => {
+                println!("berth-init {}", env!("CARGO_PKG_VERSION"));
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        };
+        *slot = it
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value"))?
+            .into();
+    }
+    Ok(args)
+}
+
+fn main() {
+    let args = parse_args().unwrap_or_else(|msg| {
+        eprintln!(
+            "berth-init: {msg}\nusage: berth-init [--run-dir DIR] [--home DIR] [--memory DIR]"
+        );
+        std::process::exit(2)
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(4)
+        .thread_keep_alive(Duration::from_secs(5))
+        .build()
+        .map_err(BootError::Runtime);
+    let result = runtime.and_then(|rt| rt.block_on(run(args)));
+    if let Err(err) = result {
+        // One line, with the whole cause chain, for the box's console log.
+        let mut line = format!("berth-init: {err}");
+        let mut source = std::error::Error::source(&err);
+        while let Some(cause) = source {
+            line.push_str(&format!(": {cause}"));
+            source = cause.source();
+        }
+        eprintln!("{line}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(args: Args) -> Result<(), BootError> {
+    let mut sigterm = signal(SignalKind::terminate()).map_err(BootError::Signals)?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(BootError::Signals)?;
+    let env = boot::detect_environment();
+    let mut boot = BootRecord::new(env);
+    boot.phase("mount", || boot::mount_phase(env))?;
+    let filter = boot.phase("seal", || {
+        seal::seal_self()?;
+        seal::UserFilter::build()
+    })?;
+    boot.phase("volume", || volume::prepare(&args.home, &args.memory))?;
+    let serve_start = Instant::now();
+    let token = channel::take_token(&args.run_dir)?;
+    let listener = channel::listen(&args.run_dir)?;
+    boot.record("serve", serve_start);
+
+    let reaper = Arc::new(Reaper::default());
+    let r = reaper.clone();
+    tokio::spawn(async move { r.run().await });
+    let shutdown = Arc::new(Notify::new());
+    let exec = Executor {
+        reaper: reaper.clone(),
+        filter: Arc::new(filter),
+        home: args.home,
+    };
+    let agent = Arc::new(Agent {
+        token,
+        boot,
+        exec,
+        shutdown: shutdown.clone(),
+    });
+    tokio::spawn(server::serve(listener, agent));
+
+    let asked_by_api = tokio::select! {
+        _ = sigterm.recv() => false,
+        _ = sigint.recv() => false,
+        _ = shutdown.notified() => true,
+    };
+    if asked_by_api {
+        // Let the 202 reach the host before the processes (and the socket) go away.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop::stop_everything(&reaper).await;
+    let _ = std::fs::remove_file(args.run_dir.join(berth_protocol::guest::AGENT_SOCKET));
+    boot::power_off(env)
+}

@@ -67,7 +67,12 @@ pub struct ErrorDetail {
 
 impl ErrorBody {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ErrorBody { error: ErrorDetail { code, message: message.into() } }
+        ErrorBody {
+            error: ErrorDetail {
+                code,
+                message: message.into(),
+            },
+        }
     }
 }
 
@@ -79,7 +84,10 @@ mod tests {
     fn error_body_has_the_documented_shape() {
         let body = ErrorBody::new(ErrorCode::NotFound, "no box named alice");
         let json = serde_json::to_value(&body).unwrap();
-        assert_eq!(json, serde_json::json!({"error":{"code":"not_found","message":"no box named alice"}}));
+        assert_eq!(
+            json,
+            serde_json::json!({"error":{"code":"not_found","message":"no box named alice"}})
+        );
     }
 
     #[test]
@@ -91,7 +99,11 @@ mod tests {
 
     #[test]
     fn as_str_matches_serde() {
-        for code in [ErrorCode::InvalidRequest, ErrorCode::PayloadTooLarge, ErrorCode::NotEmpty] {
+        for code in [
+            ErrorCode::InvalidRequest,
+            ErrorCode::PayloadTooLarge,
+            ErrorCode::NotEmpty,
+        ] {
             assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
         }
     }

@@ -14,7 +14,7 @@
 //! | [`Call::FileWrite`] | `PUT /v1/files?path=&user=&mode=` | the bytes | 204 |
 //! | [`Call::FileList`] | `GET /v1/files/list?path=&user=` | - | [`FileList`] |
 //! | [`Call::FileStat`] | `GET /v1/files/stat?path=&user=` | - | [`FileEntry`] |
-//! | [`Call::FileMkdir`] | `POST /v1/files/mkdir?path=&user=&parents=` | - | 204 |
+//! | [`Call::FileMkdir`] | `POST /v1/files/mkdir?path=&user=&recursive=` | - | 204 |
 //! | [`Call::FileRemove`] | `DELETE /v1/files?path=&user=&recursive=` | - | 204 |
 //! | [`Call::Shutdown`] | `POST /v1/shutdown` | - | 202, then the box stops |
 
@@ -153,7 +153,9 @@ pub struct ExecRequest {
 }
 
 /// One line of the NDJSON stream answering `POST /v1/exec`. The stream is
-/// `started`, then any number of `stdout`/`stderr`, then exactly one `exit` or `error`.
+/// `started`, then any number of `stdout`/`stderr`, then exactly one `exit`; or, when the
+/// process could not be started at all (no such program, bad cwd), a single `error` frame
+/// and no `started`. A request that is wrong in itself gets an HTTP 400 instead of a stream.
 /// When the client disconnects, `berth-init` kills the process group.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -248,7 +250,9 @@ mod base64_bytes {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         let s = String::deserialize(d)?;
-        STANDARD.decode(s.as_bytes()).map_err(serde::de::Error::custom)
+        STANDARD
+            .decode(s.as_bytes())
+            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -261,21 +265,42 @@ mod tests {
     #[test]
     fn version_1_schema_is_frozen() {
         let frames = [
-            (ExecFrame::Started { pid: 7 }, json!({"type":"started","pid":7})),
-            (ExecFrame::Stdout { data: b"hi\n".to_vec() }, json!({"type":"stdout","data":"aGkK"})),
-            (ExecFrame::Stderr { data: vec![0xff] }, json!({"type":"stderr","data":"/w=="})),
             (
-                ExecFrame::Exit { code: Some(3), signal: None, timed_out: false },
+                ExecFrame::Started { pid: 7 },
+                json!({"type":"started","pid":7}),
+            ),
+            (
+                ExecFrame::Stdout {
+                    data: b"hi\n".to_vec(),
+                },
+                json!({"type":"stdout","data":"aGkK"}),
+            ),
+            (
+                ExecFrame::Stderr { data: vec![0xff] },
+                json!({"type":"stderr","data":"/w=="}),
+            ),
+            (
+                ExecFrame::Exit {
+                    code: Some(3),
+                    signal: None,
+                    timed_out: false,
+                },
                 json!({"type":"exit","code":3,"signal":null,"timed_out":false}),
             ),
             (
-                ExecFrame::Error { code: crate::ErrorCode::NotFound, message: "m".into() },
+                ExecFrame::Error {
+                    code: crate::ErrorCode::NotFound,
+                    message: "m".into(),
+                },
                 json!({"type":"error","code":"not_found","message":"m"}),
             ),
         ];
         for (frame, expected) in frames {
             assert_eq!(serde_json::to_value(&frame).unwrap(), expected);
-            assert_eq!(serde_json::from_value::<ExecFrame>(expected).unwrap(), frame);
+            assert_eq!(
+                serde_json::from_value::<ExecFrame>(expected).unwrap(),
+                frame
+            );
         }
         let req = ExecRequest {
             argv: vec!["sh".into(), "-c".into(), "id".into()],
@@ -289,7 +314,13 @@ mod tests {
             serde_json::to_value(&req).unwrap(),
             json!({"argv":["sh","-c","id"],"env":{"A":"b"},"cwd":"/tmp","user":"root","stdin":"in","timeout_ms":1000})
         );
-        let entry = FileEntry { name: "a".into(), kind: FileKind::Dir, size: 4096, mode: 0o755, mtime: 5 };
+        let entry = FileEntry {
+            name: "a".into(),
+            kind: FileKind::Dir,
+            size: 4096,
+            mode: 0o755,
+            mtime: 5,
+        };
         assert_eq!(
             serde_json::to_value(&entry).unwrap(),
             json!({"name":"a","kind":"dir","size":4096,"mode":493,"mtime":5})

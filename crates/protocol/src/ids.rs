@@ -61,7 +61,10 @@ macro_rules! typed_id {
                 if $name::is_valid(s) {
                     Ok($name(s.to_owned()))
                 } else {
-                    Err(IdError { kind: $kind, value: s.to_owned() })
+                    Err(IdError {
+                        kind: $kind,
+                        value: s.to_owned(),
+                    })
                 }
             }
         }
@@ -103,7 +106,13 @@ mod tests {
 
     #[test]
     fn malformed_ids_are_rejected() {
-        for bad in ["", "bx_", "bx_../../etc/passwd", "tn_aaaaaaaaaaaaaaaaaaaa", "bx_AAAAAAAAAAAAAAAAAAAA"] {
+        for bad in [
+            "",
+            "bx_",
+            "bx_../../etc/passwd",
+            "tn_aaaaaaaaaaaaaaaaaaaa",
+            "bx_AAAAAAAAAAAAAAAAAAAA",
+        ] {
             assert!(bad.parse::<BoxId>().is_err(), "{bad}");
         }
         assert!("tn_aaaaaaaaaaaaaaaaaaaa".parse::<TenantId>().is_ok());

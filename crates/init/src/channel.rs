@@ -1,0 +1,131 @@
+//! The guest channel's endpoint in a sandbox: the host bind-mounts a run directory
+//! (`/run/berth`, root-only) and writes the boot token into it before start. At boot the
+//! agent reads the token, deletes the file (the token then lives only in this
+//! non-dumpable process), replaces any stale socket and listens on `agent.sock` (0600).
+
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use berth_protocol::guest::{AGENT_SOCKET, TOKEN_FILE};
+use tokio::net::UnixListener;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    #[error("serve phase: cannot read the boot token {path}")]
+    ReadToken {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("serve phase: the boot token {path} is empty")]
+    EmptyToken { path: PathBuf },
+    #[error("serve phase: cannot delete the boot token {path}")]
+    DeleteToken {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("serve phase: cannot listen on {path}")]
+    Listen {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// The boot token, kept only in memory. Compared in constant time.
+pub struct Token(Vec<u8>);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(…)")
+    }
+}
+
+impl Token {
+    /// Whether `candidate` is the token. Time depends only on the lengths.
+    pub fn matches(&self, candidate: &[u8]) -> bool {
+        if candidate.len() != self.0.len() {
+            return false;
+        }
+        let diff = self
+            .0
+            .iter()
+            .zip(candidate)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        std::hint::black_box(diff) == 0
+    }
+}
+
+/// Reads and deletes `<run_dir>/token`.
+pub fn take_token(run_dir: &Path) -> Result<Token, ChannelError> {
+    let path = run_dir.join(TOKEN_FILE);
+    let raw = std::fs::read(&path).map_err(|source| ChannelError::ReadToken {
+        path: path.clone(),
+        source,
+    })?;
+    std::fs::remove_file(&path).map_err(|source| ChannelError::DeleteToken {
+        path: path.clone(),
+        source,
+    })?;
+    let token = raw.trim_ascii().to_vec();
+    if token.is_empty() {
+        return Err(ChannelError::EmptyToken { path });
+    }
+    Ok(Token(token))
+}
+
+/// Listens on `<run_dir>/agent.sock`, replacing a stale socket, mode 0600.
+pub fn listen(run_dir: &Path) -> Result<UnixListener, ChannelError> {
+    let path = run_dir.join(AGENT_SOCKET);
+    let err = |source| ChannelError::Listen {
+        path: path.clone(),
+        source,
+    };
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(err(e)),
+    }
+    let listener = UnixListener::bind(&path).map_err(err)?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+    Ok(listener)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_is_read_once_and_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(TOKEN_FILE), "abc\n").unwrap();
+        let token = take_token(dir.path()).unwrap();
+        assert!(token.matches(b"abc"));
+        assert!(!token.matches(b"abd"));
+        assert!(!token.matches(b"ab"));
+        assert!(!dir.path().join(TOKEN_FILE).exists());
+        assert!(matches!(
+            take_token(dir.path()),
+            Err(ChannelError::ReadToken { .. })
+        ));
+        std::fs::write(dir.path().join(TOKEN_FILE), "\n").unwrap();
+        assert!(matches!(
+            take_token(dir.path()),
+            Err(ChannelError::EmptyToken { .. })
+        ));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_stale_socket_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(AGENT_SOCKET), "").unwrap();
+        let _listener = listen(dir.path()).unwrap();
+        let mode = std::fs::metadata(dir.path().join(AGENT_SOCKET))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}

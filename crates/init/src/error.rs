@@ -1,0 +1,160 @@
+//! Errors of the agent API, and the one place they become an HTTP status and an
+//! [`ErrorBody`] (or, inside an exec stream, an `error` frame's code).
+
+use std::io;
+
+use berth_protocol::version::{MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
+use berth_protocol::{ErrorBody, ErrorCode};
+use http::StatusCode;
+
+/// Everything an API call can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("missing or wrong bearer token")]
+    Unauthorized,
+    #[error(
+        "protocol version {peer:?} is not supported: this agent speaks {MIN_PROTOCOL_VERSION} to {PROTOCOL_VERSION}"
+    )]
+    Version { peer: String },
+    #[error("no route for {method} {path}")]
+    NoRoute { method: http::Method, path: String },
+    #[error("invalid JSON body")]
+    BadJson(#[source] serde_json::Error),
+    #[error("invalid query parameter {name:?}: {reason}")]
+    BadQuery {
+        name: &'static str,
+        reason: &'static str,
+    },
+    #[error("path {path:?} must be absolute and contain no NUL byte")]
+    BadPath { path: String },
+    #[error("argv must name a program")]
+    EmptyArgv,
+    #[error("argv and env must not contain NUL bytes")]
+    NulInExec,
+    #[error("body larger than the limit of {limit_bytes} bytes")]
+    TooLarge { limit_bytes: u64 },
+    #[error("cannot read the request body")]
+    Body(#[source] hyper::Error),
+    #[error("{op} {path:?}: {source}")]
+    Fs {
+        op: &'static str,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("refusing to remove /")]
+    RemoveRoot,
+    #[error("the file worker stopped unexpectedly")]
+    Worker,
+}
+
+impl ApiError {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            ApiError::Unauthorized => ErrorCode::Unauthorized,
+            ApiError::Version { .. }
+            | ApiError::BadJson(_)
+            | ApiError::BadQuery { .. }
+            | ApiError::BadPath { .. }
+            | ApiError::EmptyArgv
+            | ApiError::NulInExec
+            | ApiError::RemoveRoot
+            | ApiError::Body(_) => ErrorCode::InvalidRequest,
+            ApiError::NoRoute { .. } => ErrorCode::NotFound,
+            ApiError::TooLarge { .. } => ErrorCode::PayloadTooLarge,
+            ApiError::Fs { source, .. } => io_code(source),
+            ApiError::Worker => ErrorCode::Internal,
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        status_of(self.code())
+    }
+
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody::new(self.code(), self.to_string())
+    }
+}
+
+/// The error code of a failed system call, by errno.
+pub fn io_code(err: &io::Error) -> ErrorCode {
+    match err.raw_os_error() {
+        Some(libc::ENOENT) => ErrorCode::NotFound,
+        Some(libc::EACCES | libc::EPERM | libc::EROFS) => ErrorCode::PermissionDenied,
+        Some(libc::EISDIR) => ErrorCode::IsADirectory,
+        Some(libc::ENOTDIR) => ErrorCode::NotADirectory,
+        Some(libc::ENOTEMPTY) => ErrorCode::NotEmpty,
+        Some(libc::EEXIST) => ErrorCode::AlreadyExists,
+        Some(libc::EFBIG) => ErrorCode::PayloadTooLarge,
+        Some(libc::EINVAL | libc::ENAMETOOLONG | libc::ELOOP) => ErrorCode::InvalidRequest,
+        _ => ErrorCode::Internal,
+    }
+}
+
+/// The HTTP status of an error code: the one mapping of the agent.
+pub fn status_of(code: ErrorCode) -> StatusCode {
+    match code {
+        ErrorCode::InvalidRequest | ErrorCode::IsADirectory | ErrorCode::NotADirectory => {
+            StatusCode::BAD_REQUEST
+        }
+        ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+        ErrorCode::PermissionDenied => StatusCode::FORBIDDEN,
+        ErrorCode::NotFound => StatusCode::NOT_FOUND,
+        ErrorCode::AlreadyExists | ErrorCode::Conflict | ErrorCode::NotEmpty => {
+            StatusCode::CONFLICT
+        }
+        ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::Unsupported => StatusCode::NOT_IMPLEMENTED,
+        ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
+        ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::Internal | ErrorCode::Unknown => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errno(n: i32) -> ErrorCode {
+        io_code(&io::Error::from_raw_os_error(n))
+    }
+
+    #[test]
+    fn errno_maps_to_codes_and_statuses() {
+        assert_eq!(errno(libc::ENOENT), ErrorCode::NotFound);
+        assert_eq!(errno(libc::EACCES), ErrorCode::PermissionDenied);
+        assert_eq!(errno(libc::EPERM), ErrorCode::PermissionDenied);
+        assert_eq!(errno(libc::EISDIR), ErrorCode::IsADirectory);
+        assert_eq!(errno(libc::ENOTDIR), ErrorCode::NotADirectory);
+        assert_eq!(errno(libc::ENOTEMPTY), ErrorCode::NotEmpty);
+        assert_eq!(errno(libc::EEXIST), ErrorCode::AlreadyExists);
+        assert_eq!(errno(libc::EIO), ErrorCode::Internal);
+        assert_eq!(status_of(ErrorCode::NotEmpty), StatusCode::CONFLICT);
+        assert_eq!(status_of(ErrorCode::AlreadyExists), StatusCode::CONFLICT);
+        assert_eq!(
+            status_of(ErrorCode::PermissionDenied),
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            status_of(ErrorCode::PayloadTooLarge),
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+    }
+
+    #[test]
+    fn api_errors_carry_their_status() {
+        assert_eq!(ApiError::Unauthorized.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            ApiError::BadPath { path: "a".into() }.status(),
+            StatusCode::BAD_REQUEST
+        );
+        let body = ApiError::TooLarge { limit_bytes: 3 }.body();
+        assert_eq!(body.error.code, ErrorCode::PayloadTooLarge);
+        let fs = ApiError::Fs {
+            op: "read",
+            path: "/x".into(),
+            source: io::Error::from_raw_os_error(libc::ENOENT),
+        };
+        assert_eq!(fs.status(), StatusCode::NOT_FOUND);
+    }
+}

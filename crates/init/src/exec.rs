@@ -1,0 +1,352 @@
+//! `POST /v1/exec`: runs one process and streams its [`ExecFrame`]s.
+//!
+//! Errors, consistently: a request that is wrong in itself (bad JSON, empty `argv`, a NUL
+//! byte) is an HTTP 400 before any streaming; everything that fails while starting the
+//! process (no such program, a bad working directory, exec refused) is a 200 stream whose
+//! only frame is `error` (no `started`). Once `started` is sent, the stream ends with
+//! exactly one `exit`.
+//!
+//! Each process gets its own session and process group. The timeout and a client
+//! disconnect (the response body dropped) both SIGKILL the whole group. After the
+//! process exits its pipes are drained until EOF, or for at most [`DRAIN_GRACE`] when a
+//! background child still holds them.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth_protocol::guest::{BoxUser, ExecFrame, ExecRequest, BOX_USER_NAME, BOX_USER_UID};
+use berth_protocol::ErrorCode;
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::pipe;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::error::{io_code, ApiError};
+use crate::reaper::{kill_group, Exit, Reaper};
+use crate::seal::{seal_user_child, UserFilter};
+
+const BASE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// How long output is still read after the process exited.
+const DRAIN_GRACE: Duration = Duration::from_millis(200);
+const READ_CHUNK: usize = 8 * 1024;
+
+/// Starts processes; shared by every exec call.
+#[derive(Debug)]
+pub struct Executor {
+    pub reaper: Arc<Reaper>,
+    pub filter: Arc<UserFilter>,
+    /// The box user's home: default cwd and `HOME`.
+    pub home: PathBuf,
+}
+
+/// A validated request.
+#[derive(Debug)]
+pub struct Prepared {
+    argv: Vec<String>,
+    env: BTreeMap<String, String>,
+    cwd: String,
+    user: BoxUser,
+    stdin: Option<String>,
+    timeout: Option<Duration>,
+}
+
+impl Executor {
+    /// Checks a request body; errors here are HTTP errors.
+    pub fn prepare(&self, body: &[u8]) -> Result<Prepared, ApiError> {
+        let req: ExecRequest = serde_json::from_slice(body).map_err(ApiError::BadJson)?;
+        if req.argv.first().is_none_or(|p| p.is_empty()) {
+            return Err(ApiError::EmptyArgv);
+        }
+        let has_nul = |s: &String| s.contains('\0');
+        if req.argv.iter().any(has_nul)
+            || req
+                .env
+                .iter()
+                .any(|(k, v)| has_nul(k) || has_nul(v) || k.is_empty() || k.contains('='))
+            || req.cwd.as_ref().is_some_and(has_nul)
+        {
+            return Err(ApiError::NulInExec);
+        }
+        let (home, user_name) = match req.user {
+            BoxUser::User => (self.home.to_string_lossy().into_owned(), BOX_USER_NAME),
+            BoxUser::Root => ("/root".to_owned(), "root"),
+        };
+        let mut env: BTreeMap<String, String> = [
+            ("PATH", BASE_PATH),
+            ("HOME", home.as_str()),
+            ("USER", user_name),
+            ("LOGNAME", user_name),
+            ("SHELL", "/bin/sh"),
+            ("LANG", "C.UTF-8"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        env.extend(req.env);
+        Ok(Prepared {
+            argv: req.argv,
+            env,
+            cwd: req
+                .cwd
+                .unwrap_or_else(|| self.home.to_string_lossy().into_owned()),
+            user: req.user,
+            stdin: req.stdin,
+            timeout: req.timeout_ms.map(Duration::from_millis),
+        })
+    }
+
+    /// Starts the process and returns the stream of NDJSON frames.
+    pub fn start(&self, req: Prepared) -> mpsc::Receiver<Bytes> {
+        let (tx, rx) = mpsc::channel(8);
+        match self.spawn(&req) {
+            Err((code, message)) => {
+                let _ = tx.try_send(frame(&ExecFrame::Error { code, message }));
+            }
+            Ok(running) => {
+                let _ = tx.try_send(frame(&ExecFrame::Started {
+                    pid: running.pid as u32,
+                }));
+                let reaper = self.reaper.clone();
+                tokio::spawn(drive(running, tx, req.timeout, reaper));
+            }
+        }
+        rx
+    }
+
+    fn spawn(&self, req: &Prepared) -> Result<Running, (ErrorCode, String)> {
+        let argv0 = &req.argv[0];
+        let path_var = req.env.get("PATH").map(String::as_str).unwrap_or(BASE_PATH);
+        let program = find_program(argv0, path_var)
+            .ok_or_else(|| (ErrorCode::NotFound, format!("{argv0}: command not found")))?;
+        if !Path::new(&req.cwd).is_dir() {
+            return Err((
+                ErrorCode::NotFound,
+                format!("working directory {:?} is not a directory", req.cwd),
+            ));
+        }
+        let cwd = CString::new(req.cwd.as_bytes())
+            .map_err(|_| (ErrorCode::InvalidRequest, "NUL in cwd".into()))?;
+        let mut cmd = Command::new(&program);
+        cmd.arg0(argv0)
+            .args(&req.argv[1..])
+            .env_clear()
+            .envs(&req.env)
+            .stdin(if req.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let filter = self.filter.clone();
+        let as_user = req.user == BoxUser::User;
+        // SAFETY: the closure only makes system calls on data prepared before the fork
+        // (the filter programs and the cwd C string); it allocates nothing and takes no lock.
+        unsafe {
+            cmd.pre_exec(move || {
+                seal_user_child(as_user, BOX_USER_UID, &filter)?;
+                if libc::chdir(cwd.as_ptr()) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let spawn_err =
+            |err: std::io::Error| (io_code(&err), format!("cannot start {argv0}: {err}"));
+        let (mut child, exit) = self
+            .reaper
+            .spawn(|| {
+                let child = cmd.spawn()?;
+                Ok((child.id() as i32, child))
+            })
+            .map_err(spawn_err)?;
+        let take = |fd: Option<OwnedFd>| fd.map(pipe::Receiver::from_owned_fd).transpose();
+        let stdout = take(child.stdout.take().map(Into::into));
+        let stderr = take(child.stderr.take().map(Into::into));
+        let stdin = child
+            .stdin
+            .take()
+            .map(|s| pipe::Sender::from_owned_fd(s.into()))
+            .transpose();
+        let pid = child.id() as i32;
+        let (stdout, stderr, stdin) = match (stdout, stderr, stdin) {
+            (Ok(o), Ok(e), Ok(i)) => (o, e, i),
+            (Err(err), _, _) | (_, Err(err), _) | (_, _, Err(err)) => {
+                kill_group(pid);
+                return Err((
+                    ErrorCode::Internal,
+                    format!("cannot watch the pipes of {argv0}: {err}"),
+                ));
+            }
+        };
+        if let (Some(mut sender), Some(text)) = (stdin, req.stdin.clone()) {
+            tokio::spawn(async move {
+                // EPIPE when the process does not read its stdin is fine.
+                let _ = sender.write_all(text.as_bytes()).await;
+            });
+        }
+        Ok(Running {
+            pid,
+            stdout,
+            stderr,
+            exit,
+        })
+    }
+}
+
+struct Running {
+    pid: i32,
+    stdout: Option<pipe::Receiver>,
+    stderr: Option<pipe::Receiver>,
+    exit: oneshot::Receiver<Exit>,
+}
+
+/// Pumps output until the process is done, then sends `exit`. Kills the group on timeout
+/// and when the client goes away.
+async fn drive(
+    mut run: Running,
+    tx: mpsc::Sender<Bytes>,
+    timeout: Option<Duration>,
+    reaper: Arc<Reaper>,
+) {
+    let pgid = run.pid;
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let mut timed_out = false;
+    let mut exit: Option<Exit> = None;
+    let mut drain_until: Option<Instant> = None;
+    let mut out_buf = vec![0u8; READ_CHUNK];
+    let mut err_buf = vec![0u8; READ_CHUNK];
+    let far = || Instant::now() + Duration::from_secs(86_400 * 365);
+    loop {
+        if exit.is_some() && run.stdout.is_none() && run.stderr.is_none() {
+            break;
+        }
+        let frame_to_send = tokio::select! {
+            _ = tx.closed() => return kill_group(pgid),
+            _ = tokio::time::sleep_until(deadline.unwrap_or_else(far)), if deadline.is_some() && !timed_out && exit.is_none() => {
+                kill_group(pgid);
+                timed_out = true;
+                None
+            }
+            _ = tokio::time::sleep_until(drain_until.unwrap_or_else(far)), if drain_until.is_some() => break,
+            status = &mut run.exit, if exit.is_none() => {
+                exit = Some(status.unwrap_or(Exit { code: None, signal: None }));
+                drain_until = Some(Instant::now() + DRAIN_GRACE);
+                None
+            }
+            n = read_some(&mut run.stdout, &mut out_buf) => match n {
+                Some(n) => Some(ExecFrame::Stdout { data: out_buf[..n].to_vec() }),
+                None => { run.stdout = None; None }
+            },
+            n = read_some(&mut run.stderr, &mut err_buf) => match n {
+                Some(n) => Some(ExecFrame::Stderr { data: err_buf[..n].to_vec() }),
+                None => { run.stderr = None; None }
+            },
+        };
+        if let Some(f) = frame_to_send {
+            if tx.send(frame(&f)).await.is_err() {
+                return kill_group(pgid);
+            }
+        }
+    }
+    let exit = exit.unwrap_or(Exit {
+        code: None,
+        signal: None,
+    });
+    let _ = tx
+        .send(frame(&ExecFrame::Exit {
+            code: exit.code,
+            signal: exit.signal,
+            timed_out,
+        }))
+        .await;
+    reaper.forget_group_if_empty(pgid);
+}
+
+/// Reads one chunk; `None` at EOF or error. Pending forever when the pipe is closed.
+async fn read_some(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> Option<usize> {
+    match pipe {
+        Some(p) => match p.read(buf).await {
+            Ok(0) | Err(_) => None,
+            Ok(n) => Some(n),
+        },
+        None => std::future::pending().await,
+    }
+}
+
+fn frame(f: &ExecFrame) -> Bytes {
+    let mut line = serde_json::to_vec(f).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+/// The program to run: `name` itself when it has a `/`, else the first executable file
+/// named `name` in `path_var`.
+pub fn find_program(name: &str, path_var: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        return Some(PathBuf::from(name));
+    }
+    path_var
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| Path::new(d).join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn executor() -> Executor {
+        Executor {
+            reaper: Arc::default(),
+            filter: Arc::new(UserFilter::build().unwrap()),
+            home: "/home/user".into(),
+        }
+    }
+
+    #[test]
+    fn programs_are_found_in_path() {
+        assert_eq!(
+            find_program("sh", BASE_PATH).unwrap().file_name().unwrap(),
+            "sh"
+        );
+        assert_eq!(find_program("./x", "").unwrap(), PathBuf::from("./x"));
+        assert!(find_program("no-such-program-berth", BASE_PATH).is_none());
+    }
+
+    #[test]
+    fn requests_are_validated_and_env_is_layered() {
+        let ex = executor();
+        assert!(matches!(
+            ex.prepare(br#"{"argv":[]}"#),
+            Err(ApiError::EmptyArgv)
+        ));
+        assert!(matches!(ex.prepare(b"{"), Err(ApiError::BadJson(_))));
+        assert!(matches!(
+            ex.prepare(br#"{"argv":["a\u0000"]}"#),
+            Err(ApiError::NulInExec)
+        ));
+        let p = ex
+            .prepare(br#"{"argv":["env"],"env":{"LANG":"fr","X":"1"}}"#)
+            .unwrap();
+        assert_eq!(p.env["LANG"], "fr");
+        assert_eq!(p.env["X"], "1");
+        assert_eq!(p.env["HOME"], "/home/user");
+        assert_eq!(p.env["USER"], "user");
+        assert_eq!(p.cwd, "/home/user");
+        let root = ex.prepare(br#"{"argv":["id"],"user":"root"}"#).unwrap();
+        assert_eq!(root.env["USER"], "root");
+        assert_eq!(root.cwd, "/home/user");
+    }
+}

@@ -1,0 +1,321 @@
+//! The `files` calls: read, atomic write, list, stat, mkdir, remove.
+//!
+//! Every operation runs on a blocking thread under an [`FsIdentity`] guard: as the box
+//! user (the default) the thread's fsuid/fsgid become 1001, which also drops that
+//! thread's DAC-override capabilities, so the kernel checks permissions exactly as for a
+//! user process; root-owned files stay protected. The guard restores 0 on drop, so a
+//! reused pool thread never keeps the user's identity.
+//!
+//! `stat` and the entries of `list` use `lstat` (a symlink is reported as a symlink); the
+//! directory named by `list` itself is followed, like `ls dir/`.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use berth_protocol::guest::{
+    BoxUser, FileEntry, FileKind, FileList, FileQuery, BOX_USER_UID, MAX_FILE_BYTES,
+};
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::error::ApiError;
+
+/// The thread's filesystem identity for one operation.
+pub struct FsIdentity {
+    switched: bool,
+}
+
+impl FsIdentity {
+    pub fn enter(user: BoxUser) -> Self {
+        if user == BoxUser::Root {
+            return FsIdentity { switched: false };
+        }
+        // SAFETY: setfsgid/setfsuid change only this thread's filesystem ids.
+        unsafe {
+            libc::setfsgid(BOX_USER_UID);
+            libc::setfsuid(BOX_USER_UID);
+        }
+        FsIdentity { switched: true }
+    }
+}
+
+impl Drop for FsIdentity {
+    fn drop(&mut self) {
+        if self.switched {
+            // SAFETY: as above; back to root, which restores the thread's fs capabilities.
+            unsafe {
+                libc::setfsuid(0);
+                libc::setfsgid(0);
+            }
+        }
+    }
+}
+
+/// Runs `op` on a blocking thread as `user`.
+pub async fn run_as<T: Send + 'static>(
+    user: BoxUser,
+    op: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(move || {
+        let _identity = FsIdentity::enter(user);
+        op()
+    })
+    .await
+    .map_err(|_| ApiError::Worker)?
+}
+
+fn fs_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> ApiError + 'a {
+    move |source| ApiError::Fs {
+        op,
+        path: path.to_string_lossy().into_owned(),
+        source,
+    }
+}
+
+/// Opens a file for reading as `user`, then streams it through the returned channel.
+pub async fn read(q: FileQuery) -> Result<mpsc::Receiver<Bytes>, ApiError> {
+    let (opened_tx, opened_rx) = oneshot::channel();
+    let (tx, rx) = mpsc::channel(4);
+    tokio::task::spawn_blocking(move || {
+        let path = PathBuf::from(&q.path);
+        let opened = {
+            let _identity = FsIdentity::enter(q.user);
+            open_for_read(&path)
+        };
+        let mut file = match opened {
+            Ok(file) => file,
+            Err(err) => return drop(opened_tx.send(Err(err))),
+        };
+        if opened_tx.send(Ok(())).is_err() {
+            return;
+        }
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match file.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    if tx.blocking_send(Bytes::copy_from_slice(&buf[..n])).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    opened_rx.await.map_err(|_| ApiError::Worker)??;
+    Ok(rx)
+}
+
+fn open_for_read(path: &Path) -> Result<File, ApiError> {
+    let file = File::open(path).map_err(fs_err("read", path))?;
+    let meta = file.metadata().map_err(fs_err("read", path))?;
+    if meta.is_dir() {
+        return Err(fs_err("read", path)(std::io::Error::from_raw_os_error(
+            libc::EISDIR,
+        )));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(ApiError::TooLarge {
+            limit_bytes: MAX_FILE_BYTES,
+        });
+    }
+    Ok(file)
+}
+
+/// A piece of a file being written; `End` commits it.
+pub enum Chunk {
+    Data(Bytes),
+    End,
+}
+
+/// Writes `path` atomically as `user` from the chunks received: a temporary file in the
+/// same directory, fsync, rename. Without `End` (the body failed) the temp file is removed.
+pub fn write_atomic(q: &FileQuery, mut chunks: mpsc::Receiver<Chunk>) -> Result<(), ApiError> {
+    let path = Path::new(&q.path);
+    let (dir, name) = match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => (dir, name.to_string_lossy()),
+        _ => {
+            return Err(fs_err("write", path)(std::io::Error::from_raw_os_error(
+                libc::EISDIR,
+            )))
+        }
+    };
+    let mode = q.mode.map(|m| m & 0o7777).unwrap_or_else(|| {
+        fs::metadata(path)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .unwrap_or(0o644)
+    });
+    let tmp = dir.join(format!(".{name}.berth-{}", crate::boot::random_hex::<6>()));
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(fs_err("write", path))?;
+    let result = (|| {
+        loop {
+            match chunks.blocking_recv() {
+                Some(Chunk::Data(data)) => file.write_all(&data)?,
+                Some(Chunk::End) => break,
+                None => return Err(std::io::Error::from_raw_os_error(libc::ECANCELED)),
+            }
+        }
+        file.set_permissions(fs::Permissions::from_mode(mode))?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map_err(fs_err("write", path))
+}
+
+fn entry(name: String, meta: &fs::Metadata) -> FileEntry {
+    let ft = meta.file_type();
+    let kind = if ft.is_symlink() {
+        FileKind::Symlink
+    } else if ft.is_dir() {
+        FileKind::Dir
+    } else if ft.is_file() {
+        FileKind::File
+    } else {
+        FileKind::Other
+    };
+    FileEntry {
+        name,
+        kind,
+        size: meta.len(),
+        mode: meta.mode() & 0o7777,
+        mtime: meta.mtime(),
+    }
+}
+
+pub fn stat(path: &Path) -> Result<FileEntry, ApiError> {
+    let meta = fs::symlink_metadata(path).map_err(fs_err("stat", path))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "/".into());
+    Ok(entry(name, &meta))
+}
+
+pub fn list(path: &Path) -> Result<FileList, ApiError> {
+    let mut entries = Vec::new();
+    for item in fs::read_dir(path).map_err(fs_err("list", path))? {
+        let item = item.map_err(fs_err("list", path))?;
+        // An entry removed while listing is skipped.
+        if let Ok(meta) = fs::symlink_metadata(item.path()) {
+            entries.push(entry(
+                item.file_name().to_string_lossy().into_owned(),
+                &meta,
+            ));
+        }
+    }
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(FileList { entries })
+}
+
+pub fn mkdir(path: &Path, parents: bool) -> Result<(), ApiError> {
+    fs::DirBuilder::new()
+        .recursive(parents)
+        .mode(0o755)
+        .create(path)
+        .map_err(fs_err("mkdir", path))
+}
+
+pub fn remove(path: &Path, recursive: bool) -> Result<(), ApiError> {
+    if path.parent().is_none() {
+        return Err(ApiError::RemoveRoot);
+    }
+    let meta = fs::symlink_metadata(path).map_err(fs_err("remove", path))?;
+    let result = match (meta.is_dir(), recursive) {
+        (true, true) => fs::remove_dir_all(path),
+        (true, false) => fs::remove_dir(path),
+        (false, _) => fs::remove_file(path),
+    };
+    result.map_err(fs_err("remove", path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(path: &Path) -> FileQuery {
+        FileQuery {
+            path: path.to_string_lossy().into_owned(),
+            user: BoxUser::Root,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn write_is_atomic_and_keeps_an_existing_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.sh");
+        let (tx, rx) = mpsc::channel(4);
+        tx.try_send(Chunk::Data(Bytes::from_static(b"echo ")))
+            .unwrap();
+        tx.try_send(Chunk::Data(Bytes::from_static(b"hi"))).unwrap();
+        tx.try_send(Chunk::End).unwrap();
+        write_atomic(
+            &FileQuery {
+                mode: Some(0o755),
+                ..q(&path)
+            },
+            rx,
+        )
+        .unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"echo hi");
+        let (tx, rx) = mpsc::channel(4);
+        tx.try_send(Chunk::Data(Bytes::from_static(b"x"))).unwrap();
+        tx.try_send(Chunk::End).unwrap();
+        write_atomic(&q(&path), rx).unwrap();
+        assert_eq!(stat(&path).unwrap().mode, 0o755);
+        // An aborted write leaves the old content and no temp file.
+        let (tx, rx) = mpsc::channel(4);
+        tx.try_send(Chunk::Data(Bytes::from_static(b"partial")))
+            .unwrap();
+        drop(tx);
+        assert!(write_atomic(&q(&path), rx).is_err());
+        assert_eq!(fs::read(&path).unwrap(), b"x");
+        assert_eq!(list(dir.path()).unwrap().entries.len(), 1);
+    }
+
+    #[test]
+    fn list_stat_mkdir_remove() {
+        let dir = tempfile::tempdir().unwrap();
+        let nested = dir.path().join("a/b");
+        assert!(matches!(mkdir(&nested, false), Err(ApiError::Fs { .. })));
+        mkdir(&nested, true).unwrap();
+        std::os::unix::fs::symlink("a", dir.path().join("link")).unwrap();
+        let names: Vec<_> = list(dir.path())
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|e| (e.name, e.kind))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("a".to_owned(), FileKind::Dir),
+                ("link".to_owned(), FileKind::Symlink)
+            ]
+        );
+        assert_eq!(
+            stat(&dir.path().join("link")).unwrap().kind,
+            FileKind::Symlink
+        );
+        let err = remove(&dir.path().join("a"), false).unwrap_err();
+        assert_eq!(err.code(), berth_protocol::ErrorCode::NotEmpty);
+        remove(&dir.path().join("a"), true).unwrap();
+        assert_eq!(
+            remove(&dir.path().join("a"), true).unwrap_err().code(),
+            berth_protocol::ErrorCode::NotFound
+        );
+        assert!(matches!(
+            remove(Path::new("/"), true),
+            Err(ApiError::RemoveRoot)
+        ));
+    }
+}

@@ -1,0 +1,141 @@
+//! Parsing the `files` query string into a [`FileQuery`].
+//!
+//! Keys: `path` (percent-encoded, required), `user` (`user`|`root`), `recursive` (also
+//! accepted as `parents`, the name in the protocol's call table), `mode` (decimal, or
+//! octal with a `0o` prefix). Unknown keys are ignored (lenient inside). `+` is kept
+//! literally: the host client percent-encodes spaces.
+
+use berth_protocol::guest::{BoxUser, FileQuery};
+
+use crate::error::ApiError;
+
+/// Parses and validates a `files` query; the path must be absolute and contain no NUL.
+pub fn file_query(raw: Option<&str>) -> Result<FileQuery, ApiError> {
+    let mut q = FileQuery::default();
+    let mut path = None;
+    for pair in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = decode(value).ok_or(ApiError::BadQuery {
+            name: "query",
+            reason: "bad percent-encoding",
+        })?;
+        match key {
+            "path" => path = Some(value),
+            "user" => {
+                q.user = match value.as_str() {
+                    "user" | "" => BoxUser::User,
+                    "root" => BoxUser::Root,
+                    _ => {
+                        return Err(ApiError::BadQuery {
+                            name: "user",
+                            reason: "must be user or root",
+                        })
+                    }
+                }
+            }
+            "recursive" | "parents" => q.recursive = flag(&value)?,
+            "mode" => q.mode = Some(mode(&value)?),
+            _ => {}
+        }
+    }
+    let path = path.ok_or(ApiError::BadQuery {
+        name: "path",
+        reason: "missing",
+    })?;
+    if !path.starts_with('/') || path.contains('\0') {
+        return Err(ApiError::BadPath { path });
+    }
+    q.path = path;
+    Ok(q)
+}
+
+fn flag(value: &str) -> Result<bool, ApiError> {
+    match value {
+        "true" | "1" | "" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(ApiError::BadQuery {
+            name: "recursive",
+            reason: "must be true or false",
+        }),
+    }
+}
+
+fn mode(value: &str) -> Result<u32, ApiError> {
+    let parsed = match value.strip_prefix("0o") {
+        Some(octal) => u32::from_str_radix(octal, 8),
+        None => value.parse(),
+    };
+    match parsed {
+        Ok(m) if m <= 0o7777 => Ok(m),
+        _ => Err(ApiError::BadQuery {
+            name: "mode",
+            reason: "must be permission bits up to 0o7777",
+        }),
+    }
+}
+
+/// Percent-decodes `s`; `None` for a bad escape or bytes that are not UTF-8.
+fn decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_decode_and_validate() {
+        let q = file_query(Some(
+            "path=/home/user/a%20b%26c&user=root&recursive=true&mode=493&x=1",
+        ))
+        .unwrap();
+        assert_eq!(q.path, "/home/user/a b&c");
+        assert_eq!(q.user, BoxUser::Root);
+        assert!(q.recursive);
+        assert_eq!(q.mode, Some(0o755));
+        assert_eq!(
+            file_query(Some("path=/a&parents=1&mode=0o600"))
+                .unwrap()
+                .mode,
+            Some(0o600)
+        );
+        assert_eq!(file_query(Some("path=/a")).unwrap().user, BoxUser::User);
+    }
+
+    #[test]
+    fn bad_paths_and_values_are_invalid_requests() {
+        for raw in [
+            "path=relative",
+            "path=/a%00b",
+            "user=user",
+            "path=/a&user=bob",
+            "path=/a%zz",
+            "path=/a&mode=99999",
+        ] {
+            let err = file_query(Some(raw)).unwrap_err();
+            assert_eq!(
+                err.code(),
+                berth_protocol::ErrorCode::InvalidRequest,
+                "{raw}"
+            );
+        }
+        assert!(matches!(
+            file_query(Some("path=/a%00")),
+            Err(ApiError::BadPath { .. })
+        ));
+        assert!(file_query(None).is_err());
+    }
+}

@@ -1,0 +1,301 @@
+//! HTTP/1.1 on the agent socket: authentication, the version header, routing. Handlers
+//! parse, authorize and call one typed operation; errors become a status in
+//! [`crate::error`].
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use berth_protocol::guest::{Info, MAX_FILE_BYTES};
+use berth_protocol::version::VERSION_HEADER;
+use berth_protocol::{negotiate, PROTOCOL_VERSION};
+use bytes::Bytes;
+use http::{header, HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixListener;
+use tokio::sync::{mpsc, Notify};
+
+use crate::boot::BootRecord;
+use crate::channel::Token;
+use crate::error::ApiError;
+use crate::exec::Executor;
+use crate::files::{self, Chunk, FsIdentity};
+use crate::query::file_query;
+
+/// Largest `POST /v1/exec` body (the request carries the stdin text).
+const MAX_EXEC_BODY: u64 = 64 * 1024 * 1024;
+
+/// Everything the handlers share.
+#[derive(Debug)]
+pub struct Agent {
+    pub token: Token,
+    pub boot: BootRecord,
+    pub exec: Executor,
+    pub shutdown: Arc<Notify>,
+}
+
+impl Agent {
+    fn info(&self) -> Info {
+        Info {
+            protocol_version: PROTOCOL_VERSION,
+            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            boot_id: self.boot.boot_id.clone(),
+            uptime_ms: u64::try_from(self.boot.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            environment: self.boot.environment,
+            phases: self.boot.phases.clone(),
+        }
+    }
+}
+
+/// Accepts connections forever; each is served on its own task.
+pub async fn serve(listener: UnixListener, agent: Arc<Agent>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                eprintln!("berth-init: accept failed: {err}");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let agent = agent.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| handle(agent.clone(), req));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+async fn handle(agent: Arc<Agent>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    Ok(route(&agent, req).await.unwrap_or_else(|err| {
+        let body = serde_json::to_vec(&err.body()).unwrap_or_default();
+        respond(err.status(), "application/json", Body::full(body))
+    }))
+}
+
+async fn route(agent: &Agent, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+    authorize(&agent.token, req.headers())?;
+    check_version(req.headers())?;
+    let (parts, body) = req.into_parts();
+    let query = parts.uri.query();
+    match (&parts.method, parts.uri.path()) {
+        (&Method::GET, "/v1/info") => json(&agent.info()),
+        (&Method::POST, "/v1/exec") => {
+            let bytes = collect(body, &parts.headers, MAX_EXEC_BODY).await?;
+            let prepared = agent.exec.prepare(&bytes)?;
+            Ok(respond(
+                StatusCode::OK,
+                "application/x-ndjson",
+                Body::Stream(agent.exec.start(prepared)),
+            ))
+        }
+        (&Method::GET, "/v1/files") => {
+            let chunks = files::read(file_query(query)?).await?;
+            Ok(respond(
+                StatusCode::OK,
+                "application/octet-stream",
+                Body::Stream(chunks),
+            ))
+        }
+        (&Method::PUT, "/v1/files") => {
+            write(file_query(query)?, body, &parts.headers).await?;
+            Ok(no_content())
+        }
+        (&Method::DELETE, "/v1/files") => {
+            let q = file_query(query)?;
+            files::run_as(q.user, move || files::remove(q.path.as_ref(), q.recursive)).await?;
+            Ok(no_content())
+        }
+        (&Method::GET, "/v1/files/list") => {
+            let q = file_query(query)?;
+            json(&files::run_as(q.user, move || files::list(q.path.as_ref())).await?)
+        }
+        (&Method::GET, "/v1/files/stat") => {
+            let q = file_query(query)?;
+            json(&files::run_as(q.user, move || files::stat(q.path.as_ref())).await?)
+        }
+        (&Method::POST, "/v1/files/mkdir") => {
+            let q = file_query(query)?;
+            files::run_as(q.user, move || files::mkdir(q.path.as_ref(), q.recursive)).await?;
+            Ok(no_content())
+        }
+        (&Method::POST, "/v1/shutdown") => {
+            agent.shutdown.notify_one();
+            Ok(respond(
+                StatusCode::ACCEPTED,
+                "application/json",
+                Body::full(b"{}".to_vec()),
+            ))
+        }
+        (method, path) => Err(ApiError::NoRoute {
+            method: method.clone(),
+            path: path.to_owned(),
+        }),
+    }
+}
+
+fn authorize(token: &Token, headers: &HeaderMap) -> Result<(), ApiError> {
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .ok_or(ApiError::Unauthorized)?;
+    if token.matches(presented) {
+        Ok(())
+    } else {
+        Err(ApiError::Unauthorized)
+    }
+}
+
+fn check_version(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(VERSION_HEADER) else {
+        return Ok(());
+    };
+    let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
+    match text.trim().parse().ok().and_then(negotiate) {
+        Some(_) => Ok(()),
+        None => Err(ApiError::Version { peer: text }),
+    }
+}
+
+/// Streams a `PUT` body into [`files::write_atomic`] on a blocking thread.
+async fn write(
+    q: berth_protocol::guest::FileQuery,
+    mut body: Incoming,
+    headers: &HeaderMap,
+) -> Result<(), ApiError> {
+    let too_large = ApiError::TooLarge {
+        limit_bytes: MAX_FILE_BYTES,
+    };
+    if content_length(headers).is_some_and(|n| n > MAX_FILE_BYTES) {
+        return Err(too_large);
+    }
+    let (tx, rx) = mpsc::channel(4);
+    let worker = tokio::task::spawn_blocking(move || {
+        let _identity = FsIdentity::enter(q.user);
+        files::write_atomic(&q, rx)
+    });
+    let mut total = 0u64;
+    let mut failed = None;
+    while let Some(frame) = body.frame().await {
+        match frame.map(Frame::into_data) {
+            Err(err) => failed = Some(ApiError::Body(err)),
+            Ok(Err(_trailers)) => continue,
+            Ok(Ok(data)) => {
+                total += data.len() as u64;
+                if total > MAX_FILE_BYTES {
+                    failed = Some(too_large);
+                } else if tx.send(Chunk::Data(data)).await.is_ok() {
+                    continue;
+                }
+            }
+        }
+        break;
+    }
+    if failed.is_none() {
+        let _ = tx.send(Chunk::End).await;
+    }
+    drop(tx);
+    let written = worker.await.map_err(|_| ApiError::Worker)?;
+    match failed {
+        Some(err) => Err(err),
+        None => written,
+    }
+}
+
+async fn collect(mut body: Incoming, headers: &HeaderMap, limit: u64) -> Result<Bytes, ApiError> {
+    if content_length(headers).is_some_and(|n| n > limit) {
+        return Err(ApiError::TooLarge { limit_bytes: limit });
+    }
+    let mut buf = Vec::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame.map_err(ApiError::Body)?.into_data() {
+            if (buf.len() + data.len()) as u64 > limit {
+                return Err(ApiError::TooLarge { limit_bytes: limit });
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(Bytes::from(buf))
+}
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+fn json<T: serde::Serialize>(value: &T) -> Result<Response<Body>, ApiError> {
+    let body = serde_json::to_vec(value).map_err(ApiError::BadJson)?;
+    Ok(respond(
+        StatusCode::OK,
+        "application/json",
+        Body::full(body),
+    ))
+}
+
+fn no_content() -> Response<Body> {
+    let mut response = Response::new(Body::Full(None));
+    *response.status_mut() = StatusCode::NO_CONTENT;
+    response
+}
+
+fn respond(status: StatusCode, content_type: &'static str, body: Body) -> Response<Body> {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(content_type),
+    );
+    response
+}
+
+/// A response body: a whole buffer, or chunks as they come (exec frames, file reads).
+/// Dropping a `Stream` body (the client went away) closes its channel, which is how the
+/// producer learns of a disconnect.
+pub enum Body {
+    Full(Option<Bytes>),
+    Stream(mpsc::Receiver<Bytes>),
+}
+
+impl Body {
+    fn full(bytes: Vec<u8>) -> Self {
+        Body::Full(Some(Bytes::from(bytes)))
+    }
+}
+
+impl hyper::body::Body for Body {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            Body::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            Body::Stream(rx) => rx
+                .poll_recv(cx)
+                .map(|chunk| chunk.map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, Body::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Body::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
+            Body::Stream(_) => SizeHint::default(),
+        }
+    }
+}
