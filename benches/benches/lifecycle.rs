@@ -1,7 +1,7 @@
 //! Cold start and exec round-trip of a `sandbox` box through the daemon's API, each printed
 //! as p50/p99 and as a ratio to its floor measured in the same run:
-//! - cold start (create → first exec answered) vs the OCI runtime's own `run` of a trivial
-//!   bundle with the same namespaces;
+//! - cold start (create → first exec answered) vs the OCI runtime's own `run` of a box's
+//!   own bundle with `/usr/bin/true` in place of berth-init;
 //! - exec round-trip on a running box (`true`) vs a local fork + exec of `/usr/bin/true`;
 //! - berth-init's resident memory while serving.
 //!
@@ -50,7 +50,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
 
     // Floors first, so nothing of berth is warm when they run.
-    let bundle = TrivialBundle::new(dir.path(), OCI_RUNTIME)?;
+    let bundle = TrivialBundle::new(&dir.path().join("floor"), OCI_RUNTIME).await?;
     bundle.run_once(0)?; // warm the page cache
     let start_floor: Vec<Duration> = (1..=starts)
         .map(|n| bundle.run_once(n))
@@ -144,7 +144,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         "cold start (create → first exec)",
         &cold,
         &start_floor,
-        "runc run, trivial bundle",
+        "runc run of the box's bundle running /usr/bin/true",
         2.0,
     );
     report(

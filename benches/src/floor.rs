@@ -1,63 +1,63 @@
 //! The floors: what the host itself needs for the same work, with no berth in the way.
 //!
-//! - start: the OCI runtime's own `run` of a trivial bundle (`/usr/bin/true`) with the same
-//!   namespaces as a box, user namespace included;
+//! - start: the OCI runtime's own `run` of the very bundle berth writes for a box, with
+//!   `/usr/bin/true` as its process instead of berth-init (same namespaces, user namespace,
+//!   mounts, cgroup limits and seccomp);
 //! - exec: a local fork + exec of `/usr/bin/true`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A trivial OCI bundle in `dir`, run by `oci_runtime` with its own `--root`.
+use berth_protocol::BoxId;
+use berth_runtime::sandbox::{build_bundle, BundleInput, SandboxConfig, SandboxRuntime};
+use berth_runtime::{BootToken, BoxSpec, IdMap, Limits, Rootfs, Runtime};
+
+/// A box's own bundle with a trivial process, ready to `run` again and again.
 pub struct TrivialBundle {
-    oci_runtime: String,
+    program: PathBuf,
     root: PathBuf,
     bundle: PathBuf,
 }
 
 impl TrivialBundle {
-    pub fn new(dir: &Path, oci_runtime: &str) -> std::io::Result<TrivialBundle> {
-        let bundle = dir.join("floor-bundle");
-        let rootfs = bundle.join("rootfs");
-        for d in ["usr", "proc", "dev", "sys", "tmp"] {
-            std::fs::create_dir_all(rootfs.join(d))?;
-        }
-        for (link, target) in [
-            ("bin", "usr/bin"),
-            ("lib", "usr/lib"),
-            ("lib64", "usr/lib64"),
-        ] {
-            if Path::new("/").join(link).exists() {
-                std::os::unix::fs::symlink(target, rootfs.join(link))?;
-            }
-        }
-        let config = serde_json::json!({
-            "ociVersion": "1.0.2",
-            "process": {"user": {"uid": 0, "gid": 0}, "args": ["/usr/bin/true"], "cwd": "/",
-                        "env": ["PATH=/usr/bin"], "noNewPrivileges": true},
-            "root": {"path": "rootfs", "readonly": true},
-            "hostname": "floor",
-            "mounts": [
-                {"destination": "/proc", "type": "proc", "source": "proc"},
-                {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid","strictatime","mode=755","size=65536k"]},
-                {"destination": "/usr", "type": "bind", "source": "/usr", "options": ["rbind","ro","nosuid","nodev"]}
-            ],
-            "linux": {
-                "uidMappings": [{"containerID": 0, "hostID": 4_000_000_000u32, "size": 65536}],
-                "gidMappings": [{"containerID": 0, "hostID": 4_000_000_000u32, "size": 65536}],
-                "namespaces": [{"type":"pid"},{"type":"network"},{"type":"ipc"},{"type":"uts"},
-                               {"type":"mount"},{"type":"cgroup"},{"type":"user"}]
-            }
+    /// Starts and stops one box in `dir` (so its volume and run dir exist), then writes its
+    /// bundle with `/usr/bin/true` as the process.
+    pub async fn new(dir: &Path, oci_runtime: &str) -> Result<TrivialBundle, Box<dyn std::error::Error>> {
+        let sandbox = SandboxRuntime::new(SandboxConfig {
+            data_dir: dir.to_path_buf(),
+            oci_runtime: oci_runtime.into(),
+            init_bin: berth_runtime::init_binary()?,
+        })?;
+        let spec = BoxSpec {
+            id: BoxId::from_random([0; 20]),
+            hostname: "floor".into(),
+            rootfs: Rootfs::Host,
+            limits: Limits::default(),
+            boot_token: BootToken::from_random([1; 32]),
+            id_map: IdMap::for_slot(IdMap::SLOTS - 1).ok_or("no id range")?,
+        };
+        sandbox.start(&spec).await?;
+        sandbox.stop(&spec.id, Duration::from_secs(5)).await?;
+
+        let layout = sandbox.layout();
+        let paths = layout.box_paths(&spec.id);
+        let init_bin = berth_runtime::init_binary()?;
+        let mut config = build_bundle(&BundleInput {
+            spec: &spec,
+            rootfs: &layout.host_rootfs(),
+            init_bin: &init_bin,
+            paths: &paths,
         });
-        std::fs::write(
-            bundle.join("config.json"),
-            serde_json::to_vec_pretty(&config)?,
-        )?;
-        let root = dir.join("floor-oci");
-        std::fs::create_dir_all(&root)?;
+        let mut process = config.process().clone().ok_or("bundle without a process")?;
+        process.set_args(Some(vec!["/usr/bin/true".into()]));
+        config.set_process(Some(process));
+        let bundle = dir.join("floor-bundle");
+        std::fs::create_dir_all(&bundle)?;
+        config.save(bundle.join("config.json"))?;
         Ok(TrivialBundle {
-            oci_runtime: oci_runtime.to_owned(),
-            root,
+            program: sandbox.oci_program().to_path_buf(),
+            root: layout.oci_root(),
             bundle,
         })
     }
@@ -65,7 +65,7 @@ impl TrivialBundle {
     /// One `run` to completion (create, start, exit, delete).
     pub fn run_once(&self, n: usize) -> std::io::Result<Duration> {
         let started = Instant::now();
-        let status = Command::new(&self.oci_runtime)
+        let status = Command::new(&self.program)
             .arg("--root")
             .arg(&self.root)
             .arg("run")
@@ -77,10 +77,7 @@ impl TrivialBundle {
             .status()?;
         let took = started.elapsed();
         if !status.success() {
-            return Err(std::io::Error::other(format!(
-                "{} run failed: {status}",
-                self.oci_runtime
-            )));
+            return Err(std::io::Error::other(format!("{} run failed: {status}", self.program.display())));
         }
         Ok(took)
     }
