@@ -16,9 +16,16 @@ up: deps init
 	cp $(INIT_BIN) target/release/berth-init
 	target/release/berth up $(ARGS)
 
-## test: install what is missing, build, and run all tests
+## test: install what is missing, build, and run all tests (cargo nextest when installed:
+## one process per test; else cargo test)
 test: deps init
-	$(CARGO) nextest run --workspace --no-fail-fast
+	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
+		echo "$(CARGO) nextest run --workspace --no-fail-fast"; \
+		$(CARGO) nextest run --workspace --no-fail-fast; \
+	else \
+		echo "$(CARGO) test --workspace --no-fail-fast"; \
+		$(CARGO) test --workspace --no-fail-fast; \
+	fi
 
 ## bench: cold start and exec round-trip against their floors
 bench: deps init
