@@ -23,7 +23,10 @@ pub struct TrivialBundle {
 impl TrivialBundle {
     /// Starts and stops one box in `dir` (so its volume and run dir exist), then writes its
     /// bundle with `/usr/bin/true` as the process.
-    pub async fn new(dir: &Path, oci_runtime: &str) -> Result<TrivialBundle, Box<dyn std::error::Error>> {
+    pub async fn new(
+        dir: &Path,
+        oci_runtime: &str,
+    ) -> Result<TrivialBundle, Box<dyn std::error::Error>> {
         let sandbox = SandboxRuntime::new(SandboxConfig {
             data_dir: dir.to_path_buf(),
             oci_runtime: oci_runtime.into(),
@@ -77,7 +80,10 @@ impl TrivialBundle {
             .status()?;
         let took = started.elapsed();
         if !status.success() {
-            return Err(std::io::Error::other(format!("{} run failed: {status}", self.program.display())));
+            return Err(std::io::Error::other(format!(
+                "{} run failed: {status}",
+                self.program.display()
+            )));
         }
         Ok(took)
     }

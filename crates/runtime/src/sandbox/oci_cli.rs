@@ -257,6 +257,19 @@ fn decode_error(
     }
 }
 
+/// Reaps a killed box init if it is our child (see `ready::reap_on_exit`), waiting at most
+/// a second for it to die; not our child: ECHILD at once.
+fn reap_blocking(pid: i32) {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    let pid = nix::unistd::Pid::from_raw(pid);
+    for _ in 0..100 {
+        match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            _ => return,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,18 +290,5 @@ mod tests {
             stderr: "container does not exist".into(),
         };
         assert!(is_not_found(&err));
-    }
-}
-
-/// Reaps a killed box init if it is our child (see `ready::reap_on_exit`), waiting at most
-/// a second for it to die; not our child: ECHILD at once.
-fn reap_blocking(pid: i32) {
-    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-    let pid = nix::unistd::Pid::from_raw(pid);
-    for _ in 0..100 {
-        match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) => std::thread::sleep(std::time::Duration::from_millis(10)),
-            _ => return,
-        }
     }
 }
