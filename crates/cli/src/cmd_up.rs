@@ -1,10 +1,7 @@
 //! `berth up`: run the daemon in the foreground.
 
-use std::fs::{self, File};
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd as _;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -49,9 +46,6 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
         init_bin,
     })
     .context("preparing the sandbox runtime")?;
-    // Held until we return: a second daemon on the same data dir would reconcile (stop)
-    // the first one's boxes before failing to listen.
-    let _lock = lock_data_dir(&data_dir)?;
     let config = berth_server::ServerConfig {
         data_dir: data_dir.clone(),
         listen: args.listen,
@@ -67,40 +61,6 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
     server.serve(shutdown).await.context("serving the API")?;
     tracing::info!("berth stopped");
     Ok(())
-}
-
-/// The lock file that marks a data directory as in use by a running `berth up`.
-const LOCK_FILE: &str = "up.lock";
-
-/// Takes an exclusive `flock` on `<data_dir>/up.lock` (created, with the directory, if
-/// missing); released when the returned file is closed, also if we crash.
-fn lock_data_dir(data_dir: &Path) -> anyhow::Result<File> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(data_dir)
-        .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
-    let path = data_dir.join(LOCK_FILE);
-    let file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(&path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    // SAFETY: flock on a descriptor we own and keep open; it touches no memory.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.kind() == std::io::ErrorKind::WouldBlock {
-            anyhow::bail!(
-                "another `berth up` is already running with the data directory {}",
-                data_dir.display()
-            );
-        }
-        return Err(err).with_context(|| format!("cannot lock {}", path.display()));
-    }
-    Ok(file)
 }
 
 /// Resolves on the first SIGINT or SIGTERM.
@@ -124,20 +84,4 @@ fn init_logging() {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_data_dir_has_one_daemon_at_a_time() {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("data");
-        let first = lock_data_dir(&data).unwrap();
-        let err = lock_data_dir(&data).unwrap_err().to_string();
-        assert!(err.contains("already running"), "{err}");
-        drop(first);
-        lock_data_dir(&data).unwrap();
-    }
 }

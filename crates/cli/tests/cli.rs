@@ -351,15 +351,8 @@ fn health_ok(listen: &str) -> bool {
 
 /// Why the end-to-end test cannot run here, if it cannot.
 fn e2e_skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root (berth up needs root)".into());
-    }
-    let has_runc = std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join("runc").is_file()))
-        .unwrap_or(false);
-    if !has_runc {
-        return Some("no runc in PATH".into());
+    if let Err(e) = berth_runtime::sandbox::SandboxRuntime::check_host("runc") {
+        return Some(e.to_string());
     }
     if let Err(e) = berth_runtime::init_binary() {
         return Some(format!("no berth-init: {e}"));

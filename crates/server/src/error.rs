@@ -137,6 +137,9 @@ pub enum ServerError {
 
     #[error("cannot open the store")]
     Store(#[from] StoreError),
+
+    #[error("another berth daemon is already running with the data directory {}", path.display())]
+    DataDirInUse { path: PathBuf },
 }
 
 /// `error: cause: cause …`, the full chain on one line (logged once, at the edge).

@@ -10,6 +10,7 @@ pub mod api;
 pub mod boxes;
 pub mod config;
 pub mod ctx;
+pub mod data_dir_lock;
 pub mod error;
 pub mod ops;
 pub mod server;

@@ -15,6 +15,7 @@ use tokio::net::TcpListener;
 use crate::boxes::BoxTable;
 use crate::config::{ServerConfig, ADMIN_KEY_FILE, URL_FILE};
 use crate::ctx::Ctx;
+use crate::data_dir_lock::DataDirLock;
 use crate::error::{error_chain, ServerError};
 use crate::ops::reconcile;
 
@@ -23,6 +24,8 @@ pub struct Server {
     listener: TcpListener,
     local_addr: SocketAddr,
     ctx: Ctx,
+    /// Held while the server lives: one daemon per data directory.
+    _lock: DataDirLock,
     /// The admin key made on this first start (also in `<data>/admin.key`, mode 0600), for
     /// the CLI to print once. `None` on later starts.
     pub admin_key_created: Option<String>,
@@ -50,6 +53,7 @@ impl Server {
                 path: data.clone(),
                 source,
             })?;
+        let lock = DataDirLock::acquire(data)?;
         let store = Arc::new(Store::open(&data.join(DB_FILE))?);
         let admin_key_created = store.ensure_admin_key()?;
         if let Some(key) = &admin_key_created {
@@ -91,6 +95,7 @@ impl Server {
         })?;
         tracing::info!(%local_addr, runtime = ctx.runtime.name(), "berth listening");
         Ok(Server {
+            _lock: lock,
             listener,
             local_addr,
             ctx,

@@ -75,3 +75,32 @@ pub fn with_console(e: RuntimeError, console: &Path) -> RuntimeError {
         other => other,
     }
 }
+
+/// Whether this host lets berth create user namespaces (every box has one). Refused, for
+/// example, inside a chroot, under `kernel.unprivileged_userns_clone=0` for non-root, or by
+/// a container's seccomp profile. Costs one fork + exec.
+pub fn check_user_namespaces() -> Result<(), RuntimeError> {
+    use std::os::unix::process::CommandExt;
+    let mut probe = std::process::Command::new("/proc/self/exe");
+    probe
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: unshare is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        probe.pre_exec(|| {
+            if libc::unshare(libc::CLONE_NEWUSER) == 0 {
+                // Only the unshare matters; exit before running anything.
+                libc::_exit(0);
+            }
+            Err(std::io::Error::last_os_error())
+        });
+    }
+    match probe.status() {
+        Ok(_) => Ok(()),
+        Err(e) => Err(RuntimeError::Missing {
+            what: format!("user namespaces ({e})"),
+            hint: "every box has its own user namespace; run berth on a host (or VM) that allows them, not inside a chroot or a container that forbids unshare(CLONE_NEWUSER)".into(),
+        }),
+    }
+}

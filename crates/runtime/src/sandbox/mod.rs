@@ -61,19 +61,26 @@ pub struct SandboxRuntime {
 }
 
 impl SandboxRuntime {
-    /// Checks the host (root, the OCI runtime, berth-init) and prepares the data dir.
-    pub fn new(config: SandboxConfig) -> Result<SandboxRuntime, RuntimeError> {
+    /// Whether this host can run sandbox boxes at all: root, the OCI runtime `oci_runtime`,
+    /// user namespaces. Returns the OCI runtime's path. (Tests use it to skip with a reason.)
+    pub fn check_host(oci_runtime: &str) -> Result<PathBuf, RuntimeError> {
         if !nix::unistd::geteuid().is_root() {
             return Err(RuntimeError::Missing {
                 what: "root".into(),
                 hint: "run berth up as root (rootless sandboxes are not supported yet)".into(),
             });
         }
-        let program =
-            host::find_program(&config.oci_runtime).ok_or_else(|| RuntimeError::Missing {
-                what: format!("the OCI runtime {:?}", config.oci_runtime),
-                hint: format!("apt-get install {}", host::package_of(&config.oci_runtime)),
-            })?;
+        let program = host::find_program(oci_runtime).ok_or_else(|| RuntimeError::Missing {
+            what: format!("the OCI runtime {oci_runtime:?}"),
+            hint: format!("apt-get install {}", host::package_of(oci_runtime)),
+        })?;
+        host::check_user_namespaces()?;
+        Ok(program)
+    }
+
+    /// Checks the host ([`SandboxRuntime::check_host`], berth-init) and prepares the data dir.
+    pub fn new(config: SandboxConfig) -> Result<SandboxRuntime, RuntimeError> {
+        let program = Self::check_host(&config.oci_runtime)?;
         if !config.init_bin.is_file() {
             return Err(RuntimeError::Missing {
                 what: format!("berth-init (looked for {})", config.init_bin.display()),
