@@ -39,6 +39,8 @@ impl TrivialBundle {
             limits: Limits::default(),
             boot_token: BootToken::from_random([1; 32]),
             id_map: IdMap::for_slot(IdMap::SLOTS - 1).ok_or("no id range")?,
+            layers: Vec::new(),
+            harness: None,
         };
         sandbox.start(&spec).await?;
         sandbox.stop(&spec.id, Duration::from_secs(5)).await?;

@@ -17,6 +17,11 @@
 //! | [`Call::FileMkdir`] | `POST /v1/files/mkdir?path=&user=&recursive=` | - | 204 |
 //! | [`Call::FileRemove`] | `DELETE /v1/files?path=&user=&recursive=` | - | 204 |
 //! | [`Call::Shutdown`] | `POST /v1/shutdown` | - | 202, then the box stops |
+//! | [`Call::Deliver`] | `POST /v1/messages` | [`DeliverRequest`] | [`DeliverResponse`] |
+//! | [`Call::Events`] | `GET /v1/events?after=N` | - | NDJSON of [`GuestEvent`], open until the client leaves |
+//! | [`Call::HarnessStatus`] | `GET /v1/harness` | - | [`HarnessStatus`] |
+//!
+//! The harness calls (version 2) are described in `harness` below and in `docs/protocol.md`.
 
 use std::collections::BTreeMap;
 
@@ -32,6 +37,15 @@ pub const AGENT_SOCKET: &str = "agent.sock";
 /// The file the host writes the boot token to before start; `berth-init` reads it once at
 /// boot and deletes it.
 pub const TOKEN_FILE: &str = "token";
+/// The file the host writes the box's [`HarnessConfig`] to before start (absent: the box
+/// has no harness). In the run dir, so only box root can read it.
+pub const HARNESS_FILE: &str = "harness.json";
+/// The agent's own persistent directory on the box volume: root-only (0700), never visible
+/// to the box user. Holds the message journal and the event journal.
+pub const AGENT_STATE_DIR: &str = "/var/lib/berth";
+/// Where a harness names its session (written by the harness; read by berth-init to fill
+/// `{session}` in the resume arguments).
+pub const SESSION_FILE: &str = "/home/user/.berth/session";
 /// The vsock port of the agent in a VM (the seed's `--listen-vsock-port 2024`).
 pub const VSOCK_PORT: u32 = 2024;
 /// Largest file the channel carries in one read or write call.
@@ -56,6 +70,9 @@ pub enum Call {
     FileMkdir,
     FileRemove,
     Shutdown,
+    Deliver,
+    Events,
+    HarnessStatus,
 }
 
 impl Call {
@@ -70,6 +87,7 @@ impl Call {
             | Call::FileMkdir
             | Call::FileRemove
             | Call::Shutdown => 1,
+            Call::Deliver | Call::Events | Call::HarnessStatus => 2,
         }
     }
 }

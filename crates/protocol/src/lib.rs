@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod guest;
+pub mod harness;
 pub mod ids;
 pub mod version;
 

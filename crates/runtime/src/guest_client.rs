@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 use berth_protocol::guest::{ExecFrame, ExecRequest, FileEntry, FileList, FileQuery, Info};
+use berth_protocol::harness::{DeliverRequest, DeliverResponse, GuestEvent, HarnessStatus};
 use berth_protocol::version::VERSION_HEADER;
 use berth_protocol::{negotiate, ErrorBody, ErrorCode, ProtocolVersion, PROTOCOL_VERSION};
 use bytes::{Buf, Bytes, BytesMut};
@@ -96,11 +97,27 @@ impl GuestClient {
     pub async fn exec(&self, req: &ExecRequest) -> Result<ExecStream, GuestError> {
         let body = Bytes::from(serde_json::to_vec(req)?);
         let response = self.send(Method::POST, "/v1/exec", body).await?;
-        Ok(ExecStream {
-            body: response.into_body(),
-            buf: BytesMut::new(),
-            done: false,
-        })
+        Ok(NdjsonStream::new(response.into_body()))
+    }
+
+    /// Hands one message to the harness; answers once the harness has it (or had it).
+    pub async fn deliver(&self, req: &DeliverRequest) -> Result<DeliverResponse, GuestError> {
+        let body = Bytes::from(serde_json::to_vec(req)?);
+        self.call_json(Method::POST, "/v1/messages", body).await
+    }
+
+    /// Every journalled event with `seq > after`, then new ones as they come, until the
+    /// stream is dropped. Asking tells the agent the host has stored everything up to
+    /// `after`.
+    pub async fn events(&self, after: u64) -> Result<EventStream, GuestError> {
+        let uri = format!("/v1/events?after={after}");
+        let response = self.send(Method::GET, &uri, Bytes::new()).await?;
+        Ok(NdjsonStream::new(response.into_body()))
+    }
+
+    pub async fn harness_status(&self) -> Result<HarnessStatus, GuestError> {
+        self.call_json(Method::GET, "/v1/harness", Bytes::new())
+            .await
     }
 
     pub async fn read_file(&self, q: &FileQuery) -> Result<Bytes, GuestError> {
@@ -257,15 +274,31 @@ async fn connect_unix_nofollow(path: &std::path::Path) -> std::io::Result<UnixSt
 }
 
 /// The frames of one running exec. Dropping it disconnects, which kills the process group.
-pub struct ExecStream {
+pub type ExecStream = NdjsonStream<ExecFrame>;
+
+/// The harness events of a box, as they come. Dropping it disconnects.
+pub type EventStream = NdjsonStream<GuestEvent>;
+
+/// A newline-delimited JSON response body, read one value at a time.
+pub struct NdjsonStream<T> {
     body: Incoming,
     buf: BytesMut,
     done: bool,
+    _item: std::marker::PhantomData<fn() -> T>,
 }
 
-impl ExecStream {
-    /// The next frame, or `None` after the last one.
-    pub async fn next_frame(&mut self) -> Result<Option<ExecFrame>, GuestError> {
+impl<T: serde::de::DeserializeOwned> NdjsonStream<T> {
+    fn new(body: Incoming) -> Self {
+        NdjsonStream {
+            body,
+            buf: BytesMut::new(),
+            done: false,
+            _item: std::marker::PhantomData,
+        }
+    }
+
+    /// The next value, or `None` after the last one.
+    pub async fn next_frame(&mut self) -> Result<Option<T>, GuestError> {
         loop {
             if let Some(pos) = self.buf.iter().position(|&b| b == b'\n') {
                 let line = self.buf.split_to(pos + 1);

@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use berth_protocol::BoxId;
 
 pub use error::RuntimeError;
-pub use guest_client::{ExecStream, GuestAddr, GuestClient, GuestError};
-pub use spec::{BootToken, BoxSpec, IdMap, Limits, Rootfs};
+pub use guest_client::{EventStream, ExecStream, GuestAddr, GuestClient, GuestError, NdjsonStream};
+pub use spec::{BootToken, BoxSpec, IdMap, Layer, Limits, Rootfs};
 
 /// What a backend can do beyond start/stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use berth_protocol::harness::HarnessConfig;
 use berth_protocol::BoxId;
 
 /// Everything a backend needs to boot one box.
@@ -16,6 +17,18 @@ pub struct BoxSpec {
     pub boot_token: BootToken,
     /// Where box uids land on the host.
     pub id_map: IdMap,
+    /// Read-only shared layers (harness, skills), mounted over the rootfs.
+    pub layers: Vec<Layer>,
+    /// The agent program `berth-init` runs and feeds messages to; `None`: no harness.
+    pub harness: Option<HarnessConfig>,
+}
+
+/// A read-only shared layer: a host directory mounted at `target` in the box.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layer {
+    pub source: std::path::PathBuf,
+    /// Absolute path inside the box, e.g. `/opt/harness`.
+    pub target: String,
 }
 
 /// The box's root filesystem, shared read-only by every box of a template.

@@ -343,6 +343,8 @@ mod tests {
             },
             boot_token: BootToken::from_random([0; 32]),
             id_map: IdMap::for_slot(5).unwrap(),
+            layers: Vec::new(),
+            harness: None,
         };
         let layout = Layout::new(Path::new("/var/lib/berth"));
         let paths = layout.box_paths(&spec.id);

@@ -95,6 +95,8 @@ pub fn new_spec(limits: Limits) -> BoxSpec {
         limits,
         boot_token: token(),
         id_map: IdMap::for_slot(slot).unwrap(),
+        layers: Vec::new(),
+        harness: None,
     }
 }
 

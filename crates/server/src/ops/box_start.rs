@@ -152,6 +152,8 @@ async fn boot(ctx: &Ctx, live: &mut Live, record: BoxRecord) -> Result<GuestClie
         },
         boot_token: BootToken::from_random(random),
         id_map,
+        layers: Vec::new(),
+        harness: None,
     };
     let generation =
         ctx.store
