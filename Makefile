@@ -3,17 +3,20 @@
 
 CARGO ?= cargo
 HOST_TRIPLE := $(shell rustc -vV | sed -n 's/^host: //p')
-INIT_BIN := target/$(HOST_TRIPLE)/init/berth-init
+INIT_DIR := target/$(HOST_TRIPLE)/init
+INIT_BIN := $(INIT_DIR)/berth-init
+ECHO_BIN := $(INIT_DIR)/echo-harness
 ARGS ?=
 
 export BERTH_INIT_BIN := $(CURDIR)/$(INIT_BIN)
+export ECHO_HARNESS_BIN := $(CURDIR)/$(ECHO_BIN)
 
 .PHONY: up test bench deps init build install clean
 
 ## up: install what is missing, build, and run `berth up $(ARGS)`
 up: deps init
 	$(CARGO) build --release -p berth
-	cp $(INIT_BIN) target/release/berth-init
+	cp $(INIT_BIN) $(ECHO_BIN) target/release/
 	target/release/berth up $(ARGS)
 
 ## test: install what is missing, build, and run all tests (cargo nextest when installed:
@@ -35,17 +38,19 @@ bench: deps init
 deps:
 	@./scripts/install-deps.sh
 
-## init: berth-init, linked statically so it runs in any root filesystem
+## init: berth-init and the example echo harness, linked statically so they run in any
+## root filesystem
 init:
-	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build -p berth-init --profile init --target $(HOST_TRIPLE)
+	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build -p berth-init -p echo-harness --profile init --target $(HOST_TRIPLE)
 
 build: init
 	$(CARGO) build --release -p berth
 
-## install: berth and berth-init into /usr/local/bin
+## install: berth, berth-init and echo-harness into /usr/local/bin
 install: build
 	install -m 0755 target/release/berth /usr/local/bin/berth
 	install -m 0755 $(INIT_BIN) /usr/local/bin/berth-init
+	install -m 0755 $(ECHO_BIN) /usr/local/bin/echo-harness
 
 clean:
 	$(CARGO) clean

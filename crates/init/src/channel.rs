@@ -76,20 +76,24 @@ pub fn take_token(run_dir: &Path) -> Result<Token, ChannelError> {
     Ok(Token(token))
 }
 
-/// Listens on `<run_dir>/agent.sock`, replacing a stale socket, mode 0600.
+/// Listens on `<run_dir>/agent.sock`, replacing a stale socket, mode 0600. The socket is
+/// bound under a temporary name and renamed into place, so the path appears only once it
+/// is listening with its final mode (no connection is ever refused or let in early).
 pub fn listen(run_dir: &Path) -> Result<UnixListener, ChannelError> {
     let path = run_dir.join(AGENT_SOCKET);
+    let tmp = run_dir.join(format!(".{AGENT_SOCKET}.tmp"));
     let err = |source| ChannelError::Listen {
         path: path.clone(),
         source,
     };
-    match std::fs::remove_file(&path) {
+    match std::fs::remove_file(&tmp) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(err(e)),
     }
-    let listener = UnixListener::bind(&path).map_err(err)?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+    let listener = UnixListener::bind(&tmp).map_err(err)?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+    std::fs::rename(&tmp, &path).map_err(err)?;
     Ok(listener)
 }
 

@@ -46,6 +46,16 @@ pub enum ApiError {
     RemoveRoot,
     #[error("the file worker stopped unexpectedly")]
     Worker,
+    #[error("the harness is unavailable: {reason}")]
+    HarnessUnavailable { reason: String },
+    #[error("the harness did not take message {id} within {after_ms} ms")]
+    DeliverTimeout { id: String, after_ms: u64 },
+    #[error("cannot {op}")]
+    Journal {
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
 }
 
 impl ApiError {
@@ -63,7 +73,9 @@ impl ApiError {
             ApiError::NoRoute { .. } => ErrorCode::NotFound,
             ApiError::TooLarge { .. } => ErrorCode::PayloadTooLarge,
             ApiError::Fs { source, .. } => io_code(source),
-            ApiError::Worker => ErrorCode::Internal,
+            ApiError::Worker | ApiError::Journal { .. } => ErrorCode::Internal,
+            ApiError::HarnessUnavailable { .. } => ErrorCode::Unavailable,
+            ApiError::DeliverTimeout { .. } => ErrorCode::Timeout,
         }
     }
 

@@ -55,6 +55,8 @@ pub struct Prepared {
     cwd: String,
     user: BoxUser,
     stdin: Option<String>,
+    /// Keep stdin as a pipe and hand it to the caller (the harness).
+    keep_stdin: bool,
     timeout: Option<Duration>,
 }
 
@@ -75,21 +77,7 @@ impl Executor {
         {
             return Err(ApiError::NulInExec);
         }
-        let (home, user_name) = match req.user {
-            BoxUser::User => (self.home.to_string_lossy().into_owned(), BOX_USER_NAME),
-            BoxUser::Root => ("/root".to_owned(), "root"),
-        };
-        let mut env: BTreeMap<String, String> = [
-            ("PATH", BASE_PATH),
-            ("HOME", home.as_str()),
-            ("USER", user_name),
-            ("LOGNAME", user_name),
-            ("SHELL", "/bin/sh"),
-            ("LANG", "C.UTF-8"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
+        let mut env = self.base_env(req.user);
         env.extend(req.env);
         Ok(Prepared {
             argv: req.argv,
@@ -99,8 +87,60 @@ impl Executor {
                 .unwrap_or_else(|| self.home.to_string_lossy().into_owned()),
             user: req.user,
             stdin: req.stdin,
+            keep_stdin: false,
             timeout: req.timeout_ms.map(Duration::from_millis),
         })
+    }
+
+    /// The environment every process starts with.
+    fn base_env(&self, user: BoxUser) -> BTreeMap<String, String> {
+        let (home, user_name) = match user {
+            BoxUser::User => (self.home.to_string_lossy().into_owned(), BOX_USER_NAME),
+            BoxUser::Root => ("/root".to_owned(), "root"),
+        };
+        [
+            ("PATH", BASE_PATH),
+            ("HOME", home.as_str()),
+            ("USER", user_name),
+            ("LOGNAME", user_name),
+            ("SHELL", "/bin/sh"),
+            ("LANG", "C.UTF-8"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+    }
+
+    /// Starts a long-lived process as the box user in its home, with stdin kept open as a
+    /// pipe (the harness). The error is a readable reason.
+    pub fn spawn_piped(
+        &self,
+        argv: Vec<String>,
+        extra_env: &BTreeMap<String, String>,
+    ) -> Result<Running, String> {
+        if argv.first().is_none_or(|p| p.is_empty()) {
+            return Err("the harness command is empty".to_owned());
+        }
+        let has_nul = |s: &String| s.contains('\0');
+        if argv.iter().any(has_nul)
+            || extra_env
+                .iter()
+                .any(|(k, v)| has_nul(k) || has_nul(v) || k.is_empty() || k.contains('='))
+        {
+            return Err("the harness command or env contains a NUL byte or a bad name".into());
+        }
+        let mut env = self.base_env(BoxUser::User);
+        env.extend(extra_env.clone());
+        let req = Prepared {
+            argv,
+            env,
+            cwd: self.home.to_string_lossy().into_owned(),
+            user: BoxUser::User,
+            stdin: None,
+            keep_stdin: true,
+            timeout: None,
+        };
+        self.spawn(&req).map_err(|(_, message)| message)
     }
 
     /// Starts the process and returns the stream of NDJSON frames.
@@ -139,7 +179,7 @@ impl Executor {
             .args(&req.argv[1..])
             .env_clear()
             .envs(&req.env)
-            .stdin(if req.stdin.is_some() {
+            .stdin(if req.stdin.is_some() || req.keep_stdin {
                 Stdio::piped()
             } else {
                 Stdio::null()
@@ -187,14 +227,20 @@ impl Executor {
                 ));
             }
         };
-        if let (Some(mut sender), Some(text)) = (stdin, req.stdin.clone()) {
-            tokio::spawn(async move {
-                // EPIPE when the process does not read its stdin is fine.
-                let _ = sender.write_all(text.as_bytes()).await;
-            });
+        let mut kept = None;
+        if let Some(mut sender) = stdin {
+            if let Some(text) = req.stdin.clone() {
+                tokio::spawn(async move {
+                    // EPIPE when the process does not read its stdin is fine.
+                    let _ = sender.write_all(text.as_bytes()).await;
+                });
+            } else if req.keep_stdin {
+                kept = Some(sender);
+            }
         }
         Ok(Running {
             pid,
+            stdin: kept,
             stdout,
             stderr,
             exit,
@@ -202,11 +248,14 @@ impl Executor {
     }
 }
 
-struct Running {
-    pid: i32,
-    stdout: Option<pipe::Receiver>,
-    stderr: Option<pipe::Receiver>,
-    exit: oneshot::Receiver<Exit>,
+/// A started process: its pid (also its process group), pipes and exit status.
+pub struct Running {
+    pub pid: i32,
+    /// Only when the caller asked to keep stdin.
+    pub stdin: Option<pipe::Sender>,
+    pub stdout: Option<pipe::Receiver>,
+    pub stderr: Option<pipe::Receiver>,
+    pub exit: oneshot::Receiver<Exit>,
 }
 
 /// Pumps output until the process is done, then sends `exit`. Kills the group on timeout

@@ -1,17 +1,20 @@
 //! `berth-init`: PID 1 of every berth box, and the guest agent the host talks to.
 //!
-//! Boots in phases (`mount` → `seal` → `volume` → `serve`, see [`boot`]), then serves the
+//! Boots in phases (`mount` → `seal` → `volume` → `harness` → `serve`, see [`boot`] and
+//! [`harness`]), then serves the
 //! guest channel ([`server`]) until SIGTERM or `POST /v1/shutdown`, then stops every
 //! process ([`stop`]) and exits (a VM powers off).
 //!
-//! Usage: `berth-init [--run-dir DIR] [--home DIR] [--memory DIR]`. The defaults are the
-//! box's paths; the flags let tests run the agent in a temporary directory, not as PID 1.
+//! Usage: `berth-init [--run-dir DIR] [--home DIR] [--memory DIR] [--state-dir DIR]
+//! [--deliver-timeout-ms MS]`. The defaults are the box's paths (and 60 s); the flags let
+//! tests run the agent in a temporary directory, not as PID 1.
 
 mod boot;
 mod channel;
 mod error;
 mod exec;
 mod files;
+mod harness;
 mod query;
 mod reaper;
 mod seal;
@@ -23,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth_protocol::guest::{BOX_HOME, BOX_MEMORY, SANDBOX_RUN_DIR};
+use berth_protocol::guest::{AGENT_STATE_DIR, BOX_HOME, BOX_MEMORY, SANDBOX_RUN_DIR};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::Notify;
 
@@ -37,6 +40,8 @@ struct Args {
     run_dir: PathBuf,
     home: PathBuf,
     memory: PathBuf,
+    state_dir: PathBuf,
+    deliver_timeout: Duration,
 }
 
 /// Why the boot failed; each phase has its own error.
@@ -48,6 +53,8 @@ enum BootError {
     Seal(#[from] seal::SealError),
     #[error(transparent)]
     Volume(#[from] volume::VolumeError),
+    #[error(transparent)]
+    Harness(#[from] harness::boot::HarnessBootError),
     #[error(transparent)]
     Channel(#[from] channel::ChannelError),
     #[error("serve phase: cannot install signal handlers")]
@@ -61,6 +68,8 @@ fn parse_args() -> Result<Args, String> {
         run_dir: SANDBOX_RUN_DIR.into(),
         home: BOX_HOME.into(),
         memory: BOX_MEMORY.into(),
+        state_dir: AGENT_STATE_DIR.into(),
+        deliver_timeout: harness::DELIVER_TIMEOUT,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -68,6 +77,15 @@ fn parse_args() -> Result<Args, String> {
             "--run-dir" => &mut args.run_dir,
             "--home" => &mut args.home,
             "--memory" => &mut args.memory,
+            "--state-dir" => &mut args.state_dir,
+            "--deliver-timeout-ms" => {
+                let value = it.next().ok_or("--deliver-timeout-ms needs a value")?;
+                let ms = value
+                    .parse()
+                    .map_err(|_| format!("--deliver-timeout-ms: {value:?} is not a number"))?;
+                args.deliver_timeout = Duration::from_millis(ms);
+                continue;
+            }
             "--version" => {
                 println!("berth-init {}", env!("CARGO_PKG_VERSION"));
                 std::process::exit(0);
@@ -85,7 +103,7 @@ fn parse_args() -> Result<Args, String> {
 fn main() {
     let args = parse_args().unwrap_or_else(|msg| {
         eprintln!(
-            "berth-init: {msg}\nusage: berth-init [--run-dir DIR] [--home DIR] [--memory DIR]"
+            "berth-init: {msg}\nusage: berth-init [--run-dir DIR] [--home DIR] [--memory DIR] [--state-dir DIR] [--deliver-timeout-ms MS]"
         );
         std::process::exit(2)
     });
@@ -120,24 +138,38 @@ async fn run(args: Args) -> Result<(), BootError> {
         seal::UserFilter::build()
     })?;
     boot.phase("volume", || volume::prepare(&args.home, &args.memory))?;
+
+    let reaper = Arc::new(Reaper::default());
+    let r = reaper.clone();
+    tokio::spawn(async move { r.run().await });
+    let exec = Arc::new(Executor {
+        reaper: reaper.clone(),
+        filter: Arc::new(filter),
+        home: args.home.clone(),
+    });
+    // Loads the journals and starts the harness without waiting for it.
+    let harness = boot.phase("harness", || {
+        let harness = Arc::new(harness::boot::load(harness::boot::Options {
+            run_dir: &args.run_dir,
+            state_dir: &args.state_dir,
+            home: &args.home,
+            deliver_timeout: args.deliver_timeout,
+        })?);
+        harness::supervisor::start(&harness, &exec);
+        Ok::<_, BootError>(harness)
+    })?;
+
     let serve_start = Instant::now();
     let token = channel::take_token(&args.run_dir)?;
     let listener = channel::listen(&args.run_dir)?;
     boot.record("serve", serve_start);
 
-    let reaper = Arc::new(Reaper::default());
-    let r = reaper.clone();
-    tokio::spawn(async move { r.run().await });
     let shutdown = Arc::new(Notify::new());
-    let exec = Executor {
-        reaper: reaper.clone(),
-        filter: Arc::new(filter),
-        home: args.home,
-    };
     let agent = Arc::new(Agent {
         token,
         boot,
         exec,
+        harness: harness.clone(),
         shutdown: shutdown.clone(),
     });
     tokio::spawn(server::serve(listener, agent));
@@ -151,7 +183,9 @@ async fn run(args: Args) -> Result<(), BootError> {
         // Let the 202 reach the host before the processes (and the socket) go away.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    harness.begin_shutdown();
     stop::stop_everything(&reaper).await;
+    harness.sync();
     let _ = std::fs::remove_file(args.run_dir.join(berth_protocol::guest::AGENT_SOCKET));
     boot::power_off(env)
 }

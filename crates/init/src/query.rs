@@ -49,6 +49,20 @@ pub fn file_query(raw: Option<&str>) -> Result<FileQuery, ApiError> {
     Ok(q)
 }
 
+/// The `after` of `GET /v1/events` (a seq; absent means 0).
+pub fn after_query(raw: Option<&str>) -> Result<u64, ApiError> {
+    let mut after = 0;
+    for pair in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        if let Some(value) = pair.strip_prefix("after=") {
+            after = value.parse().map_err(|_| ApiError::BadQuery {
+                name: "after",
+                reason: "must be a sequence number",
+            })?;
+        }
+    }
+    Ok(after)
+}
+
 fn flag(value: &str) -> Result<bool, ApiError> {
     match value {
         "true" | "1" | "" => Ok(true),

@@ -24,17 +24,21 @@ use crate::channel::Token;
 use crate::error::ApiError;
 use crate::exec::Executor;
 use crate::files::{self, Chunk, FsIdentity};
-use crate::query::file_query;
+use crate::harness::{self, Harness};
+use crate::query::{after_query, file_query};
 
 /// Largest `POST /v1/exec` body (the request carries the stdin text).
 const MAX_EXEC_BODY: u64 = 64 * 1024 * 1024;
+/// Largest `POST /v1/messages` body.
+const MAX_MESSAGE_BODY: u64 = 4 * 1024 * 1024;
 
 /// Everything the handlers share.
 #[derive(Debug)]
 pub struct Agent {
     pub token: Token,
     pub boot: BootRecord,
-    pub exec: Executor,
+    pub exec: Arc<Executor>,
+    pub harness: Arc<Harness>,
     pub shutdown: Arc<Notify>,
 }
 
@@ -79,7 +83,7 @@ async fn handle(agent: Arc<Agent>, req: Request<Incoming>) -> Result<Response<Bo
     }))
 }
 
-async fn route(agent: &Agent, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+async fn route(agent: &Arc<Agent>, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
     authorize(&agent.token, req.headers())?;
     check_version(req.headers())?;
     let (parts, body) = req.into_parts();
@@ -125,6 +129,20 @@ async fn route(agent: &Agent, req: Request<Incoming>) -> Result<Response<Body>, 
             files::run_as(q.user, move || files::mkdir(q.path.as_ref(), q.recursive)).await?;
             Ok(no_content())
         }
+        (&Method::POST, "/v1/messages") => {
+            let bytes = collect(body, &parts.headers, MAX_MESSAGE_BODY).await?;
+            let request = serde_json::from_slice(&bytes).map_err(ApiError::BadJson)?;
+            json(&harness::deliver::deliver(&agent.harness, request).await?)
+        }
+        (&Method::GET, "/v1/events") => {
+            let events = harness::stream::open(agent.harness.clone(), after_query(query)?)?;
+            Ok(respond(
+                StatusCode::OK,
+                "application/x-ndjson",
+                Body::Stream(events),
+            ))
+        }
+        (&Method::GET, "/v1/harness") => json(&agent.harness.status()),
         (&Method::POST, "/v1/shutdown") => {
             agent.shutdown.notify_one();
             Ok(respond(

@@ -165,7 +165,7 @@ async fn info_reports_the_boot() {
     assert_eq!(info.boot_id.len(), 32);
     assert_eq!(info.environment, Environment::Sandbox);
     let phases: Vec<_> = info.phases.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(phases, ["mount", "seal", "volume", "serve"]);
+    assert_eq!(phases, ["mount", "seal", "volume", "harness", "serve"]);
     // The token file is consumed at boot.
     assert!(!agent.dir.path().join("run/token").exists());
     let mode = std::fs::metadata(agent.socket())

@@ -129,6 +129,7 @@ pub struct BootPhase {
 }
 
 /// Who a call acts as inside the box.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BoxUser {
@@ -175,6 +176,7 @@ pub struct ExecRequest {
 /// process could not be started at all (no such program, bad cwd), a single `error` frame
 /// and no `started`. A request that is wrong in itself gets an HTTP 400 instead of a stream.
 /// When the client disconnects, `berth-init` kills the process group.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ExecFrame {
@@ -183,10 +185,12 @@ pub enum ExecFrame {
     },
     Stdout {
         #[serde(with = "base64_bytes")]
+        #[cfg_attr(feature = "openapi", schema(value_type = String, format = Byte))]
         data: Vec<u8>,
     },
     Stderr {
         #[serde(with = "base64_bytes")]
+        #[cfg_attr(feature = "openapi", schema(value_type = String, format = Byte))]
         data: Vec<u8>,
     },
     Exit {
@@ -215,6 +219,7 @@ impl ExecFrame {
     }
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FileKind {
@@ -227,6 +232,7 @@ pub enum FileKind {
 }
 
 /// One entry of `files/list`, and the answer of `files/stat`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileEntry {
     pub name: String,
@@ -238,6 +244,7 @@ pub struct FileEntry {
     pub mtime: i64,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileList {
     pub entries: Vec<FileEntry>,

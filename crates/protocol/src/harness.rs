@@ -35,6 +35,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Written by the host to `<run dir>/harness.json` before a box starts.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HarnessConfig {
     /// Program and arguments, e.g. `["claude", "-p", "--input-format", "stream-json", …]`.
@@ -61,6 +62,7 @@ fn default_max_restarts() -> u32 {
 }
 
 /// When a delivered message counts as received by the harness.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AckMode {

@@ -22,6 +22,15 @@ pub enum RuntimeError {
         actual: &'static str,
     },
 
+    /// The spec asks for something no box may have (e.g. a layer over `/proc`); nothing was
+    /// started.
+    #[error("invalid box spec: {what}: {reason}")]
+    InvalidSpec {
+        /// Which part, e.g. `layer 0 (/srv/harness -> /opt/harness)`.
+        what: String,
+        reason: crate::layer::LayerError,
+    },
+
     /// Something the backend needs is missing from the host (a binary, a kernel feature).
     #[error("{what} is missing: {hint}")]
     Missing { what: String, hint: String },

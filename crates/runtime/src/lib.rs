@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod guest_client;
+pub mod layer;
 pub mod sandbox;
 pub mod spec;
 
@@ -15,6 +16,7 @@ use berth_protocol::BoxId;
 
 pub use error::RuntimeError;
 pub use guest_client::{EventStream, ExecStream, GuestAddr, GuestClient, GuestError, NdjsonStream};
+pub use layer::{LayerError, TargetError};
 pub use spec::{BootToken, BoxSpec, IdMap, Layer, Limits, Rootfs};
 
 /// What a backend can do beyond start/stop.

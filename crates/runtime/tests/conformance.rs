@@ -8,11 +8,13 @@
 
 mod common;
 
+use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use berth_protocol::guest::{BoxUser, FileQuery};
+use berth_protocol::harness::HarnessConfig;
 use berth_protocol::BoxId;
-use berth_runtime::{IdMap, Limits, RuntimeStatus};
+use berth_runtime::{IdMap, Layer, Limits, RuntimeError, RuntimeStatus};
 use bytes::Bytes;
 use common::{fixture, new_spec, run, run_ok, Fixture};
 
@@ -522,6 +524,170 @@ async fn failed_start_leaves_nothing_running() {
     eprintln!("expected failure: {err}");
     assert!(fx.runtime.list().await.unwrap().is_empty());
     assert!(common::host_pids_in_range(spec.id_map).is_empty());
+}
+
+/// A shared layer is visible read-only at its target (even box root cannot write it or
+/// remount it), its files readable and runnable by the user; a layer berth would refuse
+/// starts nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn layers_are_read_only_for_box_root_and_readable_by_the_user() {
+    let Some(fx) = fixture("layers") else { return };
+    let layer = common::layer_dir(&[
+        ("data.txt", "from the layer\n", 0o644),
+        ("bin/hello", "#!/bin/sh\necho hello from the layer\n", 0o755),
+        ("open.txt", "anyone may write this file\n", 0o666),
+    ]);
+    // World-writable on the host: only the read-only mount stops box root and the user.
+    std::fs::set_permissions(layer.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut spec = new_spec(Limits::default());
+    spec.layers = vec![Layer {
+        source: layer.path().to_path_buf(),
+        target: "/opt/test-layer".into(),
+    }];
+    let t0 = Instant::now();
+    let client = fx.runtime.start(&spec).await.expect("start with a layer");
+    eprintln!("start with a layer to ready: {:?}", t0.elapsed());
+    assert_eq!(
+        run_ok(&client, &["cat", "/opt/test-layer/data.txt"], BoxUser::User).await,
+        "from the layer\n"
+    );
+    assert_eq!(
+        run_ok(&client, &["/opt/test-layer/bin/hello"], BoxUser::User).await,
+        "hello from the layer\n"
+    );
+    for (what, script) in [
+        ("create a file", "touch /opt/test-layer/new"),
+        ("overwrite a file", "echo x > /opt/test-layer/open.txt"),
+        ("remove a file", "rm -f /opt/test-layer/data.txt"),
+        (
+            "remount it read-write",
+            "mount -o remount,rw /opt/test-layer && touch /opt/test-layer/new",
+        ),
+        ("unmount it", "umount -l /opt/test-layer"),
+    ] {
+        let (code, _, _) = run(&client, &["sh", "-c", script], BoxUser::Root, None).await;
+        assert_ne!(code, 0, "box root could {what} in a layer");
+    }
+    let (code, _, _) = run(
+        &client,
+        &["sh", "-c", "echo x > /opt/test-layer/open.txt"],
+        BoxUser::User,
+        None,
+    )
+    .await;
+    assert_ne!(code, 0, "the user could write in a layer");
+    for (file, content) in [
+        ("data.txt", "from the layer\n"),
+        ("open.txt", "anyone may write this file\n"),
+    ] {
+        assert_eq!(
+            std::fs::read_to_string(layer.path().join(file)).unwrap(),
+            content
+        );
+    }
+    assert!(!layer.path().join("new").exists());
+    fx.runtime.stop(&spec.id, GRACE).await.expect("stop");
+
+    for (source, target) in [
+        (layer.path().to_path_buf(), "/proc/x"),
+        (layer.path().to_path_buf(), "/home/user/x"),
+        (layer.path().to_path_buf(), "relative"),
+        (layer.path().join("missing"), "/opt/x"),
+        (layer.path().join("data.txt"), "/opt/x"),
+    ] {
+        let mut bad = new_spec(Limits::default());
+        bad.layers = vec![Layer {
+            source: source.clone(),
+            target: target.into(),
+        }];
+        match fx.runtime.start(&bad).await {
+            Err(RuntimeError::InvalidSpec { .. }) => {}
+            other => panic!("layer {source:?} -> {target:?}: want InvalidSpec, got {other:?}"),
+        }
+        assert!(!fx.runtime.list().await.unwrap().contains(&bad.id));
+    }
+}
+
+/// berth-init's state dir is on the volume at /var/lib/berth: root-only, not executable,
+/// kept across stop and start. The harness config is in /run/berth, out of the user's reach.
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_state_dir_is_root_only_and_persists_and_harness_config_is_private() {
+    let Some(fx) = fixture("agentstate") else {
+        return;
+    };
+    let mut spec = new_spec(Limits::default());
+    // A harness that only waits: the test must not depend on what berth-init does with it.
+    let harness: HarnessConfig =
+        serde_json::from_value(serde_json::json!({"command": ["/bin/cat"], "ack": "write"}))
+            .unwrap();
+    spec.harness = Some(harness.clone());
+    let client = fx.runtime.start(&spec).await.expect("start");
+    for (what, argv) in [
+        ("list /var/lib/berth", "ls /var/lib/berth"),
+        ("write in /var/lib/berth", "touch /var/lib/berth/x"),
+        ("read the harness config", "cat /run/berth/harness.json"),
+    ] {
+        let (code, _, _) = run(&client, &["sh", "-c", argv], BoxUser::User, None).await;
+        assert_ne!(code, 0, "the user could {what}");
+    }
+    assert_eq!(
+        run_ok(
+            &client,
+            &["stat", "-c", "%a %u", "/var/lib/berth"],
+            BoxUser::Root
+        )
+        .await
+        .trim(),
+        "700 0"
+    );
+    run_ok(
+        &client,
+        &["sh", "-c", "echo kept > /var/lib/berth/conformance-probe"],
+        BoxUser::Root,
+    )
+    .await;
+    let (code, _, _) = run(
+        &client,
+        &[
+            "sh",
+            "-c",
+            "cp /bin/true /var/lib/berth/conformance-true && /var/lib/berth/conformance-true",
+        ],
+        BoxUser::Root,
+        None,
+    )
+    .await;
+    assert_ne!(code, 0, "box root could run a program from /var/lib/berth");
+    let config = run_ok(&client, &["cat", "/run/berth/harness.json"], BoxUser::Root).await;
+    let config: HarnessConfig = serde_json::from_str(&config).expect("harness.json is JSON");
+    assert_eq!(config, harness);
+    fx.runtime.stop(&spec.id, GRACE).await.expect("stop");
+
+    let mut again = spec.clone();
+    again.boot_token = common::token();
+    again.harness = None;
+    let client = fx.runtime.start(&again).await.expect("restart");
+    assert_eq!(
+        run_ok(
+            &client,
+            &["cat", "/var/lib/berth/conformance-probe"],
+            BoxUser::Root
+        )
+        .await,
+        "kept\n"
+    );
+    let (code, _, _) = run(
+        &client,
+        &["test", "-e", "/run/berth/harness.json"],
+        BoxUser::Root,
+        None,
+    )
+    .await;
+    assert_ne!(
+        code, 0,
+        "a box without a harness still has a harness config"
+    );
+    fx.runtime.stop(&spec.id, GRACE).await.expect("stop");
 }
 
 #[allow(dead_code)]

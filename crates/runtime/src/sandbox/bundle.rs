@@ -1,6 +1,7 @@
 //! The OCI `config.json` of one box: berth-init as PID 1 in fresh pid, mount, ipc, uts,
-//! net, cgroup and user namespaces, the shared rootfs read-only, the box's volume and run
-//! dir bound in, cgroup limits, the seccomp filter.
+//! net, cgroup and user namespaces, the shared rootfs read-only, the template's layers
+//! read-only, the box's volume (with berth-init's state dir) and run dir bound in, cgroup
+//! limits, the seccomp filter.
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +11,8 @@ use oci_spec::runtime::{
     LinuxPidsBuilder, LinuxResourcesBuilder, Mount, MountBuilder, PosixRlimitBuilder,
     PosixRlimitType, ProcessBuilder, RootBuilder, Spec, SpecBuilder, UserBuilder,
 };
+
+use berth_protocol::guest::AGENT_STATE_DIR;
 
 use super::paths::BoxPaths;
 use super::rootfs::{host_dirs_to_bind, INIT_PATH};
@@ -265,6 +268,15 @@ fn mounts(input: &BundleInput<'_>) -> Vec<Mount> {
         let dest = dir.to_string_lossy().into_owned();
         mounts.push(bind(&dest, &dir, &["rbind", "ro", "nosuid", "nodev"]));
     }
+    // Shared layers (checked by `mountpoints::prepare`: never over berth's own mounts, never
+    // nested), read-only even for box root, which cannot remount without CAP_SYS_ADMIN.
+    for layer in &input.spec.layers {
+        mounts.push(bind(
+            &layer.target,
+            &layer.source,
+            &["rbind", "ro", "nosuid", "nodev"],
+        ));
+    }
     mounts.extend([
         bind(
             "/run/berth",
@@ -280,6 +292,11 @@ fn mounts(input: &BundleInput<'_>) -> Vec<Mount> {
             "/memory",
             &paths.memory(),
             &["bind", "rw", "nosuid", "nodev"],
+        ),
+        bind(
+            AGENT_STATE_DIR,
+            &paths.agent_state(),
+            &["bind", "rw", "nosuid", "nodev", "noexec"],
         ),
         bind(
             INIT_PATH,
@@ -332,6 +349,10 @@ mod tests {
     use crate::{BootToken, Limits, Rootfs};
 
     fn config() -> (Value, BoxSpec, BoxPaths) {
+        config_with(Vec::new())
+    }
+
+    fn config_with(layers: Vec<crate::Layer>) -> (Value, BoxSpec, BoxPaths) {
         let spec = BoxSpec {
             id: berth_protocol::BoxId::from_random([2; 20]),
             hostname: "my-box".into(),
@@ -343,7 +364,7 @@ mod tests {
             },
             boot_token: BootToken::from_random([0; 32]),
             id_map: IdMap::for_slot(5).unwrap(),
-            layers: Vec::new(),
+            layers,
             harness: None,
         };
         let layout = Layout::new(Path::new("/var/lib/berth"));
@@ -459,6 +480,52 @@ mod tests {
         assert!(
             readonly.contains(&json!("/proc/sys")) && readonly.contains(&json!("/sys/fs/cgroup"))
         );
+    }
+
+    #[test]
+    fn layers_are_read_only_binds_and_the_agent_state_dir_is_bound_noexec() {
+        let layers = vec![
+            crate::Layer {
+                source: "/srv/berth/harness".into(),
+                target: "/opt/harness".into(),
+            },
+            crate::Layer {
+                source: "/srv/skills/pdf".into(),
+                target: "/mnt/skills/pdf".into(),
+            },
+        ];
+        let (c, _, paths) = config_with(layers);
+        for (dest, source) in [
+            ("/opt/harness", "/srv/berth/harness"),
+            ("/mnt/skills/pdf", "/srv/skills/pdf"),
+        ] {
+            let layer = mount(&c, dest);
+            assert_eq!(
+                (layer["type"].as_str(), layer["source"].as_str()),
+                (Some("bind"), Some(source))
+            );
+            let mut opts = options(layer);
+            opts.sort();
+            assert_eq!(opts, ["nodev", "nosuid", "rbind", "ro"]);
+        }
+        let agent = mount(&c, "/var/lib/berth");
+        assert_eq!(agent["source"], paths.agent_state().to_str().unwrap());
+        let mut opts = options(agent);
+        opts.sort();
+        assert_eq!(opts, ["bind", "nodev", "noexec", "nosuid", "rw"]);
+        // Layers come after the mounts they sit on (/, /tmp, /run) and no later mount
+        // lands under one of them.
+        let dests: Vec<&str> = c["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["destination"].as_str().unwrap())
+            .collect();
+        let at = |d: &str| dests.iter().position(|x| *x == d).unwrap();
+        assert!(at("/opt/harness") > at("/run") && at("/opt/harness") > at("/tmp"));
+        assert!(dests[at("/mnt/skills/pdf") + 1..]
+            .iter()
+            .all(|d| !d.starts_with("/opt/harness") && !d.starts_with("/mnt/skills/pdf")));
     }
 
     #[test]

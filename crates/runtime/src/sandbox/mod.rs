@@ -2,7 +2,8 @@
 //!
 //! Each box is one OCI container named by its box id, under berth's own runtime state dir
 //! (`<data>/oci`). `start` writes the bundle (`bundle.rs`) over the shared host rootfs
-//! (`rootfs.rs`) and the box's volume (`volume.rs`), runs it detached (`oci_cli.rs`) and waits
+//! (`rootfs.rs`, with mount points for layers made by `mountpoints.rs`) and the box's volume
+//! and run dir (`volume.rs`), runs it detached (`oci_cli.rs`) and waits
 //! for berth-init to answer on the bind-mounted socket (`ready.rs`).
 //!
 //! Security choices worth knowing: box root is an unprivileged host uid (user namespace,
@@ -14,6 +15,7 @@
 
 mod bundle;
 mod host;
+mod mountpoints;
 mod oci_cli;
 mod paths;
 mod ready;
@@ -158,10 +160,13 @@ impl SandboxRuntime {
 
     async fn boot(&self, spec: &BoxSpec, paths: &BoxPaths) -> Result<GuestClient, RuntimeError> {
         let id = spec.id.as_str();
-        volume::prepare_box_dirs(paths, spec.id_map)?;
-        volume::write_token(paths, spec.id_map, &spec.boot_token)?;
         let rootfs = self.layout.host_rootfs();
         rootfs::ensure_host_rootfs(&rootfs)?;
+        // Checks the layers before anything of the box is touched.
+        mountpoints::prepare(&rootfs, spec)?;
+        volume::prepare_box_dirs(paths, spec.id_map)?;
+        volume::write_token(paths, spec.id_map, &spec.boot_token)?;
+        volume::write_harness(paths, spec.id_map, spec.harness.as_ref())?;
         bundle::write(&BundleInput {
             spec,
             rootfs: &rootfs,

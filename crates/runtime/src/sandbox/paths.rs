@@ -4,14 +4,15 @@
 //! <data>/oci/                         the OCI runtime's --root (its state dir)
 //! <data>/templates/host/rootfs/       the shared read-only rootfs skeleton (Rootfs::Host)
 //! <data>/boxes/<id>/bundle/config.json
-//! <data>/boxes/<id>/run/              bound at /run/berth: token, agent.sock
-//! <data>/boxes/<id>/volume/{home,memory}
+//! <data>/boxes/<id>/run/              bound at /run/berth: token, harness.json, agent.sock
+//! <data>/boxes/<id>/volume/{home,memory}  bound at /home/user and /memory
+//! <data>/boxes/<id>/volume/agent      bound at /var/lib/berth: berth-init's own state
 //! <data>/boxes/<id>/console.log       stdout/stderr of the OCI runtime and berth-init
 //! ```
 
 use std::path::{Path, PathBuf};
 
-use berth_protocol::guest::{AGENT_SOCKET, TOKEN_FILE};
+use berth_protocol::guest::{AGENT_SOCKET, HARNESS_FILE, TOKEN_FILE};
 use berth_protocol::BoxId;
 
 /// The data directory's layout as the sandbox backend uses it.
@@ -87,6 +88,10 @@ impl BoxPaths {
         self.run_dir().join(TOKEN_FILE)
     }
 
+    pub fn harness_file(&self) -> PathBuf {
+        self.run_dir().join(HARNESS_FILE)
+    }
+
     pub fn agent_socket(&self) -> PathBuf {
         self.run_dir().join(AGENT_SOCKET)
     }
@@ -101,6 +106,11 @@ impl BoxPaths {
 
     pub fn memory(&self) -> PathBuf {
         self.volume().join("memory")
+    }
+
+    /// Bound at `/var/lib/berth`: root-only, on the volume (journals of berth-init).
+    pub fn agent_state(&self) -> PathBuf {
+        self.volume().join("agent")
     }
 
     pub fn console_log(&self) -> PathBuf {

@@ -21,6 +21,7 @@ const MOUNT_POINTS: &[&str] = &[
     "root",
     ".berth",
     "etc",
+    "var/lib/berth",
 ];
 
 /// Top-level names that merged-/usr hosts make links into `/usr`.
@@ -78,9 +79,7 @@ fn build(root: &Path) -> Result<(), RuntimeError> {
     mkdir_all(root)?;
     set_mode(root, 0o755)?;
     for dir in MOUNT_POINTS {
-        let path = root.join(dir);
-        mkdir_all(&path)?;
-        set_mode(&path, 0o755)?;
+        super::mountpoints::ensure(root, dir)?;
     }
     for name in USR_LINKS {
         let host = Path::new("/").join(name);

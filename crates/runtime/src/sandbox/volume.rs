@@ -1,5 +1,6 @@
-//! A box's own directories on the host: the persistent volume (`/home/user`, `/memory`)
-//! and the run dir (`/run/berth`) that carries the boot token in and the agent socket out.
+//! A box's own directories on the host: the persistent volume (`/home/user`, `/memory`, and
+//! berth-init's root-only `/var/lib/berth`) and the run dir (`/run/berth`) that carries the
+//! boot token and harness config in and the agent socket out.
 //!
 //! Ownership is in the box's mapped id range; directories are chowned only when they are
 //! created, so a warm start does no per-file work.
@@ -9,6 +10,7 @@ use std::os::unix::fs::{chown, fchown, OpenOptionsExt};
 use std::path::Path;
 
 use berth_protocol::guest::BOX_USER_UID;
+use berth_protocol::harness::HarnessConfig;
 
 use super::paths::BoxPaths;
 use super::rootfs::{io, mkdir_all, set_mode};
@@ -38,6 +40,7 @@ pub fn prepare_box_dirs(paths: &BoxPaths, id_map: IdMap) -> Result<(), RuntimeEr
     }
     remove_if_exists(&paths.agent_socket())?;
     remove_if_exists(&paths.token_file())?;
+    remove_if_exists(&paths.harness_file())?;
 
     if create_dir(&paths.volume())? {
         set_mode(&paths.volume(), 0o711)?;
@@ -50,6 +53,12 @@ pub fn prepare_box_dirs(paths: &BoxPaths, id_map: IdMap) -> Result<(), RuntimeEr
     let memory = paths.memory();
     if create_dir(&memory)? {
         seed_memory(&memory, user)?;
+    }
+    // Also made on the next start of a volume from before it existed.
+    let agent = paths.agent_state();
+    if create_dir(&agent)? {
+        chown(&agent, Some(root), Some(root)).map_err(io("chown", &agent))?;
+        set_mode(&agent, 0o700)?;
     }
     Ok(())
 }
@@ -70,10 +79,40 @@ pub fn write_token(paths: &BoxPaths, id_map: IdMap, token: &BootToken) -> Result
     fchown(&file, Some(root), Some(root)).map_err(io("chown", &path))
 }
 
-/// Removes the sockets and token of the last boot (after a stop).
+/// Writes the box's harness config where berth-init reads it (JSON, 0600, owned by the
+/// box's root), or removes a stale one when the box has no harness. Call after
+/// [`prepare_box_dirs`], which clears the run dir.
+pub fn write_harness(
+    paths: &BoxPaths,
+    id_map: IdMap,
+    harness: Option<&HarnessConfig>,
+) -> Result<(), RuntimeError> {
+    let path = paths.harness_file();
+    // `remove_file` unlinks a planted link itself, never its target.
+    remove_if_exists(&path)?;
+    let Some(harness) = harness else {
+        return Ok(());
+    };
+    let json = serde_json::to_vec(harness).expect("a harness config serialises");
+    let root = id_map.host_id(0);
+    // `create_new` (O_EXCL) never follows a link; the run dir is writable by the box's root.
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io("create the harness config", &path))?;
+    file.write_all(&json)
+        .map_err(io("write the harness config to", &path))?;
+    fchown(&file, Some(root), Some(root)).map_err(io("chown", &path))
+}
+
+/// Removes the sockets, token and harness config of the last boot (after a stop).
 pub fn clear_run_dir(paths: &BoxPaths) -> Result<(), RuntimeError> {
     remove_if_exists(&paths.agent_socket())?;
-    remove_if_exists(&paths.token_file())
+    remove_if_exists(&paths.token_file())?;
+    remove_if_exists(&paths.harness_file())
 }
 
 fn seed_memory(memory: &Path, user: u32) -> Result<(), RuntimeError> {
@@ -147,5 +186,69 @@ mod tests {
         prepare_box_dirs(&paths, map).unwrap();
         assert!(!paths.token_file().exists());
         assert!(paths.home().join("a.txt").exists());
+    }
+
+    #[test]
+    fn agent_state_dir_is_root_only_and_made_for_old_volumes_too() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIPPED: chown needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let id = berth_protocol::BoxId::from_random([4; 20]);
+        let paths = Layout::new(dir.path()).box_paths(&id);
+        let map = IdMap::for_slot(9).unwrap();
+        prepare_box_dirs(&paths, map).unwrap();
+        let meta = std::fs::metadata(paths.agent_state()).unwrap();
+        assert_eq!(
+            (meta.uid(), meta.gid(), meta.mode() & 0o777),
+            (map.host_id(0), map.host_id(0), 0o700)
+        );
+        std::fs::write(paths.agent_state().join("journal"), "kept").unwrap();
+        prepare_box_dirs(&paths, map).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(paths.agent_state().join("journal")).unwrap(),
+            "kept"
+        );
+        // A volume from before the agent dir existed gets it on its next start.
+        std::fs::remove_dir_all(paths.agent_state()).unwrap();
+        prepare_box_dirs(&paths, map).unwrap();
+        assert_eq!(
+            std::fs::metadata(paths.agent_state()).unwrap().uid(),
+            map.host_id(0)
+        );
+    }
+
+    #[test]
+    fn harness_config_is_root_only_json_and_a_planted_link_is_not_followed() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIPPED: chown needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let id = berth_protocol::BoxId::from_random([5; 20]);
+        let paths = Layout::new(dir.path()).box_paths(&id);
+        let map = IdMap::for_slot(10).unwrap();
+        prepare_box_dirs(&paths, map).unwrap();
+        let config: HarnessConfig =
+            serde_json::from_value(serde_json::json!({"command": ["/opt/h/agent", "-x"]})).unwrap();
+        // Box root planted a link to a host file where the config goes.
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "host file").unwrap();
+        std::os::unix::fs::symlink(&victim, paths.harness_file()).unwrap();
+        write_harness(&paths, map, Some(&config)).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "host file");
+        let meta = std::fs::symlink_metadata(paths.harness_file()).unwrap();
+        assert!(meta.is_file());
+        assert_eq!((meta.uid(), meta.mode() & 0o777), (map.host_id(0), 0o600));
+        let back: HarnessConfig =
+            serde_json::from_slice(&std::fs::read(paths.harness_file()).unwrap()).unwrap();
+        assert_eq!(back, config);
+        // No harness: a stale config is removed.
+        write_harness(&paths, map, None).unwrap();
+        assert!(!paths.harness_file().exists());
+        write_harness(&paths, map, Some(&config)).unwrap();
+        prepare_box_dirs(&paths, map).unwrap();
+        assert!(!paths.harness_file().exists());
     }
 }

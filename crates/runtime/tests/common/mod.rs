@@ -207,3 +207,26 @@ pub fn cgroup_dirs(id: &BoxId) -> Vec<PathBuf> {
     }
     dirs
 }
+
+/// A host directory to use as a layer: `files` as (relative path, content, mode), every
+/// directory 0755 so the box's mapped ids can reach it. Removed on drop.
+pub fn layer_dir(files: &[(&str, &str, u32)]) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("berth-layer-")
+        .tempdir()
+        .unwrap();
+    let set = |p: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    set(dir.path(), 0o755);
+    for (path, content, mode) in files {
+        let path = dir.path().join(path);
+        let parent = path.parent().unwrap();
+        std::fs::create_dir_all(parent).unwrap();
+        set(parent, 0o755);
+        std::fs::write(&path, content).unwrap();
+        set(&path, *mode);
+    }
+    dir
+}

@@ -1,0 +1,102 @@
+//! What the echo harness answers, and how it reads a stream-json user message.
+
+use serde_json::Value;
+
+/// The text of a stream-json user line `{"type":"user","message":{"role":"user","content":…}}`:
+/// `content` is a string, or Claude's array of blocks whose `text` blocks are joined.
+/// `None` when the line is not a user message.
+pub fn user_text(line: &Value) -> Option<String> {
+    if line.get("type")?.as_str()? != "user" {
+        return None;
+    }
+    match line.get("message")?.get("content")? {
+        Value::String(text) => Some(text.clone()),
+        Value::Array(blocks) => Some(
+            blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join(""),
+        ),
+        _ => None,
+    }
+}
+
+/// The answer to `content`, given the earlier user messages of this session.
+pub fn answer(content: &str, earlier: &[String]) -> String {
+    let trimmed = content.trim();
+    if let Some(rest) = trimmed.strip_prefix("remember ") {
+        return format!("OK, I will remember {}.", rest.trim());
+    }
+    if trimmed.to_lowercase().contains("what did i say") {
+        if earlier.is_empty() {
+            return "You said: (nothing yet)".to_owned();
+        }
+        return format!("You said: {}", earlier.join("; "));
+    }
+    format!("echo: {content}")
+}
+
+/// A test hook named by the message content.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Hook {
+    /// `crash`: exit with status 3 after replaying the message, before answering.
+    Crash,
+    /// `flood N`: print one line of N bytes to stdout before answering.
+    Flood(usize),
+    /// `sleep MS`: wait MS milliseconds before answering.
+    Sleep(u64),
+}
+
+pub fn hook(content: &str) -> Option<Hook> {
+    let trimmed = content.trim();
+    if trimmed == "crash" {
+        return Some(Hook::Crash);
+    }
+    let (word, arg) = trimmed.split_once(' ')?;
+    match word {
+        "flood" => arg.trim().parse().ok().map(Hook::Flood),
+        "sleep" => arg.trim().parse().ok().map(Hook::Sleep),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn answers_remember_recall_and_echo() {
+        assert_eq!(answer("remember 42", &[]), "OK, I will remember 42.");
+        assert_eq!(
+            answer("what did I say?", &["remember 42".into(), "hi".into()]),
+            "You said: remember 42; hi"
+        );
+        assert_eq!(answer("What did I say", &[]), "You said: (nothing yet)");
+        assert_eq!(answer("hi there", &[]), "echo: hi there");
+    }
+
+    #[test]
+    fn content_is_a_string_or_text_blocks() {
+        let line = json!({"type":"user","message":{"role":"user","content":"hi"}});
+        assert_eq!(user_text(&line).unwrap(), "hi");
+        let blocks = json!({"type":"user","message":{"role":"user","content":[
+            {"type":"text","text":"a"},{"type":"image","source":{}},{"type":"text","text":"b"}]}});
+        assert_eq!(user_text(&blocks).unwrap(), "ab");
+        assert!(user_text(&json!({"type":"assistant","message":{"content":"x"}})).is_none());
+        assert!(user_text(&json!({"type":"user","message":{"content":3}})).is_none());
+        assert!(user_text(&json!("user")).is_none());
+    }
+
+    #[test]
+    fn hooks_are_parsed() {
+        assert_eq!(hook("crash"), Some(Hook::Crash));
+        assert_eq!(hook("flood 10"), Some(Hook::Flood(10)));
+        assert_eq!(hook("sleep 5"), Some(Hook::Sleep(5)));
+        assert_eq!(hook("flood many"), None);
+        assert_eq!(hook("crash now"), None);
+        assert_eq!(hook("hello"), None);
+    }
+}

@@ -1,0 +1,136 @@
+//! `echo-harness`: a tiny stream-json agent for berth's tests and demos. It speaks like
+//! Claude Code's `-p --input-format stream-json --output-format stream-json --verbose
+//! --replay-user-messages`:
+//!
+//! - At start it creates a session (a random hex id) or resumes one (`--resume <id>`,
+//!   loading `~/.echo-harness/<id>.jsonl`), writes the id to `~/.berth/session`, and prints
+//!   `{"type":"system","subtype":"init","session_id":…,"cwd":…,"tools":[],"model":"echo"}`.
+//! - For each stdin line `{"type":"user","message":{"role":"user","content":…}}` it first
+//!   replays the line as-is (berth's acknowledgement), then prints an `assistant` and a
+//!   `result` line. The turn goes to the transcript (fsync'd) and to
+//!   `$ECHO_HARNESS_MEMORY/timeline/<YYYY-MM-DD>.md` (default `/memory`).
+//! - Answers: `remember X` → `OK, I will remember X.`; anything containing `what did I say`
+//!   → `You said: ` and the earlier user messages of the session joined with `; `;
+//!   otherwise `echo: ` and the content.
+//!
+//! Test hooks: content `crash` exits with status 3 after the replay, before answering;
+//! `flood N` prints one non-JSON line of N bytes first; `sleep MS` waits MS ms first;
+//! `ECHO_HARNESS_DEAF=1` never reads stdin.
+
+mod answer;
+mod session;
+mod timeline;
+
+use std::io::{self, BufRead, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::answer::{answer, hook, user_text, Hook};
+use crate::session::Session;
+
+fn main() {
+    if let Err(err) = run() {
+        eprintln!("echo-harness: {err}");
+        std::process::exit(1);
+    }
+}
+
+fn parse_resume() -> Result<Option<String>, String> {
+    let mut resume = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        // Claude Code's other flags are accepted and ignored, so templates can share them.
+        if arg == "--resume" {
+            resume = Some(args.next().ok_or("--resume needs a session id")?);
+        }
+    }
+    match resume {
+        Some(id) if !session::valid_id(&id) => Err(format!("invalid session id {id:?}")),
+        other => Ok(other),
+    }
+}
+
+fn emit(out: &mut impl Write, value: &Value) -> io::Result<()> {
+    writeln!(out, "{value}")?;
+    out.flush()
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let resume = parse_resume()?;
+    let home = PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/home/user".into()));
+    let memory =
+        PathBuf::from(std::env::var_os("ECHO_HARNESS_MEMORY").unwrap_or_else(|| "/memory".into()));
+    let id = match resume {
+        Some(id) => id,
+        None => session::new_id()?,
+    };
+    let mut session = Session::open(&home, id)?;
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    emit(
+        &mut out,
+        &json!({"type":"system","subtype":"init","session_id":session.id,
+                "cwd":cwd.to_string_lossy(),"tools":[],"model":"echo"}),
+    )?;
+    if std::env::var("ECHO_HARNESS_DEAF").is_ok_and(|v| v == "1") {
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+    for line in io::stdin().lock().lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let Some(content) = serde_json::from_str::<Value>(&line)
+            .ok()
+            .as_ref()
+            .and_then(user_text)
+        else {
+            eprintln!("echo-harness: ignoring a line that is not a user message");
+            continue;
+        };
+        // The replay is the acknowledgement: the line exactly as it came.
+        writeln!(out, "{line}")?;
+        out.flush()?;
+        match hook(&content) {
+            Some(Hook::Crash) => std::process::exit(3),
+            Some(Hook::Flood(n)) => flood(&mut out, n)?,
+            Some(Hook::Sleep(ms)) => std::thread::sleep(Duration::from_millis(ms)),
+            None => {}
+        }
+        let text = answer(&content, &session.user_messages);
+        session.record(&content, &text)?;
+        if let Err(err) = timeline::append(&memory, &content, &text) {
+            eprintln!("echo-harness: cannot append to the timeline: {err}");
+        }
+        let message_id = format!("msg_echo_{}_{}", session.id, session.turns);
+        emit(
+            &mut out,
+            &json!({"type":"assistant","message":{"id":message_id,"type":"message","role":"assistant",
+                    "content":[{"type":"text","text":text}],"model":"echo"},"session_id":session.id}),
+        )?;
+        emit(
+            &mut out,
+            &json!({"type":"result","subtype":"success","is_error":false,"result":text,
+                    "session_id":session.id,"num_turns":session.turns}),
+        )?;
+    }
+    Ok(())
+}
+
+/// One line of `n` bytes (`x`s), written in chunks.
+fn flood(out: &mut impl Write, n: usize) -> io::Result<()> {
+    let chunk = [b'x'; 64 * 1024];
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(chunk.len());
+        out.write_all(&chunk[..k])?;
+        left -= k;
+    }
+    out.write_all(b"\n")?;
+    out.flush()
+}
