@@ -12,7 +12,7 @@ use berth_protocol::guest::HARNESS_FILE;
 use berth_protocol::harness::{AckMode, HarnessConfig, HarnessState};
 use tokio::sync::{watch, Notify};
 
-use super::event_log::EventLog;
+use super::event_log::{EventLog, EVENTS_FILE};
 use super::message_log::MessageLog;
 use super::{Harness, Journals, Live};
 
@@ -69,10 +69,21 @@ fn read_config(run_dir: &Path) -> Found {
 
 pub fn load(opts: Options<'_>) -> Result<Harness, HarnessBootError> {
     let found = read_config(opts.run_dir);
-    let journals = match found {
+    let journals = match &found {
         Found::Absent => None,
         Found::Valid(_) | Found::Invalid(_) => Some(open_journals(opts.state_dir)?),
     };
+    if let (Some(j), Found::Valid(config)) = (&journals, &found) {
+        if config.ack == AckMode::Replay {
+            let mut messages = super::lock(&j.messages);
+            super::recover::acks_from_replays(&mut messages, &j.state_dir.join(EVENTS_FILE))
+                .map_err(|source| HarnessBootError::Journal {
+                    which: "message",
+                    path: j.state_dir.clone(),
+                    source,
+                })?;
+        }
+    }
     let last_seq = journals
         .as_ref()
         .map_or(0, |j| super::lock(&j.events).last_seq());

@@ -70,8 +70,9 @@ fn step(h: &Harness, req: &DeliverRequest, first: bool) -> Result<Step, ApiError
     if live.stopping {
         return Err(unavailable("the box is stopping".to_owned()));
     }
+    let after_seq = *h.last_seq.borrow();
     messages
-        .write(&req.id, &req.content)
+        .write(&req.id, &req.content, after_seq)
         .map_err(|source| ApiError::Journal {
             op: "journal the message",
             source,

@@ -1,5 +1,7 @@
-//! The message journal on the volume, `messages.jsonl`: `{"id","state":"written","content"}`
-//! before a message goes to the harness, `{"id","state":"acked"}` once the harness has it.
+//! The message journal on the volume, `messages.jsonl`:
+//! `{"id","state":"written","content","after_seq"}` before a message goes to the harness
+//! (`after_seq`: the last event seq then, so its replay can only come later),
+//! `{"id","state":"acked"}` once the harness has it.
 //! Appended and synced line by line; compacted (atomically) when it grows past
 //! [`COMPACT_BYTES`], keeping the newest [`ACKED_KEPT`] acked ids and every unacked message.
 
@@ -20,8 +22,15 @@ pub const ACKED_KEPT: usize = 100_000;
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 enum Entry {
-    Written { id: String, content: String },
-    Acked { id: String },
+    Written {
+        id: String,
+        content: String,
+        #[serde(default)]
+        after_seq: u64,
+    },
+    Acked {
+        id: String,
+    },
 }
 
 /// A message written to the harness and not yet acknowledged.
@@ -29,6 +38,8 @@ enum Entry {
 pub struct Pending {
     pub id: String,
     pub content: String,
+    /// The last event seq when it was written: its replay has a higher one.
+    pub after_seq: u64,
 }
 
 #[derive(Debug)]
@@ -69,9 +80,17 @@ impl MessageLog {
             };
             good_len += line.len() as u64;
             match entry {
-                Entry::Written { id, content } => {
+                Entry::Written {
+                    id,
+                    content,
+                    after_seq,
+                } => {
                     if !log.acked.contains(&id) && !log.unacked.iter().any(|p| p.id == id) {
-                        log.unacked.push_back(Pending { id, content });
+                        log.unacked.push_back(Pending {
+                            id,
+                            content,
+                            after_seq,
+                        });
                     }
                 }
                 Entry::Acked { id } => log.mark_acked(id),
@@ -101,15 +120,18 @@ impl MessageLog {
         self.unacked.front()
     }
 
-    /// Journals a message as written (synced) before it goes to the harness.
-    pub fn write(&mut self, id: &str, content: &str) -> io::Result<()> {
+    /// Journals a message as written (synced) before it goes to the harness; `after_seq`
+    /// is the event journal's last seq now.
+    pub fn write(&mut self, id: &str, content: &str, after_seq: u64) -> io::Result<()> {
         self.append(&Entry::Written {
             id: id.to_owned(),
             content: content.to_owned(),
+            after_seq,
         })?;
         self.unacked.push_back(Pending {
             id: id.to_owned(),
             content: content.to_owned(),
+            after_seq,
         });
         Ok(())
     }
@@ -159,6 +181,7 @@ impl MessageLog {
             .chain(self.unacked.iter().map(|p| Entry::Written {
                 id: p.id.clone(),
                 content: p.content.clone(),
+                after_seq: p.after_seq,
             }));
         for entry in entries {
             serde_json::to_writer(&mut text, &entry).map_err(io::Error::other)?;
@@ -185,11 +208,11 @@ mod tests {
     fn the_journal_survives_reopen_and_compaction() {
         let dir = tempfile::tempdir().unwrap();
         let mut log = MessageLog::open(dir.path()).unwrap();
-        log.write("m1", "one").unwrap();
-        log.write("m2", "two").unwrap();
+        log.write("m1", "one", 0).unwrap();
+        log.write("m2", "two", 0).unwrap();
         assert!(log.ack("m1").unwrap());
         assert!(!log.ack("m1").unwrap());
-        log.write("m3", "three").unwrap();
+        log.write("m3", "three", 0).unwrap();
         drop(log);
         // A torn tail is ignored.
         let mut f = OpenOptions::new()
@@ -220,7 +243,7 @@ mod tests {
         let content = "x".repeat(64 * 1024);
         for i in 0..80 {
             let id = format!("m{i}");
-            log.write(&id, &content).unwrap();
+            log.write(&id, &content, 0).unwrap();
             log.ack(&id).unwrap();
         }
         let size = std::fs::metadata(dir.path().join(MESSAGES_FILE))

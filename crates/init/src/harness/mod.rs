@@ -12,6 +12,7 @@ pub mod deliver;
 mod event_log;
 mod lines;
 mod message_log;
+mod recover;
 mod resume;
 pub mod stream;
 pub mod supervisor;
