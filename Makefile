@@ -30,7 +30,8 @@ test: deps init
 		$(CARGO) test --workspace --no-fail-fast; \
 	fi
 
-## bench: cold start and exec round-trip against their floors
+## bench: cold start, exec round-trip, wake latency and message throughput, each against
+## a floor measured in the same run
 bench: deps init
 	$(CARGO) bench -p berth-benches
 
