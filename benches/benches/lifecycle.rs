@@ -68,6 +68,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         data_dir: dir.path().join("berth"),
         listen: "127.0.0.1:0".parse()?,
         runtime: Arc::new(runtime),
+        idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
     })
     .await?;
     let addr = server.local_addr();

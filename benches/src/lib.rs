@@ -2,4 +2,5 @@
 
 pub mod floor;
 pub mod http;
+pub mod sse;
 pub mod stats;

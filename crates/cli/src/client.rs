@@ -79,6 +79,23 @@ pub enum ClientError {
     },
 }
 
+impl ClientError {
+    /// The daemon could not be reached or the connection broke: worth retrying later (the
+    /// daemon may be restarting). An answer from the daemon is never transient here.
+    pub fn is_transport(&self) -> bool {
+        match self {
+            ClientError::Connect { .. }
+            | ClientError::ConnectTimeout { .. }
+            | ClientError::Http { .. }
+            | ClientError::Body(_) => true,
+            ClientError::Request(_)
+            | ClientError::Api { .. }
+            | ClientError::UnexpectedStatus { .. }
+            | ClientError::Decode { .. } => false,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Client {
     target: Target,
@@ -98,6 +115,30 @@ impl Client {
         accept: &str,
         content_type: Option<&str>,
         content_length: Option<u64>,
+        body: ReqBody,
+    ) -> Result<Response<Incoming>, ClientError> {
+        self.send_with_headers(
+            method,
+            path_and_query,
+            accept,
+            content_type,
+            content_length,
+            &[],
+            body,
+        )
+        .await
+    }
+
+    /// Like [`Client::send`], with extra request headers (e.g. `Last-Event-ID`).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn send_with_headers(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        accept: &str,
+        content_type: Option<&str>,
+        content_length: Option<u64>,
+        headers: &[(&'static str, String)],
         body: ReqBody,
     ) -> Result<Response<Incoming>, ClientError> {
         let url = &self.target.url;
@@ -148,6 +189,9 @@ impl Client {
         }
         if let Some(len) = content_length {
             builder = builder.header(http::header::CONTENT_LENGTH, len);
+        }
+        for (name, value) in headers {
+            builder = builder.header(*name, value.as_str());
         }
         let request = builder.body(body).map_err(ClientError::Request)?;
 

@@ -60,6 +60,10 @@ pub struct CreateArgs {
     /// CPU share in cores, 0.1-256 (the daemon's default is 1.0).
     #[arg(long, value_name = "F")]
     pub cpus: Option<f64>,
+    /// Seconds without a message, exec, file call or open stream before the box is
+    /// reclaimed (stopped, files kept); the template's by default.
+    #[arg(long, value_name = "S")]
+    pub idle_timeout: Option<u64>,
 }
 
 /// Body of `POST /v1/boxes`. Absent fields are left out: the daemon applies its defaults.
@@ -70,6 +74,8 @@ struct CreateBody<'a> {
     template: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     limits: Option<LimitsBody>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idle_timeout_s: Option<u64>,
 }
 
 #[derive(Debug, Serialize, PartialEq)]
@@ -94,6 +100,7 @@ impl CreateArgs {
             name: &self.name,
             template: self.template.as_deref(),
             limits,
+            idle_timeout_s: self.idle_timeout,
         }
     }
 }
@@ -194,39 +201,19 @@ fn summary(view: &BoxView) -> String {
 }
 
 fn table(boxes: &[BoxView]) -> String {
-    let header = ["NAME", "ID", "STATE", "TEMPLATE", "CREATED"];
-    let rows: Vec<[&str; 5]> = boxes
+    let rows: Vec<Vec<String>> = boxes
         .iter()
         .map(|b| {
-            [
-                b.name.as_str(),
-                b.id.as_str(),
-                b.state.as_str(),
-                b.template.as_str(),
-                b.created_at.as_str(),
+            vec![
+                b.name.clone(),
+                b.id.clone(),
+                b.state.clone(),
+                b.template.clone(),
+                b.created_at.clone(),
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for row in std::iter::once(&header).chain(&rows) {
-        let mut line = String::new();
-        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
-            if i + 1 == row.len() {
-                line.push_str(cell);
-            } else {
-                line.push_str(&format!("{cell:<w$}   "));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
+    crate::table::table(&["NAME", "ID", "STATE", "TEMPLATE", "CREATED"], &rows)
 }
 
 #[cfg(test)]
@@ -241,6 +228,7 @@ mod tests {
             memory_mib: None,
             pids: None,
             cpus: None,
+            idle_timeout: None,
         };
         assert_eq!(
             serde_json::to_value(args.body()).unwrap(),
@@ -252,10 +240,11 @@ mod tests {
             memory_mib: Some(256),
             pids: None,
             cpus: Some(0.5),
+            idle_timeout: Some(30),
         };
         assert_eq!(
             serde_json::to_value(args.body()).unwrap(),
-            serde_json::json!({"name":"a","template":"host","limits":{"memory_mib":256,"cpus":0.5}})
+            serde_json::json!({"name":"a","template":"host","limits":{"memory_mib":256,"cpus":0.5},"idle_timeout_s":30})
         );
     }
 

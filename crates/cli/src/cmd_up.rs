@@ -50,6 +50,7 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
         data_dir: data_dir.clone(),
         listen: args.listen,
         runtime: Arc::new(sandbox),
+        idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
     };
     let server = berth_server::Server::bind(config)
         .await

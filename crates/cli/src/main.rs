@@ -7,8 +7,15 @@ mod client;
 mod cmd_box;
 mod cmd_cp;
 mod cmd_exec;
+mod cmd_logs;
+mod cmd_send;
+mod cmd_template;
+mod cmd_tenant;
 mod cmd_up;
 mod data_dir;
+mod events;
+mod sse;
+mod table;
 mod target;
 
 use std::future::Future;
@@ -50,6 +57,16 @@ pub enum Command {
     Exec(cmd_exec::ExecArgs),
     /// Copy a file into a box (LOCAL NAME:PATH) or out of one (NAME:PATH LOCAL).
     Cp(cmd_cp::CpArgs),
+    /// Send a message to a box's agent (waking the box) and print the answer as it streams.
+    Send(cmd_send::SendArgs),
+    /// Print a box's events (harness output, state changes); -f follows them live.
+    Logs(cmd_logs::LogsArgs),
+    /// List templates and reload the user ones.
+    #[command(subcommand)]
+    Template(cmd_template::TemplateCommand),
+    /// Manage tenants (admin key needed).
+    #[command(subcommand)]
+    Tenant(cmd_tenant::TenantCommand),
 }
 
 fn main() -> ExitCode {
@@ -79,6 +96,14 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Cp(args) => {
             let plan = cmd_cp::Plan::new(&args)?;
             client_main(async { cmd_cp::run(&connect()?, plan).await.map(|()| 0) })
+        }
+        Command::Send(args) => client_main(async { cmd_send::run(&connect()?, args).await }),
+        Command::Logs(args) => client_main(async { cmd_logs::run(&connect()?, args).await }),
+        Command::Template(command) => {
+            client_main(async { cmd_template::run(&connect()?, command).await })
+        }
+        Command::Tenant(command) => {
+            client_main(async { cmd_tenant::run(&connect()?, command).await })
         }
     }
 }
@@ -163,6 +188,22 @@ mod tests {
             &["berth", "box", "show", "alice"],
             &["berth", "exec", "alice", "--", "true"],
             &["berth", "cp", "a.txt", "alice:a.txt"],
+            &[
+                "berth",
+                "box",
+                "create",
+                "bob",
+                "--template",
+                "echo",
+                "--idle-timeout",
+                "5",
+            ],
+            &["berth", "send", "bob", "hi", "--id", "k1", "--no-wait"],
+            &["berth", "send", "bob", "hi", "-v"],
+            &["berth", "logs", "bob", "-f", "--after", "3", "--json"],
+            &["berth", "template", "ls", "--json"],
+            &["berth", "template", "reload"],
+            &["berth", "tenant", "create", "acme"],
         ] {
             Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
         }
@@ -185,6 +226,10 @@ mod tests {
             &["berth", "box", "create", "a", "--cpus", "many"],
             &["berth", "cp", "onlyone"],
             &["berth", "frobnicate"],
+            &["berth", "send", "bob"],
+            &["berth", "logs", "bob", "--after", "-1"],
+            &["berth", "box", "create", "a", "--idle-timeout", "soon"],
+            &["berth", "template"],
         ] {
             let err = Cli::try_parse_from(args).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{args:?}");

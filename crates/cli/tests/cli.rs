@@ -58,7 +58,9 @@ fn help_lists_the_commands() {
     let out = berth().arg("--help").output().unwrap();
     assert!(out.status.success());
     let text = stdout(&out);
-    for command in ["up", "box", "exec", "cp"] {
+    for command in [
+        "up", "box", "exec", "cp", "send", "logs", "template", "tenant",
+    ] {
         assert!(
             text.lines().any(|l| l.trim_start().starts_with(command)),
             "{command} missing:\n{text}"
@@ -94,6 +96,11 @@ fn unreachable_daemon_is_one_line_with_a_hint() {
         &["box", "ls"][..],
         &["exec", "alice", "--", "true"],
         &["box", "create", "alice"],
+        &["send", "alice", "hi", "--no-wait"],
+        &["send", "alice", "hi"],
+        &["logs", "alice"],
+        &["template", "ls"],
+        &["tenant", "create", "acme"],
     ] {
         let out = berth()
             .args(args)
@@ -162,6 +169,16 @@ fn usage_errors_exit_2() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    for args in [
+        &["send", "alice"][..],
+        &["logs", "alice", "--after", "x"],
+        &["box", "create", "a", "--idle-timeout", "-3"],
+        &["template", "frob"],
+        &["tenant", "create"],
+    ] {
+        let out = berth().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -492,4 +509,380 @@ fn end_to_end_box_lifecycle_exec_and_cp() {
     );
     let left = daemon.running_containers();
     assert!(left.is_empty(), "boxes outlived the daemon: {left:?}");
+}
+
+/// `berth logs NAME` lines: `(seq, type, summary)`.
+fn parse_log_lines(text: &str) -> Vec<(u64, String, String)> {
+    text.lines()
+        .map(|line| {
+            let mut parts = line.split_whitespace();
+            let seq = parts.next().and_then(|s| s.parse().ok());
+            let seq = seq.unwrap_or_else(|| panic!("no seq in log line {line:?}"));
+            let kind = parts.next().unwrap_or_default().to_string();
+            (seq, kind, parts.collect::<Vec<_>>().join(" "))
+        })
+        .collect()
+}
+
+/// A long-running `berth` child whose stdout lines are collected; killed on drop.
+struct Follower {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Follower {
+    fn spawn(daemon: &Daemon, args: &[&str]) -> Follower {
+        let mut child = berth()
+            .arg("--data-dir")
+            .arg(daemon.dir())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Follower {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    fn wait_for_line(&mut self, wanted: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let hit = wanted(&line);
+                    self.seen.push(line);
+                    if hit {
+                        return;
+                    }
+                }
+                Err(e) => panic!("no such line ({e}); saw:\n{}", self.seen.join("\n")),
+            }
+        }
+    }
+
+    /// SIGINT, then the exit status (within 10 s).
+    fn interrupt(&mut self) -> Option<i32> {
+        // SAFETY: kill(2) on our own child's pid (not yet reaped); it touches no memory.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGINT);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("berth ignored SIGINT for 10 s");
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `berth box show NAME` until its state is `want`.
+fn wait_for_state(daemon: &Daemon, name: &str, want: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let shown: serde_json::Value =
+            serde_json::from_str(&daemon.berth_ok(&["box", "show", name])).unwrap();
+        if shown["state"] == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} is still {} after {within:?}, not {want}:\n{}",
+            shown["state"],
+            daemon.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn end_to_end_send_resume_logs_templates_tenants() {
+    if let Some(reason) = e2e_skip_reason() {
+        eprintln!("SKIPPED: {reason}");
+        return;
+    }
+    let daemon = Daemon::start();
+
+    let templates = daemon.berth_ok(&["template", "ls"]);
+    assert!(templates.starts_with("NAME"), "{templates}");
+    assert!(
+        templates.lines().any(|l| l.starts_with("echo ")),
+        "no echo template:\n{templates}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&daemon.berth_ok(&["template", "ls", "--json"])).unwrap();
+    assert!(json["templates"].as_array().is_some_and(|t| !t.is_empty()));
+
+    daemon.berth_ok(&["box", "create", "bob", "--template", "echo"]);
+    let answer = daemon.berth_ok(&["send", "bob", "remember 42"]);
+    assert!(answer.contains("42"), "answer: {answer:?}");
+
+    daemon.berth_ok(&["box", "stop", "bob"]);
+    wait_for_state(&daemon, "bob", "stopped", Duration::from_secs(5));
+    // The next message wakes the box; the harness resumes its session from the volume.
+    let answer = daemon.berth_ok(&["send", "bob", "what did I say?"]);
+    assert!(answer.contains("remember 42"), "answer: {answer:?}");
+
+    let timeline = daemon.berth_ok(&["exec", "bob", "--", "sh", "-c", "cat /memory/timeline/*"]);
+    for needle in ["remember 42", "what did I say?", "You said: remember 42"] {
+        assert!(timeline.contains(needle), "{needle:?} not in:\n{timeline}");
+    }
+
+    // The event log: increasing seqs from 1, both turns, their replays and results.
+    let logs = parse_log_lines(&daemon.berth_ok(&["logs", "bob"]));
+    let seqs: Vec<u64> = logs.iter().map(|(seq, _, _)| *seq).collect();
+    assert_eq!(seqs.first(), Some(&1), "{logs:?}");
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "gaps: {seqs:?}");
+    let users: Vec<&str> = logs
+        .iter()
+        .filter(|(_, kind, _)| kind == "user")
+        .map(|(_, _, text)| text.as_str())
+        .collect();
+    assert_eq!(users, ["remember 42", "what did I say?"], "{logs:?}");
+    assert_eq!(logs.iter().filter(|(_, k, _)| k == "result").count(), 2);
+    // --after and --json.
+    let after = seqs[seqs.len() - 2];
+    let tail = daemon.berth_ok(&["logs", "bob", "--after", &after.to_string(), "--json"]);
+    let tail: Vec<serde_json::Value> = tail
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(tail.len(), 1, "{tail:?}");
+    assert_eq!(tail[0]["seq"], after + 1);
+
+    // --no-wait returns once the message is stored; the same --id is the same message.
+    let posted = daemon.berth_ok(&["send", "bob", "hi again", "--id", "k-1", "--no-wait"]);
+    assert!(posted.contains("(seq "), "{posted}");
+    let again = daemon.berth_ok(&["send", "bob", "hi again", "--id", "k-1", "--no-wait"]);
+    assert_eq!(posted, again);
+    let out = daemon.berth(&["send", "bob", "something else", "--id", "k-1", "--no-wait"]);
+    assert_one_line_error(&out, 1, &[]);
+
+    // `logs -f` prints stored events, then follows new ones live; SIGINT ends it with 0.
+    let mut follow = Follower::spawn(&daemon, &["logs", "bob", "-f"]);
+    follow.wait_for_line(|l| l.contains("hi again"));
+    daemon.berth_ok(&["send", "bob", "follow me", "--no-wait"]);
+    follow.wait_for_line(|l| l.contains("result") && l.contains("echo: follow me"));
+    assert_eq!(follow.interrupt(), Some(0));
+    drop(follow);
+
+    // A harness that dies mid-turn fails the send (exit 1); it is restarted for the next.
+    let out = daemon.berth(&["send", "bob", "crash"]);
+    assert_one_line_error(&out, 1, &["exited with status 3"]);
+    let answer = daemon.berth_ok(&["send", "bob", "still there?"]);
+    assert_eq!(answer, "echo: still there?\n");
+    // Sent while an earlier turn is still being answered: only our own answer is printed.
+    daemon.berth_ok(&["send", "bob", "sleep 1500", "--no-wait"]);
+    let answer = daemon.berth_ok(&["send", "bob", "after the nap"]);
+    assert_eq!(answer, "echo: after the nap\n");
+
+    // An idle box is reclaimed (stopped, volume kept) after its idle timeout.
+    daemon.berth_ok(&[
+        "box",
+        "create",
+        "sleepy",
+        "--template",
+        "echo",
+        "--idle-timeout",
+        "2",
+    ]);
+    let answer = daemon.berth_ok(&["send", "sleepy", "remember 7"]);
+    assert!(answer.contains('7'), "{answer:?}");
+    wait_for_state(&daemon, "sleepy", "stopped", Duration::from_secs(30));
+    let answer = daemon.berth_ok(&["send", "sleepy", "what did I say?"]);
+    assert!(answer.contains("remember 7"), "{answer:?}");
+
+    // Errors are one line: a box without a harness, an unknown box.
+    daemon.berth_ok(&["box", "create", "plain"]);
+    let out = daemon.berth(&["send", "plain", "hi"]);
+    assert_one_line_error(&out, 1, &[]);
+    let out = daemon.berth(&["send", "nobody", "hi"]);
+    assert_one_line_error(&out, 1, &["nobody"]);
+    let out = daemon.berth(&["logs", "nobody"]);
+    assert_one_line_error(&out, 1, &["nobody"]);
+
+    // Templates: a bad user file is reported with its line, the good one loads.
+    let dir = daemon.dir().join("templates");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join("mine.toml"),
+        "name = \"mine\"\nbase = \"host\"\nidle_timeout_s = 60\n",
+    )
+    .unwrap();
+    fs::write(dir.join("broken.toml"), "name = \"broken\"\nbase = = 1\n").unwrap();
+    let out = daemon.berth(&["template", "reload"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("broken.toml:2"), "{}", stderr(&out));
+    let templates = daemon.berth_ok(&["template", "ls"]);
+    assert!(
+        templates.lines().any(|l| l.starts_with("mine ")),
+        "{templates}"
+    );
+    assert!(!templates.contains("broken"), "{templates}");
+
+    // Tenants: the key is printed once and sees only the tenant's own boxes.
+    let created = daemon.berth_ok(&["tenant", "create", "acme"]);
+    let key = created
+        .split_whitespace()
+        .find(|w| w.starts_with("berth_"))
+        .unwrap_or_else(|| panic!("no key in {created:?}"));
+    assert!(created.contains("tn_"), "{created}");
+    let theirs = daemon.berth_with(&["box", "ls"], None, &[("BERTH_API_KEY", key)]);
+    assert!(theirs.status.success(), "{}", stderr(&theirs));
+    assert!(!stdout(&theirs).contains("bob"), "{}", stdout(&theirs));
+    let out = daemon.berth_with(&["logs", "bob"], None, &[("BERTH_API_KEY", key)]);
+    assert_one_line_error(&out, 1, &[]);
+    let out = daemon.berth_with(&["tenant", "create", "x"], None, &[("BERTH_API_KEY", key)]);
+    assert_one_line_error(&out, 1, &[]);
+
+    let mut daemon = daemon;
+    let status = daemon.terminate();
+    assert!(status.is_some_and(|s| s.success()), "{}", daemon.logs());
+    let left = daemon.running_containers();
+    assert!(left.is_empty(), "boxes outlived the daemon: {left:?}");
+}
+
+/// Where Claude Code is installed for [`claude_code_is_a_harness`] (`.ci/run` installs it).
+fn claude_code_dir() -> PathBuf {
+    std::env::var_os("BERTH_CLAUDE_CODE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/srv/berth/claude-code"))
+}
+
+/// Claude Code itself, unmodified, as a box's harness: it takes messages as stream-json,
+/// berth knows it received each one from its replay (`--replay-user-messages`), and after
+/// the box is stopped `--continue` sends the earlier turns again. The model is a stand-in
+/// inside the box (a box has no network of its own) that speaks the Messages API's SSE wire
+/// format and repeats every user text it was sent.
+/// Needs `npm install --prefix /srv/berth/claude-code @anthropic-ai/claude-code` (or
+/// `$BERTH_CLAUDE_CODE_DIR`) and python3 on the host.
+#[test]
+fn claude_code_is_a_harness() {
+    if let Some(reason) = e2e_skip_reason() {
+        eprintln!("SKIPPED: {reason}");
+        return;
+    }
+    let claude_dir = claude_code_dir();
+    if !claude_dir.join("node_modules/.bin/claude").exists() {
+        eprintln!(
+            "SKIPPED: no Claude Code in {} (npm install --prefix {} @anthropic-ai/claude-code)",
+            claude_dir.display(),
+            claude_dir.display()
+        );
+        return;
+    }
+    if !Path::new("/usr/bin/python3").exists() {
+        eprintln!("SKIPPED: no /usr/bin/python3 for the model stand-in");
+        return;
+    }
+    let daemon = Daemon::start();
+    let stub = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/model-stub");
+    fs::create_dir_all(daemon.dir().join("templates")).unwrap();
+    fs::write(
+        daemon.dir().join("templates/claude.toml"),
+        format!(
+            r#"name = "claude"
+base = "host"
+idle_timeout_s = 600
+
+[[layers]]
+source = "{claude}"
+target = "/opt/claude-code"
+
+[[layers]]
+source = "{stub}"
+target = "/opt/model-stub"
+
+[harness]
+command = ["/opt/claude-code/node_modules/.bin/claude", "-p", "--input-format", "stream-json",
+           "--output-format", "stream-json", "--verbose", "--replay-user-messages"]
+resume_args = ["--continue"]
+ack = "replay"
+env = {{ CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1", ANTHROPIC_BASE_URL = "http://127.0.0.1:18431", ANTHROPIC_API_KEY = "berth-placeholder" }}
+"#,
+            claude = claude_dir.display(),
+            stub = stub.display()
+        ),
+    )
+    .unwrap();
+    daemon.berth_ok(&["template", "reload"]);
+    daemon.berth_ok(&["box", "create", "cc", "--template", "claude"]);
+
+    // The stand-in model runs inside the box; start it (this wakes the box) and wait for it.
+    let start_model = || {
+        daemon.berth_ok(&[
+            "exec",
+            "cc",
+            "--",
+            "sh",
+            "-c",
+            "setsid python3 /opt/model-stub/model_stub.py 18431 >/tmp/model.log 2>&1 </dev/null &",
+        ]);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let probe = daemon.berth(&[
+                "exec",
+                "cc",
+                "--",
+                "python3",
+                "-c",
+                "import socket; socket.create_connection(('127.0.0.1', 18431), 1)",
+            ]);
+            if probe.status.success() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the model stand-in did not start"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+
+    start_model();
+    let first = daemon.berth_ok(&["send", "cc", "remember 42"]);
+    assert!(first.contains("stub model heard: remember 42"), "{first}");
+
+    daemon.berth_ok(&["box", "stop", "cc"]);
+    start_model();
+    let second = daemon.berth_ok(&["send", "cc", "what did I say?"]);
+    assert!(
+        second.contains("remember 42") && second.contains("what did I say?"),
+        "the resumed session must send the earlier turn: {second}"
+    );
+    let events = daemon.berth_ok(&["logs", "cc", "--json"]);
+    let replays = events
+        .lines()
+        .filter(|l| l.contains("\"type\":\"user\"") && l.contains("isReplay"))
+        .count();
+    assert!(
+        replays >= 2,
+        "each message replayed by Claude Code: {events}"
+    );
 }

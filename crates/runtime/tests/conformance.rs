@@ -51,6 +51,19 @@ async fn boots_and_answers_as_user_1001_with_berth_init_as_pid_1() {
         let (code, _, _) = run(&client, &["head", "-c", "1", file], BoxUser::User, None).await;
         assert_ne!(code, 0, "user could read {file}");
     }
+    // Programs need a world-writable, sticky /tmp (runc takes a tmpfs's mode from the
+    // directory it covers, not from its options).
+    assert_eq!(
+        run_ok(
+            &client,
+            &["sh", "-c", "stat -c %a /tmp && touch /tmp/x && echo ok"],
+            BoxUser::User
+        )
+        .await
+        .split_whitespace()
+        .collect::<Vec<_>>(),
+        ["1777", "ok"]
+    );
     assert!(fx.runtime.list().await.unwrap().contains(&spec.id));
     fx.runtime.stop(&spec.id, GRACE).await.expect("stop");
     assert_eq!(

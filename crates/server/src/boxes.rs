@@ -1,12 +1,17 @@
-//! In-memory state of boxes: one lifecycle lock per box and the guest client of the
-//! current boot. Nothing here is durable; the store is the truth about states, and the
-//! daemon stops every box at start (reconcile) because boot tokens live only here.
+//! In-memory state of boxes: one lifecycle lock per box, the guest client and the pumps
+//! (message delivery, event ingestion) of the current boot, and the signals that wake a
+//! box's delivery pump and its live event readers. Nothing here is durable; the store is
+//! the truth about states (and keeps the boot token, so a restarted daemon can reattach).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use berth_protocol::BoxId;
 use berth_runtime::GuestClient;
+use berth_store::EventListener;
+use tokio::sync::{watch, Notify};
+
+use crate::pumps::Pumps;
 
 /// The live part of one box, behind its lifecycle lock.
 #[derive(Debug, Default)]
@@ -16,25 +21,78 @@ pub struct Live {
     /// Counts this daemon's starts of the box: tells a caller whether the boot it talked
     /// to is still the current one.
     pub boot: u64,
+    /// The delivery and event pumps of the running boot; dropping them stops them.
+    pub pumps: Option<Pumps>,
+}
+
+impl Live {
+    /// The running boot is over (stopped, crashed, deleted): forget its client and stop
+    /// its pumps.
+    pub fn end_boot(&mut self) {
+        self.client = None;
+        self.pumps = None;
+    }
 }
 
 /// One box's lifecycle lock. Start, stop, resume and delete take it for their whole
 /// duration, so concurrent wakes start a box once: the second caller finds it running.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct BoxSlot {
     pub lifecycle: tokio::sync::Mutex<Live>,
+    /// Wakes the delivery pump: a message was stored.
+    pub delivery: Notify,
+    /// The newest stored event seq, for live readers (SSE).
+    pub events: watch::Sender<u64>,
 }
 
-#[derive(Debug, Default)]
+impl Default for BoxSlot {
+    fn default() -> Self {
+        BoxSlot {
+            lifecycle: Default::default(),
+            delivery: Notify::new(),
+            events: watch::Sender::new(0),
+        }
+    }
+}
+
+#[derive(Debug)]
 pub struct BoxTable {
     slots: Mutex<HashMap<BoxId, Arc<BoxSlot>>>,
+    /// Turns `true` when the daemon shuts down: open event streams end.
+    closing: watch::Sender<bool>,
+}
+
+impl Default for BoxTable {
+    fn default() -> Self {
+        BoxTable {
+            slots: Mutex::default(),
+            closing: watch::Sender::new(false),
+        }
+    }
 }
 
 impl BoxTable {
+    /// Ends every open event stream (daemon shutdown): a graceful shutdown waits for open
+    /// connections, and a live stream would never end on its own.
+    pub fn close_streams(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Resolves once [`BoxTable::close_streams`] was called.
+    pub fn closing(&self) -> watch::Receiver<bool> {
+        self.closing.subscribe()
+    }
+
     /// The slot of `id`, created on first use.
     pub fn slot(&self, id: &BoxId) -> Arc<BoxSlot> {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         slots.entry(id.clone()).or_default().clone()
+    }
+
+    /// The slot of `id` if something created it.
+    pub fn existing(&self, id: &BoxId) -> Option<Arc<BoxSlot>> {
+        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots.get(id).cloned()
     }
 
     /// Drops the slot of a deleted box.
@@ -43,6 +101,21 @@ impl BoxTable {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(id);
+    }
+}
+
+/// The store tells the table about every event it appended; live readers of the box wake.
+impl EventListener for BoxTable {
+    fn appended(&self, box_id: &BoxId, last_seq: u64) {
+        if let Some(slot) = self.existing(box_id) {
+            slot.events.send_if_modified(|seq| {
+                let newer = last_seq > *seq;
+                if newer {
+                    *seq = last_seq;
+                }
+                newer
+            });
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use berth_runtime::Runtime;
 
@@ -14,7 +15,13 @@ pub struct ServerConfig {
     /// Where the public API listens (`127.0.0.1:7070` by default; port 0 picks one).
     pub listen: SocketAddr,
     pub runtime: Arc<dyn Runtime>,
+    /// How often the idle reclaimer looks for boxes past their idle timeout
+    /// ([`DEFAULT_IDLE_CHECK`]; tests may make it shorter).
+    pub idle_check: Duration,
 }
+
+/// The idle reclaimer's default tick.
+pub const DEFAULT_IDLE_CHECK: Duration = Duration::from_secs(1);
 
 impl std::fmt::Debug for ServerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -22,6 +29,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("data_dir", &self.data_dir)
             .field("listen", &self.listen)
             .field("runtime", &self.runtime.name())
+            .field("idle_check", &self.idle_check)
             .finish()
     }
 }

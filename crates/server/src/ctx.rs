@@ -4,9 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth_runtime::Runtime;
-use berth_store::Store;
+use berth_store::{BoxRecord, Store};
 
 use crate::boxes::BoxTable;
+use crate::lifecycle::Activity;
+use crate::templates::SharedTemplates;
 
 /// How long a stopping box gets between SIGTERM and SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -16,4 +18,19 @@ pub struct Ctx {
     pub store: Arc<Store>,
     pub runtime: Arc<dyn Runtime>,
     pub boxes: Arc<BoxTable>,
+    /// Who is using which box: `ctx.activity.begin(&id)` for the length of a use.
+    pub activity: Arc<Activity>,
+    /// The template registry; a reload swaps it whole, and applies at a box's next start.
+    pub templates: Arc<SharedTemplates>,
+}
+
+impl Ctx {
+    /// Whether the box's template runs a harness: only such boxes take messages (others:
+    /// 400). Looked up in the current registry (a template reloaded without a harness, or
+    /// gone, takes no more messages).
+    pub fn box_has_harness(&self, record: &BoxRecord) -> bool {
+        self.templates
+            .get(&record.template)
+            .is_some_and(|t| t.harness.is_some())
+    }
 }

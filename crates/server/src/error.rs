@@ -13,10 +13,16 @@ pub enum OpError {
     #[error("invalid box name {name:?}: {rule}")]
     InvalidName { name: String, rule: &'static str },
 
+    #[error("invalid tenant name {name:?}: {rule}")]
+    InvalidTenantName { name: String, rule: &'static str },
+
+    #[error("a tenant named {name:?} already exists")]
+    TenantNameTaken { name: String },
+
     #[error("unknown template {template:?}; available: {}", available.join(", "))]
     UnknownTemplate {
         template: String,
-        available: &'static [&'static str],
+        available: Vec<String>,
     },
 
     #[error("{field} must be between {min} and {max}, got {value}")]
@@ -32,6 +38,18 @@ pub enum OpError {
 
     #[error("invalid exec request: {rule}")]
     InvalidExec { rule: &'static str },
+
+    #[error("the message content is over its limit of {limit_bytes} bytes")]
+    MessageTooLarge { limit_bytes: u64 },
+
+    #[error("invalid message id")]
+    InvalidMessageId(#[source] berth_store::InvalidMessageId),
+
+    #[error("box {name} has no harness to take messages: its template names no harness command")]
+    NoHarness { name: String },
+
+    #[error("message id {id} was already used for a message with different content")]
+    IdempotencyConflict { id: berth_store::MessageId },
 
     #[error("no box {reference:?}")]
     BoxNotFound { reference: String },
@@ -52,6 +70,17 @@ pub enum OpError {
         name: String,
         #[source]
         source: Box<RuntimeError>,
+    },
+
+    #[error("template {template:?} is unavailable: {reason}")]
+    TemplateUnavailable { template: String, reason: String },
+
+    /// The box's template is gone or unusable at start: the box is `failed` with this.
+    #[error("box {name} cannot start: its template {template:?} {problem}")]
+    StartTemplate {
+        name: String,
+        template: String,
+        problem: TemplateProblem,
     },
 
     #[error("the runtime could not {action} box {id}")]
@@ -90,6 +119,15 @@ pub enum OpError {
     },
 }
 
+/// Why a box's template does not let it start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateProblem {
+    #[error("no longer exists (removed, or its file failed the last reload); restore it and start the box again")]
+    Missing,
+    #[error("is unavailable: {reason}")]
+    Unavailable { reason: String },
+}
+
 impl From<GuestError> for OpError {
     fn from(e: GuestError) -> Self {
         OpError::Guest(Box::new(e))
@@ -106,6 +144,7 @@ impl From<StoreError> for OpError {
                     source: Box::new(e),
                 }
             }
+            StoreError::IdempotencyConflict { id } => OpError::IdempotencyConflict { id },
             StoreError::BoxNotFound { id } => OpError::BoxNotFound {
                 reference: id.to_string(),
             },

@@ -4,6 +4,7 @@
 //!   `api/error.rs` is the one place errors become HTTP.
 //! - [`ops`]: typed operations, one per verb, knowing nothing about HTTP.
 //! - [`boxes`]: in-memory per-box state (lifecycle lock, the current guest client).
+//! - [`pumps`]: per-running-box tasks: message delivery and event ingestion.
 //! - [`server`]: start (store, admin key, reconcile, listen) and shutdown.
 
 pub mod api;
@@ -12,8 +13,11 @@ pub mod config;
 pub mod ctx;
 pub mod data_dir_lock;
 pub mod error;
+pub mod lifecycle;
 pub mod ops;
+pub mod pumps;
 pub mod server;
+pub mod templates;
 pub mod validate;
 
 pub use config::{ServerConfig, ADMIN_KEY_FILE, URL_FILE};

@@ -17,13 +17,17 @@ use crate::config::{ServerConfig, ADMIN_KEY_FILE, URL_FILE};
 use crate::ctx::Ctx;
 use crate::data_dir_lock::DataDirLock;
 use crate::error::{error_chain, ServerError};
+use crate::lifecycle::Activity;
 use crate::ops::reconcile;
+use crate::templates::{self, SharedTemplates, TemplateRegistry};
 
 /// A daemon bound to its address, not yet serving.
 pub struct Server {
     listener: TcpListener,
     local_addr: SocketAddr,
     ctx: Ctx,
+    /// The idle reclaimer's tick.
+    idle_check: std::time::Duration,
     /// Held while the server lives: one daemon per data directory.
     _lock: DataDirLock,
     /// The admin key made on this first start (also in `<data>/admin.key`, mode 0600), for
@@ -64,6 +68,8 @@ impl Server {
             store,
             runtime: config.runtime.clone(),
             boxes: Arc::new(BoxTable::default()),
+            activity: Arc::new(Activity::default()),
+            templates: Arc::new(load_templates(data).await),
         };
         if let Err(e) = reconcile::reconcile(&ctx).await {
             // The store failing here fails every request too: refuse to start.
@@ -99,6 +105,7 @@ impl Server {
             listener,
             local_addr,
             ctx,
+            idle_check: config.idle_check,
             admin_key_created,
         })
     }
@@ -119,6 +126,10 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
         let app = crate::api::router(self.ctx.clone());
+        let reclaimer = AbortOnDrop(crate::lifecycle::idle::spawn(
+            self.ctx.clone(),
+            self.idle_check,
+        ));
         let (signalled, on_signal) = tokio::sync::oneshot::channel::<()>();
         let signal = async move {
             shutdown.await;
@@ -132,12 +143,43 @@ impl Server {
             served = &mut serving => served,
             _ = on_signal => {
                 tracing::info!("shutting down: stopping every box");
+                reclaimer.0.abort();
                 reconcile::stop_all(&self.ctx).await;
                 serving.await
             }
         };
+        drop(reclaimer);
         reconcile::stop_all(&self.ctx).await;
         served.map_err(ServerError::Serve)
+    }
+}
+
+/// The built-in templates and `<data>/templates/*.toml`; a bad file is logged and skipped.
+async fn load_templates(data: &Path) -> SharedTemplates {
+    let data = data.to_owned();
+    let loaded = tokio::task::spawn_blocking(move || {
+        TemplateRegistry::load(&data, templates::builtins(&data))
+    })
+    .await;
+    let (registry, errors) = match loaded {
+        Ok(loaded) => loaded,
+        // The loader panicked: a bug, passed on as the panic it is.
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    };
+    for e in &errors {
+        tracing::warn!(error = %error_chain(e), "template skipped");
+    }
+    let names: Vec<String> = registry.list().iter().map(|t| t.name.clone()).collect();
+    tracing::info!(templates = ?names, skipped = errors.len(), "templates loaded");
+    SharedTemplates::new(registry)
+}
+
+/// Aborts a background task when the server's future ends or is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

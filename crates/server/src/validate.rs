@@ -1,16 +1,37 @@
 //! Checks on client input that do not need the store or a box.
 
-use berth_runtime::{Limits, Rootfs};
+use berth_runtime::Limits;
 
 use crate::error::OpError;
 
-/// The templates this build knows.
-pub const TEMPLATES: &[&str] = &["host"];
+/// The template of a box whose creation names none.
 pub const DEFAULT_TEMPLATE: &str = "host";
 
 /// A box name: a DNS label (1–63 of `a-z`, `0-9`, `-`, not starting or ending with `-`).
 pub fn box_name(name: &str) -> Result<(), OpError> {
-    let rule = if name.is_empty() || name.len() > 63 {
+    match label_rule(name) {
+        Some(rule) => Err(OpError::InvalidName {
+            name: name.to_owned(),
+            rule,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A tenant name: the same rules as a box name.
+pub fn tenant_name(name: &str) -> Result<(), OpError> {
+    match label_rule(name) {
+        Some(rule) => Err(OpError::InvalidTenantName {
+            name: name.to_owned(),
+            rule,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The DNS-label rule `name` breaks, if any.
+fn label_rule(name: &str) -> Option<&'static str> {
+    if name.is_empty() || name.len() > 63 {
         Some("a name has 1 to 63 characters")
     } else if !name
         .bytes()
@@ -21,24 +42,6 @@ pub fn box_name(name: &str) -> Result<(), OpError> {
         Some("a name does not start or end with -")
     } else {
         None
-    };
-    match rule {
-        Some(rule) => Err(OpError::InvalidName {
-            name: name.to_owned(),
-            rule,
-        }),
-        None => Ok(()),
-    }
-}
-
-/// The root filesystem of a template.
-pub fn template_rootfs(template: &str) -> Result<Rootfs, OpError> {
-    match template {
-        "host" => Ok(Rootfs::Host),
-        _ => Err(OpError::UnknownTemplate {
-            template: template.to_owned(),
-            available: TEMPLATES,
-        }),
     }
 }
 
@@ -52,7 +55,11 @@ pub struct LimitsInput {
 
 /// Fills defaults and checks ranges (docs/api.md).
 pub fn limits(input: LimitsInput) -> Result<Limits, OpError> {
-    let defaults = Limits::default();
+    limits_over(Limits::default(), input)
+}
+
+/// Fills what the client left out from `defaults` (a template's) and checks ranges.
+pub fn limits_over(defaults: Limits, input: LimitsInput) -> Result<Limits, OpError> {
     let out = Limits {
         memory_mib: input.memory_mib.unwrap_or(defaults.memory_mib),
         pids: input.pids.unwrap_or(defaults.pids),
@@ -62,6 +69,22 @@ pub fn limits(input: LimitsInput) -> Result<Limits, OpError> {
     range("pids", out.pids as f64, 16.0, 65536.0)?;
     range("cpus", out.cpus, 0.1, 256.0)?;
     Ok(out)
+}
+
+/// Shortest and longest idle timeout a client may ask for.
+pub const IDLE_TIMEOUT_S_MIN: u64 = 1;
+/// The same longest timeout as a template file's.
+pub const IDLE_TIMEOUT_S_MAX: u64 = 7 * 86_400;
+
+/// An idle timeout in seconds: 1 s to 7 days.
+pub fn idle_timeout_s(value: u64) -> Result<u64, OpError> {
+    range(
+        "idle_timeout_s",
+        value as f64,
+        IDLE_TIMEOUT_S_MIN as f64,
+        IDLE_TIMEOUT_S_MAX as f64,
+    )?;
+    Ok(value)
 }
 
 fn range(field: &'static str, value: f64, min: f64, max: f64) -> Result<(), OpError> {
@@ -157,10 +180,39 @@ mod tests {
     }
 
     #[test]
-    fn only_the_host_template_exists() {
-        assert_eq!(template_rootfs("host").unwrap(), Rootfs::Host);
-        let err = template_rootfs("ubuntu").unwrap_err();
-        assert!(err.to_string().contains("available: host"), "{err}");
+    fn tenant_names_follow_the_same_rules() {
+        assert!(tenant_name("acme-2").is_ok());
+        assert!(matches!(
+            tenant_name("Acme"),
+            Err(OpError::InvalidTenantName { .. })
+        ));
+        assert!(tenant_name("").is_err());
+    }
+
+    #[test]
+    fn idle_timeouts_are_1_s_to_7_days() {
+        assert_eq!(idle_timeout_s(1).unwrap(), 1);
+        assert_eq!(idle_timeout_s(604_800).unwrap(), 604_800);
+        assert!(idle_timeout_s(0).is_err());
+        assert!(idle_timeout_s(604_801).is_err());
+    }
+
+    #[test]
+    fn limits_fill_from_the_given_defaults() {
+        let defaults = Limits {
+            memory_mib: 1024,
+            pids: 100,
+            cpus: 2.0,
+        };
+        let l = limits_over(
+            defaults,
+            LimitsInput {
+                pids: Some(50),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!((l.memory_mib, l.pids, l.cpus), (1024, 50, 2.0));
     }
 
     #[test]

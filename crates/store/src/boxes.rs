@@ -6,6 +6,7 @@ use rusqlite::{params, OptionalExtension, Row};
 use time::OffsetDateTime;
 
 use crate::error::{sql, StoreError};
+use crate::events::STATE_EVENT;
 use crate::state::{check_transition, BoxState};
 use crate::{format_time, now, parse_time, Store};
 
@@ -19,6 +20,8 @@ pub struct NewBox {
     pub memory_mib: u64,
     pub pids: u64,
     pub cpus: f64,
+    /// Seconds without activity before the box is reclaimed.
+    pub idle_timeout_s: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +36,8 @@ pub struct BoxRecord {
     pub memory_mib: u64,
     pub pids: u64,
     pub cpus: f64,
+    /// Seconds without activity before the box is reclaimed.
+    pub idle_timeout_s: u64,
     /// Stable for the box's life, never reused: the runtime's uid range.
     pub id_slot: u32,
     /// Bumped by every state change.
@@ -41,9 +46,8 @@ pub struct BoxRecord {
     pub updated_at: OffsetDateTime,
 }
 
-const COLUMNS: &str =
-    "id, tenant_id, name, template, state, state_reason, memory_mib, pids, cpus, \
-                       id_slot, generation, created_at, updated_at";
+const COLUMNS: &str = "id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
+                       cpus, id_slot, generation, created_at, updated_at, idle_timeout_s";
 
 impl Store {
     /// Inserts a `stopped` box with the next id slot. A name the tenant already uses is
@@ -62,8 +66,8 @@ impl Store {
         let at_text = format_time(at)?;
         let inserted = tx.execute(
             "INSERT INTO boxes (id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
-             cpus, id_slot, generation, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9, 1, ?10, ?10)",
+             cpus, id_slot, generation, created_at, updated_at, idle_timeout_s) \
+             VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9, 1, ?10, ?10, ?11)",
             params![
                 new.id.as_str(),
                 new.tenant_id.as_str(),
@@ -75,6 +79,7 @@ impl Store {
                 new.cpus,
                 slot,
                 at_text,
+                new.idle_timeout_s as i64,
             ],
         );
         match inserted {
@@ -105,6 +110,7 @@ impl Store {
             memory_mib: new.memory_mib,
             pids: new.pids,
             cpus: new.cpus,
+            idle_timeout_s: new.idle_timeout_s,
             id_slot: slot,
             generation: 1,
             created_at: at,
@@ -192,19 +198,69 @@ impl Store {
             id: id.clone(),
             source,
         })?;
+        let mut event_seq = None;
         if to == BoxState::Deleted {
+            // Its messages and events go with it (ON DELETE CASCADE).
             tx.execute("DELETE FROM boxes WHERE id = ?1", params![id.as_str()])
                 .map_err(sql("delete a box"))?;
         } else {
+            // The boot token lives only while the box runs (or is paused).
             tx.execute(
-                "UPDATE boxes SET state = ?1, state_reason = ?2, generation = generation + 1, updated_at = ?3 \
+                "UPDATE boxes SET state = ?1, state_reason = ?2, generation = generation + 1, updated_at = ?3, \
+                 boot_token = CASE WHEN ?1 IN ('running', 'paused') THEN boot_token ELSE NULL END \
                  WHERE id = ?4 AND generation = ?5",
                 params![to.as_str(), reason, format_time(now())?, id.as_str(), generation as i64],
             )
             .map_err(sql("update a box's state"))?;
+            // Every state change is in the box's event log, in the same transaction.
+            let seq: i64 = tx
+                .query_row(
+                    "SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE box_id = ?1",
+                    params![id.as_str()],
+                    |row| row.get(0),
+                )
+                .map_err(sql("read a box's last event seq"))?;
+            let data = serde_json::json!({"state": to.as_str(), "reason": reason});
+            crate::events::insert(&tx, id, seq as u64, STATE_EVENT, &data, now())?;
+            event_seq = Some(seq as u64);
         }
         tx.commit().map_err(sql("commit a box's state"))?;
+        drop(conn);
+        if let Some(seq) = event_seq {
+            self.notify_appended(id, seq);
+        }
         Ok(generation + 1)
+    }
+
+    /// Records the boot token of the box's running boot, so a restarted daemon can reach
+    /// the box again. Cleared by every change to a state other than running or paused.
+    /// The token is a secret: the database lives in the data directory (mode 0700, root's).
+    pub fn set_boot_token(&self, id: &BoxId, token: &str) -> Result<(), StoreError> {
+        let n = self
+            .conn()
+            .execute(
+                "UPDATE boxes SET boot_token = ?1 WHERE id = ?2",
+                params![token, id.as_str()],
+            )
+            .map_err(sql("store a boot token"))?;
+        if n == 0 {
+            return Err(StoreError::BoxNotFound { id: id.clone() });
+        }
+        Ok(())
+    }
+
+    /// The stored boot token of the box's running boot, if any.
+    pub fn boot_token(&self, id: &BoxId) -> Result<Option<String>, StoreError> {
+        let token: Option<Option<String>> = self
+            .conn()
+            .query_row(
+                "SELECT boot_token FROM boxes WHERE id = ?1",
+                params![id.as_str()],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(sql("read a boot token"))?;
+        token.ok_or_else(|| StoreError::BoxNotFound { id: id.clone() })
     }
 
     /// Deletes the box's row. Deleting a missing box is `Ok(false)`.
@@ -261,6 +317,7 @@ struct RawBox {
     generation: i64,
     created_at: String,
     updated_at: String,
+    idle_timeout_s: i64,
 }
 
 impl RawBox {
@@ -279,6 +336,7 @@ impl RawBox {
             generation: row.get(10)?,
             created_at: row.get(11)?,
             updated_at: row.get(12)?,
+            idle_timeout_s: row.get(13)?,
         })
     }
 
@@ -302,6 +360,7 @@ impl RawBox {
             memory_mib: self.memory_mib as u64,
             pids: self.pids as u64,
             cpus: self.cpus,
+            idle_timeout_s: self.idle_timeout_s as u64,
             id_slot: self.id_slot,
             generation: self.generation as u64,
             created_at: parse_time("boxes.created_at", &self.created_at)?,

@@ -34,6 +34,20 @@ pub enum StoreError {
     #[error("a box named {name:?} already exists")]
     NameTaken { name: String },
 
+    /// A message id (idempotency key) already names a message with other content.
+    #[error("message id {id} was already used for a message with different content")]
+    IdempotencyConflict { id: crate::MessageId },
+
+    #[error("corrupt message state {value:?}")]
+    CorruptMessageState { value: String },
+
+    #[error("corrupt JSON in {column}")]
+    CorruptJson {
+        column: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+
     #[error("box {id} does not exist")]
     BoxNotFound { id: BoxId },
 

@@ -1,4 +1,5 @@
-//! berth's durable state in SQLite: tenants, API keys (hashed) and boxes.
+//! berth's durable state in SQLite: tenants, API keys (hashed), boxes, their messages and
+//! their event logs.
 //!
 //! Every commit is fsync'd (`synchronous=FULL`, WAL). The API is synchronous: one
 //! connection behind a `std::sync::Mutex`. Every call is one short statement or one small
@@ -8,12 +9,14 @@
 
 mod boxes;
 mod error;
+mod events;
+mod messages;
 mod migrations;
 mod state;
 mod tenants;
 
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use rusqlite::Connection;
@@ -22,15 +25,26 @@ use time::OffsetDateTime;
 
 pub use boxes::{BoxRecord, NewBox};
 pub use error::StoreError;
+pub use events::{Appended, EventListener, EventRecord, STATE_EVENT};
+pub use messages::{
+    InvalidMessageId, MessageId, MessageRecord, MessageState, Posted, MAX_MESSAGE_ID_CHARS,
+};
 pub use state::{check_transition, BoxState, InvalidTransition, UnknownState};
 pub use tenants::{Principal, Tenant, DEFAULT_TENANT};
 
 /// The database file's name inside the data directory.
 pub const DB_FILE: &str = "berth.db";
 
-#[derive(Debug)]
 pub struct Store {
     conn: Mutex<Connection>,
+    /// Told after each commit that appended events.
+    listener: RwLock<Option<Arc<dyn EventListener>>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
 }
 
 impl Store {
@@ -52,6 +66,7 @@ impl Store {
         migrations::apply(&mut conn)?;
         Ok(Store {
             conn: Mutex::new(conn),
+            listener: RwLock::new(None),
         })
     }
 
@@ -87,5 +102,7 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+#[cfg(test)]
+mod ingress_tests;
 #[cfg(test)]
 mod tests;

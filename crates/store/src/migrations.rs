@@ -6,7 +6,10 @@ use rusqlite::{params, Connection};
 use crate::error::{sql, StoreError};
 
 /// `(version, sql)`, in order. Never edit a shipped migration: add the next number.
-const MIGRATIONS: &[(u32, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+const MIGRATIONS: &[(u32, &str)] = &[
+    (1, include_str!("../migrations/0001_init.sql")),
+    (2, include_str!("../migrations/0002_messages_events.sql")),
+];
 
 /// Applies every migration newer than the database's; returns the version reached.
 pub(crate) fn apply(conn: &mut Connection) -> Result<u32, StoreError> {

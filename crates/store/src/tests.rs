@@ -15,6 +15,7 @@ fn new_box(tenant: &TenantId, name: &str) -> NewBox {
         memory_mib: 512,
         pids: 256,
         cpus: 1.5,
+        idle_timeout_s: 300,
     }
 }
 

@@ -53,7 +53,8 @@ pub fn host_dirs_to_bind() -> Vec<PathBuf> {
 /// directory beside it and renamed into place, so a crash leaves no half skeleton.
 pub fn ensure_host_rootfs(rootfs: &Path) -> Result<(), RuntimeError> {
     if rootfs.is_dir() {
-        return Ok(());
+        // Skeletons built before the mode was set get it at their next start.
+        return ensure_tmp_mode(rootfs);
     }
     let parent = rootfs.parent().expect("the rootfs path has a parent");
     mkdir_all(parent)?;
@@ -75,12 +76,28 @@ pub fn ensure_host_rootfs(rootfs: &Path) -> Result<(), RuntimeError> {
     }
 }
 
+/// `/tmp` must be world-writable and sticky. runc gives a tmpfs the mode of the directory
+/// it is mounted over, whatever its `mode=` option says.
+fn ensure_tmp_mode(root: &Path) -> Result<(), RuntimeError> {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = root.join("tmp");
+    let mode = std::fs::metadata(&tmp)
+        .map_err(io("stat", &tmp))?
+        .permissions()
+        .mode();
+    if mode & 0o7777 == 0o1777 {
+        return Ok(());
+    }
+    set_mode(&tmp, 0o1777)
+}
+
 fn build(root: &Path) -> Result<(), RuntimeError> {
     mkdir_all(root)?;
     set_mode(root, 0o755)?;
     for dir in MOUNT_POINTS {
         super::mountpoints::ensure(root, dir)?;
     }
+    ensure_tmp_mode(root)?;
     for name in USR_LINKS {
         let host = Path::new("/").join(name);
         let Ok(meta) = host.symlink_metadata() else {

@@ -33,3 +33,14 @@ impl FromRequestParts<Ctx> for Caller {
         }
     }
 }
+
+impl Caller {
+    /// Only an admin key may go on: anyone else gets 403 `permission_denied`.
+    pub fn require_admin(&self) -> Result<&Principal, ApiError> {
+        if self.0.is_admin {
+            Ok(&self.0)
+        } else {
+            Err(ApiError::AdminRequired)
+        }
+    }
+}

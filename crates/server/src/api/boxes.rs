@@ -22,6 +22,8 @@ pub struct CreateBody {
     template: Option<String>,
     #[serde(default)]
     limits: Option<LimitsBody>,
+    #[serde(default)]
+    idle_timeout_s: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -52,6 +54,7 @@ pub async fn create(
                 pids: limits.pids,
                 cpus: limits.cpus,
             },
+            idle_timeout_s: body.idle_timeout_s,
         },
     )?;
     Ok((StatusCode::CREATED, Json(BoxView::from(record))).into_response())

@@ -18,6 +18,9 @@ pub enum ApiError {
     #[error("a valid API key is required: Authorization: Bearer <key>")]
     Unauthorized,
 
+    #[error("this call needs an admin API key")]
+    AdminRequired,
+
     /// The body, query or path did not parse; `detail` is the parser's message.
     #[error("invalid {part}: {detail}")]
     Malformed { part: &'static str, detail: String },
@@ -40,6 +43,7 @@ impl ApiError {
         match self {
             ApiError::Op(op) => op_status(op),
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),
+            ApiError::AdminRequired => (StatusCode::FORBIDDEN, ErrorCode::PermissionDenied),
             ApiError::Malformed { .. } | ApiError::Body(_) => {
                 (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest)
             }
@@ -75,14 +79,24 @@ impl ApiError {
 fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
     match op {
         OpError::InvalidName { .. }
+        | OpError::InvalidTenantName { .. }
         | OpError::UnknownTemplate { .. }
+        | OpError::TemplateUnavailable { .. }
         | OpError::LimitOutOfRange { .. }
         | OpError::InvalidPath { .. }
-        | OpError::InvalidExec { .. } => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
+        | OpError::InvalidExec { .. }
+        | OpError::InvalidMessageId(_)
+        | OpError::NoHarness { .. } => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
+        OpError::MessageTooLarge { .. } => {
+            (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge)
+        }
+        OpError::IdempotencyConflict { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
         OpError::BoxNotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
-        OpError::NameTaken { .. } => (StatusCode::CONFLICT, ErrorCode::AlreadyExists),
+        OpError::NameTaken { .. } | OpError::TenantNameTaken { .. } => {
+            (StatusCode::CONFLICT, ErrorCode::AlreadyExists)
+        }
         OpError::Conflict { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
-        OpError::StartFailed { .. } | OpError::ExecCut => {
+        OpError::StartFailed { .. } | OpError::StartTemplate { .. } | OpError::ExecCut => {
             (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable)
         }
         OpError::Guest(e) => guest_status(e.code()),

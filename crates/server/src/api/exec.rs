@@ -19,6 +19,7 @@ use crate::api::error::ApiError;
 use crate::api::extract::ApiJson;
 use crate::ctx::Ctx;
 use crate::error::error_chain;
+use crate::lifecycle::ActivityGuard;
 use crate::ops::box_find;
 use crate::ops::exec::{exec_collect, exec_stream, ExecCommand};
 
@@ -67,10 +68,12 @@ pub async fn exec(
         .filter_map(|v| v.to_str().ok())
         .any(|v| v.contains(NDJSON));
     if wants_stream {
+        // The box is in use until the response body is done or dropped.
+        let busy = ctx.activity.begin(&record.id);
         let stream = exec_stream(&ctx, &record.id, body.into()).await?;
         Ok((
             [(http::header::CONTENT_TYPE, NDJSON)],
-            Body::from_stream(frames(stream)),
+            Body::from_stream(frames(stream, busy)),
         )
             .into_response())
     } else {
@@ -83,9 +86,10 @@ pub async fn exec(
 /// drops the guest stream, which makes `berth-init` kill the process group.
 fn frames(
     stream: ExecStream,
+    busy: ActivityGuard,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send {
-    futures_util::stream::unfold(Some(stream), |state| async move {
-        let mut stream = state?;
+    futures_util::stream::unfold(Some((stream, busy)), |state| async move {
+        let (mut stream, busy) = state?;
         let (frame, more) = match stream.next_frame().await {
             Ok(Some(frame)) => {
                 let last = matches!(frame, ExecFrame::Exit { .. } | ExecFrame::Error { .. });
@@ -105,6 +109,6 @@ fn frames(
         };
         let mut line = serde_json::to_vec(&frame).unwrap_or_default();
         line.push(b'\n');
-        Some((Ok(Bytes::from(line)), more.then_some(stream)))
+        Some((Ok(Bytes::from(line)), more.then_some((stream, busy))))
     })
 }

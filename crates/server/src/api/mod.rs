@@ -3,9 +3,13 @@
 pub mod auth;
 pub mod boxes;
 pub mod error;
+pub mod events;
 pub mod exec;
 pub mod extract;
 pub mod files;
+pub mod messages;
+pub mod templates;
+pub mod tenants;
 pub mod view;
 
 use std::time::Instant;
@@ -34,6 +38,14 @@ pub fn router(ctx: Ctx) -> Router {
         .route("/v1/boxes/{box_ref}/files/list", get(files::list))
         .route("/v1/boxes/{box_ref}/files/stat", get(files::stat))
         .route("/v1/boxes/{box_ref}/files/mkdir", post(files::mkdir))
+        .route(
+            "/v1/boxes/{box_ref}/messages",
+            post(messages::post).get(messages::list),
+        )
+        .route("/v1/boxes/{box_ref}/events", get(events::events))
+        .route("/v1/templates", get(templates::list))
+        .route("/v1/templates/reload", post(templates::reload))
+        .route("/v1/tenants", post(tenants::create))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(log_request))

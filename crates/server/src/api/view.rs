@@ -11,6 +11,7 @@ pub struct BoxView {
     pub template: String,
     pub state: BoxState,
     pub limits: LimitsView,
+    pub idle_timeout_s: u64,
     pub created_at: String,
     pub state_reason: Option<String>,
 }
@@ -39,6 +40,7 @@ impl From<BoxRecord> for BoxView {
                 pids: r.pids,
                 cpus: r.cpus,
             },
+            idle_timeout_s: r.idle_timeout_s,
             created_at: r.created_at.format(&Rfc3339).unwrap_or_default(),
             state_reason: r.state_reason,
         }

@@ -18,7 +18,7 @@ async fn delete_locked(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
     let slot = ctx.boxes.slot(id);
     let mut live = slot.lifecycle.lock().await;
     let record = reload(ctx, id)?;
-    live.client = None;
+    live.end_boot();
     ctx.runtime
         .remove(id)
         .await
@@ -31,6 +31,7 @@ async fn delete_locked(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
         .update_box_state(id, record.generation, BoxState::Deleted, None)?;
     drop(live);
     ctx.boxes.forget(id);
+    ctx.activity.forget(id);
     tracing::info!(box_id = %id, name = %record.name, "box deleted");
     Ok(())
 }

@@ -5,15 +5,18 @@ use std::future::Future;
 use std::time::Instant;
 
 use berth_protocol::BoxId;
-use berth_runtime::{BootToken, BoxSpec, GuestClient, GuestError, IdMap, Limits, RuntimeStatus};
+use berth_runtime::{
+    BootToken, BoxSpec, GuestClient, GuestError, IdMap, Limits, Rootfs, RuntimeStatus,
+};
 use berth_store::{BoxRecord, BoxState};
 
 use crate::boxes::Live;
 use crate::ctx::{Ctx, STOP_GRACE};
-use crate::error::{error_chain, OpError};
+use crate::error::{error_chain, OpError, TemplateProblem};
 use crate::ops::box_find::reload;
 use crate::ops::detached;
-use crate::validate;
+use crate::pumps::Pumps;
+use crate::templates::Template;
 
 /// Starts the box if needed; returns its current row (`running`).
 pub async fn start_box(ctx: &Ctx, id: &BoxId) -> Result<BoxRecord, OpError> {
@@ -49,7 +52,7 @@ pub async fn ensure_running(ctx: &Ctx, id: &BoxId) -> Result<(GuestClient, u64),
 
 /// After boot `boot` of the box could not be reached: `true` when that boot is over (the
 /// runtime no longer runs it, or another boot replaced it), so a new wake makes sense.
-async fn forget_if_dead(ctx: &Ctx, id: &BoxId, boot: u64) -> Result<bool, OpError> {
+pub(crate) async fn forget_if_dead(ctx: &Ctx, id: &BoxId, boot: u64) -> Result<bool, OpError> {
     let (ctx, id) = (ctx.clone(), id.clone());
     detached(&id.clone(), async move {
         let slot = ctx.boxes.slot(&id);
@@ -67,7 +70,7 @@ async fn forget_if_dead(ctx: &Ctx, id: &BoxId, boot: u64) -> Result<bool, OpErro
         }
         let record = reload(&ctx, &id)?;
         tracing::warn!(box_id = %id, name = %record.name, "the box's processes exited; it will be started again");
-        live.client = None;
+        live.end_boot();
         ctx.runtime
             .stop(&id, STOP_GRACE)
             .await
@@ -114,7 +117,7 @@ async fn wake_locked(ctx: &Ctx, id: &BoxId) -> Result<(GuestClient, u64), OpErro
     if record.state.may_have_processes() {
         // The store says something runs, but this daemon holds no client for it (a start
         // cut short): stop whatever is left, then cold start with a fresh token.
-        live.client = None;
+        live.end_boot();
         ctx.runtime
             .stop(id, STOP_GRACE)
             .await
@@ -133,7 +136,10 @@ async fn wake_locked(ctx: &Ctx, id: &BoxId) -> Result<(GuestClient, u64), OpErro
 
 /// Cold start of a `stopped` or `failed` box, with the lifecycle lock held.
 async fn boot(ctx: &Ctx, live: &mut Live, record: BoxRecord) -> Result<GuestClient, OpError> {
-    let rootfs = validate::template_rootfs(&record.template)?;
+    // The template as it is now, by the box's stored name: a reload applies at the next
+    // start. A missing or unusable one fails the start below, with the reason recorded.
+    let template = ctx.templates.get(&record.template);
+    let rootfs = template.as_ref().map_or(Rootfs::Host, |t| t.rootfs());
     let id_map = IdMap::for_slot(record.id_slot).ok_or_else(|| OpError::NoIdRange {
         id: record.id.clone(),
         slot: record.id_slot,
@@ -152,12 +158,18 @@ async fn boot(ctx: &Ctx, live: &mut Live, record: BoxRecord) -> Result<GuestClie
         },
         boot_token: BootToken::from_random(random),
         id_map,
-        layers: Vec::new(),
-        harness: None,
+        layers: template
+            .as_ref()
+            .map(|t| t.layers.clone())
+            .unwrap_or_default(),
+        harness: template.as_ref().and_then(|t| t.harness.clone()),
     };
     let generation =
         ctx.store
             .update_box_state(&record.id, record.generation, BoxState::Starting, None)?;
+    if let Err(problem) = usable(template.as_deref()) {
+        return Err(fail_template(ctx, record, generation, problem));
+    }
     let began = Instant::now();
     match ctx.runtime.start(&spec).await {
         Ok(client) => {
@@ -174,6 +186,19 @@ async fn boot(ctx: &Ctx, live: &mut Live, record: BoxRecord) -> Result<GuestClie
             tracing::info!(box_id = %record.id, name = %record.name, elapsed_ms = began.elapsed().as_millis() as u64, "box started");
             live.client = Some(client.clone());
             live.boot += 1;
+            // The idle clock starts at the wake.
+            ctx.activity.touch(&record.id);
+            // Kept so a restarted daemon can reattach (ops/reconcile.rs).
+            if let Err(e) = ctx
+                .store
+                .set_boot_token(&record.id, spec.boot_token.as_str())
+            {
+                tracing::error!(box_id = %record.id, error = %error_chain(&e), "cannot store the boot token");
+            }
+            // Messages and events flow only to and from a harness this boot runs.
+            if spec.harness.is_some() {
+                live.pumps = Some(Pumps::start(ctx, &record.id, client.clone(), live.boot));
+            }
             Ok(client)
         }
         Err(source) => {
@@ -190,4 +215,40 @@ async fn boot(ctx: &Ctx, live: &mut Live, record: BoxRecord) -> Result<GuestClie
             })
         }
     }
+}
+
+/// Whether boxes can start from `template` now.
+fn usable(template: Option<&Template>) -> Result<(), TemplateProblem> {
+    match template {
+        None => Err(TemplateProblem::Missing),
+        Some(Template {
+            unavailable: Some(reason),
+            ..
+        }) => Err(TemplateProblem::Unavailable {
+            reason: reason.clone(),
+        }),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Records a start that the box's template forbids as `failed` with the reason.
+fn fail_template(
+    ctx: &Ctx,
+    record: BoxRecord,
+    generation: u64,
+    problem: TemplateProblem,
+) -> OpError {
+    let error = OpError::StartTemplate {
+        name: record.name,
+        template: record.template,
+        problem,
+    };
+    let reason = error_chain(&error);
+    if let Err(e) =
+        ctx.store
+            .update_box_state(&record.id, generation, BoxState::Failed, Some(&reason))
+    {
+        tracing::error!(box_id = %record.id, error = %error_chain(&e), "cannot record a failed start");
+    }
+    error
 }

@@ -22,6 +22,16 @@ pub async fn stop_box(ctx: &Ctx, id: &BoxId) -> Result<BoxRecord, OpError> {
 async fn stop_locked(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
     let slot = ctx.boxes.slot(id);
     let mut live = slot.lifecycle.lock().await;
+    stop_held(ctx, id, &mut live).await
+}
+
+/// Stops the box with its lifecycle lock already held (the idle reclaimer re-checks
+/// idleness under the lock, then stops).
+pub(crate) async fn stop_held(
+    ctx: &Ctx,
+    id: &BoxId,
+    live: &mut crate::boxes::Live,
+) -> Result<(), OpError> {
     let record = reload(ctx, id)?;
     let generation = match record.state {
         BoxState::Stopped | BoxState::Deleted => return Ok(()),
@@ -32,7 +42,7 @@ async fn stop_locked(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
         // Nothing to announce: go straight to `stopped` once the runtime is done.
         BoxState::Failed | BoxState::Starting | BoxState::Stopping => record.generation,
     };
-    live.client = None;
+    live.end_boot();
     if let Err(source) = ctx.runtime.stop(id, STOP_GRACE).await {
         let reason = format!("stop failed: {}", error_chain(&source));
         if record.state != BoxState::Failed {

@@ -67,6 +67,8 @@ impl ExecCommand {
 }
 
 /// Starts the process and returns its frames as they come. Dropping the stream kills it.
+/// The caller holds an activity guard (`ctx.activity.begin`) for as long as it reads the
+/// stream, so the box is not idle meanwhile.
 pub async fn exec_stream(
     ctx: &Ctx,
     id: &BoxId,
@@ -86,6 +88,7 @@ pub async fn exec_collect(
     id: &BoxId,
     command: ExecCommand,
 ) -> Result<ExecOutput, OpError> {
+    let _busy = ctx.activity.begin(id);
     let mut stream = exec_stream(ctx, id, command).await?;
     let mut collector = Collector::default();
     while let Some(frame) = stream.next_frame().await? {

@@ -1,4 +1,5 @@
-//! File calls, passed through to the box's agent after waking the box.
+//! File calls, passed through to the box's agent after waking the box. Each call keeps
+//! the box from being idle while it runs.
 
 use berth_protocol::guest::{BoxUser, FileEntry, FileList, FileQuery};
 use berth_protocol::BoxId;
@@ -32,6 +33,7 @@ impl FileTarget {
 
 pub async fn read(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<Bytes, OpError> {
     let q = target.query()?;
+    let _busy = ctx.activity.begin(id);
     with_guest(ctx, id, |c| {
         let q = q.clone();
         async move { c.read_file(&q).await }
@@ -41,6 +43,7 @@ pub async fn read(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<Bytes, O
 
 pub async fn write(ctx: &Ctx, id: &BoxId, target: &FileTarget, data: Bytes) -> Result<(), OpError> {
     let q = target.query()?;
+    let _busy = ctx.activity.begin(id);
     with_guest(ctx, id, |c| {
         let (q, data) = (q.clone(), data.clone());
         async move { c.write_file(&q, data).await }
@@ -50,6 +53,7 @@ pub async fn write(ctx: &Ctx, id: &BoxId, target: &FileTarget, data: Bytes) -> R
 
 pub async fn list(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileList, OpError> {
     let q = target.query()?;
+    let _busy = ctx.activity.begin(id);
     with_guest(ctx, id, |c| {
         let q = q.clone();
         async move { c.list_files(&q).await }
@@ -59,6 +63,7 @@ pub async fn list(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileList
 
 pub async fn stat(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileEntry, OpError> {
     let q = target.query()?;
+    let _busy = ctx.activity.begin(id);
     with_guest(ctx, id, |c| {
         let q = q.clone();
         async move { c.stat(&q).await }
@@ -68,6 +73,7 @@ pub async fn stat(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileEntr
 
 pub async fn mkdir(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<(), OpError> {
     let q = target.query()?;
+    let _busy = ctx.activity.begin(id);
     with_guest(ctx, id, |c| {
         let q = q.clone();
         async move { c.mkdir(&q).await }
@@ -77,6 +83,7 @@ pub async fn mkdir(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<(), OpE
 
 pub async fn remove(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<(), OpError> {
     let q = target.query()?;
+    let _busy = ctx.activity.begin(id);
     with_guest(ctx, id, |c| {
         let q = q.clone();
         async move { c.remove(&q).await }

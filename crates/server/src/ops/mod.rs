@@ -9,9 +9,13 @@ pub mod box_delete;
 pub mod box_find;
 pub mod box_start;
 pub mod box_stop;
+pub mod events_read;
 pub mod exec;
 pub mod files;
+pub mod message_list;
+pub mod message_post;
 pub mod reconcile;
+pub mod tenant_create;
 
 use std::future::Future;
 

@@ -1,21 +1,37 @@
 //! Bringing the runtime in line with the store at daemon start, and stopping every box at
-//! daemon shutdown. Boot tokens live only in memory, so no box survives a daemon restart:
-//! each is stopped and wakes cold on its next call, with the same disk.
+//! daemon shutdown. A box recorded `running` whose stored boot token still reaches its
+//! agent is reattached (client and pumps restored); every other box that may have
+//! processes is stopped and wakes cold on its next call, with the same disk. Boxes with
+//! queued messages are woken, so no accepted message waits for a later call.
 
 use std::collections::HashSet;
+use std::time::Duration;
 
-use berth_store::BoxState;
+use berth_runtime::BootToken;
+use berth_store::{BoxRecord, BoxState};
 
 use crate::ctx::{Ctx, STOP_GRACE};
 use crate::error::{error_chain, OpError};
 use crate::ops::box_stop::stop_box;
+use crate::ops::message_post;
+use crate::pumps::Pumps;
 
-/// At start: stop every box the store thinks may run, mark it `stopped` (or `failed` if
-/// the runtime cannot stop it), and remove what the runtime holds for boxes with no row.
+/// How long a reattach waits for the agent's `info`.
+const REATTACH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// At start: reattach running boxes that still answer, stop every other box the store
+/// thinks may run and mark it `stopped` (or `failed` if the runtime cannot stop it),
+/// remove what the runtime holds for boxes with no row, and wake boxes with queued
+/// messages.
 pub async fn reconcile(ctx: &Ctx) -> Result<(), OpError> {
+    // Stored events wake live readers (SSE) from now on.
+    ctx.store.set_event_listener(ctx.boxes.clone());
     let records = ctx.store.list_all_boxes()?;
     for record in &records {
         if !record.state.may_have_processes() {
+            continue;
+        }
+        if record.state == BoxState::Running && reattach(ctx, record).await? {
             continue;
         }
         let (to, reason) = match ctx.runtime.stop(&record.id, STOP_GRACE).await {
@@ -53,11 +69,64 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), OpError> {
             tracing::error!(error = %error_chain(&e), "reconcile: cannot list the runtime's boxes")
         }
     }
+    for id in ctx.store.boxes_with_queued_messages()? {
+        tracing::info!(box_id = %id, "reconcile: waking a box with queued messages");
+        message_post::wake(ctx, &id);
+    }
     Ok(())
 }
 
-/// At shutdown: stop every box that may run. Errors are logged; every box gets its try.
+/// Reaches the box's agent with its stored boot token; on an answer, restores the
+/// client and the pumps. `false`: the box must be stopped.
+async fn reattach(ctx: &Ctx, record: &BoxRecord) -> Result<bool, OpError> {
+    let Some(token) = ctx
+        .store
+        .boot_token(&record.id)?
+        .and_then(|t| parse_token(&t))
+    else {
+        return Ok(false);
+    };
+    let client = ctx.runtime.channel(&record.id, &token);
+    match tokio::time::timeout(REATTACH_TIMEOUT, client.info()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            tracing::info!(box_id = %record.id, error = %error_chain(&e), "reconcile: the box does not answer; stopping it");
+            return Ok(false);
+        }
+        Err(_) => {
+            tracing::info!(box_id = %record.id, "reconcile: the box does not answer in time; stopping it");
+            return Ok(false);
+        }
+    }
+    let slot = ctx.boxes.slot(&record.id);
+    let mut live = slot.lifecycle.lock().await;
+    live.client = Some(client.clone());
+    live.boot += 1;
+    if ctx.box_has_harness(record) {
+        live.pumps = Some(Pumps::start(ctx, &record.id, client, live.boot));
+    }
+    tracing::info!(box_id = %record.id, name = %record.name, "reconcile: reattached a running box");
+    Ok(true)
+}
+
+/// The stored token (64 hex characters) as a [`BootToken`].
+fn parse_token(hex: &str) -> Option<BootToken> {
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut bytes = [0u8; 32];
+    for (i, byte) in bytes.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    let token = BootToken::from_random(bytes);
+    // Tokens are written lowercase; anything else was not written by this daemon.
+    (token.as_str() == hex).then_some(token)
+}
+
+/// At shutdown: end open event streams and stop every box that may run. Errors are
+/// logged; every box gets its try.
 pub async fn stop_all(ctx: &Ctx) {
+    ctx.boxes.close_streams();
     let records = match ctx.store.list_all_boxes() {
         Ok(records) => records,
         Err(e) => {
@@ -69,5 +138,19 @@ pub async fn stop_all(ctx: &Ctx) {
         if let Err(e) = stop_box(ctx, &record.id).await {
             tracing::error!(box_id = %record.id, error = %error_chain(&e), "shutdown: cannot stop box");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn stored_tokens_round_trip() {
+        let token = berth_runtime::BootToken::from_random([0x5a; 32]);
+        assert_eq!(
+            super::parse_token(token.as_str()).map(|t| t.as_str().to_owned()),
+            Some(token.as_str().to_owned())
+        );
+        assert!(super::parse_token("zz").is_none());
+        assert!(super::parse_token(&"G".repeat(64)).is_none());
     }
 }

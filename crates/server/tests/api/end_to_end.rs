@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use crate::harness::{error_code, TestServer};
 
 /// The sandbox runtime, or why this host cannot run it.
-fn sandbox(data: &Path) -> Result<Arc<dyn Runtime>, String> {
+pub(crate) fn sandbox(data: &Path) -> Result<Arc<dyn Runtime>, String> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return Err("not root".into());
@@ -51,7 +51,7 @@ fn sandbox(data: &Path) -> Result<Arc<dyn Runtime>, String> {
     Ok(Arc::new(runtime))
 }
 
-async fn with_sandbox() -> Option<TestServer> {
+pub(crate) async fn with_sandbox() -> Option<TestServer> {
     let data = tempfile::tempdir().unwrap();
     match sandbox(data.path()) {
         Ok(runtime) => Some(TestServer::start(runtime, Some("runc".into()), data).await),

@@ -1,6 +1,9 @@
 //! A fake runtime whose boxes are in-process fake agents on Unix sockets: the lifecycle
 //! (wake once, fresh token per boot, stop, delete, reconcile, shutdown) without root.
-//! Each agent checks the boot token like `berth-init` does.
+//! Each agent checks the boot token like `berth-init` does, and speaks the harness calls of
+//! protocol v2 with a [`FakeHarness`] that outlives boots like a volume: a journal of
+//! message ids (duplicates are answered `duplicate: true`), an event journal with its own
+//! seq, and a harness that answers each message with `user`, `assistant`, `result`.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -16,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use berth_protocol::guest::{ExecFrame, ExecRequest, FileEntry, FileKind, FileList, FileQuery};
+use berth_protocol::harness::{DeliverRequest, DeliverResponse, GuestEvent};
 use berth_protocol::{BoxId, ErrorBody, ErrorCode};
 use berth_runtime::{
     BootToken, BoxSpec, Capabilities, GuestAddr, GuestClient, Runtime, RuntimeError, RuntimeStatus,
@@ -25,6 +29,55 @@ use http::StatusCode;
 
 /// Files of every box, by path: they outlive boots, like a volume.
 type Volume = Arc<Mutex<HashMap<String, Vec<u8>>>>;
+
+/// The harness side of a fake box's volume: what it received, what it said.
+#[derive(Debug)]
+pub struct FakeHarness {
+    pub journal: Mutex<Journal>,
+    /// The newest event seq: wakes open event streams.
+    changed: tokio::sync::watch::Sender<u64>,
+    /// The next this many deliveries answer 503 (to test retries).
+    pub fail_deliveries: AtomicUsize,
+}
+
+#[derive(Debug, Default)]
+pub struct Journal {
+    pub seen: std::collections::HashSet<String>,
+    /// Message contents in the order the harness got them (each once).
+    pub received: Vec<String>,
+    pub events: Vec<GuestEvent>,
+}
+
+impl Default for FakeHarness {
+    fn default() -> Self {
+        FakeHarness {
+            journal: Mutex::default(),
+            changed: tokio::sync::watch::Sender::new(0),
+            fail_deliveries: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl FakeHarness {
+    fn emit(&self, kind: &str, data: serde_json::Value) {
+        let seq = {
+            let mut journal = self.journal.lock().unwrap();
+            let seq = journal.events.len() as u64 + 1;
+            journal.events.push(GuestEvent {
+                seq,
+                kind: kind.into(),
+                data,
+                at_ms: 1,
+            });
+            seq
+        };
+        self.changed.send_replace(seq);
+    }
+
+    pub fn received(&self) -> Vec<String> {
+        self.journal.lock().unwrap().received.clone()
+    }
+}
 
 /// A fake box's agent task, and the switch that ends its open exec streams.
 type RunningAgent = (
@@ -43,6 +96,7 @@ pub struct FakeRuntime {
     pub orphans: Vec<BoxId>,
     agents: Mutex<HashMap<BoxId, RunningAgent>>,
     volume: Volume,
+    pub harness: Arc<FakeHarness>,
 }
 
 impl FakeRuntime {
@@ -106,9 +160,12 @@ impl Runtime for FakeRuntime {
                 source,
             })?;
         let (alive, alive_rx) = tokio::sync::watch::channel(true);
+        self.harness
+            .emit("harness_start", serde_json::json!({"pid": 7}));
         let agent = agent(
             spec.boot_token.as_str().to_owned(),
             self.volume.clone(),
+            self.harness.clone(),
             alive_rx,
         );
         let task = tokio::spawn(async move {
@@ -173,14 +230,21 @@ impl Runtime for FakeRuntime {
 struct Agent {
     token: String,
     volume: Volume,
+    harness: Arc<FakeHarness>,
     /// Turns `false` when the box is stopped: open exec streams end then.
     alive: tokio::sync::watch::Receiver<bool>,
 }
 
-fn agent(token: String, volume: Volume, alive: tokio::sync::watch::Receiver<bool>) -> Router {
+fn agent(
+    token: String,
+    volume: Volume,
+    harness: Arc<FakeHarness>,
+    alive: tokio::sync::watch::Receiver<bool>,
+) -> Router {
     let state = Agent {
         token,
         volume,
+        harness,
         alive,
     };
     Router::new()
@@ -189,6 +253,8 @@ fn agent(token: String, volume: Volume, alive: tokio::sync::watch::Receiver<bool
             get(|| async { Json(serde_json::json!({"protocol_version": 1, "boot_id": "fake"})) }),
         )
         .route("/v1/exec", post(exec))
+        .route("/v1/messages", post(deliver))
+        .route("/v1/events", get(events))
         .route(
             "/v1/files",
             get(read)
@@ -329,4 +395,90 @@ async fn list(State(agent): State<Agent>, Query(q): Query<FileQuery>) -> Json<Fi
         .map(|(path, data)| entry(path, data))
         .collect();
     Json(FileList { entries })
+}
+
+/// Journals the id; a new message is "written to the harness", which answers it.
+async fn deliver(State(agent): State<Agent>, body: Bytes) -> Response {
+    let req: DeliverRequest = serde_json::from_slice(&body).unwrap();
+    let failing = agent
+        .harness
+        .fail_deliveries
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok();
+    if failing {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Unavailable,
+            "harness busy",
+        );
+    }
+    let harness = &agent.harness;
+    let duplicate = {
+        let mut journal = harness.journal.lock().unwrap();
+        let new = journal.seen.insert(req.id.clone());
+        if new {
+            journal.received.push(req.content.clone());
+        }
+        !new
+    };
+    if !duplicate {
+        let user =
+            serde_json::json!({"type":"user","message":{"role":"user","content":req.content}});
+        harness.emit("user", user);
+        harness.emit(
+            "assistant",
+            serde_json::json!({"type":"assistant","text":format!("echo: {}", req.content)}),
+        );
+        harness.emit(
+            "result",
+            serde_json::json!({"type":"result","result":req.content}),
+        );
+    }
+    Json(DeliverResponse {
+        id: req.id,
+        duplicate,
+    })
+    .into_response()
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct After {
+    after: u64,
+}
+
+/// Every event after `after`, then new ones, until the box stops.
+async fn events(State(agent): State<Agent>, Query(q): Query<After>) -> Response {
+    let changed = agent.harness.changed.subscribe();
+    let state = (q.after, changed, agent.alive.clone(), agent.harness.clone());
+    let stream = futures_util::stream::unfold(
+        state,
+        |(after, mut changed, mut alive, harness)| async move {
+            loop {
+                let new: Vec<GuestEvent> = harness
+                    .journal
+                    .lock()
+                    .unwrap()
+                    .events
+                    .iter()
+                    .filter(|e| e.seq > after)
+                    .cloned()
+                    .collect();
+                if let Some(last) = new.last().map(|e| e.seq) {
+                    let lines: String = new
+                        .iter()
+                        .map(|e| serde_json::to_string(e).unwrap() + "\n")
+                        .collect();
+                    return Some((
+                        Ok::<_, std::io::Error>(lines),
+                        (last, changed, alive, harness),
+                    ));
+                }
+                tokio::select! {
+                    r = changed.changed() => if r.is_err() { return None; },
+                    _ = alive.wait_for(|alive| !alive) => return None,
+                }
+            }
+        },
+    );
+    axum::body::Body::from_stream(stream).into_response()
 }

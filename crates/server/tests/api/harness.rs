@@ -92,6 +92,8 @@ impl TestServer {
             data_dir: data.path().to_owned(),
             listen: "127.0.0.1:0".parse().unwrap(),
             runtime,
+            // Short, so idle-reclaim tests wait little.
+            idle_check: Duration::from_millis(200),
         };
         let server = Server::bind(config).await.expect("the daemon binds");
         let key = server.admin_key_created.clone().unwrap_or_else(|| {
@@ -209,7 +211,7 @@ impl Drop for TestServer {
 }
 
 /// Kills and deletes every container under an OCI runtime root (blocking, for Drop).
-fn kill_containers(runc: &str, root: &Path) {
+pub(crate) fn kill_containers(runc: &str, root: &Path) {
     if !root.exists() {
         return;
     }

@@ -348,6 +348,7 @@ async fn start_reconciles_the_store_and_the_runtime() {
                     memory_mib: 512,
                     pids: 256,
                     cpus: 1.0,
+                    idle_timeout_s: 300,
                 })
                 .unwrap();
             let mut generation = record.generation;
@@ -369,6 +370,7 @@ async fn start_reconciles_the_store_and_the_runtime() {
         data_dir: data.path().to_owned(),
         listen: "127.0.0.1:0".parse().unwrap(),
         runtime: fake.clone(),
+        idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
     })
     .await
     .unwrap();

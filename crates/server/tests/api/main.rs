@@ -13,5 +13,12 @@
 mod end_to_end;
 mod fake;
 mod harness;
+mod idle;
+mod isolation;
 mod lifecycle;
+mod messages;
 mod requests;
+mod sse;
+mod talk;
+mod templates;
+mod tenants;

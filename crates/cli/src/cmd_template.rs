@@ -1,0 +1,195 @@
+//! `berth template …`: list the templates boxes are made from, and re-read the user ones.
+
+use std::io::Write as _;
+
+use anyhow::Context as _;
+use clap::Subcommand;
+use http::Method;
+use serde::Deserialize;
+
+use crate::client::Client;
+use crate::table::table;
+
+#[derive(Debug, Subcommand)]
+pub enum TemplateCommand {
+    /// List templates as a table (NAME, BASE, HARNESS, IDLE, ORIGIN).
+    #[command(visible_alias = "list")]
+    Ls {
+        /// Print the daemon's raw JSON answer instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-read <data dir>/templates/*.toml; a bad file is reported (file:line) and skipped.
+    /// Exits 1 if any file was bad.
+    Reload,
+}
+
+/// What we read of a template. Lenient: the API may add fields.
+#[derive(Debug, Deserialize)]
+pub struct TemplateView {
+    pub name: String,
+    #[serde(default)]
+    pub base: String,
+    #[serde(default)]
+    pub idle_timeout_s: Option<u64>,
+    #[serde(default)]
+    pub harness: Option<HarnessView>,
+    #[serde(default)]
+    pub origin: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct HarnessView {
+    #[serde(default)]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct TemplateList {
+    templates: Vec<TemplateView>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ReloadAnswer {
+    templates: Vec<TemplateView>,
+    #[serde(default)]
+    errors: Vec<LoadError>,
+}
+
+#[derive(Debug, Deserialize)]
+struct LoadError {
+    file: String,
+    #[serde(default)]
+    line: Option<u64>,
+    message: String,
+}
+
+pub async fn run(client: &Client, command: TemplateCommand) -> anyhow::Result<u8> {
+    let mut out = std::io::stdout().lock();
+    let status = match command {
+        TemplateCommand::Ls { json: true } => {
+            let raw: serde_json::Value = client
+                .json(Method::GET, "/v1/templates", None::<&()>, "a template list")
+                .await?;
+            writeln!(out, "{}", serde_json::to_string_pretty(&raw)?)?;
+            0
+        }
+        TemplateCommand::Ls { json: false } => {
+            let list: TemplateList = client
+                .json(Method::GET, "/v1/templates", None::<&()>, "a template list")
+                .await?;
+            out.write_all(template_table(&list.templates).as_bytes())?;
+            0
+        }
+        TemplateCommand::Reload => {
+            let answer: ReloadAnswer = client
+                .json(
+                    Method::POST,
+                    "/v1/templates/reload",
+                    None::<&()>,
+                    "a template reload",
+                )
+                .await?;
+            for error in &answer.errors {
+                eprintln!("{}", error_line(error));
+            }
+            writeln!(out, "{}", reload_summary(&answer))?;
+            u8::from(!answer.errors.is_empty())
+        }
+    };
+    out.flush().context("writing to stdout")?;
+    Ok(status)
+}
+
+fn reload_summary(answer: &ReloadAnswer) -> String {
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let mut line = format!(
+        "loaded {}",
+        plural(answer.templates.len(), "template", "templates")
+    );
+    if !answer.errors.is_empty() {
+        line.push_str(&format!(
+            "; skipped {}",
+            plural(answer.errors.len(), "bad file", "bad files")
+        ));
+    }
+    line
+}
+
+/// `file:line: message`, as compilers print them.
+fn error_line(error: &LoadError) -> String {
+    match error.line {
+        Some(line) => format!("{}:{line}: {}", error.file, error.message),
+        None => format!("{}: {}", error.file, error.message),
+    }
+}
+
+fn template_table(templates: &[TemplateView]) -> String {
+    let rows: Vec<Vec<String>> = templates
+        .iter()
+        .map(|t| {
+            vec![
+                t.name.clone(),
+                t.base.clone(),
+                t.harness
+                    .as_ref()
+                    .map(|h| h.command.join(" "))
+                    .filter(|c| !c.is_empty())
+                    .unwrap_or_else(|| "-".into()),
+                t.idle_timeout_s
+                    .map(|s| format!("{s}s"))
+                    .unwrap_or_else(|| "-".into()),
+                t.origin.clone(),
+            ]
+        })
+        .collect();
+    table(&["NAME", "BASE", "HARNESS", "IDLE", "ORIGIN"], &rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn templates_are_a_table() {
+        let list: TemplateList = serde_json::from_value(json!({"templates":[
+            {"name":"host","base":"host","idle_timeout_s":300,"limits":{},"layers":[],"harness":null,"origin":"builtin"},
+            {"name":"echo","base":"host","idle_timeout_s":60,"layers":[],
+             "harness":{"command":["/opt/echo/echo-harness","--x"],"resume_args":[],"env":{}},"origin":"builtin"}
+        ]}))
+        .unwrap();
+        let text = template_table(&list.templates);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "NAME   BASE   HARNESS                      IDLE   ORIGIN"
+        );
+        assert_eq!(
+            lines[1],
+            "host   host   -                            300s   builtin"
+        );
+        assert_eq!(
+            lines[2],
+            "echo   host   /opt/echo/echo-harness --x   60s    builtin"
+        );
+    }
+
+    #[test]
+    fn errors_name_file_and_line() {
+        let answer: ReloadAnswer = serde_json::from_value(json!({"templates":[],"errors":[
+            {"file":"/d/templates/bad.toml","line":3,"message":"expected `=`"},
+            {"file":"/d/templates/x.toml","line":null,"message":"unreadable"}
+        ]}))
+        .unwrap();
+        assert_eq!(
+            error_line(&answer.errors[0]),
+            "/d/templates/bad.toml:3: expected `=`"
+        );
+        assert_eq!(
+            error_line(&answer.errors[1]),
+            "/d/templates/x.toml: unreadable"
+        );
+    }
+}

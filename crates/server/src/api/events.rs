@@ -1,0 +1,156 @@
+//! `GET /v1/boxes/{ref}/events`: the box's event log as Server-Sent Events (stored events,
+//! then live ones), or one JSON page with `wait=false`.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use berth_store::EventRecord;
+use futures_util::stream::{self, Stream, StreamExt};
+use http::HeaderMap;
+use serde::{Deserialize, Serialize};
+use time::format_description::well_known::Rfc3339;
+
+use crate::api::auth::Caller;
+use crate::api::error::ApiError;
+use crate::api::extract::ApiQuery;
+use crate::ctx::Ctx;
+use crate::error::error_chain;
+use crate::ops::events_read::{self, EventFeed};
+
+/// A comment line this often keeps proxies from closing an idle stream.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    #[serde(default)]
+    after: Option<u64>,
+    #[serde(default = "yes")]
+    wait: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One event as clients see it (docs/api.md).
+#[derive(Debug, Serialize)]
+pub struct EventView {
+    seq: u64,
+    #[serde(rename = "type")]
+    kind: String,
+    data: serde_json::Value,
+    created_at: String,
+}
+
+impl From<EventRecord> for EventView {
+    fn from(e: EventRecord) -> Self {
+        EventView {
+            seq: e.seq,
+            kind: e.kind,
+            data: e.data,
+            created_at: e.created_at.format(&Rfc3339).unwrap_or_default(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct EventPageView {
+    events: Vec<EventView>,
+    next_after: u64,
+}
+
+pub async fn events(
+    State(ctx): State<Ctx>,
+    Caller(who): Caller,
+    Path(box_ref): Path<String>,
+    headers: HeaderMap,
+    ApiQuery(q): ApiQuery<EventsQuery>,
+) -> Result<Response, ApiError> {
+    let after = resume_after(&headers, q.after)?;
+    if !q.wait {
+        let page = events_read::read_page(&ctx, &who.tenant_id, &box_ref, after)?;
+        let view = EventPageView {
+            events: page.events.into_iter().map(EventView::from).collect(),
+            next_after: page.next_after,
+        };
+        return Ok(Json(view).into_response());
+    }
+    let feed = EventFeed::open(&ctx, &who.tenant_id, &box_ref, after)?;
+    // An open stream keeps the box from being reclaimed as idle.
+    let guard = ctx.activity.begin(&feed.id);
+    let stream = sse_stream(feed).map(move |event| {
+        let _ = &guard;
+        event
+    });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response())
+}
+
+/// Where to resume: the `Last-Event-ID` header (what a reconnecting EventSource sends),
+/// else `?after=`, else from the start.
+fn resume_after(headers: &HeaderMap, after: Option<u64>) -> Result<u64, ApiError> {
+    let Some(value) = headers.get("last-event-id") else {
+        return Ok(after.unwrap_or(0));
+    };
+    let malformed = || ApiError::Malformed {
+        part: "Last-Event-ID header",
+        detail: "expected an event seq (a non-negative integer)".into(),
+    };
+    let text = value.to_str().map_err(|_| malformed())?.trim();
+    if text.is_empty() {
+        return Ok(after.unwrap_or(0));
+    }
+    text.parse::<u64>().map_err(|_| malformed())
+}
+
+fn sse_stream(feed: EventFeed) -> impl Stream<Item = Result<Event, Infallible>> {
+    stream::unfold(feed, |mut feed| async move {
+        match feed.next().await {
+            Ok(Some(events)) => Some((events, feed)),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::error!(box_id = %feed.id, error = %error_chain(&e), "event stream ended");
+                None
+            }
+        }
+    })
+    .flat_map(|events| stream::iter(events.into_iter().map(|e| Ok(sse_event(e)))))
+}
+
+fn sse_event(record: EventRecord) -> Event {
+    // SSE fields are lines: a type with a line break (a harness's choice) must not break
+    // the framing.
+    let kind: String = record
+        .kind
+        .chars()
+        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+        .collect();
+    let seq = record.seq;
+    let view = EventView::from(record);
+    let data = serde_json::to_string(&view).unwrap_or_else(|_| "{}".into());
+    Event::default().id(seq.to_string()).event(kind).data(data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_resume_point_comes_from_the_header_then_the_query() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(resume_after(&headers, None).unwrap(), 0);
+        assert_eq!(resume_after(&headers, Some(4)).unwrap(), 4);
+        headers.insert("last-event-id", "7".parse().unwrap());
+        assert_eq!(resume_after(&headers, Some(4)).unwrap(), 7);
+        headers.insert("last-event-id", "x7".parse().unwrap());
+        assert!(resume_after(&headers, None).is_err());
+        headers.insert("last-event-id", "-1".parse().unwrap());
+        assert!(resume_after(&headers, None).is_err());
+    }
+}

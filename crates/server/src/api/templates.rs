@@ -1,0 +1,127 @@
+//! `GET /v1/templates`, and `POST /v1/templates/reload` (admin).
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::Json;
+use berth_runtime::Limits;
+use serde::Serialize;
+
+use crate::api::auth::Caller;
+use crate::api::error::ApiError;
+use crate::ctx::Ctx;
+use crate::error::error_chain;
+use crate::templates::{Template, TemplateError, TemplateRegistry};
+
+#[derive(Debug, Serialize)]
+pub struct TemplateView {
+    pub name: String,
+    pub base: &'static str,
+    pub idle_timeout_s: u64,
+    pub limits: Limits,
+    pub layers: Vec<LayerView>,
+    pub harness: Option<HarnessView>,
+    /// `builtin`, or the template's file.
+    pub origin: String,
+    /// Why boxes cannot be made from it now; `null`: usable.
+    pub unavailable: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LayerView {
+    pub source: String,
+    pub target: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HarnessView {
+    pub command: Vec<String>,
+    pub resume_args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TemplateListView {
+    pub templates: Vec<TemplateView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ReloadView {
+    pub templates: Vec<TemplateView>,
+    pub errors: Vec<TemplateErrorView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TemplateErrorView {
+    pub file: String,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl From<&Template> for TemplateView {
+    fn from(t: &Template) -> Self {
+        TemplateView {
+            name: t.name.clone(),
+            base: t.base.as_str(),
+            idle_timeout_s: t.idle_timeout_s,
+            limits: t.limits,
+            layers: t
+                .layers
+                .iter()
+                .map(|l| LayerView {
+                    source: l.source.display().to_string(),
+                    target: l.target.clone(),
+                })
+                .collect(),
+            harness: t.harness.as_ref().map(|h| HarnessView {
+                command: h.command.clone(),
+                resume_args: h.resume_args.clone(),
+                env: h.env.clone(),
+            }),
+            origin: t.origin.to_string(),
+            unavailable: t.unavailable.clone(),
+        }
+    }
+}
+
+impl From<&TemplateError> for TemplateErrorView {
+    fn from(e: &TemplateError) -> Self {
+        TemplateErrorView {
+            file: e.file.display().to_string(),
+            line: e.line,
+            message: e.message(),
+        }
+    }
+}
+
+fn views(registry: &TemplateRegistry) -> Vec<TemplateView> {
+    registry.list().iter().map(|t| t.as_ref().into()).collect()
+}
+
+pub async fn list(State(ctx): State<Ctx>, Caller(_who): Caller) -> Json<TemplateListView> {
+    Json(TemplateListView {
+        templates: views(&ctx.templates.current()),
+    })
+}
+
+/// Re-reads `<data-dir>/templates/*.toml`; a bad file is reported (and logged) and skipped.
+/// Boxes pick up the new templates at their next start.
+pub async fn reload(State(ctx): State<Ctx>, caller: Caller) -> Result<Json<ReloadView>, ApiError> {
+    caller.require_admin()?;
+    let shared = ctx.templates.clone();
+    let (registry, errors) = tokio::task::spawn_blocking(move || shared.reload())
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    for e in &errors {
+        tracing::warn!(error = %error_chain(e), "template skipped");
+    }
+    tracing::info!(
+        templates = registry.list().len(),
+        skipped = errors.len(),
+        "templates reloaded"
+    );
+    Ok(Json(ReloadView {
+        templates: views(&registry),
+        errors: errors.iter().map(TemplateErrorView::from).collect(),
+    }))
+}

@@ -1,0 +1,128 @@
+//! The idle reclaimer: every tick, a running box that nobody used for its
+//! `idle_timeout_s` is stopped through the normal stop (`stopping` → `stopped`: the
+//! processes die, the volume stays). The next call that needs it wakes it cold.
+//!
+//! Idle means: no [`ActivityGuard`](super::ActivityGuard) held (exec, file call, open
+//! event stream, message delivery), none dropped within the timeout, no message waiting in
+//! the store, and a harness with no turn in flight. The last two cost a query and a guest
+//! call, so they are asked only once the cheap check says the timeout has passed, and again
+//! under the box's lifecycle lock right before the stop, so a concurrent wake is never cut.
+//! Paused boxes are left alone.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use berth_protocol::harness::HarnessStatus;
+use berth_protocol::BoxId;
+use berth_store::{BoxRecord, BoxState};
+
+use crate::boxes::Live;
+use crate::ctx::Ctx;
+use crate::error::{error_chain, OpError};
+use crate::lifecycle::Use;
+use crate::ops::box_find::reload;
+use crate::ops::box_stop::stop_held;
+
+/// How long the reclaimer waits for a harness to say whether it is busy.
+const HARNESS_STATUS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Runs the reclaimer until the task is aborted, checking every `every`.
+pub fn spawn(ctx: Ctx, every: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let reclaiming = Arc::new(Mutex::new(HashSet::new()));
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            sweep(&ctx, &reclaiming);
+        }
+    })
+}
+
+/// Starts a reclaim for every running box past its timeout (one at a time per box).
+fn sweep(ctx: &Ctx, reclaiming: &Arc<Mutex<HashSet<BoxId>>>) {
+    let records = match ctx.store.list_all_boxes() {
+        Ok(records) => records,
+        Err(e) => {
+            tracing::error!(error = %error_chain(&e), "idle reclaimer: cannot list boxes");
+            return;
+        }
+    };
+    for record in records {
+        if record.state != BoxState::Running || !timed_out(ctx, &record) {
+            continue;
+        }
+        if !reclaiming
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(record.id.clone())
+        {
+            continue;
+        }
+        let (ctx, reclaiming) = (ctx.clone(), reclaiming.clone());
+        tokio::spawn(async move {
+            let id = record.id.clone();
+            if let Err(e) = reclaim(&ctx, &id).await {
+                tracing::error!(box_id = %id, error = %error_chain(&e), "idle reclaimer: cannot stop box");
+            }
+            reclaiming
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+        });
+    }
+}
+
+/// The cheap check: no call in flight and none for the box's idle timeout.
+fn timed_out(ctx: &Ctx, record: &BoxRecord) -> bool {
+    match ctx.activity.state(&record.id) {
+        Use::Busy(_) => false,
+        Use::IdleFor(elapsed) => elapsed >= Duration::from_secs(record.idle_timeout_s),
+    }
+}
+
+/// Under the box's lifecycle lock: checks again, then stops the box. `Ok(true)` when it
+/// was stopped.
+pub async fn reclaim(ctx: &Ctx, id: &BoxId) -> Result<bool, OpError> {
+    let slot = ctx.boxes.slot(id);
+    let mut live = slot.lifecycle.lock().await;
+    let record = reload(ctx, id)?;
+    if record.state != BoxState::Running || !timed_out(ctx, &record) {
+        return Ok(false);
+    }
+    if harness_busy(&live, id).await || messages_waiting(ctx, id)? {
+        // Busy after all: the clock starts again from now.
+        ctx.activity.touch(id);
+        return Ok(false);
+    }
+    tracing::info!(box_id = %id, name = %record.name, idle_timeout_s = record.idle_timeout_s, "box idle: reclaiming");
+    stop_held(ctx, id, &mut live).await?;
+    Ok(true)
+}
+
+/// Whether the box's harness has a turn in flight. A box that does not answer (no
+/// harness, an agent without the call, a dead box) is not busy.
+async fn harness_busy(live: &Live, id: &BoxId) -> bool {
+    let Some(client) = live.client.clone() else {
+        return false;
+    };
+    match tokio::time::timeout(HARNESS_STATUS_TIMEOUT, client.harness_status()).await {
+        Ok(Ok(HarnessStatus {
+            turns_in_flight, ..
+        })) => turns_in_flight > 0,
+        Ok(Err(e)) => {
+            tracing::debug!(box_id = %id, error = %error_chain(&e), "idle reclaimer: no harness status");
+            false
+        }
+        Err(_) => {
+            tracing::warn!(box_id = %id, "idle reclaimer: the harness status did not come in time; counting the box as busy");
+            true
+        }
+    }
+}
+
+/// Whether the store holds messages for the box that were not delivered yet.
+fn messages_waiting(ctx: &Ctx, id: &BoxId) -> Result<bool, OpError> {
+    Ok(ctx.store.count_undelivered(id)? > 0)
+}

@@ -1,0 +1,74 @@
+//! The event pump: reads the box's guest event journal from the stored cursor and stores
+//! each batch (with the new cursor, in one transaction); reconnects from the cursor after
+//! any break. Storing wakes live readers through the store's event listener.
+
+use berth_protocol::harness::GuestEvent;
+use berth_protocol::BoxId;
+use berth_runtime::GuestClient;
+use futures_util::FutureExt;
+
+use crate::ctx::Ctx;
+use crate::error::error_chain;
+use crate::pumps::Backoff;
+
+/// Most events stored in one transaction.
+const MAX_BATCH: usize = 256;
+
+pub(crate) async fn run(ctx: Ctx, id: BoxId, client: GuestClient) {
+    let mut backoff = Backoff::new();
+    loop {
+        match pump(&ctx, &id, &client, &mut backoff).await {
+            Ok(()) => tracing::debug!(box_id = %id, "events: the stream ended; reconnecting"),
+            Err(e) => {
+                tracing::debug!(box_id = %id, error = %e, "events: stream broken; reconnecting")
+            }
+        }
+        backoff.wait().await;
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum PumpError {
+    #[error(transparent)]
+    Guest(#[from] berth_runtime::GuestError),
+    #[error("{}", error_chain(.0))]
+    Store(#[from] berth_store::StoreError),
+}
+
+/// One connection: every event after the stored cursor, stored as it comes.
+async fn pump(
+    ctx: &Ctx,
+    id: &BoxId,
+    client: &GuestClient,
+    backoff: &mut Backoff,
+) -> Result<(), PumpError> {
+    let cursor = ctx.store.event_cursor(id)?;
+    let mut stream = client.events(cursor).await?;
+    loop {
+        let Some(first) = stream.next_frame().await? else {
+            return Ok(());
+        };
+        let mut batch: Vec<GuestEvent> = vec![first];
+        let mut end = None;
+        // Whatever has already arrived goes into the same transaction (one fsync).
+        while batch.len() < MAX_BATCH {
+            match stream.next_frame().now_or_never() {
+                Some(Ok(Some(event))) => batch.push(event),
+                Some(Ok(None)) => {
+                    end = Some(Ok(()));
+                    break;
+                }
+                Some(Err(e)) => {
+                    end = Some(Err(e.into()));
+                    break;
+                }
+                None => break,
+            }
+        }
+        ctx.store.append_guest_events(id, &batch)?;
+        backoff.reset();
+        if let Some(end) = end {
+            return end;
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! The template registry: what a box is made from (base rootfs, layers, harness, limits,
+//! idle timeout). Built-in templates ship with berth (`builtin.rs`); user templates are
+//! `<data-dir>/templates/NAME.toml` files (`parse.rs`; the format is in `docs/templates.md`).
+//!
+//! Loading never half-loads a file: a file that does not parse or validate is reported
+//! ([`TemplateError`], with its file and line) and skipped, and the others load. A registry is
+//! immutable; [`TemplateRegistry::reload`] builds a new one, and [`SharedTemplates`] swaps it
+//! in atomically for the server.
+
+mod builtin;
+mod error;
+mod parse;
+mod registry;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::path::PathBuf;
+
+pub use builtin::{
+    builtins, echo_harness_binary, echo_layer_dir, prepare_echo_layer, EchoLayerError,
+    ECHO_LAYER_TARGET,
+};
+pub use error::{TemplateError, TemplateErrorKind};
+pub use parse::{parse_template, DEFAULT_IDLE_TIMEOUT_S, IDLE_TIMEOUT_S_RANGE};
+pub use registry::MAX_FILE_BYTES;
+pub use registry::{templates_dir, SharedTemplates, TemplateRegistry};
+
+use berth_protocol::harness::HarnessConfig;
+use berth_runtime::{Limits, Rootfs};
+
+/// A read-only shared layer of a template: a host directory and where it goes in the box.
+pub type LayerSpec = berth_runtime::Layer;
+
+/// One template, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Template {
+    /// A DNS label; for a file, its stem.
+    pub name: String,
+    pub base: Base,
+    /// Seconds without activity before the box is reclaimed.
+    pub idle_timeout_s: u64,
+    /// Defaults for boxes of this template (a box may override each).
+    pub limits: Limits,
+    pub layers: Vec<LayerSpec>,
+    /// `None`: boxes of this template take no messages.
+    pub harness: Option<HarnessConfig>,
+    pub origin: Origin,
+    /// Why boxes cannot be made from this template right now (e.g. the echo harness binary
+    /// is missing); `None`: usable. Listed either way.
+    pub unavailable: Option<String>,
+}
+
+impl Template {
+    /// The runtime's rootfs for this template's base.
+    pub fn rootfs(&self) -> Rootfs {
+        match self.base {
+            Base::Host => Rootfs::Host,
+        }
+    }
+}
+
+/// The base root filesystem. Only `host` for now; directories, tarballs and Debian suites
+/// come with the microVM runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Base {
+    /// The host's own `/usr`, read-only (sandbox runtime).
+    Host,
+}
+
+impl Base {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Base::Host => "host",
+        }
+    }
+}
+
+impl fmt::Display for Base {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a template comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Builtin,
+    File(PathBuf),
+}
+
+/// `builtin`, or the file's path (as `GET /v1/templates` shows it).
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Builtin => f.write_str("builtin"),
+            Origin::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! One template file: strict TOML (unknown keys are errors) into a validated [`Template`].
+//! Every error carries the line of the offending key or value (toml's spans).
+
+use std::collections::BTreeMap;
+use std::ops::{Range, RangeInclusive};
+use std::path::Path;
+
+use berth_protocol::harness::{AckMode, HarnessConfig};
+use berth_runtime::layer::{check_source, check_target};
+use berth_runtime::{LayerError, Limits};
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{Base, LayerSpec, Origin, Template, TemplateError, TemplateErrorKind};
+
+pub const DEFAULT_IDLE_TIMEOUT_S: u64 = 300;
+/// Ten seconds to a week.
+pub const IDLE_TIMEOUT_S_RANGE: RangeInclusive<u64> = 10..=604_800;
+/// The ranges of docs/api.md, so a template's defaults are limits a box may have.
+const MEMORY_MIB_RANGE: RangeInclusive<u64> = 64..=65_536;
+const PIDS_RANGE: RangeInclusive<u64> = 16..=65_536;
+const CPUS_RANGE: RangeInclusive<f64> = 0.1..=256.0;
+/// The protocol's default (a test checks they agree).
+pub const DEFAULT_MAX_RESTARTS: u32 = 5;
+const MAX_RESTARTS_RANGE: RangeInclusive<u32> = 0..=1000;
+const MAX_LAYERS: usize = 32;
+const MAX_ARGS: usize = 256;
+const MAX_ENV: usize = 256;
+const MAX_STRING_BYTES: usize = 4096;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTemplate {
+    name: Spanned<String>,
+    #[serde(default)]
+    base: Option<Spanned<String>>,
+    #[serde(default)]
+    idle_timeout_s: Option<Spanned<u64>>,
+    #[serde(default)]
+    limits: Option<RawLimits>,
+    #[serde(default)]
+    layers: Vec<RawLayer>,
+    #[serde(default)]
+    harness: Option<RawHarness>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    #[serde(default)]
+    memory_mib: Option<Spanned<u64>>,
+    #[serde(default)]
+    pids: Option<Spanned<u64>>,
+    #[serde(default)]
+    cpus: Option<Spanned<f64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLayer {
+    source: Spanned<String>,
+    target: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHarness {
+    command: Spanned<Vec<String>>,
+    #[serde(default)]
+    resume_args: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    session: Option<Spanned<String>>,
+    #[serde(default)]
+    env: Option<Spanned<BTreeMap<String, String>>>,
+    #[serde(default)]
+    ack: Option<Spanned<String>>,
+    #[serde(default)]
+    max_restarts: Option<Spanned<u32>>,
+}
+
+/// Where in the text the error is: a byte range turned into a 1-based line.
+struct Source<'a> {
+    file: &'a Path,
+    text: &'a str,
+}
+
+impl Source<'_> {
+    fn line_of(&self, span: Range<usize>) -> usize {
+        let end = span.start.min(self.text.len());
+        self.text.as_bytes()[..end]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+            + 1
+    }
+
+    fn error(&self, span: Option<Range<usize>>, kind: TemplateErrorKind) -> TemplateError {
+        TemplateError {
+            file: self.file.to_path_buf(),
+            line: span.map(|s| self.line_of(s)),
+            kind: Box::new(kind),
+        }
+    }
+
+    fn at<T>(&self, value: &Spanned<T>, kind: TemplateErrorKind) -> TemplateError {
+        self.error(Some(value.span()), kind)
+    }
+}
+
+/// Parses and validates the template in `text`, read from `file` (whose stem must be its
+/// name). Does not check built-in names: the registry does.
+pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError> {
+    let src = Source { file, text };
+    let raw: RawTemplate = toml::from_str(text)
+        .map_err(|e| src.error(Some(e.span().unwrap_or(0..0)), TemplateErrorKind::Syntax(e)))?;
+
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if let Some(rule) = label_rule(&stem) {
+        return Err(src.error(None, TemplateErrorKind::BadFileName { stem, rule }));
+    }
+    let name = raw.name.get_ref();
+    if name != &stem {
+        return Err(src.at(
+            &raw.name,
+            TemplateErrorKind::NameMismatch {
+                name: name.clone(),
+                stem,
+            },
+        ));
+    }
+
+    let base = match &raw.base {
+        None => Base::Host,
+        Some(b) if b.get_ref() == "host" => Base::Host,
+        Some(b) => {
+            return Err(src.at(
+                b,
+                TemplateErrorKind::UnsupportedBase {
+                    base: b.get_ref().clone(),
+                },
+            ))
+        }
+    };
+    let idle_timeout_s = match &raw.idle_timeout_s {
+        None => DEFAULT_IDLE_TIMEOUT_S,
+        Some(v) => in_range(&src, v, "idle_timeout_s", IDLE_TIMEOUT_S_RANGE)?,
+    };
+    let limits = limits(&src, raw.limits.as_ref())?;
+    let layers = layers(&src, &raw.layers)?;
+    let harness = raw.harness.as_ref().map(|h| harness(&src, h)).transpose()?;
+    Ok(Template {
+        name: name.clone(),
+        base,
+        idle_timeout_s,
+        limits,
+        layers,
+        harness,
+        origin: Origin::File(file.to_path_buf()),
+        unavailable: None,
+    })
+}
+
+fn limits(src: &Source<'_>, raw: Option<&RawLimits>) -> Result<Limits, TemplateError> {
+    let mut out = Limits::default();
+    let Some(raw) = raw else { return Ok(out) };
+    if let Some(v) = &raw.memory_mib {
+        out.memory_mib = in_range(src, v, "limits.memory_mib", MEMORY_MIB_RANGE)?;
+    }
+    if let Some(v) = &raw.pids {
+        out.pids = in_range(src, v, "limits.pids", PIDS_RANGE)?;
+    }
+    if let Some(v) = &raw.cpus {
+        // `contains` is false for NaN too.
+        out.cpus = in_range(src, v, "limits.cpus", CPUS_RANGE)?;
+    }
+    Ok(out)
+}
+
+fn in_range<T: PartialOrd + Copy + std::fmt::Display>(
+    src: &Source<'_>,
+    value: &Spanned<T>,
+    key: &'static str,
+    range: RangeInclusive<T>,
+) -> Result<T, TemplateError> {
+    let v = *value.get_ref();
+    if range.contains(&v) {
+        Ok(v)
+    } else {
+        Err(src.at(
+            value,
+            TemplateErrorKind::OutOfRange {
+                key,
+                value: v.to_string(),
+                min: range.start().to_string(),
+                max: range.end().to_string(),
+            },
+        ))
+    }
+}
+
+fn layers(src: &Source<'_>, raw: &[RawLayer]) -> Result<Vec<LayerSpec>, TemplateError> {
+    let layer_error = |index, at: &Spanned<String>, reason| {
+        src.at(at, TemplateErrorKind::Layer { index, reason })
+    };
+    if raw.len() > MAX_LAYERS {
+        return Err(src.at(
+            &raw[MAX_LAYERS].target,
+            TemplateErrorKind::BadValue {
+                key: "layers".into(),
+                rule: "may hold at most 32 layers",
+            },
+        ));
+    }
+    let mut out: Vec<LayerSpec> = Vec::with_capacity(raw.len());
+    for (index, layer) in raw.iter().enumerate() {
+        let target = layer.target.get_ref();
+        check_target(target).map_err(|reason| {
+            layer_error(
+                index,
+                &layer.target,
+                LayerError::Target {
+                    target: target.clone(),
+                    reason,
+                },
+            )
+        })?;
+        let source = Path::new(layer.source.get_ref());
+        check_source(source).map_err(|reason| layer_error(index, &layer.source, reason))?;
+        if let Some(other) = out
+            .iter()
+            .find(|o| nests(&o.target, target) || nests(target, &o.target))
+        {
+            return Err(layer_error(
+                index,
+                &layer.target,
+                LayerError::Overlap {
+                    target: target.clone(),
+                    other: other.target.clone(),
+                },
+            ));
+        }
+        out.push(LayerSpec {
+            source: source.to_path_buf(),
+            target: target.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// `path` is `base` or under it.
+fn nests(path: &str, base: &str) -> bool {
+    path == base
+        || path
+            .strip_prefix(base)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+fn harness(src: &Source<'_>, raw: &RawHarness) -> Result<HarnessConfig, TemplateError> {
+    let command = raw.command.get_ref();
+    if command.first().is_none_or(|program| program.is_empty()) {
+        return Err(src.at(&raw.command, TemplateErrorKind::EmptyCommand));
+    }
+    strings(src, &raw.command, "harness.command")?;
+    let resume_args = match &raw.resume_args {
+        Some(args) => {
+            strings(src, args, "harness.resume_args")?;
+            args.get_ref().clone()
+        }
+        None => Vec::new(),
+    };
+    let session = match &raw.session {
+        Some(s) => {
+            let v = s.get_ref();
+            if v.is_empty() || v.len() > MAX_STRING_BYTES || v.contains(['\0', '\n']) {
+                return Err(bad(src, s, "harness.session", "must be one non-empty line"));
+            }
+            Some(v.clone())
+        }
+        None => None,
+    };
+    let env = match &raw.env {
+        Some(env) => {
+            let map = env.get_ref();
+            if map.len() > MAX_ENV {
+                return Err(bad(
+                    src,
+                    env,
+                    "harness.env",
+                    "may hold at most 256 variables",
+                ));
+            }
+            for (key, value) in map {
+                let key_ok = !key.is_empty()
+                    && !key.starts_with(|c: char| c.is_ascii_digit())
+                    && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+                if !key_ok {
+                    return Err(bad(
+                        src,
+                        env,
+                        &format!("harness.env.{key}"),
+                        "is not a variable name (A-Z, a-z, 0-9, _; not starting with a digit)",
+                    ));
+                }
+                if value.contains('\0') || value.len() > MAX_STRING_BYTES {
+                    return Err(bad(
+                        src,
+                        env,
+                        &format!("harness.env.{key}"),
+                        "must hold no NUL and at most 4096 bytes",
+                    ));
+                }
+            }
+            map.clone()
+        }
+        None => BTreeMap::new(),
+    };
+    let ack = match &raw.ack {
+        None => AckMode::Replay,
+        Some(a) => match a.get_ref().as_str() {
+            "replay" => AckMode::Replay,
+            "write" => AckMode::Write,
+            other => {
+                return Err(src.at(
+                    a,
+                    TemplateErrorKind::BadAck {
+                        value: other.to_owned(),
+                    },
+                ))
+            }
+        },
+    };
+    let max_restarts = match &raw.max_restarts {
+        Some(v) => in_range(src, v, "harness.max_restarts", MAX_RESTARTS_RANGE)?,
+        None => DEFAULT_MAX_RESTARTS,
+    };
+    Ok(HarnessConfig {
+        command: command.clone(),
+        resume_args,
+        session,
+        env,
+        ack,
+        max_restarts,
+    })
+}
+
+/// Arguments: at most [`MAX_ARGS`], each without NUL and at most [`MAX_STRING_BYTES`].
+fn strings(src: &Source<'_>, list: &Spanned<Vec<String>>, key: &str) -> Result<(), TemplateError> {
+    let v = list.get_ref();
+    if v.len() > MAX_ARGS {
+        return Err(bad(src, list, key, "may hold at most 256 arguments"));
+    }
+    if v.iter()
+        .any(|a| a.contains('\0') || a.len() > MAX_STRING_BYTES)
+    {
+        return Err(bad(
+            src,
+            list,
+            key,
+            "arguments must hold no NUL and at most 4096 bytes each",
+        ));
+    }
+    Ok(())
+}
+
+fn bad<T>(src: &Source<'_>, at: &Spanned<T>, key: &str, rule: &'static str) -> TemplateError {
+    src.at(
+        at,
+        TemplateErrorKind::BadValue {
+            key: key.to_owned(),
+            rule,
+        },
+    )
+}
+
+/// The DNS-label rule `name` breaks, if any (the same as a box name's).
+pub(super) fn label_rule(name: &str) -> Option<&'static str> {
+    if name.is_empty() || name.len() > 63 {
+        Some("a name has 1 to 63 characters")
+    } else if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        Some("a name uses only a-z, 0-9 and -")
+    } else if name.starts_with('-') || name.ends_with('-') {
+        Some("a name does not start or end with -")
+    } else {
+        None
+    }
+}

@@ -1,0 +1,311 @@
+//! The registry against real files in a temp data dir.
+
+use std::path::{Path, PathBuf};
+
+use berth_protocol::harness::AckMode;
+
+use super::*;
+
+struct Data {
+    dir: tempfile::TempDir,
+}
+
+impl Data {
+    fn new() -> Data {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(templates_dir(dir.path()).join("host/rootfs")).unwrap();
+        Data { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write(&self, file: &str, text: &str) -> PathBuf {
+        let path = templates_dir(self.path()).join(file);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// A directory to use as a layer source.
+    fn layer(&self, name: &str) -> PathBuf {
+        let path = self.path().join("layers").join(name);
+        std::fs::create_dir_all(&path).unwrap();
+        path
+    }
+
+    fn load(&self) -> (TemplateRegistry, Vec<TemplateError>) {
+        TemplateRegistry::load(self.path(), vec![builtin_host()])
+    }
+}
+
+fn builtin_host() -> Template {
+    Template {
+        name: "host".into(),
+        base: Base::Host,
+        idle_timeout_s: 300,
+        limits: berth_runtime::Limits::default(),
+        layers: Vec::new(),
+        harness: None,
+        origin: Origin::Builtin,
+        unavailable: None,
+    }
+}
+
+fn only_error(errors: &[TemplateError]) -> &TemplateError {
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    &errors[0]
+}
+
+#[test]
+fn a_full_file_loads_with_every_key() {
+    let data = Data::new();
+    let layer = data.layer("harness");
+    let file = data.write(
+        "mine.toml",
+        &format!(
+            r#"name = "mine"
+base = "host"
+idle_timeout_s = 600
+
+[limits]
+memory_mib = 1024
+pids = 128
+cpus = 2
+
+[[layers]]
+source = "{}"
+target = "/opt/harness"
+
+[harness]
+command = ["/opt/harness/bin/agent", "--stream"]
+resume_args = ["--resume", "{{session}}"]
+session = "main"
+env = {{ LANG = "C.UTF-8" }}
+ack = "write"
+max_restarts = 3
+"#,
+            layer.display()
+        ),
+    );
+    let (registry, errors) = data.load();
+    assert!(errors.is_empty(), "{errors:?}");
+    let t = registry.get("mine").expect("mine loaded");
+    assert_eq!(t.origin, Origin::File(file.clone()));
+    assert_eq!(t.origin.to_string(), file.display().to_string());
+    assert_eq!((t.base, t.idle_timeout_s), (Base::Host, 600));
+    assert_eq!(
+        (t.limits.memory_mib, t.limits.pids, t.limits.cpus),
+        (1024, 128, 2.0)
+    );
+    assert_eq!(
+        t.layers,
+        [LayerSpec {
+            source: layer,
+            target: "/opt/harness".into()
+        }]
+    );
+    let h = t.harness.as_ref().unwrap();
+    assert_eq!(h.command, ["/opt/harness/bin/agent", "--stream"]);
+    assert_eq!(h.resume_args, ["--resume", "{session}"]);
+    assert_eq!(h.session.as_deref(), Some("main"));
+    assert_eq!(h.env["LANG"], "C.UTF-8");
+    assert_eq!((h.ack, h.max_restarts), (AckMode::Write, 3));
+    assert!(t.unavailable.is_none());
+    let names: Vec<String> = registry.list().iter().map(|t| t.name.clone()).collect();
+    assert_eq!(names, ["host", "mine"]);
+}
+
+#[test]
+fn a_minimal_file_gets_the_documented_defaults() {
+    let data = Data::new();
+    data.write(
+        "tiny.toml",
+        "name = \"tiny\"\n[harness]\ncommand = [\"agent\"]\n",
+    );
+    let (registry, errors) = data.load();
+    assert!(errors.is_empty(), "{errors:?}");
+    let t = registry.get("tiny").unwrap();
+    assert_eq!(t.base, Base::Host);
+    assert_eq!(t.idle_timeout_s, DEFAULT_IDLE_TIMEOUT_S);
+    assert_eq!(t.limits, berth_runtime::Limits::default());
+    let h = t.harness.as_ref().unwrap();
+    assert_eq!((h.ack, h.max_restarts), (AckMode::Replay, 5));
+    // The protocol's own default agrees.
+    let protocol: berth_protocol::harness::HarnessConfig =
+        serde_json::from_str(r#"{"command":["agent"]}"#).unwrap();
+    assert_eq!(&protocol, h);
+}
+
+#[test]
+fn a_syntax_error_is_reported_at_its_line() {
+    let data = Data::new();
+    let file = data.write(
+        "broken.toml",
+        "name = \"broken\"\nidle_timeout_s = 300\n[limits\nmemory_mib = 512\n",
+    );
+    let (registry, errors) = data.load();
+    let e = only_error(&errors);
+    eprintln!("{e}");
+    assert_eq!((e.file.as_path(), e.line), (file.as_path(), Some(3)));
+    assert!(matches!(*e.kind, TemplateErrorKind::Syntax(_)), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with(&format!("{}:3: ", file.display())),
+        "{e}"
+    );
+    assert!(registry.get("broken").is_none());
+}
+
+#[test]
+fn an_unknown_key_is_reported_at_its_line() {
+    let data = Data::new();
+    data.write(
+        "typo.toml",
+        "name = \"typo\"\n\n[harness]\ncommand = [\"agent\"]\nresume_arg = [\"--continue\"]\n",
+    );
+    let (_, errors) = data.load();
+    let e = only_error(&errors);
+    eprintln!("{e}");
+    assert_eq!(e.line, Some(5), "{e}");
+    assert!(e.message().contains("resume_arg"), "{e}");
+
+    data.write("typo.toml", "name = \"typo\"\nidle_timeout = 5\n");
+    let (_, errors) = data.load();
+    assert_eq!(only_error(&errors).line, Some(2));
+}
+
+#[test]
+fn validation_errors_point_at_the_offending_key() {
+    let data = Data::new();
+    let layer = data.layer("l");
+    for (text, line, want) in [
+        ("name = \"other\"\n", 1, "must equal the file name"),
+        ("name = \"v\"\nbase = \"debian\"\n", 2, "only \"host\""),
+        ("name = \"v\"\n\nidle_timeout_s = 5\n", 3, "out of range 10..=604800"),
+        ("name = \"v\"\n[limits]\npids = 1\n", 3, "limits.pids"),
+        ("name = \"v\"\n[limits]\ncpus = 0.0\n", 3, "limits.cpus"),
+        ("name = \"v\"\n[limits]\nmemory_mib = 70000\n", 3, "limits.memory_mib"),
+        (
+            "name = \"v\"\n[[layers]]\nsource = \"/nonexistent/berth\"\ntarget = \"/opt/x\"\n",
+            3,
+            "/nonexistent/berth",
+        ),
+        (
+            &format!("name = \"v\"\n[[layers]]\nsource = \"{}\"\ntarget = \"/proc/x\"\n", layer.display()),
+            4,
+            "berth mounts itself",
+        ),
+        (
+            &format!(
+                "name = \"v\"\n[[layers]]\nsource = \"{0}\"\ntarget = \"/opt/x\"\n[[layers]]\nsource = \"{0}\"\ntarget = \"/opt/x/y\"\n",
+                layer.display()
+            ),
+            7,
+            "layers[1]",
+        ),
+        ("name = \"v\"\n[harness]\ncommand = []\n", 3, "harness.command"),
+        ("name = \"v\"\n[harness]\ncommand = [\"a\"]\nack = \"later\"\n", 4, "\"replay\" or \"write\""),
+        ("name = \"v\"\n[harness]\ncommand = [\"a\"]\nenv = { \"A=B\" = \"x\" }\n", 4, "variable name"),
+        ("name = \"v\"\n[harness]\ncommand = [\"a\"]\nsession = \"\"\n", 4, "harness.session"),
+    ] {
+        data.write("v.toml", text);
+        let (registry, errors) = data.load();
+        let e = only_error(&errors);
+        eprintln!("{e}");
+        assert_eq!(e.line, Some(line), "{text}: {e}");
+        assert!(e.message().contains(want), "{text}: {e}");
+        assert!(registry.get("v").is_none(), "{text}");
+    }
+}
+
+#[test]
+fn a_bad_file_is_skipped_and_the_good_ones_load() {
+    let data = Data::new();
+    data.write("good.toml", "name = \"good\"\n");
+    data.write("bad.toml", "name = \"bad\"\nidle_timeout_s = \"soon\"\n");
+    data.write("Bad_Name.toml", "name = \"Bad_Name\"\n");
+    // Not templates: other extensions, hidden files, the runtime's rootfs dir.
+    data.write("notes.txt", "not toml");
+    data.write(".hidden.toml", "garbage");
+    let (registry, errors) = data.load();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors
+        .iter()
+        .any(|e| e.file.ends_with("bad.toml") && e.line == Some(2)));
+    assert!(errors
+        .iter()
+        .any(|e| matches!(*e.kind, TemplateErrorKind::BadFileName { .. })));
+    let names: Vec<String> = registry.list().iter().map(|t| t.name.clone()).collect();
+    assert_eq!(names, ["good", "host"]);
+}
+
+#[test]
+fn a_file_may_not_redefine_a_builtin() {
+    let data = Data::new();
+    data.write(
+        "host.toml",
+        "# mine\nname = \"host\"\nidle_timeout_s = 60\n",
+    );
+    let (registry, errors) = data.load();
+    let e = only_error(&errors);
+    assert!(
+        matches!(*e.kind, TemplateErrorKind::BuiltinClash { .. }),
+        "{e}"
+    );
+    assert_eq!(e.line, Some(2));
+    let host = registry.get("host").unwrap();
+    assert_eq!((&host.origin, host.idle_timeout_s), (&Origin::Builtin, 300));
+}
+
+#[test]
+fn reload_picks_up_new_files_and_drops_deleted_ones() {
+    let data = Data::new();
+    let a = data.write("a.toml", "name = \"a\"\n");
+    let shared = SharedTemplates::new(data.load().0);
+    let before = shared.current();
+    assert!(shared.get("a").is_some());
+
+    std::fs::remove_file(&a).unwrap();
+    data.write("b.toml", "name = \"b\"\nidle_timeout_s = 42\n");
+    data.write("c.toml", "name = \"c\"\nnope = 1\n");
+    let (now, errors) = shared.reload();
+    assert_eq!(errors.len(), 1);
+    assert!(now.get("a").is_none() && now.get("c").is_none());
+    assert_eq!(shared.get("b").unwrap().idle_timeout_s, 42);
+    assert!(shared.get("host").is_some(), "built-ins survive a reload");
+    // A snapshot taken before the reload is unchanged.
+    assert!(before.get("a").is_some() && before.get("b").is_none());
+
+    // A file that breaks keeps nothing of itself, not even its old version.
+    data.write("b.toml", "name = \"b\"\nidle_timeout_s = 1\n");
+    let (now, errors) = shared.reload();
+    assert_eq!(errors.len(), 2);
+    assert!(now.get("b").is_none());
+}
+
+#[test]
+fn unreadable_or_huge_files_are_reported_without_a_line() {
+    let data = Data::new();
+    let big = format!("name = \"big\"\n#{}\n", "x".repeat(MAX_FILE_BYTES as usize));
+    data.write("big.toml", &big);
+    std::fs::write(
+        templates_dir(data.path()).join("bin.toml"),
+        [0xff, 0xfe, 0x00],
+    )
+    .unwrap();
+    let (_, errors) = data.load();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors.iter().all(|e| e.line.is_none()));
+    assert!(errors
+        .iter()
+        .any(|e| matches!(*e.kind, TemplateErrorKind::TooLarge { .. })));
+}
+
+#[test]
+fn no_templates_dir_means_only_the_builtins() {
+    let dir = tempfile::tempdir().unwrap();
+    let (registry, errors) = TemplateRegistry::load(dir.path(), vec![builtin_host()]);
+    assert!(errors.is_empty());
+    assert_eq!(registry.list().len(), 1);
+}
