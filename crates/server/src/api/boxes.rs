@@ -16,6 +16,8 @@ use crate::validate::LimitsInput;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
+#[schema(as = CreateBox)]
 pub struct CreateBody {
     name: String,
     #[serde(default)]
@@ -28,6 +30,8 @@ pub struct CreateBody {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
+#[schema(as = LimitsInput)]
 pub struct LimitsBody {
     #[serde(default)]
     memory_mib: Option<u64>,
@@ -37,6 +41,7 @@ pub struct LimitsBody {
     cpus: Option<f64>,
 }
 
+#[utoipa::path(post, path = "/v1/boxes", tag = "boxes", summary = "Create a box (stopped)", request_body = CreateBody, responses((status = 201, body = crate::api::view::BoxView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 409, description = "a box of that name exists", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn create(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -60,6 +65,7 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(BoxView::from(record))).into_response())
 }
 
+#[utoipa::path(get, path = "/v1/boxes", tag = "boxes", summary = "List your boxes", responses((status = 200, body = crate::api::view::BoxListView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn list(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -70,6 +76,7 @@ pub async fn list(
     }))
 }
 
+#[utoipa::path(get, path = "/v1/boxes/{box_ref}", tag = "boxes", summary = "Show a box", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), responses((status = 200, body = crate::api::view::BoxView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn get(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -80,6 +87,7 @@ pub async fn get(
     ))
 }
 
+#[utoipa::path(delete, path = "/v1/boxes/{box_ref}", tag = "boxes", summary = "Stop a box and delete it with its volume", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), responses((status = 204, description = "deleted"), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn delete(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -90,6 +98,7 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(post, path = "/v1/boxes/{box_ref}/start", tag = "boxes", summary = "Start (wake) a box", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), responses((status = 200, body = crate::api::view::BoxView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 503, description = "the box could not start; it is failed with the reason", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn start(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -99,6 +108,7 @@ pub async fn start(
     Ok(Json(box_start::start_box(&ctx, &record.id).await?.into()))
 }
 
+#[utoipa::path(post, path = "/v1/boxes/{box_ref}/stop", tag = "boxes", summary = "Stop a box (its volume stays)", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), responses((status = 200, body = crate::api::view::BoxView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn stop(
     State(ctx): State<Ctx>,
     Caller(who): Caller,

@@ -38,11 +38,12 @@ fn yes() -> bool {
 }
 
 /// One event as clients see it (docs/api.md).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct EventView {
     seq: u64,
     #[serde(rename = "type")]
     kind: String,
+    #[schema(value_type = Object)]
     data: serde_json::Value,
     created_at: String,
 }
@@ -58,12 +59,13 @@ impl From<EventRecord> for EventView {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct EventPageView {
     events: Vec<EventView>,
     next_after: u64,
 }
 
+#[utoipa::path(get, path = "/v1/boxes/{box_ref}/events", tag = "events", summary = "Events as Server-Sent Events (resumable), or a JSON page with wait=false", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("after" = Option<u64>, Query, description = "resume after this seq (Last-Event-ID wins)"), ("wait" = Option<bool>, Query, description = "false: one JSON page instead of a stream"), ("Last-Event-ID" = Option<String>, Header, description = "resume after this seq")), responses((status = 200, description = "text/event-stream of events, or a page", content((EventPageView = "application/json"), (EventView = "text/event-stream"))), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn events(
     State(ctx): State<Ctx>,
     Caller(who): Caller,

@@ -27,6 +27,7 @@ pub const NDJSON: &str = "application/x-ndjson";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct ExecBody {
     cmd: Vec<String>,
     #[serde(default)]
@@ -54,6 +55,7 @@ impl From<ExecBody> for ExecCommand {
     }
 }
 
+#[utoipa::path(post, path = "/v1/boxes/{box_ref}/exec", tag = "exec", summary = "Run a command in the box (wakes it); NDJSON frames with Accept: application/x-ndjson", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), request_body = ExecBody, responses((status = 200, description = "the collected result, or NDJSON `ExecFrame`s when asked for", content((crate::ops::exec::ExecOutput = "application/json"), (berth_protocol::guest::ExecFrame = "application/x-ndjson"))), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn exec(
     State(ctx): State<Ctx>,
     Caller(who): Caller,

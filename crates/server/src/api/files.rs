@@ -37,6 +37,7 @@ impl From<FileParams> for FileTarget {
     }
 }
 
+#[utoipa::path(get, path = "/v1/boxes/{box_ref}/files", tag = "files", summary = "Read a file", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("path" = String, Query, description = "absolute path in the box"), ("user" = Option<berth_protocol::guest::BoxUser>, Query, description = "`user` (default) or `root`")), responses((status = 200, description = "the bytes", content_type = "application/octet-stream", body = Vec<u8>), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn read(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -52,6 +53,7 @@ pub async fn read(
         .into_response())
 }
 
+#[utoipa::path(put, path = "/v1/boxes/{box_ref}/files", tag = "files", summary = "Write a file atomically (at most 256 MiB)", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("path" = String, Query, description = "absolute path in the box"), ("user" = Option<berth_protocol::guest::BoxUser>, Query, description = "`user` (default) or `root`"), ("mode" = Option<u32>, Query, description = "permission bits of a new file")), request_body(content = Vec<u8>, content_type = "application/octet-stream"), responses((status = 204, description = "written"), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 413, description = "over 256 MiB", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn write(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -64,6 +66,7 @@ pub async fn write(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(get, path = "/v1/boxes/{box_ref}/files/list", tag = "files", summary = "List a directory", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("path" = String, Query, description = "absolute path in the box"), ("user" = Option<berth_protocol::guest::BoxUser>, Query, description = "`user` (default) or `root`")), responses((status = 200, body = berth_protocol::guest::FileList), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn list(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -74,6 +77,7 @@ pub async fn list(
     Ok(Json(files::list(&ctx, &record.id, &params.into()).await?))
 }
 
+#[utoipa::path(get, path = "/v1/boxes/{box_ref}/files/stat", tag = "files", summary = "Describe a path (without following a final symlink)", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("path" = String, Query, description = "absolute path in the box"), ("user" = Option<berth_protocol::guest::BoxUser>, Query, description = "`user` (default) or `root`")), responses((status = 200, body = berth_protocol::guest::FileEntry), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn stat(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -84,6 +88,7 @@ pub async fn stat(
     Ok(Json(files::stat(&ctx, &record.id, &params.into()).await?))
 }
 
+#[utoipa::path(post, path = "/v1/boxes/{box_ref}/files/mkdir", tag = "files", summary = "Make a directory", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("path" = String, Query, description = "absolute path in the box"), ("user" = Option<berth_protocol::guest::BoxUser>, Query, description = "`user` (default) or `root`"), ("recursive" = Option<bool>, Query, description = "make missing parents")), responses((status = 204, description = "made"), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn mkdir(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -95,6 +100,7 @@ pub async fn mkdir(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(delete, path = "/v1/boxes/{box_ref}/files", tag = "files", summary = "Remove a file or directory", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("path" = String, Query, description = "absolute path in the box"), ("user" = Option<berth_protocol::guest::BoxUser>, Query, description = "`user` (default) or `root`"), ("recursive" = Option<bool>, Query, description = "remove a directory tree")), responses((status = 204, description = "removed"), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn remove(
     State(ctx): State<Ctx>,
     Caller(who): Caller,

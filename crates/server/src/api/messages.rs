@@ -16,18 +16,20 @@ use crate::ops::{message_list, message_post};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct PostBody {
     content: String,
     #[serde(default)]
     id: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct PostedView {
     id: String,
     seq: u64,
 }
 
+#[utoipa::path(post, path = "/v1/boxes/{box_ref}/messages", tag = "messages", summary = "Send a message to the box's agent (stored before the answer; wakes the box)", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), request_body = PostBody, responses((status = 202, body = PostedView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 413, description = "content over 256 KiB", body = berth_protocol::ErrorBody), (status = 409, description = "the id was used with other content", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn post(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -59,7 +61,7 @@ pub struct ListQuery {
     limit: Option<u32>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct MessageView {
     id: String,
     seq: u64,
@@ -69,7 +71,7 @@ struct MessageView {
     delivered_at: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct MessageListView {
     messages: Vec<MessageView>,
 }
@@ -87,6 +89,7 @@ impl From<MessageRecord> for MessageView {
     }
 }
 
+#[utoipa::path(get, path = "/v1/boxes/{box_ref}/messages", tag = "messages", summary = "List messages with their delivery state", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("after" = Option<u64>, Query, description = "only seq > after"), ("limit" = Option<u32>, Query, description = "at most 1000")), responses((status = 200, body = MessageListView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn list(
     State(ctx): State<Ctx>,
     Caller(who): Caller,

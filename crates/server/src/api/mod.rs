@@ -8,6 +8,7 @@ pub mod exec;
 pub mod extract;
 pub mod files;
 pub mod messages;
+pub mod openapi;
 pub mod templates;
 pub mod tenants;
 pub mod view;
@@ -26,6 +27,7 @@ use crate::ctx::Ctx;
 pub fn router(ctx: Ctx) -> Router {
     Router::new()
         .route("/v1/health", get(health))
+        .route("/openapi.json", get(openapi_json))
         .route("/v1/boxes", post(boxes::create).get(boxes::list))
         .route("/v1/boxes/{box_ref}", get(boxes::get).delete(boxes::delete))
         .route("/v1/boxes/{box_ref}/start", post(boxes::start))
@@ -52,12 +54,21 @@ pub fn router(ctx: Ctx) -> Router {
         .with_state(ctx)
 }
 
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 struct Health {
     status: &'static str,
     version: &'static str,
 }
 
+/// The OpenAPI description of this API (no key needed).
+async fn openapi_json() -> impl axum::response::IntoResponse {
+    (
+        [(http::header::CONTENT_TYPE, "application/json")],
+        openapi::document(),
+    )
+}
+
+#[utoipa::path(get, path = "/v1/health", tag = "health", summary = "Liveness (no key needed)", responses((status = 200, body = Health)))]
 async fn health() -> Json<Health> {
     Json(Health {
         status: "ok",

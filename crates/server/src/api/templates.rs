@@ -13,11 +13,12 @@ use crate::ctx::Ctx;
 use crate::error::error_chain;
 use crate::templates::{Template, TemplateError, TemplateRegistry};
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TemplateView {
     pub name: String,
     pub base: &'static str,
     pub idle_timeout_s: u64,
+    #[schema(value_type = crate::api::view::LimitsView)]
     pub limits: Limits,
     pub layers: Vec<LayerView>,
     pub harness: Option<HarnessView>,
@@ -27,31 +28,31 @@ pub struct TemplateView {
     pub unavailable: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct LayerView {
     pub source: String,
     pub target: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct HarnessView {
     pub command: Vec<String>,
     pub resume_args: Vec<String>,
     pub env: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TemplateListView {
     pub templates: Vec<TemplateView>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ReloadView {
     pub templates: Vec<TemplateView>,
     pub errors: Vec<TemplateErrorView>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TemplateErrorView {
     pub file: String,
     pub line: Option<usize>,
@@ -98,6 +99,7 @@ fn views(registry: &TemplateRegistry) -> Vec<TemplateView> {
     registry.list().iter().map(|t| t.as_ref().into()).collect()
 }
 
+#[utoipa::path(get, path = "/v1/templates", tag = "templates", summary = "List templates", responses((status = 200, body = TemplateListView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn list(State(ctx): State<Ctx>, Caller(_who): Caller) -> Json<TemplateListView> {
     Json(TemplateListView {
         templates: views(&ctx.templates.current()),
@@ -106,6 +108,7 @@ pub async fn list(State(ctx): State<Ctx>, Caller(_who): Caller) -> Json<Template
 
 /// Re-reads `<data-dir>/templates/*.toml`; a bad file is reported (and logged) and skipped.
 /// Boxes pick up the new templates at their next start.
+#[utoipa::path(post, path = "/v1/templates/reload", tag = "templates", summary = "Re-read template files (admin)", responses((status = 200, body = ReloadView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 403, description = "not an admin key", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn reload(State(ctx): State<Ctx>, caller: Caller) -> Result<Json<ReloadView>, ApiError> {
     caller.require_admin()?;
     let shared = ctx.templates.clone();

@@ -4,11 +4,13 @@ use berth_store::{BoxRecord, BoxState};
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct BoxView {
     pub id: String,
     pub name: String,
     pub template: String,
+    /// `stopped`, `starting`, `running`, `stopping`, `paused` or `failed`.
+    #[schema(value_type = String)]
     pub state: BoxState,
     pub limits: LimitsView,
     pub idle_timeout_s: u64,
@@ -16,14 +18,14 @@ pub struct BoxView {
     pub state_reason: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct LimitsView {
     pub memory_mib: u64,
     pub pids: u64,
     pub cpus: f64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct BoxListView {
     pub boxes: Vec<BoxView>,
 }

@@ -28,7 +28,7 @@ pub struct ExecCommand {
 }
 
 /// The collected result of one process.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct ExecOutput {
     pub exit_code: i32,
     pub stdout: String,

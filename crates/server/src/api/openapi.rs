@@ -1,0 +1,108 @@
+//! The API's OpenAPI description, generated from the handlers' `#[utoipa::path]`
+//! attributes and the body types. Served at `GET /openapi.json` and checked in as
+//! `openapi.json` at the repository's root (a test fails when the two differ).
+
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use super::{boxes, events, exec, files, messages, templates, tenants};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "berth",
+        description = "Persistent, sealed computers (boxes) for AI agents. Errors are always `{\"error\":{\"code\",\"message\"}}`; see docs/api.md."
+    ),
+    paths(
+        super::health,
+        boxes::create,
+        boxes::list,
+        boxes::get,
+        boxes::delete,
+        boxes::start,
+        boxes::stop,
+        exec::exec,
+        files::read,
+        files::write,
+        files::list,
+        files::stat,
+        files::mkdir,
+        files::remove,
+        messages::post,
+        messages::list,
+        events::events,
+        templates::list,
+        templates::reload,
+        tenants::create,
+    ),
+    modifiers(&BearerKey)
+)]
+pub struct ApiDoc;
+
+/// The API key scheme: `Authorization: Bearer <key>`.
+struct BearerKey;
+
+impl Modify for BearerKey {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "api_key",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The document as served and checked in (pretty JSON, with a final newline).
+pub fn document() -> String {
+    let mut json = ApiDoc::openapi()
+        .to_pretty_json()
+        .expect("the OpenAPI document serialises");
+    json.push('\n');
+    json
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `openapi.json` is the generated document. After an API change, regenerate it with
+    /// `BERTH_UPDATE_OPENAPI=1 cargo test -p berth-server openapi` and commit it.
+    #[test]
+    fn checked_in_openapi_json_matches_the_code() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../openapi.json");
+        let generated = document();
+        if std::env::var_os("BERTH_UPDATE_OPENAPI").is_some() {
+            std::fs::write(&path, &generated).unwrap();
+        }
+        let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            checked_in == generated,
+            "openapi.json is out of date: run `BERTH_UPDATE_OPENAPI=1 cargo test -p berth-server openapi` and commit it"
+        );
+    }
+
+    #[test]
+    fn every_route_is_described() {
+        let doc: serde_json::Value = serde_json::from_str(&document()).unwrap();
+        let paths = doc["paths"].as_object().unwrap();
+        for (path, methods) in [
+            ("/v1/boxes", &["post", "get"][..]),
+            ("/v1/boxes/{box_ref}", &["get", "delete"]),
+            ("/v1/boxes/{box_ref}/exec", &["post"]),
+            ("/v1/boxes/{box_ref}/files", &["get", "put", "delete"]),
+            ("/v1/boxes/{box_ref}/messages", &["post", "get"]),
+            ("/v1/boxes/{box_ref}/events", &["get"]),
+            ("/v1/templates/reload", &["post"]),
+            ("/v1/tenants", &["post"]),
+        ] {
+            for method in methods {
+                assert!(
+                    paths[path].get(*method).is_some(),
+                    "{method} {path} is not described"
+                );
+            }
+        }
+        assert!(doc["components"]["schemas"]["CreateBox"]["properties"]["name"].is_object());
+        assert!(doc["components"]["securitySchemes"]["api_key"].is_object());
+    }
+}
