@@ -11,7 +11,7 @@ ARGS ?=
 export BERTH_INIT_BIN := $(CURDIR)/$(INIT_BIN)
 export ECHO_HARNESS_BIN := $(CURDIR)/$(ECHO_BIN)
 
-.PHONY: up test bench deps init build install clean
+.PHONY: up test bench deps test-deps init build install clean
 
 ## up: install what is missing, build, and run `berth up $(ARGS)`
 up: deps init
@@ -21,7 +21,7 @@ up: deps init
 
 ## test: install what is missing, build, and run all tests (cargo nextest when installed:
 ## one process per test; else cargo test)
-test: deps init
+test: test-deps init
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 		echo "$(CARGO) nextest run --workspace --no-fail-fast"; \
 		$(CARGO) nextest run --workspace --no-fail-fast; \
@@ -38,6 +38,10 @@ bench: deps init
 ## deps: the Debian packages berth needs (runc), installed when missing and running as root
 deps:
 	@./scripts/install-deps.sh
+
+## test-deps: deps, and what the tests need (python3; Claude Code from npm, when npm exists)
+test-deps:
+	@./scripts/install-deps.sh --tests
 
 ## init: berth-init and the example echo harness, linked statically so they run in any
 ## root filesystem

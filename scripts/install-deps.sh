@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Installs the Debian packages berth needs when they are missing. Root installs them;
-# anyone else is told what to install.
+# Installs what berth needs when it is missing: Debian packages (root installs them; anyone
+# else is told what to install). With --tests, also what the tests need: python3 (the
+# model stand-in) and Claude Code from the npm registry (the harness test).
 set -euo pipefail
+for_tests=false
+[ "${1:-}" = "--tests" ] && for_tests=true
 
 # command → Debian package
 declare -A needed=(
@@ -15,13 +18,28 @@ done
 # static glibc for berth-init
 [ -f /usr/lib/x86_64-linux-gnu/libc.a ] || [ "$(uname -m)" != x86_64 ] || missing+=(libc6-dev)
 
-[ ${#missing[@]} -eq 0 ] && exit 0
-if [ "$(id -u)" -ne 0 ]; then
-  echo "berth needs these Debian packages: ${missing[*]}" >&2
-  echo "install them with: sudo apt-get install ${missing[*]}" >&2
-  exit 1
+if $for_tests; then
+  command -v python3 >/dev/null 2>&1 || missing+=(python3)
 fi
-echo "installing: ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "berth needs these Debian packages: ${missing[*]}" >&2
+    echo "install them with: sudo apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "installing: ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Claude Code (npm registry), for the test that runs it unmodified as a box's harness.
+# Optional: without npm (or as non-root) that test reports itself skipped.
+claude_dir=${BERTH_CLAUDE_CODE_DIR:-/srv/berth/claude-code}
+if $for_tests && [ "$(id -u)" -eq 0 ] && command -v npm >/dev/null 2>&1 && [ ! -e "$claude_dir/node_modules/.bin/claude" ]; then
+  echo "installing Claude Code into $claude_dir (npm, about 240 MB)" >&2
+  mkdir -p "$claude_dir"
+  npm install --prefix "$claude_dir" --no-audit --no-fund --loglevel=error @anthropic-ai/claude-code
+  chmod -R a+rX "$claude_dir"
+fi
