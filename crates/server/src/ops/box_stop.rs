@@ -32,6 +32,17 @@ pub(crate) async fn stop_held(
     id: &BoxId,
     live: &mut crate::boxes::Live,
 ) -> Result<(), OpError> {
+    stop_held_as(ctx, id, live, None).await
+}
+
+/// Stops the box with its lifecycle lock held and leaves it `stopped`, or `failed` with
+/// `failure` as the reason.
+pub(crate) async fn stop_held_as(
+    ctx: &Ctx,
+    id: &BoxId,
+    live: &mut crate::boxes::Live,
+    failure: Option<&str>,
+) -> Result<(), OpError> {
     let record = reload(ctx, id)?;
     let generation = match record.state {
         BoxState::Stopped | BoxState::Deleted => return Ok(()),
@@ -59,8 +70,33 @@ pub(crate) async fn stop_held(
             source: Box::new(source),
         });
     }
-    ctx.store
-        .update_box_state(id, generation, BoxState::Stopped, None)?;
-    tracing::info!(box_id = %id, name = %record.name, "box stopped");
+    match failure {
+        None => {
+            ctx.store
+                .update_box_state(id, generation, BoxState::Stopped, None)?;
+            tracing::info!(box_id = %id, name = %record.name, "box stopped");
+        }
+        Some(reason) => {
+            ctx.store
+                .update_box_state(id, generation, BoxState::Failed, Some(reason))?;
+            tracing::warn!(box_id = %id, name = %record.name, reason, "box failed");
+        }
+    }
     Ok(())
+}
+
+/// The box's harness gave up (too many exits in a row): its processes are stopped and the
+/// box is `failed` with the harness's reason. Its queued messages wait; the next call that
+/// needs the box starts it again, with a fresh harness.
+pub(crate) async fn fail_box(ctx: &Ctx, id: &BoxId, reason: &str) -> Result<(), OpError> {
+    let (ctx, task_id, reason) = (ctx.clone(), id.clone(), reason.to_owned());
+    detached(id, async move {
+        let slot = ctx.boxes.slot(&task_id);
+        let mut live = slot.lifecycle.lock().await;
+        if reload(&ctx, &task_id)?.state != BoxState::Running {
+            return Ok(());
+        }
+        stop_held_as(&ctx, &task_id, &mut live, Some(&reason)).await
+    })
+    .await
 }

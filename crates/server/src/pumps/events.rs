@@ -67,8 +67,24 @@ async fn pump(
         }
         ctx.store.append_guest_events(id, &batch)?;
         backoff.reset();
+        if let Some(failed) = batch.iter().find(|e| e.kind == "harness_failed") {
+            give_up(ctx, id, failed);
+        }
         if let Some(end) = end {
             return end;
         }
     }
+}
+
+/// The harness gave up: fail the box, from a task of its own (stopping the box ends this
+/// pump).
+fn give_up(ctx: &Ctx, id: &BoxId, event: &GuestEvent) {
+    let why = event.data["reason"].as_str().unwrap_or("it kept exiting");
+    let reason = format!("the harness gave up: {why}");
+    let (ctx, id) = (ctx.clone(), id.clone());
+    tokio::spawn(async move {
+        if let Err(e) = crate::ops::box_stop::fail_box(&ctx, &id, &reason).await {
+            tracing::error!(box_id = %id, error = %error_chain(&e), "cannot fail the box of a failed harness");
+        }
+    });
 }

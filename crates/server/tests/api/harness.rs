@@ -123,6 +123,21 @@ impl TestServer {
     }
 
     /// Graceful shutdown: the daemon stops every box.
+    /// Containers the OCI runtime still has for this daemon's data dir.
+    pub fn runtime_containers_running(&self) -> Vec<String> {
+        let out = std::process::Command::new("runc")
+            .arg("--root")
+            .arg(self.data.path().join("oci"))
+            .args(["list", "-q"])
+            .output()
+            .expect("runc list");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
     pub async fn shut_down(&mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());

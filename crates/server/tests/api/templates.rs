@@ -452,3 +452,51 @@ async fn end_to_end_a_harness_still_answering_keeps_its_box_up() {
     }
     server.shut_down().await;
 }
+
+#[tokio::test]
+async fn end_to_end_a_harness_that_keeps_crashing_fails_its_box_with_the_reason() {
+    let Some(mut server) = with_sandbox().await else {
+        return;
+    };
+    write_template(
+        &server,
+        "crashy.toml",
+        "name = \"crashy\"\n[harness]\ncommand = [\"sh\", \"-c\", \"exit 7\"]\nmax_restarts = 2\n",
+    );
+    let body = reload(&server).await;
+    assert_eq!(body["errors"], json!([]), "{body}");
+    let (status, body) = server
+        .call(
+            Method::POST,
+            "/v1/boxes",
+            Some(json!({"name": "crashy", "template": "crashy"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = server
+        .call(
+            Method::POST,
+            "/v1/boxes/crashy/messages",
+            Some(json!({"content": "hello?"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let failed = loop {
+        let (_, record) = server.call(Method::GET, "/v1/boxes/crashy", None).await;
+        if record["state"] == "failed" {
+            break record;
+        }
+        assert!(Instant::now() < deadline, "never failed: {record}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let reason = failed["state_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("harness"), "{failed}");
+    // Its processes are gone; the message waits for a working harness.
+    assert!(server.runtime_containers_running().is_empty());
+    let (_, page) = server
+        .call(Method::GET, "/v1/boxes/crashy/messages", None)
+        .await;
+    assert_eq!(page["messages"][0]["state"], "queued", "{page}");
+    server.shut_down().await;
+}
