@@ -8,43 +8,20 @@
 //! Needs root, runc and a static berth-init (`make bench` builds it).
 //! `BERTH_BENCH_STARTS` and `BERTH_BENCH_EXECS` set the sample counts.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use berth_benches::daemon::{count, BenchResult, Daemon, OCI_RUNTIME};
 use berth_benches::floor::{fork_exec_once, TrivialBundle};
 use berth_benches::http::Client;
 use berth_benches::stats::{ms, ratio, Summary};
-use berth_runtime::sandbox::{SandboxConfig, SandboxRuntime};
-use berth_server::{Server, ServerConfig};
 use http::{Method, StatusCode};
 use serde_json::json;
 
-const OCI_RUNTIME: &str = "runc";
-
-fn count(var: &str, default: usize) -> usize {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() {
-    // `cargo bench` passes `--bench`; a plain `cargo test` of benches passes nothing to run.
-    if !std::env::args().any(|a| a == "--bench") {
-        return;
-    }
-    if let Err(e) = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(run())
-    {
-        eprintln!("bench failed: {e}");
-        std::process::exit(1);
-    }
+    berth_benches::daemon::main(run);
 }
 
-async fn run() -> Result<(), Box<dyn std::error::Error>> {
+async fn run() -> BenchResult<()> {
     let starts = count("BERTH_BENCH_STARTS", 20);
     let execs = count("BERTH_BENCH_EXECS", 300);
     let dir = tempfile::tempdir()?;
@@ -59,27 +36,8 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .map(|_| fork_exec_once())
         .collect::<Result<_, _>>()?;
 
-    let runtime = SandboxRuntime::new(SandboxConfig {
-        data_dir: dir.path().join("berth"),
-        oci_runtime: OCI_RUNTIME.into(),
-        init_bin: berth_runtime::init_binary()?,
-    })?;
-    let server = Server::bind(ServerConfig {
-        data_dir: dir.path().join("berth"),
-        listen: "127.0.0.1:0".parse()?,
-        runtime: Arc::new(runtime),
-        idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
-    })
-    .await?;
-    let addr = server.local_addr();
-    let key = server
-        .admin_key_created
-        .clone()
-        .ok_or("no admin key on a new data dir")?;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(server.serve(async {
-        let _ = stop_rx.await;
-    }));
+    let daemon = Daemon::start(&dir.path().join("berth")).await?;
+    let (addr, key) = (daemon.addr, daemon.key.clone());
     let mut client = Client::connect(addr, &key).await?;
 
     let exec_true = json!({"cmd": ["true"]});
@@ -138,8 +96,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| format!("cannot read berth-init's VmRSS: {body}"))?;
 
-    let _ = stop_tx.send(());
-    daemon.await??;
+    daemon.stop().await?;
 
     report(
         "cold start (create → first exec)",

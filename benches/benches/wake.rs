@@ -10,47 +10,23 @@
 //! `BERTH_BENCH_WAKES` (default 20) and `BERTH_BENCH_INGRESS_S` (default 5) set the sizes.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use berth_benches::daemon::{count, BenchResult, Daemon, OCI_RUNTIME};
 use berth_benches::floor::TrivialBundle;
 use berth_benches::http::Client;
 use berth_benches::sse::EventStream;
 use berth_benches::stats::{ms, ratio, Summary};
-use berth_runtime::sandbox::{SandboxConfig, SandboxRuntime};
-use berth_server::{Server, ServerConfig};
 use http::{Method, StatusCode};
 use serde_json::json;
 
-const OCI_RUNTIME: &str = "runc";
 const BOX: &str = "waker";
 /// Events that are the host's or berth-init's, not the harness's own output.
 const NOT_THE_HARNESS: [&str; 3] = ["state", "harness_start", "harness_exit"];
 const WAKE_TARGET: Duration = Duration::from_millis(100);
 
-type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
-
-fn count(var: &str, default: usize) -> usize {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() {
-    // `cargo bench` passes `--bench`; a plain `cargo test` of benches passes nothing to run.
-    if !std::env::args().any(|a| a == "--bench") {
-        return;
-    }
-    if let Err(e) = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(run())
-    {
-        eprintln!("bench failed: {e}");
-        std::process::exit(1);
-    }
+    berth_benches::daemon::main(run);
 }
 
 async fn run() -> BenchResult<()> {
@@ -64,27 +40,8 @@ async fn run() -> BenchResult<()> {
         .map(|n| bundle.run_once(n))
         .collect::<Result<_, _>>()?;
 
-    let runtime = SandboxRuntime::new(SandboxConfig {
-        data_dir: dir.path().join("berth"),
-        oci_runtime: OCI_RUNTIME.into(),
-        init_bin: berth_runtime::init_binary()?,
-    })?;
-    let server = Server::bind(ServerConfig {
-        data_dir: dir.path().join("berth"),
-        listen: "127.0.0.1:0".parse()?,
-        runtime: Arc::new(runtime),
-        idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
-    })
-    .await?;
-    let addr = server.local_addr();
-    let key = server
-        .admin_key_created
-        .clone()
-        .ok_or("no admin key on a new data dir")?;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(server.serve(async {
-        let _ = stop_rx.await;
-    }));
+    let daemon = Daemon::start(&dir.path().join("berth")).await?;
+    let (addr, key) = (daemon.addr, daemon.key.clone());
     let mut client = Client::connect(addr, &key).await?;
     let (status, body) = client
         .call(
@@ -117,8 +74,7 @@ async fn run() -> BenchResult<()> {
     let one = ingress(addr, &key, 1, ingress_for).await?;
     let four = ingress(addr, &key, 4, ingress_for).await?;
 
-    let _ = stop_tx.send(());
-    daemon.await??;
+    daemon.stop().await?;
 
     let f = Summary::of(&floor);
     let w = Summary::of(&first_event);

@@ -1,5 +1,6 @@
 //! Helpers for berth's benchmarks: percentiles and the floors every figure is compared to.
 
+pub mod daemon;
 pub mod floor;
 pub mod http;
 pub mod sse;

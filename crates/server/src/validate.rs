@@ -1,6 +1,7 @@
 //! Checks on client input that do not need the store or a box.
 
 use berth_runtime::Limits;
+use std::ops::RangeInclusive;
 
 use crate::error::OpError;
 
@@ -29,8 +30,13 @@ pub fn tenant_name(name: &str) -> Result<(), OpError> {
     }
 }
 
-/// The DNS-label rule `name` breaks, if any.
-fn label_rule(name: &str) -> Option<&'static str> {
+/// The ranges of docs/api.md, for a box's limits and a template's defaults alike.
+pub const MEMORY_MIB_RANGE: RangeInclusive<u64> = 64..=65_536;
+pub const PIDS_RANGE: RangeInclusive<u64> = 16..=65_536;
+pub const CPUS_RANGE: RangeInclusive<f64> = 0.1..=256.0;
+
+/// The DNS-label rule `name` breaks, if any (box, tenant and template names).
+pub fn label_rule(name: &str) -> Option<&'static str> {
     if name.is_empty() || name.len() > 63 {
         Some("a name has 1 to 63 characters")
     } else if !name
@@ -65,9 +71,12 @@ pub fn limits_over(defaults: Limits, input: LimitsInput) -> Result<Limits, OpErr
         pids: input.pids.unwrap_or(defaults.pids),
         cpus: input.cpus.unwrap_or(defaults.cpus),
     };
-    range("memory_mib", out.memory_mib as f64, 64.0, 65536.0)?;
-    range("pids", out.pids as f64, 16.0, 65536.0)?;
-    range("cpus", out.cpus, 0.1, 256.0)?;
+    let as_f64 = |r: &RangeInclusive<u64>| (*r.start() as f64, *r.end() as f64);
+    let (min, max) = as_f64(&MEMORY_MIB_RANGE);
+    range("memory_mib", out.memory_mib as f64, min, max)?;
+    let (min, max) = as_f64(&PIDS_RANGE);
+    range("pids", out.pids as f64, min, max)?;
+    range("cpus", out.cpus, *CPUS_RANGE.start(), *CPUS_RANGE.end())?;
     Ok(out)
 }
 

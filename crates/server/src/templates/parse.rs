@@ -12,14 +12,12 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{Base, LayerSpec, Origin, Template, TemplateError, TemplateErrorKind};
+// A template's defaults are limits a box may have: the same ranges.
+use crate::validate::{label_rule, CPUS_RANGE, MEMORY_MIB_RANGE, PIDS_RANGE};
 
 pub const DEFAULT_IDLE_TIMEOUT_S: u64 = 300;
 /// Ten seconds to a week.
 pub const IDLE_TIMEOUT_S_RANGE: RangeInclusive<u64> = 10..=604_800;
-/// The ranges of docs/api.md, so a template's defaults are limits a box may have.
-const MEMORY_MIB_RANGE: RangeInclusive<u64> = 64..=65_536;
-const PIDS_RANGE: RangeInclusive<u64> = 16..=65_536;
-const CPUS_RANGE: RangeInclusive<f64> = 0.1..=256.0;
 /// The protocol's default (a test checks they agree).
 pub const DEFAULT_MAX_RESTARTS: u32 = 5;
 const MAX_RESTARTS_RANGE: RangeInclusive<u32> = 0..=1000;
@@ -373,20 +371,4 @@ fn bad<T>(src: &Source<'_>, at: &Spanned<T>, key: &str, rule: &'static str) -> T
             rule,
         },
     )
-}
-
-/// The DNS-label rule `name` breaks, if any (the same as a box name's).
-pub(super) fn label_rule(name: &str) -> Option<&'static str> {
-    if name.is_empty() || name.len() > 63 {
-        Some("a name has 1 to 63 characters")
-    } else if !name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-    {
-        Some("a name uses only a-z, 0-9 and -")
-    } else if name.starts_with('-') || name.ends_with('-') {
-        Some("a name does not start or end with -")
-    } else {
-        None
-    }
 }
