@@ -48,8 +48,16 @@ impl BoxDirs {
     fn harness(&self, env: Value, extra: Value) {
         let mut env = env;
         env["ECHO_HARNESS_MEMORY"] = json!(self.path("memory"));
+        // The box user runs it: a copy inside these (world-traversable) dirs, since the
+        // build tree may sit under a directory only root can enter (e.g. /root).
+        let bin = self.path("bin/echo-harness");
+        if !bin.exists() {
+            std::fs::create_dir_all(self.path("bin")).unwrap();
+            std::fs::copy(echo_harness(), &bin).unwrap();
+            std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
         let mut config = json!({
-            "command": [echo_harness()],
+            "command": [bin],
             "resume_args": ["--resume", "{session}"],
             "env": env,
         });
