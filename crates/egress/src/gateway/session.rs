@@ -1,0 +1,241 @@
+//! One stream from one box: decide, then either refuse (audit at once) or dial and splice
+//! (audit when the connection ends).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
+use tokio::time::{timeout_at, Instant as TokioInstant};
+
+use crate::hostname::canonical_host;
+use crate::policy::EGRESS_PORT;
+
+use super::audit::{AuditRecord, RefusedAddress, Verdict, Via};
+use super::decision::{DenyReason, Route};
+use super::hello::{host_deny, read_client_hello};
+use super::preamble::{read_preamble, Preamble, PreambleError};
+use super::resolve::vet_addresses;
+use super::splice::{dial, splice, Counted, Counters, DialError};
+use super::{BoxEgress, Inner};
+
+pub(crate) struct Session {
+    gw: Arc<Inner>,
+    egress: Arc<BoxEgress>,
+    stop: watch::Receiver<bool>,
+    started: Instant,
+    time: OffsetDateTime,
+    via: Option<Via>,
+    target: Option<String>,
+    port: Option<u16>,
+    resolved: Option<SocketAddr>,
+    refused: Vec<RefusedAddress>,
+    /// Whether the CONNECT client has been told `200`, after which no status can be sent.
+    answered: bool,
+}
+
+impl Session {
+    pub(crate) fn new(gw: Arc<Inner>, egress: Arc<BoxEgress>, stop: watch::Receiver<bool>) -> Self {
+        Session {
+            gw,
+            egress,
+            stop,
+            started: Instant::now(),
+            time: OffsetDateTime::now_utc(),
+            via: None,
+            target: None,
+            port: None,
+            resolved: None,
+            refused: Vec::new(),
+            answered: false,
+        }
+    }
+
+    pub(crate) async fn run<S: AsyncRead + AsyncWrite + Unpin>(mut self, mut stream: S) {
+        let mut buf = Vec::new();
+        let mut stop = self.stop.clone();
+        let decided = tokio::select! {
+            d = self.decide(&mut stream, &mut buf) => d,
+            _ = stop.wait_for(|s| *s) => Err(DenyReason::Shutdown),
+        };
+        let route = match decided {
+            Ok(route) => route,
+            Err(reason) => return self.refuse(&mut stream, reason).await,
+        };
+        match route {
+            Route::Passthrough { addr } => self.passthrough(stream, addr, &buf).await,
+        }
+    }
+
+    /// Everything up to the point where the gateway would dial: no byte has left the host.
+    async fn decide<S: AsyncRead + AsyncWrite + Unpin>(
+        &mut self,
+        stream: &mut S,
+        buf: &mut Vec<u8>,
+    ) -> Result<Route, DenyReason> {
+        let hello_timeout = self.gw.config.timeouts.client_hello;
+        let deadline = TokioInstant::now() + hello_timeout;
+        let preamble = timeout_at(deadline, read_preamble(stream, buf))
+            .await
+            .map_err(|_| DenyReason::Timeout)?
+            .map_err(|e| preamble_deny(&e))?;
+        match preamble {
+            Preamble::Direct => {
+                self.via = Some(Via::Direct);
+                self.port = Some(EGRESS_PORT);
+                let info = timeout_at(deadline, read_client_hello(stream, buf))
+                    .await
+                    .map_err(|_| DenyReason::Timeout)?
+                    .map_err(|e| e.deny_reason())?;
+                // The parser has already refused ECH, IP literals and bad names, and
+                // returns the canonical spelling.
+                self.target = Some(info.sni.clone());
+                self.route_for(&info.sni).await
+            }
+            Preamble::Connect(t) => {
+                self.via = Some(Via::Connect);
+                self.port = Some(t.port);
+                self.target = Some(t.host.clone());
+                if t.port != EGRESS_PORT {
+                    return Err(DenyReason::Port);
+                }
+                let host = canonical_host(&t.host).map_err(|e| host_deny(&e))?;
+                self.target = Some(host.clone());
+                let route = self.route_for(&host).await?;
+                stream
+                    .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+                    .await
+                    .map_err(|_| DenyReason::ClosedEarly)?;
+                self.answered = true;
+                let deadline = TokioInstant::now() + hello_timeout;
+                let info = timeout_at(deadline, read_client_hello(stream, buf))
+                    .await
+                    .map_err(|_| DenyReason::Timeout)?
+                    .map_err(|e| e.deny_reason())?;
+                if info.sni != host {
+                    return Err(DenyReason::SniMismatch);
+                }
+                Ok(route)
+            }
+        }
+    }
+
+    /// Policy, then resolution and address vetting for a canonical host.
+    async fn route_for(&mut self, host: &str) -> Result<Route, DenyReason> {
+        if !self.egress.allow.allows(host) {
+            return Err(DenyReason::NotAllowed);
+        }
+        if let Some(addr) = self.gw.config.resolve_overrides.get(host) {
+            self.resolved = Some(*addr);
+            return Ok(Route::Passthrough { addr: *addr });
+        }
+        let addrs = self
+            .gw
+            .resolver
+            .resolve(host, EGRESS_PORT)
+            .await
+            .map_err(|_| DenyReason::ResolveFailed)?;
+        match vet_addresses(&addrs) {
+            Ok(v) => {
+                self.refused = v.refused;
+                self.resolved = Some(v.addr);
+                Ok(Route::Passthrough { addr: v.addr })
+            }
+            Err((reason, refused)) => {
+                self.refused = refused;
+                Err(reason)
+            }
+        }
+    }
+
+    async fn refuse<S: AsyncWrite + Unpin>(mut self, stream: &mut S, reason: DenyReason) {
+        if self.via == Some(Via::Connect) && !self.answered {
+            let status = reason.connect_status();
+            let response =
+                format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            // The box may already be gone; the refusal stands either way.
+            let _ = stream.write_all(response.as_bytes()).await;
+        }
+        let _ = stream.shutdown().await;
+        self.audit(Verdict::Deny, Some(reason), &Counters::default());
+    }
+
+    async fn passthrough<S: AsyncRead + AsyncWrite + Unpin>(
+        mut self,
+        mut stream: S,
+        addr: SocketAddr,
+        first_bytes: &[u8],
+    ) {
+        let upstream = match dial(addr, self.gw.config.timeouts.dial).await {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::info!(box_id = %self.egress.box_id, error = %e, "egress dial failed");
+                let reason = match e {
+                    DialError::Timeout { .. } => DenyReason::Timeout,
+                    DialError::Connect { .. } => DenyReason::DialFailed,
+                };
+                return self.refuse(&mut stream, reason).await;
+            }
+        };
+        let counters = Counters::default();
+        let mut upstream = Counted::new(upstream, counters.clone());
+        let mut stop = self.stop.clone();
+        tokio::select! {
+            res = splice(&mut stream, &mut upstream, first_bytes) => {
+                if let Err(e) = res {
+                    tracing::debug!(box_id = %self.egress.box_id, error = %e, "egress splice ended");
+                }
+            }
+            _ = stop.wait_for(|s| *s) => {}
+        }
+        self.audit(Verdict::Allow, None, &counters);
+    }
+
+    fn audit(&mut self, decision: Verdict, reason: Option<DenyReason>, counters: &Counters) {
+        let record = AuditRecord {
+            box_id: self.egress.box_id.clone(),
+            time: self
+                .time
+                .format(&Rfc3339)
+                .unwrap_or_else(|_| String::from("1970-01-01T00:00:00Z")),
+            target: self.target.clone(),
+            port: self.port,
+            via: self.via,
+            resolved: self.resolved,
+            decision,
+            reason: reason.as_ref().map(DenyReason::code),
+            refused: std::mem::take(&mut self.refused),
+            bytes_up: counters.up(),
+            bytes_down: counters.down(),
+            duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        };
+        match &reason {
+            Some(r) => {
+                // debug, not info: a box can make denials as fast as it likes, and each one
+                // is already a line in the audit log.
+                tracing::debug!(box_id = %record.box_id, target = ?record.target, reason = %r.code(), "egress denied")
+            }
+            None => {
+                tracing::debug!(box_id = %record.box_id, target = ?record.target, "egress connection closed")
+            }
+        }
+        if let Err(e) = self.gw.audit.record(&record) {
+            tracing::error!(box_id = %record.box_id, error = %e, "writing the egress audit log failed");
+        }
+    }
+}
+
+fn preamble_deny(e: &PreambleError) -> DenyReason {
+    match e {
+        PreambleError::Read(_) | PreambleError::Empty | PreambleError::Truncated => {
+            DenyReason::ClosedEarly
+        }
+        PreambleError::TooLong | PreambleError::BadRequestLine | PreambleError::BadPort => {
+            DenyReason::BadConnect
+        }
+        PreambleError::Unrecognised => DenyReason::BadClientHello,
+    }
+}
