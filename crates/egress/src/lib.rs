@@ -4,10 +4,11 @@
 //! and each decision is one JSON line in the audit log.
 //!
 //! Pure checks, no I/O: [`client_hello`], [`hostname`], [`policy`], [`address`].
-//! The gateway's I/O: [`gateway`].
+//! The gateway's I/O: [`gateway`]; TLS interception for credential rules: [`intercept`].
 
 pub mod address;
 pub mod client_hello;
 pub mod gateway;
 pub mod hostname;
+pub mod intercept;
 pub mod policy;

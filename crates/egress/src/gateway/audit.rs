@@ -51,6 +51,13 @@ pub struct AuditRecord {
     /// Bytes upstream sent back to the box.
     pub bytes_down: u64,
     pub duration_ms: u64,
+    /// The stream was TLS-intercepted (the host has a credential rule); the byte counts
+    /// are then the upstream TLS connection's.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub intercept: bool,
+    /// The credential rule whose secret was set on the request (its name, never a value).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credential: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -212,6 +219,8 @@ mod tests {
             bytes_up: 0,
             bytes_down: 0,
             duration_ms: 0,
+            intercept: false,
+            credential: None,
         }
     }
 

@@ -2,14 +2,15 @@
 
 use std::net::SocketAddr;
 
-/// Where an allowed stream goes. Only `Passthrough` exists today: the gateway replays the
-/// ClientHello to the vetted address and splices bytes without seeing inside TLS. A
-/// credential rule will add an intercepting route (terminate TLS with the box's CA, rewrite
-/// headers, re-encrypt upstream) as a second variant.
+/// Where an allowed stream goes. `Passthrough`: the gateway replays the ClientHello to the
+/// vetted address and splices bytes without seeing inside TLS. `Intercept` (the host has a
+/// credential rule): it terminates TLS with the box's CA, rewrites the request head and
+/// re-encrypts to the vetted address (`crate::intercept`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Route {
     Passthrough { addr: SocketAddr },
+    Intercept { addr: SocketAddr },
 }
 
 /// Why a stream was refused. [`DenyReason::code`] is the `reason` field of the audit line.
@@ -43,6 +44,21 @@ pub enum DenyReason {
     ClosedEarly,
     /// The gateway is shutting down this box's listener.
     Shutdown,
+    /// Intercepted: the request is TRACE or TRACK.
+    MethodRefused,
+    /// Intercepted: the `Host` header does not name the TLS server name.
+    HostMismatch,
+    /// Intercepted: the request head is malformed, too large, has no single `Host`, or an
+    /// absolute-form target.
+    BadRequest,
+    /// Intercepted: the box's TLS handshake failed (it does not trust its CA, no common
+    /// ALPN protocol, …).
+    BoxTls,
+    /// Intercepted: the TLS handshake with upstream failed (untrusted certificate, …) or
+    /// the request could not be written.
+    UpstreamTls,
+    /// Intercepted: the gateway could not set up interception (leaf minting, TLS config).
+    InterceptFailed,
 }
 
 impl DenyReason {
@@ -63,6 +79,12 @@ impl DenyReason {
             DenyReason::BadClientHello => "bad_client_hello".into(),
             DenyReason::ClosedEarly => "closed_early".into(),
             DenyReason::Shutdown => "shutdown".into(),
+            DenyReason::MethodRefused => "method_refused".into(),
+            DenyReason::HostMismatch => "host_mismatch".into(),
+            DenyReason::BadRequest => "bad_request".into(),
+            DenyReason::BoxTls => "box_tls".into(),
+            DenyReason::UpstreamTls => "upstream_tls".into(),
+            DenyReason::InterceptFailed => "intercept_failed".into(),
         }
     }
 

@@ -29,6 +29,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::hostname::{canonical_host, HostError};
+use crate::intercept::Interceptor;
 use crate::policy::Allowlist;
 
 pub use audit::{
@@ -140,6 +141,29 @@ impl Gateway {
         egress: BoxEgress,
         shutdown: impl Future<Output = ()>,
     ) {
+        self.serve(listener, egress, None, shutdown).await
+    }
+
+    /// [`Gateway::serve_box`] for a box with credential rules: streams to a host named by a
+    /// rule of `interceptor` are TLS-intercepted (`crate::intercept`), all others spliced.
+    pub async fn serve_box_intercepting(
+        &self,
+        listener: UnixListener,
+        egress: BoxEgress,
+        interceptor: Arc<Interceptor>,
+        shutdown: impl Future<Output = ()>,
+    ) {
+        self.serve(listener, egress, Some(interceptor), shutdown)
+            .await
+    }
+
+    async fn serve(
+        &self,
+        listener: UnixListener,
+        egress: BoxEgress,
+        interceptor: Option<Arc<Interceptor>>,
+        shutdown: impl Future<Output = ()>,
+    ) {
         let egress = Arc::new(egress);
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
@@ -152,6 +176,7 @@ impl Gateway {
                         let session = session::Session::new(
                             self.inner.clone(),
                             egress.clone(),
+                            interceptor.clone(),
                             stop_rx.clone(),
                         );
                         tasks.spawn(session.run(stream));

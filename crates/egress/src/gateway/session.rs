@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use tokio::time::{timeout_at, Instant as TokioInstant};
 
 use crate::hostname::canonical_host;
+use crate::intercept::{HeadReadError, InterceptError, Interceptor, Refusal};
 use crate::policy::EGRESS_PORT;
 
 use super::audit::{AuditRecord, RefusedAddress, Verdict, Via};
@@ -25,6 +26,7 @@ use super::{BoxEgress, Inner};
 pub(crate) struct Session {
     gw: Arc<Inner>,
     egress: Arc<BoxEgress>,
+    interceptor: Option<Arc<Interceptor>>,
     stop: watch::Receiver<bool>,
     started: Instant,
     time: OffsetDateTime,
@@ -35,13 +37,22 @@ pub(crate) struct Session {
     refused: Vec<RefusedAddress>,
     /// Whether the CONNECT client has been told `200`, after which no status can be sent.
     answered: bool,
+    intercept: bool,
+    /// The credential rule whose secret was set (its name).
+    credential: Option<String>,
 }
 
 impl Session {
-    pub(crate) fn new(gw: Arc<Inner>, egress: Arc<BoxEgress>, stop: watch::Receiver<bool>) -> Self {
+    pub(crate) fn new(
+        gw: Arc<Inner>,
+        egress: Arc<BoxEgress>,
+        interceptor: Option<Arc<Interceptor>>,
+        stop: watch::Receiver<bool>,
+    ) -> Self {
         Session {
             gw,
             egress,
+            interceptor,
             stop,
             started: Instant::now(),
             time: OffsetDateTime::now_utc(),
@@ -51,6 +62,8 @@ impl Session {
             resolved: None,
             refused: Vec::new(),
             answered: false,
+            intercept: false,
+            credential: None,
         }
     }
 
@@ -67,6 +80,7 @@ impl Session {
         };
         match route {
             Route::Passthrough { addr } => self.passthrough(stream, addr, &buf).await,
+            Route::Intercept { addr } => self.intercept(stream, addr, buf).await,
         }
     }
 
@@ -130,7 +144,7 @@ impl Session {
         }
         if let Some(addr) = self.gw.config.resolve_overrides.get(host) {
             self.resolved = Some(*addr);
-            return Ok(Route::Passthrough { addr: *addr });
+            return Ok(self.route(host, *addr));
         }
         let addrs = self
             .gw
@@ -142,12 +156,20 @@ impl Session {
             Ok(v) => {
                 self.refused = v.refused;
                 self.resolved = Some(v.addr);
-                Ok(Route::Passthrough { addr: v.addr })
+                Ok(self.route(host, v.addr))
             }
             Err((reason, refused)) => {
                 self.refused = refused;
                 Err(reason)
             }
+        }
+    }
+
+    /// A host named by one of the box's credential rules is intercepted; any other is spliced.
+    fn route(&self, host: &str, addr: SocketAddr) -> Route {
+        match &self.interceptor {
+            Some(i) if i.intercepts(host) => Route::Intercept { addr },
+            _ => Route::Passthrough { addr },
         }
     }
 
@@ -169,16 +191,9 @@ impl Session {
         addr: SocketAddr,
         first_bytes: &[u8],
     ) {
-        let upstream = match dial(addr, self.gw.config.timeouts.dial).await {
+        let upstream = match self.dial(addr).await {
             Ok(u) => u,
-            Err(e) => {
-                tracing::info!(box_id = %self.egress.box_id, error = %e, "egress dial failed");
-                let reason = match e {
-                    DialError::Timeout { .. } => DenyReason::Timeout,
-                    DialError::Connect { .. } => DenyReason::DialFailed,
-                };
-                return self.refuse(&mut stream, reason).await;
-            }
+            Err(reason) => return self.refuse(&mut stream, reason).await,
         };
         let counters = Counters::default();
         let mut upstream = Counted::new(upstream, counters.clone());
@@ -192,6 +207,60 @@ impl Session {
             _ = stop.wait_for(|s| *s) => {}
         }
         self.audit(Verdict::Allow, None, &counters);
+    }
+
+    async fn dial(&self, addr: SocketAddr) -> Result<tokio::net::TcpStream, DenyReason> {
+        dial(addr, self.gw.config.timeouts.dial).await.map_err(|e| {
+            tracing::info!(box_id = %self.egress.box_id, error = %e, "egress dial failed");
+            match e {
+                DialError::Timeout { .. } => DenyReason::Timeout,
+                DialError::Connect { .. } => DenyReason::DialFailed,
+            }
+        })
+    }
+
+    /// Terminates the box's TLS and re-encrypts upstream (`crate::intercept`). A request
+    /// refused by the interceptor (TRACE, Host ≠ SNI, …) is a deny line; one that went
+    /// upstream is an allow line, written when the response has ended.
+    async fn intercept<S: AsyncRead + AsyncWrite + Unpin>(
+        mut self,
+        mut stream: S,
+        addr: SocketAddr,
+        client_hello: Vec<u8>,
+    ) {
+        self.intercept = true;
+        let Some(interceptor) = self.interceptor.clone() else {
+            return self.refuse(&mut stream, DenyReason::InterceptFailed).await;
+        };
+        let upstream = match self.dial(addr).await {
+            Ok(u) => u,
+            Err(reason) => return self.refuse(&mut stream, reason).await,
+        };
+        let Some(sni) = self.target.clone() else {
+            return self.refuse(&mut stream, DenyReason::InterceptFailed).await;
+        };
+        let counters = Counters::default();
+        let upstream = Counted::new(upstream, counters.clone());
+        let mut stop = self.stop.clone();
+        let served = tokio::select! {
+            res = interceptor.serve(&sni, stream, client_hello, upstream) => res,
+            _ = stop.wait_for(|s| *s) => {
+                return self.audit(Verdict::Allow, None, &counters);
+            }
+        };
+        match served {
+            Ok(served) => {
+                if let Some(e) = &served.stream_error {
+                    tracing::debug!(box_id = %self.egress.box_id, error = %e, "egress intercepted stream ended");
+                }
+                self.credential = served.injected;
+                self.audit(Verdict::Allow, None, &counters);
+            }
+            Err(e) => {
+                tracing::debug!(box_id = %self.egress.box_id, error = %e, "egress interception refused");
+                self.audit(Verdict::Deny, Some(intercept_deny(&e)), &counters);
+            }
+        }
     }
 
     fn audit(&mut self, decision: Verdict, reason: Option<DenyReason>, counters: &Counters) {
@@ -211,6 +280,8 @@ impl Session {
             bytes_up: counters.up(),
             bytes_down: counters.down(),
             duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            intercept: self.intercept,
+            credential: self.credential.take(),
         };
         match &reason {
             Some(r) => {
@@ -237,5 +308,27 @@ fn preamble_deny(e: &PreambleError) -> DenyReason {
             DenyReason::BadConnect
         }
         PreambleError::Unrecognised => DenyReason::BadClientHello,
+    }
+}
+
+fn intercept_deny(e: &InterceptError) -> DenyReason {
+    match e {
+        InterceptError::Refused(Refusal::Method) => DenyReason::MethodRefused,
+        InterceptError::Refused(Refusal::HostMismatch) => DenyReason::HostMismatch,
+        InterceptError::Refused(Refusal::BadRequest | Refusal::BadFraming | Refusal::TooLarge)
+        | InterceptError::RequestHead(HeadReadError::Malformed(_) | HeadReadError::TooLarge) => {
+            DenyReason::BadRequest
+        }
+        InterceptError::RequestHead(HeadReadError::Read(_) | HeadReadError::Closed) => {
+            DenyReason::ClosedEarly
+        }
+        InterceptError::BoxTls(_) => DenyReason::BoxTls,
+        InterceptError::BoxTimeout | InterceptError::UpstreamTimeout => DenyReason::Timeout,
+        InterceptError::UpstreamTls(_) | InterceptError::UpstreamWrite(_) => {
+            DenyReason::UpstreamTls
+        }
+        InterceptError::Ca(_) | InterceptError::ServerConfig(_) | InterceptError::ServerName(_) => {
+            DenyReason::InterceptFailed
+        }
     }
 }
