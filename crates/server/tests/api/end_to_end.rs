@@ -62,7 +62,8 @@ pub(crate) async fn with_sandbox() -> Option<TestServer> {
     }
 }
 
-async fn exec(server: &TestServer, name: &str, cmd: &[&str]) -> Value {
+/// Runs `cmd` in box `name` (collected); asserts the call itself succeeded.
+pub(crate) async fn exec(server: &TestServer, name: &str, cmd: &[&str]) -> Value {
     let (status, out) = server
         .call(
             Method::POST,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
-use crate::end_to_end::with_sandbox;
+use crate::end_to_end::{exec, with_sandbox};
 use crate::harness::{error_code, TestServer};
 use crate::tenants::{call_as, new_tenant};
 
@@ -209,18 +209,6 @@ async fn a_box_whose_template_disappeared_fails_its_start_with_the_reason() {
     assert_eq!(stopped["state"], "stopped");
     let (status, _) = server.call(Method::DELETE, "/v1/boxes/orphan", None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
-}
-
-async fn exec(server: &TestServer, name: &str, cmd: &[&str]) -> Value {
-    let (status, out) = server
-        .call(
-            Method::POST,
-            &format!("/v1/boxes/{name}/exec"),
-            Some(json!({"cmd": cmd})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{cmd:?}: {out}");
-    out
 }
 
 #[tokio::test]
