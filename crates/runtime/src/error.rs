@@ -63,3 +63,16 @@ pub enum RuntimeError {
     #[error("guest channel")]
     Guest(#[from] GuestError),
 }
+
+/// `error: cause: cause …`: an error and its whole source chain on one line, for logs and
+/// for the reasons a user reads (one definition for every berth crate on the host).
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
+}

@@ -14,7 +14,7 @@ pub mod spec;
 use async_trait::async_trait;
 use berth_protocol::BoxId;
 
-pub use error::RuntimeError;
+pub use error::{error_chain, RuntimeError};
 pub use guest_client::{EventStream, ExecStream, GuestAddr, GuestClient, GuestError, NdjsonStream};
 pub use layer::{LayerError, TargetError};
 pub use spec::{BootToken, BoxSpec, IdMap, Layer, Limits, Rootfs};

@@ -16,7 +16,7 @@ use berth_protocol::harness::HarnessConfig;
 use berth_protocol::BoxId;
 use berth_runtime::{IdMap, Layer, Limits, RuntimeError, RuntimeStatus};
 use bytes::Bytes;
-use common::{fixture, new_spec, run, run_ok, Fixture};
+use common::{fixture, new_spec, run, run_ok};
 
 const GRACE: Duration = Duration::from_secs(5);
 
@@ -701,9 +701,4 @@ async fn agent_state_dir_is_root_only_and_persists_and_harness_config_is_private
         "a box without a harness still has a harness config"
     );
     fx.runtime.stop(&spec.id, GRACE).await.expect("stop");
-}
-
-#[allow(dead_code)]
-fn _assert_fixture_is_send(fx: Fixture) -> impl Send {
-    fx
 }

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use berth_protocol::{BoxId, ErrorCode};
+pub use berth_runtime::error_chain;
 use berth_runtime::{GuestError, RuntimeError};
 use berth_store::StoreError;
 
@@ -179,16 +180,4 @@ pub enum ServerError {
 
     #[error("another berth daemon is already running with the data directory {}", path.display())]
     DataDirInUse { path: PathBuf },
-}
-
-/// `error: cause: cause …`, the full chain on one line (logged once, at the edge).
-pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        out.push_str(": ");
-        out.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    out
 }

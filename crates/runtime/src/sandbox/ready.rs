@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
 
-use crate::{GuestClient, RuntimeError};
+use crate::{error_chain, GuestClient, RuntimeError};
 
 pub const READY_DEADLINE: Duration = Duration::from_secs(10);
 const FIRST_BACKOFF: Duration = Duration::from_millis(1);
@@ -158,17 +158,6 @@ pub fn console_tail(console: &Path) -> String {
     let text = String::from_utf8_lossy(&buf);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n")
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 #[cfg(test)]

@@ -44,7 +44,7 @@ pub fn builtins(data_dir: &Path) -> Vec<Template> {
     let unavailable = match prepare_echo_layer(&data_dir) {
         Ok(_) => None,
         Err(e) => {
-            let reason = chain(&e);
+            let reason = crate::error::error_chain(&e);
             tracing::warn!(reason = %reason, "the echo template is unavailable");
             Some(reason)
         }
@@ -169,18 +169,6 @@ fn prepare_layer_from(data_dir: &Path, binary: &Path) -> Result<PathBuf, EchoLay
         return Err(io("install the echo harness at", &dest)(e));
     }
     Ok(layer)
-}
-
-/// The error and its causes on one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        out.push_str(": ");
-        out.push_str(&c.to_string());
-        cause = c.source();
-    }
-    out
 }
 
 #[cfg(test)]
