@@ -30,9 +30,10 @@ test: test-deps init
 		$(CARGO) test --workspace --no-fail-fast; \
 	fi
 
-## bench: cold start, exec round-trip, wake latency and message throughput, each against
-## a floor measured in the same run
+## bench: cold start, exec round-trip, wake latency, message throughput and egress (gateway
+## vs direct vs nginx), each against a baseline measured in the same run
 bench: deps init
+	@./scripts/install-deps.sh --bench
 	$(CARGO) bench -p berth-benches
 
 ## deps: the Debian packages berth needs (runc), installed when missing and running as root

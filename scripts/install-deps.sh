@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # Installs what berth needs when it is missing: Debian packages (root installs them; anyone
 # else is told what to install). With --tests, also what the tests need: python3 (the
-# model stand-in) and Claude Code from the npm registry (the harness test).
+# model stand-in) and Claude Code from the npm registry (the harness test). With --bench,
+# also nginx with its stream module (the egress benchmark's comparison).
 set -euo pipefail
 for_tests=false
-[ "${1:-}" = "--tests" ] && for_tests=true
+for_bench=false
+for arg in "$@"; do
+  case "$arg" in
+    --tests) for_tests=true ;;
+    --bench) for_bench=true ;;
+    *) echo "usage: $0 [--tests] [--bench]" >&2; exit 2 ;;
+  esac
+done
 
 # command → Debian package
 declare -A needed=(
@@ -20,6 +28,17 @@ done
 
 if $for_tests; then
   command -v python3 >/dev/null 2>&1 || missing+=(python3)
+fi
+
+# The egress bench runs its own nginx from a config in a temp dir (stream module,
+# ssl_preread). Debian builds the stream module as a separate package. Note that installing
+# `nginx` also enables and starts Debian's own nginx service (port 80); the bench does not
+# use it.
+if $for_bench; then
+  command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
+  # built in (`--with-stream`), or Debian's dynamic module
+  { nginx -V 2>&1 | grep -qE -- '--with-stream( |$)'; } ||
+    [ -f /usr/lib/nginx/modules/ngx_stream_module.so ] || missing+=(libnginx-mod-stream)
 fi
 
 if [ ${#missing[@]} -gt 0 ]; then

@@ -60,6 +60,7 @@ impl Daemon {
             listen: "127.0.0.1:0".parse()?,
             runtime: Arc::new(runtime),
             idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
+            host: Default::default(),
         })
         .await?;
         let addr = server.local_addr();

@@ -41,6 +41,8 @@ impl TrivialBundle {
             id_map: IdMap::for_slot(IdMap::SLOTS - 1).ok_or("no id range")?,
             layers: Vec::new(),
             harness: None,
+            egress: Default::default(),
+            env: Default::default(),
         };
         sandbox.start(&spec).await?;
         sandbox.stop(&spec.id, Duration::from_secs(5)).await?;

@@ -64,6 +64,12 @@ pub struct CreateArgs {
     /// reclaimed (stopped, files kept); the template's by default.
     #[arg(long, value_name = "S")]
     pub idle_timeout: Option<u64>,
+    /// A host the box may reach on port 443: an exact name or a `*.suffix` wildcard
+    /// (repeatable). Gives the box its own egress policy of just these hosts, replacing the
+    /// template's whole, credential rules included (rules: templates or the API only).
+    /// Without it, the box uses its template's policy.
+    #[arg(long = "allow", value_name = "HOST")]
+    pub allow: Vec<String>,
 }
 
 /// Body of `POST /v1/boxes`. Absent fields are left out: the daemon applies its defaults.
@@ -76,6 +82,14 @@ struct CreateBody<'a> {
     limits: Option<LimitsBody>,
     #[serde(skip_serializing_if = "Option::is_none")]
     idle_timeout_s: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    egress: Option<EgressBody<'a>>,
+}
+
+/// The box's own egress policy: an allowlist and no credential rules.
+#[derive(Debug, Serialize, PartialEq)]
+struct EgressBody<'a> {
+    allow: &'a [String],
 }
 
 #[derive(Debug, Serialize, PartialEq)]
@@ -101,6 +115,7 @@ impl CreateArgs {
             template: self.template.as_deref(),
             limits,
             idle_timeout_s: self.idle_timeout,
+            egress: (!self.allow.is_empty()).then_some(EgressBody { allow: &self.allow }),
         }
     }
 }
@@ -229,6 +244,7 @@ mod tests {
             pids: None,
             cpus: None,
             idle_timeout: None,
+            allow: Vec::new(),
         };
         assert_eq!(
             serde_json::to_value(args.body()).unwrap(),
@@ -241,10 +257,34 @@ mod tests {
             pids: None,
             cpus: Some(0.5),
             idle_timeout: Some(30),
+            allow: vec!["api.anthropic.com".into(), "*.github.com".into()],
         };
         assert_eq!(
             serde_json::to_value(args.body()).unwrap(),
-            serde_json::json!({"name":"a","template":"host","limits":{"memory_mib":256,"cpus":0.5},"idle_timeout_s":30})
+            serde_json::json!({"name":"a","template":"host","limits":{"memory_mib":256,"cpus":0.5},"idle_timeout_s":30,"egress":{"allow":["api.anthropic.com","*.github.com"]}})
+        );
+    }
+
+    #[test]
+    fn allow_is_repeatable_and_becomes_the_box_egress() {
+        use clap::Parser as _;
+        let cli = crate::Cli::try_parse_from([
+            "berth",
+            "box",
+            "create",
+            "a",
+            "--allow",
+            "api.anthropic.com",
+            "--allow",
+            "*.github.com",
+        ])
+        .unwrap();
+        let crate::Command::Box(BoxCommand::Create(args)) = cli.command else {
+            panic!("not box create: {:?}", cli.command);
+        };
+        assert_eq!(
+            serde_json::to_value(args.body()).unwrap()["egress"],
+            serde_json::json!({"allow":["api.anthropic.com","*.github.com"]})
         );
     }
 

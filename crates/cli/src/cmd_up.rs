@@ -23,6 +23,10 @@ pub struct UpArgs {
     /// The OCI runtime that runs the boxes: runc, crun or runsc (a name in PATH, or a path).
     #[arg(long, value_name = "RUNTIME", default_value = "runc")]
     pub oci_runtime: String,
+    /// The host config file (egress resolve overrides and extra roots, the secret store's
+    /// key file); default: <data dir>/berth.toml when it exists. See docs/config.md.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 pub fn run(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
@@ -39,6 +43,10 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
     // Listen for the signals before anything starts, so none is missed.
     let shutdown = shutdown_signal().context("installing the SIGINT/SIGTERM handlers")?;
 
+    let host = match &args.config {
+        Some(path) => berth_server::HostConfig::load(path),
+        None => berth_server::HostConfig::load_default(&data_dir),
+    }?;
     let init_bin = berth_runtime::init_binary()?;
     let sandbox = SandboxRuntime::new(SandboxConfig {
         data_dir: data_dir.clone(),
@@ -51,6 +59,7 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
         listen: args.listen,
         runtime: Arc::new(sandbox),
         idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
+        host,
     };
     let server = berth_server::Server::bind(config)
         .await

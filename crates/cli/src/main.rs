@@ -6,8 +6,10 @@
 mod client;
 mod cmd_box;
 mod cmd_cp;
+mod cmd_egress;
 mod cmd_exec;
 mod cmd_logs;
+mod cmd_secret;
 mod cmd_send;
 mod cmd_template;
 mod cmd_tenant;
@@ -61,12 +63,18 @@ pub enum Command {
     Send(cmd_send::SendArgs),
     /// Print a box's events (harness output, state changes); -f follows them live.
     Logs(cmd_logs::LogsArgs),
+    /// Print a box's egress audit log: every connection it made or was refused.
+    Egress(cmd_egress::EgressArgs),
     /// List templates and reload the user ones.
     #[command(subcommand)]
     Template(cmd_template::TemplateCommand),
     /// Manage tenants (admin key needed).
     #[command(subcommand)]
     Tenant(cmd_tenant::TenantCommand),
+    /// Set, list and delete your tenant's secrets (the real credentials the egress gateway
+    /// adds to a box's requests; boxes only see placeholders).
+    #[command(subcommand)]
+    Secret(cmd_secret::SecretCommand),
 }
 
 fn main() -> ExitCode {
@@ -99,11 +107,15 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Send(args) => client_main(async { cmd_send::run(&connect()?, args).await }),
         Command::Logs(args) => client_main(async { cmd_logs::run(&connect()?, args).await }),
+        Command::Egress(args) => client_main(async { cmd_egress::run(&connect()?, args).await }),
         Command::Template(command) => {
             client_main(async { cmd_template::run(&connect()?, command).await })
         }
         Command::Tenant(command) => {
             client_main(async { cmd_tenant::run(&connect()?, command).await })
+        }
+        Command::Secret(command) => {
+            client_main(async { cmd_secret::run(&connect()?, command).await })
         }
     }
 }
@@ -204,6 +216,10 @@ mod tests {
             &["berth", "template", "ls", "--json"],
             &["berth", "template", "reload"],
             &["berth", "tenant", "create", "acme"],
+            &["berth", "secret", "set", "anthropic"],
+            &["berth", "secret", "set", "gh", "--from-file", "/tmp/tok"],
+            &["berth", "secret", "ls", "--json"],
+            &["berth", "secret", "rm", "gh"],
         ] {
             Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
         }

@@ -2,56 +2,13 @@
 //! berth-init) an end-to-end run against a real `berth up`.
 
 use std::fs;
-use std::io::{Read as _, Write as _};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-const BERTH: &str = env!("CARGO_BIN_EXE_berth");
+mod common;
 
-/// A `berth` command with a clean environment: no daemon settings leak in from the host.
-fn berth() -> Command {
-    let mut cmd = Command::new(BERTH);
-    cmd.env_remove("BERTH_URL")
-        .env_remove("BERTH_API_KEY")
-        .env_remove("BERTH_DATA_DIR")
-        .env("RUST_BACKTRACE", "1")
-        .stdin(Stdio::null());
-    cmd
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// A loopback port nothing listens on (bound, then released).
-fn closed_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A failure is exactly one `berth: …` line on stderr.
-fn assert_one_line_error(out: &Output, expected_status: i32, needles: &[&str]) {
-    let err = stderr(out);
-    assert_eq!(out.status.code(), Some(expected_status), "stderr: {err}");
-    assert!(err.starts_with("berth: "), "stderr: {err:?}");
-    assert_eq!(err.trim_end().lines().count(), 1, "stderr: {err:?}");
-    assert!(
-        !err.contains("panicked") && !err.contains("backtrace"),
-        "stderr: {err:?}"
-    );
-    for needle in needles {
-        assert!(err.contains(needle), "{needle:?} not in {err:?}");
-    }
-}
+use common::*;
 
 #[test]
 fn help_lists_the_commands() {
@@ -180,203 +137,6 @@ fn usage_errors_exit_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
     }
 }
-
-// ---------------------------------------------------------------------------------------
-// End to end: a real daemon and a real box.
-
-/// The daemon as a child process; SIGTERM (then SIGKILL) on drop, so no box outlives us.
-struct Daemon {
-    child: Child,
-    data_dir: tempfile::TempDir,
-    log: PathBuf,
-    out: PathBuf,
-}
-
-impl Daemon {
-    fn start() -> Daemon {
-        let data_dir = tempfile::tempdir().unwrap();
-        let log = data_dir.path().join("daemon.stderr");
-        let out = data_dir.path().join("daemon.stdout");
-        let listen = format!("127.0.0.1:{}", closed_port());
-        let child = berth()
-            .args(["up", "--listen", &listen, "--data-dir"])
-            .arg(data_dir.path())
-            .stdout(fs::File::create(&out).unwrap())
-            .stderr(fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let mut daemon = Daemon {
-            child,
-            data_dir,
-            log,
-            out,
-        };
-        daemon.wait_healthy(&listen);
-        daemon
-    }
-
-    fn wait_healthy(&mut self, listen: &str) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!(
-                    "berth up exited ({status}) before answering:\n{}",
-                    self.logs()
-                );
-            }
-            if health_ok(listen) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "berth up did not answer /v1/health in 60s:\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn logs(&self) -> String {
-        format!(
-            "--- stdout\n{}\n--- stderr\n{}",
-            fs::read_to_string(&self.out).unwrap_or_default(),
-            fs::read_to_string(&self.log).unwrap_or_default()
-        )
-    }
-
-    fn dir(&self) -> &Path {
-        self.data_dir.path()
-    }
-
-    /// Runs `berth --data-dir <ours> <args>`, so the client finds the daemon by its files.
-    fn berth(&self, args: &[&str]) -> Output {
-        self.berth_with(args, None, &[])
-    }
-
-    /// Like [`Daemon::berth`], with bytes on stdin (else /dev/null) and extra env vars.
-    fn berth_with(&self, args: &[&str], stdin: Option<&[u8]>, env: &[(&str, &str)]) -> Output {
-        let mut cmd = berth();
-        cmd.arg("--data-dir")
-            .arg(self.dir())
-            .args(args)
-            .envs(env.iter().copied());
-        let out = match stdin {
-            None => cmd.output().unwrap(),
-            Some(bytes) => {
-                let mut child = cmd
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap();
-                child.stdin.take().unwrap().write_all(bytes).unwrap();
-                child.wait_with_output().unwrap()
-            }
-        };
-        let shown = match std::str::from_utf8(&out.stdout) {
-            Ok(text) if text.len() <= 4096 => text.to_string(),
-            _ => format!("({} bytes)\n", out.stdout.len()),
-        };
-        eprintln!(
-            "$ berth {} -> {:?}\n{shown}{}",
-            args.join(" "),
-            out.status.code(),
-            stderr(&out)
-        );
-        out
-    }
-
-    fn berth_ok(&self, args: &[&str]) -> String {
-        let out = self.berth(args);
-        assert!(
-            out.status.success(),
-            "berth {args:?} failed: {}\n{}",
-            stderr(&out),
-            self.logs()
-        );
-        stdout(&out)
-    }
-}
-
-impl Daemon {
-    /// SIGTERM, then up to 30 s for a graceful exit; `None` if it had to be SIGKILLed.
-    fn terminate(&mut self) -> Option<std::process::ExitStatus> {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            return Some(status);
-        }
-        let pid = self.child.id() as libc::pid_t;
-        // SAFETY: kill(2) on our own child's pid (not yet reaped); it touches no memory.
-        unsafe {
-            libc::kill(pid, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("berth up ignored SIGTERM for 30s; killing it");
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        None
-    }
-
-    /// OCI containers still running under the daemon's runtime state (`<data>/oci`).
-    fn running_containers(&self) -> Vec<String> {
-        let root = self.dir().join("oci");
-        if !root.is_dir() {
-            return Vec::new();
-        }
-        let out = Command::new("runc")
-            .arg("--root")
-            .arg(&root)
-            .args(["list", "--format", "json"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "runc list: {}", stderr(&out));
-        let list: serde_json::Value =
-            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
-        list.as_array()
-            .into_iter()
-            .flatten()
-            .filter(|c| c["status"] != "stopped")
-            .map(|c| format!("{} ({})", c["id"], c["status"]))
-            .collect()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        self.terminate();
-    }
-}
-
-fn health_ok(listen: &str) -> bool {
-    let Ok(mut stream) = TcpStream::connect(listen) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    let request = format!("GET /v1/health HTTP/1.1\r\nHost: {listen}\r\nConnection: close\r\n\r\n");
-    if stream.write_all(request.as_bytes()).is_err() {
-        return false;
-    }
-    let mut answer = String::new();
-    let _ = stream.read_to_string(&mut answer);
-    answer.starts_with("HTTP/1.1 200")
-}
-
-/// Why the end-to-end test cannot run here, if it cannot.
-fn e2e_skip_reason() -> Option<String> {
-    if let Err(e) = berth_runtime::sandbox::SandboxRuntime::check_host("runc") {
-        return Some(e.to_string());
-    }
-    if let Err(e) = berth_runtime::init_binary() {
-        return Some(format!("no berth-init: {e}"));
-    }
-    None
-}
-
 #[test]
 fn end_to_end_box_lifecycle_exec_and_cp() {
     if let Some(reason) = e2e_skip_reason() {
@@ -885,4 +645,63 @@ env = {{ CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1", ANTHROPIC_BASE_URL = "h
         replays >= 2,
         "each message replayed by Claude Code: {events}"
     );
+}
+
+#[test]
+fn secrets_set_from_stdin_list_and_remove() {
+    if let Some(reason) = e2e_skip_reason() {
+        eprintln!("SKIPPED: {reason}");
+        return;
+    }
+    let daemon = Daemon::start();
+    let value = "sk-cli-SENTINEL-0c1d2e";
+    let set = |stdin: &[u8]| daemon.berth_with(&["secret", "set", "anthropic"], Some(stdin), &[]);
+    let out = set(format!("{value}\n").as_bytes());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "secret anthropic created\n");
+    let out = set(format!("{value}-2\r\n").as_bytes());
+    assert_eq!(
+        stdout(&out),
+        "secret anthropic replaced\n",
+        "{}",
+        stderr(&out)
+    );
+    let file = daemon.dir().join("gh.token");
+    fs::write(&file, "ghp_file\n").unwrap();
+    daemon.berth_ok(&[
+        "secret",
+        "set",
+        "github",
+        "--from-file",
+        file.to_str().unwrap(),
+    ]);
+
+    let listed = daemon.berth_ok(&["secret", "ls"]);
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 3, "{listed}");
+    assert!(
+        lines[0].starts_with("NAME") && lines[0].contains("UPDATED"),
+        "{listed}"
+    );
+    assert!(
+        lines[1].starts_with("anthropic ") && lines[2].starts_with("github "),
+        "{listed}"
+    );
+    let json = daemon.berth_ok(&["secret", "ls", "--json"]);
+    assert!(!listed.contains("SENTINEL") && !json.contains("SENTINEL") && !json.contains("ghp_"));
+
+    // An empty value and a bad one are one-line errors that do not echo the value.
+    let out = set(b"\n");
+    assert_one_line_error(&out, 1, &["empty"]);
+    let out = set(b"SENTINEL\x07bell\n");
+    assert_one_line_error(&out, 1, &["visible ASCII"]);
+    assert!(!stderr(&out).contains("SENTINEL"));
+
+    assert_eq!(
+        daemon.berth_ok(&["secret", "rm", "anthropic"]),
+        "secret anthropic deleted\n"
+    );
+    let out = daemon.berth(&["secret", "rm", "anthropic"]);
+    assert_one_line_error(&out, 1, &["no secret named \"anthropic\""]);
+    assert!(!daemon.berth_ok(&["secret", "ls"]).contains("anthropic"));
 }

@@ -6,6 +6,10 @@
 //! only frame is `error` (no `started`). Once `started` is sent, the stream ends with
 //! exactly one `exit`.
 //!
+//! Every process gets the same layered environment ([`Executor::env_for`]): the base
+//! environment (with the egress proxy and trust bundle), then the box's own
+//! ([`crate::box_env`]), then the request's (or the harness config's) `env`.
+//!
 //! Each process gets its own session and process group. The timeout and a client
 //! disconnect (the response body dropped) both SIGKILL the whole group. After the
 //! process exits its pipes are drained until EOF, or for at most [`DRAIN_GRACE`] when a
@@ -45,6 +49,8 @@ pub struct Executor {
     pub filter: Arc<UserFilter>,
     /// The box user's home: default cwd and `HOME`.
     pub home: PathBuf,
+    /// The box's own environment, read once at boot from `env.json`.
+    pub box_env: BTreeMap<String, String>,
 }
 
 /// A validated request.
@@ -77,8 +83,7 @@ impl Executor {
         {
             return Err(ApiError::NulInExec);
         }
-        let mut env = self.base_env(req.user);
-        env.extend(req.env);
+        let env = self.env_for(req.user, req.env);
         Ok(Prepared {
             argv: req.argv,
             env,
@@ -92,7 +97,19 @@ impl Executor {
         })
     }
 
-    /// The environment every process starts with.
+    /// The environment of a process whose own variables are `own`: base < box < own.
+    pub fn env_for(
+        &self,
+        user: BoxUser,
+        own: BTreeMap<String, String>,
+    ) -> BTreeMap<String, String> {
+        let mut env = self.base_env(user);
+        env.extend(self.box_env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env.extend(own);
+        env
+    }
+
+    /// The environment every process starts with, egress settings included.
     fn base_env(&self, user: BoxUser) -> BTreeMap<String, String> {
         let (home, user_name) = match user {
             BoxUser::User => (self.home.to_string_lossy().into_owned(), BOX_USER_NAME),
@@ -108,6 +125,11 @@ impl Executor {
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .chain(
+            crate::egress::client_env()
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v)),
+        )
         .collect()
     }
 
@@ -129,8 +151,7 @@ impl Executor {
         {
             return Err("the harness command or env contains a NUL byte or a bad name".into());
         }
-        let mut env = self.base_env(BoxUser::User);
-        env.extend(extra_env.clone());
+        let env = self.env_for(BoxUser::User, extra_env.clone());
         let req = Prepared {
             argv,
             env,
@@ -361,6 +382,11 @@ mod tests {
             reaper: Arc::default(),
             filter: Arc::new(UserFilter::build().unwrap()),
             home: "/home/user".into(),
+            box_env: BTreeMap::from([
+                ("ANTHROPIC_API_KEY".to_owned(), "berth-ph-1".to_owned()),
+                ("LANG".to_owned(), "box".to_owned()),
+                ("HTTPS_PROXY".to_owned(), "http://box".to_owned()),
+            ]),
         }
     }
 
@@ -397,5 +423,26 @@ mod tests {
         let root = ex.prepare(br#"{"argv":["id"],"user":"root"}"#).unwrap();
         assert_eq!(root.env["USER"], "root");
         assert_eq!(root.cwd, "/home/user");
+    }
+
+    #[test]
+    fn env_is_base_then_box_then_own() {
+        let ex = executor();
+        let own = BTreeMap::from([("LANG".to_owned(), "own".to_owned())]);
+        let env = ex.env_for(BoxUser::User, own);
+        assert_eq!(env["LANG"], "own", "the request wins over the box");
+        assert_eq!(
+            env["HTTPS_PROXY"], "http://box",
+            "the box wins over the base"
+        );
+        assert_eq!(env["ANTHROPIC_API_KEY"], "berth-ph-1");
+        assert_eq!(env["https_proxy"], "http://127.0.0.1:3128");
+        assert_eq!(env["SSL_CERT_FILE"], berth_protocol::guest::BOX_CA_BUNDLE);
+        assert_eq!(env["PATH"], BASE_PATH);
+        assert!(!env.contains_key("HTTP_PROXY"));
+        let p = ex.prepare(br#"{"argv":["env"],"user":"root"}"#).unwrap();
+        assert_eq!(p.env["ANTHROPIC_API_KEY"], "berth-ph-1");
+        assert_eq!(p.env["LANG"], "box");
+        assert_eq!(p.env["NO_PROXY"], "localhost,127.0.0.1");
     }
 }

@@ -1,16 +1,22 @@
 //! `berth-init`: PID 1 of every berth box, and the guest agent the host talks to.
 //!
-//! Boots in phases (`mount` → `seal` → `volume` → `harness` → `serve`, see [`boot`] and
-//! [`harness`]), then serves the
+//! Boots in phases (`mount` → `seal` → `volume` → `egress` → `harness` → `serve`, see
+//! [`boot`], [`egress`] and [`harness`]), then serves the
 //! guest channel ([`server`]) until SIGTERM or `POST /v1/shutdown`, then stops every
-//! process ([`stop`]) and exits (a VM powers off).
+//! process ([`stop`]) and exits (a VM powers off). The `egress` phase also takes the box's
+//! environment ([`box_env`]); it runs before `harness` so the harness can connect out at
+//! once.
 //!
 //! Usage: `berth-init [--run-dir DIR] [--home DIR] [--memory DIR] [--state-dir DIR]
-//! [--deliver-timeout-ms MS]`. The defaults are the box's paths (and 60 s); the flags let
-//! tests run the agent in a temporary directory, not as PID 1.
+//! [--deliver-timeout-ms MS] [--egress-tls ADDR] [--egress-proxy ADDR]`. The defaults are
+//! the box's paths (and 60 s, 127.0.0.1:443, 127.0.0.1:3128); the flags let tests run the
+//! agent in a temporary directory, not as PID 1 (with `127.0.0.1:0` for the egress
+//! listeners).
 
 mod boot;
+mod box_env;
 mod channel;
+mod egress;
 mod error;
 mod exec;
 mod files;
@@ -22,6 +28,7 @@ mod server;
 mod stop;
 mod volume;
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,6 +49,8 @@ struct Args {
     memory: PathBuf,
     state_dir: PathBuf,
     deliver_timeout: Duration,
+    egress_tls: SocketAddr,
+    egress_proxy: SocketAddr,
 }
 
 /// Why the boot failed; each phase has its own error.
@@ -53,6 +62,10 @@ enum BootError {
     Seal(#[from] seal::SealError),
     #[error(transparent)]
     Volume(#[from] volume::VolumeError),
+    #[error(transparent)]
+    BoxEnv(#[from] box_env::BoxEnvError),
+    #[error(transparent)]
+    Egress(#[from] egress::EgressError),
     #[error(transparent)]
     Harness(#[from] harness::boot::HarnessBootError),
     #[error(transparent)]
@@ -70,6 +83,8 @@ fn parse_args() -> Result<Args, String> {
         memory: BOX_MEMORY.into(),
         state_dir: AGENT_STATE_DIR.into(),
         deliver_timeout: harness::DELIVER_TIMEOUT,
+        egress_tls: egress::default_tls_addr(),
+        egress_proxy: egress::default_proxy_addr(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -84,6 +99,18 @@ fn parse_args() -> Result<Args, String> {
                     .parse()
                     .map_err(|_| format!("--deliver-timeout-ms: {value:?} is not a number"))?;
                 args.deliver_timeout = Duration::from_millis(ms);
+                continue;
+            }
+            "--egress-tls" | "--egress-proxy" => {
+                let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+                let addr = value.parse().map_err(|_| {
+                    format!("{flag}: {value:?} is not an address like 127.0.0.1:443")
+                })?;
+                if flag == "--egress-tls" {
+                    args.egress_tls = addr;
+                } else {
+                    args.egress_proxy = addr;
+                }
                 continue;
             }
             "--version" => {
@@ -103,7 +130,7 @@ fn parse_args() -> Result<Args, String> {
 fn main() {
     let args = parse_args().unwrap_or_else(|msg| {
         eprintln!(
-            "berth-init: {msg}\nusage: berth-init [--run-dir DIR] [--home DIR] [--memory DIR] [--state-dir DIR] [--deliver-timeout-ms MS]"
+            "berth-init: {msg}\nusage: berth-init [--run-dir DIR] [--home DIR] [--memory DIR] [--state-dir DIR] [--deliver-timeout-ms MS] [--egress-tls ADDR] [--egress-proxy ADDR]"
         );
         std::process::exit(2)
     });
@@ -138,6 +165,15 @@ async fn run(args: Args) -> Result<(), BootError> {
         seal::UserFilter::build()
     })?;
     boot.phase("volume", || volume::prepare(&args.home, &args.memory))?;
+    let box_env = boot.phase("egress", || {
+        let box_env = box_env::take(&args.run_dir)?;
+        egress::start(egress::Options {
+            run_dir: &args.run_dir,
+            tls: args.egress_tls,
+            proxy: args.egress_proxy,
+        })?;
+        Ok::<_, BootError>(box_env)
+    })?;
 
     let reaper = Arc::new(Reaper::default());
     let r = reaper.clone();
@@ -146,6 +182,7 @@ async fn run(args: Args) -> Result<(), BootError> {
         reaper: reaper.clone(),
         filter: Arc::new(filter),
         home: args.home.clone(),
+        box_env,
     });
     // Loads the journals and starts the harness without waiting for it.
     let harness = boot.phase("harness", || {

@@ -31,6 +31,13 @@ impl Drop for Agent {
 
 impl Agent {
     fn start() -> Agent {
+        // Not the box's ports: tests run side by side on the host's loopback.
+        Agent::start_with(|_| {}, ["127.0.0.1:0", "127.0.0.1:0"])
+    }
+
+    /// Starts an agent after `prepare` ran on its run dir, with the egress listeners at
+    /// `egress` (TLS, proxy).
+    fn start_with(prepare: impl FnOnce(&Path), egress: [&str; 2]) -> Agent {
         let dir = tempfile::tempdir().unwrap();
         // The box user must be able to reach its home inside the temp dir.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -46,6 +53,7 @@ impl Agent {
             .unwrap();
         let token = BootToken::from_random(random);
         std::fs::write(run.join("token"), token.as_str()).unwrap();
+        prepare(&run);
         let child = Command::new(env!("CARGO_BIN_EXE_berth-init"))
             .arg("--run-dir")
             .arg(&run)
@@ -53,6 +61,7 @@ impl Agent {
             .arg(&home)
             .arg("--memory")
             .arg(dir.path().join("memory"))
+            .args(["--egress-tls", egress[0], "--egress-proxy", egress[1]])
             .spawn()
             .unwrap();
         let socket = run.join("agent.sock");
@@ -165,7 +174,10 @@ async fn info_reports_the_boot() {
     assert_eq!(info.boot_id.len(), 32);
     assert_eq!(info.environment, Environment::Sandbox);
     let phases: Vec<_> = info.phases.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(phases, ["mount", "seal", "volume", "harness", "serve"]);
+    assert_eq!(
+        phases,
+        ["mount", "seal", "volume", "egress", "harness", "serve"]
+    );
     // The token file is consumed at boot.
     assert!(!agent.dir.path().join("run/token").exists());
     let mode = std::fs::metadata(agent.socket())
@@ -266,6 +278,71 @@ async fn exec_runs_sealed_as_the_box_user() {
     req.user = BoxUser::Root;
     let out = run(&agent.client, req).await;
     assert_eq!(String::from_utf8_lossy(&out.stdout), format!("0\n{home}\n"));
+}
+
+/// A loopback port nobody listens on right now (the kernel's pick; released at once).
+fn free_port() -> String {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    probe.local_addr().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn egress_forwards_to_the_run_dir_socket_and_processes_get_the_box_env() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ports = [free_port(), free_port()];
+    let mut gateway = None;
+    let agent = Agent::start_with(
+        |run| {
+            std::fs::write(
+                run.join("env.json"),
+                r#"{"ANTHROPIC_API_KEY":"berth-ph-test","LANG":"box"}"#,
+            )
+            .unwrap();
+            let listener = std::os::unix::net::UnixListener::bind(run.join("egress.sock"));
+            gateway = Some(listener.unwrap());
+        },
+        [&ports[0], &ports[1]],
+    );
+    assert!(!agent.dir.path().join("run/env.json").exists());
+
+    let mut req = sh("env");
+    req.env.insert("LANG".into(), "own".into());
+    let out = run(&agent.client, req).await;
+    let env = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = env.lines().collect();
+    for wanted in [
+        "ANTHROPIC_API_KEY=berth-ph-test",
+        "LANG=own",
+        "HTTPS_PROXY=http://127.0.0.1:3128",
+        "https_proxy=http://127.0.0.1:3128",
+        "NO_PROXY=localhost,127.0.0.1",
+        "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
+    ] {
+        assert!(lines.contains(&wanted), "{wanted} missing from {env}");
+    }
+    assert!(!lines
+        .iter()
+        .any(|l| l.to_ascii_uppercase().starts_with("HTTP_PROXY=")));
+
+    let gateway = gateway.unwrap();
+    gateway.set_nonblocking(true).unwrap();
+    let gateway = tokio::net::UnixListener::from_std(gateway).unwrap();
+    for (port, first) in ports.iter().zip([&b"\x16\x03\x01"[..], b"CONNECT a:443"]) {
+        let mut client = tokio::net::TcpStream::connect(port.as_str()).await.unwrap();
+        client.write_all(first).await.unwrap();
+        let (mut host, _) = tokio::time::timeout(Duration::from_secs(5), gateway.accept())
+            .await
+            .unwrap()
+            .unwrap();
+        let mut buf = vec![0u8; first.len()];
+        host.read_exact(&mut buf).await.unwrap();
+        assert_eq!(buf, first);
+        host.write_all(b"answer").await.unwrap();
+        drop(host);
+        let mut answer = Vec::new();
+        client.read_to_end(&mut answer).await.unwrap();
+        assert_eq!(answer, b"answer");
+    }
 }
 
 #[tokio::test]

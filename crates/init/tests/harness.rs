@@ -147,6 +147,13 @@ impl Agent {
             .arg(dirs.path("memory"))
             .arg("--state-dir")
             .arg(dirs.path("state"))
+            // Not the box's ports: tests run side by side on the host's loopback.
+            .args([
+                "--egress-tls",
+                "127.0.0.1:0",
+                "--egress-proxy",
+                "127.0.0.1:0",
+            ])
             .args(extra_args)
             .spawn()
             .unwrap();
@@ -241,6 +248,38 @@ fn assert_contiguous(events: &[GuestEvent]) {
     }
 }
 
+/// The harness gets base < box (`env.json`) < its config's `env`, egress settings included.
+#[tokio::test]
+async fn the_harness_gets_the_layered_environment() {
+    let dirs = BoxDirs::new();
+    dirs.harness(json!({"LANG": "cfg"}), json!({}));
+    std::fs::write(
+        dirs.path("run/env.json"),
+        r#"{"ANTHROPIC_API_KEY":"berth-ph-h","LANG":"box","NO_PROXY":"box"}"#,
+    )
+    .unwrap();
+    let agent = Agent::start(&dirs, &[]);
+    assert!(!dirs.path("run/env.json").exists());
+    let status = agent
+        .wait_status("the harness to run", |s| s.pid.is_some())
+        .await;
+    let environ = std::fs::read(format!("/proc/{}/environ", status.pid.unwrap())).unwrap();
+    let vars: Vec<&[u8]> = environ.split(|&b| b == 0).collect();
+    for wanted in [
+        &b"ANTHROPIC_API_KEY=berth-ph-h"[..],
+        b"LANG=cfg",
+        b"NO_PROXY=box",
+        b"HTTPS_PROXY=http://127.0.0.1:3128",
+        b"REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt",
+    ] {
+        assert!(
+            vars.contains(&wanted),
+            "{} missing",
+            String::from_utf8_lossy(wanted)
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_message_is_answered_once_in_order() {
     let dirs = BoxDirs::new();
@@ -248,7 +287,10 @@ async fn a_message_is_answered_once_in_order() {
     let agent = Agent::start(&dirs, &[]);
     let info = agent.client.info().await.unwrap();
     let phases: Vec<_> = info.phases.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(phases, ["mount", "seal", "volume", "harness", "serve"]);
+    assert_eq!(
+        phases,
+        ["mount", "seal", "volume", "egress", "harness", "serve"]
+    );
     assert!(!agent.deliver("msg_1", "hello").await.unwrap());
     let events = agent.events_until(0, |e| results(e) == 1).await;
     assert_contiguous(&events);

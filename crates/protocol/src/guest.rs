@@ -40,6 +40,27 @@ pub const TOKEN_FILE: &str = "token";
 /// The file the host writes the box's [`HarnessConfig`] to before start (absent: the box
 /// has no harness). In the run dir, so only box root can read it.
 pub const HARNESS_FILE: &str = "harness.json";
+/// The box's own environment for this boot, written by the host before start as a JSON
+/// object of strings (absent: none): the placeholders of its credential rules. `berth-init`
+/// adds it to the base environment of every process it starts (harness and exec), under
+/// the request's own `env`. In the run dir, so only box root can read the file.
+pub const BOX_ENV_FILE: &str = "env.json";
+/// The host end of the box's egress channel inside [`SANDBOX_RUN_DIR`]: a Unix socket the
+/// host listens on. `berth-init` opens one stream to it per outbound TCP connection it
+/// accepts on [`EGRESS_TLS_PORT`] or [`EGRESS_PROXY_PORT`] and copies bytes both ways,
+/// unchanged: the gateway reads the CONNECT head (3128) or the ClientHello (443) itself.
+/// In a VM the same streams go over vsock port [`EGRESS_VSOCK_PORT`] to the host.
+pub const EGRESS_SOCKET: &str = "egress.sock";
+/// The vsock port of the host's egress gateway, for VMs.
+pub const EGRESS_VSOCK_PORT: u32 = 2025;
+/// `berth-init` listens on 127.0.0.1 here; `/etc/hosts` pins each allowed host to it.
+pub const EGRESS_TLS_PORT: u16 = 443;
+/// `berth-init`'s HTTP CONNECT proxy on 127.0.0.1 (`HTTPS_PROXY`).
+pub const EGRESS_PROXY_PORT: u16 = 3128;
+/// The box's trust bundle: the host's CAs plus the box's own interception CA. Named by
+/// `SSL_CERT_FILE`, `NODE_EXTRA_CA_CERTS`, `REQUESTS_CA_BUNDLE` and `CURL_CA_BUNDLE` in every
+/// process `berth-init` starts.
+pub const BOX_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// The agent's own persistent directory on the box volume: root-only (0700), never visible
 /// to the box user. Holds the message journal and the event journal.
 pub const AGENT_STATE_DIR: &str = "/var/lib/berth";

@@ -31,6 +31,10 @@ pub enum RuntimeError {
         reason: crate::layer::LayerError,
     },
 
+    /// An egress host name that cannot be pinned in `/etc/hosts`; nothing was started.
+    #[error("invalid box spec: egress host {host:?} is not a plain host name")]
+    InvalidEgressHost { host: String },
+
     /// Something the backend needs is missing from the host (a binary, a kernel feature).
     #[error("{what} is missing: {hint}")]
     Missing { what: String, hint: String },

@@ -17,7 +17,18 @@ use berth_protocol::BoxId;
 pub use error::{error_chain, RuntimeError};
 pub use guest_client::{EventStream, ExecStream, GuestAddr, GuestClient, GuestError, NdjsonStream};
 pub use layer::{LayerError, TargetError};
-pub use spec::{BootToken, BoxSpec, IdMap, Layer, Limits, Rootfs};
+pub use spec::{BootToken, BoxSpec, EgressSetup, IdMap, Layer, Limits, Rootfs};
+
+/// The host end of a box's egress channel: each accepted stream is one outbound connection
+/// of that box (and of no other), for the gateway to vet.
+pub type EgressListener = tokio::net::UnixListener;
+
+/// A box that has just booted.
+#[derive(Debug)]
+pub struct Booted {
+    pub client: GuestClient,
+    pub egress: EgressListener,
+}
 
 /// What a backend can do beyond start/stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -52,7 +63,20 @@ pub trait Runtime: Send + Sync + 'static {
     /// Boots the box and returns once its `berth-init` has answered `info` with the
     /// protocol version agreed. Creates the volume on the first start. On error nothing of
     /// the box is left running.
-    async fn start(&self, spec: &BoxSpec) -> Result<GuestClient, RuntimeError>;
+    ///
+    /// The box's egress channel is bound before the box boots (its harness may connect out
+    /// at once) and handed over in [`Booted::egress`]: connections queue on it until the
+    /// caller serves it, and fail once it is dropped.
+    async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError>;
+
+    /// Binds the egress channel of a box that is already running again (after a daemon
+    /// restart: the old listener died with the old daemon). Connections the box opens from
+    /// now on arrive on the new listener.
+    async fn rebind_egress(
+        &self,
+        id: &BoxId,
+        id_map: IdMap,
+    ) -> Result<EgressListener, RuntimeError>;
 
     /// Stops the box: SIGTERM to `berth-init`, SIGKILL after `grace`, and every process,
     /// mount and cgroup of the box is gone when this returns. The volume stays. Stopping a

@@ -1,5 +1,6 @@
 //! What a runtime needs to know to start a box.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use berth_protocol::harness::HarnessConfig;
@@ -21,6 +22,24 @@ pub struct BoxSpec {
     pub layers: Vec<Layer>,
     /// The agent program `berth-init` runs and feeds messages to; `None`: no harness.
     pub harness: Option<HarnessConfig>,
+    /// What the box sees of its egress: pinned names and the trust bundle.
+    pub egress: EgressSetup,
+    /// The box's own environment for this boot (the placeholders of its credential rules),
+    /// given to every process `berth-init` starts. Never a real secret.
+    pub env: BTreeMap<String, String>,
+}
+
+/// The box's side of its egress (ARCHITECTURE.md "Egress"). The gateway itself runs on the
+/// host and serves the listener [`crate::Runtime::start`] returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EgressSetup {
+    /// Exact host names the box's `/etc/hosts` pins to 127.0.0.1, where `berth-init`
+    /// forwards port 443 to the gateway (wildcard entries of an allowlist cannot be pinned;
+    /// they are reached through the CONNECT proxy).
+    pub pinned_hosts: Vec<String>,
+    /// PEM of the box's interception CA, added to the host's CAs in the box's trust bundle
+    /// (`berth_protocol::guest::BOX_CA_BUNDLE`). `None`: the host's CAs only.
+    pub ca_pem: Option<String>,
 }
 
 /// A read-only shared layer: a host directory mounted at `target` in the box.

@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 use berth_protocol::guest::{BoxUser, FileQuery};
 use berth_protocol::harness::HarnessConfig;
 use berth_protocol::BoxId;
-use berth_runtime::{IdMap, Layer, Limits, RuntimeError, RuntimeStatus};
+use berth_runtime::{EgressSetup, IdMap, Layer, Limits, RuntimeError, RuntimeStatus};
 use bytes::Bytes;
 use common::{fixture, new_spec, run, run_ok};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const GRACE: Duration = Duration::from_secs(5);
 
@@ -26,7 +27,7 @@ async fn boots_and_answers_as_user_1001_with_berth_init_as_pid_1() {
     let Some(fx) = fixture("boots") else { return };
     let spec = new_spec(Limits::default());
     let t0 = Instant::now();
-    let client = fx.runtime.start(&spec).await.expect("start");
+    let client = fx.runtime.start(&spec).await.expect("start").client;
     eprintln!("start to ready: {:?}", t0.elapsed());
     client.info().await.expect("info");
     assert_eq!(
@@ -78,7 +79,7 @@ async fn boots_and_answers_as_user_1001_with_berth_init_as_pid_1() {
 async fn files_persist_across_restart_and_old_token_is_refused() {
     let Some(fx) = fixture("persist") else { return };
     let spec = new_spec(Limits::default());
-    let client = fx.runtime.start(&spec).await.expect("start");
+    let client = fx.runtime.start(&spec).await.expect("start").client;
     let home = FileQuery {
         path: "/home/user/a.txt".into(),
         ..Default::default()
@@ -108,7 +109,7 @@ async fn files_persist_across_restart_and_old_token_is_refused() {
 
     let mut again = spec.clone();
     again.boot_token = common::token();
-    let client2 = fx.runtime.start(&again).await.expect("restart");
+    let client2 = fx.runtime.start(&again).await.expect("restart").client;
     assert_eq!(&client2.read_file(&home).await.unwrap()[..], b"hello");
     assert_eq!(&client2.read_file(&memory).await.unwrap()[..], b"remember");
     let memory_dir = client2
@@ -140,8 +141,8 @@ async fn boxes_are_isolated_from_each_other_and_the_host() {
     };
     let a_spec = new_spec(Limits::default());
     let b_spec = new_spec(Limits::default());
-    let a = fx.runtime.start(&a_spec).await.expect("start a");
-    let b = fx.runtime.start(&b_spec).await.expect("start b");
+    let a = fx.runtime.start(&a_spec).await.expect("start a").client;
+    let b = fx.runtime.start(&b_spec).await.expect("start b").client;
 
     // A process sleeping in B, with a name A could look for.
     let b_bg = b.clone();
@@ -277,7 +278,7 @@ fn capability_sets(status: &str) -> std::collections::HashMap<String, u64> {
 async fn host_does_not_follow_a_planted_socket_link() {
     let Some(fx) = fixture("symlink") else { return };
     let spec = new_spec(Limits::default());
-    let client = fx.runtime.start(&spec).await.expect("start");
+    let client = fx.runtime.start(&spec).await.expect("start").client;
     // A host socket the box must not be able to point the host at.
     let decoy_dir = tempfile::tempdir().unwrap();
     let decoy = decoy_dir.path().join("decoy.sock");
@@ -302,7 +303,7 @@ async fn host_does_not_follow_a_planted_socket_link() {
 async fn only_loopback_exists() {
     let Some(fx) = fixture("net") else { return };
     let spec = new_spec(Limits::default());
-    let client = fx.runtime.start(&spec).await.expect("start");
+    let client = fx.runtime.start(&spec).await.expect("start").client;
     let devices = run_ok(&client, &["ls", "/sys/class/net"], BoxUser::User).await;
     assert_eq!(devices.split_whitespace().collect::<Vec<_>>(), ["lo"]);
     let flags = run_ok(&client, &["cat", "/sys/class/net/lo/flags"], BoxUser::User).await;
@@ -320,7 +321,7 @@ async fn fork_bomb_is_contained() {
         pids: 64,
         ..Limits::default()
     });
-    let client = fx.runtime.start(&spec).await.expect("start");
+    let client = fx.runtime.start(&spec).await.expect("start").client;
     let bomb = "b() { b | b & }; b";
     let t0 = Instant::now();
     let _ = tokio::time::timeout(
@@ -357,7 +358,7 @@ async fn memory_hog_is_killed_and_the_box_survives() {
         memory_mib: 64,
         ..Limits::default()
     });
-    let client = fx.runtime.start(&spec).await.expect("start");
+    let client = fx.runtime.start(&spec).await.expect("start").client;
     let (code, _, _) = run(
         &client,
         &["dd", "if=/dev/zero", "of=/dev/null", "bs=200M", "count=1"],
@@ -377,7 +378,7 @@ async fn memory_hog_is_killed_and_the_box_survives() {
 async fn stop_leaves_nothing_behind() {
     let Some(fx) = fixture("stop") else { return };
     let spec = new_spec(Limits::default());
-    let client = fx.runtime.start(&spec).await.expect("start");
+    let client = fx.runtime.start(&spec).await.expect("start").client;
     // Something that ignores SIGTERM, in the background.
     let bg = client.clone();
     let _stubborn = tokio::spawn(async move {
@@ -447,7 +448,7 @@ async fn pause_freezes_until_resume() {
         return;
     }
     let spec = new_spec(Limits::default());
-    let client = fx.runtime.start(&spec).await.expect("start");
+    let client = fx.runtime.start(&spec).await.expect("start").client;
     assert!(matches!(
         fx.runtime.resume(&spec.id).await,
         Err(berth_runtime::RuntimeError::WrongState { .. })
@@ -492,7 +493,7 @@ async fn box_that_shut_itself_down_is_stopped_and_restarts() {
         return;
     };
     let spec = new_spec(Limits::default());
-    let client = fx.runtime.start(&spec).await.expect("start");
+    let client = fx.runtime.start(&spec).await.expect("start").client;
     client.shutdown().await.expect("shutdown");
     common::wait_until(|| async {
         fx.runtime.status(&spec.id).await.unwrap() == RuntimeStatus::Stopped
@@ -505,7 +506,8 @@ async fn box_that_shut_itself_down_is_stopped_and_restarts() {
         .runtime
         .start(&again)
         .await
-        .expect("start after shutdown");
+        .expect("start after shutdown")
+        .client;
     assert_eq!(
         run_ok(&client, &["echo", "ok"], BoxUser::User).await.trim(),
         "ok"
@@ -558,7 +560,12 @@ async fn layers_are_read_only_for_box_root_and_readable_by_the_user() {
         target: "/opt/test-layer".into(),
     }];
     let t0 = Instant::now();
-    let client = fx.runtime.start(&spec).await.expect("start with a layer");
+    let client = fx
+        .runtime
+        .start(&spec)
+        .await
+        .expect("start with a layer")
+        .client;
     eprintln!("start with a layer to ready: {:?}", t0.elapsed());
     assert_eq!(
         run_ok(&client, &["cat", "/opt/test-layer/data.txt"], BoxUser::User).await,
@@ -634,7 +641,7 @@ async fn agent_state_dir_is_root_only_and_persists_and_harness_config_is_private
         serde_json::from_value(serde_json::json!({"command": ["/bin/cat"], "ack": "write"}))
             .unwrap();
     spec.harness = Some(harness.clone());
-    let client = fx.runtime.start(&spec).await.expect("start");
+    let client = fx.runtime.start(&spec).await.expect("start").client;
     for (what, argv) in [
         ("list /var/lib/berth", "ls /var/lib/berth"),
         ("write in /var/lib/berth", "touch /var/lib/berth/x"),
@@ -679,7 +686,7 @@ async fn agent_state_dir_is_root_only_and_persists_and_harness_config_is_private
     let mut again = spec.clone();
     again.boot_token = common::token();
     again.harness = None;
-    let client = fx.runtime.start(&again).await.expect("restart");
+    let client = fx.runtime.start(&again).await.expect("restart").client;
     assert_eq!(
         run_ok(
             &client,
@@ -700,5 +707,158 @@ async fn agent_state_dir_is_root_only_and_persists_and_harness_config_is_private
         code, 0,
         "a box without a harness still has a harness config"
     );
+    fx.runtime.stop(&spec.id, GRACE).await.expect("stop");
+}
+
+/// 14. The egress channel: 443 and 3128 on the box's loopback reach the listener `start`
+/// returns (one stream per connection, bytes unchanged both ways); nothing else listens;
+/// `/etc/hosts` pins the allowed names and the trust bundle carries the box's CA, both
+/// read-only; the box's env reaches its processes and its file is gone once read.
+#[tokio::test(flavor = "multi_thread")]
+async fn egress_leaves_only_through_the_channel() {
+    let Some(fx) = fixture("egress") else { return };
+    let mut spec = new_spec(Limits::default());
+    let ca = "-----BEGIN CERTIFICATE-----\nQkVSVEgtVEVTVC1DQQ==\n-----END CERTIFICATE-----\n";
+    spec.egress = EgressSetup {
+        pinned_hosts: vec!["api.example.test".into()],
+        ca_pem: Some(ca.into()),
+    };
+    spec.env = [(
+        "ANTHROPIC_API_KEY".to_owned(),
+        "berth-ph-conformance".to_owned(),
+    )]
+    .into();
+    let booted = fx.runtime.start(&spec).await.expect("start");
+    let (client, egress) = (booted.client, booted.egress);
+
+    let hosts = run_ok(
+        &client,
+        &["getent", "hosts", "api.example.test"],
+        BoxUser::User,
+    )
+    .await;
+    assert_eq!(
+        hosts.split_whitespace().next(),
+        Some("127.0.0.1"),
+        "{hosts}"
+    );
+    let bundle = run_ok(
+        &client,
+        &["cat", berth_protocol::guest::BOX_CA_BUNDLE],
+        BoxUser::User,
+    )
+    .await;
+    assert!(
+        bundle.ends_with(ca),
+        "the box CA is not in the trust bundle"
+    );
+    for user in [BoxUser::User, BoxUser::Root] {
+        for file in ["/etc/hosts", berth_protocol::guest::BOX_CA_BUNDLE] {
+            let (code, _, _) = run(
+                &client,
+                &["sh", "-c", &format!("echo 10.0.0.1 evil >> {file}")],
+                user,
+                None,
+            )
+            .await;
+            assert_ne!(code, 0, "{user:?} could write {file}");
+        }
+    }
+
+    let env = run_ok(&client, &["env"], BoxUser::User).await;
+    assert!(
+        env.contains("ANTHROPIC_API_KEY=berth-ph-conformance\n"),
+        "{env}"
+    );
+    assert!(env.contains("HTTPS_PROXY=http://127.0.0.1:3128\n"), "{env}");
+    let paths = fx.sandbox.layout().box_paths(&spec.id);
+    assert!(!paths.env_file().exists(), "env.json outlived the boot");
+
+    // Each port: the box writes a line, the host side answers, the box reads the answer.
+    for port in [
+        berth_protocol::guest::EGRESS_TLS_PORT,
+        berth_protocol::guest::EGRESS_PROXY_PORT,
+    ] {
+        let script = format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{port} && printf 'ping {port}\\n' >&3 && head -n1 <&3"
+        );
+        let box_side = {
+            let client = client.clone();
+            tokio::spawn(async move {
+                run(
+                    &client,
+                    &["bash", "-c", &script],
+                    BoxUser::User,
+                    Some(Duration::from_secs(20)),
+                )
+                .await
+            })
+        };
+        let (mut stream, _) = tokio::time::timeout(Duration::from_secs(20), egress.accept())
+            .await
+            .expect("no stream reached the egress listener")
+            .expect("accept");
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        while !line.ends_with(b"\n") {
+            let n = stream.read(&mut byte).await.unwrap();
+            assert_eq!(n, 1, "the stream ended early: {line:?}");
+            line.push(byte[0]);
+        }
+        assert_eq!(line, format!("ping {port}\n").as_bytes());
+        stream
+            .write_all(format!("pong {port}\n").as_bytes())
+            .await
+            .unwrap();
+        let (code, out, err) = box_side.await.unwrap();
+        assert_eq!(
+            (code, out.trim()),
+            (0, format!("pong {port}").as_str()),
+            "{err}"
+        );
+    }
+
+    for port in [80, 22, 8080] {
+        let (code, _, _) = run(
+            &client,
+            &["bash", "-c", &format!("exec 3<>/dev/tcp/127.0.0.1/{port}")],
+            BoxUser::User,
+            Some(Duration::from_secs(20)),
+        )
+        .await;
+        assert_ne!(code, 0, "something listens on port {port}");
+    }
+
+    // A new listener for a running box (the daemon restarted) gets the box's next stream.
+    drop(egress);
+    let egress = fx
+        .runtime
+        .rebind_egress(&spec.id, spec.id_map)
+        .await
+        .expect("rebind");
+    let box_side = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            run(
+                &client,
+                &[
+                    "bash",
+                    "-c",
+                    "exec 3<>/dev/tcp/127.0.0.1/443 && printf again >&3",
+                ],
+                BoxUser::User,
+                Some(Duration::from_secs(20)),
+            )
+            .await
+        })
+    };
+    let (mut stream, _) = tokio::time::timeout(Duration::from_secs(20), egress.accept())
+        .await
+        .expect("no stream after rebind")
+        .expect("accept");
+    let mut got = Vec::new();
+    stream.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"again");
+    assert_eq!(box_side.await.unwrap().0, 0);
     fx.runtime.stop(&spec.id, GRACE).await.expect("stop");
 }

@@ -11,6 +11,7 @@ use berth_runtime::GuestClient;
 use berth_store::EventListener;
 use tokio::sync::{watch, Notify};
 
+use crate::egress::EgressTask;
 use crate::pumps::Pumps;
 
 /// The live part of one box, behind its lifecycle lock.
@@ -23,6 +24,8 @@ pub struct Live {
     pub boot: u64,
     /// The delivery and event pumps of the running boot; dropping them stops them.
     pub pumps: Option<Pumps>,
+    /// Serves the box's egress channel for this boot; dropping it closes the channel.
+    pub egress: Option<EgressTask>,
 }
 
 impl Live {
@@ -31,6 +34,7 @@ impl Live {
     pub fn end_boot(&mut self) {
         self.client = None;
         self.pumps = None;
+        self.egress = None;
     }
 }
 

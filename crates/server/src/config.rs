@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use berth_runtime::Runtime;
 
+use crate::host_config::HostConfig;
+
 /// Everything the daemon needs; the CLI builds it from flags.
 #[derive(Clone)]
 pub struct ServerConfig {
@@ -18,6 +20,8 @@ pub struct ServerConfig {
     /// How often the idle reclaimer looks for boxes past their idle timeout
     /// ([`DEFAULT_IDLE_CHECK`]; tests may make it shorter).
     pub idle_check: Duration,
+    /// `berth.toml`: the gateway's overrides and extra roots, the secret store's key.
+    pub host: HostConfig,
 }
 
 /// The idle reclaimer's default tick.
@@ -30,6 +34,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("listen", &self.listen)
             .field("runtime", &self.runtime.name())
             .field("idle_check", &self.idle_check)
+            .field("host", &self.host)
             .finish()
     }
 }

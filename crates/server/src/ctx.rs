@@ -7,7 +7,10 @@ use berth_runtime::Runtime;
 use berth_store::{BoxRecord, Store};
 
 use crate::boxes::BoxTable;
+use crate::egress::policy::EgressPolicy;
+use crate::egress::EgressHost;
 use crate::lifecycle::Activity;
+use crate::secrets::SecretStore;
 use crate::templates::SharedTemplates;
 
 /// How long a stopping box gets between SIGTERM and SIGKILL.
@@ -22,6 +25,10 @@ pub struct Ctx {
     pub activity: Arc<Activity>,
     /// The template registry; a reload swaps it whole, and applies at a box's next start.
     pub templates: Arc<SharedTemplates>,
+    /// Per-tenant credentials, sealed at rest; the gateway reveals them, the API never does.
+    pub secrets: Arc<SecretStore>,
+    /// The egress gateway every running box's channel is served by.
+    pub egress: Arc<EgressHost>,
 }
 
 impl Ctx {
@@ -32,5 +39,20 @@ impl Ctx {
         self.templates
             .get(&record.template)
             .is_some_and(|t| t.harness.is_some())
+    }
+
+    /// The box's egress policy right now, validated: its own (given at creation) if it has
+    /// one, else its template's in the current registry, else empty. Fails closed: a stored
+    /// policy that no longer parses or validates is logged and yields the empty policy
+    /// (nothing leaves), never the template's wider one.
+    pub fn box_egress(&self, record: &BoxRecord) -> EgressPolicy {
+        match &record.egress {
+            Some(json) => crate::ops::box_create::stored_egress(&record.id, json),
+            None => self
+                .templates
+                .get(&record.template)
+                .map(|t| t.egress.clone())
+                .unwrap_or_default(),
+        }
     }
 }

@@ -40,6 +40,18 @@ pub enum OpError {
     #[error("invalid exec request: {rule}")]
     InvalidExec { rule: &'static str },
 
+    #[error("invalid `egress`")]
+    InvalidEgress(#[source] crate::egress::policy::PolicyError),
+
+    /// A box's credential rule whose placeholder variable the template's harness sets too.
+    #[error("invalid `egress`: credentials[{index}] ({name}): placeholder_env {var:?} is also set in template {template:?}'s harness.env")]
+    EgressEnvClash {
+        index: usize,
+        name: String,
+        var: String,
+        template: String,
+    },
+
     #[error("the message content is over its limit of {limit_bytes} bytes")]
     MessageTooLarge { limit_bytes: u64 },
 
@@ -84,6 +96,22 @@ pub enum OpError {
         problem: TemplateProblem,
     },
 
+    /// The box's egress cannot be set up (a credential rule's secret is not set, …): the
+    /// box is `failed` with this.
+    #[error("box {name} cannot start: its egress cannot be set up")]
+    StartEgress {
+        name: String,
+        #[source]
+        source: Box<crate::egress::EgressBootError>,
+    },
+
+    #[error("cannot read the egress audit log of box {id}")]
+    AuditRead {
+        id: BoxId,
+        #[source]
+        source: std::io::Error,
+    },
+
     #[error("the runtime could not {action} box {id}")]
     Runtime {
         action: &'static str,
@@ -109,6 +137,11 @@ pub enum OpError {
     #[error("the store failed")]
     Store(#[source] Box<StoreError>),
 
+    /// The secret store refused or failed (a bad name or value, no such secret, a row
+    /// that does not open).
+    #[error(transparent)]
+    Secret(Box<crate::secrets::SecretError>),
+
     #[error("the OS random source failed")]
     Random(#[source] getrandom::Error),
 
@@ -132,6 +165,12 @@ pub enum TemplateProblem {
 impl From<GuestError> for OpError {
     fn from(e: GuestError) -> Self {
         OpError::Guest(Box::new(e))
+    }
+}
+
+impl From<crate::secrets::SecretError> for OpError {
+    fn from(e: crate::secrets::SecretError) -> Self {
+        OpError::Secret(Box::new(e))
     }
 }
 
@@ -177,6 +216,12 @@ pub enum ServerError {
 
     #[error("cannot open the store")]
     Store(#[from] StoreError),
+
+    #[error("cannot open the secret store")]
+    Secrets(#[from] crate::secrets::SecretError),
+
+    #[error("cannot start the egress gateway")]
+    Egress(#[from] crate::egress::EgressSetupError),
 
     #[error("another berth daemon is already running with the data directory {}", path.display())]
     DataDirInUse { path: PathBuf },

@@ -12,14 +12,18 @@ pub mod boxes;
 pub mod config;
 pub mod ctx;
 pub mod data_dir_lock;
+pub mod egress;
 pub mod error;
+pub mod host_config;
 pub mod lifecycle;
 pub mod ops;
 pub mod pumps;
+pub mod secrets;
 pub mod server;
 pub mod templates;
 pub mod validate;
 
 pub use config::{ServerConfig, ADMIN_KEY_FILE, URL_FILE};
 pub use error::{OpError, ServerError};
+pub use host_config::{HostConfig, HostConfigError};
 pub use server::{run, Server};

@@ -1,6 +1,7 @@
 //! Starting and stopping the daemon: data directory, store, first-start admin key,
 //! reconciliation, the listener, and the shutdown that stops every box.
 
+use crate::egress::EgressHost;
 use std::fs;
 use std::future::{Future, IntoFuture};
 use std::io::Write;
@@ -19,6 +20,7 @@ use crate::data_dir_lock::DataDirLock;
 use crate::error::{error_chain, ServerError};
 use crate::lifecycle::Activity;
 use crate::ops::reconcile;
+use crate::secrets::SecretStore;
 use crate::templates::{self, SharedTemplates, TemplateRegistry};
 
 /// A daemon bound to its address, not yet serving.
@@ -60,6 +62,12 @@ impl Server {
         let lock = DataDirLock::acquire(data)?;
         let store = Arc::new(Store::open(&data.join(DB_FILE))?);
         let admin_key_created = store.ensure_admin_key()?;
+        // Before listening: a key that does not match the stored secrets stops the start.
+        let secrets = Arc::new(SecretStore::open(
+            store.clone(),
+            &config.host.secrets.key_file(data),
+            &data.join(DB_FILE),
+        )?);
         if let Some(key) = &admin_key_created {
             write_private(&data.join(ADMIN_KEY_FILE), &format!("{key}\n"))?;
             tracing::info!(path = %data.join(ADMIN_KEY_FILE).display(), "first start: admin key created");
@@ -70,6 +78,8 @@ impl Server {
             boxes: Arc::new(BoxTable::default()),
             activity: Arc::new(Activity::default()),
             templates: Arc::new(load_templates(data).await),
+            secrets,
+            egress: Arc::new(EgressHost::new(data, &config.host.egress)?),
         };
         if let Err(e) = reconcile::reconcile(&ctx).await {
             // The store failing here fails every request too: refuse to start.

@@ -22,6 +22,9 @@ pub struct NewBox {
     pub cpus: f64,
     /// Seconds without activity before the box is reclaimed.
     pub idle_timeout_s: u64,
+    /// The box's own egress policy as JSON (the daemon validates and serialises it; the
+    /// store does not look inside). `None`: the box uses its template's.
+    pub egress: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -44,10 +47,12 @@ pub struct BoxRecord {
     pub generation: u64,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
+    /// The box's own egress policy as JSON, as given at creation; `None`: its template's.
+    pub egress: Option<String>,
 }
 
 const COLUMNS: &str = "id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
-                       cpus, id_slot, generation, created_at, updated_at, idle_timeout_s";
+                       cpus, id_slot, generation, created_at, updated_at, idle_timeout_s, egress";
 
 impl Store {
     /// Inserts a `stopped` box with the next id slot. A name the tenant already uses is
@@ -66,8 +71,8 @@ impl Store {
         let at_text = format_time(at)?;
         let inserted = tx.execute(
             "INSERT INTO boxes (id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
-             cpus, id_slot, generation, created_at, updated_at, idle_timeout_s) \
-             VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9, 1, ?10, ?10, ?11)",
+             cpus, id_slot, generation, created_at, updated_at, idle_timeout_s, egress) \
+             VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9, 1, ?10, ?10, ?11, ?12)",
             params![
                 new.id.as_str(),
                 new.tenant_id.as_str(),
@@ -80,6 +85,7 @@ impl Store {
                 slot,
                 at_text,
                 new.idle_timeout_s as i64,
+                new.egress,
             ],
         );
         match inserted {
@@ -115,6 +121,7 @@ impl Store {
             generation: 1,
             created_at: at,
             updated_at: at,
+            egress: new.egress.clone(),
         })
     }
 
@@ -318,6 +325,7 @@ struct RawBox {
     created_at: String,
     updated_at: String,
     idle_timeout_s: i64,
+    egress: Option<String>,
 }
 
 impl RawBox {
@@ -337,6 +345,7 @@ impl RawBox {
             created_at: row.get(11)?,
             updated_at: row.get(12)?,
             idle_timeout_s: row.get(13)?,
+            egress: row.get(14)?,
         })
     }
 
@@ -365,6 +374,7 @@ impl RawBox {
             generation: self.generation as u64,
             created_at: parse_time("boxes.created_at", &self.created_at)?,
             updated_at: parse_time("boxes.updated_at", &self.updated_at)?,
+            egress: self.egress,
         })
     }
 }

@@ -27,6 +27,7 @@ fn setup() -> (tempfile::TempDir, Store, BoxId) {
             pids: 256,
             cpus: 1.0,
             idle_timeout_s: 60,
+            egress: None,
         })
         .unwrap();
     assert_eq!(record.idle_timeout_s, 60);

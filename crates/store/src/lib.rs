@@ -1,5 +1,5 @@
 //! berth's durable state in SQLite: tenants, API keys (hashed), boxes, their messages and
-//! their event logs.
+//! their event logs, and secrets (sealed by the daemon; the store never sees a plaintext).
 //!
 //! Every commit is fsync'd (`synchronous=FULL`, WAL). The API is synchronous: one
 //! connection behind a `std::sync::Mutex`. Every call is one short statement or one small
@@ -12,6 +12,7 @@ mod error;
 mod events;
 mod messages;
 mod migrations;
+mod secrets;
 mod state;
 mod tenants;
 
@@ -29,6 +30,7 @@ pub use events::{Appended, EventListener, EventRecord, STATE_EVENT};
 pub use messages::{
     InvalidMessageId, MessageId, MessageRecord, MessageState, Posted, MAX_MESSAGE_ID_CHARS,
 };
+pub use secrets::{PutSecret, SealedSecret, SecretMeta};
 pub use state::{check_transition, BoxState, InvalidTransition, UnknownState};
 pub use tenants::{Principal, Tenant, DEFAULT_TENANT};
 

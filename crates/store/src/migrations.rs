@@ -9,6 +9,8 @@ use crate::error::{sql, StoreError};
 const MIGRATIONS: &[(u32, &str)] = &[
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_messages_events.sql")),
+    (3, include_str!("../migrations/0003_secrets.sql")),
+    (4, include_str!("../migrations/0004_box_egress.sql")),
 ];
 
 /// Applies every migration newer than the database's; returns the version reached.

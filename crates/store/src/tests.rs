@@ -16,6 +16,7 @@ fn new_box(tenant: &TenantId, name: &str) -> NewBox {
         pids: 256,
         cpus: 1.5,
         idle_timeout_s: 300,
+        egress: None,
     }
 }
 
@@ -183,4 +184,83 @@ fn pragmas_are_set() {
         .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
         .unwrap();
     assert_eq!((mode.as_str(), sync, fk), ("wal", 2, 1));
+}
+
+#[test]
+fn a_box_keeps_its_egress_json_and_none_stays_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = r#"{"allow":["api.example.test"],"credentials":[]}"#;
+    let (own, plain) = {
+        let store = open(&dir);
+        let tenant = store.create_tenant("acme").unwrap();
+        let own = store
+            .insert_box(&NewBox {
+                egress: Some(json.into()),
+                ..new_box(&tenant.id, "own")
+            })
+            .unwrap();
+        assert_eq!(own.egress.as_deref(), Some(json));
+        let plain = store.insert_box(&new_box(&tenant.id, "plain")).unwrap();
+        assert_eq!(plain.egress, None);
+        (own, plain)
+    };
+    let store = open(&dir);
+    let own_read = store.get_box(&own.id).unwrap().unwrap();
+    assert_eq!(own_read, own);
+    assert_eq!(own_read.egress.as_deref(), Some(json));
+    assert_eq!(store.get_box(&plain.id).unwrap().unwrap().egress, None);
+    let listed = store.list_boxes(&own.tenant_id).unwrap();
+    assert_eq!(
+        listed.iter().map(|b| b.egress.clone()).collect::<Vec<_>>(),
+        [Some(json.to_owned()), None]
+    );
+}
+
+/// A box made before migration 4 has no `egress` column value: it reads as `None` (its
+/// template's policy), and the migration keeps the rest of the row.
+#[test]
+fn a_box_from_before_the_egress_column_reads_as_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(DB_FILE);
+    let id = BoxId::from_random([7; 20]);
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE schema_migrations (
+                 version INTEGER PRIMARY KEY,
+                 applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
+             );",
+        )
+        .unwrap();
+        for (version, script) in [
+            (1, include_str!("../migrations/0001_init.sql")),
+            (2, include_str!("../migrations/0002_messages_events.sql")),
+            (3, include_str!("../migrations/0003_secrets.sql")),
+        ] {
+            conn.execute_batch(script).unwrap();
+            conn.execute(
+                "INSERT INTO schema_migrations (version) VALUES (?1)",
+                [version],
+            )
+            .unwrap();
+        }
+        let tenant = TenantId::from_random([1; 20]);
+        conn.execute(
+            "INSERT INTO tenants (id, name, created_at) VALUES (?1, 'old', '2026-01-01T00:00:00Z')",
+            [tenant.as_str()],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO boxes (id, tenant_id, name, template, state, memory_mib, pids, cpus, \
+             id_slot, generation, created_at, updated_at, idle_timeout_s) VALUES \
+             (?1, ?2, 'old', 'host', 'stopped', 512, 256, 1.0, 0, 1, \
+             '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 60)",
+            [id.as_str(), tenant.as_str()],
+        )
+        .unwrap();
+    }
+    let store = open(&dir);
+    let old = store.get_box(&id).unwrap().unwrap();
+    assert_eq!(old.egress, None);
+    assert_eq!((old.name.as_str(), old.idle_timeout_s), ("old", 60));
 }

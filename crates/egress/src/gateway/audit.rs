@@ -119,6 +119,15 @@ impl JsonlDirSink {
     pub fn path_for(&self, box_id: &BoxId) -> PathBuf {
         log_path(&self.dir, box_id)
     }
+
+    /// Closes the box's log file (it reopens on the next record): call when the box is
+    /// deleted, so the handle of a deleted file is not kept forever.
+    pub fn close(&self, box_id: &BoxId) {
+        self.files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(box_id);
+    }
 }
 
 fn log_path(dir: &Path, box_id: &BoxId) -> PathBuf {

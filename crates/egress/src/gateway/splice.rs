@@ -12,6 +12,11 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
+/// Copy buffer per direction. tokio's default 8 KiB costs a syscall pair per 8 KiB, so the
+/// gateway burned as much CPU as the TLS endpoints and halved loopback throughput; 64 KiB
+/// beats nginx both ways (benches/benches/egress.rs, docs/benchmarks.md).
+const SPLICE_BUF: usize = 64 * 1024;
+
 #[derive(Debug, thiserror::Error)]
 pub enum DialError {
     #[error("connecting to {addr} timed out after {after:?}")]
@@ -119,7 +124,7 @@ where
     U: AsyncRead + AsyncWrite + Unpin,
 {
     upstream.write_all(first_bytes).await?;
-    tokio::io::copy_bidirectional(box_side, upstream).await?;
+    tokio::io::copy_bidirectional_with_sizes(box_side, upstream, SPLICE_BUF, SPLICE_BUF).await?;
     Ok(())
 }
 

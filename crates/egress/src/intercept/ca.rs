@@ -38,6 +38,18 @@ pub enum CaError {
         #[source]
         source: rcgen::Error,
     },
+    #[error("the saved CA is damaged (bad certificate PEM or validity)")]
+    Saved,
+}
+
+fn pem_of(der: &CertificateDer<'_>) -> String {
+    pem::encode(&pem::Pem::new("CERTIFICATE", der.to_vec()))
+}
+
+/// The DER of the first `CERTIFICATE` block of `text`.
+fn der_of_pem(text: &str) -> Option<CertificateDer<'static>> {
+    let block = pem::parse(text).ok()?;
+    (block.tag() == "CERTIFICATE").then(|| CertificateDer::from(block.into_contents()))
 }
 
 /// A minted leaf: the chain to serve (leaf, then the CA) and its private key.
@@ -62,8 +74,29 @@ impl std::fmt::Debug for Leaf {
 
 pub struct BoxCa {
     key: KeyPair,
+    /// The issuer leaves are signed with (the CA's name and key).
     cert: rcgen::Certificate,
+    /// The certificate the box trusts, served after each leaf. The same as `cert`'s DER for
+    /// a new CA; for a restored one, the original (a re-signed copy differs in its signature).
+    der: CertificateDer<'static>,
     leaves: Mutex<HashMap<String, (Instant, Arc<Leaf>)>>,
+}
+
+/// What it takes to bring a box's CA back after a daemon restart, while the box still
+/// trusts it. Holds the private key: store it where only the host's root can read it.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+pub struct SavedCa {
+    pub key_pem: String,
+    pub cert_pem: String,
+    /// Unix seconds: the validity the certificate was made with (rebuilt identically).
+    pub not_before: i64,
+    pub not_after: i64,
+}
+
+impl std::fmt::Debug for SavedCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SavedCa").finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for BoxCa {
@@ -75,8 +108,56 @@ impl std::fmt::Debug for BoxCa {
 impl BoxCa {
     /// A fresh CA (ECDSA P-256) named `berth egress <box id>`.
     pub fn new(box_id: &BoxId) -> Result<BoxCa, CaError> {
-        let name = format!("berth egress {}", box_id.as_str());
         let key = KeyPair::generate().map_err(CaError::Key)?;
+        let now = OffsetDateTime::now_utc();
+        let cert = Self::issuer(box_id, &key, now - BACKDATE, now + CA_VALIDITY)?;
+        let der = cert.der().clone();
+        Ok(BoxCa {
+            key,
+            cert,
+            der,
+            leaves: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Everything [`BoxCa::restore`] needs.
+    pub fn save(&self) -> SavedCa {
+        let params = self.cert.params();
+        SavedCa {
+            key_pem: self.key.serialize_pem(),
+            cert_pem: pem_of(&self.der),
+            not_before: params.not_before.unix_timestamp(),
+            not_after: params.not_after.unix_timestamp(),
+        }
+    }
+
+    /// The CA of [`BoxCa::save`]: same key, name and validity, so leaves it signs chain to
+    /// the certificate the box already trusts.
+    pub fn restore(box_id: &BoxId, saved: &SavedCa) -> Result<BoxCa, CaError> {
+        let key = KeyPair::from_pem(&saved.key_pem).map_err(CaError::Key)?;
+        let time = |t| OffsetDateTime::from_unix_timestamp(t).map_err(|_| CaError::Saved);
+        let cert = Self::issuer(
+            box_id,
+            &key,
+            time(saved.not_before)?,
+            time(saved.not_after)?,
+        )?;
+        let der = der_of_pem(&saved.cert_pem).ok_or(CaError::Saved)?;
+        Ok(BoxCa {
+            key,
+            cert,
+            der,
+            leaves: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn issuer(
+        box_id: &BoxId,
+        key: &KeyPair,
+        not_before: OffsetDateTime,
+        not_after: OffsetDateTime,
+    ) -> Result<rcgen::Certificate, CaError> {
+        let name = format!("berth egress {}", box_id.as_str());
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, name.clone());
@@ -88,26 +169,20 @@ impl BoxCa {
             KeyUsagePurpose::CrlSign,
             KeyUsagePurpose::DigitalSignature,
         ];
-        let now = OffsetDateTime::now_utc();
-        params.not_before = now - BACKDATE;
-        params.not_after = now + CA_VALIDITY;
-        let cert = params
-            .self_signed(&key)
-            .map_err(|source| CaError::Sign { name, source })?;
-        Ok(BoxCa {
-            key,
-            cert,
-            leaves: Mutex::new(HashMap::new()),
-        })
+        params.not_before = not_before;
+        params.not_after = not_after;
+        params
+            .self_signed(key)
+            .map_err(|source| CaError::Sign { name, source })
     }
 
     /// The CA certificate, PEM: what the box's trust store (and `SSL_CERT_FILE` …) gets.
     pub fn cert_pem(&self) -> String {
-        self.cert.pem()
+        pem_of(&self.der)
     }
 
     pub fn cert_der(&self) -> CertificateDer<'static> {
-        self.cert.der().clone()
+        self.der.clone()
     }
 
     /// The leaf for `host` (a canonical name), minted on first use and cached.
@@ -146,7 +221,7 @@ impl BoxCa {
                 source,
             })?;
         Ok(Leaf {
-            chain: vec![cert.der().clone(), self.cert.der().clone()],
+            chain: vec![cert.der().clone(), self.der.clone()],
             key: PrivatePkcs8KeyDer::from(key.serialize_der()),
         })
     }
@@ -167,5 +242,39 @@ mod tests {
         assert!(Arc::ptr_eq(&a, &again));
         assert_ne!(a.chain[0], b.chain[0]);
         assert_eq!(a.chain[1], ca.cert_der());
+    }
+
+    #[test]
+    fn a_restored_ca_signs_leaves_the_box_already_trusts() {
+        let id = BoxId::from_random([8; 20]);
+        let ca = BoxCa::new(&id).unwrap();
+        let saved = ca.save();
+        let back = BoxCa::restore(&id, &saved).unwrap();
+        assert_eq!(back.cert_pem(), ca.cert_pem());
+        let leaf = back.leaf("api.example.test").unwrap();
+        assert_eq!(leaf.chain[1], ca.cert_der());
+        // A client that trusts only the original certificate accepts the restored CA's leaf.
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca.cert_der()).unwrap();
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            crate::intercept::provider(),
+        )
+        .build()
+        .unwrap();
+        use rustls::client::danger::ServerCertVerifier;
+        let name = rustls::pki_types::ServerName::try_from("api.example.test").unwrap();
+        verifier
+            .verify_server_cert(
+                &leaf.chain[0],
+                &leaf.chain[1..],
+                &name,
+                &[],
+                rustls::pki_types::UnixTime::now(),
+            )
+            .expect("the restored CA's leaf verifies against the original CA");
+        let mut broken = saved.clone();
+        broken.cert_pem = "not pem".into();
+        assert!(matches!(BoxCa::restore(&id, &broken), Err(CaError::Saved)));
     }
 }

@@ -21,7 +21,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::{ClientConfig, RootCertStore};
 
 pub use body::{copy_body, BodyError, Framing};
-pub use ca::{BoxCa, CaError, Leaf};
+pub use ca::{BoxCa, CaError, Leaf, SavedCa};
 pub use http1::{
     read_head, rewrite_request, rewrite_response, HeadReadError, Kind, Refusal, Rewritten,
     MAX_HEAD_BYTES,

@@ -12,7 +12,7 @@ use oci_spec::runtime::{
     PosixRlimitType, ProcessBuilder, RootBuilder, Spec, SpecBuilder, UserBuilder,
 };
 
-use berth_protocol::guest::AGENT_STATE_DIR;
+use berth_protocol::guest::{AGENT_STATE_DIR, BOX_CA_BUNDLE};
 
 use super::paths::BoxPaths;
 use super::rootfs::{host_dirs_to_bind, INIT_PATH};
@@ -303,6 +303,18 @@ fn mounts(input: &BundleInput<'_>) -> Vec<Mount> {
             input.init_bin,
             &["bind", "ro", "nosuid", "nodev"],
         ),
+        // Per box, over the shared /etc: the pinned names and the trust bundle with the
+        // box's CA. Read-only even for box root.
+        bind(
+            "/etc/hosts",
+            &paths.hosts_file(),
+            &["bind", "ro", "nosuid", "nodev", "noexec"],
+        ),
+        bind(
+            BOX_CA_BUNDLE,
+            &paths.ca_bundle(),
+            &["bind", "ro", "nosuid", "nodev", "noexec"],
+        ),
     ]);
     mounts
 }
@@ -366,6 +378,8 @@ mod tests {
             id_map: IdMap::for_slot(5).unwrap(),
             layers,
             harness: None,
+            egress: Default::default(),
+            env: Default::default(),
         };
         let layout = Layout::new(Path::new("/var/lib/berth"));
         let paths = layout.box_paths(&spec.id);

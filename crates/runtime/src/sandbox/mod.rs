@@ -14,6 +14,7 @@
 //! follows a link in the box-writable run dir (see `GuestClient`'s Unix connect).
 
 mod bundle;
+mod egress;
 mod host;
 mod mountpoints;
 mod oci_cli;
@@ -35,7 +36,8 @@ pub use oci_cli::{OciCli, OciState, OciStatus};
 pub use paths::{BoxPaths, Layout};
 
 use crate::{
-    BootToken, BoxSpec, Capabilities, GuestAddr, GuestClient, Runtime, RuntimeError, RuntimeStatus,
+    BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestAddr, GuestClient, IdMap,
+    Runtime, RuntimeError, RuntimeStatus,
 };
 
 /// How to build a [`SandboxRuntime`].
@@ -158,7 +160,7 @@ impl SandboxRuntime {
         }
     }
 
-    async fn boot(&self, spec: &BoxSpec, paths: &BoxPaths) -> Result<GuestClient, RuntimeError> {
+    async fn boot(&self, spec: &BoxSpec, paths: &BoxPaths) -> Result<Booted, RuntimeError> {
         let id = spec.id.as_str();
         let rootfs = self.layout.host_rootfs();
         rootfs::ensure_host_rootfs(&rootfs)?;
@@ -167,6 +169,10 @@ impl SandboxRuntime {
         volume::prepare_box_dirs(paths, spec.id_map)?;
         volume::write_token(paths, spec.id_map, &spec.boot_token)?;
         volume::write_harness(paths, spec.id_map, spec.harness.as_ref())?;
+        volume::write_env(paths, spec.id_map, &spec.env)?;
+        egress::write_etc(paths, &spec.egress)?;
+        // Bound before the box runs: its harness may connect out during boot.
+        let egress = egress::bind(paths, spec.id_map)?;
         bundle::write(&BundleInput {
             spec,
             rootfs: &rootfs,
@@ -188,7 +194,7 @@ impl SandboxRuntime {
         ready::reap_on_exit(pid);
         let client = self.channel(&spec.id, &spec.boot_token);
         ready::wait_ready(id, &client, pid, &paths.console_log()).await?;
-        Ok(client)
+        Ok(Booted { client, egress })
     }
 
     /// Deletes a container that is no longer running and the run dir's leftovers.
@@ -215,7 +221,7 @@ impl Runtime for SandboxRuntime {
         }
     }
 
-    async fn start(&self, spec: &BoxSpec) -> Result<GuestClient, RuntimeError> {
+    async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {
         match self.oci.state(spec.id.as_str()).await? {
             Some(s) if matches!(s.status, OciStatus::Running | OciStatus::Paused) => {
                 return Err(RuntimeError::WrongState {
@@ -230,7 +236,7 @@ impl Runtime for SandboxRuntime {
         }
         let paths = self.layout.box_paths(&spec.id);
         match self.boot(spec, &paths).await {
-            Ok(client) => Ok(client),
+            Ok(booted) => Ok(booted),
             Err(e) => {
                 // Nothing of a failed start stays running.
                 let _ = self.oci.kill(spec.id.as_str(), "KILL", true).await;
@@ -238,6 +244,14 @@ impl Runtime for SandboxRuntime {
                 Err(e)
             }
         }
+    }
+
+    async fn rebind_egress(
+        &self,
+        id: &BoxId,
+        id_map: IdMap,
+    ) -> Result<EgressListener, RuntimeError> {
+        egress::bind(&self.layout.box_paths(id), id_map)
     }
 
     async fn stop(&self, id: &BoxId, grace: Duration) -> Result<(), RuntimeError> {

@@ -4,7 +4,7 @@
 //! component is created with `mkdir` (an existing directory is fine) and checked to be a
 //! real directory, never a link.
 
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 
 use super::rootfs::{io, set_mode};
@@ -19,6 +19,7 @@ const MODE: u32 = 0o755;
 pub fn prepare(rootfs: &Path, spec: &BoxSpec) -> Result<(), RuntimeError> {
     crate::layer::check_layers(&spec.layers).map_err(|(i, reason)| invalid(spec, i, reason))?;
     ensure(rootfs, berth_protocol::guest::AGENT_STATE_DIR)?;
+    ensure_file(rootfs, berth_protocol::guest::BOX_CA_BUNDLE)?;
     for layer in &spec.layers {
         ensure(rootfs, &layer.target)?;
     }
@@ -30,6 +31,37 @@ fn invalid(spec: &BoxSpec, i: usize, reason: LayerError) -> RuntimeError {
     RuntimeError::InvalidSpec {
         what: format!("layer {i} ({} -> {})", layer.source.display(), layer.target),
         reason,
+    }
+}
+
+/// Makes an empty file at `target` (absolute, in-box) under `rootfs` for a file bind mount,
+/// its directories as [`ensure`] does.
+pub fn ensure_file(rootfs: &Path, target: &str) -> Result<(), RuntimeError> {
+    let (dir, _) = target.rsplit_once('/').expect("an absolute path");
+    ensure(rootfs, dir)?;
+    let path = rootfs.join(target.trim_start_matches('/'));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(&path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let meta = path
+                .symlink_metadata()
+                .map_err(io("inspect the mount point", &path))?;
+            if meta.is_file() {
+                Ok(())
+            } else {
+                Err(RuntimeError::Io {
+                    action: "create the file mount point (a directory or link is in the way)",
+                    path,
+                    source: e,
+                })
+            }
+        }
+        Err(e) => Err(io("create the mount point", &path)(e)),
     }
 }
 

@@ -4,7 +4,11 @@
 //! <data>/oci/                         the OCI runtime's --root (its state dir)
 //! <data>/templates/host/rootfs/       the shared read-only rootfs skeleton (Rootfs::Host)
 //! <data>/boxes/<id>/bundle/config.json
-//! <data>/boxes/<id>/run/              bound at /run/berth: token, harness.json, agent.sock
+//! <data>/boxes/<id>/run/              bound at /run/berth: token, harness.json, env.json,
+//!                                     agent.sock, egress.sock
+//! <data>/boxes/<id>/egress-bind/      host-only: where egress.sock is bound before its move
+//! <data>/boxes/<id>/etc/{hosts,ca-certificates.crt}  bound read-only at /etc/hosts and
+//!                                     /etc/ssl/certs/ca-certificates.crt
 //! <data>/boxes/<id>/volume/{home,memory}  bound at /home/user and /memory
 //! <data>/boxes/<id>/volume/agent      bound at /var/lib/berth: berth-init's own state
 //! <data>/boxes/<id>/console.log       stdout/stderr of the OCI runtime and berth-init
@@ -12,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use berth_protocol::guest::{AGENT_SOCKET, HARNESS_FILE, TOKEN_FILE};
+use berth_protocol::guest::{AGENT_SOCKET, BOX_ENV_FILE, EGRESS_SOCKET, HARNESS_FILE, TOKEN_FILE};
 use berth_protocol::BoxId;
 
 /// The data directory's layout as the sandbox backend uses it.
@@ -94,6 +98,33 @@ impl BoxPaths {
 
     pub fn agent_socket(&self) -> PathBuf {
         self.run_dir().join(AGENT_SOCKET)
+    }
+
+    pub fn env_file(&self) -> PathBuf {
+        self.run_dir().join(BOX_ENV_FILE)
+    }
+
+    /// The host end of the egress channel, as berth-init sees it (`/run/berth/egress.sock`).
+    pub fn egress_socket(&self) -> PathBuf {
+        self.run_dir().join(EGRESS_SOCKET)
+    }
+
+    /// Host-only (0700): the egress socket is bound and chowned here, then moved.
+    pub fn egress_bind_dir(&self) -> PathBuf {
+        self.dir.join("egress-bind")
+    }
+
+    /// Host-owned files bound read-only over the shared rootfs's `/etc`.
+    pub fn etc_dir(&self) -> PathBuf {
+        self.dir.join("etc")
+    }
+
+    pub fn hosts_file(&self) -> PathBuf {
+        self.etc_dir().join("hosts")
+    }
+
+    pub fn ca_bundle(&self) -> PathBuf {
+        self.etc_dir().join("ca-certificates.crt")
     }
 
     pub fn volume(&self) -> PathBuf {

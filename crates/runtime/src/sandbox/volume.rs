@@ -5,6 +5,7 @@
 //! Ownership is in the box's mapped id range; directories are chowned only when they are
 //! created, so a warm start does no per-file work.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::fs::{chown, fchown, OpenOptionsExt};
 use std::path::Path;
@@ -41,6 +42,7 @@ pub fn prepare_box_dirs(paths: &BoxPaths, id_map: IdMap) -> Result<(), RuntimeEr
     remove_if_exists(&paths.agent_socket())?;
     remove_if_exists(&paths.token_file())?;
     remove_if_exists(&paths.harness_file())?;
+    remove_if_exists(&paths.env_file())?;
 
     if create_dir(&paths.volume())? {
         set_mode(&paths.volume(), 0o711)?;
@@ -87,13 +89,30 @@ pub fn write_harness(
     id_map: IdMap,
     harness: Option<&HarnessConfig>,
 ) -> Result<(), RuntimeError> {
-    let path = paths.harness_file();
+    let json = harness.map(|h| serde_json::to_vec(h).expect("a harness config serialises"));
+    write_run_file(&paths.harness_file(), id_map, json.as_deref())
+}
+
+/// Writes the box's own environment for this boot where berth-init reads it once (JSON,
+/// 0600, owned by the box's root); none when it is empty.
+pub fn write_env(
+    paths: &BoxPaths,
+    id_map: IdMap,
+    env: &BTreeMap<String, String>,
+) -> Result<(), RuntimeError> {
+    let json = (!env.is_empty()).then(|| serde_json::to_vec(env).expect("a string map serialises"));
+    write_run_file(&paths.env_file(), id_map, json.as_deref())
+}
+
+/// Replaces `path` in the run dir with `bytes` (`None`: removes it), 0600, owned by the
+/// box's root.
+fn write_run_file(path: &Path, id_map: IdMap, bytes: Option<&[u8]>) -> Result<(), RuntimeError> {
     // `remove_file` unlinks a planted link itself, never its target.
-    remove_if_exists(&path)?;
-    let Some(harness) = harness else {
+    remove_if_exists(path)?;
+    let Some(json) = bytes else {
         return Ok(());
     };
-    let json = serde_json::to_vec(harness).expect("a harness config serialises");
+    let path = path.to_path_buf();
     let root = id_map.host_id(0);
     // `create_new` (O_EXCL) never follows a link; the run dir is writable by the box's root.
     let mut file = std::fs::OpenOptions::new()
@@ -102,17 +121,18 @@ pub fn write_harness(
         .custom_flags(libc::O_NOFOLLOW)
         .mode(0o600)
         .open(&path)
-        .map_err(io("create the harness config", &path))?;
-    file.write_all(&json)
-        .map_err(io("write the harness config to", &path))?;
+        .map_err(io("create", &path))?;
+    file.write_all(json).map_err(io("write", &path))?;
     fchown(&file, Some(root), Some(root)).map_err(io("chown", &path))
 }
 
-/// Removes the sockets, token and harness config of the last boot (after a stop).
+/// Removes the sockets, token, harness config and env of the last boot (after a stop).
 pub fn clear_run_dir(paths: &BoxPaths) -> Result<(), RuntimeError> {
     remove_if_exists(&paths.agent_socket())?;
+    remove_if_exists(&paths.egress_socket())?;
     remove_if_exists(&paths.token_file())?;
-    remove_if_exists(&paths.harness_file())
+    remove_if_exists(&paths.harness_file())?;
+    remove_if_exists(&paths.env_file())
 }
 
 fn seed_memory(memory: &Path, user: u32) -> Result<(), RuntimeError> {

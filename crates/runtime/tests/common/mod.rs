@@ -97,6 +97,8 @@ pub fn new_spec(limits: Limits) -> BoxSpec {
         id_map: IdMap::for_slot(slot).unwrap(),
         layers: Vec::new(),
         harness: None,
+        egress: Default::default(),
+        env: Default::default(),
     }
 }
 

@@ -11,6 +11,7 @@ use crate::api::error::ApiError;
 use crate::api::extract::ApiJson;
 use crate::api::view::{BoxListView, BoxView};
 use crate::ctx::Ctx;
+use crate::egress::policy::EgressPolicy;
 use crate::ops::{box_create, box_delete, box_find, box_start, box_stop};
 use crate::validate::LimitsInput;
 
@@ -26,6 +27,10 @@ pub struct CreateBody {
     limits: Option<LimitsBody>,
     #[serde(default)]
     idle_timeout_s: Option<u64>,
+    /// The box's own egress policy, replacing its template's whole (allowlist and
+    /// credential rules); absent: the template's, as it is at each start.
+    #[serde(default)]
+    egress: Option<EgressPolicy>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -60,9 +65,10 @@ pub async fn create(
                 cpus: limits.cpus,
             },
             idle_timeout_s: body.idle_timeout_s,
+            egress: body.egress,
         },
     )?;
-    Ok((StatusCode::CREATED, Json(BoxView::from(record))).into_response())
+    Ok((StatusCode::CREATED, Json(BoxView::new(&ctx, record))).into_response())
 }
 
 #[utoipa::path(get, path = "/v1/boxes", tag = "boxes", summary = "List your boxes", responses((status = 200, body = crate::api::view::BoxListView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
@@ -72,7 +78,7 @@ pub async fn list(
 ) -> Result<Json<BoxListView>, ApiError> {
     let boxes = box_find::list_boxes(&ctx, &who.tenant_id)?;
     Ok(Json(BoxListView {
-        boxes: boxes.into_iter().map(BoxView::from).collect(),
+        boxes: boxes.into_iter().map(|b| BoxView::new(&ctx, b)).collect(),
     }))
 }
 
@@ -82,9 +88,8 @@ pub async fn get(
     Caller(who): Caller,
     Path(reference): Path<String>,
 ) -> Result<Json<BoxView>, ApiError> {
-    Ok(Json(
-        box_find::find_box(&ctx, &who.tenant_id, &reference)?.into(),
-    ))
+    let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
+    Ok(Json(BoxView::new(&ctx, record)))
 }
 
 #[utoipa::path(delete, path = "/v1/boxes/{box_ref}", tag = "boxes", summary = "Stop a box and delete it with its volume", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), responses((status = 204, description = "deleted"), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
@@ -105,7 +110,8 @@ pub async fn start(
     Path(reference): Path<String>,
 ) -> Result<Json<BoxView>, ApiError> {
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
-    Ok(Json(box_start::start_box(&ctx, &record.id).await?.into()))
+    let started = box_start::start_box(&ctx, &record.id).await?;
+    Ok(Json(BoxView::new(&ctx, started)))
 }
 
 #[utoipa::path(post, path = "/v1/boxes/{box_ref}/stop", tag = "boxes", summary = "Stop a box (its volume stays)", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), responses((status = 200, body = crate::api::view::BoxView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
@@ -115,5 +121,6 @@ pub async fn stop(
     Path(reference): Path<String>,
 ) -> Result<Json<BoxView>, ApiError> {
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
-    Ok(Json(box_stop::stop_box(&ctx, &record.id).await?.into()))
+    let stopped = box_stop::stop_box(&ctx, &record.id).await?;
+    Ok(Json(BoxView::new(&ctx, stopped)))
 }

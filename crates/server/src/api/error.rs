@@ -8,6 +8,7 @@ use berth_runtime::GuestError;
 use http::StatusCode;
 
 use crate::error::{error_chain, OpError};
+use crate::secrets::SecretError;
 
 /// Everything a handler can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +86,8 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::LimitOutOfRange { .. }
         | OpError::InvalidPath { .. }
         | OpError::InvalidExec { .. }
+        | OpError::InvalidEgress(_)
+        | OpError::EgressEnvClash { .. }
         | OpError::InvalidMessageId(_)
         | OpError::NoHarness { .. } => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
         OpError::MessageTooLarge { .. } => {
@@ -96,16 +99,41 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
             (StatusCode::CONFLICT, ErrorCode::AlreadyExists)
         }
         OpError::Conflict { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
-        OpError::StartFailed { .. } | OpError::StartTemplate { .. } | OpError::ExecCut => {
-            (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable)
-        }
+        OpError::StartFailed { .. }
+        | OpError::StartTemplate { .. }
+        | OpError::StartEgress { .. }
+        | OpError::ExecCut => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable),
         OpError::Guest(e) => guest_status(e.code()),
+        OpError::Secret(e) => secret_status(e),
         OpError::ExecRefused { code, .. } => guest_status(*code),
         OpError::Runtime { .. }
+        | OpError::AuditRead { .. }
         | OpError::NoIdRange { .. }
         | OpError::Store(_)
         | OpError::Random(_)
         | OpError::TaskPanicked { .. } => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
+    }
+}
+
+/// A secret store error, as the public API shows it. Server-side failures (a row that does
+/// not open, the store) are 500: the caller cannot fix them.
+fn secret_status(e: &SecretError) -> (StatusCode, ErrorCode) {
+    match e {
+        SecretError::InvalidName { .. } | SecretError::InvalidValue { .. } => {
+            (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest)
+        }
+        SecretError::NotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+        SecretError::KeyFile { .. }
+        | SecretError::KeyNotRegular { .. }
+        | SecretError::KeyMode { .. }
+        | SecretError::KeyLength { .. }
+        | SecretError::KeyMismatch { .. }
+        | SecretError::KeyMissing { .. }
+        | SecretError::Tampered { .. }
+        | SecretError::ForeignKey { .. }
+        | SecretError::Crypto { .. }
+        | SecretError::Random(_)
+        | SecretError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
     }
 }
 

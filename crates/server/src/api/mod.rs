@@ -2,6 +2,7 @@
 
 pub mod auth;
 pub mod boxes;
+pub mod egress;
 pub mod error;
 pub mod events;
 pub mod exec;
@@ -9,6 +10,7 @@ pub mod extract;
 pub mod files;
 pub mod messages;
 pub mod openapi;
+pub mod secrets;
 pub mod templates;
 pub mod tenants;
 pub mod view;
@@ -18,7 +20,7 @@ use std::time::Instant;
 use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 
 use crate::api::error::ApiError;
@@ -45,9 +47,12 @@ pub fn router(ctx: Ctx) -> Router {
             post(messages::post).get(messages::list),
         )
         .route("/v1/boxes/{box_ref}/events", get(events::events))
+        .route("/v1/boxes/{box_ref}/egress", get(egress::audit))
         .route("/v1/templates", get(templates::list))
         .route("/v1/templates/reload", post(templates::reload))
         .route("/v1/tenants", post(tenants::create))
+        .route("/v1/secrets", post(secrets::set).get(secrets::list))
+        .route("/v1/secrets/{name}", delete(secrets::delete))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(log_request))

@@ -5,7 +5,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{boxes, events, exec, files, messages, templates, tenants};
+use super::{boxes, egress, events, exec, files, messages, secrets, templates, tenants};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -31,9 +31,13 @@ use super::{boxes, events, exec, files, messages, templates, tenants};
         messages::post,
         messages::list,
         events::events,
+        egress::audit,
         templates::list,
         templates::reload,
         tenants::create,
+        secrets::set,
+        secrets::list,
+        secrets::delete,
     ),
     modifiers(&BearerKey)
 )]

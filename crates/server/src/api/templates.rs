@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::api::auth::Caller;
 use crate::api::error::ApiError;
 use crate::ctx::Ctx;
+use crate::egress::policy::EgressPolicy;
 use crate::error::error_chain;
 use crate::templates::{Template, TemplateError, TemplateRegistry};
 
@@ -22,6 +23,8 @@ pub struct TemplateView {
     pub limits: Limits,
     pub layers: Vec<LayerView>,
     pub harness: Option<HarnessView>,
+    /// What its boxes may reach (canonical form); empty: nothing leaves.
+    pub egress: EgressPolicy,
     /// `builtin`, or the template's file.
     pub origin: String,
     /// Why boxes cannot be made from it now; `null`: usable.
@@ -79,6 +82,7 @@ impl From<&Template> for TemplateView {
                 resume_args: h.resume_args.clone(),
                 env: h.env.clone(),
             }),
+            egress: t.egress.clone(),
             origin: t.origin.to_string(),
             unavailable: t.unavailable.clone(),
         }

@@ -4,6 +4,9 @@ use berth_store::{BoxRecord, BoxState};
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 
+use crate::ctx::Ctx;
+use crate::egress::policy::EgressPolicy;
+
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct BoxView {
     pub id: String,
@@ -16,6 +19,20 @@ pub struct BoxView {
     pub idle_timeout_s: u64,
     pub created_at: String,
     pub state_reason: Option<String>,
+    /// The egress policy the box's next start applies (canonical form): its own, else its
+    /// template's current one. Empty: nothing leaves.
+    pub egress: EgressPolicy,
+    pub egress_source: EgressSource,
+}
+
+/// Where a box's egress policy comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EgressSource {
+    /// Given at creation (`egress` in `POST /v1/boxes`); fixed for the box's life.
+    Box,
+    /// The template's, looked up at each start (empty when the template is gone).
+    Template,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -30,8 +47,15 @@ pub struct BoxListView {
     pub boxes: Vec<BoxView>,
 }
 
-impl From<BoxRecord> for BoxView {
-    fn from(r: BoxRecord) -> Self {
+impl BoxView {
+    /// The view of `r`; the effective egress policy comes from `ctx` (the template's is
+    /// looked up in the current registry).
+    pub fn new(ctx: &Ctx, r: BoxRecord) -> BoxView {
+        let egress = ctx.box_egress(&r);
+        let egress_source = match r.egress {
+            Some(_) => EgressSource::Box,
+            None => EgressSource::Template,
+        };
         BoxView {
             id: r.id.to_string(),
             name: r.name,
@@ -45,6 +69,8 @@ impl From<BoxRecord> for BoxView {
             idle_timeout_s: r.idle_timeout_s,
             created_at: r.created_at.format(&Rfc3339).unwrap_or_default(),
             state_reason: r.state_reason,
+            egress,
+            egress_source,
         }
     }
 }

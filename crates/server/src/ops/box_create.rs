@@ -2,12 +2,15 @@
 //!
 //! The box is made from a template (`host` unless named): the template gives the defaults
 //! of the limits and the idle timeout, which the client may override. The box keeps the
-//! template's name; its layers and harness are looked up at every start.
+//! template's name; its layers and harness are looked up at every start. So is its egress
+//! policy, unless the client gives the box its own, which then replaces the template's
+//! whole (allowlist and credential rules) for the box's life.
 
 use berth_protocol::{BoxId, TenantId};
 use berth_store::{BoxRecord, NewBox};
 
 use crate::ctx::Ctx;
+use crate::egress::policy::EgressPolicy;
 use crate::error::OpError;
 use crate::validate::{self, LimitsInput, DEFAULT_TEMPLATE};
 
@@ -17,6 +20,8 @@ pub struct CreateBox {
     pub template: Option<String>,
     pub limits: LimitsInput,
     pub idle_timeout_s: Option<u64>,
+    /// The box's own egress policy; `None`: its template's.
+    pub egress: Option<EgressPolicy>,
 }
 
 pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRecord, OpError> {
@@ -40,6 +45,10 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
         Some(value) => validate::idle_timeout_s(value)?,
         None => template.idle_timeout_s,
     };
+    let egress = req
+        .egress
+        .map(|policy| own_egress(&policy, &name, template.harness.as_ref()))
+        .transpose()?;
     let mut random = [0u8; 20];
     getrandom::fill(&mut random).map_err(OpError::Random)?;
     let record = ctx.store.insert_box(&NewBox {
@@ -51,7 +60,76 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
         pids: limits.pids,
         cpus: limits.cpus,
         idle_timeout_s,
+        egress,
     })?;
     tracing::info!(box_id = %record.id, name = %record.name, template = %record.template, slot = record.id_slot, "box created");
     Ok(record)
+}
+
+/// The box's own policy, validated, as the JSON the store keeps. A placeholder variable may
+/// not be one the template's harness sets (one would hide the other).
+fn own_egress(
+    policy: &EgressPolicy,
+    template: &str,
+    harness: Option<&berth_protocol::harness::HarnessConfig>,
+) -> Result<String, OpError> {
+    let policy = policy.validated().map_err(OpError::InvalidEgress)?;
+    if let Some(env) = harness.map(|h| &h.env) {
+        let clash = policy
+            .credentials
+            .iter()
+            .enumerate()
+            .find(|(_, rule)| env.contains_key(&rule.placeholder_env));
+        if let Some((index, rule)) = clash {
+            return Err(OpError::EgressEnvClash {
+                index,
+                name: rule.name.clone(),
+                var: rule.placeholder_env.clone(),
+                template: template.to_owned(),
+            });
+        }
+    }
+    Ok(serde_json::to_string(&policy).expect("a policy serialises"))
+}
+
+/// A box's own policy as the store keeps it ([`own_egress`] wrote it). Fails closed: JSON
+/// that no longer parses or validates (a hand-edited row, a rule a newer check refuses) is
+/// logged and yields the empty policy, never the template's wider one.
+pub fn stored_egress(id: &BoxId, json: &str) -> EgressPolicy {
+    let policy = match serde_json::from_str::<EgressPolicy>(json) {
+        Ok(policy) => policy,
+        Err(e) => {
+            tracing::error!(box_id = %id, error = %e, "the box's stored egress policy is not JSON of a policy; nothing leaves the box");
+            return EgressPolicy::default();
+        }
+    };
+    policy.validated().unwrap_or_else(|e| {
+        tracing::error!(box_id = %id, error = %e, "the box's stored egress policy is refused; nothing leaves the box");
+        EgressPolicy::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_policy_round_trips_and_a_bad_one_fails_closed() {
+        let id = BoxId::from_random([3; 20]);
+        let policy = EgressPolicy {
+            allow: vec!["API.example.test".into(), "*.example.test".into()],
+            credentials: Vec::new(),
+        };
+        let json = own_egress(&policy, "host", None).unwrap();
+        assert_eq!(stored_egress(&id, &json), policy.validated().unwrap());
+        let empty = EgressPolicy::default();
+        for bad in [
+            "",
+            "not json",
+            r#"{"allow":["a.test"],"extra":1}"#,
+            r#"{"allow":["10.0.0.1"]}"#,
+        ] {
+            assert_eq!(stored_egress(&id, bad), empty, "{bad}");
+        }
+    }
 }

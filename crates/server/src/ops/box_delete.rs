@@ -19,6 +19,7 @@ async fn delete_locked(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
     let mut live = slot.lifecycle.lock().await;
     let record = reload(ctx, id)?;
     live.end_boot();
+    ctx.egress.remove(id);
     ctx.runtime
         .remove(id)
         .await

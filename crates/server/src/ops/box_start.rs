@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use berth_protocol::BoxId;
 use berth_runtime::{
-    BootToken, BoxSpec, GuestClient, GuestError, IdMap, Limits, Rootfs, RuntimeStatus,
+    BootToken, Booted, BoxSpec, GuestClient, GuestError, IdMap, Limits, Rootfs, RuntimeStatus,
 };
 use berth_store::{BoxRecord, BoxState};
 
@@ -147,6 +147,30 @@ async fn boot(ctx: &Ctx, live: &mut Live, record: BoxRecord) -> Result<GuestClie
     // A fresh token at every start: a client of an earlier boot can never reach this one.
     let mut random = [0u8; 32];
     getrandom::fill(&mut random).map_err(OpError::Random)?;
+    let generation =
+        ctx.store
+            .update_box_state(&record.id, record.generation, BoxState::Starting, None)?;
+    if let Err(problem) = usable(template.as_deref()) {
+        return Err(fail_template(ctx, record, generation, problem));
+    }
+    // A fresh CA and fresh placeholders at every start; the secrets as they are now.
+    let policy = ctx.box_egress(&record);
+    let egress = match ctx.egress.prepare(&record.id, &policy, |name| {
+        Ok(ctx
+            .secrets
+            .reveal(&record.tenant_id, name)?
+            .map(|value| value.expose().to_owned()))
+    }) {
+        Ok(egress) => egress,
+        Err(source) => {
+            let error = OpError::StartEgress {
+                name: record.name.clone(),
+                source: Box::new(source),
+            };
+            record_failed(ctx, &record, generation, &error_chain(&error));
+            return Err(error);
+        }
+    };
     let spec = BoxSpec {
         id: record.id.clone(),
         hostname: record.name.clone(),
@@ -163,16 +187,15 @@ async fn boot(ctx: &Ctx, live: &mut Live, record: BoxRecord) -> Result<GuestClie
             .map(|t| t.layers.clone())
             .unwrap_or_default(),
         harness: template.as_ref().and_then(|t| t.harness.clone()),
+        egress: egress.setup.clone(),
+        env: egress.env.clone(),
     };
-    let generation =
-        ctx.store
-            .update_box_state(&record.id, record.generation, BoxState::Starting, None)?;
-    if let Err(problem) = usable(template.as_deref()) {
-        return Err(fail_template(ctx, record, generation, problem));
-    }
     let began = Instant::now();
     match ctx.runtime.start(&spec).await {
-        Ok(client) => {
+        Ok(Booted {
+            client,
+            egress: listener,
+        }) => {
             if let Err(e) =
                 ctx.store
                     .update_box_state(&record.id, generation, BoxState::Running, None)
@@ -184,6 +207,7 @@ async fn boot(ctx: &Ctx, live: &mut Live, record: BoxRecord) -> Result<GuestClie
                 return Err(e.into());
             }
             tracing::info!(box_id = %record.id, name = %record.name, elapsed_ms = began.elapsed().as_millis() as u64, "box started");
+            live.egress = Some(ctx.egress.serve(&egress, listener));
             live.client = Some(client.clone());
             live.boot += 1;
             // The idle clock starts at the wake.
@@ -202,13 +226,8 @@ async fn boot(ctx: &Ctx, live: &mut Live, record: BoxRecord) -> Result<GuestClie
             Ok(client)
         }
         Err(source) => {
-            let reason = error_chain(&source);
-            if let Err(e) =
-                ctx.store
-                    .update_box_state(&record.id, generation, BoxState::Failed, Some(&reason))
-            {
-                tracing::error!(box_id = %record.id, error = %error_chain(&e), "cannot record a failed start");
-            }
+            ctx.egress.end(&record.id);
+            record_failed(ctx, &record, generation, &error_chain(&source));
             Err(OpError::StartFailed {
                 name: record.name,
                 source: Box::new(source),
@@ -239,16 +258,19 @@ fn fail_template(
     problem: TemplateProblem,
 ) -> OpError {
     let error = OpError::StartTemplate {
-        name: record.name,
-        template: record.template,
+        name: record.name.clone(),
+        template: record.template.clone(),
         problem,
     };
-    let reason = error_chain(&error);
+    record_failed(ctx, &record, generation, &error_chain(&error));
+    error
+}
+
+fn record_failed(ctx: &Ctx, record: &BoxRecord, generation: u64, reason: &str) {
     if let Err(e) =
         ctx.store
-            .update_box_state(&record.id, generation, BoxState::Failed, Some(&reason))
+            .update_box_state(&record.id, generation, BoxState::Failed, Some(reason))
     {
         tracing::error!(box_id = %record.id, error = %error_chain(&e), "cannot record a failed start");
     }
-    error
 }

@@ -54,6 +54,7 @@ pub(crate) async fn stop_held_as(
         BoxState::Failed | BoxState::Starting | BoxState::Stopping => record.generation,
     };
     live.end_boot();
+    ctx.egress.end(id);
     if let Err(source) = ctx.runtime.stop(id, STOP_GRACE).await {
         let reason = format!("stop failed: {}", error_chain(&source));
         if record.state != BoxState::Failed {

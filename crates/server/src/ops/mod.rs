@@ -15,6 +15,7 @@ pub mod files;
 pub mod message_list;
 pub mod message_post;
 pub mod reconcile;
+pub mod secrets;
 pub mod tenant_create;
 
 use std::future::Future;

@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use berth_runtime::BootToken;
+use berth_runtime::{BootToken, IdMap};
 use berth_store::{BoxRecord, BoxState};
 
 use crate::ctx::{Ctx, STOP_GRACE};
@@ -34,6 +34,7 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), OpError> {
         if record.state == BoxState::Running && reattach(ctx, record).await? {
             continue;
         }
+        ctx.egress.end(&record.id);
         let (to, reason) = match ctx.runtime.stop(&record.id, STOP_GRACE).await {
             Ok(()) => (BoxState::Stopped, None),
             Err(e) => {
@@ -98,8 +99,35 @@ async fn reattach(ctx: &Ctx, record: &BoxRecord) -> Result<bool, OpError> {
             return Ok(false);
         }
     }
+    // The old daemon's gateway died with it: the same boot's policy, CA and placeholders
+    // (the box trusts and holds them) on a fresh listener.
+    let restored = ctx.egress.restore(&record.id, |name| {
+        Ok(ctx
+            .secrets
+            .reveal(&record.tenant_id, name)?
+            .map(|value| value.expose().to_owned()))
+    });
+    let boot_egress = match restored {
+        Ok(Some(boot)) => boot,
+        Ok(None) => {
+            tracing::info!(box_id = %record.id, "reconcile: no egress state saved for the box; stopping it");
+            return Ok(false);
+        }
+        Err(e) => {
+            tracing::warn!(box_id = %record.id, error = %error_chain(&e), "reconcile: cannot restore the box's egress; stopping it");
+            return Ok(false);
+        }
+    };
+    let listener = match ctx.runtime.rebind_egress(&record.id, id_map(record)?).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            tracing::warn!(box_id = %record.id, error = %error_chain(&e), "reconcile: cannot bind the box's egress channel; stopping it");
+            return Ok(false);
+        }
+    };
     let slot = ctx.boxes.slot(&record.id);
     let mut live = slot.lifecycle.lock().await;
+    live.egress = Some(ctx.egress.serve(&boot_egress, listener));
     live.client = Some(client.clone());
     live.boot += 1;
     if ctx.box_has_harness(record) {
@@ -107,6 +135,13 @@ async fn reattach(ctx: &Ctx, record: &BoxRecord) -> Result<bool, OpError> {
     }
     tracing::info!(box_id = %record.id, name = %record.name, "reconcile: reattached a running box");
     Ok(true)
+}
+
+fn id_map(record: &BoxRecord) -> Result<IdMap, OpError> {
+    IdMap::for_slot(record.id_slot).ok_or_else(|| OpError::NoIdRange {
+        id: record.id.clone(),
+        slot: record.id_slot,
+    })
 }
 
 /// The stored token (64 hex characters) as a [`BootToken`].

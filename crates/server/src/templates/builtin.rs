@@ -16,6 +16,7 @@ use berth_runtime::Limits;
 
 use super::parse::{DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_RESTARTS};
 use super::{Base, LayerSpec, Origin, Template};
+use crate::egress::policy::EgressPolicy;
 
 /// Where the echo layer goes in the box.
 pub const ECHO_LAYER_TARGET: &str = "/opt/harness";
@@ -60,6 +61,7 @@ fn host() -> Template {
         limits: Limits::default(),
         layers: Vec::new(),
         harness: None,
+        egress: EgressPolicy::default(),
         origin: Origin::Builtin,
         unavailable: None,
     }
@@ -83,6 +85,7 @@ fn echo(data_dir: &Path, unavailable: Option<String>) -> Template {
             ack: AckMode::Replay,
             max_restarts: DEFAULT_MAX_RESTARTS,
         }),
+        egress: EgressPolicy::default(),
         origin: Origin::Builtin,
         unavailable,
     }

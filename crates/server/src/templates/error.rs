@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use berth_runtime::LayerError;
 
+use crate::egress::policy::PolicyError;
+
 /// A template file that was not loaded. Shown as `FILE:LINE: message`.
 #[derive(Debug, thiserror::Error)]
 #[error("{}{}: {kind}", file.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
@@ -67,4 +69,15 @@ pub enum TemplateErrorKind {
 
     #[error("`{key}` {rule}")]
     BadValue { key: String, rule: &'static str },
+
+    /// An `[egress]` entry the policy check refused (the error names the entry).
+    #[error("egress.{0}")]
+    Egress(PolicyError),
+
+    #[error("egress.credentials[{index}] ({name}): placeholder_env {var:?} is also set in `harness.env`; the box's placeholder would hide it or be hidden by it")]
+    PlaceholderClash {
+        index: usize,
+        name: String,
+        var: String,
+    },
 }

@@ -1,5 +1,5 @@
 //! The template registry: what a box is made from (base rootfs, layers, harness, limits,
-//! idle timeout). Built-in templates ship with berth (`builtin.rs`); user templates are
+//! idle timeout, egress policy). Built-in templates ship with berth (`builtin.rs`); user templates are
 //! `<data-dir>/templates/NAME.toml` files (`parse.rs`; the format is in `docs/templates.md`).
 //!
 //! Loading never half-loads a file: a file that does not parse or validate is reported
@@ -8,6 +8,7 @@
 //! in atomically for the server.
 
 mod builtin;
+mod egress;
 mod error;
 mod parse;
 mod registry;
@@ -29,6 +30,8 @@ pub use registry::{templates_dir, SharedTemplates, TemplateRegistry};
 use berth_protocol::harness::HarnessConfig;
 use berth_runtime::{Limits, Rootfs};
 
+use crate::egress::policy::EgressPolicy;
+
 /// A read-only shared layer of a template: a host directory and where it goes in the box.
 pub type LayerSpec = berth_runtime::Layer;
 
@@ -45,6 +48,9 @@ pub struct Template {
     pub layers: Vec<LayerSpec>,
     /// `None`: boxes of this template take no messages.
     pub harness: Option<HarnessConfig>,
+    /// What its boxes may reach and which credentials the gateway sets for them
+    /// (validated, canonical). Empty: nothing leaves. A box may replace it at creation.
+    pub egress: EgressPolicy,
     pub origin: Origin,
     /// Why boxes cannot be made from this template right now (e.g. the echo harness binary
     /// is missing); `None`: usable. Listed either way.

@@ -11,6 +11,7 @@ use berth_runtime::{LayerError, Limits};
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::egress::{egress, RawEgress};
 use super::{Base, LayerSpec, Origin, Template, TemplateError, TemplateErrorKind};
 // A template's defaults are limits a box may have: the same ranges.
 use crate::validate::{label_rule, CPUS_RANGE, MEMORY_MIB_RANGE, PIDS_RANGE};
@@ -40,6 +41,8 @@ struct RawTemplate {
     layers: Vec<RawLayer>,
     #[serde(default)]
     harness: Option<RawHarness>,
+    #[serde(default)]
+    egress: Option<Spanned<RawEgress>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -77,7 +80,7 @@ struct RawHarness {
 }
 
 /// Where in the text the error is: a byte range turned into a 1-based line.
-struct Source<'a> {
+pub(super) struct Source<'a> {
     file: &'a Path,
     text: &'a str,
 }
@@ -92,7 +95,11 @@ impl Source<'_> {
             + 1
     }
 
-    fn error(&self, span: Option<Range<usize>>, kind: TemplateErrorKind) -> TemplateError {
+    pub(super) fn error(
+        &self,
+        span: Option<Range<usize>>,
+        kind: TemplateErrorKind,
+    ) -> TemplateError {
         TemplateError {
             file: self.file.to_path_buf(),
             line: span.map(|s| self.line_of(s)),
@@ -149,6 +156,7 @@ pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError
     let limits = limits(&src, raw.limits.as_ref())?;
     let layers = layers(&src, &raw.layers)?;
     let harness = raw.harness.as_ref().map(|h| harness(&src, h)).transpose()?;
+    let egress = egress(&src, raw.egress.as_ref(), harness.as_ref().map(|h| &h.env))?;
     Ok(Template {
         name: name.clone(),
         base,
@@ -156,6 +164,7 @@ pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError
         limits,
         layers,
         harness,
+        egress,
         origin: Origin::File(file.to_path_buf()),
         unavailable: None,
     })

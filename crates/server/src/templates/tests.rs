@@ -47,6 +47,7 @@ fn builtin_host() -> Template {
         limits: berth_runtime::Limits::default(),
         layers: Vec::new(),
         harness: None,
+        egress: Default::default(),
         origin: Origin::Builtin,
         unavailable: None,
     }
@@ -308,4 +309,115 @@ fn no_templates_dir_means_only_the_builtins() {
     let (registry, errors) = TemplateRegistry::load(dir.path(), vec![builtin_host()]);
     assert!(errors.is_empty());
     assert_eq!(registry.list().len(), 1);
+}
+
+const EGRESS: &str = r#"name = "agent"
+
+[harness]
+command = ["agent"]
+env = { MODEL = "claude" }
+
+[egress]
+allow = ["API.Anthropic.com.", "*.github.com"]
+
+[[egress.credentials]]
+name = "anthropic"
+hosts = ["api.anthropic.com"]
+header = "X-Api-Key"
+placeholder_env = "ANTHROPIC_API_KEY"
+"#;
+
+#[test]
+fn an_egress_table_loads_in_canonical_form() {
+    let data = Data::new();
+    data.write("agent.toml", EGRESS);
+    let (registry, errors) = data.load();
+    assert!(errors.is_empty(), "{errors:?}");
+    let egress = &registry.get("agent").unwrap().egress;
+    assert_eq!(egress.allow, ["api.anthropic.com", "*.github.com"]);
+    assert_eq!(
+        egress.credentials,
+        [crate::egress::policy::CredentialSpec {
+            name: "anthropic".into(),
+            hosts: vec!["api.anthropic.com".into()],
+            header: "x-api-key".into(),
+            placeholder_env: "ANTHROPIC_API_KEY".into(),
+        }]
+    );
+    assert_eq!(egress.pinned_hosts(), ["api.anthropic.com"]);
+}
+
+#[test]
+fn no_egress_table_means_nothing_leaves_and_builtins_are_empty() {
+    let data = Data::new();
+    data.write("plain.toml", "name = \"plain\"\n");
+    let (registry, errors) = data.load();
+    assert!(errors.is_empty(), "{errors:?}");
+    let plain = &registry.get("plain").unwrap().egress;
+    assert!(plain.allow.is_empty() && plain.credentials.is_empty());
+    let builtins = builtins(data.path());
+    assert_eq!(builtins.len(), 2);
+    for t in &builtins {
+        assert_eq!(t.egress, Default::default(), "{}", t.name);
+    }
+}
+
+#[test]
+fn egress_errors_point_at_the_offending_entry() {
+    let data = Data::new();
+    let rule = |hosts: &str, header: &str, env: &str| {
+        format!(
+            "name = \"v\"\n[egress]\nallow = [\"a.test\"]\n\n[[egress.credentials]]\nname = \"k\"\nhosts = {hosts}\nheader = \"{header}\"\nplaceholder_env = \"{env}\"\n"
+        )
+    };
+    for (text, line, want) in [
+        // An entry of `allow` on its own line is reported there.
+        (
+            "name = \"v\"\n[egress]\nallow = [\n  \"a.test\",\n  \"b c\",\n]\n".to_owned(),
+            5,
+            "egress.allow[1] \"b c\"",
+        ),
+        ("name = \"v\"\n[egress]\nallow = [\"10.0.0.1\"]\n".into(), 3, "egress.allow[0]"),
+        // Unknown keys are refused, in the table and in a rule.
+        ("name = \"v\"\n[egress]\nallowed = [\"a.test\"]\n".into(), 3, "allowed"),
+        (
+            "name = \"v\"\n[egress]\nallow = [\"a.test\"]\n[[egress.credentials]]\nname = \"k\"\nhosts = [\"a.test\"]\nheader = \"x\"\nplaceholder_env = \"K\"\nsecret = \"sk-1\"\n".into(),
+            9,
+            "secret",
+        ),
+        (rule("[\"b.test\"]", "x-api-key", "K"), 5, "not allowed by `allow`"),
+        (rule("[]", "x-api-key", "K"), 5, "names no host"),
+        (rule("[\"a.test\"]", "x api", "K"), 5, "not an HTTP header name"),
+        (rule("[\"a.test\"]", "x-api-key", "A=B"), 5, "placeholder_env"),
+        (
+            format!("{}\n[[egress.credentials]]\nname = \"j\"\nhosts = [\"a.test\"]\nheader = \"x\"\nplaceholder_env = \"K\"\n", rule("[\"a.test\"]", "x", "K")),
+            11,
+            "egress.credentials[1] (j)",
+        ),
+    ] {
+        data.write("v.toml", &text);
+        let (registry, errors) = data.load();
+        let e = only_error(&errors);
+        eprintln!("{e}");
+        assert!(e.message().contains(want), "{text}: {e}");
+        assert_eq!(e.line, Some(line), "{text}: {e}");
+        assert!(registry.get("v").is_none(), "{text}");
+    }
+}
+
+#[test]
+fn a_placeholder_env_may_not_be_a_harness_env_key() {
+    let data = Data::new();
+    let text = EGRESS.replace("MODEL = \"claude\"", "ANTHROPIC_API_KEY = \"sk-real\"");
+    data.write("agent.toml", &text);
+    let (registry, errors) = data.load();
+    let e = only_error(&errors);
+    eprintln!("{e}");
+    assert!(
+        matches!(*e.kind, TemplateErrorKind::PlaceholderClash { ref var, .. } if var == "ANTHROPIC_API_KEY"),
+        "{e}"
+    );
+    assert_eq!(e.line, Some(10), "{e}");
+    assert!(e.message().contains("harness.env"), "{e}");
+    assert!(registry.get("agent").is_none());
 }

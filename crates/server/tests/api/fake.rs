@@ -22,7 +22,8 @@ use berth_protocol::guest::{ExecFrame, ExecRequest, FileEntry, FileKind, FileLis
 use berth_protocol::harness::{DeliverRequest, DeliverResponse, GuestEvent};
 use berth_protocol::{BoxId, ErrorBody, ErrorCode};
 use berth_runtime::{
-    BootToken, BoxSpec, Capabilities, GuestAddr, GuestClient, Runtime, RuntimeError, RuntimeStatus,
+    BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestAddr, GuestClient, IdMap,
+    Runtime, RuntimeError, RuntimeStatus,
 };
 use futures_util::StreamExt;
 use http::StatusCode;
@@ -116,6 +117,17 @@ impl FakeRuntime {
         self.dir.join(format!("{id}.sock"))
     }
 
+    /// The box's egress channel: nothing in a fake box connects out.
+    fn egress_listener(&self, id: &BoxId) -> Result<EgressListener, RuntimeError> {
+        let path = self.dir.join(format!("{id}.egress.sock"));
+        let _ = std::fs::remove_file(&path);
+        EgressListener::bind(&path).map_err(|source| RuntimeError::Io {
+            action: "bind",
+            path,
+            source,
+        })
+    }
+
     /// The box's processes die (the runtime sees it stopped; nobody told the daemon).
     pub fn crash(&self, id: &BoxId) {
         self.kill(id);
@@ -143,7 +155,7 @@ impl Runtime for FakeRuntime {
         }
     }
 
-    async fn start(&self, spec: &BoxSpec) -> Result<GuestClient, RuntimeError> {
+    async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {
         self.starts.fetch_add(1, Ordering::SeqCst);
         self.tokens
             .lock()
@@ -175,10 +187,18 @@ impl Runtime for FakeRuntime {
             .lock()
             .unwrap()
             .insert(spec.id.clone(), (task, alive));
-        Ok(GuestClient::new(
-            GuestAddr::Unix(path),
-            spec.boot_token.clone(),
-        ))
+        Ok(Booted {
+            client: GuestClient::new(GuestAddr::Unix(path), spec.boot_token.clone()),
+            egress: self.egress_listener(&spec.id)?,
+        })
+    }
+
+    async fn rebind_egress(
+        &self,
+        id: &BoxId,
+        _id_map: IdMap,
+    ) -> Result<EgressListener, RuntimeError> {
+        self.egress_listener(id)
     }
 
     async fn stop(&self, id: &BoxId, _grace: Duration) -> Result<(), RuntimeError> {

@@ -8,7 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use berth_protocol::BoxId;
 use berth_runtime::{
-    BootToken, BoxSpec, Capabilities, GuestAddr, GuestClient, Runtime, RuntimeError, RuntimeStatus,
+    BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestAddr, GuestClient, IdMap,
+    Runtime, RuntimeError, RuntimeStatus,
 };
 use berth_server::{Server, ServerConfig};
 use berth_store::Store;
@@ -33,7 +34,17 @@ impl Runtime for NoBoxes {
             snapshot: false,
         }
     }
-    async fn start(&self, _spec: &BoxSpec) -> Result<GuestClient, RuntimeError> {
+    async fn start(&self, _spec: &BoxSpec) -> Result<Booted, RuntimeError> {
+        Err(RuntimeError::Missing {
+            what: "a runtime".into(),
+            hint: "this test runs without one".into(),
+        })
+    }
+    async fn rebind_egress(
+        &self,
+        _id: &BoxId,
+        _id_map: IdMap,
+    ) -> Result<EgressListener, RuntimeError> {
         Err(RuntimeError::Missing {
             what: "a runtime".into(),
             hint: "this test runs without one".into(),
@@ -94,6 +105,7 @@ impl TestServer {
             runtime,
             // Short, so idle-reclaim tests wait little.
             idle_check: Duration::from_millis(200),
+            host: Default::default(),
         };
         let server = Server::bind(config).await.expect("the daemon binds");
         let key = server.admin_key_created.clone().unwrap_or_else(|| {

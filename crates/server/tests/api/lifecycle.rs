@@ -349,6 +349,7 @@ async fn start_reconciles_the_store_and_the_runtime() {
                     pids: 256,
                     cpus: 1.0,
                     idle_timeout_s: 300,
+                    egress: None,
                 })
                 .unwrap();
             let mut generation = record.generation;
@@ -371,6 +372,7 @@ async fn start_reconciles_the_store_and_the_runtime() {
         listen: "127.0.0.1:0".parse().unwrap(),
         runtime: fake.clone(),
         idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
+        host: Default::default(),
     })
     .await
     .unwrap();

@@ -11,6 +11,7 @@
 //! when the test panics.
 
 mod end_to_end;
+mod egress_policy;
 mod fake;
 mod harness;
 mod idle;
@@ -18,6 +19,7 @@ mod isolation;
 mod lifecycle;
 mod messages;
 mod requests;
+mod secrets;
 mod sse;
 mod talk;
 mod templates;

@@ -37,6 +37,7 @@ async fn first_start_writes_the_admin_key_and_url_and_later_starts_do_not() {
         listen: "127.0.0.1:0".parse().unwrap(),
         runtime: Arc::new(NoBoxes),
         idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
+        host: Default::default(),
     })
     .await
     .unwrap();

@@ -1,0 +1,159 @@
+//! berth's gateway as the daemon runs it: `Gateway::serve_box` on a box's Unix socket, on its
+//! own runtime, with `resolve_overrides` sending [`HOST`](super::HOST) to the upstream and
+//! the audit log written by a `JsonlDirSink` (one flushed JSON line per connection, as in
+//! production). Optionally the box-side hop berth-init adds: a TCP listener on 127.0.0.1
+//! whose connections are each copied into the gateway's socket, like berth-init's
+//! 127.0.0.1:443 → egress channel forwarder.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth_egress::gateway::{
+    AuditError, BoxEgress, Gateway, GatewayConfig, GatewayError, JsonlDirSink, SystemResolver,
+};
+use berth_egress::policy::{Allowlist, PolicyError};
+use berth_protocol::BoxId;
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::runtime::one_worker;
+
+/// How long dropping the gateway waits for its connections to end and be logged.
+const STOP: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum GatewaySetupError {
+    #[error("gateway runtime or socket")]
+    Io(#[from] io::Error),
+    #[error("audit sink")]
+    Audit(#[from] AuditError),
+    #[error("allowlist")]
+    Policy(#[from] PolicyError),
+    #[error("gateway config")]
+    Gateway(#[from] GatewayError),
+}
+
+/// The gateway serving one box's socket until dropped.
+pub struct BenchGateway {
+    pub socket: PathBuf,
+    pub audit_log: PathBuf,
+    stop: Option<oneshot::Sender<()>>,
+    served: Option<JoinHandle<()>>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl BenchGateway {
+    /// Serves `<dir>/egress.sock`, allowing `host` and resolving it to `upstream`.
+    pub fn start(
+        dir: &Path,
+        host: &str,
+        upstream: SocketAddr,
+    ) -> Result<BenchGateway, GatewaySetupError> {
+        let runtime = one_worker("bench-gateway")?;
+        let box_id = BoxId::from_random([7; 20]);
+        let audit = JsonlDirSink::new(dir.join("audit"))?;
+        let audit_log = audit.path_for(&box_id);
+        let config = GatewayConfig {
+            resolve_overrides: HashMap::from([(host.to_string(), upstream)]),
+            ..GatewayConfig::default()
+        };
+        let gateway = Gateway::new(config, Arc::new(SystemResolver), Arc::new(audit))?;
+        let egress = BoxEgress {
+            box_id,
+            allow: Allowlist::new(&[host.to_string()])?,
+        };
+        let socket = dir.join("egress.sock");
+        let listener = {
+            let _in = runtime.enter();
+            UnixListener::bind(&socket)?
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let served = runtime.spawn(async move {
+            gateway
+                .serve_box(listener, egress, async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        Ok(BenchGateway {
+            socket,
+            audit_log,
+            stop: Some(stop),
+            served: Some(served),
+            runtime: Some(runtime),
+        })
+    }
+
+    /// Audit lines written so far (one per connection that has ended).
+    pub fn audit_lines(&self) -> io::Result<usize> {
+        Ok(std::fs::read(&self.audit_log)?
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count())
+    }
+}
+
+impl Drop for BenchGateway {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let (Some(rt), Some(served)) = (self.runtime.take(), self.served.take()) {
+            // serve_box cuts the connections still open and writes their audit lines before
+            // it returns; a runtime shutdown alone would drop those tasks mid-way.
+            let _ = rt.block_on(async move { tokio::time::timeout(STOP, served).await });
+            rt.shutdown_background();
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// berth-init's hop in miniature: 127.0.0.1:port → the gateway's socket, bytes copied both
+/// ways with `copy_bidirectional` and TCP_NODELAY on the accepted side, as berth-init does.
+pub struct BoxHop {
+    pub addr: SocketAddr,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl BoxHop {
+    pub fn start(gateway_socket: PathBuf) -> io::Result<BoxHop> {
+        let runtime = one_worker("bench-box-hop")?;
+        let listener = {
+            let _in = runtime.enter();
+            let std = std::net::TcpListener::bind("127.0.0.1:0")?;
+            std.set_nonblocking(true)?;
+            TcpListener::from_std(std)?
+        };
+        let addr = listener.local_addr()?;
+        let gateway_socket = Arc::new(gateway_socket);
+        runtime.spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                tokio::spawn(forward(client, gateway_socket.clone()));
+            }
+        });
+        Ok(BoxHop {
+            addr,
+            runtime: Some(runtime),
+        })
+    }
+}
+
+async fn forward(mut client: TcpStream, gateway: Arc<PathBuf>) {
+    let _ = client.set_nodelay(true);
+    if let Ok(mut up) = UnixStream::connect(gateway.as_path()).await {
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut up).await;
+    }
+}
+
+impl Drop for BoxHop {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! What the CLI's integration tests share: the `berth` binary, and a real daemon
+//! (`berth up`) on a temporary data dir that is stopped, with its boxes, when dropped.
+#![allow(dead_code)] // each test binary uses a part
+
+use std::fs;
+use std::io::{Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BERTH: &str = env!("CARGO_BIN_EXE_berth");
+
+/// A `berth` command with a clean environment: no daemon settings leak in from the host.
+pub fn berth() -> Command {
+    let mut cmd = Command::new(BERTH);
+    cmd.env_remove("BERTH_URL")
+        .env_remove("BERTH_API_KEY")
+        .env_remove("BERTH_DATA_DIR")
+        .env("RUST_BACKTRACE", "1")
+        .stdin(Stdio::null());
+    cmd
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A loopback port nothing listens on (bound, then released).
+pub fn closed_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A failure is exactly one `berth: …` line on stderr.
+pub fn assert_one_line_error(out: &Output, expected_status: i32, needles: &[&str]) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(expected_status), "stderr: {err}");
+    assert!(err.starts_with("berth: "), "stderr: {err:?}");
+    assert_eq!(err.trim_end().lines().count(), 1, "stderr: {err:?}");
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "stderr: {err:?}"
+    );
+    for needle in needles {
+        assert!(err.contains(needle), "{needle:?} not in {err:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// End to end: a real daemon and a real box.
+
+/// The daemon as a child process; SIGTERM (then SIGKILL) on drop, so no box outlives us.
+pub struct Daemon {
+    pub child: Child,
+    pub data_dir: tempfile::TempDir,
+    pub log: PathBuf,
+    pub out: PathBuf,
+}
+
+impl Daemon {
+    pub fn start() -> Daemon {
+        Daemon::start_with(None)
+    }
+
+    /// A daemon whose `<data dir>/berth.toml` is `config`.
+    pub fn start_with_config(config: &str) -> Daemon {
+        Daemon::start_with(Some(config))
+    }
+
+    fn start_with(config: Option<&str>) -> Daemon {
+        let data_dir = tempfile::tempdir().unwrap();
+        if let Some(config) = config {
+            fs::write(data_dir.path().join("berth.toml"), config).unwrap();
+        }
+        let log = data_dir.path().join("daemon.stderr");
+        let out = data_dir.path().join("daemon.stdout");
+        let listen = format!("127.0.0.1:{}", closed_port());
+        let child = berth()
+            .args(["up", "--listen", &listen, "--data-dir"])
+            .arg(data_dir.path())
+            .stdout(fs::File::create(&out).unwrap())
+            .stderr(fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut daemon = Daemon {
+            child,
+            data_dir,
+            log,
+            out,
+        };
+        daemon.wait_healthy(&listen);
+        daemon
+    }
+
+    pub fn wait_healthy(&mut self, listen: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "berth up exited ({status}) before answering:\n{}",
+                    self.logs()
+                );
+            }
+            if health_ok(listen) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "berth up did not answer /v1/health in 60s:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn logs(&self) -> String {
+        format!(
+            "--- stdout\n{}\n--- stderr\n{}",
+            fs::read_to_string(&self.out).unwrap_or_default(),
+            fs::read_to_string(&self.log).unwrap_or_default()
+        )
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.data_dir.path()
+    }
+
+    /// Runs `berth --data-dir <ours> <args>`, so the client finds the daemon by its files.
+    pub fn berth(&self, args: &[&str]) -> Output {
+        self.berth_with(args, None, &[])
+    }
+
+    /// Like [`Daemon::berth`], with bytes on stdin (else /dev/null) and extra env vars.
+    pub fn berth_with(&self, args: &[&str], stdin: Option<&[u8]>, env: &[(&str, &str)]) -> Output {
+        let mut cmd = berth();
+        cmd.arg("--data-dir")
+            .arg(self.dir())
+            .args(args)
+            .envs(env.iter().copied());
+        let out = match stdin {
+            None => cmd.output().unwrap(),
+            Some(bytes) => {
+                let mut child = cmd
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                child.stdin.take().unwrap().write_all(bytes).unwrap();
+                child.wait_with_output().unwrap()
+            }
+        };
+        let shown = match std::str::from_utf8(&out.stdout) {
+            Ok(text) if text.len() <= 4096 => text.to_string(),
+            _ => format!("({} bytes)\n", out.stdout.len()),
+        };
+        eprintln!(
+            "$ berth {} -> {:?}\n{shown}{}",
+            args.join(" "),
+            out.status.code(),
+            stderr(&out)
+        );
+        out
+    }
+
+    pub fn berth_ok(&self, args: &[&str]) -> String {
+        let out = self.berth(args);
+        assert!(
+            out.status.success(),
+            "berth {args:?} failed: {}\n{}",
+            stderr(&out),
+            self.logs()
+        );
+        stdout(&out)
+    }
+}
+
+impl Daemon {
+    /// SIGTERM, then up to 30 s for a graceful exit; `None` if it had to be SIGKILLed.
+    pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            return Some(status);
+        }
+        let pid = self.child.id() as libc::pid_t;
+        // SAFETY: kill(2) on our own child's pid (not yet reaped); it touches no memory.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("berth up ignored SIGTERM for 30s; killing it");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        None
+    }
+
+    /// OCI containers still running under the daemon's runtime state (`<data>/oci`).
+    pub fn running_containers(&self) -> Vec<String> {
+        let root = self.dir().join("oci");
+        if !root.is_dir() {
+            return Vec::new();
+        }
+        let out = Command::new("runc")
+            .arg("--root")
+            .arg(&root)
+            .args(["list", "--format", "json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "runc list: {}", stderr(&out));
+        let list: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        list.as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["status"] != "stopped")
+            .map(|c| format!("{} ({})", c["id"], c["status"]))
+            .collect()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+pub fn health_ok(listen: &str) -> bool {
+    let Ok(mut stream) = TcpStream::connect(listen) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET /v1/health HTTP/1.1\r\nHost: {listen}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.1 200")
+}
+
+/// Why the end-to-end test cannot run here, if it cannot.
+pub fn e2e_skip_reason() -> Option<String> {
+    if let Err(e) = berth_runtime::sandbox::SandboxRuntime::check_host("runc") {
+        return Some(e.to_string());
+    }
+    if let Err(e) = berth_runtime::init_binary() {
+        return Some(format!("no berth-init: {e}"));
+    }
+    None
+}

@@ -1,0 +1,460 @@
+//! Egress end to end: a real daemon, real boxes, and real TLS servers on loopback (with a
+//! test CA the daemon trusts through `extra_roots`) behind `resolve_overrides`.
+//!
+//! Needs root, runc, berth-init and python3 (the model stand-in and the box's harness are
+//! Python); otherwise each test prints `SKIPPED: <reason>`.
+
+mod common;
+
+use std::fs;
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::*;
+
+/// Names the test CA signs and the daemon resolves to the stand-in.
+const MODEL_HOST: &str = "api.example.test";
+/// A second name on the same stand-in, without a credential rule.
+const PLAIN_HOST: &str = "plain.example.test";
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/model-stub")
+}
+
+fn skip_reason() -> Option<String> {
+    if let Some(reason) = e2e_skip_reason() {
+        return Some(reason);
+    }
+    if !Path::new("/usr/bin/python3").exists() {
+        return Some("no /usr/bin/python3 (the model stand-in and the harness)".into());
+    }
+    None
+}
+
+/// A test CA and a server certificate for [`MODEL_HOST`] and [`PLAIN_HOST`], as files.
+struct TestPki {
+    dir: tempfile::TempDir,
+}
+
+impl TestPki {
+    fn new() -> TestPki {
+        let dir = tempfile::tempdir().unwrap();
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::default();
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "berth test CA");
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params =
+            rcgen::CertificateParams::new(vec![MODEL_HOST.to_owned(), PLAIN_HOST.to_owned()])
+                .unwrap();
+        let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+        fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
+        fs::write(dir.path().join("server.pem"), cert.pem()).unwrap();
+        fs::write(dir.path().join("server.key"), key.serialize_pem()).unwrap();
+        TestPki { dir }
+    }
+
+    fn ca(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+}
+
+/// The Messages API stand-in over TLS on loopback; it logs each request's credential
+/// headers. Killed on drop.
+struct ModelStub {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl ModelStub {
+    fn start(pki: &TestPki) -> ModelStub {
+        let port = closed_port();
+        let log = pki.dir.path().join("requests.jsonl");
+        let mut child = Command::new("python3")
+            .arg(fixtures().join("model_stub.py"))
+            .arg(port.to_string())
+            .arg("--tls")
+            .arg(pki.dir.path().join("server.pem"))
+            .arg(pki.dir.path().join("server.key"))
+            .env("MODEL_STUB_LOG", &log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut ready = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut ready)
+            .unwrap();
+        assert_eq!(ready.trim(), "ready", "the model stand-in did not start");
+        ModelStub { child, port, log }
+    }
+
+    /// Every request it received: `{method, path, host, x-api-key, authorization, …}`.
+    fn requests(&self) -> Vec<serde_json::Value> {
+        fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for ModelStub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `berth.toml`: both test names resolve to the stand-in, whose CA the gateway trusts.
+fn host_config(pki: &TestPki, stub: &ModelStub) -> String {
+    format!(
+        "[egress]\nresolve_overrides = {{ \"{MODEL_HOST}\" = \"127.0.0.1:{port}\", \"{PLAIN_HOST}\" = \"127.0.0.1:{port}\" }}\nextra_roots = [\"{ca}\"]\n",
+        port = stub.port,
+        ca = pki.ca().display()
+    )
+}
+
+/// A template whose harness calls the Messages API at [`MODEL_HOST`] with the key in
+/// `ANTHROPIC_API_KEY`, which the credential rule `anthropic` fills in on the way out.
+fn write_agent_template(daemon: &Daemon) {
+    fs::create_dir_all(daemon.dir().join("templates")).unwrap();
+    fs::write(
+        daemon.dir().join("templates/agent.toml"),
+        format!(
+            r#"name = "agent"
+base = "host"
+
+[[layers]]
+source = "{fixtures}"
+target = "/opt/model-stub"
+
+[harness]
+command = ["python3", "/opt/model-stub/messages_harness.py"]
+ack = "replay"
+env = {{ MODEL_HOST = "{MODEL_HOST}" }}
+
+[egress]
+allow = ["{MODEL_HOST}", "{PLAIN_HOST}"]
+
+[[egress.credentials]]
+name = "anthropic"
+hosts = ["{MODEL_HOST}"]
+header = "x-api-key"
+placeholder_env = "ANTHROPIC_API_KEY"
+"#,
+            fixtures = fixtures().display()
+        ),
+    )
+    .unwrap();
+    daemon.berth_ok(&["template", "reload"]);
+}
+
+/// A value nobody else would write, to look for.
+fn secret_value() -> String {
+    let mut random = [0u8; 12];
+    fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut random))
+        .unwrap();
+    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sk-ant-e2e-{hex}")
+}
+
+/// Every file under `dir` whose bytes contain `needle`.
+fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file() {
+                if let Ok(bytes) = fs::read(&path) {
+                    if bytes.windows(needle.len()).any(|w| w == needle) {
+                        found.push(path);
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Python run in the box as the box user: prints what the stand-in echoed back.
+fn box_python(daemon: &Daemon, name: &str, script: &str) -> String {
+    daemon.berth_ok(&["exec", name, "--", "python3", "-c", script])
+}
+
+/// The stand-in, a daemon that resolves the test names to it, the `agent` template, the
+/// secret `anthropic` set, and a box `name` of that template (not started).
+struct World {
+    // Dropped in this order: the daemon (and its boxes) before the stand-in and the CA.
+    daemon: Daemon,
+    stub: ModelStub,
+    secret: String,
+    _pki: TestPki,
+}
+
+impl World {
+    fn new(name: &str) -> World {
+        let pki = TestPki::new();
+        let stub = ModelStub::start(&pki);
+        let daemon = Daemon::start_with_config(&host_config(&pki, &stub));
+        write_agent_template(&daemon);
+        let secret = secret_value();
+        let out = daemon.berth_with(
+            &["secret", "set", "anthropic"],
+            Some(format!("{secret}\n").as_bytes()),
+            &[],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        daemon.berth_ok(&["box", "create", name, "--template", "agent"]);
+        World {
+            daemon,
+            stub,
+            secret,
+            _pki: pki,
+        }
+    }
+}
+
+#[test]
+fn a_harness_reaches_the_model_with_the_real_key_and_the_box_holds_only_a_placeholder() {
+    if let Some(reason) = skip_reason() {
+        eprintln!("SKIPPED: {reason}");
+        return;
+    }
+    let world = World::new("agent1");
+    let (daemon, stub, secret) = (&world.daemon, &world.stub, world.secret.as_str());
+
+    // The harness's call goes out through HTTPS_PROXY (CONNECT on 3128) and is intercepted.
+    let answer = daemon.berth_ok(&["send", "agent1", "hello gateway"]);
+    assert!(
+        answer.contains("stub model heard: hello gateway"),
+        "{answer}\n{}",
+        daemon.logs()
+    );
+    let requests = stub.requests();
+    let call = requests.last().expect("the stand-in got the call");
+    assert_eq!(call["path"], "/v1/messages");
+    assert_eq!(call["x-api-key"], secret, "the stand-in got the real key");
+
+    // The box has only the placeholder: in the env of exec and of every process…
+    let env = daemon.berth_ok(&["exec", "agent1", "--", "env"]);
+    let placeholder = env
+        .lines()
+        .find_map(|l| l.strip_prefix("ANTHROPIC_API_KEY="))
+        .expect("the placeholder is in the env")
+        .to_owned();
+    assert!(placeholder.starts_with("berth-ph-"), "{placeholder}");
+    assert!(!env.contains(&secret));
+    let environs = daemon.berth_ok(&[
+        "exec",
+        "agent1",
+        "--user",
+        "root",
+        "--",
+        "sh",
+        "-c",
+        "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done",
+    ]);
+    assert!(
+        environs.contains(&format!("ANTHROPIC_API_KEY={placeholder}")),
+        "the harness's environ holds the placeholder: {environs}"
+    );
+    assert!(
+        !environs.contains(&secret),
+        "a process in the box holds the secret"
+    );
+    // …and in no file the box can see (its volume, its run dir, /etc, /tmp, …): grep
+    // exits 1 when nothing matches.
+    let grep = daemon.berth(&[
+        "exec", "agent1", "--user", "root", "--", "grep", "-rlF", &secret, "/home", "/memory",
+        "/tmp", "/run", "/var", "/etc", "/root", "/dev/shm", "/opt",
+    ]);
+    assert_eq!(
+        grep.status.code(),
+        Some(1),
+        "files in the box hold the secret: {}",
+        stdout(&grep)
+    );
+
+    // Pinned 443 (no proxy): /etc/hosts sends the name to berth-init's listener; the box
+    // trusts its CA through SSL_CERT_FILE, and the placeholder is swapped on the way.
+    let direct = box_python(
+        &daemon,
+        "agent1",
+        &format!(
+            "import os, urllib.request as u\n\
+             o = u.build_opener(u.ProxyHandler({{}}))\n\
+             r = u.Request('https://{MODEL_HOST}/whoami', headers={{'x-api-key': os.environ['ANTHROPIC_API_KEY']}})\n\
+             print(o.open(r, timeout=20).read().decode())"
+        ),
+    );
+    let seen: serde_json::Value = serde_json::from_str(direct.trim()).unwrap();
+    assert_eq!(seen["path"], "/whoami");
+    // The stand-in echoes the request as it arrived: the real key (TLS is re-encrypted by
+    // the gateway, so the box sees what the stand-in says it got).
+    assert_eq!(seen["x-api-key"], secret);
+    assert!(!direct.contains(&placeholder));
+
+    // The placeholder sent to a host without the rule reaches it unchanged, never the
+    // secret (the stream is spliced, not intercepted: the box sees the stand-in's own
+    // certificate, which it does not trust, hence no verification in this probe).
+    let plain = box_python(
+        &daemon,
+        "agent1",
+        &format!(
+            "import os, ssl, urllib.request as u\n\
+             r = u.Request('https://{PLAIN_HOST}/echo', headers={{'x-api-key': os.environ['ANTHROPIC_API_KEY']}})\n\
+             print(u.urlopen(r, timeout=20, context=ssl._create_unverified_context()).read().decode())"
+        ),
+    );
+    let seen: serde_json::Value = serde_json::from_str(plain.trim()).unwrap();
+    assert_eq!(seen["x-api-key"], placeholder.as_str());
+
+    // Every decision is in the audit log, with the credential rule named for the swap.
+    let audit = daemon.berth_ok(&["egress", "agent1", "--json"]);
+    let records: Vec<serde_json::Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let allowed = |via: &str, target: &str| {
+        records
+            .iter()
+            .any(|r| r["decision"] == "allow" && r["via"] == via && r["target"] == target)
+    };
+    assert!(allowed("connect", MODEL_HOST), "{audit}");
+    assert!(allowed("direct", MODEL_HOST), "{audit}");
+    assert!(allowed("connect", PLAIN_HOST), "{audit}");
+    assert!(
+        records
+            .iter()
+            .any(|r| r["credential"] == "anthropic" && r["intercept"] == true),
+        "{audit}"
+    );
+    assert!(!audit.contains(&secret) && !audit.contains(&placeholder));
+
+    // Nothing on the host's disk holds the secret in the clear: not the database (it is
+    // sealed), not the box's files, not the saved CA state, not the daemon's log.
+    let leaks = files_containing(daemon.dir(), secret.as_bytes());
+    assert!(leaks.is_empty(), "the secret is in the clear in {leaks:?}");
+
+    // A new boot rotates the placeholder; the old one is worthless.
+    daemon.berth_ok(&["box", "stop", "agent1"]);
+    let env = daemon.berth_ok(&["exec", "agent1", "--", "env"]);
+    assert!(
+        !env.contains(&placeholder),
+        "the placeholder did not rotate"
+    );
+    let answer = daemon.berth_ok(&["send", "agent1", "again"]);
+    assert!(answer.contains("stub model heard: again"), "{answer}");
+    assert_eq!(stub.requests().last().unwrap()["x-api-key"], secret);
+}
+
+/// Each way out past the gateway, tried from inside a box: refused (or, for the spellings
+/// and the fragmented ClientHello, working as the canonical name), and each refusal is in
+/// the audit log with its reason. Names that resolve to private addresses are refused in
+/// `crates/egress/tests/gateway.rs` (a daemon's only way to point a name at loopback is a
+/// resolve override, which bypasses the check by design).
+#[test]
+fn bypass_attempts_are_refused_and_logged() {
+    if let Some(reason) = skip_reason() {
+        eprintln!("SKIPPED: {reason}");
+        return;
+    }
+    let world = World::new("probe");
+    let (daemon, secret) = (&world.daemon, world.secret.as_str());
+    let printed = daemon.berth_ok(&[
+        "exec",
+        "probe",
+        "--timeout",
+        "120",
+        "--",
+        "python3",
+        "/opt/model-stub/bypass_probe.py",
+        MODEL_HOST,
+        PLAIN_HOST,
+    ]);
+    let results: serde_json::Value = serde_json::from_str(printed.trim()).unwrap();
+    let result = |name: &str| results[name].as_str().unwrap_or_default().to_owned();
+    let refused_by_gateway = [
+        "not_allowed",
+        "connect_port_22",
+        "connect_port_80",
+        "ip_literal",
+        "loopback_literal",
+        "localhost",
+        "upper_trailing_dot_denied",
+    ];
+    for name in refused_by_gateway {
+        assert_eq!(result(name), "HTTP 403", "{name}: {results}");
+    }
+    for name in ["port_80", "port_22"] {
+        assert_eq!(
+            result(name),
+            "refused",
+            "{name}: nothing listens: {results}"
+        );
+    }
+    for name in ["sni_mismatch", "no_sni", "garbage"] {
+        assert!(result(name).starts_with("closed"), "{name}: {results}");
+    }
+    assert!(result("host_mismatch").starts_with("HTTP 421"), "{results}");
+    for name in ["upper_trailing_dot_allowed", "tiny_writes"] {
+        let answer = result(name);
+        assert!(answer.starts_with("HTTP 200"), "{name}: {results}");
+        assert!(
+            answer.contains(&secret),
+            "{name}: the rule applies: {answer}"
+        );
+    }
+
+    let audit = daemon.berth_ok(&["egress", "probe", "--json"]);
+    let denies: Vec<(String, String)> = audit
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["decision"] == "deny")
+        .map(|r| {
+            (
+                r["target"].as_str().unwrap_or("-").to_owned(),
+                r["reason"].as_str().unwrap_or("-").to_owned(),
+            )
+        })
+        .collect();
+    let denied =
+        |target: &str, reason: &str| denies.iter().any(|(t, r)| t == target && r == reason);
+    let expected = [
+        ("evil.example.test", "not_allowed"),
+        (MODEL_HOST, "port"),
+        ("93.184.216.34", "ip_literal"),
+        ("127.0.0.1", "ip_literal"),
+        ("evil.example.test", "not_allowed"),
+        (PLAIN_HOST, "sni_mismatch"),
+        (MODEL_HOST, "host_mismatch"),
+    ];
+    for (target, reason) in expected {
+        assert!(
+            denied(target, reason),
+            "no deny {reason} for {target}: {denies:?}"
+        );
+    }
+    for reason in ["bad_host", "no_sni", "bad_client_hello"] {
+        assert!(
+            denies.iter().any(|(_, r)| r == reason),
+            "no deny {reason}: {denies:?}"
+        );
+    }
+}

@@ -1,0 +1,563 @@
+//! The gateway as the daemon runs it: one [`Gateway`] for every box (resolver, audit log,
+//! `resolve_overrides`), and per boot of a box its allowlist, CA, placeholders and the
+//! secrets of its credential rules.
+//!
+//! A boot's CA key and placeholders are saved to `<data>/ca/<box>.json` (0600) so that a
+//! restarted daemon can reattach a running box that still trusts that CA and still holds
+//! those placeholders. Secrets are never saved there: they are read from the secret store
+//! again.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use berth_egress::gateway::{
+    AuditError, BoxEgress, Gateway, GatewayConfig, GatewayError, JsonlDirSink, SystemResolver,
+};
+use berth_egress::intercept::{
+    BoxCa, CaError, CredentialRule, InterceptConfig, InterceptSetupError, Interceptor, RuleError,
+    SavedCa,
+};
+use berth_protocol::BoxId;
+use berth_runtime::{EgressListener, EgressSetup};
+use rustls::pki_types::CertificateDer;
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use super::policy::EgressPolicy;
+use crate::host_config::EgressHostConfig;
+
+/// Where the gateway's audit log lives: `<data>/audit/<box>.jsonl`.
+pub const AUDIT_DIR: &str = "audit";
+/// Where each running box's CA and placeholders are kept: `<data>/ca/<box>.json`.
+pub const BOOTS_DIR: &str = "ca";
+/// What a placeholder starts with, so it is recognisable in logs and in the box.
+pub const PLACEHOLDER_PREFIX: &str = "berth-ph-";
+
+#[derive(Debug, thiserror::Error)]
+pub enum EgressSetupError {
+    #[error("reading the extra root {}", path.display())]
+    ReadRoot {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the extra root {} holds no PEM certificate", path.display())]
+    NoCertificate { path: PathBuf },
+    #[error("the extra root {} is not a usable CA certificate", path.display())]
+    BadRoot {
+        path: PathBuf,
+        #[source]
+        source: rustls::Error,
+    },
+    #[error("preparing the audit log")]
+    Audit(#[source] AuditError),
+    #[error("[egress] resolve_overrides")]
+    Gateway(#[source] GatewayError),
+    #[error("creating {}", path.display())]
+    Dir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EgressBootError {
+    #[error("the secret {name:?} of credential rule {name:?} is not set: set it with `berth secret set {name}` (or POST /v1/secrets)")]
+    MissingSecret { name: String },
+    #[error("reading the secret {name:?}")]
+    Secret {
+        name: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("making the box's CA")]
+    Ca(#[source] CaError),
+    #[error(transparent)]
+    Rule(RuleError),
+    #[error("preparing TLS interception")]
+    Intercept(#[source] InterceptSetupError),
+    #[error("the random source failed")]
+    Random(#[source] getrandom::Error),
+    #[error("{action} {}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the saved egress state {} is damaged", path.display())]
+    Saved {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// One boot's egress: what the box is given and what the gateway enforces for it.
+pub struct BootEgress {
+    /// For the box spec: pinned names and the CA.
+    pub setup: EgressSetup,
+    /// For the box spec: each rule's placeholder in its `placeholder_env`.
+    pub env: BTreeMap<String, String>,
+    egress: BoxEgress,
+    interceptor: Option<Arc<Interceptor>>,
+}
+
+impl std::fmt::Debug for BootEgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BootEgress")
+            .field("setup", &self.setup)
+            .field("intercepts", &self.interceptor.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Serves one boot's egress channel; dropping it closes the channel, cuts open
+/// connections and lets each write its audit line.
+#[derive(Debug)]
+pub struct EgressTask {
+    _stop: oneshot::Sender<()>,
+}
+
+/// The saved part of a boot (no secrets).
+#[derive(Serialize, Deserialize)]
+struct SavedBoot {
+    policy: EgressPolicy,
+    ca: Option<SavedCa>,
+    /// Rule name → placeholder.
+    placeholders: BTreeMap<String, String>,
+}
+
+/// A page of a box's audit log.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct AuditPage {
+    /// One object per decision, oldest first (see docs/security.md for the fields).
+    #[schema(value_type = Vec<Object>)]
+    pub records: Vec<serde_json::Value>,
+    /// Pass as `after` to get the records after these.
+    pub next: u64,
+}
+
+pub struct EgressHost {
+    gateway: Gateway,
+    audit: Arc<JsonlDirSink>,
+    extra_roots: Vec<CertificateDer<'static>>,
+    boots_dir: PathBuf,
+}
+
+impl EgressHost {
+    pub fn new(data_dir: &Path, config: &EgressHostConfig) -> Result<EgressHost, EgressSetupError> {
+        let extra_roots = config
+            .extra_roots
+            .iter()
+            .map(|path| load_root(path))
+            .collect::<Result<Vec<_>, _>>()?;
+        // A bad root fails the daemon's start, not every box's.
+        for (path, der) in config.extra_roots.iter().zip(&extra_roots) {
+            rustls::RootCertStore::empty()
+                .add(der.clone())
+                .map_err(|source| EgressSetupError::BadRoot {
+                    path: path.clone(),
+                    source,
+                })?;
+        }
+        let audit =
+            Arc::new(JsonlDirSink::new(data_dir.join(AUDIT_DIR)).map_err(EgressSetupError::Audit)?);
+        let gateway = Gateway::new(
+            GatewayConfig {
+                resolve_overrides: config.resolve_overrides.clone(),
+                ..GatewayConfig::default()
+            },
+            Arc::new(SystemResolver),
+            audit.clone(),
+        )
+        .map_err(EgressSetupError::Gateway)?;
+        let boots_dir = data_dir.join(BOOTS_DIR);
+        std::fs::create_dir_all(&boots_dir)
+            .and_then(|()| {
+                std::fs::set_permissions(
+                    &boots_dir,
+                    std::os::unix::fs::PermissionsExt::from_mode(0o700),
+                )
+            })
+            .map_err(|source| EgressSetupError::Dir {
+                path: boots_dir.clone(),
+                source,
+            })?;
+        Ok(EgressHost {
+            gateway,
+            audit,
+            extra_roots,
+            boots_dir,
+        })
+    }
+
+    /// A new boot of `id` under `policy` (validated): a fresh CA and fresh placeholders when
+    /// it has credential rules, each rule's secret read through `secret`. Saved for a
+    /// later [`EgressHost::restore`].
+    pub fn prepare<F>(
+        &self,
+        id: &BoxId,
+        policy: &EgressPolicy,
+        secret: F,
+    ) -> Result<BootEgress, EgressBootError>
+    where
+        F: FnMut(&str) -> Result<Option<String>, Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let (ca, placeholders) = if policy.credentials.is_empty() {
+            (None, BTreeMap::new())
+        } else {
+            let ca = BoxCa::new(id).map_err(EgressBootError::Ca)?;
+            let mut placeholders = BTreeMap::new();
+            for rule in &policy.credentials {
+                placeholders.insert(rule.name.clone(), new_placeholder()?);
+            }
+            (Some(ca), placeholders)
+        };
+        let saved = SavedBoot {
+            policy: policy.clone(),
+            ca: ca.as_ref().map(BoxCa::save),
+            placeholders,
+        };
+        self.save(id, &saved)?;
+        self.boot(id, saved, ca, secret)
+    }
+
+    /// The boot of a running box as [`EgressHost::prepare`] made it (after a daemon
+    /// restart); `None` when nothing was saved for it.
+    pub fn restore<F>(&self, id: &BoxId, secret: F) -> Result<Option<BootEgress>, EgressBootError>
+    where
+        F: FnMut(&str) -> Result<Option<String>, Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let path = self.boot_file(id);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(EgressBootError::Io {
+                    action: "read",
+                    path,
+                    source,
+                })
+            }
+        };
+        let saved: SavedBoot = serde_json::from_slice(&bytes)
+            .map_err(|source| EgressBootError::Saved { path, source })?;
+        let ca = saved
+            .ca
+            .as_ref()
+            .map(|c| BoxCa::restore(id, c))
+            .transpose()
+            .map_err(EgressBootError::Ca)?;
+        self.boot(id, saved, ca, secret).map(Some)
+    }
+
+    fn boot<F>(
+        &self,
+        id: &BoxId,
+        saved: SavedBoot,
+        ca: Option<BoxCa>,
+        mut secret: F,
+    ) -> Result<BootEgress, EgressBootError>
+    where
+        F: FnMut(&str) -> Result<Option<String>, Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let policy = saved.policy;
+        let mut env = BTreeMap::new();
+        let mut rules = Vec::with_capacity(policy.credentials.len());
+        for spec in &policy.credentials {
+            let placeholder = saved
+                .placeholders
+                .get(&spec.name)
+                .cloned()
+                .map_or_else(new_placeholder, Ok)?;
+            let value = secret(&spec.name)
+                .map_err(|source| EgressBootError::Secret {
+                    name: spec.name.clone(),
+                    source,
+                })?
+                .ok_or_else(|| EgressBootError::MissingSecret {
+                    name: spec.name.clone(),
+                })?;
+            env.insert(spec.placeholder_env.clone(), placeholder.clone());
+            rules.push(
+                CredentialRule::new(&spec.name, &spec.hosts, &spec.header, placeholder, value)
+                    .map_err(EgressBootError::Rule)?,
+            );
+        }
+        let setup = EgressSetup {
+            pinned_hosts: policy.pinned_hosts(),
+            ca_pem: ca.as_ref().map(BoxCa::cert_pem),
+        };
+        let interceptor = match ca {
+            Some(ca) => Some(Arc::new(
+                Interceptor::new(
+                    ca,
+                    InterceptConfig {
+                        extra_roots: self.extra_roots.clone(),
+                        ..InterceptConfig::new(rules)
+                    },
+                )
+                .map_err(EgressBootError::Intercept)?,
+            )),
+            None => None,
+        };
+        Ok(BootEgress {
+            setup,
+            env,
+            egress: BoxEgress {
+                box_id: id.clone(),
+                allow: policy.allowlist(),
+            },
+            interceptor,
+        })
+    }
+
+    /// Starts serving the box's egress channel for this boot.
+    pub fn serve(&self, boot: &BootEgress, listener: EgressListener) -> EgressTask {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let shutdown = async move {
+            let _ = stopped.await;
+        };
+        let gateway = self.gateway.clone();
+        let egress = boot.egress.clone();
+        match boot.interceptor.clone() {
+            Some(interceptor) => tokio::spawn(async move {
+                gateway
+                    .serve_box_intercepting(listener, egress, interceptor, shutdown)
+                    .await
+            }),
+            None => {
+                tokio::spawn(async move { gateway.serve_box(listener, egress, shutdown).await })
+            }
+        };
+        EgressTask { _stop: stop }
+    }
+
+    /// The boot is over: its CA key and placeholders are dropped from disk.
+    pub fn end(&self, id: &BoxId) {
+        let path = self.boot_file(id);
+        if let Err(e) = std::fs::remove_file(&path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(box_id = %id, path = %path.display(), error = %e, "cannot remove the saved egress state");
+            }
+        }
+    }
+
+    /// The box is deleted: its boot state and its audit log go too.
+    pub fn remove(&self, id: &BoxId) {
+        self.end(id);
+        self.audit.close(id);
+        let path = self.audit.path_for(id);
+        if let Err(e) = std::fs::remove_file(&path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(box_id = %id, path = %path.display(), error = %e, "cannot remove the audit log");
+            }
+        }
+    }
+
+    /// Up to `limit` audit records of the box after the first `after`.
+    pub fn audit_page(&self, id: &BoxId, after: u64, limit: usize) -> std::io::Result<AuditPage> {
+        let file = match std::fs::File::open(self.audit.path_for(id)) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(AuditPage {
+                    records: Vec::new(),
+                    next: after,
+                })
+            }
+            Err(e) => return Err(e),
+        };
+        let mut records = Vec::new();
+        let mut next = after;
+        for line in std::io::BufReader::new(file).lines().skip(after as usize) {
+            let line = line?;
+            // A line being appended right now is incomplete: stop before it.
+            let Ok(record) = serde_json::from_str(&line) else {
+                break;
+            };
+            if records.len() == limit {
+                break;
+            }
+            records.push(record);
+            next += 1;
+        }
+        Ok(AuditPage { records, next })
+    }
+
+    fn boot_file(&self, id: &BoxId) -> PathBuf {
+        self.boots_dir.join(format!("{}.json", id.as_str()))
+    }
+
+    fn save(&self, id: &BoxId, saved: &SavedBoot) -> Result<(), EgressBootError> {
+        let path = self.boot_file(id);
+        let tmp = path.with_extension("json.tmp");
+        let io = |action, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| EgressBootError::Io {
+                action,
+                path,
+                source,
+            }
+        };
+        let _ = std::fs::remove_file(&tmp);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(io("create", &tmp))?;
+        let json = serde_json::to_vec(saved).expect("the saved boot serialises");
+        file.write_all(&json)
+            .and_then(|()| file.sync_all())
+            .map_err(io("write", &tmp))?;
+        std::fs::rename(&tmp, &path).map_err(io("rename into place", &path))
+    }
+}
+
+fn new_placeholder() -> Result<String, EgressBootError> {
+    let mut random = [0u8; 16];
+    getrandom::fill(&mut random).map_err(EgressBootError::Random)?;
+    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("{PLACEHOLDER_PREFIX}{hex}"))
+}
+
+fn load_root(path: &Path) -> Result<CertificateDer<'static>, EgressSetupError> {
+    let text = std::fs::read_to_string(path).map_err(|source| EgressSetupError::ReadRoot {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    pem::parse_many(&text)
+        .ok()
+        .and_then(|blocks| blocks.into_iter().find(|b| b.tag() == "CERTIFICATE"))
+        .map(|b| CertificateDer::from(b.into_contents()))
+        .ok_or_else(|| EgressSetupError::NoCertificate {
+            path: path.to_path_buf(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::egress::policy::CredentialSpec;
+
+    fn policy() -> EgressPolicy {
+        EgressPolicy {
+            allow: vec!["api.example.test".into(), "*.github.com".into()],
+            credentials: vec![CredentialSpec {
+                name: "anthropic".into(),
+                hosts: vec!["api.example.test".into()],
+                header: "x-api-key".into(),
+                placeholder_env: "ANTHROPIC_API_KEY".into(),
+            }],
+        }
+        .validated()
+        .unwrap()
+    }
+
+    fn secret(name: &str) -> Result<Option<String>, Box<dyn std::error::Error + Send + Sync>> {
+        Ok((name == "anthropic").then(|| "sk-real".to_owned()))
+    }
+
+    #[test]
+    fn a_boot_gets_fresh_placeholders_and_a_restart_gets_the_same_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = EgressHost::new(dir.path(), &EgressHostConfig::default()).unwrap();
+        let id = BoxId::from_random([1; 20]);
+        let first = host.prepare(&id, &policy(), secret).unwrap();
+        let ph = first.env["ANTHROPIC_API_KEY"].clone();
+        assert!(ph.starts_with(PLACEHOLDER_PREFIX) && ph.len() == PLACEHOLDER_PREFIX.len() + 32);
+        assert_eq!(first.setup.pinned_hosts, ["api.example.test"]);
+        let pem = first.setup.ca_pem.clone().unwrap();
+
+        // The saved state holds the CA key and the placeholder, never the secret.
+        let file = dir
+            .path()
+            .join(BOOTS_DIR)
+            .join(format!("{}.json", id.as_str()));
+        let saved = std::fs::read_to_string(&file).unwrap();
+        assert!(!saved.contains("sk-real"));
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+
+        let back = host.restore(&id, secret).unwrap().unwrap();
+        assert_eq!(back.env, first.env);
+        assert_eq!(back.setup.ca_pem.as_deref(), Some(pem.as_str()));
+
+        let second = host.prepare(&id, &policy(), secret).unwrap();
+        assert_ne!(
+            second.env["ANTHROPIC_API_KEY"], ph,
+            "placeholders rotate per boot"
+        );
+        assert_ne!(second.setup.ca_pem.as_deref(), Some(pem.as_str()));
+
+        host.end(&id);
+        assert!(host.restore(&id, secret).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_missing_secret_says_how_to_set_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = EgressHost::new(dir.path(), &EgressHostConfig::default()).unwrap();
+        let err = host
+            .prepare(&BoxId::from_random([2; 20]), &policy(), |_| Ok(None))
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("berth secret set anthropic"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn no_rules_no_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = EgressHost::new(dir.path(), &EgressHostConfig::default()).unwrap();
+        let plain = EgressPolicy {
+            allow: vec!["a.example.test".into()],
+            credentials: vec![],
+        };
+        let boot = host
+            .prepare(&BoxId::from_random([3; 20]), &plain, |_| unreachable!())
+            .unwrap();
+        assert!(boot.setup.ca_pem.is_none() && boot.env.is_empty());
+    }
+
+    #[test]
+    fn audit_pages_follow_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = EgressHost::new(dir.path(), &EgressHostConfig::default()).unwrap();
+        let id = BoxId::from_random([4; 20]);
+        assert!(host.audit_page(&id, 0, 10).unwrap().records.is_empty());
+        let path = host.audit.path_for(&id);
+        std::fs::write(&path, "{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n{\"n\":").unwrap();
+        let page = host.audit_page(&id, 0, 2).unwrap();
+        assert_eq!((page.records.len(), page.next), (2, 2));
+        let page = host.audit_page(&id, page.next, 10).unwrap();
+        assert_eq!(page.records, [serde_json::json!({"n": 3})]);
+        assert_eq!(page.next, 3, "the half-written line is not skipped over");
+        host.remove(&id);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn extra_roots_must_be_certificates() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("bad.pem");
+        std::fs::write(&bad, "not a certificate").unwrap();
+        let config = EgressHostConfig {
+            extra_roots: vec![bad],
+            ..Default::default()
+        };
+        assert!(matches!(
+            EgressHost::new(dir.path(), &config),
+            Err(EgressSetupError::NoCertificate { .. })
+        ));
+    }
+}

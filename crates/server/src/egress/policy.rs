@@ -1,0 +1,407 @@
+//! A box's egress policy as templates and box specs write it: the allowlist and the
+//! credential rules. Validated once, when a template loads or a box is created, into the
+//! canonical form the gateway compares against.
+
+use berth_egress::hostname::canonical_host;
+use berth_egress::policy::Allowlist;
+use serde::{Deserialize, Serialize};
+
+/// At most this many `allow` patterns, credential rules, and hosts in one rule. A policy
+/// is written by people; the bound keeps the checks (quadratic in the worst case) and the
+/// gateway's per-connection matching cheap on a 1 MiB request body or template file.
+pub const MAX_ALLOW: usize = 256;
+pub const MAX_CREDENTIALS: usize = 64;
+pub const MAX_RULE_HOSTS: usize = 64;
+
+/// What a box may reach and which credentials the gateway sets for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EgressPolicy {
+    /// Exact host names and `*.suffix` wildcards, port 443 only. Empty: nothing leaves.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Hosts whose requests get a real secret from the host's secret store.
+    #[serde(default)]
+    pub credentials: Vec<CredentialSpec>,
+}
+
+/// One credential rule: requests to `hosts` that carry the box's placeholder (from the
+/// environment variable `placeholder_env`) in `header` get the secret `name` there instead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialSpec {
+    /// The secret's name in the tenant's secret store (`berth secret set NAME`).
+    pub name: String,
+    /// Exact host names (no wildcards); each must be allowed by `allow`.
+    pub hosts: Vec<String>,
+    /// The header that carries it, e.g. `x-api-key` or `authorization` (for `authorization`,
+    /// the secret is the whole value, e.g. `Bearer sk-…`; the box may send `Bearer <placeholder>`).
+    pub header: String,
+    /// The environment variable the box finds its placeholder in, e.g. `ANTHROPIC_API_KEY`.
+    pub placeholder_env: String,
+}
+
+/// Why a policy was refused. Each names the offending entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("`{list}` holds {count} entries; at most {max}")]
+    TooMany {
+        list: &'static str,
+        count: usize,
+        max: usize,
+    },
+    #[error("credentials[{index}] ({name}): `hosts` holds {count} entries; at most {max}")]
+    TooManyHosts {
+        index: usize,
+        name: String,
+        count: usize,
+        max: usize,
+    },
+    #[error("allow[{index}] {pattern:?} is not a host name or `*.suffix` wildcard (e.g. \"api.anthropic.com\", \"*.github.com\")")]
+    Pattern { index: usize, pattern: String },
+    #[error(
+        "credentials[{index}]: name {name:?} is not a secret name ([a-z0-9][a-z0-9_-]{{0,62}})"
+    )]
+    Name { index: usize, name: String },
+    #[error("credentials[{index}] ({name}): the rule names no host")]
+    NoHosts { index: usize, name: String },
+    #[error("credentials[{index}] ({name}): host {host:?} is not an exact host name (rules take no wildcards)")]
+    Host {
+        index: usize,
+        name: String,
+        host: String,
+    },
+    #[error(
+        "credentials[{index}] ({name}): host {host:?} is not allowed by `allow`; add it there too"
+    )]
+    NotAllowed {
+        index: usize,
+        name: String,
+        host: String,
+    },
+    #[error("credentials[{index}] ({name}): header {header:?} is not an HTTP header name")]
+    Header {
+        index: usize,
+        name: String,
+        header: String,
+    },
+    #[error("credentials[{index}] ({name}): placeholder_env {var:?} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")]
+    Env {
+        index: usize,
+        name: String,
+        var: String,
+    },
+    #[error(
+        "credentials[{index}] ({name}): placeholder_env {var:?} is already used by another rule"
+    )]
+    DuplicateEnv {
+        index: usize,
+        name: String,
+        var: String,
+    },
+}
+
+impl EgressPolicy {
+    /// Checks every entry and returns the policy in canonical form (host names lower case
+    /// without a trailing dot, header names lower case), so equal policies compare equal.
+    pub fn validated(&self) -> Result<EgressPolicy, PolicyError> {
+        for (list, count, max) in [
+            ("allow", self.allow.len(), MAX_ALLOW),
+            ("credentials", self.credentials.len(), MAX_CREDENTIALS),
+        ] {
+            if count > max {
+                return Err(PolicyError::TooMany { list, count, max });
+            }
+        }
+        let mut allow = Vec::with_capacity(self.allow.len());
+        for (index, pattern) in self.allow.iter().enumerate() {
+            let bad = || PolicyError::Pattern {
+                index,
+                pattern: pattern.clone(),
+            };
+            Allowlist::new(std::slice::from_ref(pattern)).map_err(|_| bad())?;
+            let canonical = match pattern.strip_prefix("*.") {
+                Some(suffix) => format!("*.{}", canonical_host(suffix).map_err(|_| bad())?),
+                None => canonical_host(pattern).map_err(|_| bad())?,
+            };
+            if !allow.contains(&canonical) {
+                allow.push(canonical);
+            }
+        }
+        let list = Allowlist::new(&allow).expect("each pattern was checked");
+        let mut credentials = Vec::with_capacity(self.credentials.len());
+        for (index, rule) in self.credentials.iter().enumerate() {
+            let name = rule.name.clone();
+            if !is_secret_name(&name) {
+                return Err(PolicyError::Name { index, name });
+            }
+            if rule.hosts.is_empty() {
+                return Err(PolicyError::NoHosts { index, name });
+            }
+            if rule.hosts.len() > MAX_RULE_HOSTS {
+                return Err(PolicyError::TooManyHosts {
+                    index,
+                    name,
+                    count: rule.hosts.len(),
+                    max: MAX_RULE_HOSTS,
+                });
+            }
+            let mut hosts = Vec::with_capacity(rule.hosts.len());
+            for host in &rule.hosts {
+                let canonical = (!host.contains('*'))
+                    .then(|| canonical_host(host).ok())
+                    .flatten()
+                    .ok_or_else(|| PolicyError::Host {
+                        index,
+                        name: name.clone(),
+                        host: host.clone(),
+                    })?;
+                if !list.allows(&canonical) {
+                    return Err(PolicyError::NotAllowed {
+                        index,
+                        name,
+                        host: host.clone(),
+                    });
+                }
+                if !hosts.contains(&canonical) {
+                    hosts.push(canonical);
+                }
+            }
+            let header = rule.header.to_ascii_lowercase();
+            if header.is_empty() || !header.bytes().all(is_token_byte) {
+                return Err(PolicyError::Header {
+                    index,
+                    name,
+                    header: rule.header.clone(),
+                });
+            }
+            let var = rule.placeholder_env.clone();
+            if !is_env_name(&var) {
+                return Err(PolicyError::Env { index, name, var });
+            }
+            if credentials
+                .iter()
+                .any(|r: &CredentialSpec| r.placeholder_env == var)
+            {
+                return Err(PolicyError::DuplicateEnv { index, name, var });
+            }
+            credentials.push(CredentialSpec {
+                name,
+                hosts,
+                header,
+                placeholder_env: var,
+            });
+        }
+        Ok(EgressPolicy { allow, credentials })
+    }
+
+    /// The allowlist the gateway enforces (call on a validated policy).
+    pub fn allowlist(&self) -> Allowlist {
+        Allowlist::new(&self.allow).expect("a validated policy")
+    }
+
+    /// The exact names of the allowlist: what `/etc/hosts` pins (wildcards cannot be).
+    pub fn pinned_hosts(&self) -> Vec<String> {
+        self.allow
+            .iter()
+            .filter(|p| !p.starts_with("*."))
+            .cloned()
+            .collect()
+    }
+}
+
+/// A secret's name: what `berth secret set` and `POST /v1/secrets` accept.
+pub fn is_secret_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    (1..=63).contains(&bytes.len())
+        && (bytes[0].is_ascii_lowercase() || bytes[0].is_ascii_digit())
+        && bytes
+            .iter()
+            .all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+fn is_env_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && (bytes[0].is_ascii_alphabetic() || bytes[0] == b'_')
+        && bytes
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(hosts: &[&str]) -> CredentialSpec {
+        CredentialSpec {
+            name: "anthropic".into(),
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            header: "X-Api-Key".into(),
+            placeholder_env: "ANTHROPIC_API_KEY".into(),
+        }
+    }
+
+    #[test]
+    fn canonicalises_names_and_headers() {
+        let policy = EgressPolicy {
+            allow: vec![
+                "API.Anthropic.com.".into(),
+                "*.GitHub.com".into(),
+                "api.anthropic.com".into(),
+            ],
+            credentials: vec![rule(&["api.anthropic.com."])],
+        }
+        .validated()
+        .unwrap();
+        assert_eq!(policy.allow, ["api.anthropic.com", "*.github.com"]);
+        assert_eq!(policy.credentials[0].hosts, ["api.anthropic.com"]);
+        assert_eq!(policy.credentials[0].header, "x-api-key");
+        assert_eq!(policy.pinned_hosts(), ["api.anthropic.com"]);
+        assert!(policy.allowlist().allows("x.github.com"));
+    }
+
+    #[test]
+    fn refuses_each_mistake() {
+        let allow = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let cases: Vec<(EgressPolicy, &str)> = vec![
+            (
+                EgressPolicy {
+                    allow: allow(&["*"]),
+                    credentials: vec![],
+                },
+                "allow[0]",
+            ),
+            (
+                EgressPolicy {
+                    allow: allow(&["10.0.0.1"]),
+                    credentials: vec![],
+                },
+                "allow[0]",
+            ),
+            (
+                EgressPolicy {
+                    allow: allow(&["a.test", "b c"]),
+                    credentials: vec![],
+                },
+                "allow[1]",
+            ),
+            (
+                EgressPolicy {
+                    allow: allow(&["a.test"]),
+                    credentials: vec![rule(&["b.test"])],
+                },
+                "not allowed",
+            ),
+            (
+                EgressPolicy {
+                    allow: allow(&["*.a.test"]),
+                    credentials: vec![rule(&["*.a.test"])],
+                },
+                "exact host",
+            ),
+            (
+                EgressPolicy {
+                    allow: allow(&["a.test"]),
+                    credentials: vec![rule(&[])],
+                },
+                "no host",
+            ),
+            (
+                EgressPolicy {
+                    allow: allow(&["a.test"]),
+                    credentials: vec![CredentialSpec {
+                        header: "x api".into(),
+                        ..rule(&["a.test"])
+                    }],
+                },
+                "header",
+            ),
+            (
+                EgressPolicy {
+                    allow: allow(&["a.test"]),
+                    credentials: vec![CredentialSpec {
+                        placeholder_env: "A=B".into(),
+                        ..rule(&["a.test"])
+                    }],
+                },
+                "placeholder_env",
+            ),
+            (
+                EgressPolicy {
+                    allow: allow(&["a.test"]),
+                    credentials: vec![CredentialSpec {
+                        name: "Bad Name".into(),
+                        ..rule(&["a.test"])
+                    }],
+                },
+                "secret name",
+            ),
+            (
+                EgressPolicy {
+                    allow: allow(&["a.test"]),
+                    credentials: vec![
+                        rule(&["a.test"]),
+                        CredentialSpec {
+                            name: "other".into(),
+                            ..rule(&["a.test"])
+                        },
+                    ],
+                },
+                "already used",
+            ),
+        ];
+        for (policy, want) in cases {
+            let err = policy.validated().expect_err(want).to_string();
+            assert!(err.contains(want), "{want}: {err}");
+        }
+    }
+
+    #[test]
+    fn long_lists_are_refused_before_any_work() {
+        let many = |n: usize| {
+            (0..n)
+                .map(|i| format!("h{i}.example.test"))
+                .collect::<Vec<_>>()
+        };
+        let at_most = EgressPolicy {
+            allow: many(MAX_ALLOW),
+            credentials: vec![],
+        };
+        assert!(at_most.validated().is_ok());
+        let over = EgressPolicy {
+            allow: many(MAX_ALLOW + 1),
+            credentials: vec![],
+        };
+        let err = over.validated().unwrap_err();
+        assert!(
+            matches!(err, PolicyError::TooMany { list: "allow", .. }),
+            "{err}"
+        );
+        let hosts = EgressPolicy {
+            allow: vec!["*.example.test".into()],
+            credentials: vec![CredentialSpec {
+                hosts: many(MAX_RULE_HOSTS + 1),
+                ..rule(&[])
+            }],
+        };
+        let err = hosts.validated().unwrap_err();
+        assert!(
+            matches!(err, PolicyError::TooManyHosts { index: 0, .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_wildcard_allows_a_rule_host_below_it() {
+        let policy = EgressPolicy {
+            allow: vec!["*.example.test".into()],
+            credentials: vec![rule(&["api.example.test"])],
+        };
+        assert!(policy.validated().is_ok());
+    }
+}
