@@ -2,7 +2,6 @@
 //! berth-init) an end-to-end run against a real `berth up`.
 
 use std::fs;
-use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -526,125 +525,6 @@ fn end_to_end_send_resume_logs_templates_tenants() {
     assert!(status.is_some_and(|s| s.success()), "{}", daemon.logs());
     let left = daemon.running_containers();
     assert!(left.is_empty(), "boxes outlived the daemon: {left:?}");
-}
-
-/// Where Claude Code is installed for [`claude_code_is_a_harness`] (`.ci/run` installs it).
-fn claude_code_dir() -> PathBuf {
-    std::env::var_os("BERTH_CLAUDE_CODE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/srv/berth/claude-code"))
-}
-
-/// Claude Code itself, unmodified, as a box's harness: it takes messages as stream-json,
-/// berth knows it received each one from its replay (`--replay-user-messages`), and after
-/// the box is stopped `--continue` sends the earlier turns again. The model is a stand-in
-/// inside the box (a box has no network of its own) that speaks the Messages API's SSE wire
-/// format and repeats every user text it was sent.
-/// Needs `npm install --prefix /srv/berth/claude-code @anthropic-ai/claude-code` (or
-/// `$BERTH_CLAUDE_CODE_DIR`) and python3 on the host.
-#[test]
-fn claude_code_is_a_harness() {
-    if let Some(reason) = e2e_skip_reason() {
-        eprintln!("SKIPPED: {reason}");
-        return;
-    }
-    let claude_dir = claude_code_dir();
-    if !claude_dir.join("node_modules/.bin/claude").exists() {
-        eprintln!(
-            "SKIPPED: no Claude Code in {} (npm install --prefix {} @anthropic-ai/claude-code)",
-            claude_dir.display(),
-            claude_dir.display()
-        );
-        return;
-    }
-    if !Path::new("/usr/bin/python3").exists() {
-        eprintln!("SKIPPED: no /usr/bin/python3 for the model stand-in");
-        return;
-    }
-    let daemon = Daemon::start();
-    let stub = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/model-stub");
-    fs::create_dir_all(daemon.dir().join("templates")).unwrap();
-    fs::write(
-        daemon.dir().join("templates/claude.toml"),
-        format!(
-            r#"name = "claude"
-base = "host"
-idle_timeout_s = 600
-
-[[layers]]
-source = "{claude}"
-target = "/opt/claude-code"
-
-[[layers]]
-source = "{stub}"
-target = "/opt/model-stub"
-
-[harness]
-command = ["/opt/claude-code/node_modules/.bin/claude", "-p", "--input-format", "stream-json",
-           "--output-format", "stream-json", "--verbose", "--replay-user-messages"]
-resume_args = ["--continue"]
-ack = "replay"
-env = {{ CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1", ANTHROPIC_BASE_URL = "http://127.0.0.1:18431", ANTHROPIC_API_KEY = "berth-placeholder" }}
-"#,
-            claude = claude_dir.display(),
-            stub = stub.display()
-        ),
-    )
-    .unwrap();
-    daemon.berth_ok(&["template", "reload"]);
-    daemon.berth_ok(&["box", "create", "cc", "--template", "claude"]);
-
-    // The stand-in model runs inside the box; start it (this wakes the box) and wait for it.
-    let start_model = || {
-        daemon.berth_ok(&[
-            "exec",
-            "cc",
-            "--",
-            "sh",
-            "-c",
-            "setsid python3 /opt/model-stub/model_stub.py 18431 >/tmp/model.log 2>&1 </dev/null &",
-        ]);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let probe = daemon.berth(&[
-                "exec",
-                "cc",
-                "--",
-                "python3",
-                "-c",
-                "import socket; socket.create_connection(('127.0.0.1', 18431), 1)",
-            ]);
-            if probe.status.success() {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the model stand-in did not start"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    };
-
-    start_model();
-    let first = daemon.berth_ok(&["send", "cc", "remember 42"]);
-    assert!(first.contains("stub model heard: remember 42"), "{first}");
-
-    daemon.berth_ok(&["box", "stop", "cc"]);
-    start_model();
-    let second = daemon.berth_ok(&["send", "cc", "what did I say?"]);
-    assert!(
-        second.contains("remember 42") && second.contains("what did I say?"),
-        "the resumed session must send the earlier turn: {second}"
-    );
-    let events = daemon.berth_ok(&["logs", "cc", "--json"]);
-    let replays = events
-        .lines()
-        .filter(|l| l.contains("\"type\":\"user\"") && l.contains("isReplay"))
-        .count();
-    assert!(
-        replays >= 2,
-        "each message replayed by Claude Code: {events}"
-    );
 }
 
 #[test]

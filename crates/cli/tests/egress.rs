@@ -17,6 +17,8 @@ use common::*;
 const MODEL_HOST: &str = "api.example.test";
 /// A second name on the same stand-in, without a credential rule.
 const PLAIN_HOST: &str = "plain.example.test";
+/// Where Claude Code sends its requests; here, to the stand-in too.
+const ANTHROPIC_HOST: &str = "api.anthropic.com";
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/model-stub")
@@ -32,7 +34,7 @@ fn skip_reason() -> Option<String> {
     None
 }
 
-/// A test CA and a server certificate for [`MODEL_HOST`] and [`PLAIN_HOST`], as files.
+/// A test CA and a server certificate for the three test names, as files.
 struct TestPki {
     dir: tempfile::TempDir,
 }
@@ -48,9 +50,12 @@ impl TestPki {
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         let ca = ca_params.self_signed(&ca_key).unwrap();
         let key = rcgen::KeyPair::generate().unwrap();
-        let params =
-            rcgen::CertificateParams::new(vec![MODEL_HOST.to_owned(), PLAIN_HOST.to_owned()])
-                .unwrap();
+        let params = rcgen::CertificateParams::new(vec![
+            MODEL_HOST.to_owned(),
+            PLAIN_HOST.to_owned(),
+            ANTHROPIC_HOST.to_owned(),
+        ])
+        .unwrap();
         let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
         fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
         fs::write(dir.path().join("server.pem"), cert.pem()).unwrap();
@@ -111,10 +116,10 @@ impl Drop for ModelStub {
     }
 }
 
-/// `berth.toml`: both test names resolve to the stand-in, whose CA the gateway trusts.
+/// `berth.toml`: the test names resolve to the stand-in, whose CA the gateway trusts.
 fn host_config(pki: &TestPki, stub: &ModelStub) -> String {
     format!(
-        "[egress]\nresolve_overrides = {{ \"{MODEL_HOST}\" = \"127.0.0.1:{port}\", \"{PLAIN_HOST}\" = \"127.0.0.1:{port}\" }}\nextra_roots = [\"{ca}\"]\n",
+        "[egress]\nresolve_overrides = {{ \"{MODEL_HOST}\" = \"127.0.0.1:{port}\", \"{PLAIN_HOST}\" = \"127.0.0.1:{port}\", \"{ANTHROPIC_HOST}\" = \"127.0.0.1:{port}\" }}\nextra_roots = [\"{ca}\"]\n",
         port = stub.port,
         ca = pki.ca().display()
     )
@@ -122,12 +127,9 @@ fn host_config(pki: &TestPki, stub: &ModelStub) -> String {
 
 /// A template whose harness calls the Messages API at [`MODEL_HOST`] with the key in
 /// `ANTHROPIC_API_KEY`, which the credential rule `anthropic` fills in on the way out.
-fn write_agent_template(daemon: &Daemon) {
-    fs::create_dir_all(daemon.dir().join("templates")).unwrap();
-    fs::write(
-        daemon.dir().join("templates/agent.toml"),
-        format!(
-            r#"name = "agent"
+fn agent_template() -> String {
+    format!(
+        r#"name = "agent"
 base = "host"
 
 [[layers]]
@@ -148,11 +150,8 @@ hosts = ["{MODEL_HOST}"]
 header = "x-api-key"
 placeholder_env = "ANTHROPIC_API_KEY"
 "#,
-            fixtures = fixtures().display()
-        ),
+        fixtures = fixtures().display()
     )
-    .unwrap();
-    daemon.berth_ok(&["template", "reload"]);
 }
 
 /// A value nobody else would write, to look for.
@@ -197,7 +196,7 @@ fn box_python(daemon: &Daemon, name: &str, script: &str) -> String {
     daemon.berth_ok(&["exec", name, "--", "python3", "-c", script])
 }
 
-/// The stand-in, a daemon that resolves the test names to it, the `agent` template, the
+/// The stand-in, a daemon that resolves the test names to it, `template` loaded, the
 /// secret `anthropic` set, and a box `name` of that template (not started).
 struct World {
     // Dropped in this order: the daemon (and its boxes) before the stand-in and the CA.
@@ -208,11 +207,22 @@ struct World {
 }
 
 impl World {
-    fn new(name: &str) -> World {
+    fn new(name: &str, template: &str) -> World {
         let pki = TestPki::new();
         let stub = ModelStub::start(&pki);
         let daemon = Daemon::start_with_config(&host_config(&pki, &stub));
-        write_agent_template(&daemon);
+        let name_line = template.lines().next().unwrap_or_default();
+        let template_name = name_line
+            .strip_prefix("name = \"")
+            .and_then(|rest| rest.strip_suffix('"'))
+            .expect("a template starts with its name");
+        fs::create_dir_all(daemon.dir().join("templates")).unwrap();
+        fs::write(
+            daemon.dir().join(format!("templates/{template_name}.toml")),
+            template,
+        )
+        .unwrap();
+        daemon.berth_ok(&["template", "reload"]);
         let secret = secret_value();
         let out = daemon.berth_with(
             &["secret", "set", "anthropic"],
@@ -220,7 +230,7 @@ impl World {
             &[],
         );
         assert!(out.status.success(), "{}", stderr(&out));
-        daemon.berth_ok(&["box", "create", name, "--template", "agent"]);
+        daemon.berth_ok(&["box", "create", name, "--template", template_name]);
         World {
             daemon,
             stub,
@@ -236,8 +246,9 @@ fn a_harness_reaches_the_model_with_the_real_key_and_the_box_holds_only_a_placeh
         eprintln!("SKIPPED: {reason}");
         return;
     }
-    let world = World::new("agent1");
-    let (daemon, stub, secret) = (&world.daemon, &world.stub, world.secret.as_str());
+    let mut world = World::new("agent1", &agent_template());
+    let secret = world.secret.clone();
+    let (daemon, stub) = (&world.daemon, &world.stub);
 
     // The harness's call goes out through HTTPS_PROXY (CONNECT on 3128) and is intercepted.
     let answer = daemon.berth_ok(&["send", "agent1", "hello gateway"]);
@@ -352,6 +363,25 @@ fn a_harness_reaches_the_model_with_the_real_key_and_the_box_holds_only_a_placeh
     let leaks = files_containing(daemon.dir(), secret.as_bytes());
     assert!(leaks.is_empty(), "the secret is in the clear in {leaks:?}");
 
+    // A daemon that crashed reattaches the running box with the same CA and placeholder
+    // (the box trusts and holds them): the harness's next call still gets the real key.
+    let requests_before = stub.requests().len();
+    world.daemon.crash_and_restart();
+    let (daemon, stub) = (&world.daemon, &world.stub);
+    let answer = daemon.berth_ok(&["send", "agent1", "after a crash"]);
+    assert!(
+        answer.contains("stub model heard: after a crash"),
+        "{answer}\n{}",
+        daemon.logs()
+    );
+    assert_eq!(stub.requests().len(), requests_before + 1);
+    assert_eq!(stub.requests().last().unwrap()["x-api-key"], secret);
+    let env = daemon.berth_ok(&["exec", "agent1", "--", "env"]);
+    assert!(
+        env.contains(&format!("ANTHROPIC_API_KEY={placeholder}\n")),
+        "the box was restarted instead of reattached: {env}"
+    );
+
     // A new boot rotates the placeholder; the old one is worthless.
     daemon.berth_ok(&["box", "stop", "agent1"]);
     let env = daemon.berth_ok(&["exec", "agent1", "--", "env"]);
@@ -375,7 +405,7 @@ fn bypass_attempts_are_refused_and_logged() {
         eprintln!("SKIPPED: {reason}");
         return;
     }
-    let world = World::new("probe");
+    let world = World::new("probe", &agent_template());
     let (daemon, secret) = (&world.daemon, world.secret.as_str());
     let printed = daemon.berth_ok(&[
         "exec",
@@ -457,4 +487,104 @@ fn bypass_attempts_are_refused_and_logged() {
             "no deny {reason}: {denies:?}"
         );
     }
+}
+
+/// Where Claude Code is installed for [`claude_code_is_a_harness_behind_the_gateway`]
+/// (`make test` installs it when npm is there).
+fn claude_code_dir() -> PathBuf {
+    std::env::var_os("BERTH_CLAUDE_CODE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/srv/berth/claude-code"))
+}
+
+/// Claude Code itself, unmodified, as a box's harness, talking to "api.anthropic.com"
+/// through the gateway: the name is pinned to the box's loopback, Claude Code trusts the
+/// box's CA through `NODE_EXTRA_CA_CERTS`, and the gateway swaps the placeholder in
+/// `ANTHROPIC_API_KEY` for the real key on the way to the stand-in. berth knows Claude Code
+/// received each message from its replay (`--replay-user-messages`), and after the box is
+/// stopped `--continue` sends the earlier turns again.
+/// Needs `npm install --prefix /srv/berth/claude-code @anthropic-ai/claude-code` (or
+/// `$BERTH_CLAUDE_CODE_DIR`).
+#[test]
+fn claude_code_is_a_harness_behind_the_gateway() {
+    if let Some(reason) = skip_reason() {
+        eprintln!("SKIPPED: {reason}");
+        return;
+    }
+    let claude_dir = claude_code_dir();
+    if !claude_dir.join("node_modules/.bin/claude").exists() {
+        eprintln!(
+            "SKIPPED: no Claude Code in {} (npm install --prefix {} @anthropic-ai/claude-code)",
+            claude_dir.display(),
+            claude_dir.display()
+        );
+        return;
+    }
+    let template = format!(
+        r#"name = "claude"
+base = "host"
+idle_timeout_s = 600
+
+[[layers]]
+source = "{claude}"
+target = "/opt/claude-code"
+
+[harness]
+command = ["/opt/claude-code/node_modules/.bin/claude", "-p", "--input-format", "stream-json",
+           "--output-format", "stream-json", "--verbose", "--replay-user-messages"]
+resume_args = ["--continue"]
+ack = "replay"
+env = {{ CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1" }}
+
+[egress]
+allow = ["{ANTHROPIC_HOST}"]
+
+[[egress.credentials]]
+name = "anthropic"
+hosts = ["{ANTHROPIC_HOST}"]
+header = "x-api-key"
+placeholder_env = "ANTHROPIC_API_KEY"
+"#,
+        claude = claude_dir.display(),
+    );
+    let world = World::new("cc", &template);
+    let (daemon, stub, secret) = (&world.daemon, &world.stub, world.secret.as_str());
+
+    let first = daemon.berth_ok(&["send", "cc", "remember 42"]);
+    assert!(
+        first.contains("stub model heard: remember 42"),
+        "{first}\n{}",
+        daemon.logs()
+    );
+    let calls: Vec<_> = stub
+        .requests()
+        .into_iter()
+        .filter(|r| r["path"].as_str().unwrap_or("").starts_with("/v1/messages"))
+        .collect();
+    assert!(!calls.is_empty());
+    for call in &calls {
+        assert_eq!(call["host"], ANTHROPIC_HOST);
+        assert_eq!(
+            call["x-api-key"], secret,
+            "every model call carries the real key"
+        );
+    }
+
+    daemon.berth_ok(&["box", "stop", "cc"]);
+    let second = daemon.berth_ok(&["send", "cc", "what did I say?"]);
+    assert!(
+        second.contains("remember 42") && second.contains("what did I say?"),
+        "the resumed session must send the earlier turn: {second}"
+    );
+    let events = daemon.berth_ok(&["logs", "cc", "--json"]);
+    let replays = events
+        .lines()
+        .filter(|l| l.contains("\"type\":\"user\"") && l.contains("isReplay"))
+        .count();
+    assert!(
+        replays >= 2,
+        "each message replayed by Claude Code: {events}"
+    );
+    let leaks = files_containing(daemon.dir(), secret.as_bytes());
+    assert!(leaks.is_empty(), "the secret is in the clear in {leaks:?}");
 }

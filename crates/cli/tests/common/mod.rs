@@ -83,13 +83,7 @@ impl Daemon {
         let log = data_dir.path().join("daemon.stderr");
         let out = data_dir.path().join("daemon.stdout");
         let listen = format!("127.0.0.1:{}", closed_port());
-        let child = berth()
-            .args(["up", "--listen", &listen, "--data-dir"])
-            .arg(data_dir.path())
-            .stdout(fs::File::create(&out).unwrap())
-            .stderr(fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
+        let child = Daemon::spawn(data_dir.path(), &listen, &out, &log);
         let mut daemon = Daemon {
             child,
             data_dir,
@@ -98,6 +92,33 @@ impl Daemon {
         };
         daemon.wait_healthy(&listen);
         daemon
+    }
+
+    fn spawn(dir: &Path, listen: &str, out: &Path, log: &Path) -> Child {
+        let append = |path: &Path| {
+            fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .unwrap()
+        };
+        berth()
+            .args(["up", "--listen", listen, "--data-dir"])
+            .arg(dir)
+            .stdout(append(out))
+            .stderr(append(log))
+            .spawn()
+            .unwrap()
+    }
+
+    /// SIGKILLs the daemon, as a crash would (its boxes keep running), and starts it again
+    /// on the same data dir.
+    pub fn crash_and_restart(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        let listen = format!("127.0.0.1:{}", closed_port());
+        self.child = Daemon::spawn(self.data_dir.path(), &listen, &self.out, &self.log);
+        self.wait_healthy(&listen);
     }
 
     pub fn wait_healthy(&mut self, listen: &str) {
