@@ -99,7 +99,34 @@ pub enum PolicyError {
         name: String,
         var: String,
     },
+    #[error("credentials[{index}] ({name}): placeholder_env {var:?} is set by berth-init itself (the proxy, trust bundle or login variables); pick another name")]
+    ReservedEnv {
+        index: usize,
+        name: String,
+        var: String,
+    },
 }
+
+/// Variables every box process gets from `berth-init` (docs/protocol.md): a placeholder
+/// there would switch off the box's egress or its trust bundle.
+const RESERVED_ENV: &[&str] = &[
+    "HTTPS_PROXY",
+    "https_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "SSL_CERT_FILE",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+];
 
 impl EgressPolicy {
     /// Checks every entry and returns the policy in canonical form (host names lower case
@@ -178,6 +205,9 @@ impl EgressPolicy {
             let var = rule.placeholder_env.clone();
             if !is_env_name(&var) {
                 return Err(PolicyError::Env { index, name, var });
+            }
+            if RESERVED_ENV.contains(&var.as_str()) {
+                return Err(PolicyError::ReservedEnv { index, name, var });
             }
             if credentials
                 .iter()
@@ -353,6 +383,16 @@ mod tests {
                     ],
                 },
                 "already used",
+            ),
+            (
+                EgressPolicy {
+                    allow: allow(&["a.test"]),
+                    credentials: vec![CredentialSpec {
+                        placeholder_env: "HTTPS_PROXY".into(),
+                        ..rule(&["a.test"])
+                    }],
+                },
+                "set by berth-init",
             ),
         ];
         for (policy, want) in cases {

@@ -81,6 +81,7 @@ fn span_of(raw: &RawEgress, e: &PolicyError) -> Option<Range<usize>> {
         | PolicyError::Header { index, .. }
         | PolicyError::Env { index, .. }
         | PolicyError::DuplicateEnv { index, .. }
+        | PolicyError::ReservedEnv { index, .. }
         | PolicyError::TooManyHosts { index, .. } => raw.credentials.get(*index).map(Spanned::span),
     }
 }
