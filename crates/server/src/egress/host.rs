@@ -66,7 +66,7 @@ pub enum EgressSetupError {
 
 #[derive(Debug, thiserror::Error)]
 pub enum EgressBootError {
-    #[error("the secret {name:?} of credential rule {name:?} is not set: set it with `berth secret set {name}` (or POST /v1/secrets)")]
+    #[error("the secret {name:?} of a credential rule is not set: set it with `berth secret set {name}` (or POST /v1/secrets), then start the box again")]
     MissingSecret { name: String },
     #[error("reading the secret {name:?}")]
     Secret {
@@ -223,8 +223,11 @@ impl EgressHost {
             ca: ca.as_ref().map(BoxCa::save),
             placeholders,
         };
-        self.save(id, &saved)?;
-        self.boot(id, saved, ca, secret)
+        let file = serde_json::to_vec(&saved).expect("the saved boot serialises");
+        // Saved only once every secret is there: a start that fails leaves no CA key behind.
+        let boot = self.boot(id, saved, ca, secret)?;
+        self.save(id, &file)?;
+        Ok(boot)
     }
 
     /// The boot of a running box as [`EgressHost::prepare`] made it (after a daemon
@@ -393,7 +396,7 @@ impl EgressHost {
         self.boots_dir.join(format!("{}.json", id.as_str()))
     }
 
-    fn save(&self, id: &BoxId, saved: &SavedBoot) -> Result<(), EgressBootError> {
+    fn save(&self, id: &BoxId, json: &[u8]) -> Result<(), EgressBootError> {
         let path = self.boot_file(id);
         let tmp = path.with_extension("json.tmp");
         let io = |action, path: &Path| {
@@ -411,8 +414,7 @@ impl EgressHost {
             .mode(0o600)
             .open(&tmp)
             .map_err(io("create", &tmp))?;
-        let json = serde_json::to_vec(saved).expect("the saved boot serialises");
-        file.write_all(&json)
+        file.write_all(json)
             .and_then(|()| file.sync_all())
             .map_err(io("write", &tmp))?;
         std::fs::rename(&tmp, &path).map_err(io("rename into place", &path))

@@ -222,3 +222,37 @@ async fn a_bad_policy_is_refused_with_the_entry_named_and_no_box_made() {
     let (_, list) = server.call(Method::GET, "/v1/boxes", None).await;
     assert_eq!(list["boxes"], json!([]), "no box was made");
 }
+
+#[tokio::test]
+async fn a_box_whose_secret_is_not_set_does_not_start_and_says_how_to_set_it() {
+    let server = with_agent_template(AGENT).await;
+    let (status, body) = create(&server, json!({"name": "a1", "template": "agent"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = server.call(Method::POST, "/v1/boxes/a1/start", None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("berth secret set anthropic"), "{body}");
+    let (_, shown) = server.call(Method::GET, "/v1/boxes/a1", None).await;
+    assert_eq!(shown["state"], "failed", "{shown}");
+    assert!(
+        shown["state_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("berth secret set anthropic"),
+        "{shown}"
+    );
+
+    // With the secret set, the start gets past egress (this server has no runtime).
+    let (status, body) = server
+        .call(
+            Method::POST,
+            "/v1/secrets",
+            Some(json!({"name": "anthropic", "value": "sk-test"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (_, body) = server.call(Method::POST, "/v1/boxes/a1/start", None).await;
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(!message.contains("secret"), "{body}");
+    assert!(message.contains("runtime"), "{body}");
+}
