@@ -18,16 +18,24 @@ done
 declare -A needed=(
   [runc]=runc
   [cc]=gcc
+  # VM images (crates/image): ext4 images without mounting, module deps, the debian template
+  [mkfs.ext4]=e2fsprogs
+  [depmod]=kmod
+  [debootstrap]=debootstrap
 )
 missing=()
 for cmd in "${!needed[@]}"; do
-  command -v "$cmd" >/dev/null 2>&1 || missing+=("${needed[$cmd]}")
+  # sbin tools are not on a non-root PATH
+  command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || [ -x "/sbin/$cmd" ] ||
+    missing+=("${needed[$cmd]}")
 done
 # static glibc for berth-init
 [ -f /usr/lib/x86_64-linux-gnu/libc.a ] || [ "$(uname -m)" != x86_64 ] || missing+=(libc6-dev)
 
 if $for_tests; then
   command -v python3 >/dev/null 2>&1 || missing+=(python3)
+  # the qemu runtime's tests boot microVMs
+  command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
 fi
 
 # The egress bench runs its own nginx from a config in a temp dir (stream module,
@@ -51,6 +59,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
   apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# vhost-device-vsock (crates.io), the qemu runtime's vsock backend (QEMU's
+# vhost-user-vsock-device; the kernel's /dev/vhost-vsock is not needed). About 70 s to build.
+if $for_tests && ! command -v vhost-device-vsock >/dev/null 2>&1 && [ -z "${BERTH_VHOST_VSOCK:-}" ]; then
+  if [ "$(id -u)" -eq 0 ] && command -v cargo >/dev/null 2>&1; then
+    echo "installing vhost-device-vsock 0.3.0 into /usr/local (cargo install, about 70 s)" >&2
+    cargo install vhost-device-vsock --version 0.3.0 --root /usr/local
+  else
+    echo "the qemu runtime's tests need vhost-device-vsock: cargo install vhost-device-vsock --version 0.3.0 --root /usr/local" >&2
+  fi
 fi
 
 # Claude Code (npm registry), for the test that runs it unmodified as a box's harness.

@@ -8,6 +8,7 @@ mod cmd_box;
 mod cmd_cp;
 mod cmd_egress;
 mod cmd_exec;
+mod cmd_image;
 mod cmd_logs;
 mod cmd_secret;
 mod cmd_send;
@@ -68,6 +69,9 @@ pub enum Command {
     /// List templates and reload the user ones.
     #[command(subcommand)]
     Template(cmd_template::TemplateCommand),
+    /// Build the VM images (kernel, initramfs, root filesystems) in the data dir.
+    #[command(subcommand)]
+    Image(cmd_image::ImageCommand),
     /// Manage tenants (admin key needed).
     #[command(subcommand)]
     Tenant(cmd_tenant::TenantCommand),
@@ -97,6 +101,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     let connect = || target::from_env(&data_dir).map(client::Client::new);
     match cli.command {
         Command::Up(args) => cmd_up::run(args, data_dir.clone()).map(|()| 0),
+        Command::Image(command) => cmd_image::run(command, &data_dir),
         Command::Box(command) => {
             client_main(async { cmd_box::run(&connect()?, command).await.map(|()| 0) })
         }

@@ -15,7 +15,8 @@ fn help_lists_the_commands() {
     assert!(out.status.success());
     let text = stdout(&out);
     for command in [
-        "up", "box", "exec", "cp", "send", "logs", "template", "tenant",
+        "up", "box", "exec", "cp", "send", "logs", "egress", "template", "tenant", "secret",
+        "image",
     ] {
         assert!(
             text.lines().any(|l| l.trim_start().starts_with(command)),
@@ -33,6 +34,27 @@ fn help_lists_the_commands() {
             "{command} missing:\n{text}"
         );
     }
+}
+
+/// `berth image build` with a kernel file that is not one: a one-line error naming it,
+/// before anything is downloaded.
+#[test]
+fn image_build_refuses_a_kernel_that_is_not_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("vmlinuz");
+    std::fs::write(&fake, b"not a kernel").unwrap();
+    let out = berth()
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["image", "build", "--kernel"])
+        .arg(&fake)
+        .output()
+        .unwrap();
+    if stderr(&out).contains("berth-init") {
+        eprintln!("SKIPPED: no static berth-init: {}", stderr(&out));
+        return;
+    }
+    assert_one_line_error(&out, 1, &["kernel", "vmlinuz"]);
 }
 
 #[test]

@@ -305,7 +305,7 @@ fn a_harness_reaches_the_model_with_the_real_key_and_the_box_holds_only_a_placeh
     // Pinned 443 (no proxy): /etc/hosts sends the name to berth-init's listener; the box
     // trusts its CA through SSL_CERT_FILE, and the placeholder is swapped on the way.
     let direct = box_python(
-        &daemon,
+        daemon,
         "agent1",
         &format!(
             "import os, urllib.request as u\n\
@@ -325,7 +325,7 @@ fn a_harness_reaches_the_model_with_the_real_key_and_the_box_holds_only_a_placeh
     // secret (the stream is spliced, not intercepted: the box sees the stand-in's own
     // certificate, which it does not trust, hence no verification in this probe).
     let plain = box_python(
-        &daemon,
+        daemon,
         "agent1",
         &format!(
             "import os, ssl, urllib.request as u\n\
@@ -447,7 +447,7 @@ fn bypass_attempts_are_refused_and_logged() {
         let answer = result(name);
         assert!(answer.starts_with("HTTP 200"), "{name}: {results}");
         assert!(
-            answer.contains(&secret),
+            answer.contains(secret),
             "{name}: the rule applies: {answer}"
         );
     }

@@ -1,9 +1,10 @@
-//! Boot phases of PID 1: `mount` → `seal` → `volume` → `serve`, each timed and each with
+//! Boot phases of PID 1: `mount` → (in a VM: `modules` → `disks`, see [`crate::vm`]) →
+//! `seal` → `volume` → `serve`, each timed and each with
 //! a typed error. A failing phase prints one line to stderr (the box's console log) and
 //! `berth-init` exits non-zero.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use berth_protocol::guest::{BootPhase, Environment};
 use nix::mount::{mount, MsFlags};
@@ -46,6 +47,18 @@ impl BootRecord {
             duration_us,
         });
     }
+
+    /// Records a phase that happened before any other (the kernel's boot in a VM).
+    pub fn record_first(&mut self, name: &'static str, duration: Duration) {
+        let duration_us = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
+        self.phases.insert(
+            0,
+            BootPhase {
+                name: name.to_owned(),
+                duration_us,
+            },
+        );
+    }
 }
 
 /// Random bytes from the kernel, hex encoded. Falls back to time and pid if the
@@ -63,14 +76,42 @@ pub fn random_hex<const N: usize>() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Where the agent finds itself: a VM's PID 1 starts with no `/proc`; in a sandbox the OCI
-/// runtime has mounted everything already.
+/// Where the agent finds itself. A VM's PID 1 is all of: process 1, with no `/proc` yet
+/// (nothing mounts it before init), on the initramfs root (a ramfs or tmpfs: `rdinit=`
+/// runs init straight from it). A sandbox's init is process 1 of its pid namespace, but the
+/// OCI runtime always mounts `/proc` before it starts, and its root is the bundle's
+/// rootfs. Anything short of all three is a sandbox (or a test): the VM path mounts,
+/// moves roots and deletes initramfs files, so it must never run by mistake.
 pub fn detect_environment() -> Environment {
-    if Path::new("/proc/self").exists() {
-        Environment::Sandbox
-    } else {
+    classify(
+        std::process::id(),
+        Path::new("/proc/self").exists(),
+        root_is_initramfs(),
+    )
+}
+
+fn classify(pid: u32, proc_mounted: bool, initramfs_root: bool) -> Environment {
+    if pid == 1 && !proc_mounted && initramfs_root {
         Environment::Vm
+    } else {
+        Environment::Sandbox
     }
+}
+
+/// Whether `/` is a ramfs or tmpfs, as the kernel's initramfs root is.
+pub fn root_is_initramfs() -> bool {
+    // SAFETY: statfs is plain old data; all-zero is a valid value.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a writable statfs.
+    if unsafe { libc::statfs(c"/".as_ptr(), &raw mut st) } != 0 {
+        return false;
+    }
+    // `RAMFS_MAGIC` from linux/magic.h (libc has only the tmpfs one). The field's integer
+    // type differs between libc targets.
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    #[allow(clippy::useless_conversion)]
+    let (magic, tmpfs) = (i64::from(st.f_type), i64::from(libc::TMPFS_MAGIC));
+    magic == RAMFS_MAGIC || magic == tmpfs
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -156,5 +197,27 @@ mod tests {
     fn a_process_with_proc_is_in_a_sandbox() {
         assert_eq!(detect_environment(), Environment::Sandbox);
         mount_phase(Environment::Sandbox).unwrap();
+    }
+
+    #[test]
+    fn only_pid_1_without_proc_on_an_initramfs_is_a_vm() {
+        assert_eq!(classify(1, false, true), Environment::Vm);
+        // A sandbox's init: /proc is there (whatever its root is).
+        assert_eq!(classify(1, true, true), Environment::Sandbox);
+        assert_eq!(classify(1, true, false), Environment::Sandbox);
+        // No /proc but a disk root (a bundle without /proc): still not a VM.
+        assert_eq!(classify(1, false, false), Environment::Sandbox);
+        // Not process 1: a test or a tool run by hand.
+        assert_eq!(classify(7, false, true), Environment::Sandbox);
+    }
+
+    #[test]
+    fn the_kernel_phase_is_recorded_first() {
+        let mut boot = BootRecord::new(Environment::Vm);
+        boot.phase("mount", || Ok::<_, ()>(())).unwrap();
+        boot.record_first("kernel", Duration::from_millis(1700));
+        assert_eq!(boot.phases[0].name, "kernel");
+        assert_eq!(boot.phases[0].duration_us, 1_700_000);
+        assert_eq!(boot.phases[1].name, "mount");
     }
 }

@@ -1,14 +1,18 @@
-//! The guest channel's endpoint in a sandbox: the host bind-mounts a run directory
-//! (`/run/berth`, root-only) and writes the boot token into it before start. At boot the
-//! agent reads the token, deletes the file (the token then lives only in this
-//! non-dumpable process), replaces any stale socket and listens on `agent.sock` (0600).
+//! The guest channel's endpoint. In a sandbox the host bind-mounts a run directory
+//! (`/run/berth`, root-only) and writes the boot token into it before start (a VM's
+//! `disks` phase writes the same file from the config disk). At boot the agent reads the
+//! token, deletes the file (the token then lives only in this non-dumpable process), and
+//! listens: in a sandbox on `agent.sock` (0600, replacing any stale socket), in a VM on
+//! vsock port 2024 ([`listen_vsock`]).
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use berth_protocol::guest::{AGENT_SOCKET, TOKEN_FILE};
+use berth_protocol::guest::{AGENT_SOCKET, TOKEN_FILE, VSOCK_PORT};
 use tokio::net::UnixListener;
+
+use crate::vsock::{VsockListener, ANY_CID};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
@@ -29,6 +33,12 @@ pub enum ChannelError {
     #[error("serve phase: cannot listen on {path}")]
     Listen {
         path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("serve phase: cannot listen on vsock port {port}")]
+    ListenVsock {
+        port: u32,
         #[source]
         source: io::Error,
     },
@@ -95,6 +105,16 @@ pub fn listen(run_dir: &Path) -> Result<UnixListener, ChannelError> {
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
     std::fs::rename(&tmp, &path).map_err(err)?;
     Ok(listener)
+}
+
+/// Listens on vsock port [`VSOCK_PORT`] (any local CID): a VM's guest channel. The host
+/// reaches it through the VMM's hybrid vsock socket (`CONNECT 2024`). Only the host can
+/// connect: the guest has no loopback vsock transport.
+pub fn listen_vsock() -> Result<VsockListener, ChannelError> {
+    VsockListener::bind(ANY_CID, VSOCK_PORT).map_err(|source| ChannelError::ListenVsock {
+        port: VSOCK_PORT,
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! `berth-init`: PID 1 of every berth box, and the guest agent the host talks to.
 //!
 //! Boots in phases (`mount` → `seal` → `volume` → `egress` → `harness` → `serve`, see
-//! [`boot`], [`egress`] and [`harness`]), then serves the
+//! [`boot`], [`egress`] and [`harness`]; a VM's PID 1 adds `kernel` → `modules` → `disks`
+//! after `mount`, see [`vm`]), then serves the
 //! guest channel ([`server`]) until SIGTERM or `POST /v1/shutdown`, then stops every
 //! process ([`stop`]) and exits (a VM powers off). The `egress` phase also takes the box's
 //! environment ([`box_env`]); it runs before `harness` so the harness can connect out at
@@ -21,24 +22,32 @@ mod error;
 mod exec;
 mod files;
 mod harness;
+mod listener;
 mod query;
 mod reaper;
 mod seal;
 mod server;
 mod stop;
+mod stream;
+mod vm;
 mod volume;
+mod vsock;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth_protocol::guest::{AGENT_STATE_DIR, BOX_HOME, BOX_MEMORY, SANDBOX_RUN_DIR};
+use berth_protocol::guest::{
+    Environment, AGENT_STATE_DIR, BOX_HOME, BOX_MEMORY, EGRESS_SOCKET, SANDBOX_RUN_DIR,
+};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::Notify;
 
 use crate::boot::BootRecord;
+use crate::egress::Upstream;
 use crate::exec::Executor;
+use crate::listener::ChannelListener;
 use crate::reaper::Reaper;
 use crate::server::Agent;
 
@@ -58,6 +67,8 @@ struct Args {
 enum BootError {
     #[error(transparent)]
     Mount(#[from] boot::MountError),
+    #[error(transparent)]
+    Vm(#[from] vm::VmBootError),
     #[error(transparent)]
     Seal(#[from] seal::SealError),
     #[error(transparent)]
@@ -160,6 +171,10 @@ async fn run(args: Args) -> Result<(), BootError> {
     let env = boot::detect_environment();
     let mut boot = BootRecord::new(env);
     boot.phase("mount", || boot::mount_phase(env))?;
+    if env == Environment::Vm {
+        // kernel, modules, disks; then the VM's root looks like a sandbox's.
+        vm::boot(&mut boot, &args.run_dir)?;
+    }
     let filter = boot.phase("seal", || {
         seal::seal_self()?;
         seal::UserFilter::build()
@@ -167,8 +182,13 @@ async fn run(args: Args) -> Result<(), BootError> {
     boot.phase("volume", || volume::prepare(&args.home, &args.memory))?;
     let box_env = boot.phase("egress", || {
         let box_env = box_env::take(&args.run_dir)?;
+        let upstream = if env == Environment::Vm {
+            Upstream::vm_host()
+        } else {
+            Upstream::Unix(args.run_dir.join(EGRESS_SOCKET))
+        };
         egress::start(egress::Options {
-            run_dir: &args.run_dir,
+            upstream,
             tls: args.egress_tls,
             proxy: args.egress_proxy,
         })?;
@@ -198,7 +218,11 @@ async fn run(args: Args) -> Result<(), BootError> {
 
     let serve_start = Instant::now();
     let token = channel::take_token(&args.run_dir)?;
-    let listener = channel::listen(&args.run_dir)?;
+    let listener = if env == Environment::Vm {
+        ChannelListener::Vsock(channel::listen_vsock()?)
+    } else {
+        ChannelListener::Unix(channel::listen(&args.run_dir)?)
+    };
     boot.record("serve", serve_start);
 
     let shutdown = Arc::new(Notify::new());
@@ -224,5 +248,9 @@ async fn run(args: Args) -> Result<(), BootError> {
     stop::stop_everything(&reaper).await;
     harness.sync();
     let _ = std::fs::remove_file(args.run_dir.join(berth_protocol::guest::AGENT_SOCKET));
+    if env == Environment::Vm {
+        vm::release_volume(&args.run_dir);
+        nix::unistd::sync();
+    }
     boot::power_off(env)
 }

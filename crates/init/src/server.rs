@@ -16,7 +16,6 @@ use http_body_util::BodyExt;
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use tokio::net::UnixListener;
 use tokio::sync::{mpsc, Notify};
 
 use crate::boot::BootRecord;
@@ -25,6 +24,7 @@ use crate::error::ApiError;
 use crate::exec::Executor;
 use crate::files::{self, Chunk, FsIdentity};
 use crate::harness::{self, Harness};
+use crate::listener::Listener;
 use crate::query::{after_query, file_query};
 
 /// Largest `POST /v1/exec` body (the request carries the stdin text).
@@ -55,11 +55,12 @@ impl Agent {
     }
 }
 
-/// Accepts connections forever; each is served on its own task.
-pub async fn serve(listener: UnixListener, agent: Arc<Agent>) {
+/// Accepts connections forever (on the run dir's Unix socket or on vsock); each is served
+/// on its own task.
+pub async fn serve<L: Listener>(listener: L, agent: Arc<Agent>) {
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let stream = match listener.accept_conn().await {
+            Ok(stream) => stream,
             Err(err) => {
                 eprintln!("berth-init: accept failed: {err}");
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;

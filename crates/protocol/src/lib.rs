@@ -2,6 +2,7 @@
 //!
 //! - [`guest`]: the guest channel between the host and `berth-init` (port 2024).
 //! - [`ids`]: typed identifiers used across the host (boxes, tenants).
+//! - [`vm`]: the config disk the host gives a VM's `berth-init`.
 //! - [`error`]: the one JSON error shape, `{"error":{"code","message"}}`, used by the
 //!   guest channel and the public API alike.
 
@@ -10,6 +11,7 @@ pub mod guest;
 pub mod harness;
 pub mod ids;
 pub mod version;
+pub mod vm;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use ids::{BoxId, IdError, TenantId};

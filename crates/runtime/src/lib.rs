@@ -8,6 +8,7 @@
 pub mod error;
 pub mod guest_client;
 pub mod layer;
+pub mod qemu;
 pub mod sandbox;
 pub mod spec;
 

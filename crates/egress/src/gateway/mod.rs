@@ -16,6 +16,7 @@ mod preamble;
 mod resolve;
 mod session;
 mod splice;
+mod zero_copy;
 
 use std::collections::HashMap;
 use std::future::Future;

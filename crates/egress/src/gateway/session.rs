@@ -67,7 +67,7 @@ impl Session {
         }
     }
 
-    pub(crate) async fn run<S: AsyncRead + AsyncWrite + Unpin>(mut self, mut stream: S) {
+    pub(crate) async fn run<S: AsyncRead + AsyncWrite + Unpin + 'static>(mut self, mut stream: S) {
         let mut buf = Vec::new();
         let mut stop = self.stop.clone();
         let decided = tokio::select! {
@@ -185,7 +185,7 @@ impl Session {
         self.audit(Verdict::Deny, Some(reason), &Counters::default());
     }
 
-    async fn passthrough<S: AsyncRead + AsyncWrite + Unpin>(
+    async fn passthrough<S: AsyncRead + AsyncWrite + Unpin + 'static>(
         mut self,
         mut stream: S,
         addr: SocketAddr,

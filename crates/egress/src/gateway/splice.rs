@@ -1,6 +1,7 @@
 //! Dialling the vetted address and splicing bytes both ways, counted as they pass so that
 //! the audit line has the totals even when the connection is cut by a shutdown.
 
+use std::any::Any;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -10,11 +11,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 
-/// Copy buffer per direction. tokio's default 8 KiB costs a syscall pair per 8 KiB, so the
-/// gateway burned as much CPU as the TLS endpoints and halved loopback throughput; 64 KiB
-/// beats nginx both ways (benches/benches/egress.rs, docs/benchmarks.md).
+use super::zero_copy;
+
+/// Copy buffer per direction for streams other than the gateway's own sockets (those take
+/// `zero_copy`). tokio's default 8 KiB costs a syscall pair per 8 KiB, so the gateway burned
+/// as much CPU as the TLS endpoints and halved loopback throughput (docs/benchmarks.md).
 const SPLICE_BUF: usize = 64 * 1024;
 
 #[derive(Debug, thiserror::Error)]
@@ -112,17 +115,27 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
 }
 
 /// Replays `first_bytes` (the buffered ClientHello) upstream, then copies both ways until
-/// both directions have closed. Errors after a successful dial are the normal end of a
-/// connection (a reset, a broken pipe) and are returned for logging only.
+/// both directions have closed (an EOF is passed on as a write shutdown) or either fails,
+/// which ends both. Bytes are counted in `upstream`'s counters as they pass. Errors after a
+/// successful dial are the normal end of a connection (a reset, a broken pipe) and are
+/// returned for logging only. Dropping the future (a shutdown) cuts the connection.
 pub async fn splice<B, U>(
     box_side: &mut B,
     upstream: &mut Counted<U>,
     first_bytes: &[u8],
 ) -> io::Result<()>
 where
-    B: AsyncRead + AsyncWrite + Unpin,
-    U: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin + 'static,
+    U: AsyncRead + AsyncWrite + Unpin + 'static,
 {
+    // The gateway's own streams take the zero-copy path; anything else (tests' in-memory
+    // pipes, a TLS stream) is copied through buffers.
+    let b = (box_side as &mut dyn Any).downcast_mut::<UnixStream>();
+    let u = (&mut upstream.inner as &mut dyn Any).downcast_mut::<TcpStream>();
+    if let (Some(b), Some(u)) = (b, u) {
+        let c = &upstream.counters;
+        return zero_copy::splice(b, u, first_bytes, &c.up, &c.down).await;
+    }
     upstream.write_all(first_bytes).await?;
     tokio::io::copy_bidirectional_with_sizes(box_side, upstream, SPLICE_BUF, SPLICE_BUF).await?;
     Ok(())
@@ -130,7 +143,10 @@ where
 
 #[cfg(test)]
 mod tests {
+    use super::zero_copy::{pump, Mode};
     use super::*;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
 
     #[tokio::test]
     async fn counts_both_ways() {
@@ -140,7 +156,6 @@ mod tests {
         let mut upstream = Counted::new(up, counters.clone());
         let task =
             tokio::spawn(async move { splice(&mut box_side, &mut upstream, b"hello").await });
-        use tokio::io::AsyncReadExt;
         box_peer.write_all(b"+more").await.unwrap();
         box_peer.shutdown().await.unwrap();
         let mut got = Vec::new();
@@ -153,5 +168,187 @@ mod tests {
         assert_eq!(back, b"reply");
         task.await.unwrap().unwrap();
         assert_eq!((counters.up(), counters.down()), (10, 5));
+    }
+
+    /// The gateway's real pair: the box's Unix socket and a TCP connection (loopback).
+    struct Sockets {
+        box_side: UnixStream,
+        box_peer: UnixStream,
+        upstream: TcpStream,
+        up_peer: TcpStream,
+    }
+
+    async fn sockets() -> Sockets {
+        let (box_side, box_peer) = UnixStream::pair().unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (upstream, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        Sockets {
+            box_side,
+            box_peer,
+            upstream: upstream.unwrap(),
+            up_peer: accepted.unwrap().0,
+        }
+    }
+
+    /// Deterministic bytes that differ per position and per `seed`, so a dropped, duplicated
+    /// or reordered chunk shows.
+    fn pattern(len: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    fn fnv1a(bytes: &[u8]) -> u64 {
+        bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        })
+    }
+
+    /// Writes `send` and shuts down, while reading to EOF; returns what was read.
+    async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(s: S, send: Vec<u8>) -> Vec<u8> {
+        let (mut r, mut w) = tokio::io::split(s);
+        let writer = async move {
+            w.write_all(&send).await.unwrap();
+            w.shutdown().await.unwrap();
+            w
+        };
+        let reader = async move {
+            let mut got = Vec::new();
+            r.read_to_end(&mut got).await.unwrap();
+            got
+        };
+        tokio::join!(writer, reader).1
+    }
+
+    #[tokio::test]
+    async fn sockets_move_large_transfers_both_ways_exactly() {
+        let Sockets {
+            mut box_side,
+            box_peer,
+            upstream,
+            up_peer,
+        } = sockets().await;
+        let counters = Counters::default();
+        let mut upstream = Counted::new(upstream, counters.clone());
+        let hello = b"client hello".to_vec();
+        let up_bytes = pattern(24 << 20, 1);
+        let down_bytes = pattern(40 << 20, 2);
+        let mut want_up = hello.clone();
+        want_up.extend_from_slice(&up_bytes);
+        let spliced = async { splice(&mut box_side, &mut upstream, &hello).await };
+        let (res, at_upstream, at_box) = tokio::join!(
+            spliced,
+            exchange(up_peer, down_bytes.clone()),
+            exchange(box_peer, up_bytes),
+        );
+        res.unwrap();
+        assert_eq!(at_upstream.len(), want_up.len());
+        assert_eq!(fnv1a(&at_upstream), fnv1a(&want_up));
+        assert_eq!(at_box.len(), down_bytes.len());
+        assert_eq!(fnv1a(&at_box), fnv1a(&down_bytes));
+        assert_eq!(counters.up(), want_up.len() as u64);
+        assert_eq!(counters.down(), down_bytes.len() as u64);
+    }
+
+    #[tokio::test]
+    async fn sockets_pass_half_close_on_and_keep_the_other_way_open() {
+        let Sockets {
+            mut box_side,
+            mut box_peer,
+            upstream,
+            mut up_peer,
+        } = sockets().await;
+        let counters = Counters::default();
+        let mut upstream = Counted::new(upstream, counters.clone());
+        let task = tokio::spawn(async move {
+            let res = splice(&mut box_side, &mut upstream, b"hi").await;
+            (res, box_side, upstream)
+        });
+        box_peer.write_all(b" there").await.unwrap();
+        box_peer.shutdown().await.unwrap();
+        // The upstream sees the box's EOF…
+        let mut got = Vec::new();
+        up_peer.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"hi there");
+        // …counted before the connection ends…
+        assert_eq!(counters.up(), 8);
+        // …and can still answer.
+        up_peer.write_all(b"answer").await.unwrap();
+        up_peer.shutdown().await.unwrap();
+        let mut back = Vec::new();
+        box_peer.read_to_end(&mut back).await.unwrap();
+        assert_eq!(back, b"answer");
+        let (res, _, _) = task.await.unwrap();
+        res.unwrap();
+        assert_eq!((counters.up(), counters.down()), (8, 6));
+    }
+
+    #[tokio::test]
+    async fn sockets_end_both_ways_on_an_upstream_reset() {
+        let Sockets {
+            mut box_side,
+            mut box_peer,
+            upstream,
+            up_peer,
+        } = sockets().await;
+        let counters = Counters::default();
+        let mut upstream = Counted::new(upstream, counters.clone());
+        let task = tokio::spawn(async move {
+            let res = splice(&mut box_side, &mut upstream, b"hi").await;
+            drop((box_side, upstream));
+            res
+        });
+        let mut up_peer = up_peer;
+        let mut first = [0u8; 2];
+        up_peer.read_exact(&mut first).await.unwrap();
+        up_peer.set_zero_linger().unwrap();
+        // A reset; the box → upstream direction is idle, and the reset must end it too.
+        drop(up_peer);
+        let res = tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("splice did not end on a reset")
+            .unwrap();
+        assert!(res.is_err(), "{res:?}");
+        let mut rest = Vec::new();
+        assert_eq!(box_peer.read_to_end(&mut rest).await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn each_mode_moves_bytes_counts_and_passes_eof() {
+        for mode in [Mode::Copy, Mode::Splice] {
+            let Sockets {
+                box_side,
+                box_peer,
+                upstream,
+                up_peer,
+            } = sockets().await;
+            let (read, written) = (AtomicU64::new(0), AtomicU64::new(0));
+            let bytes = pattern(3 << 20, 3);
+            let up = pump(&box_side, &upstream, mode, Some(&read), Some(&written));
+            let down = pump(&upstream, &box_side, mode, None, None);
+            let (a, b, at_upstream, at_box) = tokio::join!(
+                up,
+                down,
+                exchange(up_peer, Vec::new()),
+                exchange(box_peer, bytes.clone()),
+            );
+            a.unwrap();
+            b.unwrap();
+            assert!(at_box.is_empty());
+            assert_eq!(fnv1a(&at_upstream), fnv1a(&bytes), "{mode:?}");
+            let n = bytes.len() as u64;
+            assert_eq!(
+                (read.into_inner(), written.into_inner()),
+                (n, n),
+                "{mode:?}"
+            );
+        }
     }
 }

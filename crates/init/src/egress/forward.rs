@@ -10,14 +10,15 @@
 //! next write (EPIPE, RST), so no pair outlives its peers.
 
 use std::io;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::io::copy_bidirectional_with_sizes;
-use tokio::net::{TcpListener, TcpStream, UnixStream};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
+
+use super::upstream::Upstream;
 
 /// Copy buffer per direction: 8 KiB (tokio's default) costs a syscall pair per 8 KiB and
 /// cut the box hop's throughput; 32 KiB keeps most of the gain at half the gateway's memory
@@ -31,11 +32,11 @@ const LOG_EVERY: Duration = Duration::from_secs(10);
 /// descriptors, so the loop does not spin while the condition lasts.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Forwards accepted connections to the gateway's Unix socket; shared by both listeners,
+/// Forwards accepted connections to the gateway ([`Upstream`]); shared by both listeners,
 /// so the cap is for the box as a whole.
 #[derive(Debug)]
 pub struct Forwarder {
-    gateway: PathBuf,
+    gateway: Upstream,
     max: usize,
     slots: Arc<Semaphore>,
     unreachable: RateLimitedLog,
@@ -44,7 +45,7 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
-    pub fn new(gateway: PathBuf, max: usize) -> Self {
+    pub fn new(gateway: Upstream, max: usize) -> Self {
         Forwarder {
             gateway,
             max,
@@ -64,14 +65,14 @@ impl Forwarder {
     async fn forward(&self, mut client: TcpStream) {
         // Small writes (TLS handshakes, SSE events) must not wait for Nagle.
         let _ = client.set_nodelay(true);
-        let mut gateway = match UnixStream::connect(&self.gateway).await {
+        let mut gateway = match self.gateway.connect().await {
             Ok(stream) => stream,
             Err(err) => {
                 // Dropping the client closes it: nothing leaves without the gateway.
                 self.unreachable.note(|missed| {
                     eprintln!(
                         "berth-init: egress: cannot reach the gateway at {}: {err}; closing the connection{}",
-                        self.gateway.display(),
+                        self.gateway,
                         more(missed)
                     )
                 });
@@ -156,7 +157,7 @@ impl RateLimitedLog {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::UnixListener;
+    use tokio::net::{UnixListener, UnixStream};
 
     const WAIT: Duration = Duration::from_secs(5);
 
@@ -169,7 +170,8 @@ mod tests {
     impl Setup {
         async fn new(max: usize) -> Setup {
             let dir = tempfile::tempdir().unwrap();
-            let fwd = Arc::new(Forwarder::new(dir.path().join("egress.sock"), max));
+            let gateway = Upstream::Unix(dir.path().join("egress.sock"));
+            let fwd = Arc::new(Forwarder::new(gateway, max));
             let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
             tokio::spawn(accept_loop(listener, fwd.clone()));

@@ -4,7 +4,8 @@
 //! listens on 127.0.0.1:[`EGRESS_TLS_PORT`] (where `/etc/hosts` pins every allowed host)
 //! and on 127.0.0.1:[`EGRESS_PROXY_PORT`] (the HTTP CONNECT proxy named by `HTTPS_PROXY`),
 //! and forwards each accepted connection, unchanged, as one stream to the host's gateway on
-//! `<run dir>/`[`EGRESS_SOCKET`] ([`forward`]). Nothing listens on port 80 or any other
+//! `<run dir>/`[`berth_protocol::guest::EGRESS_SOCKET`] in a sandbox or over vsock in a VM
+//! ([`forward`], [`upstream`]). Nothing listens on port 80 or any other
 //! port, so nothing else leaves. Both listeners are bound before the harness starts: it may
 //! connect out at once.
 //!
@@ -13,25 +14,28 @@
 
 mod forward;
 mod loopback;
+mod upstream;
 
 use std::io;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 
-use berth_protocol::guest::{BOX_CA_BUNDLE, EGRESS_PROXY_PORT, EGRESS_SOCKET, EGRESS_TLS_PORT};
+use berth_protocol::guest::{BOX_CA_BUNDLE, EGRESS_PROXY_PORT, EGRESS_TLS_PORT};
 use tokio::net::TcpListener;
 
 use self::forward::Forwarder;
+pub use self::upstream::Upstream;
 
 /// Forwarded connections at once, for the whole box. Each costs two copy buffers; the cap
 /// keeps a box from exhausting `berth-init`'s memory or descriptors.
 pub const MAX_CONNECTIONS: usize = 1024;
 
 /// Where the phase listens and forwards to; the defaults are the box's.
-#[derive(Debug, Clone, Copy)]
-pub struct Options<'a> {
-    pub run_dir: &'a Path,
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The host's gateway: `<run dir>/`[`berth_protocol::guest::EGRESS_SOCKET`] in a
+    /// sandbox, [`Upstream::vm_host`] in a VM.
+    pub upstream: Upstream,
     /// 127.0.0.1:[`EGRESS_TLS_PORT`] in a box.
     pub tls: SocketAddr,
     /// 127.0.0.1:[`EGRESS_PROXY_PORT`] in a box.
@@ -62,15 +66,12 @@ pub enum EgressError {
 
 /// Brings `lo` up, binds both listeners and spawns their accept loops (on the current
 /// tokio runtime). Returns the bound addresses (they differ from the options for port 0).
-pub fn start(opts: Options<'_>) -> Result<[SocketAddr; 2], EgressError> {
+pub fn start(opts: Options) -> Result<[SocketAddr; 2], EgressError> {
     loopback::ensure_up().map_err(EgressError::Loopback)?;
     let tls = listen("TLS port", opts.tls)?;
     let proxy = listen("CONNECT proxy", opts.proxy)?;
     let bound = [local_addr(&tls, opts.tls), local_addr(&proxy, opts.proxy)];
-    let fwd = Arc::new(Forwarder::new(
-        opts.run_dir.join(EGRESS_SOCKET),
-        MAX_CONNECTIONS,
-    ));
+    let fwd = Arc::new(Forwarder::new(opts.upstream, MAX_CONNECTIONS));
     tokio::spawn(forward::accept_loop(tls, fwd.clone()));
     tokio::spawn(forward::accept_loop(proxy, fwd));
     Ok(bound)
@@ -107,6 +108,7 @@ pub fn client_env() -> [(&'static str, String); 8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use berth_protocol::guest::EGRESS_SOCKET;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     #[tokio::test(flavor = "current_thread")]
@@ -115,7 +117,7 @@ mod tests {
         let gateway = tokio::net::UnixListener::bind(dir.path().join(EGRESS_SOCKET)).unwrap();
         let any = SocketAddr::from(([127, 0, 0, 1], 0));
         let bound = start(Options {
-            run_dir: dir.path(),
+            upstream: Upstream::Unix(dir.path().join(EGRESS_SOCKET)),
             tls: any,
             proxy: any,
         })
@@ -137,7 +139,7 @@ mod tests {
         let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = taken.local_addr().unwrap();
         let err = start(Options {
-            run_dir: dir.path(),
+            upstream: Upstream::Unix(dir.path().join(EGRESS_SOCKET)),
             tls: SocketAddr::from(([127, 0, 0, 1], 0)),
             proxy: addr,
         })

@@ -10,8 +10,8 @@
 //! Every server's guard stops and deletes the OCI containers of its data dir on drop, even
 //! when the test panics.
 
-mod end_to_end;
 mod egress_policy;
+mod end_to_end;
 mod fake;
 mod harness;
 mod idle;

@@ -1,0 +1,88 @@
+//! What can go wrong building an image, each saying what to do next.
+
+use std::path::PathBuf;
+use std::process::ExitStatus;
+
+/// An image build failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    /// A host tool the builder runs is not installed.
+    #[error("`{tool}` is not installed: install the Debian package `{package}` (or run scripts/install-deps.sh)")]
+    MissingTool {
+        tool: &'static str,
+        package: &'static str,
+    },
+    /// A host tool ran and failed; `stderr` is the tail of what it printed.
+    #[error("`{command}` failed ({status}): {stderr}")]
+    ToolFailed {
+        command: String,
+        status: ExitStatus,
+        stderr: String,
+    },
+    /// A host tool could not be started.
+    #[error("could not run `{tool}`")]
+    Spawn {
+        tool: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// apt could not reach the Debian mirror (or has no package lists and `apt-get update`
+    /// failed).
+    #[error("no network to the Debian mirror: {step} failed: {stderr} (check the apt sources and the network, then retry)")]
+    NoMirror { step: String, stderr: String },
+    /// apt knows no such package.
+    #[error("apt knows no package `{package}`: run `apt-get update`, or check the apt sources")]
+    UnknownPackage { package: String },
+    /// apt's record of a package lacks the field the builder needs.
+    #[error("apt's record of `{package}` has no usable `{field}` field")]
+    PackageField {
+        package: String,
+        field: &'static str,
+    },
+    /// The unpacked kernel package does not hold what a kernel package holds.
+    #[error("{path} holds no kernel: expected {expected}")]
+    NotAKernel {
+        path: PathBuf,
+        expected: &'static str,
+    },
+    /// A module the VM needs is neither in the kernel's modules nor built in.
+    #[error("kernel {version} has no module `{module}` (not in modules.dep, not built in): use a kernel that has it")]
+    MissingModule { module: String, version: String },
+    /// A file or directory operation failed.
+    #[error("could not {action} {path}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A name does not fit in the place it goes (an archive path, a label, a suite).
+    #[error("invalid {what} `{value}`: {why}")]
+    Invalid {
+        what: &'static str,
+        value: String,
+        why: &'static str,
+    },
+    /// A volume can only grow: shrinking would cut off the box's files.
+    #[error("volume {path} is {current_mib} MiB; it cannot shrink to {requested_mib} MiB (raise the size, or make a new box)")]
+    Shrink {
+        path: PathBuf,
+        current_mib: u64,
+        requested_mib: u64,
+    },
+    /// The operation needs root (debootstrap, device nodes).
+    #[error("{what} needs root: run the daemon as root")]
+    NeedsRoot { what: &'static str },
+}
+
+pub(crate) fn io(
+    action: &'static str,
+    path: &std::path::Path,
+) -> impl FnOnce(std::io::Error) -> ImageError {
+    let path = path.to_path_buf();
+    move |source| ImageError::Io {
+        action,
+        path,
+        source,
+    }
+}

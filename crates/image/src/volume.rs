@@ -1,0 +1,189 @@
+//! A box's persistent disk: a sparse ext4 image labelled `berth-vol` holding `home/`
+//! (mounted at `/home/user`), `memory/` (at `/memory`, seeded like the sandbox volume) and
+//! `agent/` (berth-init's own state, at `/var/lib/berth`).
+//!
+//! Made with `mkfs.ext4 -d` from a temp dir and owners set with `debugfs`, so nothing is
+//! mounted and the builder needs no root. Grown offline only: the box must be stopped.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::io;
+use crate::ext4::{debugfs_write, make, Journal};
+use crate::tool::{E2FSCK, RESIZE2FS};
+use crate::ImageError;
+
+/// The volume's label (informational: the VM finds disks by virtio serial).
+pub const VOLUME_LABEL: &str = "berth-vol";
+/// The box user's uid and gid (`berth_protocol::guest::BOX_USER_UID`).
+pub const BOX_USER_UID: u32 = 1001;
+
+/// What a fresh `memory/` holds: the same as the sandbox volume
+/// (crates/runtime/src/sandbox/volume.rs).
+const MEMORY_DIRS: &[&str] = &["entities", "comms", "timeline", "workstreams"];
+const MEMORY_README: &str = "# Memory\n\n\
+This folder persists across every sleep and wake of this box. Keep what you learn here:\n\
+`entities/` (people, projects, things), `comms/` (conversations), `timeline/` (what\n\
+happened when), `workstreams/` (ongoing work).\n";
+
+const MIB: u64 = 1024 * 1024;
+/// Below this mkfs cannot fit a journal and the seed.
+pub const MIN_VOLUME_MIB: u64 = 16;
+
+/// What [`ensure_volume`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VolumeChange {
+    Created,
+    Grown { from_mib: u64 },
+    Unchanged,
+}
+
+/// Creates the volume image at `path` (which must not exist) of `size_mib` MiB, sparse.
+pub fn create_volume(path: &Path, size_mib: u64) -> Result<(), ImageError> {
+    check_size(size_mib)?;
+    if path.exists() {
+        return Err(ImageError::Io {
+            action: "create the volume (it already exists; grow it instead)",
+            path: path.into(),
+            source: std::io::ErrorKind::AlreadyExists.into(),
+        });
+    }
+    let parent = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(io("create the directory", parent))?;
+    let scratch = tempfile::Builder::new()
+        .prefix(".volume-")
+        .tempdir_in(parent)
+        .map_err(io("create a scratch directory in", parent))?;
+    let tree = scratch.path().join("tree");
+    seed(&tree)?;
+    let image = scratch.path().join("volume.ext4");
+    make(&tree, &image, VOLUME_LABEL, Some(size_mib), Journal::Yes)?;
+    debugfs_write(&image, &owner_commands())?;
+    std::fs::rename(&image, path).map_err(io("move the volume to", path))
+}
+
+/// Grows the volume at `path` to `size_mib` (`truncate` + `e2fsck -f` + `resize2fs`,
+/// offline: the box must be stopped). Never shrinks: a smaller size is an error; the same
+/// size does nothing.
+pub fn grow_volume(path: &Path, size_mib: u64) -> Result<(), ImageError> {
+    let current = std::fs::metadata(path).map_err(io("stat", path))?.len();
+    let wanted = size_mib * MIB;
+    if wanted < current {
+        return Err(ImageError::Shrink {
+            path: path.into(),
+            current_mib: current / MIB,
+            requested_mib: size_mib,
+        });
+    }
+    if wanted == current {
+        return Ok(());
+    }
+    // resize2fs refuses a file system not checked since it was last mounted.
+    let mut fsck = E2FSCK.command()?;
+    fsck.args(["-f", "-p"]).arg(path);
+    let out = fsck
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|source| ImageError::Spawn {
+            tool: E2FSCK.name,
+            source,
+        })?;
+    // 0: clean; 1: errors corrected. Anything else needs a person.
+    if !matches!(out.status.code(), Some(0 | 1)) {
+        return Err(ImageError::ToolFailed {
+            command: crate::tool::describe(&fsck),
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .replace('\n', " | "),
+        });
+    }
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(io("open", path))?;
+    file.set_len(wanted).map_err(io("grow", path))?;
+    drop(file);
+    let mut resize = RESIZE2FS.command()?;
+    resize.arg(path);
+    RESIZE2FS.run(&mut resize)?;
+    Ok(())
+}
+
+/// Creates the volume when missing, grows it when `size_mib` is larger, and otherwise
+/// leaves it alone (a smaller size is an error: volumes never shrink).
+pub fn ensure_volume(path: &Path, size_mib: u64) -> Result<VolumeChange, ImageError> {
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            create_volume(path, size_mib)?;
+            Ok(VolumeChange::Created)
+        }
+        Err(source) => Err(ImageError::Io {
+            action: "stat",
+            path: path.into(),
+            source,
+        }),
+        Ok(meta) if meta.len() == size_mib * MIB => Ok(VolumeChange::Unchanged),
+        Ok(meta) => {
+            grow_volume(path, size_mib)?;
+            Ok(VolumeChange::Grown {
+                from_mib: meta.len() / MIB,
+            })
+        }
+    }
+}
+
+fn check_size(size_mib: u64) -> Result<(), ImageError> {
+    if size_mib < MIN_VOLUME_MIB || size_mib.checked_mul(MIB).is_none() {
+        return Err(ImageError::Invalid {
+            what: "volume size (MiB)",
+            value: size_mib.to_string(),
+            why: "at least 16 MiB",
+        });
+    }
+    Ok(())
+}
+
+/// The volume's top level with its modes; owners are set after mkfs by [`owner_commands`].
+fn seed(tree: &Path) -> Result<(), ImageError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &PathBuf, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).map_err(io("chmod", p))
+    };
+    let mkdir = |p: &PathBuf, m: u32| {
+        std::fs::create_dir_all(p).map_err(io("create the directory", p))?;
+        mode(p, m)
+    };
+    mkdir(&tree.to_path_buf(), 0o755)?;
+    mkdir(&tree.join("home"), 0o700)?;
+    mkdir(&tree.join("agent"), 0o700)?;
+    let memory = tree.join("memory");
+    mkdir(&memory, 0o755)?;
+    let readme = memory.join("README.md");
+    std::fs::write(&readme, MEMORY_README).map_err(io("write", &readme))?;
+    mode(&readme, 0o644)?;
+    for d in MEMORY_DIRS {
+        mkdir(&memory.join(d), 0o755)?;
+    }
+    Ok(())
+}
+
+/// debugfs commands giving the box user `home/` and `memory/` with what it holds, and root
+/// `agent/` and the top level.
+fn owner_commands() -> String {
+    let mut user_paths = vec![
+        "/home".to_string(),
+        "/memory".into(),
+        "/memory/README.md".into(),
+    ];
+    user_paths.extend(MEMORY_DIRS.iter().map(|d| format!("/memory/{d}")));
+    let mut cmds = String::new();
+    for p in user_paths {
+        cmds.push_str(&format!(
+            "sif {p} uid {BOX_USER_UID}\nsif {p} gid {BOX_USER_UID}\n"
+        ));
+    }
+    for p in ["/", "/agent"] {
+        cmds.push_str(&format!("sif {p} uid 0\nsif {p} gid 0\n"));
+    }
+    cmds
+}

@@ -1,0 +1,486 @@
+//! The `qemu` backend: each box is a QEMU `microvm` booting berth's kernel and initramfs
+//! straight into berth-init, with vsock through a per-box vhost-device-vsock.
+//!
+//! Per box and boot (`paths.rs` has the files): the volume image is created on the first
+//! start (`volume.rs`); the config disk carries the token, harness, environment, hosts,
+//! trust bundle and disk map (`config_disk.rs`); the egress listener is bound
+//! (`egress.rs`); vhost-device-vsock starts, then QEMU (`cmdline.rs` builds its argv), and
+//! `start` returns once berth-init answers over hybrid vsock (`boot.rs`). QMP (`qmp.rs`)
+//! pauses, resumes and quits; `stop.rs` asks the guest to power off first. The accelerator
+//! is KVM only when a probe guest actually runs under it (`accel.rs`).
+//!
+//! Processes and sockets: QEMU and vhost-device-vsock are the daemon's children, reaped
+//! through pidfds, and found again after a daemon crash through pid files whose processes
+//! must name the VM dir (`process.rs`). When QEMU exits for any reason its
+//! vhost-device-vsock is killed; the next `status`, `start` or `stop` removes the sockets.
+
+mod accel;
+mod boot;
+mod cid;
+mod cmdline;
+mod config_disk;
+mod egress;
+mod guest_files;
+mod paths;
+mod process;
+mod qmp;
+mod stop;
+mod volume;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use berth_protocol::guest::VSOCK_PORT;
+use berth_protocol::BoxId;
+
+pub use accel::{AccelChoice, AccelMode};
+pub use cmdline::{kernel_cmdline, Accel};
+pub use paths::{VmLayout, VmPaths};
+pub use qmp::{Qmp, QmpError, RunState};
+
+use crate::{
+    BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestAddr, GuestClient, IdMap,
+    Runtime, RuntimeError, RuntimeStatus,
+};
+
+/// The QEMU binary looked up on `PATH` unless `$BERTH_QEMU` names one.
+pub const DEFAULT_QEMU: &str = "qemu-system-x86_64";
+/// The vhost-user vsock backend looked up on `PATH` unless `$BERTH_VHOST_VSOCK` names one.
+pub const DEFAULT_VHOST_VSOCK: &str = "vhost-device-vsock";
+/// The size of a new box volume until the box spec carries one.
+pub const DEFAULT_VOLUME_MIB: u64 = 1024;
+/// How long a boot may take to a ready berth-init: generous under TCG, where the kernel
+/// alone takes ~2 s on an idle host and several times that on a busy one.
+pub const TCG_BOOT_DEADLINE: Duration = Duration::from_secs(60);
+pub const KVM_BOOT_DEADLINE: Duration = Duration::from_secs(20);
+/// The grace `remove` gives a running box.
+const REMOVE_GRACE: Duration = Duration::from_secs(5);
+/// How long a SIGSTOP or SIGCONT may take to show in `/proc`.
+const SIGNAL_WAIT: Duration = Duration::from_secs(5);
+
+/// How to build a [`QemuRuntime`].
+#[derive(Debug, Clone)]
+pub struct QemuConfig {
+    /// berth's data directory; the backend uses `boxes/<id>/{volume.ext4,vm/}` in it.
+    pub data_dir: PathBuf,
+    pub qemu_bin: PathBuf,
+    pub vhost_vsock_bin: PathBuf,
+    /// The guest kernel (`<data>/images/kernel/<key>/vmlinuz`, from `berth-image`).
+    pub kernel: PathBuf,
+    /// The initramfs holding berth-init and the virtio modules (`berth-image`).
+    pub initramfs: PathBuf,
+    /// The rootfs image booted for a spec whose rootfs is [`crate::Rootfs::Host`]: the
+    /// spec has no image variant yet (until it does, a template's image comes from here).
+    /// `None`: such specs are refused.
+    pub rootfs_image: Option<PathBuf>,
+    pub accel: AccelMode,
+    /// `None`: [`TCG_BOOT_DEADLINE`] or [`KVM_BOOT_DEADLINE`].
+    pub boot_deadline: Option<Duration>,
+    /// Size of a box volume created on its first start (the spec has no disk size yet).
+    pub volume_mib: u64,
+}
+
+impl QemuConfig {
+    /// Defaults: binaries from `$BERTH_QEMU`/`$BERTH_VHOST_VSOCK` or `PATH` (bare names
+    /// when not found: [`QemuRuntime::new`] then says what is missing), accelerator probed,
+    /// 1 GiB volumes.
+    pub fn new(data_dir: &Path, kernel: &Path, initramfs: &Path) -> QemuConfig {
+        QemuConfig {
+            data_dir: data_dir.to_path_buf(),
+            qemu_bin: find_program("BERTH_QEMU", DEFAULT_QEMU)
+                .unwrap_or_else(|| DEFAULT_QEMU.into()),
+            vhost_vsock_bin: find_program("BERTH_VHOST_VSOCK", DEFAULT_VHOST_VSOCK)
+                .unwrap_or_else(|| DEFAULT_VHOST_VSOCK.into()),
+            kernel: kernel.to_path_buf(),
+            initramfs: initramfs.to_path_buf(),
+            rootfs_image: None,
+            accel: AccelMode::Auto,
+            boot_deadline: None,
+            volume_mib: DEFAULT_VOLUME_MIB,
+        }
+    }
+}
+
+/// `$<env_var>` if set, else `name` on `PATH`; an executable file either way.
+pub fn find_program(env_var: &str, name: &str) -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os(env_var) {
+        let path = PathBuf::from(path);
+        return path.is_file().then_some(path);
+    }
+    let path_var =
+        std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path_var)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// What this backend runs with, for `GET /v1/runtimes` and logs.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QemuDescription {
+    pub accel: AccelChoice,
+    pub qemu: PathBuf,
+    pub vhost_vsock: PathBuf,
+    pub kernel: PathBuf,
+    pub initramfs: PathBuf,
+    pub boot_deadline_ms: u64,
+}
+
+#[derive(Debug)]
+pub struct QemuRuntime {
+    config: QemuConfig,
+    layout: VmLayout,
+    accel: AccelChoice,
+    cids: cid::CidAllocator,
+    /// The host's TSC rate for the guest command line (`None`: unknown, left out).
+    tsc_khz: Option<u64>,
+}
+
+impl QemuRuntime {
+    /// Checks the binaries and images, chooses the accelerator (probing KVM by booting the
+    /// kernel when `config.accel` is `Auto`: at most a few seconds, once) and takes over the
+    /// CIDs of VMs a previous daemon left running.
+    pub async fn new(config: QemuConfig) -> Result<QemuRuntime, RuntimeError> {
+        check_executable(
+            &config.qemu_bin,
+            "QEMU",
+            "apt-get install qemu-system-x86 (or set BERTH_QEMU)",
+        )?;
+        check_executable(
+            &config.vhost_vsock_bin,
+            "vhost-device-vsock",
+            "cargo install vhost-device-vsock --version 0.3.0 --root /usr/local (or run scripts/install-deps.sh --tests, or set BERTH_VHOST_VSOCK)",
+        )?;
+        for (path, what) in [
+            (&config.kernel, "the guest kernel"),
+            (&config.initramfs, "the initramfs"),
+        ] {
+            if !path.is_file() {
+                return Err(RuntimeError::Missing {
+                    what: format!("{what} ({})", path.display()),
+                    hint: "build the VM images with `berth image build`".into(),
+                });
+            }
+        }
+        let accel = match config.accel {
+            AccelMode::Auto => accel::probe(&config.qemu_bin, &config.kernel).await,
+            AccelMode::Kvm => AccelChoice {
+                accel: Accel::Kvm,
+                reason: "configured".into(),
+            },
+            AccelMode::Tcg => AccelChoice {
+                accel: Accel::Tcg,
+                reason: "configured".into(),
+            },
+        };
+        tracing::info!(accel = accel.accel.as_str(), reason = %accel.reason, "qemu accelerator");
+        let layout = VmLayout::new(&config.data_dir);
+        std::fs::create_dir_all(layout.boxes_dir())
+            .map_err(process::io("create", &layout.boxes_dir()))?;
+        let runtime = QemuRuntime {
+            layout,
+            accel,
+            cids: cid::CidAllocator::default(),
+            tsc_khz: cmdline::host_tsc_khz(),
+            config,
+        };
+        runtime.claim_running_cids();
+        Ok(runtime)
+    }
+
+    pub fn layout(&self) -> &VmLayout {
+        &self.layout
+    }
+
+    pub fn accel(&self) -> Accel {
+        self.accel.accel
+    }
+
+    pub fn describe(&self) -> QemuDescription {
+        QemuDescription {
+            accel: self.accel.clone(),
+            qemu: self.config.qemu_bin.clone(),
+            vhost_vsock: self.config.vhost_vsock_bin.clone(),
+            kernel: self.config.kernel.clone(),
+            initramfs: self.config.initramfs.clone(),
+            boot_deadline_ms: self.boot_deadline().as_millis() as u64,
+        }
+    }
+
+    /// The host pid of a box's QEMU, when it runs.
+    pub fn qemu_pid(&self, id: &BoxId) -> Option<i32> {
+        let paths = self.layout.box_paths(id);
+        process::find(&paths.qemu_pid(), &paths.vm_dir()).map(|p| p.pid())
+    }
+
+    /// The host pid of a box's vhost-device-vsock, when it runs.
+    pub fn vhost_pid(&self, id: &BoxId) -> Option<i32> {
+        let paths = self.layout.box_paths(id);
+        process::find(&paths.vhost_pid(), &paths.vm_dir()).map(|p| p.pid())
+    }
+
+    fn boot_deadline(&self) -> Duration {
+        self.config.boot_deadline.unwrap_or(match self.accel.accel {
+            Accel::Kvm => KVM_BOOT_DEADLINE,
+            Accel::Tcg => TCG_BOOT_DEADLINE,
+        })
+    }
+
+    /// Box dirs under `boxes/` (whatever their backend).
+    fn box_dirs(&self) -> Result<Vec<(BoxId, VmPaths)>, RuntimeError> {
+        let dir = self.layout.boxes_dir();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(process::io("list", &dir)(e)),
+        };
+        Ok(entries
+            .flatten()
+            .filter_map(|e| {
+                let id = e.file_name().to_str()?.parse::<BoxId>().ok()?;
+                Some((id, VmPaths::at(&e.path())))
+            })
+            .filter(|(_, paths)| paths.vm_dir().is_dir())
+            .collect())
+    }
+
+    fn claim_running_cids(&self) {
+        let Ok(boxes) = self.box_dirs() else { return };
+        for (id, paths) in boxes {
+            if process::find(&paths.qemu_pid(), &paths.vm_dir()).is_none() {
+                continue;
+            }
+            if let Some(cid) = read_cid(&paths) {
+                if !self.cids.claim(cid) {
+                    tracing::warn!(box_id = %id, cid, "two running VMs share a guest CID");
+                }
+            }
+        }
+    }
+
+    /// What runs of the box now. A box whose QEMU is gone is cleaned up here (its
+    /// vhost-device-vsock killed, sockets and pid files removed, CID released).
+    async fn state(&self, id: &BoxId) -> Result<RuntimeStatus, RuntimeError> {
+        let paths = self.layout.box_paths(id);
+        match process::find(&paths.qemu_pid(), &paths.vm_dir()) {
+            None => {
+                self.clean(&paths).await?;
+                Ok(RuntimeStatus::Stopped)
+            }
+            Some(qemu) if qemu.is_stopped() => Ok(RuntimeStatus::Paused),
+            Some(_) => Ok(RuntimeStatus::Running),
+        }
+    }
+
+    /// Kills whatever of the box's processes is left and removes this boot's files.
+    async fn clean(&self, paths: &VmPaths) -> Result<(), RuntimeError> {
+        let vm_dir = paths.vm_dir();
+        if !vm_dir.exists() {
+            return Ok(());
+        }
+        for pid_file in [paths.qemu_pid(), paths.vhost_pid()] {
+            if let Some(process) = process::find(&pid_file, &vm_dir) {
+                if !process.kill(stop::KILL_WAIT).await {
+                    return Err(still_alive(&pid_file, process.pid()));
+                }
+            }
+        }
+        for pid_file in [paths.qemu_pid(), paths.vhost_pid()] {
+            process::reap_exited(&pid_file);
+        }
+        if let Some(cid) = read_cid(paths) {
+            self.cids.release(cid);
+        }
+        for file in paths.boot_files() {
+            egress::remove_if_exists(&file)?;
+        }
+        Ok(())
+    }
+}
+
+fn read_cid(paths: &VmPaths) -> Option<u32> {
+    std::fs::read_to_string(paths.cid_file())
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn check_executable(path: &Path, what: &str, hint: &str) -> Result<(), RuntimeError> {
+    if path.is_file() {
+        Ok(())
+    } else {
+        Err(RuntimeError::Missing {
+            what: format!("{what} ({})", path.display()),
+            hint: hint.into(),
+        })
+    }
+}
+
+fn signal_failed(paths: &VmPaths, operation: &'static str, pid: i32) -> RuntimeError {
+    RuntimeError::Backend {
+        program: paths.qemu_pid().display().to_string(),
+        operation,
+        status: format!(
+            "pid {pid} did not change state within {} ms",
+            SIGNAL_WAIT.as_millis()
+        ),
+        stderr: String::new(),
+    }
+}
+
+fn still_alive(pid_file: &Path, pid: i32) -> RuntimeError {
+    RuntimeError::Backend {
+        program: pid_file.display().to_string(),
+        operation: "kill",
+        status: format!(
+            "pid {pid} still alive {} ms after SIGKILL",
+            stop::KILL_WAIT.as_millis()
+        ),
+        stderr: String::new(),
+    }
+}
+
+#[async_trait]
+impl Runtime for QemuRuntime {
+    fn name(&self) -> &'static str {
+        "qemu"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        // Pause freezes the QEMU process (see `pause`). Snapshots: QEMU 7.2 refuses to
+        // migrate a vhost-user-vsock device (docs/runtimes.md has the design).
+        Capabilities {
+            pause: true,
+            snapshot: false,
+        }
+    }
+
+    async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {
+        match self.state(&spec.id).await? {
+            RuntimeStatus::Stopped => {}
+            actual => return Err(wrong_state(&spec.id, "start", "stopped", actual)),
+        }
+        let paths = self.layout.box_paths(&spec.id);
+        match self.boot(spec, &paths).await {
+            Ok(booted) => Ok(booted),
+            Err(e) => {
+                // Nothing of a failed start stays running.
+                if let Err(clean) = self.clean(&paths).await {
+                    tracing::warn!(box_id = %spec.id, error = %crate::error_chain(&clean), "cleanup after a failed start");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn rebind_egress(
+        &self,
+        id: &BoxId,
+        _id_map: IdMap,
+    ) -> Result<EgressListener, RuntimeError> {
+        egress::bind(&self.layout.box_paths(id))
+    }
+
+    async fn stop(&self, id: &BoxId, grace: Duration) -> Result<(), RuntimeError> {
+        self.shut_down(id, grace).await
+    }
+
+    async fn pause(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        let paths = self.layout.box_paths(id);
+        let status = self.state(id).await?;
+        let qemu = process::find(&paths.qemu_pid(), &paths.vm_dir())
+            .filter(|_| status == RuntimeStatus::Running)
+            .ok_or_else(|| wrong_state(id, "pause", "running", status))?;
+        // SIGSTOP to QEMU and to its vhost-device-vsock, not QMP `stop`. A host connection
+        // that vhost-device-vsock 0.3.0 forwards to a frozen guest and that the host then
+        // closes wedges the backend for good (measured: every later connection hangs).
+        // With the backend stopped too, such a connection waits unaccepted in the socket's
+        // backlog and is dropped cleanly at resume. A stopped QEMU freezes every vCPU.
+        let vhost = process::find(&paths.vhost_pid(), &paths.vm_dir());
+        for process in vhost.iter().chain([&qemu]) {
+            process.signal(libc::SIGSTOP);
+        }
+        for process in vhost.iter().chain([&qemu]) {
+            if !process.wait_stopped(true, SIGNAL_WAIT).await {
+                return Err(signal_failed(&paths, "pause", process.pid()));
+            }
+        }
+        Ok(())
+    }
+
+    async fn resume(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        let paths = self.layout.box_paths(id);
+        let status = self.state(id).await?;
+        let qemu = process::find(&paths.qemu_pid(), &paths.vm_dir())
+            .filter(|_| status == RuntimeStatus::Paused)
+            .ok_or_else(|| wrong_state(id, "resume", "paused", status))?;
+        let vhost = process::find(&paths.vhost_pid(), &paths.vm_dir());
+        for process in [&qemu].into_iter().chain(vhost.iter()) {
+            process.signal(libc::SIGCONT);
+        }
+        for process in [&qemu].into_iter().chain(vhost.iter()) {
+            if !process.wait_stopped(false, SIGNAL_WAIT).await {
+                return Err(signal_failed(&paths, "resume", process.pid()));
+            }
+        }
+        Ok(())
+    }
+
+    async fn status(&self, id: &BoxId) -> Result<RuntimeStatus, RuntimeError> {
+        self.state(id).await
+    }
+
+    fn channel(&self, id: &BoxId, token: &BootToken) -> GuestClient {
+        GuestClient::new(
+            GuestAddr::HybridVsock {
+                path: self.layout.box_paths(id).vsock_socket(),
+                port: VSOCK_PORT,
+            },
+            token.clone(),
+        )
+    }
+
+    async fn list(&self) -> Result<Vec<BoxId>, RuntimeError> {
+        Ok(self
+            .box_dirs()?
+            .into_iter()
+            .filter(|(_, paths)| {
+                [paths.qemu_pid(), paths.vhost_pid()]
+                    .iter()
+                    .any(|pid_file| process::find(pid_file, &paths.vm_dir()).is_some())
+            })
+            .map(|(id, _)| id)
+            .collect())
+    }
+
+    async fn remove(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        self.stop(id, REMOVE_GRACE).await?;
+        let dir = self.layout.box_paths(id).box_dir().to_path_buf();
+        match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(process::io("remove the box directory", &dir)(e))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn wrong_state(
+    id: &BoxId,
+    operation: &'static str,
+    expected: &'static str,
+    actual: RuntimeStatus,
+) -> RuntimeError {
+    let actual = match actual {
+        RuntimeStatus::Stopped => "stopped",
+        RuntimeStatus::Running => "running",
+        RuntimeStatus::Paused => "paused",
+    };
+    RuntimeError::WrongState {
+        id: id.to_string(),
+        operation,
+        expected,
+        actual,
+    }
+}

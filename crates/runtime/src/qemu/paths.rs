@@ -1,0 +1,139 @@
+//! Where the qemu backend keeps a box's VM files (design: `<data>/boxes/<id>/vm/`).
+//!
+//! ```text
+//! <data>/boxes/<id>/volume.ext4           the box's persistent disk (shared with nothing)
+//! <data>/boxes/<id>/vm/                   0700, host root only
+//!     vhost-user.sock                     vhost-device-vsock's control socket (QEMU connects)
+//!     vsock.sock                          hybrid vsock: host → guest (`CONNECT <port>\n`)
+//!     vsock.sock_2025                     guest → host port 2025: the egress listener
+//!     qmp.sock                            QEMU's QMP server
+//!     console.log                         the serial console (kernel and berth-init)
+//!     qemu.log, vhost.log                 what the two processes print on stderr
+//!     config.img                          this boot's config disk
+//!     qemu.pid, vhost.pid, cid            this boot's processes and guest CID
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use berth_protocol::guest::EGRESS_VSOCK_PORT;
+use berth_protocol::BoxId;
+
+/// The data directory as the qemu backend uses it.
+#[derive(Debug, Clone)]
+pub struct VmLayout {
+    data_dir: PathBuf,
+}
+
+impl VmLayout {
+    pub fn new(data_dir: &Path) -> VmLayout {
+        VmLayout {
+            data_dir: data_dir.to_path_buf(),
+        }
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    pub fn boxes_dir(&self) -> PathBuf {
+        self.data_dir.join("boxes")
+    }
+
+    pub fn box_paths(&self, id: &BoxId) -> VmPaths {
+        VmPaths {
+            box_dir: self.boxes_dir().join(id.as_str()),
+        }
+    }
+}
+
+/// The files of one box's VM.
+#[derive(Debug, Clone)]
+pub struct VmPaths {
+    box_dir: PathBuf,
+}
+
+impl VmPaths {
+    /// For a box dir given directly (tests, scans of `boxes/`).
+    pub fn at(box_dir: &Path) -> VmPaths {
+        VmPaths {
+            box_dir: box_dir.to_path_buf(),
+        }
+    }
+
+    pub fn box_dir(&self) -> &Path {
+        &self.box_dir
+    }
+
+    pub fn volume(&self) -> PathBuf {
+        self.box_dir.join("volume.ext4")
+    }
+
+    pub fn vm_dir(&self) -> PathBuf {
+        self.box_dir.join("vm")
+    }
+
+    pub fn vhost_user_socket(&self) -> PathBuf {
+        self.vm_dir().join("vhost-user.sock")
+    }
+
+    /// The hybrid vsock socket: the guest channel connects here.
+    pub fn vsock_socket(&self) -> PathBuf {
+        self.vm_dir().join("vsock.sock")
+    }
+
+    /// Where vhost-device-vsock delivers the guest's connections to host port `port`.
+    pub fn vsock_port_socket(&self, port: u32) -> PathBuf {
+        self.vm_dir().join(format!("vsock.sock_{port}"))
+    }
+
+    pub fn egress_socket(&self) -> PathBuf {
+        self.vsock_port_socket(EGRESS_VSOCK_PORT)
+    }
+
+    pub fn qmp_socket(&self) -> PathBuf {
+        self.vm_dir().join("qmp.sock")
+    }
+
+    pub fn console_log(&self) -> PathBuf {
+        self.vm_dir().join("console.log")
+    }
+
+    pub fn qemu_log(&self) -> PathBuf {
+        self.vm_dir().join("qemu.log")
+    }
+
+    pub fn vhost_log(&self) -> PathBuf {
+        self.vm_dir().join("vhost.log")
+    }
+
+    pub fn config_disk(&self) -> PathBuf {
+        self.vm_dir().join("config.img")
+    }
+
+    pub fn qemu_pid(&self) -> PathBuf {
+        self.vm_dir().join("qemu.pid")
+    }
+
+    pub fn vhost_pid(&self) -> PathBuf {
+        self.vm_dir().join("vhost.pid")
+    }
+
+    pub fn cid_file(&self) -> PathBuf {
+        self.vm_dir().join("cid")
+    }
+
+    /// What one boot leaves in the VM dir and the next boot must not find: sockets, pid
+    /// files, the CID, the config disk (it holds the boot token). Logs stay.
+    pub fn boot_files(&self) -> Vec<PathBuf> {
+        vec![
+            self.vhost_user_socket(),
+            self.vsock_socket(),
+            self.egress_socket(),
+            self.qmp_socket(),
+            self.config_disk(),
+            self.qemu_pid(),
+            self.vhost_pid(),
+            self.cid_file(),
+        ]
+    }
+}

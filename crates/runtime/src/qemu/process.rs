@@ -1,0 +1,502 @@
+//! The two host processes of a VM (QEMU and vhost-device-vsock): starting them, finding
+//! them again from their pid files, signalling exactly them, waiting for and reaping them.
+//!
+//! A pid read from a file is trusted only after `/proc/<pid>/cmdline` names this VM's
+//! directory, and signals go through a pidfd opened before that check, so a recycled pid is
+//! never signalled. Both processes are the daemon's children and are reaped through a pidfd
+//! (no zombie, and never another child that reuses the pid). They run in their own process
+//! group: a Ctrl-C meant for the daemon does not reach the VMs, which outlive a daemon crash
+//! (the next daemon finds them through `list`).
+
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use tokio::io::unix::AsyncFd;
+
+use crate::RuntimeError;
+
+/// A log past this is truncated when the next process opens it.
+const LOG_MAX_BYTES: u64 = 8 << 20;
+const FIRST_BACKOFF: Duration = Duration::from_millis(1);
+const MAX_BACKOFF: Duration = Duration::from_millis(50);
+/// How much of a log an error shows.
+const TAIL_LINES: usize = 30;
+
+/// Starts `program args…` in its own process group, stdout and stderr appended to `log`.
+/// Returns its pid; the caller reaps it ([`reap_on_exit`] or [`supervise`]).
+pub fn spawn(program: &Path, args: &[OsString], log: &Path) -> Result<i32, RuntimeError> {
+    let out = open_log(log)?;
+    let err = out
+        .try_clone()
+        .map_err(io("duplicate the log handle of", log))?;
+    let child = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .spawn()
+        .map_err(io("start", program))?;
+    // Dropping a std Child neither kills nor reaps it: the pidfd reaper does the latter.
+    Ok(child.id() as i32)
+}
+
+/// [`spawn`], then records the pid in `pid_file`; a child whose pid cannot be recorded is
+/// killed at once (nothing could find it later).
+pub fn spawn_recorded(
+    program: &Path,
+    args: &[OsString],
+    log: &Path,
+    pid_file: &Path,
+) -> Result<i32, RuntimeError> {
+    let pid = spawn(program, args, log)?;
+    if let Err(e) = write_pid(pid_file, pid) {
+        // SAFETY: kill(2) of our own child, not reaped yet, so the pid is still its.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        reap_on_exit(pid);
+        return Err(e);
+    }
+    Ok(pid)
+}
+
+/// Opens a log for appending (truncated first when it has grown past 8 MiB), 0640.
+pub fn open_log(path: &Path) -> Result<std::fs::File, RuntimeError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true).mode(0o640);
+    if std::fs::metadata(path).is_ok_and(|m| m.len() > LOG_MAX_BYTES) {
+        options.append(false).write(true).truncate(true);
+    }
+    options.open(path).map_err(io("open the log", path))
+}
+
+pub fn write_pid(path: &Path, pid: i32) -> Result<(), RuntimeError> {
+    std::fs::write(path, format!("{pid}\n")).map_err(io("write the pid file", path))
+}
+
+pub fn read_pid(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&pid| pid > 0)
+}
+
+/// The live process named by `pid_file` if its command line mentions `vm_dir` (it is this
+/// VM's, not a process that took over a recycled pid), as a pidfd for signalling it.
+pub fn find(pid_file: &Path, vm_dir: &Path) -> Option<VmProcess> {
+    let pid = read_pid(pid_file)?;
+    // Opened before the check: if the pid is recycled after it, the pidfd still names the
+    // process that was checked (now dead), and signals to it go nowhere.
+    let pidfd = pidfd_open(pid)?;
+    (pid_alive(pid) && cmdline_mentions(pid, vm_dir)).then_some(VmProcess { pid, pidfd })
+}
+
+/// Reaps the process named by `pid_file` if it is an exited child of ours (its supervising
+/// task may have died with an earlier runtime, and a host init may never reap it).
+pub fn reap_exited(pid_file: &Path) {
+    if let Some(fd) = read_pid(pid_file).and_then(pidfd_open) {
+        reap_pidfd(&fd);
+    }
+}
+
+/// One of a VM's processes, pinned by a pidfd.
+#[derive(Debug)]
+pub struct VmProcess {
+    pid: i32,
+    pidfd: OwnedFd,
+}
+
+impl VmProcess {
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Sends `signal` to exactly this process (never to a later owner of its pid).
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: pidfd_send_signal takes an fd we own, a signal number, a null siginfo
+        // and flags; no memory of ours is written.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.pidfd.as_raw_fd(),
+                signal,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            );
+        }
+    }
+
+    /// Whether it is stopped by a signal (`SIGSTOP`: a paused VM).
+    pub fn is_stopped(&self) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+        })
+    }
+
+    /// Waits until `is_stopped` is `want` (signals are delivered asynchronously), at most
+    /// `timeout`. `true` when it is.
+    pub async fn wait_stopped(&self, want: bool, timeout: Duration) -> bool {
+        let started = Instant::now();
+        let mut backoff = FIRST_BACKOFF;
+        while self.is_stopped() != want {
+            if started.elapsed() >= timeout || !pid_alive(self.pid) {
+                return false;
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+        true
+    }
+
+    /// Waits until it has exited, at most `timeout`. `true` when it is gone. Waits on its
+    /// own pidfd, so a recycled pid is never mistaken for it.
+    pub async fn wait_exit(&self, timeout: Duration) -> bool {
+        let Ok(fd) = self.pidfd.try_clone() else {
+            return wait_exit(self.pid, timeout).await;
+        };
+        // SAFETY: `fd` is an open pidfd that the AsyncFd owns (and closes) for its whole life.
+        match unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) } {
+            // A pidfd turns readable when its process exits.
+            Ok(fd) => tokio::time::timeout(timeout, fd.readable()).await.is_ok(),
+            Err(_) => wait_exit(self.pid, timeout).await,
+        }
+    }
+
+    /// Whether it has exited (a zombie counts), without waiting.
+    fn exited(&self, wait_ms: i32) -> bool {
+        let mut poll = libc::pollfd {
+            fd: self.pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll reads and writes exactly the one pollfd we pass.
+        unsafe { libc::poll(&mut poll, 1, wait_ms) > 0 }
+    }
+
+    /// Collects its exit status if it has exited and is our child (no zombie is left for
+    /// a host init that may never reap it).
+    pub fn reap(&self) {
+        reap_pidfd(&self.pidfd);
+    }
+
+    /// SIGKILL, then waits for the exit (reaping it if it is our child).
+    pub async fn kill(&self, timeout: Duration) -> bool {
+        self.signal(libc::SIGKILL);
+        let gone = self.wait_exit(timeout).await;
+        reap_pidfd(&self.pidfd);
+        gone
+    }
+
+    /// [`VmProcess::kill`] without a runtime (for Drop guards and emergency shutdown).
+    pub fn kill_blocking(&self, timeout: Duration) -> bool {
+        self.signal(libc::SIGKILL);
+        let gone = self.exited(timeout.as_millis().min(i32::MAX as u128) as i32);
+        reap_pidfd(&self.pidfd);
+        gone
+    }
+}
+
+/// Whether the command line of `pid` names `vm_dir` (as given, or with QEMU's `,,`
+/// escaping of commas).
+fn cmdline_mentions(pid: i32, vm_dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let plain = vm_dir.as_os_str().as_bytes().to_vec();
+    let escaped: Vec<u8> = plain
+        .iter()
+        .flat_map(|&b| if b == b',' { vec![b, b] } else { vec![b] })
+        .collect();
+    [plain, escaped].iter().any(|needle| {
+        let mut needle = needle.clone();
+        needle.push(b'/');
+        cmdline
+            .windows(needle.len())
+            .any(|w| w == needle.as_slice())
+    })
+}
+
+/// Waits until process `pid` has exited, at most `timeout`. `true` when it is gone.
+pub async fn wait_exit(pid: i32, timeout: Duration) -> bool {
+    if pid <= 0 || !pid_alive(pid) {
+        return true;
+    }
+    let Some(fd) = pidfd_open(pid) else {
+        return true;
+    };
+    // SAFETY: `fd` is an open pidfd that the AsyncFd owns (and closes) for its whole life.
+    match unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) } {
+        // A pidfd turns readable when its process exits.
+        Ok(fd) => tokio::time::timeout(timeout, fd.readable()).await.is_ok() || !pid_alive(pid),
+        Err(_) => poll_exit(pid, timeout).await,
+    }
+}
+
+async fn poll_exit(pid: i32, timeout: Duration) -> bool {
+    let started = Instant::now();
+    let mut backoff = FIRST_BACKOFF;
+    while pid_alive(pid) {
+        if started.elapsed() >= timeout {
+            return false;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+    true
+}
+
+/// Whether `pid` names a live (not zombie) process.
+pub fn pid_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the last ')' of the command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
+/// Reaps child `pid` once it exits.
+pub fn reap_on_exit(pid: i32) {
+    supervise(pid, None);
+}
+
+/// Reaps QEMU (`pid`) once it exits, and then kills and reaps its vhost-device-vsock
+/// (`companion`, pidfd opened now): the backend must not outlive the VM it serves, whether
+/// QEMU was stopped, crashed or was killed from outside.
+pub fn supervise(pid: i32, companion: Option<i32>) {
+    let Some(fd) = pidfd_open(pid) else { return };
+    let companion = companion.and_then(|c| pidfd_open(c).map(|fd| (c, fd)));
+    // SAFETY: `fd` is an open pidfd that the AsyncFd owns (and closes) for its whole life.
+    let Ok(fd) = (unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) })
+    else {
+        return;
+    };
+    tokio::spawn(async move {
+        if fd.readable().await.is_err() {
+            return;
+        }
+        reap_pidfd(fd.get_ref());
+        if let Some((pid, pidfd)) = companion {
+            let process = VmProcess { pid, pidfd };
+            process.kill(Duration::from_secs(5)).await;
+        }
+    });
+}
+
+/// Collects the exit status of the (exited) process behind `pidfd` if it is our child
+/// (ECHILD otherwise: a VM left by an earlier daemon is reaped by the host's init).
+fn reap_pidfd(pidfd: &OwnedFd) {
+    // SAFETY: waitid with P_PIDFD reads only the fd and writes the zeroed siginfo we own.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::waitid(
+            libc::P_PIDFD,
+            pidfd.as_raw_fd() as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG,
+        );
+    }
+}
+
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1; no memory is passed.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: the kernel just returned this fd to us; nothing else owns it.
+    Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// The last lines of a log, for errors a user reads.
+pub fn log_tail(path: &Path) -> String {
+    log_tail_lines(path, TAIL_LINES)
+}
+
+fn log_tail_lines(path: &Path, count: usize) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return format!("(no log at {})", path.display());
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(32 * 1024)));
+    let mut buf = Vec::new();
+    let _ = file.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(count)..].join("\n")
+}
+
+/// The console's last lines without the kernel's stack traces and register dumps, which
+/// would push out what berth-init said before a panic.
+pub fn console_tail(path: &Path) -> String {
+    let tail = log_tail_lines(path, 200);
+    let kept: Vec<&str> = tail.lines().filter(|line| !is_trace_noise(line)).collect();
+    kept[kept.len().saturating_sub(TAIL_LINES)..].join("\n")
+}
+
+fn is_trace_noise(line: &str) -> bool {
+    // `[    1.18]  dump_stack_lvl+0x44/0x5c`: a stack frame is indented past the timestamp.
+    let body = match line.split_once("] ") {
+        Some((stamp, body)) if stamp.starts_with('[') => body,
+        _ => line,
+    };
+    body.starts_with(' ')
+        || body.starts_with("Call Trace")
+        || body.starts_with("Code: ")
+        || body.starts_with("Hardware name")
+        || body.starts_with("RIP: ")
+        || body.starts_with("RSP: ")
+        || body.starts_with("RAX: ")
+        || body.starts_with("RDX: ")
+        || body.starts_with("RBP: ")
+        || body.starts_with("R10: ")
+        || body.starts_with("R13: ")
+        || body.starts_with("</TASK>")
+}
+
+/// Waits for `path` to exist while `pid` lives, at most `timeout`. `Err(true)`: the
+/// process died; `Err(false)`: timed out.
+pub async fn wait_for_path(path: &Path, pid: i32, timeout: Duration) -> Result<(), bool> {
+    let started = Instant::now();
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        if path.exists() {
+            return Ok(());
+        }
+        if !pid_alive(pid) {
+            return Err(true);
+        }
+        if started.elapsed() >= timeout {
+            return Err(false);
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+pub(crate) fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError {
+    let path: PathBuf = path.to_path_buf();
+    move |source| RuntimeError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn find_trusts_a_pid_file_only_when_the_process_names_the_vm_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let vm = dir.path().join("a,b").join("vm");
+        std::fs::create_dir_all(&vm).unwrap();
+        let log = vm.join("x.log");
+        // `sh -c '<loop>' <vm dir>/marker`: the vm dir is in its command line (a loop, so
+        // the shell does not exec into a command without it).
+        let marker = vm.join("marker");
+        let script = "while :; do sleep 0.1; done";
+        let args: Vec<OsString> = vec!["-c".into(), script.into(), marker.into()];
+        let pid = spawn(Path::new("/bin/sh"), &args, &log).unwrap();
+        reap_on_exit(pid);
+        let pid_file = vm.join("x.pid");
+        write_pid(&pid_file, pid).unwrap();
+        let other_vm = dir.path().join("other").join("vm");
+        assert!(
+            find(&pid_file, &other_vm).is_none(),
+            "another VM's dir matched"
+        );
+        let process = find(&pid_file, &vm).expect("its own dir matches");
+        assert_eq!(process.pid(), pid);
+        // Its own process group.
+        assert_eq!(
+            nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid)))
+                .unwrap()
+                .as_raw(),
+            pid
+        );
+        assert!(process.kill(Duration::from_secs(5)).await);
+        assert!(!pid_alive(pid));
+        assert!(find(&pid_file, &vm).is_none());
+    }
+
+    #[tokio::test]
+    async fn supervise_kills_the_companion_when_the_main_process_dies() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let main = spawn(Path::new("/bin/sleep"), &["30".into()], &log).unwrap();
+        let companion = spawn(Path::new("/bin/sleep"), &["30".into()], &log).unwrap();
+        supervise(main, Some(companion));
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(main, libc::SIGKILL) };
+        assert!(wait_exit(main, Duration::from_secs(5)).await);
+        assert!(
+            wait_exit(companion, Duration::from_secs(5)).await,
+            "the companion outlived it"
+        );
+    }
+
+    #[tokio::test]
+    async fn wait_for_path_sees_the_file_or_the_death() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let target = dir.path().join("sock");
+        let script = format!("sleep 0.05; touch {}; exec sleep 30", target.display());
+        let pid = spawn(Path::new("/bin/sh"), &["-c".into(), script.into()], &log).unwrap();
+        reap_on_exit(pid);
+        assert_eq!(
+            wait_for_path(&target, pid, Duration::from_secs(10)).await,
+            Ok(())
+        );
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        assert!(wait_exit(pid, Duration::from_secs(5)).await);
+        let never = dir.path().join("never");
+        assert_eq!(
+            wait_for_path(&never, pid, Duration::from_secs(10)).await,
+            Err(true)
+        );
+    }
+
+    #[test]
+    fn console_tail_keeps_what_init_said_before_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("console.log");
+        let mut text = String::from("berth-init: disks phase: no config disk\n");
+        text.push_str("[    6.09] Kernel panic - not syncing: Attempted to kill init!\n");
+        text.push_str("[    6.09] CPU: 0 PID: 1 Comm: berth-init\n[    6.09] Call Trace:\n");
+        for i in 0..40 {
+            text.push_str(&format!("[    6.10]  frame_{i}+0x44/0x5c\n"));
+        }
+        text.push_str("[    6.10] RAX: ffffffffffffffda RBX: 0\n[    6.10] </TASK>\n");
+        text.push_str("[    6.10] Kernel Offset: 0x1a200000\n");
+        std::fs::write(&log, text).unwrap();
+        let tail = console_tail(&log);
+        assert!(tail.starts_with("berth-init: disks phase"), "{tail}");
+        assert!(tail.contains("Kernel panic") && tail.ends_with("Kernel Offset: 0x1a200000"));
+        assert!(!tail.contains("frame_") && !tail.contains("RAX"), "{tail}");
+    }
+
+    #[test]
+    fn log_tail_keeps_the_last_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("console.log");
+        let text: String = (0..100).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(&log, text).unwrap();
+        let tail = log_tail(&log);
+        assert!(tail.ends_with("line 99") && !tail.contains("line 69\n"));
+    }
+}

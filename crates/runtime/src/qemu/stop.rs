@@ -1,0 +1,133 @@
+//! Stopping a VM: the guest powers itself off (berth-init stops every process, syncs the
+//! volume and powers off; QEMU exits), else QMP `quit` after the grace, else SIGKILL.
+//! Then vhost-device-vsock is killed and the boot's sockets and files are removed.
+
+use std::time::{Duration, Instant};
+
+use berth_protocol::BoxId;
+
+use super::qmp::{Qmp, QMP_TIMEOUT};
+use super::{config_disk, process, QemuRuntime};
+use crate::{BootToken, Runtime, RuntimeError};
+
+/// How long `stop` waits for a process to die after `quit` or SIGKILL.
+pub(super) const KILL_WAIT: Duration = Duration::from_secs(5);
+
+impl QemuRuntime {
+    pub(super) async fn shut_down(&self, id: &BoxId, grace: Duration) -> Result<(), RuntimeError> {
+        let paths = self.layout.box_paths(id);
+        let Some(qemu) = process::find(&paths.qemu_pid(), &paths.vm_dir()) else {
+            return self.clean(&paths).await;
+        };
+        let started = Instant::now();
+        // A paused guest cannot shut down: let it run again first.
+        if qemu.is_stopped() {
+            qemu.signal(libc::SIGCONT);
+            if let Some(vhost) = process::find(&paths.vhost_pid(), &paths.vm_dir()) {
+                vhost.signal(libc::SIGCONT);
+            }
+        }
+        let qmp_path = paths.qmp_socket();
+        // The token of this boot is on its config disk (host-only, 0600).
+        match config_disk::read(&paths.config_disk()).map(|c| token_of(&c.token)) {
+            Ok(Some(token)) => {
+                let client = self.channel(id, &token);
+                match tokio::time::timeout(grace, client.shutdown()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        tracing::debug!(box_id = %id, error = %crate::error_chain(&e), "guest shutdown call failed")
+                    }
+                    Err(_) => tracing::debug!(box_id = %id, "guest shutdown call timed out"),
+                }
+            }
+            Ok(None) => {
+                tracing::warn!(box_id = %id, "the config disk's token is not berth's; skipping the guest shutdown")
+            }
+            Err(e) => {
+                tracing::warn!(box_id = %id, error = %crate::error_chain(&e), "no config disk; skipping the guest shutdown")
+            }
+        }
+        if !qemu
+            .wait_exit(grace.saturating_sub(started.elapsed()))
+            .await
+        {
+            tracing::info!(box_id = %id, grace_ms = grace.as_millis() as u64, "guest did not power off; quitting QEMU");
+            let quit = async { Qmp::connect(&qmp_path).await?.quit().await };
+            if let Err(e) = tokio::time::timeout(QMP_TIMEOUT, quit)
+                .await
+                .unwrap_or(Ok(()))
+            {
+                tracing::debug!(box_id = %id, error = %crate::error_chain(&e), "QMP quit failed; killing");
+            }
+            if !qemu.wait_exit(KILL_WAIT).await && !qemu.kill(KILL_WAIT).await {
+                return Err(super::still_alive(&paths.qemu_pid(), qemu.pid()));
+            }
+        }
+        // Reaped here, not only by the supervising task: that task dies with its runtime.
+        qemu.reap();
+        self.clean(&paths).await
+    }
+}
+
+impl QemuRuntime {
+    /// Kills every VM process under this backend's data dir and removes their boot files,
+    /// synchronously (for Drop guards and emergency shutdown). Returns the boxes whose
+    /// processes would not die.
+    pub fn kill_all_blocking(&self) -> Vec<BoxId> {
+        let Ok(boxes) = self.box_dirs() else {
+            return Vec::new();
+        };
+        let mut left = Vec::new();
+        for (id, paths) in boxes {
+            let mut dead = true;
+            for pid_file in [paths.qemu_pid(), paths.vhost_pid()] {
+                if let Some(process) = process::find(&pid_file, &paths.vm_dir()) {
+                    dead &= process.kill_blocking(KILL_WAIT);
+                }
+            }
+            if !dead {
+                left.push(id);
+                continue;
+            }
+            for pid_file in [paths.qemu_pid(), paths.vhost_pid()] {
+                process::reap_exited(&pid_file);
+            }
+            if let Some(cid) = super::read_cid(&paths) {
+                self.cids.release(cid);
+            }
+            for file in paths.boot_files() {
+                let _ = std::fs::remove_file(file);
+            }
+        }
+        left
+    }
+}
+
+/// The boot token written as 64 hex digits (how [`BootToken::from_random`] spells it).
+fn token_of(hex: &str) -> Option<BootToken> {
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut bytes = [0u8; 32];
+    for (i, byte) in bytes.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    let token = BootToken::from_random(bytes);
+    // Upper-case digits would decode but not round-trip: not a token berth wrote.
+    (token.as_str() == hex).then_some(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip_from_their_hex_and_nothing_else_does() {
+        let token = BootToken::from_random([0x5a; 32]);
+        assert_eq!(token_of(token.as_str()), Some(token.clone()));
+        assert_eq!(token_of(&token.as_str().to_uppercase()), None);
+        assert_eq!(token_of("abc"), None);
+        assert_eq!(token_of(&"zz".repeat(32)), None);
+        assert_eq!(token_of(&"é".repeat(32)), None);
+    }
+}

@@ -1,0 +1,582 @@
+//! The qemu backend booting real microVMs: the Debian cloud kernel and an initramfs with
+//! berth-init from `berth-image`, the `minimal` (busybox) rootfs, QEMU (TCG unless a KVM
+//! guest runs here) and vhost-device-vsock.
+//!
+//! Images are built once into `$BERTH_TEST_IMAGE_DIR` (default
+//! `/var/tmp/berth-test-images`; content-addressed, so later runs reuse them). Needs
+//! `qemu-system-x86_64`, `vhost-device-vsock` (scripts/install-deps.sh --tests installs
+//! both), a static berth-init (`make init`, or `$BERTH_INIT_BIN`), and the Debian mirror
+//! for the first image build; otherwise each test prints `SKIPPED: <reason>` and returns.
+//!
+//! The sandbox conformance suite (tests/conformance.rs) reaches into the sandbox's own
+//! layout and id ranges in several checks, so this file runs the VM-meaningful ones itself.
+
+#[allow(dead_code)]
+mod common;
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use berth_protocol::guest::{BoxUser, FileQuery};
+use berth_runtime::qemu::{AccelMode, QemuConfig, QemuRuntime};
+use berth_runtime::{Limits, Runtime, RuntimeError, RuntimeStatus};
+use bytes::Bytes;
+use common::{new_spec, run};
+
+const GRACE: Duration = Duration::from_secs(10);
+
+/// Runs `argv` in the VM, asserting it exits 0 within 60 s (a wedged guest channel fails
+/// the test instead of hanging it); its stdout.
+async fn run_ok(client: &berth_runtime::GuestClient, argv: &[&str], user: BoxUser) -> String {
+    tokio::time::timeout(Duration::from_secs(60), common::run_ok(client, argv, user))
+        .await
+        .unwrap_or_else(|_| panic!("{argv:?} got no answer within 60 s"))
+}
+
+/// The VM images every test boots.
+#[derive(Debug, Clone)]
+struct Images {
+    kernel: PathBuf,
+    kernel_version: String,
+    initramfs: PathBuf,
+    rootfs: PathBuf,
+}
+
+/// Builds (or finds) the images once per test binary: `Err` is why the tests skip.
+fn images() -> Result<Images, String> {
+    static IMAGES: OnceLock<Result<Images, String>> = OnceLock::new();
+    IMAGES.get_or_init(build_images).clone()
+}
+
+fn build_images() -> Result<Images, String> {
+    use berth_image::{ImageError, ImageStore, Kernel, NoProgress};
+    let init = berth_runtime::init_binary().map_err(|e| e.to_string())?;
+    let dir = std::env::var_os("BERTH_TEST_IMAGE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/var/tmp/berth-test-images".into());
+    let store = ImageStore::new(&dir);
+    let skip_or_fail = |what: &str, e: ImageError| match e {
+        e @ (ImageError::MissingTool { .. } | ImageError::NoMirror { .. }) => {
+            format!("cannot build the {what}: {e}")
+        }
+        e => panic!(
+            "building the {what} failed: {}",
+            berth_runtime::error_chain(&e)
+        ),
+    };
+    let t0 = Instant::now();
+    let kernel =
+        Kernel::debian_cloud(&store, &NoProgress).map_err(|e| skip_or_fail("kernel", e))?;
+    let initramfs = berth_image::build_initramfs(&store, &kernel, &init, &NoProgress)
+        .map_err(|e| skip_or_fail("initramfs", e))?;
+    let rootfs = berth_image::rootfs_minimal(&store, &NoProgress)
+        .map_err(|e| skip_or_fail("minimal rootfs", e))?;
+    eprintln!("images ready in {:?} (in {})", t0.elapsed(), dir.display());
+    Ok(Images {
+        kernel_version: kernel
+            .modules
+            .as_ref()
+            .map(|m| m.version.clone())
+            .unwrap_or_default(),
+        kernel: kernel.vmlinuz,
+        initramfs: initramfs.path,
+        rootfs: rootfs.path,
+    })
+}
+
+/// One qemu backend on a fresh data dir. Dropping it (also on panic) kills every VM it
+/// started.
+struct Fixture {
+    runtime: Arc<QemuRuntime>,
+    images: Images,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let left = self.runtime.kill_all_blocking();
+        if !left.is_empty() {
+            eprintln!("cleanup could not kill the VMs of: {left:?}");
+        }
+    }
+}
+
+/// Why the host cannot run VMs at all (binaries), before any image is built.
+fn binaries() -> Result<(), String> {
+    for (env, name) in [
+        ("BERTH_QEMU", berth_runtime::qemu::DEFAULT_QEMU),
+        (
+            "BERTH_VHOST_VSOCK",
+            berth_runtime::qemu::DEFAULT_VHOST_VSOCK,
+        ),
+    ] {
+        if berth_runtime::qemu::find_program(env, name).is_none() {
+            return Err(format!(
+                "{name} is not installed (scripts/install-deps.sh --tests, or set {env})"
+            ));
+        }
+    }
+    Ok(())
+}
+
+async fn fixture(name: &str) -> Option<Fixture> {
+    if let Err(why) = binaries() {
+        eprintln!("SKIPPED: {name}: {why}");
+        return None;
+    }
+    let images = match tokio::task::spawn_blocking(images).await.unwrap() {
+        Ok(images) => images,
+        Err(why) => {
+            eprintln!("SKIPPED: {name}: {why}");
+            return None;
+        }
+    };
+    fixture_with(name, &images, |_| {}).await.map(|runtime| {
+        let (runtime, dir) = runtime;
+        Fixture {
+            runtime,
+            images,
+            _dir: dir,
+        }
+    })
+}
+
+async fn fixture_with(
+    name: &str,
+    images: &Images,
+    tweak: impl FnOnce(&mut QemuConfig),
+) -> Option<(Arc<QemuRuntime>, tempfile::TempDir)> {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("berth-qemu-{name}-"))
+        .tempdir()
+        .unwrap();
+    let mut config = QemuConfig::new(dir.path(), &images.kernel, &images.initramfs);
+    config.rootfs_image = Some(images.rootfs.clone());
+    // The volume size of tests: small, the default is 1 GiB.
+    config.volume_mib = 64;
+    tweak(&mut config);
+    match QemuRuntime::new(config).await {
+        Ok(runtime) => {
+            eprintln!("qemu backend: {:?}", runtime.describe().accel);
+            Some((Arc::new(runtime), dir))
+        }
+        Err(e @ RuntimeError::Missing { .. }) => {
+            eprintln!("SKIPPED: {name}: {e}");
+            None
+        }
+        Err(e) => panic!("QemuRuntime::new: {e}"),
+    }
+}
+
+fn vm_files_left(runtime: &QemuRuntime, id: &berth_protocol::BoxId) -> Vec<PathBuf> {
+    let paths = runtime.layout().box_paths(id);
+    [
+        paths.vhost_user_socket(),
+        paths.vsock_socket(),
+        paths.egress_socket(),
+        paths.qmp_socket(),
+        paths.config_disk(),
+        paths.qemu_pid(),
+        paths.vhost_pid(),
+    ]
+    .into_iter()
+    .filter(|p| p.exists())
+    .collect()
+}
+
+/// The issue's check: a VM boots its own kernel, runs `uname -r`, keeps a file written in
+/// it across a stop and a cold boot; stop leaves no process or socket; remove leaves nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn boots_its_own_kernel_and_keeps_files_across_a_cold_boot() {
+    let Some(fx) = fixture("persist").await else {
+        return;
+    };
+    let rt = &fx.runtime;
+    let spec = new_spec(Limits {
+        memory_mib: 256,
+        ..Limits::default()
+    });
+    let t0 = Instant::now();
+    let client = rt.start(&spec).await.expect("start").client;
+    eprintln!("cold boot to ready ({:?}): {:?}", rt.accel(), t0.elapsed());
+    assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Running);
+    assert!(rt.list().await.unwrap().contains(&spec.id));
+    let (qemu, vhost) = (
+        rt.qemu_pid(&spec.id).unwrap(),
+        rt.vhost_pid(&spec.id).unwrap(),
+    );
+
+    let release = run_ok(&client, &["uname", "-r"], BoxUser::User).await;
+    assert_eq!(release.trim(), fx.images.kernel_version);
+    let cmdline = run_ok(&client, &["cat", "/proc/cmdline"], BoxUser::User).await;
+    assert!(cmdline.contains("rdinit=/berth-init"), "{cmdline}");
+    assert!(
+        !cmdline.contains(spec.boot_token.as_str()),
+        "the token is on the command line"
+    );
+    assert_eq!(
+        run_ok(&client, &["cat", "/proc/1/comm"], BoxUser::User)
+            .await
+            .trim(),
+        "berth-init"
+    );
+    assert_eq!(
+        run_ok(&client, &["id", "-u"], BoxUser::User).await.trim(),
+        "1001"
+    );
+
+    let file = FileQuery {
+        path: "/home/user/kept.txt".into(),
+        ..Default::default()
+    };
+    client
+        .write_file(&file, Bytes::from_static(b"written in the VM"))
+        .await
+        .expect("write");
+    let t1 = Instant::now();
+    rt.stop(&spec.id, GRACE).await.expect("stop");
+    eprintln!("stop: {:?}", t1.elapsed());
+    assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Stopped);
+    for pid in [qemu, vhost] {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| s.contains(") Z")),
+            "pid {pid} outlived stop"
+        );
+    }
+    assert_eq!(vm_files_left(rt, &spec.id), Vec::<PathBuf>::new());
+    assert!(!rt.list().await.unwrap().contains(&spec.id));
+
+    let mut again = spec.clone();
+    again.boot_token = common::token();
+    let t2 = Instant::now();
+    let client = rt.start(&again).await.expect("cold boot again").client;
+    eprintln!("second boot to ready: {:?}", t2.elapsed());
+    assert_eq!(
+        &client.read_file(&file).await.unwrap()[..],
+        b"written in the VM"
+    );
+    let old = rt.channel(&spec.id, &spec.boot_token);
+    assert!(
+        matches!(
+            old.info().await,
+            Err(berth_runtime::GuestError::Remote { status: 401, .. })
+        ),
+        "the old boot's token must be refused"
+    );
+    assert!(matches!(
+        rt.start(&again).await,
+        Err(RuntimeError::WrongState { .. })
+    ));
+    rt.remove(&spec.id).await.expect("remove");
+    assert!(!rt.layout().box_paths(&spec.id).box_dir().exists());
+    assert!(rt.list().await.unwrap().is_empty());
+}
+
+/// QEMU killed from outside: the box reads as stopped, its vhost-device-vsock is gone with
+/// it, nothing is left, and it boots again.
+#[tokio::test(flavor = "multi_thread")]
+async fn qemu_killed_with_sigkill_reads_as_stopped_and_leaves_nothing() {
+    let Some(fx) = fixture("sigkill").await else {
+        return;
+    };
+    let rt = &fx.runtime;
+    let spec = new_spec(Limits {
+        memory_mib: 256,
+        ..Limits::default()
+    });
+    rt.start(&spec).await.expect("start");
+    let (qemu, vhost) = (
+        rt.qemu_pid(&spec.id).unwrap(),
+        rt.vhost_pid(&spec.id).unwrap(),
+    );
+    // SAFETY: plain kill(2) of the VM's QEMU, a child of this process.
+    assert_eq!(unsafe { libc::kill(qemu, libc::SIGKILL) }, 0);
+    common::wait_until(|| async { rt.status(&spec.id).await.unwrap() == RuntimeStatus::Stopped })
+        .await;
+    common::wait_until(|| async { rt.vhost_pid(&spec.id).is_none() }).await;
+    assert!(rt.list().await.unwrap().is_empty());
+    assert_eq!(vm_files_left(rt, &spec.id), Vec::<PathBuf>::new());
+    let _ = vhost;
+    let mut again = spec.clone();
+    again.boot_token = common::token();
+    let client = rt.start(&again).await.expect("start after a kill").client;
+    assert_eq!(
+        run_ok(&client, &["echo", "ok"], BoxUser::User).await.trim(),
+        "ok"
+    );
+    rt.stop(&spec.id, GRACE).await.expect("stop");
+}
+
+/// QMP stop/cont: a paused VM answers nothing until resumed; a paused VM stops.
+#[tokio::test(flavor = "multi_thread")]
+async fn pause_freezes_the_vm_until_resume() {
+    let Some(fx) = fixture("pause").await else {
+        return;
+    };
+    let rt = &fx.runtime;
+    let spec = new_spec(Limits {
+        memory_mib: 256,
+        ..Limits::default()
+    });
+    let client = rt.start(&spec).await.expect("start").client;
+    assert!(matches!(
+        rt.resume(&spec.id).await,
+        Err(RuntimeError::WrongState { .. })
+    ));
+    rt.pause(&spec.id).await.expect("pause");
+    assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Paused);
+    assert!(matches!(
+        rt.pause(&spec.id).await,
+        Err(RuntimeError::WrongState { .. })
+    ));
+    let frozen = tokio::time::timeout(
+        Duration::from_millis(1500),
+        run(&client, &["echo", "ok"], BoxUser::User, None),
+    )
+    .await;
+    assert!(frozen.is_err(), "a paused VM answered");
+    rt.resume(&spec.id).await.expect("resume");
+    assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Running);
+    assert_eq!(
+        run_ok(&client, &["echo", "ok"], BoxUser::User).await.trim(),
+        "ok"
+    );
+    rt.pause(&spec.id).await.unwrap();
+    rt.stop(&spec.id, GRACE).await.expect("stop a paused VM");
+    assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Stopped);
+    assert!(rt.list().await.unwrap().is_empty());
+}
+
+/// A guest that cannot boot (an initramfs without berth-init: the kernel panics, and
+/// `panic=-1` + `-no-reboot` end QEMU) fails `start` fast with the console's tail, and
+/// leaves no process or socket.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guest_that_panics_fails_start_with_its_console_and_leaves_nothing() {
+    let Some(fx) = fixture("panic").await else {
+        return;
+    };
+    let empty = fx._dir.path().join("empty.cpio");
+    std::fs::write(&empty, b"").unwrap();
+    let (rt, _dir) = fixture_with("panic", &fx.images, |c| {
+        c.initramfs = empty.clone();
+        c.accel = AccelMode::Tcg;
+    })
+    .await
+    .unwrap();
+    let spec = new_spec(Limits {
+        memory_mib: 128,
+        ..Limits::default()
+    });
+    let t0 = Instant::now();
+    let err = rt
+        .start(&spec)
+        .await
+        .expect_err("a panicking guest must not start");
+    let text = berth_runtime::error_chain(&err);
+    eprintln!("expected failure after {:?}: {text}", t0.elapsed());
+    assert!(matches!(err, RuntimeError::NotReady { .. }), "{text}");
+    assert!(text.contains("QEMU exited"), "{text}");
+    assert!(
+        text.contains("Kernel panic"),
+        "the console tail is missing: {text}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "the failure was not noticed at once"
+    );
+    assert!(rt.list().await.unwrap().is_empty());
+    assert_eq!(vm_files_left(&rt, &spec.id), Vec::<PathBuf>::new());
+    assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Stopped);
+}
+
+/// A new backend on the same data dir (a restarted daemon) finds a VM the old one left
+/// running, reports it running, keeps its CID out of new boots, reaches it with the boot's
+/// token, and stops it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restarted_backend_finds_and_stops_a_running_vm() {
+    let Some(fx) = fixture("reattach").await else {
+        return;
+    };
+    let spec = new_spec(Limits {
+        memory_mib: 256,
+        ..Limits::default()
+    });
+    fx.runtime.start(&spec).await.expect("start");
+    let cid_file = fx.runtime.layout().box_paths(&spec.id).cid_file();
+    let cid: u32 = std::fs::read_to_string(&cid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+
+    let mut config = QemuConfig::new(
+        fx.runtime.layout().data_dir(),
+        &fx.images.kernel,
+        &fx.images.initramfs,
+    );
+    config.rootfs_image = Some(fx.images.rootfs.clone());
+    config.volume_mib = 64;
+    config.accel = AccelMode::Tcg;
+    let again = QemuRuntime::new(config).await.expect("a second backend");
+    assert_eq!(again.list().await.unwrap(), vec![spec.id.clone()]);
+    assert_eq!(
+        again.status(&spec.id).await.unwrap(),
+        RuntimeStatus::Running
+    );
+    let client = again.channel(&spec.id, &spec.boot_token);
+    assert_eq!(
+        run_ok(&client, &["echo", "ok"], BoxUser::User).await.trim(),
+        "ok"
+    );
+    // A second box on the new backend gets another CID.
+    let other = new_spec(Limits {
+        memory_mib: 128,
+        ..Limits::default()
+    });
+    again.start(&other).await.expect("start another");
+    let other_cid: u32 = std::fs::read_to_string(again.layout().box_paths(&other.id).cid_file())
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_ne!(other_cid, cid);
+    for id in [&spec.id, &other.id] {
+        again.stop(id, GRACE).await.expect("stop");
+    }
+    assert!(again.list().await.unwrap().is_empty());
+    assert!(fx.runtime.list().await.unwrap().is_empty());
+}
+
+/// A guest that is not ready by the boot deadline is killed, and the error says so with
+/// the console's tail.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guest_past_its_boot_deadline_is_killed_with_the_reason() {
+    let Some(fx) = fixture("deadline").await else {
+        return;
+    };
+    let (rt, _dir) = fixture_with("deadline", &fx.images, |c| {
+        c.boot_deadline = Some(Duration::from_millis(300));
+        c.accel = AccelMode::Tcg;
+    })
+    .await
+    .unwrap();
+    let spec = new_spec(Limits {
+        memory_mib: 128,
+        ..Limits::default()
+    });
+    let err = rt
+        .start(&spec)
+        .await
+        .expect_err("no guest boots in 300 ms under TCG");
+    let text = berth_runtime::error_chain(&err);
+    assert!(matches!(err, RuntimeError::NotReady { .. }), "{text}");
+    assert!(text.contains("300 ms boot deadline passed"), "{text}");
+    assert!(text.contains("console log"), "{text}");
+    assert!(rt.list().await.unwrap().is_empty());
+    assert_eq!(rt.qemu_pid(&spec.id), None);
+    assert_eq!(vm_files_left(&rt, &spec.id), Vec::<PathBuf>::new());
+}
+
+/// Without its binaries or images the backend says what is missing.
+#[tokio::test]
+async fn new_names_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = QemuConfig::new(
+        dir.path(),
+        &dir.path().join("no-kernel"),
+        &dir.path().join("no-initramfs"),
+    );
+    config.qemu_bin = dir.path().join("no-qemu");
+    match QemuRuntime::new(config.clone()).await {
+        Err(RuntimeError::Missing { what, hint }) => {
+            assert!(
+                what.contains("QEMU") && hint.contains("qemu-system-x86"),
+                "{what}: {hint}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    config.qemu_bin = PathBuf::from("/bin/true");
+    config.vhost_vsock_bin = PathBuf::from("/bin/true");
+    match QemuRuntime::new(config).await {
+        Err(RuntimeError::Missing { what, hint }) => {
+            assert!(
+                what.contains("kernel") && hint.contains("berth image build"),
+                "{what}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Egress from a VM: a connection to 127.0.0.1:443 in the guest arrives on the listener
+/// `start` returned (over vsock port 2025), bytes unchanged both ways; `/etc/hosts` pins
+/// the allowed name and the box's env reaches its processes; a rebound listener gets the
+/// next connection.
+#[tokio::test(flavor = "multi_thread")]
+async fn egress_reaches_the_listener_over_vsock_and_rebinds() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Some(fx) = fixture("egress").await else {
+        return;
+    };
+    let rt = &fx.runtime;
+    let mut spec = new_spec(Limits {
+        memory_mib: 256,
+        ..Limits::default()
+    });
+    spec.egress.pinned_hosts = vec!["api.example.test".into()];
+    spec.env = [("ANTHROPIC_API_KEY".to_owned(), "berth-ph-vm".to_owned())].into();
+    let booted = rt.start(&spec).await.expect("start");
+    let (client, egress) = (booted.client, booted.egress);
+    let hosts = run_ok(&client, &["cat", "/etc/hosts"], BoxUser::User).await;
+    assert!(hosts.contains("127.0.0.1\tapi.example.test"), "{hosts}");
+    let env = run_ok(&client, &["env"], BoxUser::User).await;
+    assert!(env.contains("ANTHROPIC_API_KEY=berth-ph-vm\n"), "{env}");
+
+    let mut listener = egress;
+    for round in ["first", "after rebind"] {
+        let box_side = {
+            let client = client.clone();
+            tokio::spawn(async move {
+                run(
+                    &client,
+                    &["sh", "-c", "echo ping | nc 127.0.0.1 443"],
+                    BoxUser::User,
+                    Some(Duration::from_secs(30)),
+                )
+                .await
+            })
+        };
+        let (mut stream, _) = tokio::time::timeout(Duration::from_secs(30), listener.accept())
+            .await
+            .unwrap_or_else(|_| panic!("{round}: no stream reached the egress listener"))
+            .expect("accept");
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        while !line.ends_with(b"\n") {
+            assert_eq!(
+                stream.read(&mut byte).await.unwrap(),
+                1,
+                "{round}: {line:?}"
+            );
+            line.push(byte[0]);
+        }
+        assert_eq!(line, b"ping\n", "{round}");
+        stream.write_all(b"pong\n").await.unwrap();
+        drop(stream);
+        let (code, out, err) = tokio::time::timeout(Duration::from_secs(60), box_side)
+            .await
+            .expect("the box side ended")
+            .unwrap();
+        assert_eq!((code, out.trim()), (0, "pong"), "{round}: {err}");
+        drop(listener);
+        listener = rt
+            .rebind_egress(&spec.id, spec.id_map)
+            .await
+            .expect("rebind");
+    }
+    rt.stop(&spec.id, GRACE).await.expect("stop");
+}
