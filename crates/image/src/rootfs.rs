@@ -39,27 +39,42 @@ pub fn rootfs_minimal(
 ) -> Result<DiskImage, ImageError> {
     progress.stage("resolve busybox-static");
     let record = apt::candidate(store, BUSYBOX_PACKAGE, progress)?;
-    let key = KeyBuilder::new("rootfs")
+    let base = KeyBuilder::new("rootfs")
         .field("base", "minimal")
-        .field("busybox", &record.version)
-        .field("skeleton", skeleton::fingerprint())
-        .finish();
+        .field("busybox", &record.version);
+    stored_or_built(store, base, None, progress, |scratch, tree| {
+        let (download, unpacked) = (scratch.join("download"), scratch.join("unpacked"));
+        for d in [&download, &unpacked, tree] {
+            std::fs::create_dir(d).map_err(io("create the directory", d))?;
+        }
+        apt::fetch_and_unpack(&record, &download, &unpacked, progress)?;
+        progress.stage("lay out the minimal rootfs");
+        install_busybox(&unpacked.join("bin/busybox"), tree)
+    })
+}
+
+/// The rootfs image keyed by `base` and the skeleton's fingerprint: the stored one, else
+/// built. Building checks for root when `needs_root` names what needs it, then `fill`
+/// lays the base out at `tree` (not created yet) inside a fresh `scratch` dir it may also
+/// use; the skeleton is added and the tree made a read-only image.
+fn stored_or_built(
+    store: &ImageStore,
+    base: KeyBuilder,
+    needs_root: Option<&'static str>,
+    progress: &dyn Progress,
+    fill: impl FnOnce(&Path, &Path) -> Result<(), ImageError>,
+) -> Result<DiskImage, ImageError> {
+    let key = base.field("skeleton", skeleton::fingerprint()).finish();
     let path = store.rootfs_path(&key);
     if let Some(image) = DiskImage::existing(key.clone(), path.clone()) {
         return Ok(image);
     }
-    let scratch = store.scratch("rootfs")?;
-    let (download, unpacked, tree) = (
-        scratch.path().join("download"),
-        scratch.path().join("unpacked"),
-        scratch.path().join("tree"),
-    );
-    for d in [&download, &unpacked, &tree] {
-        std::fs::create_dir(d).map_err(io("create the directory", d))?;
+    if let Some(what) = needs_root.filter(|_| !is_root()) {
+        return Err(ImageError::NeedsRoot { what });
     }
-    apt::fetch_and_unpack(&record, &download, &unpacked, progress)?;
-    progress.stage("lay out the minimal rootfs");
-    install_busybox(&unpacked.join("bin/busybox"), &tree)?;
+    let scratch = store.scratch("rootfs")?;
+    let tree = scratch.path().join("tree");
+    fill(scratch.path(), &tree)?;
     skeleton::apply(&tree)?;
     progress.stage("make the rootfs image");
     read_only_image(&tree, scratch.path(), ROOTFS_LABEL, key, &path)
@@ -113,40 +128,27 @@ pub fn rootfs_debian(
     // Validate before anything touches the disk.
     let args_check = debootstrap_args(suite, &packages, Path::new("/x"), DEBIAN_MIRROR)?;
     drop(args_check);
-    let key = KeyBuilder::new("rootfs")
+    let base = KeyBuilder::new("rootfs")
         .field("base", "debootstrap")
         .field("suite", suite)
         .field("mirror", DEBIAN_MIRROR)
-        .field("packages", packages.join(","))
-        .field("skeleton", skeleton::fingerprint())
-        .finish();
-    let path = store.rootfs_path(&key);
-    if let Some(image) = DiskImage::existing(key.clone(), path.clone()) {
-        return Ok(image);
-    }
-    if !is_root() {
-        return Err(ImageError::NeedsRoot {
-            what: "debootstrap",
-        });
-    }
-    let scratch = store.scratch("rootfs")?;
-    let tree = scratch.path().join("tree");
-    let mut cmd = DEBOOTSTRAP.command()?;
-    cmd.args(debootstrap_args(suite, &packages, &tree, DEBIAN_MIRROR)?);
-    progress.stage(&format!("debootstrap {suite} (minutes)"));
-    let mut last = String::new();
-    DEBOOTSTRAP.run_streaming(&mut cmd, |line| {
-        if let Some(stage) = debootstrap_stage(line, &mut last) {
-            progress.stage(&stage);
+        .field("packages", packages.join(","));
+    stored_or_built(store, base, Some("debootstrap"), progress, |_, tree| {
+        let mut cmd = DEBOOTSTRAP.command()?;
+        cmd.args(debootstrap_args(suite, &packages, tree, DEBIAN_MIRROR)?);
+        progress.stage(&format!("debootstrap {suite} (minutes)"));
+        let mut last = String::new();
+        DEBOOTSTRAP.run_streaming(&mut cmd, |line| {
+            if let Some(stage) = debootstrap_stage(line, &mut last) {
+                progress.stage(&stage);
+            }
+        })?;
+        progress.stage("clean apt caches");
+        for dir in ["var/cache/apt/archives", "var/lib/apt/lists"] {
+            empty_files(&tree.join(dir))?;
         }
-    })?;
-    progress.stage("clean apt caches");
-    for dir in ["var/cache/apt/archives", "var/lib/apt/lists"] {
-        empty_files(&tree.join(dir))?;
-    }
-    skeleton::apply(&tree)?;
-    progress.stage("make the rootfs image");
-    read_only_image(&tree, scratch.path(), ROOTFS_LABEL, key, &path)
+        Ok(())
+    })
 }
 
 /// A rootfs from a directory of the user's (copied with `cp -a`, owners and modes kept;
@@ -157,26 +159,18 @@ pub fn rootfs_from_dir(
     progress: &dyn Progress,
 ) -> Result<DiskImage, ImageError> {
     progress.stage(&format!("hash {}", dir.display()));
-    let key = KeyBuilder::new("rootfs")
+    let base = KeyBuilder::new("rootfs")
         .field("base", "dir")
-        .tree("tree", dir)?
-        .field("skeleton", skeleton::fingerprint())
-        .finish();
-    let path = store.rootfs_path(&key);
-    if let Some(image) = DiskImage::existing(key.clone(), path.clone()) {
-        return Ok(image);
-    }
-    let scratch = store.scratch("rootfs")?;
-    let tree = scratch.path().join("tree");
-    progress.stage(&format!("copy {}", dir.display()));
-    let mut src = dir.as_os_str().to_owned();
-    src.push("/.");
-    let mut cmd = CP.command()?;
-    cmd.arg("-a").arg(src).arg(&tree);
-    CP.run(&mut cmd)?;
-    skeleton::apply(&tree)?;
-    progress.stage("make the rootfs image");
-    read_only_image(&tree, scratch.path(), ROOTFS_LABEL, key, &path)
+        .tree("tree", dir)?;
+    stored_or_built(store, base, None, progress, |_, tree| {
+        progress.stage(&format!("copy {}", dir.display()));
+        let mut src = dir.as_os_str().to_owned();
+        src.push("/.");
+        let mut cmd = CP.command()?;
+        cmd.arg("-a").arg(src).arg(tree);
+        CP.run(&mut cmd)?;
+        Ok(())
+    })
 }
 
 /// A rootfs from a tarball (any compression GNU tar detects), owners kept numerically,
@@ -186,28 +180,20 @@ pub fn rootfs_from_tarball(
     tarball: &Path,
     progress: &dyn Progress,
 ) -> Result<DiskImage, ImageError> {
-    let key = KeyBuilder::new("rootfs")
+    let base = KeyBuilder::new("rootfs")
         .field("base", "tarball")
-        .file("tarball", tarball)?
-        .field("skeleton", skeleton::fingerprint())
-        .finish();
-    let path = store.rootfs_path(&key);
-    if let Some(image) = DiskImage::existing(key.clone(), path.clone()) {
-        return Ok(image);
-    }
-    let scratch = store.scratch("rootfs")?;
-    let tree = scratch.path().join("tree");
-    std::fs::create_dir(&tree).map_err(io("create the directory", &tree))?;
-    progress.stage(&format!("unpack {}", tarball.display()));
-    let mut cmd = TAR.command()?;
-    cmd.args(["-x", "-p", "--numeric-owner", "-f"])
-        .arg(tarball)
-        .arg("-C")
-        .arg(&tree);
-    TAR.run(&mut cmd)?;
-    skeleton::apply(&tree)?;
-    progress.stage("make the rootfs image");
-    read_only_image(&tree, scratch.path(), ROOTFS_LABEL, key, &path)
+        .file("tarball", tarball)?;
+    stored_or_built(store, base, None, progress, |_, tree| {
+        std::fs::create_dir(tree).map_err(io("create the directory", tree))?;
+        progress.stage(&format!("unpack {}", tarball.display()));
+        let mut cmd = TAR.command()?;
+        cmd.args(["-x", "-p", "--numeric-owner", "-f"])
+            .arg(tarball)
+            .arg("-C")
+            .arg(tree);
+        TAR.run(&mut cmd)?;
+        Ok(())
+    })
 }
 
 /// debootstrap's arguments. Suite and packages are checked so none can pass as an option.

@@ -89,6 +89,25 @@ pub struct VmDisk {
     pub ro: bool,
 }
 
+impl VmDisk {
+    /// The disks every VM has: the template rootfs ([`ROOT_DISK_SERIAL`], read-only at `/`)
+    /// and the box volume ([`VOLUME_DISK_SERIAL`] at [`VOLUME_TARGET`], read-write).
+    pub fn base_disks() -> Vec<VmDisk> {
+        vec![
+            VmDisk {
+                serial: ROOT_DISK_SERIAL.into(),
+                target: "/".into(),
+                ro: true,
+            },
+            VmDisk {
+                serial: VOLUME_DISK_SERIAL.into(),
+                target: VOLUME_TARGET.into(),
+                ro: false,
+            },
+        ]
+    }
+}
+
 /// Why bytes are not a config disk (or a config cannot be one).
 #[derive(Debug)]
 pub enum VmConfigError {
@@ -208,18 +227,7 @@ mod tests {
             env: BTreeMap::from([("ANTHROPIC_API_KEY".into(), "berth-ph-1".into())]),
             hosts: "127.0.0.1 localhost api.anthropic.com\n".into(),
             ca_bundle: "-----BEGIN CERTIFICATE-----\n".into(),
-            disks: vec![
-                VmDisk {
-                    serial: ROOT_DISK_SERIAL.into(),
-                    target: "/".into(),
-                    ro: true,
-                },
-                VmDisk {
-                    serial: VOLUME_DISK_SERIAL.into(),
-                    target: VOLUME_TARGET.into(),
-                    ro: false,
-                },
-            ],
+            disks: VmDisk::base_disks(),
         }
     }
 

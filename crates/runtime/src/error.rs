@@ -1,6 +1,6 @@
 //! Errors of the runtime backends.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::guest_client::GuestError;
 
@@ -79,4 +79,35 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     out
+}
+
+/// `map_err(io("create", path))`: an I/O error as [`RuntimeError::Io`] naming what was
+/// being done to which path.
+pub(crate) fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError {
+    let path = path.to_path_buf();
+    move |source| RuntimeError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+/// [`RuntimeError::WrongState`]: box `id` is `actual` where `operation` needs `expected`.
+pub(crate) fn wrong_state(
+    id: &berth_protocol::BoxId,
+    operation: &'static str,
+    expected: &'static str,
+    actual: crate::RuntimeStatus,
+) -> RuntimeError {
+    let actual = match actual {
+        crate::RuntimeStatus::Stopped => "stopped",
+        crate::RuntimeStatus::Running => "running",
+        crate::RuntimeStatus::Paused => "paused",
+    };
+    RuntimeError::WrongState {
+        id: id.to_string(),
+        operation,
+        expected,
+        actual,
+    }
 }

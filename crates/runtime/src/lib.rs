@@ -6,8 +6,11 @@
 //! [`RuntimeError::Unsupported`], never a silent `Ok`.
 
 pub mod error;
+pub(crate) mod fs;
 pub mod guest_client;
+pub(crate) mod guest_etc;
 pub mod layer;
+pub(crate) mod process;
 pub mod qemu;
 pub mod sandbox;
 pub mod spec;

@@ -26,6 +26,15 @@ use common::{new_spec, run};
 
 const GRACE: Duration = Duration::from_secs(10);
 
+/// A new box spec with `memory_mib` of guest memory (tests boot several VMs on a small
+/// machine; the default is larger).
+fn spec_with_memory(memory_mib: u64) -> berth_runtime::BoxSpec {
+    new_spec(Limits {
+        memory_mib,
+        ..Limits::default()
+    })
+}
+
 /// Runs `argv` in the VM, asserting it exits 0 within 60 s (a wedged guest channel fails
 /// the test instead of hanging it); its stdout.
 async fn run_ok(client: &berth_runtime::GuestClient, argv: &[&str], user: BoxUser) -> String {
@@ -142,6 +151,15 @@ async fn fixture(name: &str) -> Option<Fixture> {
     })
 }
 
+/// The backend config of the tests on `data_dir`: the test images, a small volume.
+fn test_config(data_dir: &std::path::Path, images: &Images) -> QemuConfig {
+    let mut config = QemuConfig::new(data_dir, &images.kernel, &images.initramfs);
+    config.rootfs_image = Some(images.rootfs.clone());
+    // The volume size of tests: small, the default is 1 GiB.
+    config.volume_mib = 64;
+    config
+}
+
 async fn fixture_with(
     name: &str,
     images: &Images,
@@ -151,10 +169,7 @@ async fn fixture_with(
         .prefix(&format!("berth-qemu-{name}-"))
         .tempdir()
         .unwrap();
-    let mut config = QemuConfig::new(dir.path(), &images.kernel, &images.initramfs);
-    config.rootfs_image = Some(images.rootfs.clone());
-    // The volume size of tests: small, the default is 1 GiB.
-    config.volume_mib = 64;
+    let mut config = test_config(dir.path(), images);
     tweak(&mut config);
     match QemuRuntime::new(config).await {
         Ok(runtime) => {
@@ -167,6 +182,15 @@ async fn fixture_with(
         }
         Err(e) => panic!("QemuRuntime::new: {e}"),
     }
+}
+
+/// The vsock CID a boot recorded in its `cid_file`.
+fn read_cid(cid_file: &std::path::Path) -> u32 {
+    std::fs::read_to_string(cid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 fn vm_files_left(runtime: &QemuRuntime, id: &berth_protocol::BoxId) -> Vec<PathBuf> {
@@ -193,10 +217,7 @@ async fn boots_its_own_kernel_and_keeps_files_across_a_cold_boot() {
         return;
     };
     let rt = &fx.runtime;
-    let spec = new_spec(Limits {
-        memory_mib: 256,
-        ..Limits::default()
-    });
+    let spec = spec_with_memory(256);
     let t0 = Instant::now();
     let client = rt.start(&spec).await.expect("start").client;
     eprintln!("cold boot to ready ({:?}): {:?}", rt.accel(), t0.elapsed());
@@ -283,10 +304,7 @@ async fn qemu_killed_with_sigkill_reads_as_stopped_and_leaves_nothing() {
         return;
     };
     let rt = &fx.runtime;
-    let spec = new_spec(Limits {
-        memory_mib: 256,
-        ..Limits::default()
-    });
+    let spec = spec_with_memory(256);
     rt.start(&spec).await.expect("start");
     let (qemu, vhost) = (
         rt.qemu_pid(&spec.id).unwrap(),
@@ -317,10 +335,7 @@ async fn pause_freezes_the_vm_until_resume() {
         return;
     };
     let rt = &fx.runtime;
-    let spec = new_spec(Limits {
-        memory_mib: 256,
-        ..Limits::default()
-    });
+    let spec = spec_with_memory(256);
     let client = rt.start(&spec).await.expect("start").client;
     assert!(matches!(
         rt.resume(&spec.id).await,
@@ -366,10 +381,7 @@ async fn a_guest_that_panics_fails_start_with_its_console_and_leaves_nothing() {
     })
     .await
     .unwrap();
-    let spec = new_spec(Limits {
-        memory_mib: 128,
-        ..Limits::default()
-    });
+    let spec = spec_with_memory(128);
     let t0 = Instant::now();
     let err = rt
         .start(&spec)
@@ -400,25 +412,12 @@ async fn a_restarted_backend_finds_and_stops_a_running_vm() {
     let Some(fx) = fixture("reattach").await else {
         return;
     };
-    let spec = new_spec(Limits {
-        memory_mib: 256,
-        ..Limits::default()
-    });
+    let spec = spec_with_memory(256);
     fx.runtime.start(&spec).await.expect("start");
     let cid_file = fx.runtime.layout().box_paths(&spec.id).cid_file();
-    let cid: u32 = std::fs::read_to_string(&cid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let cid = read_cid(&cid_file);
 
-    let mut config = QemuConfig::new(
-        fx.runtime.layout().data_dir(),
-        &fx.images.kernel,
-        &fx.images.initramfs,
-    );
-    config.rootfs_image = Some(fx.images.rootfs.clone());
-    config.volume_mib = 64;
+    let mut config = test_config(fx.runtime.layout().data_dir(), &fx.images);
     config.accel = AccelMode::Tcg;
     let again = QemuRuntime::new(config).await.expect("a second backend");
     assert_eq!(again.list().await.unwrap(), vec![spec.id.clone()]);
@@ -432,16 +431,9 @@ async fn a_restarted_backend_finds_and_stops_a_running_vm() {
         "ok"
     );
     // A second box on the new backend gets another CID.
-    let other = new_spec(Limits {
-        memory_mib: 128,
-        ..Limits::default()
-    });
+    let other = spec_with_memory(128);
     again.start(&other).await.expect("start another");
-    let other_cid: u32 = std::fs::read_to_string(again.layout().box_paths(&other.id).cid_file())
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let other_cid = read_cid(&again.layout().box_paths(&other.id).cid_file());
     assert_ne!(other_cid, cid);
     for id in [&spec.id, &other.id] {
         again.stop(id, GRACE).await.expect("stop");
@@ -463,10 +455,7 @@ async fn a_guest_past_its_boot_deadline_is_killed_with_the_reason() {
     })
     .await
     .unwrap();
-    let spec = new_spec(Limits {
-        memory_mib: 128,
-        ..Limits::default()
-    });
+    let spec = spec_with_memory(128);
     let err = rt
         .start(&spec)
         .await
@@ -523,10 +512,7 @@ async fn egress_reaches_the_listener_over_vsock_and_rebinds() {
         return;
     };
     let rt = &fx.runtime;
-    let mut spec = new_spec(Limits {
-        memory_mib: 256,
-        ..Limits::default()
-    });
+    let mut spec = spec_with_memory(256);
     spec.egress.pinned_hosts = vec!["api.example.test".into()];
     spec.env = [("ANTHROPIC_API_KEY".to_owned(), "berth-ph-vm".to_owned())].into();
     let booted = rt.start(&spec).await.expect("start");

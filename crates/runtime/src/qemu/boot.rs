@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use berth_protocol::vm::{
     VmDisk, CONFIG_DISK_SERIAL, LAYER_DISK_SERIAL_PREFIX, ROOT_DISK_SERIAL, VOLUME_DISK_SERIAL,
-    VOLUME_TARGET,
 };
 
 use super::cmdline::{self, Disk, Launch};
@@ -57,18 +56,7 @@ impl QemuRuntime {
                 read_only: false,
             },
         ];
-        let mut targets = vec![
-            VmDisk {
-                serial: ROOT_DISK_SERIAL.into(),
-                target: "/".into(),
-                ro: true,
-            },
-            VmDisk {
-                serial: VOLUME_DISK_SERIAL.into(),
-                target: VOLUME_TARGET.into(),
-                ro: false,
-            },
-        ];
+        let mut targets = VmDisk::base_disks();
         for (i, layer) in spec.layers.iter().enumerate() {
             let serial = format!("{LAYER_DISK_SERIAL_PREFIX}{i}");
             disks.push(Disk {
@@ -167,7 +155,7 @@ impl QemuRuntime {
             paths.vsock_socket().into(),
         ];
         let pid = process::spawn_recorded(bin, &args, &paths.vhost_log(), &paths.vhost_pid())?;
-        process::reap_on_exit(pid);
+        crate::process::reap_on_exit(pid);
         for socket in [paths.vhost_user_socket(), paths.vsock_socket()] {
             if let Err(died) = process::wait_for_path(&socket, pid, VHOST_DEADLINE).await {
                 return Err(RuntimeError::Backend {
@@ -210,7 +198,7 @@ impl QemuRuntime {
                 Ok(Err(e)) => error_chain(&e),
                 Err(_) => format!("no answer within {} ms", attempt.as_millis()),
             };
-            let exited = !process::pid_alive(qemu);
+            let exited = !crate::process::pid_alive(qemu);
             if exited || started.elapsed() >= deadline {
                 let why = if exited {
                     format!(

@@ -13,7 +13,6 @@ use std::path::Path;
 
 use berth_protocol::vm::{self, VmConfig, VmDisk, MAX_VM_CONFIG_BYTES, VM_CONFIG_HEADER_BYTES};
 
-use super::guest_files;
 use super::process::io;
 use crate::{BoxSpec, RuntimeError};
 
@@ -24,8 +23,8 @@ pub fn build(spec: &BoxSpec, disks: Vec<VmDisk>) -> Result<VmConfig, RuntimeErro
         hostname: spec.hostname.clone(),
         harness: spec.harness.clone(),
         env: spec.env.clone(),
-        hosts: guest_files::hosts(&spec.egress.pinned_hosts)?,
-        ca_bundle: guest_files::ca_bundle(&spec.egress)?,
+        hosts: crate::guest_etc::hosts(&spec.egress.pinned_hosts)?,
+        ca_bundle: crate::guest_etc::ca_bundle_text(&spec.egress)?,
         disks,
     })
 }
@@ -66,7 +65,6 @@ pub fn read(path: &Path) -> Result<VmConfig, RuntimeError> {
 mod tests {
     use super::*;
     use crate::{BootToken, EgressSetup, IdMap, Limits, Rootfs};
-    use berth_protocol::vm::{ROOT_DISK_SERIAL, VOLUME_DISK_SERIAL, VOLUME_TARGET};
     use berth_protocol::BoxId;
 
     fn spec() -> BoxSpec {
@@ -92,18 +90,7 @@ mod tests {
     #[test]
     fn the_disk_carries_the_boot_and_is_private() {
         use std::os::unix::fs::PermissionsExt;
-        let disks = vec![
-            VmDisk {
-                serial: ROOT_DISK_SERIAL.into(),
-                target: "/".into(),
-                ro: true,
-            },
-            VmDisk {
-                serial: VOLUME_DISK_SERIAL.into(),
-                target: VOLUME_TARGET.into(),
-                ro: false,
-            },
-        ];
+        let disks = VmDisk::base_disks();
         let config = build(&spec(), disks.clone()).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("config.img");

@@ -2,10 +2,9 @@
 //! the guest's connections to host port 2025 to (`<vm>/vsock.sock_2025`), bound before
 //! QEMU starts so the first connection of the boot already finds it.
 
-use std::path::Path;
-
 use super::paths::VmPaths;
 use super::process::io;
+pub(super) use crate::fs::{remove_if_exists, set_mode};
 use crate::{EgressListener, RuntimeError};
 
 /// Binds (or binds again, for a running box after a daemon restart) the egress listener:
@@ -21,18 +20,6 @@ pub fn bind(paths: &VmPaths) -> Result<EgressListener, RuntimeError> {
         .set_nonblocking(true)
         .map_err(io("set the egress socket non-blocking", &path))?;
     EgressListener::from_std(listener).map_err(io("register the egress socket", &path))
-}
-
-pub(super) fn remove_if_exists(path: &Path) -> Result<(), RuntimeError> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io("remove", path)(e)),
-        _ => Ok(()),
-    }
-}
-
-pub(super) fn set_mode(path: &Path, mode: u32) -> Result<(), RuntimeError> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io("chmod", path))
 }
 
 #[cfg(test)]

@@ -20,7 +20,6 @@ mod cid;
 mod cmdline;
 mod config_disk;
 mod egress;
-mod guest_files;
 mod paths;
 mod process;
 mod qmp;
@@ -39,6 +38,7 @@ pub use cmdline::{kernel_cmdline, Accel};
 pub use paths::{VmLayout, VmPaths};
 pub use qmp::{Qmp, QmpError, RunState};
 
+use crate::error::wrong_state;
 use crate::{
     BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestAddr, GuestClient, IdMap,
     Runtime, RuntimeError, RuntimeStatus,
@@ -456,31 +456,9 @@ impl Runtime for QemuRuntime {
 
     async fn remove(&self, id: &BoxId) -> Result<(), RuntimeError> {
         self.stop(id, REMOVE_GRACE).await?;
-        let dir = self.layout.box_paths(id).box_dir().to_path_buf();
-        match std::fs::remove_dir_all(&dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(process::io("remove the box directory", &dir)(e))
-            }
-            _ => Ok(()),
-        }
-    }
-}
-
-fn wrong_state(
-    id: &BoxId,
-    operation: &'static str,
-    expected: &'static str,
-    actual: RuntimeStatus,
-) -> RuntimeError {
-    let actual = match actual {
-        RuntimeStatus::Stopped => "stopped",
-        RuntimeStatus::Running => "running",
-        RuntimeStatus::Paused => "paused",
-    };
-    RuntimeError::WrongState {
-        id: id.to_string(),
-        operation,
-        expected,
-        actual,
+        crate::fs::remove_dir_all_if_exists(
+            self.layout.box_paths(id).box_dir(),
+            "remove the box directory",
+        )
     }
 }

@@ -9,13 +9,15 @@
 //! (the next daemon finds them through `list`).
 
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
 
+pub(crate) use crate::error::io;
+use crate::process::{pid_alive, pidfd_open, reap_on_exit, reap_pidfd, wait_exit};
 use crate::RuntimeError;
 
 /// A log past this is truncated when the next process opens it.
@@ -26,7 +28,7 @@ const MAX_BACKOFF: Duration = Duration::from_millis(50);
 const TAIL_LINES: usize = 30;
 
 /// Starts `program args…` in its own process group, stdout and stderr appended to `log`.
-/// Returns its pid; the caller reaps it ([`reap_on_exit`] or [`supervise`]).
+/// Returns its pid; the caller reaps it ([`crate::process::reap_on_exit`] or [`supervise`]).
 pub fn spawn(program: &Path, args: &[OsString], log: &Path) -> Result<i32, RuntimeError> {
     let out = open_log(log)?;
     let err = out
@@ -223,54 +225,6 @@ fn cmdline_mentions(pid: i32, vm_dir: &Path) -> bool {
     })
 }
 
-/// Waits until process `pid` has exited, at most `timeout`. `true` when it is gone.
-pub async fn wait_exit(pid: i32, timeout: Duration) -> bool {
-    if pid <= 0 || !pid_alive(pid) {
-        return true;
-    }
-    let Some(fd) = pidfd_open(pid) else {
-        return true;
-    };
-    // SAFETY: `fd` is an open pidfd that the AsyncFd owns (and closes) for its whole life.
-    match unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) } {
-        // A pidfd turns readable when its process exits.
-        Ok(fd) => tokio::time::timeout(timeout, fd.readable()).await.is_ok() || !pid_alive(pid),
-        Err(_) => poll_exit(pid, timeout).await,
-    }
-}
-
-async fn poll_exit(pid: i32, timeout: Duration) -> bool {
-    let started = Instant::now();
-    let mut backoff = FIRST_BACKOFF;
-    while pid_alive(pid) {
-        if started.elapsed() >= timeout {
-            return false;
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
-    }
-    true
-}
-
-/// Whether `pid` names a live (not zombie) process.
-pub fn pid_alive(pid: i32) -> bool {
-    if pid <= 0 {
-        return false;
-    }
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the last ')' of the command name.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
-        Err(_) => false,
-    }
-}
-
-/// Reaps child `pid` once it exits.
-pub fn reap_on_exit(pid: i32) {
-    supervise(pid, None);
-}
-
 /// Reaps QEMU (`pid`) once it exits, and then kills and reaps its vhost-device-vsock
 /// (`companion`, pidfd opened now): the backend must not outlive the VM it serves, whether
 /// QEMU was stopped, crashed or was killed from outside.
@@ -294,48 +248,14 @@ pub fn supervise(pid: i32, companion: Option<i32>) {
     });
 }
 
-/// Collects the exit status of the (exited) process behind `pidfd` if it is our child
-/// (ECHILD otherwise: a VM left by an earlier daemon is reaped by the host's init).
-fn reap_pidfd(pidfd: &OwnedFd) {
-    // SAFETY: waitid with P_PIDFD reads only the fd and writes the zeroed siginfo we own.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        libc::waitid(
-            libc::P_PIDFD,
-            pidfd.as_raw_fd() as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG,
-        );
-    }
-}
-
-fn pidfd_open(pid: i32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1; no memory is passed.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: the kernel just returned this fd to us; nothing else owns it.
-    Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
-
 /// The last lines of a log, for errors a user reads.
 pub fn log_tail(path: &Path) -> String {
     log_tail_lines(path, TAIL_LINES)
 }
 
 fn log_tail_lines(path: &Path, count: usize) -> String {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return format!("(no log at {})", path.display());
-    };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let _ = file.seek(SeekFrom::Start(len.saturating_sub(32 * 1024)));
-    let mut buf = Vec::new();
-    let _ = file.read_to_end(&mut buf);
-    let text = String::from_utf8_lossy(&buf);
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(count)..].join("\n")
+    crate::process::log_tail(path, 32 * 1024, count)
+        .unwrap_or_else(|| format!("(no log at {})", path.display()))
 }
 
 /// The console's last lines without the kernel's stack traces and register dumps, which
@@ -383,15 +303,6 @@ pub async fn wait_for_path(path: &Path, pid: i32, timeout: Duration) -> Result<(
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(MAX_BACKOFF);
-    }
-}
-
-pub(crate) fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError {
-    let path: PathBuf = path.to_path_buf();
-    move |source| RuntimeError::Io {
-        action,
-        path,
-        source,
     }
 }
 

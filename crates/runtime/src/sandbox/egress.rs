@@ -11,13 +11,8 @@ use berth_protocol::guest::EGRESS_SOCKET;
 
 use super::paths::BoxPaths;
 use super::rootfs::{io, mkdir_all, set_mode};
-use crate::{EgressListener, EgressSetup, IdMap, RuntimeError};
-
-/// The host's CA bundle (Debian's `ca-certificates`), the base of every box's trust bundle.
-const HOST_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
-
-const HOSTS_HEADER: &str = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n\
-# berth: allowed hosts, pinned to berth-init's egress listener\n";
+use crate::fs::remove_if_exists;
+use crate::{guest_etc, EgressListener, EgressSetup, IdMap, RuntimeError};
 
 /// Binds the egress socket and moves it into the run dir, owned by the box's root (mode
 /// 0600: berth-init connects as box root; box users cannot reach the run dir at all).
@@ -50,44 +45,12 @@ pub fn write_etc(paths: &BoxPaths, setup: &EgressSetup) -> Result<(), RuntimeErr
     let dir = paths.etc_dir();
     mkdir_all(&dir)?;
     set_mode(&dir, 0o755)?;
-    write_atomic(&paths.hosts_file(), hosts(&setup.pinned_hosts)?.as_bytes())?;
-    let mut bundle = match std::fs::read(HOST_CA_BUNDLE) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            tracing::warn!(
-                "{HOST_CA_BUNDLE} is missing (install ca-certificates): boxes trust only their own CA"
-            );
-            Vec::new()
-        }
-        Err(e) => return Err(io("read", Path::new(HOST_CA_BUNDLE))(e)),
-    };
-    if let Some(pem) = &setup.ca_pem {
-        if !bundle.is_empty() && !bundle.ends_with(b"\n") {
-            bundle.push(b'\n');
-        }
-        bundle.extend_from_slice(b"# berth: this box's interception CA\n");
-        bundle.extend_from_slice(pem.as_bytes());
-    }
+    write_atomic(
+        &paths.hosts_file(),
+        guest_etc::hosts(&setup.pinned_hosts)?.as_bytes(),
+    )?;
+    let bundle = guest_etc::ca_bundle(setup)?;
     write_atomic(&paths.ca_bundle(), &bundle)
-}
-
-/// The box's `/etc/hosts`. A name that could break the file's syntax is refused (the daemon
-/// passes canonical host names only; this is the last line).
-fn hosts(pinned: &[String]) -> Result<String, RuntimeError> {
-    let mut text = HOSTS_HEADER.to_owned();
-    for host in pinned {
-        let plain = !host.is_empty()
-            && host
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
-        if !plain {
-            return Err(RuntimeError::InvalidEgressHost { host: host.clone() });
-        }
-        text.push_str("127.0.0.1\t");
-        text.push_str(host);
-        text.push('\n');
-    }
-    Ok(text)
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RuntimeError> {
@@ -104,27 +67,10 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RuntimeError> {
     std::fs::rename(&tmp, path).map_err(io("rename into place", path))
 }
 
-fn remove_if_exists(path: &Path) -> Result<(), RuntimeError> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io("remove", path)(e)),
-        _ => Ok(()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::sandbox::paths::Layout;
-
-    #[test]
-    fn hosts_pins_each_name_and_refuses_what_would_break_the_file() {
-        let text = hosts(&["api.example.test".into(), "b.test".into()]).unwrap();
-        assert!(text.starts_with("127.0.0.1\tlocalhost\n"));
-        assert!(text.ends_with("127.0.0.1\tapi.example.test\n127.0.0.1\tb.test\n"));
-        for bad in ["", "a b", "a\n127.0.0.1 evil", "*.x.test", "a#b"] {
-            assert!(hosts(&[bad.into()]).is_err(), "{bad:?}");
-        }
-    }
 
     #[test]
     fn trust_bundle_is_the_host_cas_plus_the_box_ca() {
@@ -139,7 +85,7 @@ mod tests {
         write_etc(&paths, &setup).unwrap();
         let bundle = std::fs::read_to_string(paths.ca_bundle()).unwrap();
         assert!(bundle.ends_with(pem));
-        let host = std::fs::read_to_string(HOST_CA_BUNDLE).unwrap_or_default();
+        let host = std::fs::read_to_string(guest_etc::HOST_CA_BUNDLE).unwrap_or_default();
         assert!(bundle.starts_with(&host));
         // Rewritten whole at the next start: no CA, no pin.
         write_etc(&paths, &EgressSetup::default()).unwrap();

@@ -35,6 +35,7 @@ pub use bundle::{build as build_bundle, cgroups_path, BundleInput, INIT_CAPABILI
 pub use oci_cli::{OciCli, OciState, OciStatus};
 pub use paths::{BoxPaths, Layout};
 
+use crate::error::wrong_state;
 use crate::{
     BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestAddr, GuestClient, IdMap,
     Runtime, RuntimeError, RuntimeStatus,
@@ -93,7 +94,7 @@ impl SandboxRuntime {
             });
         }
         // A detached box init is reparented when the OCI runtime exits: to berth, so that
-        // berth reaps it (`ready::reap_on_exit`), not to a host init that may never do so.
+        // berth reaps it (`crate::process::reap_on_exit`), not to a host init that may never do so.
         // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes integer arguments only.
         if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
             tracing::warn!(error = %std::io::Error::last_os_error(), "cannot become the child subreaper; stopped boxes may linger as zombies");
@@ -191,7 +192,9 @@ impl SandboxRuntime {
             .ok()
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(0);
-        ready::reap_on_exit(pid);
+        // The init becomes berth's child when the detached OCI runtime exits (berth is the
+        // child subreaper, see `new`): without this it would stay a zombie.
+        crate::process::reap_on_exit(pid);
         let client = self.channel(&spec.id, &spec.boot_token);
         ready::wait_ready(id, &client, pid, &paths.console_log()).await?;
         Ok(Booted { client, egress })
@@ -319,34 +322,10 @@ impl Runtime for SandboxRuntime {
 
     async fn remove(&self, id: &BoxId) -> Result<(), RuntimeError> {
         self.stop(id, REMOVE_GRACE).await?;
-        let dir = self.layout.box_paths(id).dir().to_path_buf();
-        match std::fs::remove_dir_all(&dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(RuntimeError::Io {
-                action: "remove the box directory",
-                path: dir,
-                source: e,
-            }),
-            _ => Ok(()),
-        }
-    }
-}
-
-fn wrong_state(
-    id: &BoxId,
-    operation: &'static str,
-    expected: &'static str,
-    actual: RuntimeStatus,
-) -> RuntimeError {
-    let actual = match actual {
-        RuntimeStatus::Stopped => "stopped",
-        RuntimeStatus::Running => "running",
-        RuntimeStatus::Paused => "paused",
-    };
-    RuntimeError::WrongState {
-        id: id.to_string(),
-        operation,
-        expected,
-        actual,
+        crate::fs::remove_dir_all_if_exists(
+            self.layout.box_paths(id).dir(),
+            "remove the box directory",
+        )
     }
 }
 

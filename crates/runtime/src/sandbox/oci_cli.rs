@@ -257,7 +257,7 @@ fn decode_error(
     }
 }
 
-/// Reaps a killed box init if it is our child (see `ready::reap_on_exit`), waiting at most
+/// Reaps a killed box init if it is our child (see `crate::process::reap_on_exit`), waiting at most
 /// a second for it to die; not our child: ECHILD at once.
 fn reap_blocking(pid: i32) {
     use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};

@@ -3,9 +3,11 @@
 //! read-only at start; the skeleton itself is built once per data dir and shared by every
 //! box, read-only.
 
-use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
+pub(crate) use crate::error::io;
+pub(crate) use crate::fs::{mkdir_all, set_mode};
 use crate::RuntimeError;
 
 /// Empty directories the bundle mounts over (and the box's fixed top level).
@@ -150,23 +152,6 @@ fn copy_host_etc(etc: &Path) -> Result<(), RuntimeError> {
 fn write(path: &Path, content: &str, mode: u32) -> Result<(), RuntimeError> {
     std::fs::write(path, content).map_err(io("write", path))?;
     set_mode(path, mode)
-}
-
-pub(crate) fn mkdir_all(path: &Path) -> Result<(), RuntimeError> {
-    std::fs::create_dir_all(path).map_err(io("create the directory", path))
-}
-
-pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<(), RuntimeError> {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io("chmod", path))
-}
-
-pub(crate) fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError {
-    let path = path.to_path_buf();
-    move |source| RuntimeError::Io {
-        action,
-        path,
-        source,
-    }
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use berth_protocol::BoxId;
 
-use super::{ready, SandboxRuntime};
-use crate::RuntimeError;
+use super::SandboxRuntime;
+use crate::{process, RuntimeError};
 
 /// How long `stop` waits for the init to die after SIGKILL before giving up on it.
 const KILL_WAIT: Duration = Duration::from_secs(5);
@@ -21,12 +21,12 @@ impl SandboxRuntime {
         if let Err(e) = self.oci.kill(id.as_str(), "TERM", false).await {
             tracing::debug!(box_id = %id, error = %e, "SIGTERM failed; killing");
         }
-        if ready::wait_exit(pid, grace).await {
+        if process::wait_exit(pid, grace).await {
             return Ok(());
         }
         tracing::info!(box_id = %id, grace_ms = grace.as_millis() as u64, "box ignored SIGTERM; killing");
         let _ = self.oci.kill(id.as_str(), "KILL", true).await;
-        if ready::wait_exit(pid, KILL_WAIT).await {
+        if process::wait_exit(pid, KILL_WAIT).await {
             Ok(())
         } else {
             Err(RuntimeError::Backend {

@@ -15,6 +15,7 @@ use berth_protocol::harness::HarnessConfig;
 
 use super::paths::BoxPaths;
 use super::rootfs::{io, mkdir_all, set_mode};
+use crate::fs::remove_if_exists;
 use crate::{BootToken, IdMap, RuntimeError};
 
 /// What `/memory` holds on a fresh volume.
@@ -158,17 +159,6 @@ fn create_dir(path: &Path) -> Result<bool, RuntimeError> {
             path: path.into(),
             source,
         }),
-    }
-}
-
-fn remove_if_exists(path: &Path) -> Result<(), RuntimeError> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(RuntimeError::Io {
-            action: "remove",
-            path: path.into(),
-            source: e,
-        }),
-        _ => Ok(()),
     }
 }
 
