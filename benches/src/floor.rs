@@ -43,6 +43,7 @@ impl TrivialBundle {
             harness: None,
             egress: Default::default(),
             env: Default::default(),
+            disk_mib: berth_runtime::DEFAULT_DISK_MIB,
         };
         sandbox.start(&spec).await?;
         sandbox.stop(&spec.id, Duration::from_secs(5)).await?;

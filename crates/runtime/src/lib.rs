@@ -21,7 +21,7 @@ use berth_protocol::BoxId;
 pub use error::{error_chain, RuntimeError};
 pub use guest_client::{EventStream, ExecStream, GuestAddr, GuestClient, GuestError, NdjsonStream};
 pub use layer::{LayerError, TargetError};
-pub use spec::{BootToken, BoxSpec, EgressSetup, IdMap, Layer, Limits, Rootfs};
+pub use spec::{BootToken, BoxSpec, EgressSetup, IdMap, Layer, Limits, Rootfs, DEFAULT_DISK_MIB};
 
 /// The host end of a box's egress channel: each accepted stream is one outbound connection
 /// of that box (and of no other), for the gateway to vet.

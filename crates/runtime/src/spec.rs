@@ -24,6 +24,8 @@ pub struct BoxSpec {
     pub harness: Option<HarnessConfig>,
     /// What the box sees of its egress: pinned names and the trust bundle.
     pub egress: EgressSetup,
+    /// Size of the box's volume (a VM's volume image; grown, never shrunk, when it rises).
+    pub disk_mib: u64,
     /// The box's own environment for this boot (the placeholders of its credential rules),
     /// given to every process `berth-init` starts. Never a real secret.
     pub env: BTreeMap<String, String>,
@@ -56,7 +58,13 @@ pub enum Rootfs {
     /// The host's own `/usr`, bound read-only, with a minimal `/etc` of berth's own.
     /// Instant; sandbox only.
     Host,
+    /// A read-only ext4 image of a template's root filesystem (`berth_image`); VMs only
+    /// for now (the sandbox answers `Unsupported`).
+    Image(std::path::PathBuf),
 }
+
+/// A box volume's size when neither the template nor the box says.
+pub const DEFAULT_DISK_MIB: u64 = 1024;
 
 /// Resource limits of one box.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -28,11 +28,15 @@ const GRACE: Duration = Duration::from_secs(10);
 
 /// A new box spec with `memory_mib` of guest memory (tests boot several VMs on a small
 /// machine; the default is larger).
-fn spec_with_memory(memory_mib: u64) -> berth_runtime::BoxSpec {
-    new_spec(Limits {
+fn spec_with_memory(images: &Images, memory_mib: u64) -> berth_runtime::BoxSpec {
+    let mut spec = new_spec(Limits {
         memory_mib,
         ..Limits::default()
-    })
+    });
+    spec.rootfs = berth_runtime::Rootfs::Image(images.rootfs.clone());
+    // Small: a test volume need not be the default 1 GiB.
+    spec.disk_mib = 64;
+    spec
 }
 
 /// Runs `argv` in the VM, asserting it exits 0 within 60 s (a wedged guest channel fails
@@ -153,11 +157,7 @@ async fn fixture(name: &str) -> Option<Fixture> {
 
 /// The backend config of the tests on `data_dir`: the test images, a small volume.
 fn test_config(data_dir: &std::path::Path, images: &Images) -> QemuConfig {
-    let mut config = QemuConfig::new(data_dir, &images.kernel, &images.initramfs);
-    config.rootfs_image = Some(images.rootfs.clone());
-    // The volume size of tests: small, the default is 1 GiB.
-    config.volume_mib = 64;
-    config
+    QemuConfig::new(data_dir, &images.kernel, &images.initramfs)
 }
 
 async fn fixture_with(
@@ -217,7 +217,7 @@ async fn boots_its_own_kernel_and_keeps_files_across_a_cold_boot() {
         return;
     };
     let rt = &fx.runtime;
-    let spec = spec_with_memory(256);
+    let spec = spec_with_memory(&fx.images, 256);
     let t0 = Instant::now();
     let client = rt.start(&spec).await.expect("start").client;
     eprintln!("cold boot to ready ({:?}): {:?}", rt.accel(), t0.elapsed());
@@ -304,7 +304,7 @@ async fn qemu_killed_with_sigkill_reads_as_stopped_and_leaves_nothing() {
         return;
     };
     let rt = &fx.runtime;
-    let spec = spec_with_memory(256);
+    let spec = spec_with_memory(&fx.images, 256);
     rt.start(&spec).await.expect("start");
     let (qemu, vhost) = (
         rt.qemu_pid(&spec.id).unwrap(),
@@ -335,7 +335,7 @@ async fn pause_freezes_the_vm_until_resume() {
         return;
     };
     let rt = &fx.runtime;
-    let spec = spec_with_memory(256);
+    let spec = spec_with_memory(&fx.images, 256);
     let client = rt.start(&spec).await.expect("start").client;
     assert!(matches!(
         rt.resume(&spec.id).await,
@@ -381,7 +381,7 @@ async fn a_guest_that_panics_fails_start_with_its_console_and_leaves_nothing() {
     })
     .await
     .unwrap();
-    let spec = spec_with_memory(128);
+    let spec = spec_with_memory(&fx.images, 128);
     let t0 = Instant::now();
     let err = rt
         .start(&spec)
@@ -412,7 +412,7 @@ async fn a_restarted_backend_finds_and_stops_a_running_vm() {
     let Some(fx) = fixture("reattach").await else {
         return;
     };
-    let spec = spec_with_memory(256);
+    let spec = spec_with_memory(&fx.images, 256);
     fx.runtime.start(&spec).await.expect("start");
     let cid_file = fx.runtime.layout().box_paths(&spec.id).cid_file();
     let cid = read_cid(&cid_file);
@@ -431,7 +431,7 @@ async fn a_restarted_backend_finds_and_stops_a_running_vm() {
         "ok"
     );
     // A second box on the new backend gets another CID.
-    let other = spec_with_memory(128);
+    let other = spec_with_memory(&fx.images, 128);
     again.start(&other).await.expect("start another");
     let other_cid = read_cid(&again.layout().box_paths(&other.id).cid_file());
     assert_ne!(other_cid, cid);
@@ -455,7 +455,7 @@ async fn a_guest_past_its_boot_deadline_is_killed_with_the_reason() {
     })
     .await
     .unwrap();
-    let spec = spec_with_memory(128);
+    let spec = spec_with_memory(&fx.images, 128);
     let err = rt
         .start(&spec)
         .await
@@ -512,7 +512,7 @@ async fn egress_reaches_the_listener_over_vsock_and_rebinds() {
         return;
     };
     let rt = &fx.runtime;
-    let mut spec = spec_with_memory(256);
+    let mut spec = spec_with_memory(&fx.images, 256);
     spec.egress.pinned_hosts = vec!["api.example.test".into()];
     spec.env = [("ANTHROPIC_API_KEY".to_owned(), "berth-ph-vm".to_owned())].into();
     let booted = rt.start(&spec).await.expect("start");

@@ -42,7 +42,7 @@ impl QemuRuntime {
         make_private_dir(paths.box_dir())?;
         make_private_dir(&paths.vm_dir())?;
         egress::set_mode(&paths.vm_dir(), 0o700)?;
-        volume::ensure(&paths.volume(), self.config.volume_mib).await?;
+        volume::ensure(&paths.volume(), spec.disk_mib).await?;
 
         let mut disks = vec![
             Disk {
@@ -120,15 +120,12 @@ impl QemuRuntime {
     }
 
     fn rootfs_image(&self, spec: &BoxSpec) -> Result<PathBuf, RuntimeError> {
-        match spec.rootfs {
-            Rootfs::Host => self
-                .config
-                .rootfs_image
-                .clone()
-                .ok_or(RuntimeError::Unsupported {
-                    backend: "qemu",
-                    operation: "the host rootfs (a VM boots a template's rootfs image)",
-                }),
+        match &spec.rootfs {
+            Rootfs::Image(path) => Ok(path.clone()),
+            Rootfs::Host => Err(RuntimeError::Unsupported {
+                backend: "qemu",
+                operation: "the host rootfs (a VM boots a template's rootfs image)",
+            }),
         }
     }
 

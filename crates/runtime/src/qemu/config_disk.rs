@@ -84,6 +84,7 @@ mod tests {
                 ca_pem: Some("BOX CA PEM\n".into()),
             },
             env: [("ANTHROPIC_API_KEY".to_owned(), "berth-ph-1".to_owned())].into(),
+            disk_mib: crate::DEFAULT_DISK_MIB,
         }
     }
 

@@ -48,8 +48,6 @@ use crate::{
 pub const DEFAULT_QEMU: &str = "qemu-system-x86_64";
 /// The vhost-user vsock backend looked up on `PATH` unless `$BERTH_VHOST_VSOCK` names one.
 pub const DEFAULT_VHOST_VSOCK: &str = "vhost-device-vsock";
-/// The size of a new box volume until the box spec carries one.
-pub const DEFAULT_VOLUME_MIB: u64 = 1024;
 /// How long a boot may take to a ready berth-init: generous under TCG, where the kernel
 /// alone takes ~2 s on an idle host and several times that on a busy one.
 pub const TCG_BOOT_DEADLINE: Duration = Duration::from_secs(60);
@@ -70,21 +68,14 @@ pub struct QemuConfig {
     pub kernel: PathBuf,
     /// The initramfs holding berth-init and the virtio modules (`berth-image`).
     pub initramfs: PathBuf,
-    /// The rootfs image booted for a spec whose rootfs is [`crate::Rootfs::Host`]: the
-    /// spec has no image variant yet (until it does, a template's image comes from here).
-    /// `None`: such specs are refused.
-    pub rootfs_image: Option<PathBuf>,
     pub accel: AccelMode,
     /// `None`: [`TCG_BOOT_DEADLINE`] or [`KVM_BOOT_DEADLINE`].
     pub boot_deadline: Option<Duration>,
-    /// Size of a box volume created on its first start (the spec has no disk size yet).
-    pub volume_mib: u64,
 }
 
 impl QemuConfig {
     /// Defaults: binaries from `$BERTH_QEMU`/`$BERTH_VHOST_VSOCK` or `PATH` (bare names
-    /// when not found: [`QemuRuntime::new`] then says what is missing), accelerator probed,
-    /// 1 GiB volumes.
+    /// when not found: [`QemuRuntime::new`] then says what is missing), accelerator probed.
     pub fn new(data_dir: &Path, kernel: &Path, initramfs: &Path) -> QemuConfig {
         QemuConfig {
             data_dir: data_dir.to_path_buf(),
@@ -94,10 +85,8 @@ impl QemuConfig {
                 .unwrap_or_else(|| DEFAULT_VHOST_VSOCK.into()),
             kernel: kernel.to_path_buf(),
             initramfs: initramfs.to_path_buf(),
-            rootfs_image: None,
             accel: AccelMode::Auto,
             boot_deadline: None,
-            volume_mib: DEFAULT_VOLUME_MIB,
         }
     }
 }

@@ -380,6 +380,7 @@ mod tests {
             harness: None,
             egress: Default::default(),
             env: Default::default(),
+            disk_mib: crate::DEFAULT_DISK_MIB,
         };
         let layout = Layout::new(Path::new("/var/lib/berth"));
         let paths = layout.box_paths(&spec.id);

@@ -163,6 +163,12 @@ impl SandboxRuntime {
 
     async fn boot(&self, spec: &BoxSpec, paths: &BoxPaths) -> Result<Booted, RuntimeError> {
         let id = spec.id.as_str();
+        if let crate::Rootfs::Image(_) = spec.rootfs {
+            return Err(RuntimeError::Unsupported {
+                backend: "sandbox",
+                operation: "a rootfs image (the sandbox runs on the host's /usr)",
+            });
+        }
         let rootfs = self.layout.host_rootfs();
         rootfs::ensure_host_rootfs(&rootfs)?;
         // Checks the layers before anything of the box is touched.

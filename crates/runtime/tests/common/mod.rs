@@ -99,6 +99,7 @@ pub fn new_spec(limits: Limits) -> BoxSpec {
         harness: None,
         egress: Default::default(),
         env: Default::default(),
+        disk_mib: berth_runtime::DEFAULT_DISK_MIB,
     }
 }
 

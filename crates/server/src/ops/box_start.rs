@@ -189,6 +189,7 @@ async fn boot(ctx: &Ctx, live: &mut Live, record: BoxRecord) -> Result<GuestClie
         harness: template.as_ref().and_then(|t| t.harness.clone()),
         egress: egress.setup.clone(),
         env: egress.env.clone(),
+        disk_mib: berth_runtime::DEFAULT_DISK_MIB,
     };
     let began = Instant::now();
     match ctx.runtime.start(&spec).await {
