@@ -58,7 +58,7 @@ impl Daemon {
         let server = Server::bind(ServerConfig {
             data_dir: data_dir.to_path_buf(),
             listen: "127.0.0.1:0".parse()?,
-            runtime: Arc::new(runtime),
+            runtimes: berth_server::Runtimes::single(Arc::new(runtime)),
             idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
             host: Default::default(),
         })

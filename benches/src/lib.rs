@@ -6,3 +6,4 @@ pub mod floor;
 pub mod http;
 pub mod sse;
 pub mod stats;
+pub mod vm;

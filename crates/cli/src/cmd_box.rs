@@ -70,6 +70,14 @@ pub struct CreateArgs {
     /// Without it, the box uses its template's policy.
     #[arg(long = "allow", value_name = "HOST")]
     pub allow: Vec<String>,
+    /// The runtime the box runs on for its life: sandbox or qemu (`berth runtime ls`);
+    /// the daemon's default (`berth up --runtime`) when absent.
+    #[arg(long, value_name = "R")]
+    pub runtime: Option<String>,
+    /// The box's volume size in MiB, 64-1048576; its template's by default (1024 unless the
+    /// template says).
+    #[arg(long, value_name = "N")]
+    pub disk_mib: Option<u64>,
 }
 
 /// Body of `POST /v1/boxes`. Absent fields are left out: the daemon applies its defaults.
@@ -84,6 +92,10 @@ struct CreateBody<'a> {
     idle_timeout_s: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     egress: Option<EgressBody<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    runtime: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    disk_mib: Option<u64>,
 }
 
 /// The box's own egress policy: an allowlist and no credential rules.
@@ -116,6 +128,8 @@ impl CreateArgs {
             limits,
             idle_timeout_s: self.idle_timeout,
             egress: (!self.allow.is_empty()).then_some(EgressBody { allow: &self.allow }),
+            runtime: self.runtime.as_deref(),
+            disk_mib: self.disk_mib,
         }
     }
 }
@@ -245,6 +259,8 @@ mod tests {
             cpus: None,
             idle_timeout: None,
             allow: Vec::new(),
+            runtime: None,
+            disk_mib: None,
         };
         assert_eq!(
             serde_json::to_value(args.body()).unwrap(),
@@ -258,10 +274,12 @@ mod tests {
             cpus: Some(0.5),
             idle_timeout: Some(30),
             allow: vec!["api.anthropic.com".into(), "*.github.com".into()],
+            runtime: Some("qemu".into()),
+            disk_mib: Some(2048),
         };
         assert_eq!(
             serde_json::to_value(args.body()).unwrap(),
-            serde_json::json!({"name":"a","template":"host","limits":{"memory_mib":256,"cpus":0.5},"idle_timeout_s":30,"egress":{"allow":["api.anthropic.com","*.github.com"]}})
+            serde_json::json!({"name":"a","template":"host","limits":{"memory_mib":256,"cpus":0.5},"idle_timeout_s":30,"egress":{"allow":["api.anthropic.com","*.github.com"]},"runtime":"qemu","disk_mib":2048})
         );
     }
 

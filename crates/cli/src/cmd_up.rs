@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use berth_runtime::sandbox::{SandboxConfig, SandboxRuntime};
+use berth_server::runtimes::{RuntimeEntry, RuntimeState, Runtimes};
 use clap::Args;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -27,6 +28,11 @@ pub struct UpArgs {
     /// key file); default: <data dir>/berth.toml when it exists. See docs/config.md.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// The runtime of boxes created without `--runtime`: sandbox (containers sharing the
+    /// host's /usr) or qemu (microVMs; needs `berth image build`). Both are offered either
+    /// way when they work (`berth runtime ls`).
+    #[arg(long, value_name = "R", default_value = "sandbox", value_parser = ["sandbox", "qemu"])]
+    pub runtime: String,
 }
 
 pub fn run(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
@@ -48,16 +54,32 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
         None => berth_server::HostConfig::load_default(&data_dir),
     }?;
     let init_bin = berth_runtime::init_binary()?;
-    let sandbox = SandboxRuntime::new(SandboxConfig {
+    // Both runtimes are tried; one that cannot run is offered as unavailable with the
+    // reason (`berth runtime ls`), and only the default must work. qemu's KVM probe boots
+    // its kernel once: it runs while the sandbox is prepared.
+    let qemu = tokio::spawn(berth_server::runtimes::qemu_entry(data_dir.clone()));
+    let sandbox = match SandboxRuntime::new(SandboxConfig {
         data_dir: data_dir.clone(),
         oci_runtime: args.oci_runtime.clone(),
         init_bin,
-    })
-    .context("preparing the sandbox runtime")?;
+    }) {
+        Ok(sandbox) => RuntimeEntry::ready(Arc::new(sandbox), None),
+        Err(e) => RuntimeEntry::unavailable("sandbox", berth_server::error::error_chain(&e)),
+    };
+    let qemu = qemu.await.context("preparing the qemu runtime")?;
+    for entry in [&sandbox, &qemu] {
+        if let RuntimeState::Unavailable { reason } = &entry.state {
+            if entry.name == args.runtime {
+                anyhow::bail!("the default runtime {} cannot run: {reason}", entry.name);
+            }
+            tracing::warn!(runtime = %entry.name, %reason, "runtime unavailable");
+        }
+    }
+    let runtimes = Runtimes::new(vec![sandbox, qemu], &args.runtime)?;
     let config = berth_server::ServerConfig {
         data_dir: data_dir.clone(),
         listen: args.listen,
-        runtime: Arc::new(sandbox),
+        runtimes,
         idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
         host,
     };

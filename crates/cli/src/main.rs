@@ -10,6 +10,7 @@ mod cmd_egress;
 mod cmd_exec;
 mod cmd_image;
 mod cmd_logs;
+mod cmd_runtime;
 mod cmd_secret;
 mod cmd_send;
 mod cmd_template;
@@ -69,6 +70,9 @@ pub enum Command {
     /// List templates and reload the user ones.
     #[command(subcommand)]
     Template(cmd_template::TemplateCommand),
+    /// List the runtimes the daemon can run boxes on (sandbox, qemu) and why one cannot.
+    #[command(subcommand)]
+    Runtime(cmd_runtime::RuntimeCommand),
     /// Build the VM images (kernel, initramfs, root filesystems) in the data dir.
     #[command(subcommand)]
     Image(cmd_image::ImageCommand),
@@ -115,6 +119,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Egress(args) => client_main(async { cmd_egress::run(&connect()?, args).await }),
         Command::Template(command) => {
             client_main(async { cmd_template::run(&connect()?, command).await })
+        }
+        Command::Runtime(command) => {
+            client_main(async { cmd_runtime::run(&connect()?, command).await })
         }
         Command::Tenant(command) => {
             client_main(async { cmd_tenant::run(&connect()?, command).await })

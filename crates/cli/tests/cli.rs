@@ -607,3 +607,150 @@ fn secrets_set_from_stdin_list_and_remove() {
     assert_one_line_error(&out, 1, &["no secret named \"anthropic\""]);
     assert!(!daemon.berth_ok(&["secret", "ls"]).contains("anthropic"));
 }
+
+/// Every process whose command line names `needle` (e.g. a data dir: a box's QEMU and
+/// vhost-device-vsock are started with paths under it).
+fn processes_naming(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(needle) {
+            found.push(format!("{}: {cmdline}", name.to_string_lossy()));
+        }
+    }
+    found
+}
+
+/// The daemon offers qemu: `berth image build` makes the images (reused from
+/// `$BERTH_TEST_IMAGE_DIR`, default /var/tmp/berth-test-images, as the runtime's tests do),
+/// a restarted daemon finds them, and a `minimal` box boots its own kernel with a
+/// read-only root and a persistent, writable home; `box rm` leaves no VM process.
+#[test]
+fn end_to_end_a_qemu_box_from_the_cli() {
+    if let Some(reason) = e2e_skip_reason() {
+        eprintln!("SKIPPED: {reason}");
+        return;
+    }
+    for (env, name) in [
+        ("BERTH_QEMU", berth_runtime::qemu::DEFAULT_QEMU),
+        (
+            "BERTH_VHOST_VSOCK",
+            berth_runtime::qemu::DEFAULT_VHOST_VSOCK,
+        ),
+    ] {
+        if berth_runtime::qemu::find_program(env, name).is_none() {
+            eprintln!("SKIPPED: {name} is not installed (scripts/install-deps.sh --tests)");
+            return;
+        }
+    }
+    let mut daemon = Daemon::start();
+    let listed = daemon.berth_ok(&["runtime", "ls"]);
+    let qemu_line = listed.lines().find(|l| l.starts_with("qemu")).unwrap();
+    assert!(
+        qemu_line.contains("no") && qemu_line.contains("run `berth image build`"),
+        "{listed}"
+    );
+
+    // The images, in a cache shared with the other VM tests (content-addressed).
+    let cache = std::env::var_os("BERTH_TEST_IMAGE_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/var/tmp/berth-test-images".into())
+        .join("images");
+    fs::create_dir_all(&cache).unwrap();
+    std::os::unix::fs::symlink(&cache, daemon.dir().join("images")).unwrap();
+    let built = daemon.berth(&["image", "build"]);
+    if !built.status.success() {
+        let err = stderr(&built);
+        if err.contains("no network to the Debian mirror") {
+            eprintln!("SKIPPED: {}", err.trim());
+            return;
+        }
+        panic!("berth image build failed: {err}");
+    }
+    daemon.crash_and_restart();
+    let listed = daemon.berth_ok(&["runtime", "ls"]);
+    let qemu_line = listed.lines().find(|l| l.starts_with("qemu")).unwrap();
+    assert!(qemu_line.contains("yes"), "{listed}\n{}", daemon.logs());
+
+    daemon.berth_ok(&[
+        "box",
+        "create",
+        "vm1",
+        "--runtime",
+        "qemu",
+        "--template",
+        "minimal",
+    ]);
+    let shown = daemon.berth_ok(&["box", "ls", "--json"]);
+    assert!(shown.contains("\"runtime\": \"qemu\""), "{shown}");
+
+    let host = std::process::Command::new("uname")
+        .arg("-r")
+        .output()
+        .unwrap();
+    let guest = daemon.berth_ok(&["exec", "vm1", "--", "uname", "-r"]);
+    let host = stdout(&host);
+    assert!(!guest.trim().is_empty());
+    assert_ne!(guest.trim(), host.trim(), "the box runs the host's kernel");
+    assert!(
+        guest.contains("cloud"),
+        "not Debian's cloud kernel: {guest}"
+    );
+
+    let cmdline = daemon.berth_ok(&["exec", "vm1", "--", "cat", "/proc/cmdline"]);
+    assert!(cmdline.contains("rdinit="), "{cmdline}");
+
+    let mounts = daemon.berth_ok(&["exec", "vm1", "--", "cat", "/proc/mounts"]);
+    let options = |point: &str| -> Vec<String> {
+        mounts
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .filter(|f| f.len() > 3 && f[1] == point)
+            .map(|f| f[3].to_owned())
+            .collect()
+    };
+    let root = options("/");
+    assert!(
+        root.last().is_some_and(|o| o.split(',').any(|x| x == "ro")),
+        "/ is not read-only: {mounts}"
+    );
+    let home = options("/home/user");
+    assert!(
+        home.last().is_some_and(|o| o.split(',').any(|x| x == "rw")),
+        "/home/user is not writable: {mounts}"
+    );
+
+    daemon.berth_ok(&[
+        "exec",
+        "vm1",
+        "--",
+        "sh",
+        "-c",
+        "echo kept > /home/user/kept.txt",
+    ]);
+    daemon.berth_ok(&["box", "stop", "vm1"]);
+    assert_eq!(
+        daemon.berth_ok(&["exec", "vm1", "--", "cat", "/home/user/kept.txt"]),
+        "kept\n"
+    );
+
+    let data = daemon.dir().to_string_lossy().into_owned();
+    let running = processes_naming(&data);
+    assert!(
+        running.iter().any(|p| p.contains("qemu-system")),
+        "no QEMU names the data dir while the box runs: {running:?}"
+    );
+    daemon.berth_ok(&["box", "rm", "vm1"]);
+    let left: Vec<String> = processes_naming(&data)
+        .into_iter()
+        .filter(|p| p.contains("qemu") || p.contains("vhost-device"))
+        .collect();
+    assert!(left.is_empty(), "left running after box rm: {left:?}");
+}

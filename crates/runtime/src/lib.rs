@@ -6,6 +6,7 @@
 //! [`RuntimeError::Unsupported`], never a silent `Ok`.
 
 pub mod error;
+pub mod firecracker;
 pub(crate) mod fs;
 pub mod guest_client;
 pub(crate) mod guest_etc;

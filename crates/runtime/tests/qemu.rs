@@ -3,25 +3,28 @@
 //! guest runs here) and vhost-device-vsock.
 //!
 //! Images are built once into `$BERTH_TEST_IMAGE_DIR` (default
-//! `/var/tmp/berth-test-images`; content-addressed, so later runs reuse them). Needs
+//! `/var/tmp/berth-test-images`; content-addressed, so later runs reuse them: see
+//! `common::images`). Needs
 //! `qemu-system-x86_64`, `vhost-device-vsock` (scripts/install-deps.sh --tests installs
 //! both), a static berth-init (`make init`, or `$BERTH_INIT_BIN`), and the Debian mirror
 //! for the first image build; otherwise each test prints `SKIPPED: <reason>` and returns.
 //!
-//! The sandbox conformance suite (tests/conformance.rs) reaches into the sandbox's own
-//! layout and id ranges in several checks, so this file runs the VM-meaningful ones itself.
+//! The conformance suite (tests/conformance.rs) runs every backend-generic check on qemu
+//! too (`qemu::<check>`); this file holds what only a VM does: its own kernel, QMP, a
+//! killed QEMU, a panicking guest, the boot deadline, a restarted backend.
 
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 mod common;
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use berth_protocol::guest::{BoxUser, FileQuery};
 use berth_runtime::qemu::{AccelMode, QemuConfig, QemuRuntime};
 use berth_runtime::{Limits, Runtime, RuntimeError, RuntimeStatus};
 use bytes::Bytes;
+use common::images::{images, vm_binaries, Images};
 use common::{new_spec, run};
 
 const GRACE: Duration = Duration::from_secs(10);
@@ -47,57 +50,6 @@ async fn run_ok(client: &berth_runtime::GuestClient, argv: &[&str], user: BoxUse
         .unwrap_or_else(|_| panic!("{argv:?} got no answer within 60 s"))
 }
 
-/// The VM images every test boots.
-#[derive(Debug, Clone)]
-struct Images {
-    kernel: PathBuf,
-    kernel_version: String,
-    initramfs: PathBuf,
-    rootfs: PathBuf,
-}
-
-/// Builds (or finds) the images once per test binary: `Err` is why the tests skip.
-fn images() -> Result<Images, String> {
-    static IMAGES: OnceLock<Result<Images, String>> = OnceLock::new();
-    IMAGES.get_or_init(build_images).clone()
-}
-
-fn build_images() -> Result<Images, String> {
-    use berth_image::{ImageError, ImageStore, Kernel, NoProgress};
-    let init = berth_runtime::init_binary().map_err(|e| e.to_string())?;
-    let dir = std::env::var_os("BERTH_TEST_IMAGE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "/var/tmp/berth-test-images".into());
-    let store = ImageStore::new(&dir);
-    let skip_or_fail = |what: &str, e: ImageError| match e {
-        e @ (ImageError::MissingTool { .. } | ImageError::NoMirror { .. }) => {
-            format!("cannot build the {what}: {e}")
-        }
-        e => panic!(
-            "building the {what} failed: {}",
-            berth_runtime::error_chain(&e)
-        ),
-    };
-    let t0 = Instant::now();
-    let kernel =
-        Kernel::debian_cloud(&store, &NoProgress).map_err(|e| skip_or_fail("kernel", e))?;
-    let initramfs = berth_image::build_initramfs(&store, &kernel, &init, &NoProgress)
-        .map_err(|e| skip_or_fail("initramfs", e))?;
-    let rootfs = berth_image::rootfs_minimal(&store, &NoProgress)
-        .map_err(|e| skip_or_fail("minimal rootfs", e))?;
-    eprintln!("images ready in {:?} (in {})", t0.elapsed(), dir.display());
-    Ok(Images {
-        kernel_version: kernel
-            .modules
-            .as_ref()
-            .map(|m| m.version.clone())
-            .unwrap_or_default(),
-        kernel: kernel.vmlinuz,
-        initramfs: initramfs.path,
-        rootfs: rootfs.path,
-    })
-}
-
 /// One qemu backend on a fresh data dir. Dropping it (also on panic) kills every VM it
 /// started.
 struct Fixture {
@@ -115,26 +67,8 @@ impl Drop for Fixture {
     }
 }
 
-/// Why the host cannot run VMs at all (binaries), before any image is built.
-fn binaries() -> Result<(), String> {
-    for (env, name) in [
-        ("BERTH_QEMU", berth_runtime::qemu::DEFAULT_QEMU),
-        (
-            "BERTH_VHOST_VSOCK",
-            berth_runtime::qemu::DEFAULT_VHOST_VSOCK,
-        ),
-    ] {
-        if berth_runtime::qemu::find_program(env, name).is_none() {
-            return Err(format!(
-                "{name} is not installed (scripts/install-deps.sh --tests, or set {env})"
-            ));
-        }
-    }
-    Ok(())
-}
-
 async fn fixture(name: &str) -> Option<Fixture> {
-    if let Err(why) = binaries() {
+    if let Err(why) = vm_binaries() {
         eprintln!("SKIPPED: {name}: {why}");
         return None;
     }

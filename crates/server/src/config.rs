@@ -2,12 +2,10 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
-use berth_runtime::Runtime;
-
 use crate::host_config::HostConfig;
+use crate::runtimes::Runtimes;
 
 /// Everything the daemon needs; the CLI builds it from flags.
 #[derive(Clone)]
@@ -16,7 +14,9 @@ pub struct ServerConfig {
     pub data_dir: PathBuf,
     /// Where the public API listens (`127.0.0.1:7070` by default; port 0 picks one).
     pub listen: SocketAddr,
-    pub runtime: Arc<dyn Runtime>,
+    /// The runtimes boxes may run on and the default for new boxes
+    /// ([`Runtimes::single`] for one).
+    pub runtimes: Runtimes,
     /// How often the idle reclaimer looks for boxes past their idle timeout
     /// ([`DEFAULT_IDLE_CHECK`]; tests may make it shorter).
     pub idle_check: Duration,
@@ -32,7 +32,7 @@ impl std::fmt::Debug for ServerConfig {
         f.debug_struct("ServerConfig")
             .field("data_dir", &self.data_dir)
             .field("listen", &self.listen)
-            .field("runtime", &self.runtime.name())
+            .field("runtimes", &self.runtimes)
             .field("idle_check", &self.idle_check)
             .field("host", &self.host)
             .finish()

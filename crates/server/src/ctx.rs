@@ -1,5 +1,6 @@
 //! What every operation works with.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,7 +10,9 @@ use berth_store::{BoxRecord, Store};
 use crate::boxes::BoxTable;
 use crate::egress::policy::EgressPolicy;
 use crate::egress::EgressHost;
+use crate::error::OpError;
 use crate::lifecycle::Activity;
+use crate::runtimes::Runtimes;
 use crate::secrets::SecretStore;
 use crate::templates::SharedTemplates;
 
@@ -18,8 +21,11 @@ pub const STOP_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Clone)]
 pub struct Ctx {
+    /// berth's data directory (images, layers, templates).
+    pub data_dir: PathBuf,
     pub store: Arc<Store>,
-    pub runtime: Arc<dyn Runtime>,
+    /// Every box runs on the runtime its record names ([`Ctx::runtime_of`]).
+    pub runtimes: Arc<Runtimes>,
     pub boxes: Arc<BoxTable>,
     /// Who is using which box: `ctx.activity.begin(&id)` for the length of a use.
     pub activity: Arc<Activity>,
@@ -32,6 +38,17 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// The runtime the box runs on; unavailable (gone from this daemon, or failing its
+    /// checks): the box cannot be started, stopped or removed until it is back.
+    pub fn runtime_of(&self, record: &BoxRecord) -> Result<&Arc<dyn Runtime>, OpError> {
+        self.runtimes
+            .get(&record.runtime)
+            .map_err(|source| OpError::BoxRuntime {
+                name: record.name.clone(),
+                source,
+            })
+    }
+
     /// Whether the box's template runs a harness: only such boxes take messages (others:
     /// 400). Looked up in the current registry (a template reloaded without a harness, or
     /// gone, takes no more messages).

@@ -85,6 +85,31 @@ pub enum OpError {
         source: Box<RuntimeError>,
     },
 
+    /// The runtime a new box asks for (or the default) is unknown or unavailable.
+    #[error("invalid `runtime`")]
+    InvalidRuntime(#[source] crate::runtimes::RuntimeLookupError),
+
+    /// The box's runtime is unavailable in this daemon: nothing can be done to the box.
+    #[error("box {name} cannot be reached")]
+    BoxRuntime {
+        name: String,
+        #[source]
+        source: crate::runtimes::RuntimeLookupError,
+    },
+
+    /// `disk_mib` out of its range.
+    #[error("disk_mib must be between {min} and {max}, got {value}")]
+    DiskOutOfRange { value: u64, min: u64, max: u64 },
+
+    /// The template's base cannot run on the chosen runtime.
+    #[error("template {template:?} (base {base}) cannot run on the {runtime} runtime: {hint}")]
+    BaseNotOnRuntime {
+        template: String,
+        base: String,
+        runtime: String,
+        hint: &'static str,
+    },
+
     #[error("template {template:?} is unavailable: {reason}")]
     TemplateUnavailable { template: String, reason: String },
 
@@ -154,12 +179,14 @@ pub enum OpError {
 }
 
 /// Why a box's template does not let it start.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum TemplateProblem {
     #[error("no longer exists (removed, or its file failed the last reload); restore it and start the box again")]
     Missing,
     #[error("is unavailable: {reason}")]
     Unavailable { reason: String },
+    #[error("cannot give the box its rootfs: {}", error_chain(.0))]
+    Rootfs(Box<crate::ops::box_rootfs::RootfsError>),
 }
 
 impl From<GuestError> for OpError {

@@ -73,8 +73,9 @@ impl Server {
             tracing::info!(path = %data.join(ADMIN_KEY_FILE).display(), "first start: admin key created");
         }
         let ctx = Ctx {
+            data_dir: data.clone(),
             store,
-            runtime: config.runtime.clone(),
+            runtimes: Arc::new(config.runtimes.clone()),
             boxes: Arc::new(BoxTable::default()),
             activity: Arc::new(Activity::default()),
             templates: Arc::new(load_templates(data).await),
@@ -109,7 +110,7 @@ impl Server {
                 source,
             }
         })?;
-        tracing::info!(%local_addr, runtime = ctx.runtime.name(), "berth listening");
+        tracing::info!(%local_addr, runtimes = ?ctx.runtimes, "berth listening");
         Ok(Server {
             _lock: lock,
             listener,

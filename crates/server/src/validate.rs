@@ -7,6 +7,8 @@ use crate::error::OpError;
 
 /// The template of a box whose creation names none.
 pub const DEFAULT_TEMPLATE: &str = "host";
+/// The template of a box on a VM runtime when none is named.
+pub const DEFAULT_VM_TEMPLATE: &str = "minimal";
 
 /// A box name: a DNS label (1–63 of `a-z`, `0-9`, `-`, not starting or ending with `-`).
 pub fn box_name(name: &str) -> Result<(), OpError> {
@@ -33,6 +35,8 @@ pub fn tenant_name(name: &str) -> Result<(), OpError> {
 /// The ranges of docs/api.md, for a box's limits and a template's defaults alike.
 pub const MEMORY_MIB_RANGE: RangeInclusive<u64> = 64..=65_536;
 pub const PIDS_RANGE: RangeInclusive<u64> = 16..=65_536;
+/// A box volume: 64 MiB to 1 TiB (a sparse file until written).
+pub const DISK_MIB_RANGE: RangeInclusive<u64> = 64..=1_048_576;
 pub const CPUS_RANGE: RangeInclusive<f64> = 0.1..=256.0;
 
 /// The DNS-label rule `name` breaks, if any (box, tenant and template names).
@@ -94,6 +98,19 @@ pub fn idle_timeout_s(value: u64) -> Result<u64, OpError> {
         IDLE_TIMEOUT_S_MAX as f64,
     )?;
     Ok(value)
+}
+
+/// A box's own volume size, in [`DISK_MIB_RANGE`].
+pub fn disk_mib(value: u64) -> Result<u64, OpError> {
+    if DISK_MIB_RANGE.contains(&value) {
+        Ok(value)
+    } else {
+        Err(OpError::DiskOutOfRange {
+            value,
+            min: *DISK_MIB_RANGE.start(),
+            max: *DISK_MIB_RANGE.end(),
+        })
+    }
 }
 
 fn range(field: &'static str, value: f64, min: f64, max: f64) -> Result<(), OpError> {

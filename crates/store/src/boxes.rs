@@ -25,6 +25,10 @@ pub struct NewBox {
     /// The box's own egress policy as JSON (the daemon validates and serialises it; the
     /// store does not look inside). `None`: the box uses its template's.
     pub egress: Option<String>,
+    /// The runtime the box runs on (`sandbox`, `qemu`), fixed for its life.
+    pub runtime: String,
+    /// The box's own volume size; `None`: its template's.
+    pub disk_mib: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -49,10 +53,16 @@ pub struct BoxRecord {
     pub updated_at: OffsetDateTime,
     /// The box's own egress policy as JSON, as given at creation; `None`: its template's.
     pub egress: Option<String>,
+    /// The runtime the box runs on, fixed at creation (`sandbox` for boxes made before
+    /// runtimes could be chosen).
+    pub runtime: String,
+    /// The box's own volume size; `None`: its template's.
+    pub disk_mib: Option<u64>,
 }
 
 const COLUMNS: &str = "id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
-                       cpus, id_slot, generation, created_at, updated_at, idle_timeout_s, egress";
+                       cpus, id_slot, generation, created_at, updated_at, idle_timeout_s, egress, runtime, \
+                       disk_mib";
 
 impl Store {
     /// Inserts a `stopped` box with the next id slot. A name the tenant already uses is
@@ -71,8 +81,9 @@ impl Store {
         let at_text = format_time(at)?;
         let inserted = tx.execute(
             "INSERT INTO boxes (id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
-             cpus, id_slot, generation, created_at, updated_at, idle_timeout_s, egress) \
-             VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9, 1, ?10, ?10, ?11, ?12)",
+             cpus, id_slot, generation, created_at, updated_at, idle_timeout_s, egress, runtime, \
+             disk_mib) \
+             VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9, 1, ?10, ?10, ?11, ?12, ?13, ?14)",
             params![
                 new.id.as_str(),
                 new.tenant_id.as_str(),
@@ -86,6 +97,8 @@ impl Store {
                 at_text,
                 new.idle_timeout_s as i64,
                 new.egress,
+                new.runtime,
+                new.disk_mib.map(|d| d as i64),
             ],
         );
         match inserted {
@@ -122,6 +135,8 @@ impl Store {
             created_at: at,
             updated_at: at,
             egress: new.egress.clone(),
+            runtime: new.runtime.clone(),
+            disk_mib: new.disk_mib,
         })
     }
 
@@ -326,6 +341,8 @@ struct RawBox {
     updated_at: String,
     idle_timeout_s: i64,
     egress: Option<String>,
+    runtime: String,
+    disk_mib: Option<i64>,
 }
 
 impl RawBox {
@@ -346,6 +363,8 @@ impl RawBox {
             updated_at: row.get(12)?,
             idle_timeout_s: row.get(13)?,
             egress: row.get(14)?,
+            runtime: row.get(15)?,
+            disk_mib: row.get(16)?,
         })
     }
 
@@ -375,6 +394,8 @@ impl RawBox {
             created_at: parse_time("boxes.created_at", &self.created_at)?,
             updated_at: parse_time("boxes.updated_at", &self.updated_at)?,
             egress: self.egress,
+            runtime: self.runtime,
+            disk_mib: self.disk_mib.map(|d| d as u64),
         })
     }
 }

@@ -28,6 +28,8 @@ fn setup() -> (tempfile::TempDir, Store, BoxId) {
             cpus: 1.0,
             idle_timeout_s: 60,
             egress: None,
+            runtime: "sandbox".into(),
+            disk_mib: None,
         })
         .unwrap();
     assert_eq!(record.idle_timeout_s, 60);

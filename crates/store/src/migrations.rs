@@ -11,6 +11,7 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (2, include_str!("../migrations/0002_messages_events.sql")),
     (3, include_str!("../migrations/0003_secrets.sql")),
     (4, include_str!("../migrations/0004_box_egress.sql")),
+    (5, include_str!("../migrations/0005_box_runtime.sql")),
 ];
 
 /// Applies every migration newer than the database's; returns the version reached.

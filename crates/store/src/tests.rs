@@ -17,6 +17,8 @@ fn new_box(tenant: &TenantId, name: &str) -> NewBox {
         cpus: 1.5,
         idle_timeout_s: 300,
         egress: None,
+        runtime: "sandbox".into(),
+        disk_mib: None,
     }
 }
 
@@ -263,4 +265,29 @@ fn a_box_from_before_the_egress_column_reads_as_none() {
     let old = store.get_box(&id).unwrap().unwrap();
     assert_eq!(old.egress, None);
     assert_eq!((old.name.as_str(), old.idle_timeout_s), ("old", 60));
+    // Migration 5: an old box ran on the sandbox, with its template's disk.
+    assert_eq!((old.runtime.as_str(), old.disk_mib), ("sandbox", None));
+}
+
+#[test]
+fn a_box_keeps_its_runtime_and_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = {
+        let store = open(&dir);
+        let tenant = store.create_tenant("acme").unwrap();
+        let record = store
+            .insert_box(&NewBox {
+                runtime: "qemu".into(),
+                disk_mib: Some(2048),
+                ..new_box(&tenant.id, "vm")
+            })
+            .unwrap();
+        assert_eq!(
+            (record.runtime.as_str(), record.disk_mib),
+            ("qemu", Some(2048))
+        );
+        record.id
+    };
+    let read = open(&dir).get_box(&id).unwrap().unwrap();
+    assert_eq!((read.runtime.as_str(), read.disk_mib), ("qemu", Some(2048)));
 }

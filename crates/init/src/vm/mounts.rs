@@ -114,6 +114,15 @@ pub fn assemble(
         ensure_volume_dir(&source, uid, mode)?;
         bind(&source, &in_root(newroot, target), "directory")?;
     }
+    // berth-init's journals are data, never programs: noexec, as the sandbox mounts it (a
+    // bind takes the volume's nosuid,nodev but not a flag the volume lacks).
+    let agent = in_root(newroot, AGENT_STATE_DIR);
+    let noexec = MsFlags::MS_REMOUNT
+        | MsFlags::MS_BIND
+        | MsFlags::MS_NOSUID
+        | MsFlags::MS_NODEV
+        | MsFlags::MS_NOEXEC;
+    do_mount("(noexec)", Path::new("none"), &agent, None, noexec, None)?;
 
     for layer in &plan.layers {
         let target = in_root(newroot, &layer.target);

@@ -18,13 +18,13 @@ mod accel;
 mod boot;
 mod cid;
 mod cmdline;
-mod config_disk;
-mod egress;
+pub(crate) mod config_disk;
+pub(crate) mod egress;
 mod paths;
-mod process;
+pub(crate) mod process;
 mod qmp;
 mod stop;
-mod volume;
+pub(crate) mod volume;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,75 +1,19 @@
-//! The conformance suite's fixtures: one backend per test with its own data dir, fresh
-//! box specs, exec helpers and host-side probes.
+//! The runtime tests' fixtures: one backend per test with its own data dir ([`fixture`]),
+//! the VM images ([`images`]), fresh box specs, exec helpers and host-side probes.
+
+pub mod fixture;
+pub mod images;
+
+pub use fixture::{Backend, Fixture};
 
 use std::future::Future;
 use std::io::Read;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use berth_protocol::guest::{BoxUser, ExecFrame, ExecRequest};
 use berth_protocol::BoxId;
-use berth_runtime::sandbox::{SandboxConfig, SandboxRuntime};
-use berth_runtime::{
-    BootToken, BoxSpec, GuestClient, IdMap, Limits, Rootfs, Runtime, RuntimeError,
-};
-
-/// One backend for one test. Dropping it (also on panic) kills and deletes every box it
-/// started and removes its data dir.
-pub struct Fixture {
-    pub runtime: Arc<dyn Runtime>,
-    pub sandbox: Arc<SandboxRuntime>,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let left = self.sandbox.cleanup_all_blocking();
-        if !left.is_empty() {
-            eprintln!("cleanup could not remove: {left:?}");
-        }
-    }
-}
-
-/// The sandbox backend (runc unless `BERTH_OCI_RUNTIME` says otherwise) on a fresh data
-/// dir, or `None` after printing why the test is skipped.
-pub fn fixture(name: &str) -> Option<Fixture> {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIPPED: {name}: the sandbox backend needs root");
-        return None;
-    }
-    let init_bin = match berth_runtime::init_binary() {
-        Ok(path) => path,
-        Err(e) => {
-            eprintln!("SKIPPED: {name}: {e}");
-            return None;
-        }
-    };
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("berth-conformance-{name}-"))
-        .tempdir()
-        .unwrap();
-    let config = SandboxConfig {
-        data_dir: dir.path().to_path_buf(),
-        oci_runtime: std::env::var("BERTH_OCI_RUNTIME").unwrap_or_else(|_| "runc".into()),
-        init_bin,
-    };
-    match SandboxRuntime::new(config) {
-        Ok(sandbox) => {
-            let sandbox = Arc::new(sandbox);
-            Some(Fixture {
-                runtime: sandbox.clone(),
-                sandbox,
-                _dir: dir,
-            })
-        }
-        Err(e @ RuntimeError::Missing { .. }) => {
-            eprintln!("SKIPPED: {name}: {e}");
-            None
-        }
-        Err(e) => panic!("SandboxRuntime::new: {e}"),
-    }
-}
+use berth_runtime::{BootToken, BoxSpec, GuestClient, IdMap, Limits, Rootfs};
 
 pub fn random<const N: usize>() -> [u8; N] {
     let mut buf = [0u8; N];
@@ -147,15 +91,30 @@ pub async fn run(
     )
 }
 
-/// Runs `argv`, asserting it exits 0; its stdout.
+/// Runs `argv`, asserting it exits 0 within 60 s (a wedged guest channel fails the test
+/// instead of hanging it); its stdout.
 pub async fn run_ok(client: &GuestClient, argv: &[&str], user: BoxUser) -> String {
-    let (code, out, err) = run(client, argv, user, Some(Duration::from_secs(30))).await;
+    let (code, out, err) = tokio::time::timeout(
+        Duration::from_secs(60),
+        run(client, argv, user, Some(Duration::from_secs(30))),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{argv:?} got no answer within 60 s"));
     assert_eq!(code, 0, "{argv:?} as {user:?} failed: {err}");
     out
 }
 
 /// Polls `check` with a short backoff until it holds; panics after 15 s.
-pub async fn wait_until<F, Fut>(mut check: F)
+pub async fn wait_until<F, Fut>(check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    wait_until_within(Duration::from_secs(15), check).await
+}
+
+/// Polls `check` with a short backoff until it holds; panics after `limit`.
+pub async fn wait_until_within<F, Fut>(limit: Duration, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
@@ -164,8 +123,8 @@ where
     let mut backoff = Duration::from_millis(5);
     while !check().await {
         assert!(
-            started.elapsed() < Duration::from_secs(15),
-            "condition not reached in 15 s"
+            started.elapsed() < limit,
+            "condition not reached in {limit:?}"
         );
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_millis(200));
@@ -187,6 +146,21 @@ pub fn host_pids_in_range(map: IdMap) -> Vec<i32> {
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&pid| host_uid_of(pid).is_some_and(|uid| range.contains(&uid)) && !is_zombie(pid))
+        .collect()
+}
+
+/// Live host pids whose command line contains `needle` (a VM's QEMU and
+/// vhost-device-vsock name files in its box dir).
+pub fn host_pids_mentioning(needle: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != me && !is_zombie(pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
         .collect()
 }
 

@@ -31,6 +31,14 @@ pub struct CreateBody {
     /// credential rules); absent: the template's, as it is at each start.
     #[serde(default)]
     egress: Option<EgressPolicy>,
+    /// The runtime the box runs on for its life (`GET /v1/runtimes`); absent: the
+    /// daemon's default. Unknown or unavailable: 400.
+    #[serde(default)]
+    runtime: Option<String>,
+    /// The box's volume size in MiB (64..=1048576); absent: its template's `disk_mib`, as it
+    /// is at each start.
+    #[serde(default)]
+    disk_mib: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -66,6 +74,8 @@ pub async fn create(
             },
             idle_timeout_s: body.idle_timeout_s,
             egress: body.egress,
+            runtime: body.runtime,
+            disk_mib: body.disk_mib,
         },
     )?;
     Ok((StatusCode::CREATED, Json(BoxView::new(&ctx, record))).into_response())

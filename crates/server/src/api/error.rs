@@ -83,6 +83,9 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::InvalidTenantName { .. }
         | OpError::UnknownTemplate { .. }
         | OpError::TemplateUnavailable { .. }
+        | OpError::InvalidRuntime(_)
+        | OpError::DiskOutOfRange { .. }
+        | OpError::BaseNotOnRuntime { .. }
         | OpError::LimitOutOfRange { .. }
         | OpError::InvalidPath { .. }
         | OpError::InvalidExec { .. }
@@ -102,6 +105,7 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         OpError::StartFailed { .. }
         | OpError::StartTemplate { .. }
         | OpError::StartEgress { .. }
+        | OpError::BoxRuntime { .. }
         | OpError::ExecCut => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable),
         OpError::Guest(e) => guest_status(e.code()),
         OpError::Secret(e) => secret_status(e),

@@ -10,6 +10,7 @@ pub mod extract;
 pub mod files;
 pub mod messages;
 pub mod openapi;
+pub mod runtimes;
 pub mod secrets;
 pub mod templates;
 pub mod tenants;
@@ -48,6 +49,7 @@ pub fn router(ctx: Ctx) -> Router {
         )
         .route("/v1/boxes/{box_ref}/events", get(events::events))
         .route("/v1/boxes/{box_ref}/egress", get(egress::audit))
+        .route("/v1/runtimes", get(runtimes::list))
         .route("/v1/templates", get(templates::list))
         .route("/v1/templates/reload", post(templates::reload))
         .route("/v1/tenants", post(tenants::create))

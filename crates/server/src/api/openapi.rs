@@ -5,7 +5,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{boxes, egress, events, exec, files, messages, secrets, templates, tenants};
+use super::{boxes, egress, events, exec, files, messages, runtimes, secrets, templates, tenants};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -34,6 +34,7 @@ use super::{boxes, egress, events, exec, files, messages, secrets, templates, te
         egress::audit,
         templates::list,
         templates::reload,
+        runtimes::list,
         tenants::create,
         secrets::set,
         secrets::list,
@@ -97,6 +98,7 @@ mod tests {
             ("/v1/boxes/{box_ref}/messages", &["post", "get"]),
             ("/v1/boxes/{box_ref}/events", &["get"]),
             ("/v1/templates/reload", &["post"]),
+            ("/v1/runtimes", &["get"]),
             ("/v1/tenants", &["post"]),
         ] {
             for method in methods {
@@ -107,6 +109,8 @@ mod tests {
             }
         }
         assert!(doc["components"]["schemas"]["CreateBox"]["properties"]["name"].is_object());
+        assert!(doc["components"]["schemas"]["CreateBox"]["properties"]["runtime"].is_object());
+        assert!(doc["components"]["schemas"]["RuntimeView"]["properties"]["details"].is_object());
         assert!(doc["components"]["securitySchemes"]["api_key"].is_object());
     }
 }

@@ -17,8 +17,11 @@ use crate::templates::{Template, TemplateError, TemplateRegistry};
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TemplateView {
     pub name: String,
-    pub base: &'static str,
+    /// `host`, `minimal`, `debian`, `debian:<suite>`, `dir:<path>` or `tarball:<path>`.
+    pub base: String,
     pub idle_timeout_s: u64,
+    /// The volume size of its boxes, unless a box gives its own.
+    pub disk_mib: u64,
     #[schema(value_type = crate::api::view::LimitsView)]
     pub limits: Limits,
     pub layers: Vec<LayerView>,
@@ -66,8 +69,9 @@ impl From<&Template> for TemplateView {
     fn from(t: &Template) -> Self {
         TemplateView {
             name: t.name.clone(),
-            base: t.base.as_str(),
+            base: t.base.to_string(),
             idle_timeout_s: t.idle_timeout_s,
+            disk_mib: t.disk_mib,
             limits: t.limits,
             layers: t
                 .layers

@@ -23,9 +23,15 @@ pub struct BoxView {
     /// template's current one. Empty: nothing leaves.
     pub egress: EgressPolicy,
     pub egress_source: EgressSource,
+    /// The runtime the box runs on (fixed at creation).
+    pub runtime: String,
+    /// The volume size the box's next start uses: its own, else its template's.
+    pub disk_mib: u64,
+    /// Where `disk_mib` comes from.
+    pub disk_source: EgressSource,
 }
 
-/// Where a box's egress policy comes from.
+/// Where a box setting (its egress policy, its disk size) comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EgressSource {
@@ -56,6 +62,15 @@ impl BoxView {
             Some(_) => EgressSource::Box,
             None => EgressSource::Template,
         };
+        let (disk_mib, disk_source) = match r.disk_mib {
+            Some(own) => (own, EgressSource::Box),
+            None => (
+                ctx.templates
+                    .get(&r.template)
+                    .map_or(berth_runtime::DEFAULT_DISK_MIB, |t| t.disk_mib),
+                EgressSource::Template,
+            ),
+        };
         BoxView {
             id: r.id.to_string(),
             name: r.name,
@@ -71,6 +86,9 @@ impl BoxView {
             state_reason: r.state_reason,
             egress,
             egress_source,
+            runtime: r.runtime,
+            disk_mib,
+            disk_source,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `POST /v1/boxes`: a new box, `stopped`. Nothing runs until the first wake.
 //!
-//! The box is made from a template (`host` unless named): the template gives the defaults
+//! The box runs on the runtime named (the daemon's default unless named) for its life, and
+//! is made from a template (`host` unless named; `minimal` on a VM runtime): the template gives the defaults
 //! of the limits and the idle timeout, which the client may override. The box keeps the
 //! template's name; its layers and harness are looked up at every start. So is its egress
 //! policy, unless the client gives the box its own, which then replaces the template's
@@ -12,7 +13,9 @@ use berth_store::{BoxRecord, NewBox};
 use crate::ctx::Ctx;
 use crate::egress::policy::EgressPolicy;
 use crate::error::OpError;
-use crate::validate::{self, LimitsInput, DEFAULT_TEMPLATE};
+use crate::runtimes::boots_images;
+use crate::templates::Base;
+use crate::validate::{self, LimitsInput, DEFAULT_TEMPLATE, DEFAULT_VM_TEMPLATE};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct CreateBox {
@@ -22,11 +25,29 @@ pub struct CreateBox {
     pub idle_timeout_s: Option<u64>,
     /// The box's own egress policy; `None`: its template's.
     pub egress: Option<EgressPolicy>,
+    /// `None`: the daemon's default runtime.
+    pub runtime: Option<String>,
+    /// The box's own volume size; `None`: its template's, at each start.
+    pub disk_mib: Option<u64>,
 }
 
 pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRecord, OpError> {
     validate::box_name(&req.name)?;
-    let name = req.template.unwrap_or_else(|| DEFAULT_TEMPLATE.to_owned());
+    let runtime = req
+        .runtime
+        .unwrap_or_else(|| ctx.runtimes.default_name().to_owned());
+    ctx.runtimes
+        .get(&runtime)
+        .map_err(OpError::InvalidRuntime)?;
+    // `host` cannot boot a VM: a VM's default is the smallest image.
+    let name = req.template.unwrap_or_else(|| {
+        if boots_images(&runtime) {
+            DEFAULT_VM_TEMPLATE
+        } else {
+            DEFAULT_TEMPLATE
+        }
+        .to_owned()
+    });
     let registry = ctx.templates.current();
     let template = registry
         .get(&name)
@@ -40,6 +61,8 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
             reason: reason.clone(),
         });
     }
+    check_base(&name, &template.base, &runtime)?;
+    let disk_mib = req.disk_mib.map(validate::disk_mib).transpose()?;
     let limits = validate::limits_over(template.limits, req.limits)?;
     let idle_timeout_s = match req.idle_timeout_s {
         Some(value) => validate::idle_timeout_s(value)?,
@@ -61,9 +84,27 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
         cpus: limits.cpus,
         idle_timeout_s,
         egress,
+        runtime,
+        disk_mib,
     })?;
-    tracing::info!(box_id = %record.id, name = %record.name, template = %record.template, slot = record.id_slot, "box created");
+    tracing::info!(box_id = %record.id, name = %record.name, template = %record.template, runtime = %record.runtime, slot = record.id_slot, "box created");
     Ok(record)
+}
+
+/// Whether boxes of the template's base can run on `runtime`: `host` on the sandbox only,
+/// image bases on VM runtimes only (the sandbox cannot take an image yet).
+pub(crate) fn check_base(template: &str, base: &Base, runtime: &str) -> Result<(), OpError> {
+    let hint = match (base.is_image(), boots_images(runtime)) {
+        (false, true) => "base host runs on the sandbox only; use --template minimal or debian",
+        (true, false) => "image bases run on VM runtimes only; use --runtime qemu",
+        _ => return Ok(()),
+    };
+    Err(OpError::BaseNotOnRuntime {
+        template: template.to_owned(),
+        base: base.to_string(),
+        runtime: runtime.to_owned(),
+        hint,
+    })
 }
 
 /// The box's own policy, validated, as the JSON the store keeps. A placeholder variable may

@@ -20,7 +20,7 @@ async fn delete_locked(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
     let record = reload(ctx, id)?;
     live.end_boot();
     ctx.egress.remove(id);
-    ctx.runtime
+    ctx.runtime_of(&record)?
         .remove(id)
         .await
         .map_err(|source| OpError::Runtime {

@@ -2,11 +2,12 @@
 //! files). Under the box's lifecycle lock, so concurrent wakes start it once.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Instant;
 
 use berth_protocol::BoxId;
 use berth_runtime::{
-    BootToken, Booted, BoxSpec, GuestClient, GuestError, IdMap, Limits, Rootfs, RuntimeStatus,
+    BootToken, Booted, BoxSpec, GuestClient, GuestError, IdMap, Limits, Runtime, RuntimeStatus,
 };
 use berth_store::{BoxRecord, BoxState};
 
@@ -14,6 +15,7 @@ use crate::boxes::Live;
 use crate::ctx::{Ctx, STOP_GRACE};
 use crate::error::{error_chain, OpError, TemplateProblem};
 use crate::ops::box_find::reload;
+use crate::ops::box_rootfs::rootfs_for;
 use crate::ops::detached;
 use crate::pumps::Pumps;
 use crate::templates::Template;
@@ -60,18 +62,18 @@ pub(crate) async fn forget_if_dead(ctx: &Ctx, id: &BoxId, boot: u64) -> Result<b
         if live.boot != boot || live.client.is_none() {
             return Ok(true);
         }
-        let status = ctx
-            .runtime
+        let record = reload(&ctx, &id)?;
+        let runtime = ctx.runtime_of(&record)?;
+        let status = runtime
             .status(&id)
             .await
             .map_err(|source| OpError::Runtime { action: "query", id: id.clone(), source: Box::new(source) })?;
         if status != RuntimeStatus::Stopped {
             return Ok(false);
         }
-        let record = reload(&ctx, &id)?;
         tracing::warn!(box_id = %id, name = %record.name, "the box's processes exited; it will be started again");
         live.end_boot();
-        ctx.runtime
+        runtime
             .stop(&id, STOP_GRACE)
             .await
             .map_err(|source| OpError::Runtime { action: "stop", id: id.clone(), source: Box::new(source) })?;
@@ -87,6 +89,7 @@ async fn wake_locked(ctx: &Ctx, id: &BoxId) -> Result<(GuestClient, u64), OpErro
     let slot = ctx.boxes.slot(id);
     let mut live = slot.lifecycle.lock().await;
     let mut record = reload(ctx, id)?;
+    let runtime = ctx.runtime_of(&record)?.clone();
     match record.state {
         BoxState::Running => {
             if let Some(client) = &live.client {
@@ -95,7 +98,7 @@ async fn wake_locked(ctx: &Ctx, id: &BoxId) -> Result<(GuestClient, u64), OpErro
         }
         BoxState::Paused => {
             if let Some(client) = live.client.clone() {
-                ctx.runtime
+                runtime
                     .resume(id)
                     .await
                     .map_err(|source| OpError::Runtime {
@@ -118,7 +121,7 @@ async fn wake_locked(ctx: &Ctx, id: &BoxId) -> Result<(GuestClient, u64), OpErro
         // The store says something runs, but this daemon holds no client for it (a start
         // cut short): stop whatever is left, then cold start with a fresh token.
         live.end_boot();
-        ctx.runtime
+        runtime
             .stop(id, STOP_GRACE)
             .await
             .map_err(|source| OpError::Runtime {
@@ -130,16 +133,20 @@ async fn wake_locked(ctx: &Ctx, id: &BoxId) -> Result<(GuestClient, u64), OpErro
             .update_box_state(id, record.generation, BoxState::Stopped, None)?;
         record = reload(ctx, id)?;
     }
-    let client = boot(ctx, &mut live, record).await?;
+    let client = boot(ctx, &runtime, &mut live, record).await?;
     Ok((client, live.boot))
 }
 
 /// Cold start of a `stopped` or `failed` box, with the lifecycle lock held.
-async fn boot(ctx: &Ctx, live: &mut Live, record: BoxRecord) -> Result<GuestClient, OpError> {
+async fn boot(
+    ctx: &Ctx,
+    runtime: &Arc<dyn Runtime>,
+    live: &mut Live,
+    record: BoxRecord,
+) -> Result<GuestClient, OpError> {
     // The template as it is now, by the box's stored name: a reload applies at the next
     // start. A missing or unusable one fails the start below, with the reason recorded.
     let template = ctx.templates.get(&record.template);
-    let rootfs = template.as_ref().map_or(Rootfs::Host, |t| t.rootfs());
     let id_map = IdMap::for_slot(record.id_slot).ok_or_else(|| OpError::NoIdRange {
         id: record.id.clone(),
         slot: record.id_slot,
@@ -153,6 +160,32 @@ async fn boot(ctx: &Ctx, live: &mut Live, record: BoxRecord) -> Result<GuestClie
     if let Err(problem) = usable(template.as_deref()) {
         return Err(fail_template(ctx, record, generation, problem));
     }
+    let Some(template) = template else {
+        return Err(fail_template(
+            ctx,
+            record,
+            generation,
+            TemplateProblem::Missing,
+        ));
+    };
+    let rootfs = match rootfs_for(
+        &ctx.data_dir,
+        &template.name,
+        &template.base,
+        runtime.name(),
+    )
+    .await
+    {
+        Ok(rootfs) => rootfs,
+        Err(e) => {
+            return Err(fail_template(
+                ctx,
+                record,
+                generation,
+                TemplateProblem::Rootfs(Box::new(e)),
+            ))
+        }
+    };
     // A fresh CA and fresh placeholders at every start; the secrets as they are now.
     let policy = ctx.box_egress(&record);
     let egress = match ctx.egress.prepare(&record.id, &policy, |name| {
@@ -182,17 +215,14 @@ async fn boot(ctx: &Ctx, live: &mut Live, record: BoxRecord) -> Result<GuestClie
         },
         boot_token: BootToken::from_random(random),
         id_map,
-        layers: template
-            .as_ref()
-            .map(|t| t.layers.clone())
-            .unwrap_or_default(),
-        harness: template.as_ref().and_then(|t| t.harness.clone()),
+        layers: template.layers.clone(),
+        harness: template.harness.clone(),
         egress: egress.setup.clone(),
         env: egress.env.clone(),
-        disk_mib: berth_runtime::DEFAULT_DISK_MIB,
+        disk_mib: record.disk_mib.unwrap_or(template.disk_mib),
     };
     let began = Instant::now();
-    match ctx.runtime.start(&spec).await {
+    match runtime.start(&spec).await {
         Ok(Booted {
             client,
             egress: listener,
@@ -202,7 +232,7 @@ async fn boot(ctx: &Ctx, live: &mut Live, record: BoxRecord) -> Result<GuestClie
                     .update_box_state(&record.id, generation, BoxState::Running, None)
             {
                 // Keep the store truthful: a box we cannot record as running must not run.
-                if let Err(stop) = ctx.runtime.stop(&record.id, STOP_GRACE).await {
+                if let Err(stop) = runtime.stop(&record.id, STOP_GRACE).await {
                     tracing::error!(box_id = %record.id, error = %error_chain(&stop), "cannot stop an unrecorded box");
                 }
                 return Err(e.into());

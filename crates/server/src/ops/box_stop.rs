@@ -46,6 +46,8 @@ pub(crate) async fn stop_held_as(
     let record = reload(ctx, id)?;
     let generation = match record.state {
         BoxState::Stopped | BoxState::Deleted => return Ok(()),
+        // Before any state change: a box whose runtime is gone stays as it is.
+        _ if ctx.runtime_of(&record).is_err() => return ctx.runtime_of(&record).map(drop),
         BoxState::Running | BoxState::Paused => {
             ctx.store
                 .update_box_state(id, record.generation, BoxState::Stopping, None)?
@@ -55,7 +57,7 @@ pub(crate) async fn stop_held_as(
     };
     live.end_boot();
     ctx.egress.end(id);
-    if let Err(source) = ctx.runtime.stop(id, STOP_GRACE).await {
+    if let Err(source) = ctx.runtime_of(&record)?.stop(id, STOP_GRACE).await {
         let reason = format!("stop failed: {}", error_chain(&source));
         if record.state != BoxState::Failed {
             if let Err(e) =

@@ -7,7 +7,10 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use berth_runtime::{BootToken, IdMap};
+use std::sync::Arc;
+
+use berth_protocol::BoxId;
+use berth_runtime::{BootToken, IdMap, Runtime};
 use berth_store::{BoxRecord, BoxState};
 
 use crate::ctx::{Ctx, STOP_GRACE};
@@ -28,14 +31,33 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), OpError> {
     ctx.store.set_event_listener(ctx.boxes.clone());
     let records = ctx.store.list_all_boxes()?;
     for record in &records {
+        // A box whose runtime this daemon lacks is never moved to another: it is `failed`
+        // with the reason (unless already `stopped`: nothing of it runs, and its next start
+        // fails with the same reason).
+        let runtime = match ctx.runtime_of(record) {
+            Ok(runtime) => runtime,
+            Err(e) => {
+                if !matches!(record.state, BoxState::Stopped | BoxState::Failed) {
+                    let reason = error_chain(&e);
+                    tracing::warn!(box_id = %record.id, name = %record.name, reason = %reason, "reconcile: the box's runtime is unavailable");
+                    ctx.store.update_box_state(
+                        &record.id,
+                        record.generation,
+                        BoxState::Failed,
+                        Some(&reason),
+                    )?;
+                }
+                continue;
+            }
+        };
         if !record.state.may_have_processes() {
             continue;
         }
-        if record.state == BoxState::Running && reattach(ctx, record).await? {
+        if record.state == BoxState::Running && reattach(ctx, runtime, record).await? {
             continue;
         }
         ctx.egress.end(&record.id);
-        let (to, reason) = match ctx.runtime.stop(&record.id, STOP_GRACE).await {
+        let (to, reason) = match runtime.stop(&record.id, STOP_GRACE).await {
             Ok(()) => (BoxState::Stopped, None),
             Err(e) => {
                 tracing::error!(box_id = %record.id, error = %error_chain(&e), "reconcile: cannot stop box");
@@ -53,10 +75,22 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), OpError> {
         tracing::info!(box_id = %record.id, name = %record.name, was = %record.state, now = %to, "reconcile: box reset");
     }
     let known: HashSet<_> = records.iter().map(|r| &r.id).collect();
-    match ctx.runtime.list().await {
+    for runtime in ctx.runtimes.ready() {
+        remove_unknown(runtime.as_ref(), &known).await;
+    }
+    for id in ctx.store.boxes_with_queued_messages()? {
+        tracing::info!(box_id = %id, "reconcile: waking a box with queued messages");
+        message_post::wake(ctx, &id);
+    }
+    Ok(())
+}
+
+/// Removes what `runtime` holds for boxes the store does not know.
+async fn remove_unknown(runtime: &dyn Runtime, known: &HashSet<&BoxId>) {
+    match runtime.list().await {
         Ok(held) => {
             for id in held.iter().filter(|id| !known.contains(id)) {
-                match ctx.runtime.remove(id).await {
+                match runtime.remove(id).await {
                     Ok(()) => {
                         tracing::info!(box_id = %id, "reconcile: removed a box the store does not know")
                     }
@@ -67,19 +101,18 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), OpError> {
             }
         }
         Err(e) => {
-            tracing::error!(error = %error_chain(&e), "reconcile: cannot list the runtime's boxes")
+            tracing::error!(runtime = runtime.name(), error = %error_chain(&e), "reconcile: cannot list the runtime's boxes")
         }
     }
-    for id in ctx.store.boxes_with_queued_messages()? {
-        tracing::info!(box_id = %id, "reconcile: waking a box with queued messages");
-        message_post::wake(ctx, &id);
-    }
-    Ok(())
 }
 
 /// Reaches the box's agent with its stored boot token; on an answer, restores the
 /// client and the pumps. `false`: the box must be stopped.
-async fn reattach(ctx: &Ctx, record: &BoxRecord) -> Result<bool, OpError> {
+async fn reattach(
+    ctx: &Ctx,
+    runtime: &Arc<dyn Runtime>,
+    record: &BoxRecord,
+) -> Result<bool, OpError> {
     let Some(token) = ctx
         .store
         .boot_token(&record.id)?
@@ -87,7 +120,7 @@ async fn reattach(ctx: &Ctx, record: &BoxRecord) -> Result<bool, OpError> {
     else {
         return Ok(false);
     };
-    let client = ctx.runtime.channel(&record.id, &token);
+    let client = runtime.channel(&record.id, &token);
     match tokio::time::timeout(REATTACH_TIMEOUT, client.info()).await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => {
@@ -118,7 +151,7 @@ async fn reattach(ctx: &Ctx, record: &BoxRecord) -> Result<bool, OpError> {
             return Ok(false);
         }
     };
-    let listener = match ctx.runtime.rebind_egress(&record.id, id_map(record)?).await {
+    let listener = match runtime.rebind_egress(&record.id, id_map(record)?).await {
         Ok(listener) => listener,
         Err(e) => {
             tracing::warn!(box_id = %record.id, error = %error_chain(&e), "reconcile: cannot bind the box's egress channel; stopping it");

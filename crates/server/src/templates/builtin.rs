@@ -1,6 +1,7 @@
-//! The templates that ship with berth: `host` (the host's `/usr`, no harness) and `echo`
+//! The templates that ship with berth: `host` (the host's `/usr`, no harness), `echo`
 //! (the example stream-json harness of `examples/echo-harness`, as a read-only layer at
-//! `/opt/harness`).
+//! `/opt/harness`), and for VM runtimes `minimal` (busybox) and `debian` (bookworm minbase
+//! with `berth_image::DEBIAN_PACKAGES`).
 //!
 //! The echo layer is `<data-dir>/layers/echo/bin/echo-harness`, copied from the binary that
 //! ships beside `berth` (or `$ECHO_HARNESS_BIN`). Without that binary the `echo` template is
@@ -50,13 +51,29 @@ pub fn builtins(data_dir: &Path) -> Vec<Template> {
             Some(reason)
         }
     };
-    vec![host(), echo(&data_dir, unavailable)]
+    vec![
+        host(),
+        echo(&data_dir, unavailable),
+        image_base("minimal", Base::Minimal),
+        image_base(
+            "debian",
+            Base::Debian {
+                suite: berth_image::DEBIAN_SUITE.into(),
+            },
+        ),
+    ]
 }
 
 fn host() -> Template {
+    image_base("host", Base::Host)
+}
+
+/// A template that is its base and nothing else.
+fn image_base(name: &str, base: Base) -> Template {
     Template {
-        name: "host".into(),
-        base: Base::Host,
+        name: name.into(),
+        base,
+        disk_mib: berth_runtime::DEFAULT_DISK_MIB,
         idle_timeout_s: DEFAULT_IDLE_TIMEOUT_S,
         limits: Limits::default(),
         layers: Vec::new(),
@@ -71,6 +88,7 @@ fn echo(data_dir: &Path, unavailable: Option<String>) -> Template {
     Template {
         name: "echo".into(),
         base: Base::Host,
+        disk_mib: berth_runtime::DEFAULT_DISK_MIB,
         idle_timeout_s: DEFAULT_IDLE_TIMEOUT_S,
         limits: Limits::default(),
         layers: vec![LayerSpec {
@@ -219,11 +237,13 @@ mod tests {
     }
 
     #[test]
-    fn builtins_are_host_and_echo_and_echo_says_why_it_is_unavailable() {
+    fn builtins_are_host_echo_minimal_debian_and_echo_says_why_it_is_unavailable() {
         let dir = tempfile::tempdir().unwrap();
         let templates = builtins(dir.path());
         let names: Vec<&str> = templates.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["host", "echo"]);
+        assert_eq!(names, ["host", "echo", "minimal", "debian"]);
+        assert_eq!(templates[2].base, Base::Minimal);
+        assert_eq!(templates[3].base.to_string(), "debian");
         let echo = &templates[1];
         match echo_harness_binary() {
             Ok(binary) => {

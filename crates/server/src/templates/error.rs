@@ -45,8 +45,8 @@ pub enum TemplateErrorKind {
     #[error("{name:?} is a built-in template; a file may not redefine it")]
     BuiltinClash { name: String },
 
-    #[error("`base` {base:?} is not supported: only \"host\" for now (other bases come with the microVM runtime)")]
-    UnsupportedBase { base: String },
+    #[error("{0}")]
+    Base(#[source] super::BaseError),
 
     #[error("`{key}` = {value} is out of range {min}..={max}")]
     OutOfRange {

@@ -7,6 +7,7 @@
 //! immutable; [`TemplateRegistry::reload`] builds a new one, and [`SharedTemplates`] swaps it
 //! in atomically for the server.
 
+mod base;
 mod builtin;
 mod egress;
 mod error;
@@ -18,6 +19,7 @@ mod tests;
 use std::fmt;
 use std::path::PathBuf;
 
+pub use base::{parse_base, BaseError};
 pub use builtin::{
     builtins, echo_harness_binary, echo_layer_dir, prepare_echo_layer, EchoLayerError,
     ECHO_LAYER_TARGET,
@@ -28,7 +30,7 @@ pub use registry::MAX_FILE_BYTES;
 pub use registry::{templates_dir, SharedTemplates, TemplateRegistry};
 
 use berth_protocol::harness::HarnessConfig;
-use berth_runtime::{Limits, Rootfs};
+use berth_runtime::Limits;
 
 use crate::egress::policy::EgressPolicy;
 
@@ -45,6 +47,8 @@ pub struct Template {
     pub idle_timeout_s: u64,
     /// Defaults for boxes of this template (a box may override each).
     pub limits: Limits,
+    /// The volume size of its boxes (a box may give its own).
+    pub disk_mib: u64,
     pub layers: Vec<LayerSpec>,
     /// `None`: boxes of this template take no messages.
     pub harness: Option<HarnessConfig>,
@@ -57,34 +61,43 @@ pub struct Template {
     pub unavailable: Option<String>,
 }
 
-impl Template {
-    /// The runtime's rootfs for this template's base.
-    pub fn rootfs(&self) -> Rootfs {
-        match self.base {
-            Base::Host => Rootfs::Host,
-        }
-    }
-}
-
-/// The base root filesystem. Only `host` for now; directories, tarballs and Debian suites
-/// come with the microVM runtime.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The base root filesystem. `host` runs on the sandbox only; the others are read-only
+/// ext4 images (`berth_image`) and run on VM runtimes only (the sandbox cannot take an
+/// image yet). Written in a template as one string (`docs/templates.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Base {
-    /// The host's own `/usr`, read-only (sandbox runtime).
+    /// `host`: the host's own `/usr`, read-only (sandbox runtime).
     Host,
+    /// `minimal`: busybox-static and berth's skeleton (seconds to build, cached).
+    Minimal,
+    /// `debian` (bookworm) or `debian:<suite>`: debootstrap minbase plus
+    /// [`berth_image::DEBIAN_PACKAGES`] (minutes to build: `berth image build`).
+    Debian { suite: String },
+    /// `dir:/abs/path`: a copy of a directory of the host's.
+    Dir(PathBuf),
+    /// `tarball:/abs/path.tar[.gz|.xz|.zst]`: an unpacked tarball.
+    Tarball(PathBuf),
 }
 
 impl Base {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Base::Host => "host",
-        }
+    /// Whether the base is an image (a VM runtime's rootfs) rather than the host's `/usr`.
+    pub fn is_image(&self) -> bool {
+        !matches!(self, Base::Host)
     }
 }
 
+/// The template file's spelling (and `GET /v1/templates`'): `host`, `minimal`, `debian`,
+/// `debian:<suite>`, `dir:<path>`, `tarball:<path>`.
 impl fmt::Display for Base {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        match self {
+            Base::Host => f.write_str("host"),
+            Base::Minimal => f.write_str("minimal"),
+            Base::Debian { suite } if suite == berth_image::DEBIAN_SUITE => f.write_str("debian"),
+            Base::Debian { suite } => write!(f, "debian:{suite}"),
+            Base::Dir(path) => write!(f, "dir:{}", path.display()),
+            Base::Tarball(path) => write!(f, "tarball:{}", path.display()),
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use toml::Spanned;
 use super::egress::{egress, RawEgress};
 use super::{Base, LayerSpec, Origin, Template, TemplateError, TemplateErrorKind};
 // A template's defaults are limits a box may have: the same ranges.
-use crate::validate::{label_rule, CPUS_RANGE, MEMORY_MIB_RANGE, PIDS_RANGE};
+use crate::validate::{label_rule, CPUS_RANGE, DISK_MIB_RANGE, MEMORY_MIB_RANGE, PIDS_RANGE};
 
 pub const DEFAULT_IDLE_TIMEOUT_S: u64 = 300;
 /// Ten seconds to a week.
@@ -35,6 +35,8 @@ struct RawTemplate {
     base: Option<Spanned<String>>,
     #[serde(default)]
     idle_timeout_s: Option<Spanned<u64>>,
+    #[serde(default)]
+    disk_mib: Option<Spanned<u64>>,
     #[serde(default)]
     limits: Option<RawLimits>,
     #[serde(default)]
@@ -139,15 +141,13 @@ pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError
 
     let base = match &raw.base {
         None => Base::Host,
-        Some(b) if b.get_ref() == "host" => Base::Host,
         Some(b) => {
-            return Err(src.at(
-                b,
-                TemplateErrorKind::UnsupportedBase {
-                    base: b.get_ref().clone(),
-                },
-            ))
+            super::parse_base(b.get_ref()).map_err(|e| src.at(b, TemplateErrorKind::Base(e)))?
         }
+    };
+    let disk_mib = match &raw.disk_mib {
+        None => berth_runtime::DEFAULT_DISK_MIB,
+        Some(v) => in_range(&src, v, "disk_mib", DISK_MIB_RANGE)?,
     };
     let idle_timeout_s = match &raw.idle_timeout_s {
         None => DEFAULT_IDLE_TIMEOUT_S,
@@ -162,6 +162,7 @@ pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError
         base,
         idle_timeout_s,
         limits,
+        disk_mib,
         layers,
         harness,
         egress,

@@ -43,6 +43,7 @@ fn builtin_host() -> Template {
     Template {
         name: "host".into(),
         base: Base::Host,
+        disk_mib: berth_runtime::DEFAULT_DISK_MIB,
         idle_timeout_s: 300,
         limits: berth_runtime::Limits::default(),
         layers: Vec::new(),
@@ -94,7 +95,7 @@ max_restarts = 3
     let t = registry.get("mine").expect("mine loaded");
     assert_eq!(t.origin, Origin::File(file.clone()));
     assert_eq!(t.origin.to_string(), file.display().to_string());
-    assert_eq!((t.base, t.idle_timeout_s), (Base::Host, 600));
+    assert_eq!((t.base.clone(), t.idle_timeout_s), (Base::Host, 600));
     assert_eq!(
         (t.limits.memory_mib, t.limits.pids, t.limits.cpus),
         (1024, 128, 2.0)
@@ -182,7 +183,11 @@ fn validation_errors_point_at_the_offending_key() {
     let layer = data.layer("l");
     for (text, line, want) in [
         ("name = \"other\"\n", 1, "must equal the file name"),
-        ("name = \"v\"\nbase = \"debian\"\n", 2, "only \"host\""),
+        ("name = \"v\"\nbase = \"ubuntu\"\n", 2, "is not one of \"host\", \"minimal\""),
+        ("name = \"v\"\n\nbase = \"debian:Sid\"\n", 3, "the Debian suite \"Sid\""),
+        ("name = \"v\"\nbase = \"dir:rel\"\n", 2, "must be absolute"),
+        ("name = \"v\"\nbase = \"tarball:/a/../b.tar\"\n", 2, "no `..`"),
+        ("name = \"v\"\ndisk_mib = 10\n", 2, "`disk_mib` = 10 is out of range 64..=1048576"),
         ("name = \"v\"\n\nidle_timeout_s = 5\n", 3, "out of range 10..=604800"),
         ("name = \"v\"\n[limits]\npids = 1\n", 3, "limits.pids"),
         ("name = \"v\"\n[limits]\ncpus = 0.0\n", 3, "limits.cpus"),
@@ -356,7 +361,7 @@ fn no_egress_table_means_nothing_leaves_and_builtins_are_empty() {
     let plain = &registry.get("plain").unwrap().egress;
     assert!(plain.allow.is_empty() && plain.credentials.is_empty());
     let builtins = builtins(data.path());
-    assert_eq!(builtins.len(), 2);
+    assert_eq!(builtins.len(), 4);
     for t in &builtins {
         assert_eq!(t.egress, Default::default(), "{}", t.name);
     }
@@ -420,4 +425,44 @@ fn a_placeholder_env_may_not_be_a_harness_env_key() {
     assert_eq!(e.line, Some(10), "{e}");
     assert!(e.message().contains("harness.env"), "{e}");
     assert!(registry.get("agent").is_none());
+}
+
+#[test]
+fn image_bases_and_disk_mib_load_from_files() {
+    let data = Data::new();
+    data.write(
+        "deb.toml",
+        "name = \"deb\"\nbase = \"debian:trixie\"\ndisk_mib = 4096\n",
+    );
+    data.write("tree.toml", "name = \"tree\"\nbase = \"dir:/srv/tree\"\n");
+    data.write(
+        "tar.toml",
+        "name = \"tar\"\nbase = \"tarball:/srv/root.tar.gz\"\n",
+    );
+    data.write("mini.toml", "name = \"mini\"\nbase = \"minimal\"\n");
+    let (registry, errors) = data.load();
+    assert!(errors.is_empty(), "{errors:?}");
+    let deb = registry.get("deb").unwrap();
+    assert_eq!(
+        (deb.base.clone(), deb.disk_mib),
+        (
+            Base::Debian {
+                suite: "trixie".into()
+            },
+            4096
+        )
+    );
+    assert_eq!(
+        registry.get("tree").unwrap().base,
+        Base::Dir("/srv/tree".into())
+    );
+    assert_eq!(
+        registry.get("tar").unwrap().base,
+        Base::Tarball("/srv/root.tar.gz".into())
+    );
+    let mini = registry.get("mini").unwrap();
+    assert_eq!(
+        (mini.base.clone(), mini.disk_mib),
+        (Base::Minimal, berth_runtime::DEFAULT_DISK_MIB)
+    );
 }

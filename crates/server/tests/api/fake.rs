@@ -88,6 +88,10 @@ type RunningAgent = (
 
 #[derive(Debug, Default)]
 pub struct FakeRuntime {
+    /// `fake` unless set ([`FakeRuntime::named`]).
+    name: &'static str,
+    /// The rootfs and disk size of every start, in order.
+    pub specs: Mutex<Vec<(berth_runtime::Rootfs, u64)>>,
     dir: PathBuf,
     pub starts: AtomicUsize,
     pub tokens: Mutex<Vec<String>>,
@@ -110,6 +114,14 @@ impl FakeRuntime {
             dir,
             orphans,
             ..Default::default()
+        }
+    }
+
+    /// A fake that calls itself `name` (e.g. `qemu`, to stand in for a VM runtime).
+    pub fn named(dir: PathBuf, name: &'static str) -> FakeRuntime {
+        FakeRuntime {
+            name,
+            ..FakeRuntime::new(dir)
         }
     }
 
@@ -145,7 +157,11 @@ impl FakeRuntime {
 #[async_trait]
 impl Runtime for FakeRuntime {
     fn name(&self) -> &'static str {
-        "fake"
+        if self.name.is_empty() {
+            "fake"
+        } else {
+            self.name
+        }
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -157,6 +173,10 @@ impl Runtime for FakeRuntime {
 
     async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {
         self.starts.fetch_add(1, Ordering::SeqCst);
+        self.specs
+            .lock()
+            .unwrap()
+            .push((spec.rootfs.clone(), spec.disk_mib));
         self.tokens
             .lock()
             .unwrap()

@@ -11,7 +11,7 @@ use berth_runtime::{
     BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestAddr, GuestClient, IdMap,
     Runtime, RuntimeError, RuntimeStatus,
 };
-use berth_server::{Server, ServerConfig};
+use berth_server::{Runtimes, Server, ServerConfig};
 use berth_store::Store;
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
@@ -99,10 +99,19 @@ impl TestServer {
         oci_runtime: Option<String>,
         data: tempfile::TempDir,
     ) -> TestServer {
+        TestServer::start_with(Runtimes::single(runtime), oci_runtime, data).await
+    }
+
+    /// A daemon with several runtimes.
+    pub async fn start_with(
+        runtimes: Runtimes,
+        oci_runtime: Option<String>,
+        data: tempfile::TempDir,
+    ) -> TestServer {
         let config = ServerConfig {
             data_dir: data.path().to_owned(),
             listen: "127.0.0.1:0".parse().unwrap(),
-            runtime,
+            runtimes,
             // Short, so idle-reclaim tests wait little.
             idle_check: Duration::from_millis(200),
             host: Default::default(),

@@ -350,6 +350,8 @@ async fn start_reconciles_the_store_and_the_runtime() {
                     cpus: 1.0,
                     idle_timeout_s: 300,
                     egress: None,
+                    runtime: "fake".into(),
+                    disk_mib: None,
                 })
                 .unwrap();
             let mut generation = record.generation;
@@ -370,7 +372,7 @@ async fn start_reconciles_the_store_and_the_runtime() {
     let server = Server::bind(ServerConfig {
         data_dir: data.path().to_owned(),
         listen: "127.0.0.1:0".parse().unwrap(),
-        runtime: fake.clone(),
+        runtimes: berth_server::Runtimes::single(fake.clone()),
         idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
         host: Default::default(),
     })

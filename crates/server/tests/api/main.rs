@@ -19,6 +19,7 @@ mod isolation;
 mod lifecycle;
 mod messages;
 mod requests;
+mod runtimes;
 mod secrets;
 mod sse;
 mod talk;

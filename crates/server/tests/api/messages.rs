@@ -384,7 +384,8 @@ async fn messages_queued_while_no_box_could_start_are_delivered_after_a_restart(
     let data = std::mem::replace(&mut first.data, tempfile::tempdir().unwrap());
     drop(first);
 
-    let fake = Arc::new(FakeRuntime::new(data.path().to_owned()));
+    // The same runtime (a box keeps its runtime for life), now able to start boxes.
+    let fake = Arc::new(FakeRuntime::named(data.path().to_owned(), "none"));
     let second = TestServer::start(fake.clone(), None, data).await;
     // Nobody calls: the daemon wakes the box for its queue at start.
     wait_delivered(&second, "alice", 2).await;

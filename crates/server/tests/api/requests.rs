@@ -35,7 +35,7 @@ async fn first_start_writes_the_admin_key_and_url_and_later_starts_do_not() {
     let again = Server::bind(ServerConfig {
         data_dir: dir.clone(),
         listen: "127.0.0.1:0".parse().unwrap(),
-        runtime: Arc::new(NoBoxes),
+        runtimes: berth_server::Runtimes::single(Arc::new(NoBoxes)),
         idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
         host: Default::default(),
     })
@@ -159,7 +159,7 @@ async fn bad_requests_are_400_invalid_request_with_a_useful_message() {
         (
             "unknown template",
             json!({"name":"a","template":"ubuntu"}).to_string().into(),
-            "available: echo, host",
+            "available: debian, echo, host, minimal",
         ),
         (
             "unknown field",

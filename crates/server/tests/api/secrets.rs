@@ -196,7 +196,7 @@ fn config(data: &std::path::Path) -> ServerConfig {
     ServerConfig {
         data_dir: data.to_owned(),
         listen: "127.0.0.1:0".parse().unwrap(),
-        runtime: Arc::new(NoBoxes),
+        runtimes: berth_server::Runtimes::single(Arc::new(NoBoxes)),
         idle_check: Duration::from_secs(1),
         host: Default::default(),
     }

@@ -44,12 +44,15 @@ async fn reload(server: &TestServer) -> Value {
 }
 
 #[tokio::test]
-async fn the_builtin_templates_are_host_and_echo() {
+async fn the_builtin_templates_are_host_echo_minimal_and_debian() {
     let server = TestServer::without_runtime().await;
     let (status, body) = server.call(Method::GET, "/v1/templates", None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let templates = &body["templates"];
-    assert_eq!(names(templates), ["echo", "host"]);
+    assert_eq!(names(templates), ["debian", "echo", "host", "minimal"]);
+    assert_eq!(find(templates, "minimal")["base"], "minimal");
+    assert_eq!(find(templates, "debian")["base"], "debian");
+    assert_eq!(find(templates, "debian")["disk_mib"], 1024);
     let host = find(templates, "host");
     assert_eq!(host["base"], "host");
     assert_eq!(host["harness"], Value::Null);
@@ -96,7 +99,10 @@ async fn reload_loads_good_files_reports_bad_ones_and_is_admin_only() {
     assert_eq!(error_code(&body), "permission_denied");
 
     let body = reload(&server).await;
-    assert_eq!(names(&body["templates"]), ["echo", "host", "mine"]);
+    assert_eq!(
+        names(&body["templates"]),
+        ["debian", "echo", "host", "mine", "minimal"]
+    );
     let mine = find(&body["templates"], "mine");
     assert_eq!(mine["idle_timeout_s"], 60);
     assert_eq!(
@@ -113,7 +119,10 @@ async fn reload_loads_good_files_reports_bad_ones_and_is_admin_only() {
     assert_eq!(errors[0]["line"], 3, "{errors:?}");
     assert!(!errors[0]["message"].as_str().unwrap().is_empty());
     let (_, listed) = server.call(Method::GET, "/v1/templates", None).await;
-    assert_eq!(names(&listed["templates"]), ["echo", "host", "mine"]);
+    assert_eq!(
+        names(&listed["templates"]),
+        ["debian", "echo", "host", "mine", "minimal"]
+    );
 }
 
 #[tokio::test]
@@ -187,7 +196,10 @@ async fn a_box_whose_template_disappeared_fails_its_start_with_the_reason() {
     assert_eq!(status, StatusCode::CREATED);
     std::fs::remove_file(server.data.path().join("templates/gone.toml")).unwrap();
     let body = reload(&server).await;
-    assert_eq!(names(&body["templates"]), ["echo", "host"]);
+    assert_eq!(
+        names(&body["templates"]),
+        ["debian", "echo", "host", "minimal"]
+    );
 
     let (status, body) = server
         .call(Method::POST, "/v1/boxes/orphan/start", None)

@@ -1,0 +1,329 @@
+//! Booting one box: disks and config disk, the egress listener, Firecracker, the API calls
+//! that configure and start the VM, then waiting for berth-init to answer. On error the
+//! caller cleans up (`FirecrackerRuntime::clean`).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use berth_protocol::guest::VSOCK_PORT;
+
+use super::api::{ActionType, ApiRequest, BootSource, Drive, MachineConfig, Vsock};
+use super::client::{ApiClient, ApiError};
+use super::cmdline::{self, BOOT_ARGS};
+use super::paths::FcPaths;
+use super::{api_failed, drives, FirecrackerRuntime};
+use crate::qemu::{config_disk, egress, process, volume};
+use crate::{error_chain, Booted, BoxSpec, GuestAddr, GuestClient, Rootfs, RuntimeError};
+
+/// The guest CID. Every VM has its own vsock device behind its own socket, so the CID only
+/// has to be valid (≥ 3), not unique on the host.
+pub const GUEST_CID: u32 = 3;
+/// Firecracker's vCPU limit.
+const MAX_VCPUS: u32 = 32;
+/// How long Firecracker may take to create its API socket.
+const API_SOCKET_DEADLINE: Duration = Duration::from_secs(5);
+const INFO_ATTEMPT: Duration = Duration::from_secs(5);
+const FIRST_BACKOFF: Duration = Duration::from_millis(5);
+const MAX_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Everything `PUT` before `InstanceStart`.
+#[derive(Debug, Clone)]
+pub struct VmSetup {
+    pub machine: MachineConfig,
+    pub boot_source: BootSource,
+    /// In attach order (`drives.rs`).
+    pub drives: Vec<Drive>,
+    pub vsock: Vsock,
+}
+
+/// The API calls that configure and start a VM, in the order they are sent: machine
+/// config, boot source, the drives in attach order, vsock, `InstanceStart`.
+pub fn boot_requests(setup: &VmSetup) -> Vec<ApiRequest> {
+    let mut requests = vec![
+        ApiRequest::machine_config(&setup.machine),
+        ApiRequest::boot_source(&setup.boot_source),
+    ];
+    requests.extend(setup.drives.iter().map(ApiRequest::drive));
+    requests.push(ApiRequest::vsock(&setup.vsock));
+    requests.push(ApiRequest::action(ActionType::InstanceStart));
+    requests
+}
+
+/// Sends [`boot_requests`] one by one, stopping at the first refusal.
+pub async fn configure_and_start(api: &ApiClient, setup: &VmSetup) -> Result<(), ApiError> {
+    for request in boot_requests(setup) {
+        api.call(&request).await?;
+    }
+    Ok(())
+}
+
+/// vCPUs for a `cpus` limit: rounded up, 1 to 32.
+pub fn vcpus(cpus: f64) -> u32 {
+    if cpus.is_finite() && cpus > 1.0 {
+        cpus.ceil().min(MAX_VCPUS as f64) as u32
+    } else {
+        1
+    }
+}
+
+impl FirecrackerRuntime {
+    pub(super) async fn boot(
+        &self,
+        spec: &BoxSpec,
+        paths: &FcPaths,
+    ) -> Result<Booted, RuntimeError> {
+        let root_image = match &spec.rootfs {
+            Rootfs::Image(path) => path.clone(),
+            Rootfs::Host => {
+                return Err(RuntimeError::Unsupported {
+                    backend: "firecracker",
+                    operation: "the host rootfs (a VM boots a template's rootfs image)",
+                })
+            }
+        };
+        if self.config.jailer.is_some() {
+            return Err(RuntimeError::Unsupported {
+                backend: "firecracker",
+                operation: "running under the jailer (its command line is built; staging the boot's files into its chroot is not)",
+            });
+        }
+        crate::layer::check_layers(&spec.layers).map_err(|(i, reason)| {
+            let layer = &spec.layers[i];
+            RuntimeError::InvalidSpec {
+                what: format!("layer {i} ({} -> {})", layer.source.display(), layer.target),
+                reason,
+            }
+        })?;
+        let vm = paths.vm();
+        make_private_dir(vm.box_dir())?;
+        make_private_dir(&vm.vm_dir())?;
+        crate::fs::set_mode(&vm.vm_dir(), 0o700)?;
+        volume::ensure(&vm.volume(), spec.disk_mib).await?;
+        let mut layers: Vec<(PathBuf, String)> = Vec::with_capacity(spec.layers.len());
+        for layer in &spec.layers {
+            let image = volume::layer_image(&self.config.data_dir, layer).await?;
+            layers.push((image, layer.target.clone()));
+        }
+        let plan = drives::plan(&root_image, &vm.volume(), &layers, &vm.config_disk());
+        let config = config_disk::build(spec, plan.disks)?;
+        config_disk::write(&vm.config_disk(), &config)?;
+
+        // Bound before the guest runs: its harness may connect out during boot.
+        let egress = egress::bind(vm)?;
+        // Firecracker refuses to bind over an existing socket.
+        for stale in [paths.api_socket(), vm.vsock_socket()] {
+            crate::fs::remove_if_exists(&stale)?;
+        }
+        let started = Instant::now();
+        let bin = &self.config.firecracker_bin;
+        let pid = process::spawn_recorded(
+            bin,
+            &cmdline::firecracker_args(&paths.api_socket(), &spec.id),
+            &vm.console_log(),
+            &paths.pid_file(),
+        )?;
+        process::supervise(pid, None);
+        if let Err(died) =
+            process::wait_for_path(&paths.api_socket(), pid, API_SOCKET_DEADLINE).await
+        {
+            return Err(RuntimeError::Backend {
+                program: bin.display().to_string(),
+                operation: "start",
+                status: if died {
+                    "exited".into()
+                } else {
+                    format!("no API socket after {} ms", API_SOCKET_DEADLINE.as_millis())
+                },
+                stderr: process::log_tail(&vm.console_log()),
+            });
+        }
+        let setup = VmSetup {
+            machine: MachineConfig {
+                vcpu_count: vcpus(spec.limits.cpus),
+                mem_size_mib: spec.limits.memory_mib,
+                smt: false,
+            },
+            boot_source: BootSource {
+                kernel_image_path: self.config.kernel.display().to_string(),
+                initrd_path: Some(self.config.initramfs.display().to_string()),
+                boot_args: Some(BOOT_ARGS.into()),
+            },
+            drives: plan.drives,
+            vsock: Vsock {
+                guest_cid: GUEST_CID,
+                uds_path: vm.vsock_socket().display().to_string(),
+            },
+        };
+        let api = ApiClient::new(&paths.api_socket());
+        configure_and_start(&api, &setup)
+            .await
+            .map_err(|e| api_failed("boot", &e, &vm.console_log()))?;
+
+        let client = GuestClient::new(
+            GuestAddr::HybridVsock {
+                path: vm.vsock_socket(),
+                port: VSOCK_PORT,
+            },
+            spec.boot_token.clone(),
+        );
+        self.wait_ready(spec, paths, &client, pid).await?;
+        tracing::info!(box_id = %spec.id, boot_ms = started.elapsed().as_millis() as u64, "Firecracker VM ready");
+        Ok(Booted { client, egress })
+    }
+
+    /// Calls `info` until berth-init answers, Firecracker exits, or the deadline passes.
+    async fn wait_ready(
+        &self,
+        spec: &BoxSpec,
+        paths: &FcPaths,
+        client: &GuestClient,
+        pid: i32,
+    ) -> Result<(), RuntimeError> {
+        let deadline = self.config.boot_deadline;
+        let started = Instant::now();
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            let attempt = INFO_ATTEMPT.min(deadline.saturating_sub(started.elapsed()));
+            let last = match tokio::time::timeout(attempt, client.info()).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(e @ crate::GuestError::Version { .. })) => return Err(e.into()),
+                Ok(Err(e)) => error_chain(&e),
+                Err(_) => format!("no answer within {} ms", attempt.as_millis()),
+            };
+            let exited = !crate::process::pid_alive(pid);
+            if exited || started.elapsed() >= deadline {
+                let why = if exited {
+                    "Firecracker exited".to_owned()
+                } else {
+                    format!("the {} ms boot deadline passed", deadline.as_millis())
+                };
+                let console = paths.vm().console_log();
+                return Err(RuntimeError::NotReady {
+                    id: spec.id.to_string(),
+                    waited_ms: started.elapsed().as_millis() as u64,
+                    last_error: Some(format!(
+                        "{why}; the guest channel: {last}; console log ({}):\n{}",
+                        console.display(),
+                        process::console_tail(&console)
+                    )),
+                });
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+}
+
+/// Creates `dir` 0700 if missing (the VM dir holds the boot token and the API socket).
+fn make_private_dir(dir: &std::path::Path) -> Result<(), RuntimeError> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            Err(crate::error::io("create", dir)(e))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::api::InstanceState;
+    use super::super::fake::FakeApi;
+    use super::*;
+    use serde_json::json;
+    use std::path::Path;
+
+    fn setup() -> VmSetup {
+        let plan = drives::plan(
+            Path::new("/img/root.ext4"),
+            Path::new("/box/volume.ext4"),
+            &[(PathBuf::from("/img/l0.ext4"), "/opt/h".into())],
+            Path::new("/box/vm/config.img"),
+        );
+        VmSetup {
+            machine: MachineConfig {
+                vcpu_count: vcpus(1.5),
+                mem_size_mib: 256,
+                smt: false,
+            },
+            boot_source: BootSource {
+                kernel_image_path: "/k/vmlinux".into(),
+                initrd_path: Some("/k/initrd".into()),
+                boot_args: Some(BOOT_ARGS.into()),
+            },
+            drives: plan.drives,
+            vsock: Vsock {
+                guest_cid: GUEST_CID,
+                uds_path: "/box/vm/vsock.sock".into(),
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn start_sends_the_configuration_in_order_then_instance_start() {
+        let fake = FakeApi::start().await;
+        configure_and_start(&ApiClient::new(fake.socket()), &setup())
+            .await
+            .unwrap();
+        let seen: Vec<(String, String)> = fake
+            .requests()
+            .iter()
+            .map(|r| (r.method.to_string(), r.path.clone()))
+            .collect();
+        let expected: Vec<(String, String)> = [
+            ("PUT", "/machine-config"),
+            ("PUT", "/boot-source"),
+            ("PUT", "/drives/berth_root"),
+            ("PUT", "/drives/berth_vol"),
+            ("PUT", "/drives/berth_layer_0"),
+            ("PUT", "/drives/berth_config"),
+            ("PUT", "/vsock"),
+            ("PUT", "/actions"),
+        ]
+        .map(|(m, p)| (m.to_owned(), p.to_owned()))
+        .to_vec();
+        assert_eq!(seen, expected);
+        let requests = fake.requests();
+        assert_eq!(
+            requests[0].body,
+            Some(json!({"vcpu_count": 2, "mem_size_mib": 256, "smt": false}))
+        );
+        assert_eq!(
+            requests[6].body,
+            Some(json!({"guest_cid": 3, "uds_path": "/box/vm/vsock.sock"}))
+        );
+        assert_eq!(
+            requests[7].body,
+            Some(json!({"action_type": "InstanceStart"}))
+        );
+        assert_eq!(fake.state(), InstanceState::Running);
+    }
+
+    #[tokio::test]
+    async fn a_refused_drive_stops_the_sequence_before_the_vm_starts() {
+        let fake = FakeApi::start().await;
+        fake.fail(
+            "/drives/berth_vol",
+            400,
+            r#"{"fault_message": "Unable to open the block device backing file"}"#,
+        );
+        let err = configure_and_start(&ApiClient::new(fake.socket()), &setup())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, ApiError::Fault { status: 400, path, .. } if path == "/drives/berth_vol"),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("Unable to open the block device"));
+        assert_eq!(fake.requests().len(), 4);
+        assert_eq!(fake.state(), InstanceState::NotStarted);
+    }
+
+    #[test]
+    fn vcpus_round_up_within_firecrackers_limit() {
+        assert_eq!(vcpus(0.5), 1);
+        assert_eq!(vcpus(f64::NAN), 1);
+        assert_eq!(vcpus(2.1), 3);
+        assert_eq!(vcpus(100.0), 32);
+    }
+}

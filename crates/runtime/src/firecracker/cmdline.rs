@@ -1,0 +1,161 @@
+//! Command lines: Firecracker's own, the jailer's around it, and the guest kernel's.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use berth_protocol::BoxId;
+
+/// The guest kernel's command line. `reboot=k`: a guest reboot (and, with `panic=1`, a
+/// panic) resets through the i8042, which makes Firecracker exit. `pci=off`: Firecracker
+/// has no PCI bus. The `i8042.*` flags skip probing for what Firecracker's minimal i8042
+/// lacks (an aux port, a mux, PnP) while keeping the keyboard `SendCtrlAltDel` needs.
+pub const BOOT_ARGS: &str = "console=ttyS0 reboot=k panic=1 pci=off \
+     i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd \
+     quiet tsc=reliable lpj=5000000 rdinit=/berth-init";
+
+/// Firecracker's `--id` for a box: its id with `_` as `-` (Firecracker and the jailer take
+/// alphanumerics and `-`, at most 64).
+pub fn instance_id(id: &BoxId) -> String {
+    id.as_str().replace('_', "-")
+}
+
+/// `firecracker --api-sock <socket> --id <id>`.
+pub fn firecracker_args(api_socket: &Path, id: &BoxId) -> Vec<OsString> {
+    vec![
+        "--api-sock".into(),
+        api_socket.into(),
+        "--id".into(),
+        instance_id(id).into(),
+    ]
+}
+
+/// Running Firecracker under its jailer: chroot, uid/gid drop, own cgroup and PID
+/// namespace. The jailer's chroot is `<chroot_base_dir>/firecracker/<id>/root`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JailerConfig {
+    pub jailer_bin: PathBuf,
+    pub uid: u32,
+    pub gid: u32,
+    pub chroot_base_dir: PathBuf,
+    /// 1 or 2.
+    pub cgroup_version: u8,
+}
+
+impl JailerConfig {
+    /// Where the jailer chroots the box's Firecracker (the files a boot uses must be
+    /// linked in here, and the API socket appears here).
+    pub fn chroot(&self, firecracker_bin: &Path, id: &BoxId) -> PathBuf {
+        let exec_name = firecracker_bin
+            .file_name()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| "firecracker".into());
+        self.chroot_base_dir
+            .join(exec_name)
+            .join(instance_id(id))
+            .join("root")
+    }
+
+    /// `jailer --id … --exec-file … --uid … --gid … --chroot-base-dir … --cgroup-version …
+    /// --new-pid-ns -- --api-sock /firecracker.sock`: Firecracker's own arguments follow
+    /// `--`, with paths inside the chroot.
+    pub fn args(&self, firecracker_bin: &Path, id: &BoxId) -> Vec<OsString> {
+        vec![
+            "--id".into(),
+            instance_id(id).into(),
+            "--exec-file".into(),
+            firecracker_bin.into(),
+            "--uid".into(),
+            self.uid.to_string().into(),
+            "--gid".into(),
+            self.gid.to_string().into(),
+            "--chroot-base-dir".into(),
+            self.chroot_base_dir.clone().into(),
+            "--cgroup-version".into(),
+            self.cgroup_version.to_string().into(),
+            "--new-pid-ns".into(),
+            "--".into(),
+            "--api-sock".into(),
+            JAILED_API_SOCKET.into(),
+        ]
+    }
+}
+
+/// The API socket's path inside the jailer's chroot.
+pub const JAILED_API_SOCKET: &str = "/firecracker.sock";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id() -> BoxId {
+        BoxId::from_random([0; 20])
+    }
+
+    #[test]
+    fn firecracker_gets_its_api_socket_and_a_valid_id() {
+        let args = firecracker_args(Path::new("/d/boxes/x/vm/firecracker.sock"), &id());
+        let expected: Vec<OsString> = [
+            "--api-sock",
+            "/d/boxes/x/vm/firecracker.sock",
+            "--id",
+            "bx-aaaaaaaaaaaaaaaaaaaa",
+        ]
+        .map(OsString::from)
+        .to_vec();
+        assert_eq!(args, expected);
+        let id = instance_id(&id());
+        assert!(id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+    }
+
+    #[test]
+    fn the_jailer_command_line_wraps_firecrackers() {
+        let jailer = JailerConfig {
+            jailer_bin: "/usr/bin/jailer".into(),
+            uid: 1234,
+            gid: 1235,
+            chroot_base_dir: "/srv/jail".into(),
+            cgroup_version: 2,
+        };
+        let fc = Path::new("/usr/bin/firecracker");
+        let args = jailer.args(fc, &id());
+        let expected: Vec<OsString> = [
+            "--id",
+            "bx-aaaaaaaaaaaaaaaaaaaa",
+            "--exec-file",
+            "/usr/bin/firecracker",
+            "--uid",
+            "1234",
+            "--gid",
+            "1235",
+            "--chroot-base-dir",
+            "/srv/jail",
+            "--cgroup-version",
+            "2",
+            "--new-pid-ns",
+            "--",
+            "--api-sock",
+            "/firecracker.sock",
+        ]
+        .map(OsString::from)
+        .to_vec();
+        assert_eq!(args, expected);
+        assert_eq!(
+            jailer.chroot(fc, &id()),
+            Path::new("/srv/jail/firecracker/bx-aaaaaaaaaaaaaaaaaaaa/root")
+        );
+    }
+
+    #[test]
+    fn boot_args_reset_through_the_keyboard_controller_and_start_berth_init() {
+        for arg in [
+            "reboot=k",
+            "panic=1",
+            "pci=off",
+            "console=ttyS0",
+            "i8042.dumbkbd",
+            "rdinit=/berth-init",
+        ] {
+            assert!(BOOT_ARGS.split(' ').any(|a| a == arg), "{arg} missing");
+        }
+    }
+}

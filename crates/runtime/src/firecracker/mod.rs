@@ -1,0 +1,395 @@
+//! The `firecracker` backend: each box is a Firecracker microVM booting berth's kernel
+//! (an uncompressed `vmlinux`) and initramfs straight into berth-init.
+//!
+//! It shares the qemu backend's backend-neutral parts: the box layout, the volume and
+//! layer images, the config disk, the egress listener and process supervision. Firecracker
+//! is driven through its REST API on a Unix socket (`api.rs` has the bodies, `client.rs`
+//! sends them); its vsock is natively hybrid, with the same sockets vhost-device-vsock
+//! gives QEMU (`<vm>/vsock.sock`, guest → host port 2025 on `<vm>/vsock.sock_2025`), so
+//! the guest channel and egress work unchanged. Pause and resume are Firecracker's own
+//! `PATCH /vm`; `stop.rs` asks the guest to stop through Ctrl-Alt-Del.
+
+pub mod api;
+mod boot;
+pub mod client;
+mod cmdline;
+pub mod drives;
+#[cfg(test)]
+mod fake;
+mod paths;
+mod probe;
+#[cfg(test)]
+mod runtime_tests;
+mod stop;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use berth_protocol::guest::VSOCK_PORT;
+use berth_protocol::BoxId;
+
+pub use boot::{boot_requests, configure_and_start, vcpus, VmSetup, GUEST_CID};
+pub use client::{ApiClient, ApiError};
+pub use cmdline::{firecracker_args, instance_id, JailerConfig, BOOT_ARGS, JAILED_API_SOCKET};
+pub use paths::FcPaths;
+pub use probe::kernel_problem;
+
+use crate::error::wrong_state;
+use crate::qemu::{find_program, process, VmLayout};
+use crate::{
+    BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestAddr, GuestClient, IdMap,
+    Runtime, RuntimeError, RuntimeStatus,
+};
+
+/// The Firecracker binary looked up on `PATH` unless `$BERTH_FIRECRACKER` names one.
+pub const DEFAULT_FIRECRACKER: &str = "firecracker";
+/// How long a boot may take to a ready berth-init (Firecracker always runs under KVM).
+pub const BOOT_DEADLINE: Duration = Duration::from_secs(20);
+const REMOVE_GRACE: Duration = Duration::from_secs(5);
+
+/// How to build a [`FirecrackerRuntime`].
+#[derive(Debug, Clone)]
+pub struct FirecrackerConfig {
+    /// berth's data directory; the backend uses `boxes/<id>/{volume.ext4,vm/}` in it.
+    pub data_dir: PathBuf,
+    pub firecracker_bin: PathBuf,
+    /// An uncompressed ELF `vmlinux` (Firecracker does not boot a bzImage on x86_64).
+    pub kernel: PathBuf,
+    pub initramfs: PathBuf,
+    /// Run Firecracker under its jailer (the command line is built; boots refuse it for
+    /// now, see [`JailerConfig`]).
+    pub jailer: Option<JailerConfig>,
+    pub boot_deadline: Duration,
+}
+
+impl FirecrackerConfig {
+    /// Defaults: the binary from `$BERTH_FIRECRACKER` or `PATH` (the bare name when not
+    /// found: [`FirecrackerRuntime::new`] then says it is missing), no jailer.
+    pub fn new(data_dir: &Path, kernel: &Path, initramfs: &Path) -> FirecrackerConfig {
+        FirecrackerConfig {
+            data_dir: data_dir.to_path_buf(),
+            firecracker_bin: find_program("BERTH_FIRECRACKER", DEFAULT_FIRECRACKER)
+                .unwrap_or_else(|| DEFAULT_FIRECRACKER.into()),
+            kernel: kernel.to_path_buf(),
+            initramfs: initramfs.to_path_buf(),
+            jailer: None,
+            boot_deadline: BOOT_DEADLINE,
+        }
+    }
+}
+
+/// What this backend runs with, for `GET /v1/runtimes` and logs.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FirecrackerDescription {
+    pub firecracker: PathBuf,
+    pub kernel: PathBuf,
+    pub initramfs: PathBuf,
+    /// Why KVM is believed to work (the probe's finding).
+    pub kvm: String,
+    pub jailer: bool,
+    pub boot_deadline_ms: u64,
+}
+
+#[derive(Debug)]
+pub struct FirecrackerRuntime {
+    config: FirecrackerConfig,
+    layout: VmLayout,
+    kvm: String,
+}
+
+impl FirecrackerRuntime {
+    /// Checks the binary and images and probes KVM by booting the kernel under
+    /// Firecracker (at most a few seconds). Without a binary, a `vmlinux` or a KVM that
+    /// runs a guest: [`RuntimeError::Missing`] saying which.
+    pub async fn new(config: FirecrackerConfig) -> Result<FirecrackerRuntime, RuntimeError> {
+        if !config.firecracker_bin.is_file() {
+            return Err(RuntimeError::Missing {
+                what: format!("Firecracker ({})", config.firecracker_bin.display()),
+                hint: "install a release binary from github.com/firecracker-microvm/firecracker/releases (or set BERTH_FIRECRACKER)".into(),
+            });
+        }
+        if let Some(jailer) = &config.jailer {
+            if !jailer.jailer_bin.is_file() {
+                return Err(RuntimeError::Missing {
+                    what: format!("the Firecracker jailer ({})", jailer.jailer_bin.display()),
+                    hint: "it ships beside firecracker in the release tarball".into(),
+                });
+            }
+        }
+        for (path, what) in [
+            (&config.kernel, "the guest kernel"),
+            (&config.initramfs, "the initramfs"),
+        ] {
+            if !path.is_file() {
+                return Err(RuntimeError::Missing {
+                    what: format!("{what} ({})", path.display()),
+                    hint: "build the VM images with `berth image build`".into(),
+                });
+            }
+        }
+        if let Some(problem) = probe::kernel_problem(&config.kernel) {
+            return Err(RuntimeError::Missing {
+                what: format!("an uncompressed vmlinux kernel for Firecracker: {problem}"),
+                hint: "extract one from the bzImage with the kernel tree's scripts/extract-vmlinux, and pass that file to `berth image build --kernel`".into(),
+            });
+        }
+        let layout = VmLayout::new(&config.data_dir);
+        std::fs::create_dir_all(layout.boxes_dir())
+            .map_err(crate::error::io("create", &layout.boxes_dir()))?;
+        let kvm = probe::probe_kvm(&config.firecracker_bin, &config.kernel, layout.data_dir())
+            .await
+            .map_err(|why| RuntimeError::Missing {
+                what: "a KVM that runs guests".into(),
+                hint: format!("Firecracker needs hardware virtualisation: {why}"),
+            })?;
+        tracing::info!(kvm = %kvm, "firecracker backend");
+        Ok(FirecrackerRuntime {
+            config,
+            layout,
+            kvm,
+        })
+    }
+
+    pub fn layout(&self) -> &VmLayout {
+        &self.layout
+    }
+
+    pub fn describe(&self) -> FirecrackerDescription {
+        FirecrackerDescription {
+            firecracker: self.config.firecracker_bin.clone(),
+            kernel: self.config.kernel.clone(),
+            initramfs: self.config.initramfs.clone(),
+            kvm: self.kvm.clone(),
+            jailer: self.config.jailer.is_some(),
+            boot_deadline_ms: self.config.boot_deadline.as_millis() as u64,
+        }
+    }
+
+    /// The host pid of a box's Firecracker, when it runs.
+    pub fn firecracker_pid(&self, id: &BoxId) -> Option<i32> {
+        let paths = self.box_paths(id);
+        process::find(&paths.pid_file(), &paths.vm().vm_dir()).map(|p| p.pid())
+    }
+
+    /// Kills every Firecracker under this backend's data dir and removes their boot files,
+    /// synchronously (for Drop guards). Returns the boxes whose process would not die.
+    pub fn kill_all_blocking(&self) -> Vec<BoxId> {
+        let mut left = Vec::new();
+        for (id, paths) in self.box_dirs().unwrap_or_default() {
+            if let Some(vmm) = process::find(&paths.pid_file(), &paths.vm().vm_dir()) {
+                if !vmm.kill_blocking(stop::KILL_WAIT) {
+                    left.push(id);
+                    continue;
+                }
+            }
+            process::reap_exited(&paths.pid_file());
+            for file in paths.boot_files() {
+                let _ = std::fs::remove_file(file);
+            }
+        }
+        left
+    }
+
+    fn box_paths(&self, id: &BoxId) -> FcPaths {
+        FcPaths::at(self.layout.box_paths(id).box_dir())
+    }
+
+    /// Box dirs under `boxes/` that have a VM dir (whatever their backend).
+    fn box_dirs(&self) -> Result<Vec<(BoxId, FcPaths)>, RuntimeError> {
+        let dir = self.layout.boxes_dir();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(crate::error::io("list", &dir)(e)),
+        };
+        Ok(entries
+            .flatten()
+            .filter_map(|e| {
+                let id = e.file_name().to_str()?.parse::<BoxId>().ok()?;
+                Some((id, FcPaths::at(&e.path())))
+            })
+            .filter(|(_, paths)| paths.vm().vm_dir().is_dir())
+            .collect())
+    }
+
+    /// What runs of the box now, from Firecracker's own `GET /`. A box whose Firecracker
+    /// is gone is cleaned up here.
+    async fn state(&self, id: &BoxId) -> Result<RuntimeStatus, RuntimeError> {
+        let paths = self.box_paths(id);
+        if process::find(&paths.pid_file(), &paths.vm().vm_dir()).is_none() {
+            self.clean(&paths).await?;
+            return Ok(RuntimeStatus::Stopped);
+        }
+        let info = ApiClient::new(&paths.api_socket())
+            .instance_info()
+            .await
+            .map_err(|e| api_failed("status", &e, &paths.vm().console_log()))?;
+        Ok(match info.state {
+            api::InstanceState::Paused => RuntimeStatus::Paused,
+            // "Not started": mid-boot, which `start` owns; the VMM runs.
+            api::InstanceState::Running | api::InstanceState::NotStarted => RuntimeStatus::Running,
+        })
+    }
+
+    /// Kills whatever is left of the box's Firecracker and removes this boot's files.
+    async fn clean(&self, paths: &FcPaths) -> Result<(), RuntimeError> {
+        let vm_dir = paths.vm().vm_dir();
+        if !vm_dir.exists() {
+            return Ok(());
+        }
+        if let Some(vmm) = process::find(&paths.pid_file(), &vm_dir) {
+            if !vmm.kill(stop::KILL_WAIT).await {
+                return Err(still_alive(&paths.pid_file(), vmm.pid()));
+            }
+        }
+        process::reap_exited(&paths.pid_file());
+        for file in paths.boot_files() {
+            crate::fs::remove_if_exists(&file)?;
+        }
+        Ok(())
+    }
+
+    async fn set_vm_state(
+        &self,
+        id: &BoxId,
+        operation: &'static str,
+        from: RuntimeStatus,
+        to: api::VmStateRequest,
+    ) -> Result<(), RuntimeError> {
+        let status = self.state(id).await?;
+        if status != from {
+            let expected = if from == RuntimeStatus::Running {
+                "running"
+            } else {
+                "paused"
+            };
+            return Err(wrong_state(id, operation, expected, status));
+        }
+        let paths = self.box_paths(id);
+        ApiClient::new(&paths.api_socket())
+            .call(&api::ApiRequest::vm_state(to))
+            .await
+            .map(drop)
+            .map_err(|e| api_failed(operation, &e, &paths.vm().console_log()))
+    }
+}
+
+/// A refused or failed API call as the runtime's error, with the console's last lines.
+fn api_failed(operation: &'static str, error: &ApiError, console: &Path) -> RuntimeError {
+    RuntimeError::Backend {
+        program: "firecracker".into(),
+        operation,
+        status: crate::error_chain(error),
+        stderr: process::log_tail(console),
+    }
+}
+
+fn still_alive(pid_file: &Path, pid: i32) -> RuntimeError {
+    RuntimeError::Backend {
+        program: pid_file.display().to_string(),
+        operation: "kill",
+        status: format!(
+            "pid {pid} still alive {} ms after SIGKILL",
+            stop::KILL_WAIT.as_millis()
+        ),
+        stderr: String::new(),
+    }
+}
+
+#[async_trait]
+impl Runtime for FirecrackerRuntime {
+    fn name(&self) -> &'static str {
+        "firecracker"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        // Snapshots: the API types are here (`api::SnapshotCreate`/`SnapshotLoad`), the
+        // flow (paths, restore of the vsock and egress sockets) is not.
+        Capabilities {
+            pause: true,
+            snapshot: false,
+        }
+    }
+
+    async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {
+        match self.state(&spec.id).await? {
+            RuntimeStatus::Stopped => {}
+            actual => return Err(wrong_state(&spec.id, "start", "stopped", actual)),
+        }
+        let paths = self.box_paths(&spec.id);
+        match self.boot(spec, &paths).await {
+            Ok(booted) => Ok(booted),
+            Err(e) => {
+                // Nothing of a failed start stays running.
+                if let Err(clean) = self.clean(&paths).await {
+                    tracing::warn!(box_id = %spec.id, error = %crate::error_chain(&clean), "cleanup after a failed start");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn rebind_egress(
+        &self,
+        id: &BoxId,
+        _id_map: IdMap,
+    ) -> Result<EgressListener, RuntimeError> {
+        crate::qemu::egress::bind(self.box_paths(id).vm())
+    }
+
+    async fn stop(&self, id: &BoxId, grace: Duration) -> Result<(), RuntimeError> {
+        self.shut_down(id, grace).await
+    }
+
+    async fn pause(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        self.set_vm_state(
+            id,
+            "pause",
+            RuntimeStatus::Running,
+            api::VmStateRequest::Paused,
+        )
+        .await
+    }
+
+    async fn resume(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        self.set_vm_state(
+            id,
+            "resume",
+            RuntimeStatus::Paused,
+            api::VmStateRequest::Resumed,
+        )
+        .await
+    }
+
+    async fn status(&self, id: &BoxId) -> Result<RuntimeStatus, RuntimeError> {
+        self.state(id).await
+    }
+
+    fn channel(&self, id: &BoxId, token: &BootToken) -> GuestClient {
+        GuestClient::new(
+            GuestAddr::HybridVsock {
+                path: self.box_paths(id).vm().vsock_socket(),
+                port: VSOCK_PORT,
+            },
+            token.clone(),
+        )
+    }
+
+    async fn list(&self) -> Result<Vec<BoxId>, RuntimeError> {
+        Ok(self
+            .box_dirs()?
+            .into_iter()
+            .filter(|(_, paths)| process::find(&paths.pid_file(), &paths.vm().vm_dir()).is_some())
+            .map(|(id, _)| id)
+            .collect())
+    }
+
+    async fn remove(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        self.stop(id, REMOVE_GRACE).await?;
+        crate::fs::remove_dir_all_if_exists(
+            self.box_paths(id).vm().box_dir(),
+            "remove the box directory",
+        )
+    }
+}

@@ -1,0 +1,254 @@
+//! The whole backend against a stand-in VMM: a script named as the Firecracker binary
+//! (so the real process handling runs: spawn, pid file, find, kill), the fake API on the
+//! socket it is given, and a fake berth-init behind the hybrid vsock socket.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use berth_protocol::BoxId;
+use serde_json::json;
+
+use super::api::InstanceState;
+use super::fake::{FakeApi, FakeGuest};
+use super::*;
+use crate::{Limits, RuntimeError};
+
+/// Kills what the test's runtime left running, also on panic.
+struct Cleanup<'a>(&'a FirecrackerRuntime);
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        // No assert: a panic in a drop during a failing test's unwind would abort.
+        let left = self.0.kill_all_blocking();
+        if !left.is_empty() {
+            eprintln!("cleanup could not kill the VMMs of: {left:?}");
+        }
+    }
+}
+
+/// Waits (bounded) until `path` exists.
+async fn wait_for(path: &Path) {
+    let started = Instant::now();
+    let mut backoff = Duration::from_millis(1);
+    while !path.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no {}",
+            path.display()
+        );
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_millis(50));
+    }
+}
+
+fn spec(rootfs: &Path) -> BoxSpec {
+    BoxSpec {
+        id: BoxId::from_random([7; 20]),
+        hostname: "fc1".into(),
+        rootfs: crate::Rootfs::Image(rootfs.to_path_buf()),
+        limits: Limits {
+            memory_mib: 256,
+            cpus: 2.0,
+            ..Limits::default()
+        },
+        boot_token: BootToken::from_random([0xab; 32]),
+        id_map: IdMap::for_slot(0).unwrap(),
+        layers: vec![],
+        harness: None,
+        egress: crate::EgressSetup::default(),
+        env: Default::default(),
+        disk_mib: 64,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_pause_resume_stop_and_remove_drive_firecrackers_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let fake_bin = dir.path().join("firecracker");
+    // Loops (rather than exec'ing `sleep`) so its command line keeps naming the VM dir.
+    std::fs::write(&fake_bin, "#!/bin/sh\nwhile :; do sleep 0.1; done\n").unwrap();
+    std::fs::set_permissions(
+        &fake_bin,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let rootfs = dir.path().join("root.ext4");
+    std::fs::write(&rootfs, [0u8; 4096]).unwrap();
+    let mut config = FirecrackerConfig::new(
+        &data,
+        &dir.path().join("vmlinux"),
+        &dir.path().join("initrd.img"),
+    );
+    config.firecracker_bin = fake_bin;
+    let runtime = FirecrackerRuntime {
+        layout: VmLayout::new(&data),
+        config,
+        kvm: "test".into(),
+    };
+    std::fs::create_dir_all(runtime.layout.boxes_dir()).unwrap();
+    let _cleanup = Cleanup(&runtime);
+    let spec = spec(&rootfs);
+    let paths = runtime.box_paths(&spec.id);
+
+    // The stand-ins come up once the "VMM" has been spawned (its pid file is written
+    // after the runtime removed the stale sockets).
+    let (api_socket, vsock, pid_file) = (
+        paths.api_socket(),
+        paths.vm().vsock_socket(),
+        paths.pid_file(),
+    );
+    let stand_ins = tokio::spawn(async move {
+        wait_for(&pid_file).await;
+        (FakeApi::serve_at(&api_socket), FakeGuest::serve_at(&vsock))
+    });
+    let booted = match runtime.start(&spec).await {
+        Ok(booted) => booted,
+        Err(RuntimeError::Missing { what, .. }) if what.contains("mkfs") => {
+            eprintln!("SKIPPED: no mkfs for the volume ({what})");
+            return;
+        }
+        Err(e) => panic!("{}", crate::error_chain(&e)),
+    };
+    let (api, _guest) = stand_ins.await.unwrap();
+    api.power_off_to(&paths.vm().console_log());
+
+    let seen = api.requests();
+    let calls: Vec<String> = seen
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            "PUT /machine-config",
+            "PUT /boot-source",
+            "PUT /drives/berth_root",
+            "PUT /drives/berth_vol",
+            "PUT /drives/berth_config",
+            "PUT /vsock",
+            "PUT /actions",
+        ]
+    );
+    assert_eq!(
+        seen[0].body,
+        Some(json!({"vcpu_count": 2, "mem_size_mib": 256, "smt": false}))
+    );
+    assert_eq!(
+        seen[1].body,
+        Some(json!({
+            "kernel_image_path": runtime.config.kernel.display().to_string(),
+            "initrd_path": runtime.config.initramfs.display().to_string(),
+            "boot_args": BOOT_ARGS,
+        }))
+    );
+    let drive_paths: Vec<PathBuf> = seen[2..5]
+        .iter()
+        .map(|r| PathBuf::from(r.body.as_ref().unwrap()["path_on_host"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        drive_paths,
+        [
+            rootfs.clone(),
+            paths.vm().volume(),
+            paths.vm().config_disk()
+        ]
+    );
+    // The config disk lists the disks in the drives' order, for berth-init's positional
+    // mapping.
+    let config = crate::qemu::config_disk::read(&paths.vm().config_disk()).unwrap();
+    assert_eq!(config.disks, berth_protocol::vm::VmDisk::base_disks());
+    assert_eq!(config.token, spec.boot_token.as_str());
+    assert_eq!(
+        seen[5].body,
+        Some(json!({"guest_cid": 3, "uds_path": paths.vm().vsock_socket().display().to_string()}))
+    );
+    assert_eq!(api.state(), InstanceState::Running);
+
+    // Egress: a guest connection to host port 2025 arrives on the listener start bound.
+    let _guest_side = tokio::net::UnixStream::connect(paths.vm().egress_socket())
+        .await
+        .unwrap();
+    booted.egress.accept().await.unwrap();
+
+    let id = &spec.id;
+    assert_eq!(runtime.status(id).await.unwrap(), RuntimeStatus::Running);
+    assert_eq!(runtime.list().await.unwrap(), vec![id.clone()]);
+    runtime.pause(id).await.unwrap();
+    assert_eq!(api.state(), InstanceState::Paused);
+    assert_eq!(runtime.status(id).await.unwrap(), RuntimeStatus::Paused);
+    assert!(matches!(
+        runtime.pause(id).await,
+        Err(RuntimeError::WrongState {
+            actual: "paused",
+            ..
+        })
+    ));
+    runtime.resume(id).await.unwrap();
+    assert_eq!(runtime.status(id).await.unwrap(), RuntimeStatus::Running);
+    assert!(matches!(
+        runtime.start(&spec).await,
+        Err(RuntimeError::WrongState { .. })
+    ));
+
+    let pid = runtime.firecracker_pid(id).expect("the VMM runs");
+    runtime.pause(id).await.unwrap();
+    let started = Instant::now();
+    runtime.stop(id, Duration::from_secs(30)).await.unwrap();
+    // The power-off line ended the wait, not the grace.
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let actions: Vec<serde_json::Value> = api
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/actions" || r.path == "/vm")
+        .filter_map(|r| r.body.clone())
+        .collect();
+    assert!(actions.ends_with(&[
+        json!({"state": "Resumed"}),
+        json!({"action_type": "SendCtrlAltDel"})
+    ]));
+    assert!(!crate::process::pid_alive(pid));
+    for file in paths.boot_files() {
+        assert!(!file.exists(), "{} left", file.display());
+    }
+    assert!(paths.vm().volume().exists(), "the volume stays");
+    assert_eq!(runtime.status(id).await.unwrap(), RuntimeStatus::Stopped);
+    assert!(runtime.list().await.unwrap().is_empty());
+    assert!(matches!(
+        runtime.resume(id).await,
+        Err(RuntimeError::WrongState {
+            actual: "stopped",
+            ..
+        })
+    ));
+    runtime.stop(id, Duration::from_secs(1)).await.unwrap();
+    runtime.remove(id).await.unwrap();
+    assert!(!paths.vm().box_dir().exists());
+}
+
+#[tokio::test]
+async fn new_says_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = FirecrackerConfig::new(
+        dir.path(),
+        &dir.path().join("vmlinuz"),
+        &dir.path().join("initrd.img"),
+    );
+    config.firecracker_bin = dir.path().join("no-firecracker");
+    let err = FirecrackerRuntime::new(config.clone()).await.unwrap_err();
+    assert!(
+        matches!(&err, RuntimeError::Missing { what, .. } if what.starts_with("Firecracker")),
+        "{err}"
+    );
+    // A bzImage where a vmlinux is needed: the error says how to get one.
+    config.firecracker_bin = "/bin/true".into();
+    std::fs::write(&config.kernel, b"MZ\xea\x07 a bzImage").unwrap();
+    std::fs::write(&config.initramfs, b"initramfs").unwrap();
+    match FirecrackerRuntime::new(config).await.unwrap_err() {
+        RuntimeError::Missing { what, hint } => {
+            assert!(what.contains("vmlinux"), "{what}");
+            assert!(hint.contains("extract-vmlinux"), "{hint}");
+        }
+        other => panic!("{other}"),
+    }
+}

@@ -1,0 +1,108 @@
+//! Stopping a VM: `SendCtrlAltDel` (berth-init turns it into a graceful stop: every process
+//! stopped, the volume synced, power off), waiting for the guest to power off or
+//! Firecracker to exit within the grace, then SIGKILL and removing the boot's files.
+//!
+//! A Firecracker guest that powers off without ACPI only halts, and Firecracker keeps
+//! running; so the end of the guest is seen on its console ("reboot: Power down", which
+//! the kernel prints after berth-init has synced) as well as in Firecracker's exit.
+
+use std::time::{Duration, Instant};
+
+use berth_protocol::BoxId;
+
+use super::api::{ActionType, ApiRequest, InstanceState, VmStateRequest};
+use super::client::ApiClient;
+use super::FirecrackerRuntime;
+use crate::qemu::process;
+use crate::RuntimeError;
+
+/// How long a SIGKILLed Firecracker may take to be gone.
+pub(super) const KILL_WAIT: Duration = Duration::from_secs(5);
+/// What the guest kernel prints once it powers off or resets.
+const GUEST_GONE_MARKS: [&str; 2] = ["reboot: Power down", "reboot: Restarting system"];
+const FIRST_BACKOFF: Duration = Duration::from_millis(5);
+const MAX_BACKOFF: Duration = Duration::from_millis(100);
+
+impl FirecrackerRuntime {
+    pub(super) async fn shut_down(&self, id: &BoxId, grace: Duration) -> Result<(), RuntimeError> {
+        let paths = self.box_paths(id);
+        let vm_dir = paths.vm().vm_dir();
+        let Some(vmm) = process::find(&paths.pid_file(), &vm_dir) else {
+            return self.clean(&paths).await;
+        };
+        let started = Instant::now();
+        let api = ApiClient::new(&paths.api_socket());
+        let console = paths.vm().console_log();
+        let console_start = std::fs::metadata(&console).map_or(0, |m| m.len());
+        // A paused guest cannot shut down: let it run again first.
+        if let Ok(info) = api.instance_info().await {
+            if info.state == InstanceState::Paused {
+                if let Err(e) = api
+                    .call(&ApiRequest::vm_state(VmStateRequest::Resumed))
+                    .await
+                {
+                    tracing::debug!(box_id = %id, error = %crate::error_chain(&e), "resume before stop failed");
+                }
+            }
+        }
+        match api
+            .call(&ApiRequest::action(ActionType::SendCtrlAltDel))
+            .await
+        {
+            Ok(_) => {
+                let mut backoff = FIRST_BACKOFF;
+                while started.elapsed() < grace {
+                    if vmm.wait_exit(backoff).await || guest_gone(&console, console_start) {
+                        break;
+                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+            Err(e) => {
+                tracing::debug!(box_id = %id, error = %crate::error_chain(&e), "SendCtrlAltDel failed; killing")
+            }
+        }
+        if !vmm.kill(KILL_WAIT).await {
+            return Err(super::still_alive(&paths.pid_file(), vmm.pid()));
+        }
+        self.clean(&paths).await
+    }
+}
+
+/// Whether the console, past `from` bytes, says the guest kernel powered off or reset.
+fn guest_gone(console: &std::path::Path, from: u64) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(console) else {
+        return false;
+    };
+    if file.seek(SeekFrom::Start(from)).is_err() {
+        return false;
+    }
+    let mut text = Vec::new();
+    // Bounded: a chatty console must not make each check read megabytes.
+    let _ = file.take(1 << 20).read_to_end(&mut text);
+    let text = String::from_utf8_lossy(&text);
+    GUEST_GONE_MARKS.iter().any(|mark| text.contains(mark))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_power_off_mark_counts_only_after_the_stop_began() {
+        let dir = tempfile::tempdir().unwrap();
+        let console = dir.path().join("console.log");
+        std::fs::write(&console, "[ 1.0] reboot: Power down\n").unwrap();
+        let from = std::fs::metadata(&console).unwrap().len();
+        assert!(guest_gone(&console, 0));
+        assert!(!guest_gone(&console, from));
+        std::fs::write(
+            &console,
+            "[ 1.0] reboot: Power down\nberth-init: stopping\n[ 9.0] reboot: Power down\n",
+        )
+        .unwrap();
+        assert!(guest_gone(&console, from));
+        assert!(!guest_gone(&dir.path().join("none"), 0));
+    }
+}

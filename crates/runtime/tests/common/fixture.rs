@@ -1,0 +1,236 @@
+//! One backend per test, either `sandbox` or `qemu`, on its own data dir: box specs that
+//! backend can boot, and the host-side probes of what a box leaves behind.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth_protocol::BoxId;
+use berth_runtime::qemu::{QemuConfig, QemuRuntime};
+use berth_runtime::sandbox::{SandboxConfig, SandboxRuntime};
+use berth_runtime::{BoxSpec, Limits, Rootfs, Runtime, RuntimeError};
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+use super::images::{images, vm_binaries, Images};
+
+/// How many qemu fixtures of one test binary run at once under plain `cargo test` (nextest
+/// runs each test in its own process and limits them with the `vm` test group instead):
+/// every TCG vCPU is a busy host thread, and a starved guest misses its boot deadline.
+static VM_SLOTS: Semaphore = Semaphore::const_new(2);
+
+/// Guest RAM of a VM box whose spec keeps the default limits (tests boot several VMs on
+/// a small machine; the default is larger).
+pub const VM_MEMORY_MIB: u64 = 256;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sandbox,
+    Qemu,
+}
+
+/// The concrete backend behind `Fixture::runtime`, for backend-specific probes.
+pub enum Kind {
+    Sandbox(Arc<SandboxRuntime>),
+    Qemu {
+        runtime: Arc<QemuRuntime>,
+        images: Images,
+        _slot: SemaphorePermit<'static>,
+    },
+}
+
+/// One backend for one test. Dropping it (also on panic) kills (and for the sandbox,
+/// deletes) every box it started and removes its data dir.
+pub struct Fixture {
+    pub runtime: Arc<dyn Runtime>,
+    pub kind: Kind,
+    pub dir: tempfile::TempDir,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let left = match &self.kind {
+            Kind::Sandbox(sandbox) => sandbox.cleanup_all_blocking(),
+            Kind::Qemu { runtime, .. } => runtime
+                .kill_all_blocking()
+                .iter()
+                .map(|id| id.to_string())
+                .collect(),
+        };
+        if !left.is_empty() {
+            eprintln!("cleanup could not remove: {left:?}");
+        }
+    }
+}
+
+impl Fixture {
+    /// `backend` on a fresh data dir, or `None` after printing why the test is skipped.
+    pub async fn new(backend: Backend, name: &str) -> Option<Fixture> {
+        // Short: socket paths under it must fit in a sockaddr_un (108 bytes).
+        let short = match backend {
+            Backend::Sandbox => "berth-cs-",
+            Backend::Qemu => "berth-cq-",
+        };
+        let dir = tempfile::Builder::new().prefix(short).tempdir().unwrap();
+        let skip = |why: &dyn std::fmt::Display| {
+            eprintln!("SKIPPED: {backend:?}::{name}: {why}");
+            None
+        };
+        match backend {
+            Backend::Sandbox => {
+                if !nix::unistd::geteuid().is_root() {
+                    return skip(&"the sandbox backend needs root");
+                }
+                let init_bin = match berth_runtime::init_binary() {
+                    Ok(path) => path,
+                    Err(e) => return skip(&e),
+                };
+                let config = SandboxConfig {
+                    data_dir: dir.path().to_path_buf(),
+                    oci_runtime: std::env::var("BERTH_OCI_RUNTIME")
+                        .unwrap_or_else(|_| "runc".into()),
+                    init_bin,
+                };
+                match SandboxRuntime::new(config) {
+                    Ok(sandbox) => {
+                        let sandbox = Arc::new(sandbox);
+                        Some(Fixture {
+                            runtime: sandbox.clone(),
+                            kind: Kind::Sandbox(sandbox),
+                            dir,
+                        })
+                    }
+                    Err(e @ RuntimeError::Missing { .. }) => skip(&e),
+                    Err(e) => panic!("SandboxRuntime::new: {e}"),
+                }
+            }
+            Backend::Qemu => {
+                if let Err(why) = vm_binaries() {
+                    return skip(&why);
+                }
+                let images = match tokio::task::spawn_blocking(images).await.unwrap() {
+                    Ok(images) => images,
+                    Err(why) => return skip(&why),
+                };
+                let slot = VM_SLOTS
+                    .acquire()
+                    .await
+                    .expect("the VM slots are never closed");
+                let config = QemuConfig::new(dir.path(), &images.kernel, &images.initramfs);
+                match QemuRuntime::new(config).await {
+                    Ok(runtime) => {
+                        let runtime = Arc::new(runtime);
+                        Some(Fixture {
+                            runtime: runtime.clone(),
+                            kind: Kind::Qemu {
+                                runtime,
+                                images,
+                                _slot: slot,
+                            },
+                            dir,
+                        })
+                    }
+                    Err(e @ RuntimeError::Missing { .. }) => skip(&e),
+                    Err(e) => panic!("QemuRuntime::new: {e}"),
+                }
+            }
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self.kind {
+            Kind::Sandbox(_) => Backend::Sandbox,
+            Kind::Qemu { .. } => Backend::Qemu,
+        }
+    }
+
+    pub fn sandbox(&self) -> Option<&SandboxRuntime> {
+        match &self.kind {
+            Kind::Sandbox(sandbox) => Some(sandbox),
+            Kind::Qemu { .. } => None,
+        }
+    }
+
+    pub fn qemu(&self) -> Option<&QemuRuntime> {
+        match &self.kind {
+            Kind::Qemu { runtime, .. } => Some(runtime),
+            Kind::Sandbox(_) => None,
+        }
+    }
+
+    /// A new box this backend can boot: a VM gets the test rootfs image, a small volume,
+    /// and [`VM_MEMORY_MIB`] unless `limits` asks for less.
+    pub fn spec(&self, limits: Limits) -> BoxSpec {
+        let mut spec = super::new_spec(limits);
+        if let Kind::Qemu { images, .. } = &self.kind {
+            spec.rootfs = Rootfs::Image(images.rootfs.clone());
+            spec.disk_mib = 64;
+            spec.limits.memory_mib = spec.limits.memory_mib.min(VM_MEMORY_MIB);
+        }
+        spec
+    }
+
+    /// How long a condition on a box may take: a TCG guest on a busy host is slow.
+    pub fn patience(&self) -> Duration {
+        match self.kind {
+            Kind::Sandbox(_) => Duration::from_secs(15),
+            Kind::Qemu { .. } => Duration::from_secs(60),
+        }
+    }
+
+    /// Live host processes of the box: for the sandbox those in its id range, for a VM its
+    /// QEMU, its vhost-device-vsock and anything else started on its files.
+    pub fn box_processes(&self, spec: &BoxSpec) -> Vec<i32> {
+        match &self.kind {
+            Kind::Sandbox(_) => super::host_pids_in_range(spec.id_map),
+            Kind::Qemu { .. } => {
+                let dir = self.box_dir(&spec.id);
+                super::host_pids_mentioning(&dir.to_string_lossy())
+            }
+        }
+    }
+
+    /// Host traces of a stopped box that must be gone: sockets, pid files, the config
+    /// disk; for the sandbox also its cgroups and mounts.
+    pub fn traces_left(&self, id: &BoxId) -> Vec<String> {
+        let mut left: Vec<PathBuf> = Vec::new();
+        let mut mounts = Vec::new();
+        match &self.kind {
+            Kind::Sandbox(sandbox) => {
+                left.push(sandbox.layout().box_paths(id).agent_socket());
+                left.extend(super::cgroup_dirs(id));
+                let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+                mounts.extend(
+                    table
+                        .lines()
+                        .filter(|l| l.contains(id.as_str()))
+                        .map(|l| format!("mount: {l}")),
+                );
+            }
+            Kind::Qemu { runtime, .. } => {
+                let paths = runtime.layout().box_paths(id);
+                left.extend([
+                    paths.vhost_user_socket(),
+                    paths.vsock_socket(),
+                    paths.egress_socket(),
+                    paths.qmp_socket(),
+                    paths.config_disk(),
+                    paths.qemu_pid(),
+                    paths.vhost_pid(),
+                ]);
+            }
+        }
+        left.into_iter()
+            .filter(|p| p.exists())
+            .map(|p| p.display().to_string())
+            .chain(mounts)
+            .collect()
+    }
+
+    /// The box's directory under the data dir.
+    pub fn box_dir(&self, id: &BoxId) -> PathBuf {
+        match &self.kind {
+            Kind::Sandbox(sandbox) => sandbox.layout().box_paths(id).dir().to_path_buf(),
+            Kind::Qemu { runtime, .. } => runtime.layout().box_paths(id).box_dir().to_path_buf(),
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! The firecracker backend booting real microVMs: the same images as the qemu tests
+//! (tests/common/images.rs), but the kernel as an uncompressed `vmlinux`, which Firecracker
+//! needs on x86_64 (`$BERTH_FIRECRACKER_KERNEL`: e.g. `scripts/extract-vmlinux` of the
+//! kernel tree run on the test kernel's `vmlinuz`, so its modules match the initramfs).
+//!
+//! Needs a `firecracker` binary (`$BERTH_FIRECRACKER` or `PATH`) and a KVM that runs guests
+//! (`FirecrackerRuntime::new` boots a probe guest); otherwise each test prints
+//! `SKIPPED: <reason>` and returns. The checks are the qemu tests' where both apply.
+
+#[allow(dead_code, unused_imports)]
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use berth_protocol::guest::{BoxUser, FileQuery};
+use berth_runtime::firecracker::{FirecrackerConfig, FirecrackerRuntime, DEFAULT_FIRECRACKER};
+use berth_runtime::{Limits, Runtime, RuntimeError, RuntimeStatus};
+use bytes::Bytes;
+use common::images::Images;
+
+const GRACE: Duration = Duration::from_secs(10);
+
+/// One firecracker backend on a fresh data dir; dropping it kills every VM it started.
+struct Fixture {
+    runtime: Arc<FirecrackerRuntime>,
+    images: Images,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let left = self.runtime.kill_all_blocking();
+        if !left.is_empty() {
+            eprintln!("cleanup could not kill the VMs of: {left:?}");
+        }
+    }
+}
+
+/// Why this host cannot run the tests, checked cheapest first.
+async fn fixture(name: &str) -> Result<Fixture, String> {
+    if berth_runtime::qemu::find_program("BERTH_FIRECRACKER", DEFAULT_FIRECRACKER).is_none() {
+        return Err(format!(
+            "no {DEFAULT_FIRECRACKER} binary (install a release, or set BERTH_FIRECRACKER)"
+        ));
+    }
+    let vmlinux = std::env::var_os("BERTH_FIRECRACKER_KERNEL")
+        .map(PathBuf::from)
+        .ok_or("BERTH_FIRECRACKER_KERNEL does not name a vmlinux of the test kernel")?;
+    let images = common::images::images()?;
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("berth-fc-{name}-"))
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    let config = FirecrackerConfig::new(dir.path(), &vmlinux, &images.initramfs);
+    match FirecrackerRuntime::new(config).await {
+        Ok(runtime) => Ok(Fixture {
+            runtime: Arc::new(runtime),
+            images,
+            _dir: dir,
+        }),
+        // No binary, no vmlinux, no working KVM: this host cannot run the backend.
+        Err(e @ RuntimeError::Missing { .. }) => Err(e.to_string()),
+        Err(e) => panic!("{}", berth_runtime::error_chain(&e)),
+    }
+}
+
+async fn run_ok(client: &berth_runtime::GuestClient, argv: &[&str], user: BoxUser) -> String {
+    tokio::time::timeout(Duration::from_secs(60), common::run_ok(client, argv, user))
+        .await
+        .unwrap_or_else(|_| panic!("{argv:?} got no answer within 60 s"))
+}
+
+fn spec(images: &Images) -> berth_runtime::BoxSpec {
+    let mut spec = common::new_spec(Limits {
+        memory_mib: 256,
+        ..Limits::default()
+    });
+    spec.rootfs = berth_runtime::Rootfs::Image(images.rootfs.clone());
+    spec.disk_mib = 64;
+    spec
+}
+
+/// The qemu test's check on Firecracker: its own kernel, berth-init as PID 1, a file kept
+/// across a stop and a cold boot, pause/resume through Firecracker's API, the old boot's
+/// token refused, nothing left after stop and remove.
+#[tokio::test(flavor = "multi_thread")]
+async fn boots_pauses_and_keeps_files_across_a_cold_boot() {
+    let fx = match fixture("persist").await {
+        Ok(fx) => fx,
+        Err(why) => {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+    };
+    let rt = &fx.runtime;
+    let spec = spec(&fx.images);
+    let t0 = Instant::now();
+    let client = rt.start(&spec).await.expect("start").client;
+    eprintln!("cold boot to ready: {:?}", t0.elapsed());
+    assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Running);
+    let pid = rt.firecracker_pid(&spec.id).expect("firecracker runs");
+
+    let release = run_ok(&client, &["uname", "-r"], BoxUser::User).await;
+    assert_eq!(release.trim(), fx.images.kernel_version);
+    assert_eq!(
+        run_ok(&client, &["cat", "/proc/1/comm"], BoxUser::User)
+            .await
+            .trim(),
+        "berth-init"
+    );
+    assert_eq!(
+        run_ok(&client, &["id", "-u"], BoxUser::User).await.trim(),
+        "1001"
+    );
+
+    rt.pause(&spec.id).await.expect("pause");
+    assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Paused);
+    rt.resume(&spec.id).await.expect("resume");
+    assert_eq!(
+        run_ok(&client, &["echo", "thawed"], BoxUser::User)
+            .await
+            .trim(),
+        "thawed"
+    );
+
+    let file = FileQuery {
+        path: "/home/user/kept.txt".into(),
+        ..Default::default()
+    };
+    client
+        .write_file(&file, Bytes::from_static(b"written in the VM"))
+        .await
+        .expect("write");
+    rt.stop(&spec.id, GRACE).await.expect("stop");
+    assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Stopped);
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z")),
+        "firecracker outlived stop"
+    );
+    assert!(rt.list().await.unwrap().is_empty());
+
+    let mut again = spec.clone();
+    again.boot_token = common::token();
+    let client = rt.start(&again).await.expect("cold boot again").client;
+    assert_eq!(
+        &client.read_file(&file).await.unwrap()[..],
+        b"written in the VM"
+    );
+    let old = rt.channel(&spec.id, &spec.boot_token);
+    assert!(matches!(
+        old.info().await,
+        Err(berth_runtime::GuestError::Remote { status: 401, .. })
+    ));
+    rt.remove(&spec.id).await.expect("remove");
+    assert!(!rt.layout().box_paths(&spec.id).box_dir().exists());
+}

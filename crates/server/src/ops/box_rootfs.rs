@@ -1,0 +1,82 @@
+//! The rootfs a box starts on: the host's `/usr` on the sandbox, or the template base's
+//! image on a VM runtime. Image bases that build in seconds from what the host has
+//! (`minimal`, `dir:`, `tarball:`) are built (once, content-addressed) at the first start that
+//! needs them, off the async threads; a Debian image takes minutes and the mirror, so it
+//! must have been built by `berth image build` (the start fails with that hint otherwise).
+
+use std::path::{Path, PathBuf};
+
+use berth_image::{ImageStore, NoProgress};
+use berth_runtime::Rootfs;
+
+use crate::images::BuiltImages;
+use crate::runtimes::boots_images;
+use crate::templates::Base;
+
+/// Why the box's rootfs cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum RootfsError {
+    #[error("base {base} cannot run on the {runtime} runtime")]
+    WrongRuntime { base: String, runtime: String },
+    #[error("the {base} rootfs image is not built; run `berth image build --template {template}` (minutes the first time)")]
+    NotBuilt { base: String, template: String },
+    #[error("cannot read the record of built images")]
+    Record(#[source] crate::images::BuiltImagesError),
+    #[error("cannot build the {base} rootfs image")]
+    Build {
+        base: String,
+        #[source]
+        source: berth_image::ImageError,
+    },
+    #[error("the image build task died")]
+    Task(#[source] tokio::task::JoinError),
+}
+
+/// The rootfs of a box of `template` (base `base`) on `runtime`.
+pub async fn rootfs_for(
+    data_dir: &Path,
+    template: &str,
+    base: &Base,
+    runtime: &str,
+) -> Result<Rootfs, RootfsError> {
+    if base.is_image() != boots_images(runtime) {
+        return Err(RootfsError::WrongRuntime {
+            base: base.to_string(),
+            runtime: runtime.to_owned(),
+        });
+    }
+    let name = base.to_string();
+    let job = match base {
+        Base::Host => return Ok(Rootfs::Host),
+        Base::Debian { .. } => {
+            let built = BuiltImages::load(data_dir).map_err(RootfsError::Record)?;
+            return match built.rootfs(&name) {
+                Some(path) => Ok(Rootfs::Image(path.to_path_buf())),
+                None => Err(RootfsError::NotBuilt {
+                    base: name,
+                    template: template.to_owned(),
+                }),
+            };
+        }
+        Base::Minimal => Job::Minimal,
+        Base::Dir(dir) => Job::Dir(dir.clone()),
+        Base::Tarball(file) => Job::Tarball(file.clone()),
+    };
+    let store = ImageStore::new(data_dir);
+    let image = tokio::task::spawn_blocking(move || match job {
+        Job::Minimal => berth_image::rootfs_minimal(&store, &NoProgress),
+        Job::Dir(dir) => berth_image::rootfs_from_dir(&store, &dir, &NoProgress),
+        Job::Tarball(file) => berth_image::rootfs_from_tarball(&store, &file, &NoProgress),
+    })
+    .await
+    .map_err(RootfsError::Task)?
+    .map_err(|source| RootfsError::Build { base: name, source })?;
+    Ok(Rootfs::Image(image.path))
+}
+
+/// An image built at start.
+enum Job {
+    Minimal,
+    Dir(PathBuf),
+    Tarball(PathBuf),
+}
