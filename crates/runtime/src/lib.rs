@@ -15,6 +15,7 @@ pub(crate) mod process;
 pub mod qemu;
 pub mod sandbox;
 pub mod spec;
+pub(crate) mod vm;
 
 use async_trait::async_trait;
 use berth_protocol::BoxId;

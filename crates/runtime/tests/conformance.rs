@@ -52,36 +52,33 @@ macro_rules! conformance {
     };
 }
 
-conformance!(sandbox => Sandbox:
-    lifecycle::boots_and_answers_as_user_1001_with_berth_init_as_pid_1,
-    storage::files_persist_across_restart_and_old_token_is_refused,
-    isolation::boxes_are_isolated_from_each_other_and_the_host,
+/// [`conformance!`] for a backend with every check that applies to all backends, plus
+/// `$extra` checks of its own.
+macro_rules! every_backend_checks {
+    ($backend:ident => $variant:ident $(, $extra:ident::$extra_check:ident)* $(,)?) => {
+        conformance!($backend => $variant:
+            lifecycle::boots_and_answers_as_user_1001_with_berth_init_as_pid_1,
+            storage::files_persist_across_restart_and_old_token_is_refused,
+            isolation::boxes_are_isolated_from_each_other_and_the_host,
+            isolation::only_loopback_exists,
+            limits::fork_bomb_is_contained,
+            limits::memory_hog_is_killed_and_the_box_survives,
+            lifecycle::stop_leaves_nothing_behind,
+            lifecycle::pause_freezes_until_resume,
+            lifecycle::box_that_shut_itself_down_is_stopped_and_restarts,
+            lifecycle::failed_start_leaves_nothing_running,
+            storage::layers_are_read_only_for_box_root_and_readable_by_the_user,
+            storage::agent_state_dir_is_root_only_and_persists_and_harness_config_is_private,
+            egress::egress_leaves_only_through_the_channel,
+            $($extra::$extra_check,)*
+        );
+    };
+}
+
+// Only a container shares the host kernel and run dir (conformance/host.rs says why).
+every_backend_checks!(sandbox => Sandbox,
     host::box_root_holds_no_power_over_the_host_kernel,
     host::host_does_not_follow_a_planted_socket_link,
-    isolation::only_loopback_exists,
-    limits::fork_bomb_is_contained,
-    limits::memory_hog_is_killed_and_the_box_survives,
-    lifecycle::stop_leaves_nothing_behind,
-    lifecycle::pause_freezes_until_resume,
-    lifecycle::box_that_shut_itself_down_is_stopped_and_restarts,
-    lifecycle::failed_start_leaves_nothing_running,
-    storage::layers_are_read_only_for_box_root_and_readable_by_the_user,
-    storage::agent_state_dir_is_root_only_and_persists_and_harness_config_is_private,
-    egress::egress_leaves_only_through_the_channel,
 );
 
-conformance!(qemu => Qemu:
-    lifecycle::boots_and_answers_as_user_1001_with_berth_init_as_pid_1,
-    storage::files_persist_across_restart_and_old_token_is_refused,
-    isolation::boxes_are_isolated_from_each_other_and_the_host,
-    isolation::only_loopback_exists,
-    limits::fork_bomb_is_contained,
-    limits::memory_hog_is_killed_and_the_box_survives,
-    lifecycle::stop_leaves_nothing_behind,
-    lifecycle::pause_freezes_until_resume,
-    lifecycle::box_that_shut_itself_down_is_stopped_and_restarts,
-    lifecycle::failed_start_leaves_nothing_running,
-    storage::layers_are_read_only_for_box_root_and_readable_by_the_user,
-    storage::agent_state_dir_is_root_only_and_persists_and_harness_config_is_private,
-    egress::egress_leaves_only_through_the_channel,
-);
+every_backend_checks!(qemu => Qemu);

@@ -14,29 +14,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth_protocol::guest::{BoxUser, FileQuery};
+use berth_protocol::guest::BoxUser;
 use berth_runtime::firecracker::{FirecrackerConfig, FirecrackerRuntime, DEFAULT_FIRECRACKER};
-use berth_runtime::{Limits, Runtime, RuntimeError, RuntimeStatus};
-use bytes::Bytes;
-use common::images::Images;
+use berth_runtime::{Runtime, RuntimeError, RuntimeStatus};
+use common::run_ok;
+use common::vm;
 
 const GRACE: Duration = Duration::from_secs(10);
 
 /// One firecracker backend on a fresh data dir; dropping it kills every VM it started.
-struct Fixture {
-    runtime: Arc<FirecrackerRuntime>,
-    images: Images,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let left = self.runtime.kill_all_blocking();
-        if !left.is_empty() {
-            eprintln!("cleanup could not kill the VMs of: {left:?}");
-        }
-    }
-}
+type Fixture = vm::VmFixture<FirecrackerRuntime>;
 
 /// Why this host cannot run the tests, checked cheapest first.
 async fn fixture(name: &str) -> Result<Fixture, String> {
@@ -58,28 +45,12 @@ async fn fixture(name: &str) -> Result<Fixture, String> {
         Ok(runtime) => Ok(Fixture {
             runtime: Arc::new(runtime),
             images,
-            _dir: dir,
+            dir,
         }),
         // No binary, no vmlinux, no working KVM: this host cannot run the backend.
         Err(e @ RuntimeError::Missing { .. }) => Err(e.to_string()),
         Err(e) => panic!("{}", berth_runtime::error_chain(&e)),
     }
-}
-
-async fn run_ok(client: &berth_runtime::GuestClient, argv: &[&str], user: BoxUser) -> String {
-    tokio::time::timeout(Duration::from_secs(60), common::run_ok(client, argv, user))
-        .await
-        .unwrap_or_else(|_| panic!("{argv:?} got no answer within 60 s"))
-}
-
-fn spec(images: &Images) -> berth_runtime::BoxSpec {
-    let mut spec = common::new_spec(Limits {
-        memory_mib: 256,
-        ..Limits::default()
-    });
-    spec.rootfs = berth_runtime::Rootfs::Image(images.rootfs.clone());
-    spec.disk_mib = 64;
-    spec
 }
 
 /// The qemu test's check on Firecracker: its own kernel, berth-init as PID 1, a file kept
@@ -95,25 +66,14 @@ async fn boots_pauses_and_keeps_files_across_a_cold_boot() {
         }
     };
     let rt = &fx.runtime;
-    let spec = spec(&fx.images);
+    let spec = vm::spec_with_memory(&fx.images, 256);
     let t0 = Instant::now();
     let client = rt.start(&spec).await.expect("start").client;
     eprintln!("cold boot to ready: {:?}", t0.elapsed());
     assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Running);
     let pid = rt.firecracker_pid(&spec.id).expect("firecracker runs");
 
-    let release = run_ok(&client, &["uname", "-r"], BoxUser::User).await;
-    assert_eq!(release.trim(), fx.images.kernel_version);
-    assert_eq!(
-        run_ok(&client, &["cat", "/proc/1/comm"], BoxUser::User)
-            .await
-            .trim(),
-        "berth-init"
-    );
-    assert_eq!(
-        run_ok(&client, &["id", "-u"], BoxUser::User).await.trim(),
-        "1001"
-    );
+    vm::assert_berth_guest(&client, &fx.images.kernel_version).await;
 
     rt.pause(&spec.id).await.expect("pause");
     assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Paused);
@@ -125,36 +85,19 @@ async fn boots_pauses_and_keeps_files_across_a_cold_boot() {
         "thawed"
     );
 
-    let file = FileQuery {
-        path: "/home/user/kept.txt".into(),
-        ..Default::default()
-    };
-    client
-        .write_file(&file, Bytes::from_static(b"written in the VM"))
-        .await
-        .expect("write");
+    let file = vm::write_kept_file(&client).await;
     rt.stop(&spec.id, GRACE).await.expect("stop");
     assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Stopped);
-    assert!(
-        !std::path::Path::new(&format!("/proc/{pid}")).exists()
-            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .is_ok_and(|s| s.contains(") Z")),
-        "firecracker outlived stop"
-    );
+    assert!(vm::exited(pid), "firecracker outlived stop");
     assert!(rt.list().await.unwrap().is_empty());
 
-    let mut again = spec.clone();
-    again.boot_token = common::token();
-    let client = rt.start(&again).await.expect("cold boot again").client;
-    assert_eq!(
-        &client.read_file(&file).await.unwrap()[..],
-        b"written in the VM"
-    );
-    let old = rt.channel(&spec.id, &spec.boot_token);
-    assert!(matches!(
-        old.info().await,
-        Err(berth_runtime::GuestError::Remote { status: 401, .. })
-    ));
+    let client = rt
+        .start(&common::next_boot(&spec))
+        .await
+        .expect("cold boot again")
+        .client;
+    vm::assert_kept_file(&client, &file).await;
+    common::assert_old_token_refused(rt.as_ref(), &spec).await;
     rt.remove(&spec.id).await.expect("remove");
     assert!(!rt.layout().box_paths(&spec.id).box_dir().exists());
 }

@@ -20,52 +20,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth_protocol::guest::{BoxUser, FileQuery};
+use berth_protocol::guest::BoxUser;
 use berth_runtime::qemu::{AccelMode, QemuConfig, QemuRuntime};
-use berth_runtime::{Limits, Runtime, RuntimeError, RuntimeStatus};
-use bytes::Bytes;
+use berth_runtime::{Runtime, RuntimeError, RuntimeStatus};
 use common::images::{images, vm_binaries, Images};
-use common::{new_spec, run};
+use common::vm::{self, spec_with_memory};
+use common::{run, run_ok};
 
 const GRACE: Duration = Duration::from_secs(10);
 
-/// A new box spec with `memory_mib` of guest memory (tests boot several VMs on a small
-/// machine; the default is larger).
-fn spec_with_memory(images: &Images, memory_mib: u64) -> berth_runtime::BoxSpec {
-    let mut spec = new_spec(Limits {
-        memory_mib,
-        ..Limits::default()
-    });
-    spec.rootfs = berth_runtime::Rootfs::Image(images.rootfs.clone());
-    // Small: a test volume need not be the default 1 GiB.
-    spec.disk_mib = 64;
-    spec
-}
-
-/// Runs `argv` in the VM, asserting it exits 0 within 60 s (a wedged guest channel fails
-/// the test instead of hanging it); its stdout.
-async fn run_ok(client: &berth_runtime::GuestClient, argv: &[&str], user: BoxUser) -> String {
-    tokio::time::timeout(Duration::from_secs(60), common::run_ok(client, argv, user))
-        .await
-        .unwrap_or_else(|_| panic!("{argv:?} got no answer within 60 s"))
-}
-
-/// One qemu backend on a fresh data dir. Dropping it (also on panic) kills every VM it
-/// started.
-struct Fixture {
-    runtime: Arc<QemuRuntime>,
-    images: Images,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let left = self.runtime.kill_all_blocking();
-        if !left.is_empty() {
-            eprintln!("cleanup could not kill the VMs of: {left:?}");
-        }
-    }
-}
+/// One qemu backend on a fresh data dir; dropping it kills every VM it started.
+type Fixture = vm::VmFixture<QemuRuntime>;
 
 async fn fixture(name: &str) -> Option<Fixture> {
     if let Err(why) = vm_binaries() {
@@ -84,7 +49,7 @@ async fn fixture(name: &str) -> Option<Fixture> {
         Fixture {
             runtime,
             images,
-            _dir: dir,
+            dir,
         }
     })
 }
@@ -128,19 +93,7 @@ fn read_cid(cid_file: &std::path::Path) -> u32 {
 }
 
 fn vm_files_left(runtime: &QemuRuntime, id: &berth_protocol::BoxId) -> Vec<PathBuf> {
-    let paths = runtime.layout().box_paths(id);
-    [
-        paths.vhost_user_socket(),
-        paths.vsock_socket(),
-        paths.egress_socket(),
-        paths.qmp_socket(),
-        paths.config_disk(),
-        paths.qemu_pid(),
-        paths.vhost_pid(),
-    ]
-    .into_iter()
-    .filter(|p| p.exists())
-    .collect()
+    vm::qemu_boot_files_left(&runtime.layout().box_paths(id))
 }
 
 /// The issue's check: a VM boots its own kernel, runs `uname -r`, keeps a file written in
@@ -162,65 +115,31 @@ async fn boots_its_own_kernel_and_keeps_files_across_a_cold_boot() {
         rt.vhost_pid(&spec.id).unwrap(),
     );
 
-    let release = run_ok(&client, &["uname", "-r"], BoxUser::User).await;
-    assert_eq!(release.trim(), fx.images.kernel_version);
+    vm::assert_berth_guest(&client, &fx.images.kernel_version).await;
     let cmdline = run_ok(&client, &["cat", "/proc/cmdline"], BoxUser::User).await;
     assert!(cmdline.contains("rdinit=/berth-init"), "{cmdline}");
     assert!(
         !cmdline.contains(spec.boot_token.as_str()),
         "the token is on the command line"
     );
-    assert_eq!(
-        run_ok(&client, &["cat", "/proc/1/comm"], BoxUser::User)
-            .await
-            .trim(),
-        "berth-init"
-    );
-    assert_eq!(
-        run_ok(&client, &["id", "-u"], BoxUser::User).await.trim(),
-        "1001"
-    );
 
-    let file = FileQuery {
-        path: "/home/user/kept.txt".into(),
-        ..Default::default()
-    };
-    client
-        .write_file(&file, Bytes::from_static(b"written in the VM"))
-        .await
-        .expect("write");
+    let file = vm::write_kept_file(&client).await;
     let t1 = Instant::now();
     rt.stop(&spec.id, GRACE).await.expect("stop");
     eprintln!("stop: {:?}", t1.elapsed());
     assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Stopped);
     for pid in [qemu, vhost] {
-        assert!(
-            !std::path::Path::new(&format!("/proc/{pid}")).exists()
-                || std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                    .is_ok_and(|s| s.contains(") Z")),
-            "pid {pid} outlived stop"
-        );
+        assert!(vm::exited(pid), "pid {pid} outlived stop");
     }
     assert_eq!(vm_files_left(rt, &spec.id), Vec::<PathBuf>::new());
     assert!(!rt.list().await.unwrap().contains(&spec.id));
 
-    let mut again = spec.clone();
-    again.boot_token = common::token();
+    let again = common::next_boot(&spec);
     let t2 = Instant::now();
     let client = rt.start(&again).await.expect("cold boot again").client;
     eprintln!("second boot to ready: {:?}", t2.elapsed());
-    assert_eq!(
-        &client.read_file(&file).await.unwrap()[..],
-        b"written in the VM"
-    );
-    let old = rt.channel(&spec.id, &spec.boot_token);
-    assert!(
-        matches!(
-            old.info().await,
-            Err(berth_runtime::GuestError::Remote { status: 401, .. })
-        ),
-        "the old boot's token must be refused"
-    );
+    vm::assert_kept_file(&client, &file).await;
+    common::assert_old_token_refused(rt.as_ref(), &spec).await;
     assert!(matches!(
         rt.start(&again).await,
         Err(RuntimeError::WrongState { .. })
@@ -252,8 +171,7 @@ async fn qemu_killed_with_sigkill_reads_as_stopped_and_leaves_nothing() {
     assert!(rt.list().await.unwrap().is_empty());
     assert_eq!(vm_files_left(rt, &spec.id), Vec::<PathBuf>::new());
     let _ = vhost;
-    let mut again = spec.clone();
-    again.boot_token = common::token();
+    let again = common::next_boot(&spec);
     let client = rt.start(&again).await.expect("start after a kill").client;
     assert_eq!(
         run_ok(&client, &["echo", "ok"], BoxUser::User).await.trim(),
@@ -307,7 +225,7 @@ async fn a_guest_that_panics_fails_start_with_its_console_and_leaves_nothing() {
     let Some(fx) = fixture("panic").await else {
         return;
     };
-    let empty = fx._dir.path().join("empty.cpio");
+    let empty = fx.dir.path().join("empty.cpio");
     std::fs::write(&empty, b"").unwrap();
     let (rt, _dir) = fixture_with("panic", &fx.images, |c| {
         c.initramfs = empty.clone();

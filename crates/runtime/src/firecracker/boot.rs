@@ -5,15 +5,14 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use berth_protocol::guest::VSOCK_PORT;
-
 use super::api::{ActionType, ApiRequest, BootSource, Drive, MachineConfig, Vsock};
 use super::client::{ApiClient, ApiError};
 use super::cmdline::{self, BOOT_ARGS};
 use super::paths::FcPaths;
 use super::{api_failed, drives, FirecrackerRuntime};
 use crate::qemu::{config_disk, egress, process, volume};
-use crate::{error_chain, Booted, BoxSpec, GuestAddr, GuestClient, Rootfs, RuntimeError};
+use crate::vm::{hybrid_client, prepare_box, rootfs_image, wait_ready, ReadyWait};
+use crate::{Booted, BoxSpec, RuntimeError};
 
 /// The guest CID. Every VM has its own vsock device behind its own socket, so the CID only
 /// has to be valid (≥ 3), not unique on the host.
@@ -23,8 +22,6 @@ const MAX_VCPUS: u32 = 32;
 /// How long Firecracker may take to create its API socket.
 const API_SOCKET_DEADLINE: Duration = Duration::from_secs(5);
 const INFO_ATTEMPT: Duration = Duration::from_secs(5);
-const FIRST_BACKOFF: Duration = Duration::from_millis(5);
-const MAX_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Everything `PUT` before `InstanceStart`.
 #[derive(Debug, Clone)]
@@ -72,33 +69,15 @@ impl FirecrackerRuntime {
         spec: &BoxSpec,
         paths: &FcPaths,
     ) -> Result<Booted, RuntimeError> {
-        let root_image = match &spec.rootfs {
-            Rootfs::Image(path) => path.clone(),
-            Rootfs::Host => {
-                return Err(RuntimeError::Unsupported {
-                    backend: "firecracker",
-                    operation: "the host rootfs (a VM boots a template's rootfs image)",
-                })
-            }
-        };
+        let root_image = rootfs_image(spec, "firecracker")?;
         if self.config.jailer.is_some() {
             return Err(RuntimeError::Unsupported {
                 backend: "firecracker",
                 operation: "running under the jailer (its command line is built; staging the boot's files into its chroot is not)",
             });
         }
-        crate::layer::check_layers(&spec.layers).map_err(|(i, reason)| {
-            let layer = &spec.layers[i];
-            RuntimeError::InvalidSpec {
-                what: format!("layer {i} ({} -> {})", layer.source.display(), layer.target),
-                reason,
-            }
-        })?;
         let vm = paths.vm();
-        make_private_dir(vm.box_dir())?;
-        make_private_dir(&vm.vm_dir())?;
-        crate::fs::set_mode(&vm.vm_dir(), 0o700)?;
-        volume::ensure(&vm.volume(), spec.disk_mib).await?;
+        prepare_box(spec, vm).await?;
         let mut layers: Vec<(PathBuf, String)> = Vec::with_capacity(spec.layers.len());
         for layer in &spec.layers {
             let image = volume::layer_image(&self.config.data_dir, layer).await?;
@@ -126,16 +105,13 @@ impl FirecrackerRuntime {
         if let Err(died) =
             process::wait_for_path(&paths.api_socket(), pid, API_SOCKET_DEADLINE).await
         {
-            return Err(RuntimeError::Backend {
-                program: bin.display().to_string(),
-                operation: "start",
-                status: if died {
-                    "exited".into()
-                } else {
-                    format!("no API socket after {} ms", API_SOCKET_DEADLINE.as_millis())
-                },
-                stderr: process::log_tail(&vm.console_log()),
-            });
+            return Err(crate::vm::socket_missing(
+                bin,
+                died,
+                &"API socket",
+                API_SOCKET_DEADLINE,
+                &vm.console_log(),
+            ));
         }
         let setup = VmSetup {
             machine: MachineConfig {
@@ -159,69 +135,18 @@ impl FirecrackerRuntime {
             .await
             .map_err(|e| api_failed("boot", &e, &vm.console_log()))?;
 
-        let client = GuestClient::new(
-            GuestAddr::HybridVsock {
-                path: vm.vsock_socket(),
-                port: VSOCK_PORT,
-            },
-            spec.boot_token.clone(),
-        );
-        self.wait_ready(spec, paths, &client, pid).await?;
+        let client = hybrid_client(vm.vsock_socket(), &spec.boot_token);
+        let wait = ReadyWait {
+            id: &spec.id,
+            client: &client,
+            vmm_pid: pid,
+            deadline: self.config.boot_deadline,
+            attempt: INFO_ATTEMPT,
+            console_log: &vm.console_log(),
+        };
+        wait_ready(wait, || "Firecracker exited".to_owned()).await?;
         tracing::info!(box_id = %spec.id, boot_ms = started.elapsed().as_millis() as u64, "Firecracker VM ready");
         Ok(Booted { client, egress })
-    }
-
-    /// Calls `info` until berth-init answers, Firecracker exits, or the deadline passes.
-    async fn wait_ready(
-        &self,
-        spec: &BoxSpec,
-        paths: &FcPaths,
-        client: &GuestClient,
-        pid: i32,
-    ) -> Result<(), RuntimeError> {
-        let deadline = self.config.boot_deadline;
-        let started = Instant::now();
-        let mut backoff = FIRST_BACKOFF;
-        loop {
-            let attempt = INFO_ATTEMPT.min(deadline.saturating_sub(started.elapsed()));
-            let last = match tokio::time::timeout(attempt, client.info()).await {
-                Ok(Ok(_)) => return Ok(()),
-                Ok(Err(e @ crate::GuestError::Version { .. })) => return Err(e.into()),
-                Ok(Err(e)) => error_chain(&e),
-                Err(_) => format!("no answer within {} ms", attempt.as_millis()),
-            };
-            let exited = !crate::process::pid_alive(pid);
-            if exited || started.elapsed() >= deadline {
-                let why = if exited {
-                    "Firecracker exited".to_owned()
-                } else {
-                    format!("the {} ms boot deadline passed", deadline.as_millis())
-                };
-                let console = paths.vm().console_log();
-                return Err(RuntimeError::NotReady {
-                    id: spec.id.to_string(),
-                    waited_ms: started.elapsed().as_millis() as u64,
-                    last_error: Some(format!(
-                        "{why}; the guest channel: {last}; console log ({}):\n{}",
-                        console.display(),
-                        process::console_tail(&console)
-                    )),
-                });
-            }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
-        }
-    }
-}
-
-/// Creates `dir` 0700 if missing (the VM dir holds the boot token and the API socket).
-fn make_private_dir(dir: &std::path::Path) -> Result<(), RuntimeError> {
-    use std::os::unix::fs::DirBuilderExt;
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
-            Err(crate::error::io("create", dir)(e))
-        }
-        _ => Ok(()),
     }
 }
 

@@ -26,7 +26,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use berth_protocol::guest::VSOCK_PORT;
 use berth_protocol::BoxId;
 
 pub use boot::{boot_requests, configure_and_start, vcpus, VmSetup, GUEST_CID};
@@ -38,8 +37,8 @@ pub use probe::kernel_problem;
 use crate::error::wrong_state;
 use crate::qemu::{find_program, process, VmLayout};
 use crate::{
-    BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestAddr, GuestClient, IdMap,
-    Runtime, RuntimeError, RuntimeStatus,
+    BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestClient, IdMap, Runtime,
+    RuntimeError, RuntimeStatus,
 };
 
 /// The Firecracker binary looked up on `PATH` unless `$BERTH_FIRECRACKER` names one.
@@ -117,17 +116,7 @@ impl FirecrackerRuntime {
                 });
             }
         }
-        for (path, what) in [
-            (&config.kernel, "the guest kernel"),
-            (&config.initramfs, "the initramfs"),
-        ] {
-            if !path.is_file() {
-                return Err(RuntimeError::Missing {
-                    what: format!("{what} ({})", path.display()),
-                    hint: "build the VM images with `berth image build`".into(),
-                });
-            }
-        }
+        crate::vm::check_images(&config.kernel, &config.initramfs)?;
         if let Some(problem) = probe::kernel_problem(&config.kernel) {
             return Err(RuntimeError::Missing {
                 what: format!("an uncompressed vmlinux kernel for Firecracker: {problem}"),
@@ -197,19 +186,9 @@ impl FirecrackerRuntime {
 
     /// Box dirs under `boxes/` that have a VM dir (whatever their backend).
     fn box_dirs(&self) -> Result<Vec<(BoxId, FcPaths)>, RuntimeError> {
-        let dir = self.layout.boxes_dir();
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(crate::error::io("list", &dir)(e)),
-        };
-        Ok(entries
-            .flatten()
-            .filter_map(|e| {
-                let id = e.file_name().to_str()?.parse::<BoxId>().ok()?;
-                Some((id, FcPaths::at(&e.path())))
-            })
-            .filter(|(_, paths)| paths.vm().vm_dir().is_dir())
+        Ok(crate::vm::box_dirs(&self.layout)?
+            .into_iter()
+            .map(|(id, paths)| (id, FcPaths::at(paths.box_dir())))
             .collect())
     }
 
@@ -286,15 +265,7 @@ fn api_failed(operation: &'static str, error: &ApiError, console: &Path) -> Runt
 }
 
 fn still_alive(pid_file: &Path, pid: i32) -> RuntimeError {
-    RuntimeError::Backend {
-        program: pid_file.display().to_string(),
-        operation: "kill",
-        status: format!(
-            "pid {pid} still alive {} ms after SIGKILL",
-            stop::KILL_WAIT.as_millis()
-        ),
-        stderr: String::new(),
-    }
+    crate::vm::still_alive(pid_file, pid, stop::KILL_WAIT)
 }
 
 #[async_trait]
@@ -313,21 +284,9 @@ impl Runtime for FirecrackerRuntime {
     }
 
     async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {
-        match self.state(&spec.id).await? {
-            RuntimeStatus::Stopped => {}
-            actual => return Err(wrong_state(&spec.id, "start", "stopped", actual)),
-        }
+        let status = self.state(&spec.id).await?;
         let paths = self.box_paths(&spec.id);
-        match self.boot(spec, &paths).await {
-            Ok(booted) => Ok(booted),
-            Err(e) => {
-                // Nothing of a failed start stays running.
-                if let Err(clean) = self.clean(&paths).await {
-                    tracing::warn!(box_id = %spec.id, error = %crate::error_chain(&clean), "cleanup after a failed start");
-                }
-                Err(e)
-            }
-        }
+        crate::vm::start_or_clean(spec, status, self.boot(spec, &paths), self.clean(&paths)).await
     }
 
     async fn rebind_egress(
@@ -367,13 +326,7 @@ impl Runtime for FirecrackerRuntime {
     }
 
     fn channel(&self, id: &BoxId, token: &BootToken) -> GuestClient {
-        GuestClient::new(
-            GuestAddr::HybridVsock {
-                path: self.box_paths(id).vm().vsock_socket(),
-                port: VSOCK_PORT,
-            },
-            token.clone(),
-        )
+        crate::vm::hybrid_client(self.box_paths(id).vm().vsock_socket(), token)
     }
 
     async fn list(&self) -> Result<Vec<BoxId>, RuntimeError> {

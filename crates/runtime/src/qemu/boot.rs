@@ -3,7 +3,6 @@
 //! (`QemuRuntime::clean`): every step leaves its traces where `clean` looks.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use berth_protocol::vm::{
@@ -13,7 +12,8 @@ use berth_protocol::vm::{
 use super::cmdline::{self, Disk, Launch};
 use super::paths::VmPaths;
 use super::{config_disk, egress, process, volume, QemuRuntime};
-use crate::{error_chain, Booted, BoxSpec, GuestClient, Rootfs, RuntimeError};
+use crate::vm::{self, ReadyWait};
+use crate::{Booted, BoxSpec, GuestClient, RuntimeError};
 
 /// How long vhost-device-vsock may take to create its sockets.
 const VHOST_DEADLINE: Duration = Duration::from_secs(5);
@@ -22,8 +22,6 @@ const VHOST_DEADLINE: Duration = Duration::from_secs(5);
 /// before the guest answers can wedge the backend (see `QemuRuntime::pause`), so the host
 /// waits for a slow guest rather than giving up on it early.
 const INFO_ATTEMPT: Duration = Duration::from_secs(10);
-const FIRST_BACKOFF: Duration = Duration::from_millis(5);
-const MAX_BACKOFF: Duration = Duration::from_millis(100);
 
 impl QemuRuntime {
     pub(super) async fn boot(
@@ -31,18 +29,8 @@ impl QemuRuntime {
         spec: &BoxSpec,
         paths: &VmPaths,
     ) -> Result<Booted, RuntimeError> {
-        let root_image = self.rootfs_image(spec)?;
-        crate::layer::check_layers(&spec.layers).map_err(|(i, reason)| {
-            let layer = &spec.layers[i];
-            RuntimeError::InvalidSpec {
-                what: format!("layer {i} ({} -> {})", layer.source.display(), layer.target),
-                reason,
-            }
-        })?;
-        make_private_dir(paths.box_dir())?;
-        make_private_dir(&paths.vm_dir())?;
-        egress::set_mode(&paths.vm_dir(), 0o700)?;
-        volume::ensure(&paths.volume(), spec.disk_mib).await?;
+        let root_image = vm::rootfs_image(spec, "qemu")?;
+        vm::prepare_box(spec, paths).await?;
 
         let mut disks = vec![
             Disk {
@@ -114,29 +102,27 @@ impl QemuRuntime {
         process::supervise(qemu, Some(vhost));
 
         let client = self.channel_for(spec, paths);
-        self.wait_ready(spec, paths, &client, qemu).await?;
+        let wait = ReadyWait {
+            id: &spec.id,
+            client: &client,
+            vmm_pid: qemu,
+            deadline: self.boot_deadline(),
+            attempt: INFO_ATTEMPT,
+            console_log: &paths.console_log(),
+        };
+        vm::wait_ready(wait, || {
+            format!(
+                "QEMU exited ({})",
+                one_line(&process::log_tail(&paths.qemu_log()))
+            )
+        })
+        .await?;
         tracing::info!(box_id = %spec.id, accel = self.accel.accel.as_str(), boot_ms = started.elapsed().as_millis() as u64, "VM ready");
         Ok(Booted { client, egress })
     }
 
-    fn rootfs_image(&self, spec: &BoxSpec) -> Result<PathBuf, RuntimeError> {
-        match &spec.rootfs {
-            Rootfs::Image(path) => Ok(path.clone()),
-            Rootfs::Host => Err(RuntimeError::Unsupported {
-                backend: "qemu",
-                operation: "the host rootfs (a VM boots a template's rootfs image)",
-            }),
-        }
-    }
-
     fn channel_for(&self, spec: &BoxSpec, paths: &VmPaths) -> GuestClient {
-        GuestClient::new(
-            crate::GuestAddr::HybridVsock {
-                path: paths.vsock_socket(),
-                port: berth_protocol::guest::VSOCK_PORT,
-            },
-            spec.boot_token.clone(),
-        )
+        vm::hybrid_client(paths.vsock_socket(), &spec.boot_token)
     }
 
     /// Starts vhost-device-vsock for guest `cid` and waits for both its sockets.
@@ -155,69 +141,16 @@ impl QemuRuntime {
         crate::process::reap_on_exit(pid);
         for socket in [paths.vhost_user_socket(), paths.vsock_socket()] {
             if let Err(died) = process::wait_for_path(&socket, pid, VHOST_DEADLINE).await {
-                return Err(RuntimeError::Backend {
-                    program: bin.display().to_string(),
-                    operation: "start",
-                    status: if died {
-                        "exited".into()
-                    } else {
-                        format!(
-                            "no {} after {} ms",
-                            socket.display(),
-                            VHOST_DEADLINE.as_millis()
-                        )
-                    },
-                    stderr: process::log_tail(&paths.vhost_log()),
-                });
+                return Err(vm::socket_missing(
+                    bin,
+                    died,
+                    &socket.display(),
+                    VHOST_DEADLINE,
+                    &paths.vhost_log(),
+                ));
             }
         }
         Ok(pid)
-    }
-
-    /// Calls `info` until berth-init answers, QEMU exits, or the boot deadline passes;
-    /// the error carries the console's last lines (and QEMU's own complaints).
-    async fn wait_ready(
-        &self,
-        spec: &BoxSpec,
-        paths: &VmPaths,
-        client: &GuestClient,
-        qemu: i32,
-    ) -> Result<(), RuntimeError> {
-        let deadline = self.boot_deadline();
-        let started = Instant::now();
-        let mut backoff = FIRST_BACKOFF;
-        loop {
-            let attempt = INFO_ATTEMPT.min(deadline.saturating_sub(started.elapsed()));
-            let last = match tokio::time::timeout(attempt, client.info()).await {
-                Ok(Ok(_)) => return Ok(()),
-                // A version mismatch will not fix itself.
-                Ok(Err(e @ crate::GuestError::Version { .. })) => return Err(e.into()),
-                Ok(Err(e)) => error_chain(&e),
-                Err(_) => format!("no answer within {} ms", attempt.as_millis()),
-            };
-            let exited = !crate::process::pid_alive(qemu);
-            if exited || started.elapsed() >= deadline {
-                let why = if exited {
-                    format!(
-                        "QEMU exited ({})",
-                        one_line(&process::log_tail(&paths.qemu_log()))
-                    )
-                } else {
-                    format!("the {} ms boot deadline passed", deadline.as_millis())
-                };
-                return Err(RuntimeError::NotReady {
-                    id: spec.id.to_string(),
-                    waited_ms: started.elapsed().as_millis() as u64,
-                    last_error: Some(format!(
-                        "{why}; the guest channel: {last}; console log ({}):\n{}",
-                        paths.console_log().display(),
-                        process::console_tail(&paths.console_log())
-                    )),
-                });
-            }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
-        }
     }
 }
 
@@ -231,16 +164,5 @@ fn one_line(text: &str) -> String {
         "it printed nothing".into()
     } else {
         joined
-    }
-}
-
-/// Creates `dir` 0700 if missing (the VM dir holds the boot token and control sockets).
-fn make_private_dir(dir: &std::path::Path) -> Result<(), RuntimeError> {
-    use std::os::unix::fs::DirBuilderExt;
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
-            Err(process::io("create", dir)(e))
-        }
-        _ => Ok(()),
     }
 }

@@ -30,7 +30,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use berth_protocol::guest::VSOCK_PORT;
 use berth_protocol::BoxId;
 
 pub use accel::{AccelChoice, AccelMode};
@@ -40,8 +39,8 @@ pub use qmp::{Qmp, QmpError, RunState};
 
 use crate::error::wrong_state;
 use crate::{
-    BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestAddr, GuestClient, IdMap,
-    Runtime, RuntimeError, RuntimeStatus,
+    BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestClient, IdMap, Runtime,
+    RuntimeError, RuntimeStatus,
 };
 
 /// The QEMU binary looked up on `PATH` unless `$BERTH_QEMU` names one.
@@ -140,17 +139,7 @@ impl QemuRuntime {
             "vhost-device-vsock",
             "cargo install vhost-device-vsock --version 0.3.0 --root /usr/local (or run scripts/install-deps.sh --tests, or set BERTH_VHOST_VSOCK)",
         )?;
-        for (path, what) in [
-            (&config.kernel, "the guest kernel"),
-            (&config.initramfs, "the initramfs"),
-        ] {
-            if !path.is_file() {
-                return Err(RuntimeError::Missing {
-                    what: format!("{what} ({})", path.display()),
-                    hint: "build the VM images with `berth image build`".into(),
-                });
-            }
-        }
+        crate::vm::check_images(&config.kernel, &config.initramfs)?;
         let accel = match config.accel {
             AccelMode::Auto => accel::probe(&config.qemu_bin, &config.kernel).await,
             AccelMode::Kvm => AccelChoice {
@@ -215,22 +204,9 @@ impl QemuRuntime {
         })
     }
 
-    /// Box dirs under `boxes/` (whatever their backend).
+    /// Box dirs under `boxes/` that have a VM dir (whatever their backend).
     fn box_dirs(&self) -> Result<Vec<(BoxId, VmPaths)>, RuntimeError> {
-        let dir = self.layout.boxes_dir();
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(process::io("list", &dir)(e)),
-        };
-        Ok(entries
-            .flatten()
-            .filter_map(|e| {
-                let id = e.file_name().to_str()?.parse::<BoxId>().ok()?;
-                Some((id, VmPaths::at(&e.path())))
-            })
-            .filter(|(_, paths)| paths.vm_dir().is_dir())
-            .collect())
+        crate::vm::box_dirs(&self.layout)
     }
 
     fn claim_running_cids(&self) {
@@ -319,15 +295,7 @@ fn signal_failed(paths: &VmPaths, operation: &'static str, pid: i32) -> RuntimeE
 }
 
 fn still_alive(pid_file: &Path, pid: i32) -> RuntimeError {
-    RuntimeError::Backend {
-        program: pid_file.display().to_string(),
-        operation: "kill",
-        status: format!(
-            "pid {pid} still alive {} ms after SIGKILL",
-            stop::KILL_WAIT.as_millis()
-        ),
-        stderr: String::new(),
-    }
+    crate::vm::still_alive(pid_file, pid, stop::KILL_WAIT)
 }
 
 #[async_trait]
@@ -346,21 +314,9 @@ impl Runtime for QemuRuntime {
     }
 
     async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {
-        match self.state(&spec.id).await? {
-            RuntimeStatus::Stopped => {}
-            actual => return Err(wrong_state(&spec.id, "start", "stopped", actual)),
-        }
+        let status = self.state(&spec.id).await?;
         let paths = self.layout.box_paths(&spec.id);
-        match self.boot(spec, &paths).await {
-            Ok(booted) => Ok(booted),
-            Err(e) => {
-                // Nothing of a failed start stays running.
-                if let Err(clean) = self.clean(&paths).await {
-                    tracing::warn!(box_id = %spec.id, error = %crate::error_chain(&clean), "cleanup after a failed start");
-                }
-                Err(e)
-            }
-        }
+        crate::vm::start_or_clean(spec, status, self.boot(spec, &paths), self.clean(&paths)).await
     }
 
     async fn rebind_egress(
@@ -421,13 +377,7 @@ impl Runtime for QemuRuntime {
     }
 
     fn channel(&self, id: &BoxId, token: &BootToken) -> GuestClient {
-        GuestClient::new(
-            GuestAddr::HybridVsock {
-                path: self.layout.box_paths(id).vsock_socket(),
-                port: VSOCK_PORT,
-            },
-            token.clone(),
-        )
+        crate::vm::hybrid_client(self.layout.box_paths(id).vsock_socket(), token)
     }
 
     async fn list(&self) -> Result<Vec<BoxId>, RuntimeError> {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use berth_protocol::BoxId;
 use berth_runtime::qemu::{QemuConfig, QemuRuntime};
 use berth_runtime::sandbox::{SandboxConfig, SandboxRuntime};
-use berth_runtime::{BoxSpec, Limits, Rootfs, Runtime, RuntimeError};
+use berth_runtime::{BoxSpec, Limits, Runtime, RuntimeError};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::images::{images, vm_binaries, Images};
@@ -160,13 +160,16 @@ impl Fixture {
     /// A new box this backend can boot: a VM gets the test rootfs image, a small volume,
     /// and [`VM_MEMORY_MIB`] unless `limits` asks for less.
     pub fn spec(&self, limits: Limits) -> BoxSpec {
-        let mut spec = super::new_spec(limits);
-        if let Kind::Qemu { images, .. } = &self.kind {
-            spec.rootfs = Rootfs::Image(images.rootfs.clone());
-            spec.disk_mib = 64;
-            spec.limits.memory_mib = spec.limits.memory_mib.min(VM_MEMORY_MIB);
+        match &self.kind {
+            Kind::Qemu { images, .. } => super::vm::vm_spec(
+                images,
+                Limits {
+                    memory_mib: limits.memory_mib.min(VM_MEMORY_MIB),
+                    ..limits
+                },
+            ),
+            Kind::Sandbox(_) => super::new_spec(limits),
         }
-        spec
     }
 
     /// How long a condition on a box may take: a TCG guest on a busy host is slow.
@@ -207,16 +210,9 @@ impl Fixture {
                 );
             }
             Kind::Qemu { runtime, .. } => {
-                let paths = runtime.layout().box_paths(id);
-                left.extend([
-                    paths.vhost_user_socket(),
-                    paths.vsock_socket(),
-                    paths.egress_socket(),
-                    paths.qmp_socket(),
-                    paths.config_disk(),
-                    paths.qemu_pid(),
-                    paths.vhost_pid(),
-                ]);
+                left.extend(super::vm::qemu_boot_files_left(
+                    &runtime.layout().box_paths(id),
+                ));
             }
         }
         left.into_iter()

@@ -3,6 +3,7 @@
 
 pub mod fixture;
 pub mod images;
+pub mod vm;
 
 pub use fixture::{Backend, Fixture};
 
@@ -11,9 +12,9 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use berth_protocol::guest::{BoxUser, ExecFrame, ExecRequest};
+use berth_protocol::guest::{BoxUser, ExecFrame, ExecRequest, FileQuery};
 use berth_protocol::BoxId;
-use berth_runtime::{BootToken, BoxSpec, GuestClient, IdMap, Limits, Rootfs};
+use berth_runtime::{BootToken, BoxSpec, GuestClient, IdMap, Limits, Rootfs, Runtime};
 
 pub fn random<const N: usize>() -> [u8; N] {
     let mut buf = [0u8; N];
@@ -206,4 +207,38 @@ pub fn layer_dir(files: &[(&str, &str, u32)]) -> tempfile::TempDir {
         set(&path, *mode);
     }
     dir
+}
+
+/// A query for the file or directory at `path` in the box.
+pub fn file(path: &str) -> FileQuery {
+    FileQuery {
+        path: path.into(),
+        ..Default::default()
+    }
+}
+
+/// berth-init is the box's PID 1.
+pub async fn assert_berth_init_is_pid_1(client: &GuestClient) {
+    assert_eq!(
+        run_ok(client, &["cat", "/proc/1/comm"], BoxUser::User)
+            .await
+            .trim(),
+        "berth-init"
+    );
+}
+
+/// The spec of the box's next boot: a fresh token, as the daemon mints one per boot.
+pub fn next_boot(spec: &BoxSpec) -> BoxSpec {
+    let mut again = spec.clone();
+    again.boot_token = token();
+    again
+}
+
+/// The previous boot's token opens nothing on the box's current boot.
+pub async fn assert_old_token_refused(runtime: &dyn Runtime, old: &BoxSpec) {
+    let client = runtime.channel(&old.id, &old.boot_token);
+    match client.info().await {
+        Err(berth_runtime::GuestError::Remote { status: 401, .. }) => {}
+        other => panic!("the old token must get 401, got {other:?}"),
+    }
 }

@@ -28,12 +28,7 @@ pub async fn boots_and_answers_as_user_1001_with_berth_init_as_pid_1(fx: &Fixtur
         run_ok(&client, &["id", "-u"], BoxUser::Root).await.trim(),
         "0"
     );
-    assert_eq!(
-        run_ok(&client, &["cat", "/proc/1/comm"], BoxUser::User)
-            .await
-            .trim(),
-        "berth-init"
-    );
+    common::assert_berth_init_is_pid_1(&client).await;
     for file in ["/proc/1/environ", "/proc/1/mem"] {
         let (code, _, _) = run(&client, &["head", "-c", "1", file], BoxUser::User, None).await;
         assert_ne!(code, 0, "user could read {file}");
@@ -184,8 +179,7 @@ pub async fn box_that_shut_itself_down_is_stopped_and_restarts(fx: &Fixture) {
     .await;
     assert!(!fx.runtime.list().await.unwrap().contains(&spec.id));
     assert_no_processes(fx, &spec);
-    let mut again = spec.clone();
-    again.boot_token = common::token();
+    let again = common::next_boot(&spec);
     let client = fx
         .runtime
         .start(&again)

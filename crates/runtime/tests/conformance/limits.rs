@@ -101,8 +101,7 @@ pub async fn fork_bomb_is_contained(fx: &Fixture) {
         fx.box_processes(&spec).is_empty(),
         "the bombed box outlived stop"
     );
-    let mut again = spec.clone();
-    again.boot_token = common::token();
+    let again = common::next_boot(&spec);
     let client = fx
         .runtime
         .start(&again)
@@ -161,11 +160,6 @@ pub async fn memory_hog_is_killed_and_the_box_survives(fx: &Fixture) {
         run_ok(&client, &["echo", "ok"], BoxUser::User).await.trim(),
         "ok"
     );
-    assert_eq!(
-        run_ok(&client, &["cat", "/proc/1/comm"], BoxUser::User)
-            .await
-            .trim(),
-        "berth-init"
-    );
+    common::assert_berth_init_is_pid_1(&client).await;
     fx.runtime.stop(&spec.id, GRACE).await.expect("stop");
 }

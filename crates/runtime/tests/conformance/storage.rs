@@ -3,9 +3,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::Instant;
 
-use berth_protocol::guest::{BoxUser, FileQuery};
+use berth_protocol::guest::BoxUser;
 use berth_protocol::harness::HarnessConfig;
-use berth_runtime::{Layer, Limits, RuntimeError};
+use berth_runtime::{GuestClient, Layer, Limits, RuntimeError};
 use bytes::Bytes;
 
 use crate::common::{self, run, run_ok, Backend, Fixture};
@@ -16,14 +16,8 @@ use crate::GRACE;
 pub async fn files_persist_across_restart_and_old_token_is_refused(fx: &Fixture) {
     let spec = fx.spec(Limits::default());
     let client = fx.runtime.start(&spec).await.expect("start").client;
-    let home = FileQuery {
-        path: "/home/user/a.txt".into(),
-        ..Default::default()
-    };
-    let memory = FileQuery {
-        path: "/memory/x".into(),
-        ..Default::default()
-    };
+    let home = common::file("/home/user/a.txt");
+    let memory = common::file("/memory/x");
     client
         .write_file(&home, Bytes::from_static(b"hello"))
         .await
@@ -34,38 +28,24 @@ pub async fn files_persist_across_restart_and_old_token_is_refused(fx: &Fixture)
         .expect("write memory");
     assert_eq!(&client.read_file(&home).await.unwrap()[..], b"hello");
     let listing = client
-        .list_files(&FileQuery {
-            path: "/home/user".into(),
-            ..Default::default()
-        })
+        .list_files(&common::file("/home/user"))
         .await
         .unwrap();
     assert!(listing.entries.iter().any(|e| e.name == "a.txt"));
     fx.runtime.stop(&spec.id, GRACE).await.expect("stop");
 
-    let mut again = spec.clone();
-    again.boot_token = common::token();
+    let again = common::next_boot(&spec);
     let client2 = fx.runtime.start(&again).await.expect("restart").client;
     assert_eq!(&client2.read_file(&home).await.unwrap()[..], b"hello");
     assert_eq!(&client2.read_file(&memory).await.unwrap()[..], b"remember");
-    let memory_dir = client2
-        .list_files(&FileQuery {
-            path: "/memory".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let memory_dir = client2.list_files(&common::file("/memory")).await.unwrap();
     for name in ["README.md", "entities", "comms", "timeline", "workstreams"] {
         assert!(
             memory_dir.entries.iter().any(|e| e.name == name),
             "/memory lacks {name}"
         );
     }
-    let old = fx.runtime.channel(&spec.id, &spec.boot_token);
-    match old.info().await {
-        Err(berth_runtime::GuestError::Remote { status: 401, .. }) => {}
-        other => panic!("the old token must get 401, got {other:?}"),
-    }
+    common::assert_old_token_refused(fx.runtime.as_ref(), &spec).await;
     fx.runtime.stop(&spec.id, GRACE).await.unwrap();
 }
 
@@ -101,15 +81,7 @@ pub async fn layers_are_read_only_for_box_root_and_readable_by_the_user(fx: &Fix
         .expect("start with a layer")
         .client;
     eprintln!("start with a layer to ready: {:?}", t0.elapsed());
-    assert_eq!(
-        run_ok(
-            &client,
-            &["cat", &format!("{target}/data.txt")],
-            BoxUser::User
-        )
-        .await,
-        "from the layer\n"
-    );
+    assert_eq!(layer_data(&client, target).await, "from the layer\n");
     assert_eq!(
         run_ok(&client, &[&format!("{target}/bin/hello")], BoxUser::User).await,
         "hello from the layer\n"
@@ -139,15 +111,7 @@ pub async fn layers_are_read_only_for_box_root_and_readable_by_the_user(fx: &Fix
     .await;
     assert_ne!(code, 0, "the user could write in a layer");
     // Still the layer's content after every attempt.
-    assert_eq!(
-        run_ok(
-            &client,
-            &["cat", &format!("{target}/data.txt")],
-            BoxUser::User
-        )
-        .await,
-        "from the layer\n"
-    );
+    assert_eq!(layer_data(&client, target).await, "from the layer\n");
     for (file, content) in [
         ("data.txt", "from the layer\n"),
         ("open.txt", "anyone may write this file\n"),
@@ -237,8 +201,7 @@ pub async fn agent_state_dir_is_root_only_and_persists_and_harness_config_is_pri
     assert_eq!(config, harness);
     fx.runtime.stop(&spec.id, GRACE).await.expect("stop");
 
-    let mut again = spec.clone();
-    again.boot_token = common::token();
+    let mut again = common::next_boot(&spec);
     again.harness = None;
     let client = fx.runtime.start(&again).await.expect("restart").client;
     assert_eq!(
@@ -262,4 +225,14 @@ pub async fn agent_state_dir_is_root_only_and_persists_and_harness_config_is_pri
         "a box without a harness still has a harness config"
     );
     fx.runtime.stop(&spec.id, GRACE).await.expect("stop");
+}
+
+/// The layer's `data.txt` as the box user reads it.
+async fn layer_data(client: &GuestClient, target: &str) -> String {
+    run_ok(
+        client,
+        &["cat", &format!("{target}/data.txt")],
+        BoxUser::User,
+    )
+    .await
 }

@@ -103,6 +103,22 @@ async fn wait_events(
     }
 }
 
+/// Ends the daemon as a crash would (its task aborted, nothing stopped) and hands back its
+/// data dir once the dead daemon has let go of it.
+pub(crate) async fn crash(mut server: TestServer) -> tempfile::TempDir {
+    let data = std::mem::replace(&mut server.data, tempfile::tempdir().unwrap());
+    drop(server);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while berth_server::data_dir_lock::DataDirLock::acquire(data.path()).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the first daemon never went away"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    data
+}
+
 fn count(events: &[Value], kind: &str) -> usize {
     events.iter().filter(|e| e["type"] == kind).count()
 }
@@ -396,22 +412,12 @@ async fn messages_queued_while_no_box_could_start_are_delivered_after_a_restart(
 async fn a_restarted_daemon_reattaches_to_a_running_box() {
     let data = tempfile::tempdir().unwrap();
     let fake = Arc::new(FakeRuntime::new(data.path().to_owned()));
-    let mut first = TestServer::start(fake.clone(), None, data).await;
+    let first = TestServer::start(fake.clone(), None, data).await;
     create(&first, "alice").await;
     post(&first, "alice", json!({"content": "a"})).await;
     wait_delivered(&first, "alice", 1).await;
     // The daemon dies without stopping anything (its task is aborted).
-    let data = std::mem::replace(&mut first.data, tempfile::tempdir().unwrap());
-    drop(first);
-    // The aborted daemon lets go of the data directory once its task is gone.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while berth_server::data_dir_lock::DataDirLock::acquire(data.path()).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the first daemon never went away"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let data = crash(first).await;
 
     let second = TestServer::start(fake.clone(), None, data).await;
     let (_, alice) = second.call(Method::GET, "/v1/boxes/alice", None).await;

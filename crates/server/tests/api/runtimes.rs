@@ -5,12 +5,11 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use berth_runtime::Rootfs;
 use berth_server::{RuntimeEntry, Runtimes};
 use http::{Method, StatusCode};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::fake::FakeRuntime;
 use crate::harness::{error_code, TestServer};
@@ -41,6 +40,23 @@ async fn daemon() -> Daemon {
         sandbox,
         vm,
     }
+}
+
+/// `POST /v1/boxes` with `body`, asserted created; the box.
+async fn create_box(server: &TestServer, body: Value) -> Value {
+    let (status, answer) = server.call(Method::POST, "/v1/boxes", Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{answer}");
+    answer
+}
+
+/// `POST /v1/boxes` with `body`, asserted refused as a bad request whose message says
+/// `needle`; the answer.
+async fn create_refused(server: &TestServer, body: Value, needle: &str) -> Value {
+    let (status, answer) = server.call(Method::POST, "/v1/boxes", Some(body)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains(needle), "{message}");
+    answer
 }
 
 /// A `dir:` template over a small tree (built into a real ext4 image at the first start).
@@ -90,25 +106,17 @@ async fn a_box_runs_on_the_runtime_it_was_created_with() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["errors"], json!([]), "{body}");
 
-    let (status, plain) = d
-        .server
-        .call(Method::POST, "/v1/boxes", Some(json!({"name": "plain"})))
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{plain}");
+    let plain = create_box(&d.server, json!({"name": "plain"})).await;
     assert_eq!(plain["runtime"], "fake");
     assert_eq!(
         (&plain["disk_mib"], &plain["disk_source"]),
         (&json!(1024), &json!("template"))
     );
-    let (status, vm) = d
-        .server
-        .call(
-            Method::POST,
-            "/v1/boxes",
-            Some(json!({"name": "vm", "runtime": "qemu", "template": "tree"})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{vm}");
+    let vm = create_box(
+        &d.server,
+        json!({"name": "vm", "runtime": "qemu", "template": "tree"}),
+    )
+    .await;
     assert_eq!(vm["runtime"], "qemu");
     assert_eq!(vm["disk_mib"], 256, "the template's disk_mib");
 
@@ -148,18 +156,9 @@ async fn unknown_and_unavailable_runtimes_are_refused_at_creation() {
         ("kvm", "unknown runtime \"kvm\""),
         ("firecracker", "no firecracker binary"),
     ] {
-        let (status, body) = d
-            .server
-            .call(
-                Method::POST,
-                "/v1/boxes",
-                Some(json!({"name": "a", "runtime": runtime})),
-            )
-            .await;
-        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        let body =
+            create_refused(&d.server, json!({"name": "a", "runtime": runtime}), needle).await;
         assert_eq!(error_code(&body), "invalid_request");
-        let message = body["error"]["message"].as_str().unwrap();
-        assert!(message.contains(needle), "{message}");
     }
     let (_, list) = d.server.call(Method::GET, "/v1/boxes", None).await;
     assert_eq!(list["boxes"], json!([]));
@@ -170,30 +169,14 @@ async fn unknown_and_unavailable_runtimes_are_refused_at_creation() {
 async fn disk_mib_is_validated_and_shown() {
     let mut d = daemon().await;
     for bad in [0, 63, 1_048_577] {
-        let (status, body) = d
-            .server
-            .call(
-                Method::POST,
-                "/v1/boxes",
-                Some(json!({"name": "a", "disk_mib": bad})),
-            )
-            .await;
-        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-        let message = body["error"]["message"].as_str().unwrap();
-        assert!(
-            message.contains("disk_mib must be between 64 and 1048576"),
-            "{message}"
-        );
-    }
-    let (status, body) = d
-        .server
-        .call(
-            Method::POST,
-            "/v1/boxes",
-            Some(json!({"name": "a", "disk_mib": 4096})),
+        create_refused(
+            &d.server,
+            json!({"name": "a", "disk_mib": bad}),
+            "disk_mib must be between 64 and 1048576",
         )
         .await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let body = create_box(&d.server, json!({"name": "a", "disk_mib": 4096})).await;
     assert_eq!(
         (&body["disk_mib"], &body["disk_source"]),
         (&json!(4096), &json!("box"))
@@ -217,21 +200,10 @@ async fn bases_are_refused_on_runtimes_that_cannot_run_them() {
             "image bases run on VM runtimes only; use --runtime qemu",
         ),
     ] {
-        let (status, answer) = d.server.call(Method::POST, "/v1/boxes", Some(body)).await;
-        assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
-        let message = answer["error"]["message"].as_str().unwrap();
-        assert!(message.contains(needle), "{message}");
+        create_refused(&d.server, body, needle).await;
     }
     // Without a template, a VM box gets `minimal` (`host` cannot boot).
-    let (status, body) = d
-        .server
-        .call(
-            Method::POST,
-            "/v1/boxes",
-            Some(json!({"name": "vm", "runtime": "qemu"})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let body = create_box(&d.server, json!({"name": "vm", "runtime": "qemu"})).await;
     assert_eq!(body["template"], "minimal");
     d.server.shut_down().await;
 }
@@ -239,15 +211,11 @@ async fn bases_are_refused_on_runtimes_that_cannot_run_them() {
 #[tokio::test]
 async fn a_debian_box_without_its_image_fails_its_start_with_the_hint() {
     let mut d = daemon().await;
-    let (status, body) = d
-        .server
-        .call(
-            Method::POST,
-            "/v1/boxes",
-            Some(json!({"name": "deb", "runtime": "qemu", "template": "debian"})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
+    create_box(
+        &d.server,
+        json!({"name": "deb", "runtime": "qemu", "template": "debian"}),
+    )
+    .await;
     let (status, body) = d
         .server
         .call(Method::POST, "/v1/boxes/deb/start", None)
@@ -272,15 +240,11 @@ async fn a_box_whose_runtime_is_gone_fails_at_reconcile() {
     d.server
         .call(Method::POST, "/v1/templates/reload", None)
         .await;
-    let (status, body) = d
-        .server
-        .call(
-            Method::POST,
-            "/v1/boxes",
-            Some(json!({"name": "vm", "runtime": "qemu", "template": "tree"})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
+    create_box(
+        &d.server,
+        json!({"name": "vm", "runtime": "qemu", "template": "tree"}),
+    )
+    .await;
     let (_, body) = d
         .server
         .call(Method::POST, "/v1/boxes/vm/start", None)
@@ -288,21 +252,8 @@ async fn a_box_whose_runtime_is_gone_fails_at_reconcile() {
     assert_eq!(body["state"], "running", "{body}");
     let id: berth_protocol::BoxId = body["id"].as_str().unwrap().parse().unwrap();
     // A crash: the daemon goes away without stopping the box.
-    let Daemon {
-        server: mut first,
-        vm,
-        ..
-    } = d;
-    let data = std::mem::replace(&mut first.data, tempfile::tempdir().unwrap());
-    drop(first);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while berth_server::data_dir_lock::DataDirLock::acquire(data.path()).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the first daemon never went away"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let Daemon { server, vm, .. } = d;
+    let data = crate::messages::crash(server).await;
     let runtimes = Runtimes::new(
         vec![
             RuntimeEntry::ready(Arc::new(FakeRuntime::new(data.path().to_owned())), None),

@@ -1,0 +1,107 @@
+//! What the two VM backends (`qemu`, `firecracker`) share beyond the box layout
+//! (`qemu::VmLayout`/`VmPaths`): finding their boxes on disk, the checks before a boot,
+//! the steps of a start that do not depend on the VMM (`start.rs`), the guest channel
+//! over hybrid vsock and the wait for a ready berth-init (`ready.rs`).
+
+mod ready;
+mod start;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use berth_protocol::guest::VSOCK_PORT;
+use berth_protocol::BoxId;
+
+pub(crate) use ready::{wait_ready, ReadyWait};
+pub(crate) use start::{prepare_box, rootfs_image, start_or_clean};
+
+use crate::qemu::{VmLayout, VmPaths};
+use crate::{BootToken, GuestAddr, GuestClient, RuntimeError};
+
+/// Box dirs under `boxes/` that have a VM dir (whatever their backend).
+pub(crate) fn box_dirs(layout: &VmLayout) -> Result<Vec<(BoxId, VmPaths)>, RuntimeError> {
+    let dir = layout.boxes_dir();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(crate::error::io("list", &dir)(e)),
+    };
+    Ok(entries
+        .flatten()
+        .filter_map(|e| {
+            let id = e.file_name().to_str()?.parse::<BoxId>().ok()?;
+            Some((id, VmPaths::at(&e.path())))
+        })
+        .filter(|(_, paths)| paths.vm_dir().is_dir())
+        .collect())
+}
+
+/// The guest kernel and initramfs a backend boots must exist before it offers itself.
+pub(crate) fn check_images(kernel: &Path, initramfs: &Path) -> Result<(), RuntimeError> {
+    for (path, what) in [(kernel, "the guest kernel"), (initramfs, "the initramfs")] {
+        if !path.is_file() {
+            return Err(RuntimeError::Missing {
+                what: format!("{what} ({})", path.display()),
+                hint: "build the VM images with `berth image build`".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Creates `dir` 0700 if missing (the VM dir holds the boot token and control sockets).
+pub(crate) fn make_private_dir(dir: &Path) -> Result<(), RuntimeError> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            Err(crate::error::io("create", dir)(e))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A client for berth-init behind the VM's hybrid vsock socket (both VMMs expose the same
+/// one).
+pub(crate) fn hybrid_client(vsock_socket: PathBuf, token: &BootToken) -> GuestClient {
+    GuestClient::new(
+        GuestAddr::HybridVsock {
+            path: vsock_socket,
+            port: VSOCK_PORT,
+        },
+        token.clone(),
+    )
+}
+
+/// A VMM (or its helper) `program` that exited, or did not create `socket` within
+/// `deadline`, as it started; with the last lines of its `log`.
+pub(crate) fn socket_missing(
+    program: &Path,
+    died: bool,
+    socket: &dyn std::fmt::Display,
+    deadline: Duration,
+    log: &Path,
+) -> RuntimeError {
+    RuntimeError::Backend {
+        program: program.display().to_string(),
+        operation: "start",
+        status: if died {
+            "exited".into()
+        } else {
+            format!("no {socket} after {} ms", deadline.as_millis())
+        },
+        stderr: crate::qemu::process::log_tail(log),
+    }
+}
+
+/// A VMM process that outlived SIGKILL by `waited`.
+pub(crate) fn still_alive(pid_file: &Path, pid: i32, waited: Duration) -> RuntimeError {
+    RuntimeError::Backend {
+        program: pid_file.display().to_string(),
+        operation: "kill",
+        status: format!(
+            "pid {pid} still alive {} ms after SIGKILL",
+            waited.as_millis()
+        ),
+        stderr: String::new(),
+    }
+}
