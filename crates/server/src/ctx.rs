@@ -4,12 +4,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use berth_protocol::TenantId;
 use berth_runtime::Runtime;
 use berth_store::{BoxRecord, Store};
 
 use crate::boxes::BoxTable;
 use crate::egress::policy::EgressPolicy;
-use crate::egress::EgressHost;
+use crate::egress::{EgressHost, SecretLookupError};
 use crate::error::OpError;
 use crate::lifecycle::Activity;
 use crate::runtimes::Runtimes;
@@ -38,6 +39,19 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// How the gateway reads the secrets of `tenant`'s credential rules at a box's boot.
+    pub fn tenant_secrets<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+    ) -> impl FnMut(&str) -> Result<Option<String>, SecretLookupError> + 'a {
+        move |name| {
+            Ok(self
+                .secrets
+                .reveal(tenant, name)?
+                .map(|value| value.expose().to_owned()))
+        }
+    }
+
     /// The runtime the box runs on; unavailable (gone from this daemon, or failing its
     /// checks): the box cannot be started, stopped or removed until it is back.
     pub fn runtime_of(&self, record: &BoxRecord) -> Result<&Arc<dyn Runtime>, OpError> {

@@ -29,6 +29,10 @@ use tokio::sync::oneshot;
 use super::policy::EgressPolicy;
 use crate::host_config::EgressHostConfig;
 
+/// Why a credential rule's secret could not be read (the secret store's error, boxed so the
+/// gateway's bookkeeping does not depend on the store).
+pub type SecretLookupError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Where the gateway's audit log lives: `<data>/audit/<box>.jsonl`.
 pub const AUDIT_DIR: &str = "audit";
 /// Where each running box's CA and placeholders are kept: `<data>/ca/<box>.json`.
@@ -88,6 +92,12 @@ pub enum EgressBootError {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    #[error("the saved egress state {} holds an invalid policy", path.display())]
+    SavedPolicy {
+        path: PathBuf,
+        #[source]
+        source: super::policy::PolicyError,
     },
     #[error("the saved egress state {} is damaged", path.display())]
     Saved {
@@ -206,7 +216,7 @@ impl EgressHost {
         secret: F,
     ) -> Result<BootEgress, EgressBootError>
     where
-        F: FnMut(&str) -> Result<Option<String>, Box<dyn std::error::Error + Send + Sync>>,
+        F: FnMut(&str) -> Result<Option<String>, SecretLookupError>,
     {
         let (ca, placeholders) = if policy.credentials.is_empty() {
             (None, BTreeMap::new())
@@ -234,7 +244,7 @@ impl EgressHost {
     /// restart); `None` when nothing was saved for it.
     pub fn restore<F>(&self, id: &BoxId, secret: F) -> Result<Option<BootEgress>, EgressBootError>
     where
-        F: FnMut(&str) -> Result<Option<String>, Box<dyn std::error::Error + Send + Sync>>,
+        F: FnMut(&str) -> Result<Option<String>, SecretLookupError>,
     {
         let path = self.boot_file(id);
         let bytes = match std::fs::read(&path) {
@@ -248,8 +258,17 @@ impl EgressHost {
                 })
             }
         };
-        let saved: SavedBoot = serde_json::from_slice(&bytes)
-            .map_err(|source| EgressBootError::Saved { path, source })?;
+        let mut saved: SavedBoot =
+            serde_json::from_slice(&bytes).map_err(|source| EgressBootError::Saved {
+                path: path.clone(),
+                source,
+            })?;
+        // A file edited by hand (or by an older berth) must not reach `allowlist()`, which
+        // trusts a validated policy.
+        saved.policy = saved
+            .policy
+            .validated()
+            .map_err(|source| EgressBootError::SavedPolicy { path, source })?;
         let ca = saved
             .ca
             .as_ref()
@@ -267,7 +286,7 @@ impl EgressHost {
         mut secret: F,
     ) -> Result<BootEgress, EgressBootError>
     where
-        F: FnMut(&str) -> Result<Option<String>, Box<dyn std::error::Error + Send + Sync>>,
+        F: FnMut(&str) -> Result<Option<String>, SecretLookupError>,
     {
         let policy = saved.policy;
         let mut env = BTreeMap::new();
@@ -461,7 +480,7 @@ mod tests {
         .unwrap()
     }
 
-    fn secret(name: &str) -> Result<Option<String>, Box<dyn std::error::Error + Send + Sync>> {
+    fn secret(name: &str) -> Result<Option<String>, SecretLookupError> {
         Ok((name == "anthropic").then(|| "sk-real".to_owned()))
     }
 
@@ -502,6 +521,21 @@ mod tests {
 
         host.end(&id);
         assert!(host.restore(&id, secret).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_damaged_saved_policy_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = EgressHost::new(dir.path(), &EgressHostConfig::default()).unwrap();
+        let id = BoxId::from_random([5; 20]);
+        let file = dir
+            .path()
+            .join(BOOTS_DIR)
+            .join(format!("{}.json", id.as_str()));
+        let saved = r#"{"policy":{"allow":["*"],"credentials":[]},"ca":null,"placeholders":{}}"#;
+        std::fs::write(&file, saved).unwrap();
+        let err = host.restore(&id, secret).unwrap_err();
+        assert!(matches!(err, EgressBootError::SavedPolicy { .. }), "{err}");
     }
 
     #[test]

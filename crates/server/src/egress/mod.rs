@@ -4,5 +4,8 @@
 pub mod host;
 pub mod policy;
 
-pub use host::{AuditPage, BootEgress, EgressBootError, EgressHost, EgressSetupError, EgressTask};
+pub use host::{
+    AuditPage, BootEgress, EgressBootError, EgressHost, EgressSetupError, EgressTask,
+    SecretLookupError,
+};
 pub use policy::{CredentialSpec, EgressPolicy, PolicyError};

@@ -188,22 +188,21 @@ async fn boot(
     };
     // A fresh CA and fresh placeholders at every start; the secrets as they are now.
     let policy = ctx.box_egress(&record);
-    let egress = match ctx.egress.prepare(&record.id, &policy, |name| {
-        Ok(ctx
-            .secrets
-            .reveal(&record.tenant_id, name)?
-            .map(|value| value.expose().to_owned()))
-    }) {
-        Ok(egress) => egress,
-        Err(source) => {
-            let error = OpError::StartEgress {
-                name: record.name.clone(),
-                source: Box::new(source),
-            };
-            record_failed(ctx, &record, generation, &error_chain(&error));
-            return Err(error);
-        }
-    };
+    let egress =
+        match ctx
+            .egress
+            .prepare(&record.id, &policy, ctx.tenant_secrets(&record.tenant_id))
+        {
+            Ok(egress) => egress,
+            Err(source) => {
+                let error = OpError::StartEgress {
+                    name: record.name.clone(),
+                    source: Box::new(source),
+                };
+                record_failed(ctx, &record, generation, &error_chain(&error));
+                return Err(error);
+            }
+        };
     let spec = BoxSpec {
         id: record.id.clone(),
         hostname: record.name.clone(),

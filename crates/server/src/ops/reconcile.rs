@@ -134,12 +134,9 @@ async fn reattach(
     }
     // The old daemon's gateway died with it: the same boot's policy, CA and placeholders
     // (the box trusts and holds them) on a fresh listener.
-    let restored = ctx.egress.restore(&record.id, |name| {
-        Ok(ctx
-            .secrets
-            .reveal(&record.tenant_id, name)?
-            .map(|value| value.expose().to_owned()))
-    });
+    let restored = ctx
+        .egress
+        .restore(&record.id, ctx.tenant_secrets(&record.tenant_id));
     let boot_egress = match restored {
         Ok(Some(boot)) => boot,
         Ok(None) => {
