@@ -46,6 +46,7 @@ async fn fixture(name: &str) -> Result<Fixture, String> {
             runtime: Arc::new(runtime),
             images,
             dir,
+            _slot: vm::vm_slot().await,
         }),
         // No binary, no vmlinux, no working KVM: this host cannot run the backend.
         Err(e @ RuntimeError::Missing { .. }) => Err(e.to_string()),

@@ -44,12 +44,14 @@ async fn fixture(name: &str) -> Option<Fixture> {
             return None;
         }
     };
+    let slot = vm::vm_slot().await;
     fixture_with(name, &images, |_| {}).await.map(|runtime| {
         let (runtime, dir) = runtime;
         Fixture {
             runtime,
             images,
             dir,
+            _slot: slot,
         }
     })
 }

@@ -9,14 +9,9 @@ use berth_protocol::BoxId;
 use berth_runtime::qemu::{QemuConfig, QemuRuntime};
 use berth_runtime::sandbox::{SandboxConfig, SandboxRuntime};
 use berth_runtime::{BoxSpec, Limits, Runtime, RuntimeError};
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::SemaphorePermit;
 
 use super::images::{images, vm_binaries, Images};
-
-/// How many qemu fixtures of one test binary run at once under plain `cargo test` (nextest
-/// runs each test in its own process and limits them with the `vm` test group instead):
-/// every TCG vCPU is a busy host thread, and a starved guest misses its boot deadline.
-static VM_SLOTS: Semaphore = Semaphore::const_new(2);
 
 /// Guest RAM of a VM box whose spec keeps the default limits (tests boot several VMs on
 /// a small machine; the default is larger).
@@ -111,7 +106,7 @@ impl Fixture {
                     Ok(images) => images,
                     Err(why) => return skip(&why),
                 };
-                let slot = VM_SLOTS
+                let slot = super::vm::VM_SLOTS
                     .acquire()
                     .await
                     .expect("the VM slots are never closed");

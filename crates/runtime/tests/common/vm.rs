@@ -35,10 +35,24 @@ impl KillAll for FirecrackerRuntime {
 
 /// One VM backend on a fresh data dir. Dropping it (also on panic) kills every VM it
 /// started.
+/// How many VM fixtures of one test binary run at once under plain `cargo test` (nextest
+/// runs each test in its own process and limits them with the `vm` test group instead):
+/// every TCG vCPU is a busy host thread, and a starved guest misses its boot deadline.
+pub static VM_SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
+/// Takes one of the [`VM_SLOTS`] for the length of a test.
+pub async fn vm_slot() -> tokio::sync::SemaphorePermit<'static> {
+    VM_SLOTS
+        .acquire()
+        .await
+        .expect("the VM slots are never closed")
+}
+
 pub struct VmFixture<R: KillAll> {
     pub runtime: Arc<R>,
     pub images: Images,
     pub dir: tempfile::TempDir,
+    pub _slot: tokio::sync::SemaphorePermit<'static>,
 }
 
 impl<R: KillAll> Drop for VmFixture<R> {
