@@ -4,9 +4,11 @@
 //!   the floor: the same kernel, command line and QEMU machine booting a static `/init`
 //!   that powers off at once, timed from QEMU's spawn to its exit (`berth_benches::vm::bare`).
 //!   Floor and box boots alternate, so a busy host slows both alike.
-//! - memory: what one running, idle VM costs the host beyond its guest RAM: PSS of QEMU +
-//!   vhost-device-vsock minus the guest RAM memfd's share (`berth_benches::vm::memory`),
-//!   and the effect of TCG's `tb-size` on a bare guest (the backend does not set it).
+//! - memory: what one running, idle VM costs the host beyond its guest RAM, with
+//!   `BERTH_BENCH_VMS` (default 3) VMs up: PSS of QEMU + vhost-device-vsock minus the guest
+//!   RAM memfd's share (`berth_benches::vm::memory`), per VM, with TCG's translation cache
+//!   apart; and the effect of TCG's `tb-size` on a bare guest (QEMU's default against the
+//!   backend's 16 MiB).
 //!
 //! Needs qemu-system-x86_64, vhost-device-vsock, gcc with a static libc, a static
 //! berth-init (`make init`) and the images (built on first use, from the Debian mirror).
@@ -78,27 +80,41 @@ async fn run() -> BenchResult<()> {
         }
     }
 
-    // Memory: one running, idle VM (the same box, booted once more).
-    spec.boot_token = BootToken::from_random([200; 32]);
-    runtime.start(&spec).await?;
-    let (qemu, vhost) = (
-        runtime.qemu_pid(&spec.id).ok_or("the VM's QEMU is gone")?,
-        runtime
-            .vhost_pid(&spec.id)
-            .ok_or("the VM's vhost-device-vsock is gone")?,
-    );
-    let read = || -> BenchResult<(ProcessMemory, ProcessMemory)> {
-        Ok((ProcessMemory::of(qemu)?, ProcessMemory::of(vhost)?))
+    // Memory: `vms` running, idle VMs (this box and copies), so the pages of QEMU's binary
+    // and libraries are shared as they are on a host with many boxes.
+    let vms = count("BERTH_BENCH_VMS", 3);
+    let mut specs = Vec::new();
+    for n in 0..vms {
+        let mut vm = spec.clone();
+        vm.id = BoxId::from_random([100 + n as u8; 20]);
+        vm.boot_token = BootToken::from_random([200 + n as u8; 32]);
+        vm.id_map = IdMap::for_slot(2 + n as u32).ok_or("no id slot")?;
+        runtime.start(&vm).await?;
+        specs.push(vm);
+    }
+    let read = |runtime: &QemuRuntime| -> BenchResult<Vec<(ProcessMemory, ProcessMemory)>> {
+        let mut all = Vec::new();
+        for vm in &specs {
+            let qemu = runtime.qemu_pid(&vm.id).ok_or("a VM's QEMU is gone")?;
+            let vhost = runtime
+                .vhost_pid(&vm.id)
+                .ok_or("a VM's vhost-device-vsock is gone")?;
+            all.push((ProcessMemory::of(qemu)?, ProcessMemory::of(vhost)?));
+        }
+        Ok(all)
     };
-    let at_ready = read()?;
+    let at_ready = read(&runtime)?;
     tokio::time::sleep(IDLE).await;
-    let idle = read()?;
-    runtime.stop(&spec.id, Duration::from_secs(10)).await?;
+    let idle = read(&runtime)?;
+    for vm in &specs {
+        runtime.stop(&vm.id, Duration::from_secs(10)).await?;
+        runtime.remove(&vm.id).await?;
+    }
     runtime.remove(&spec.id).await?;
 
-    // The bare guest idle, with QEMU's default TCG translation cache and with 32 MiB.
+    // The bare guest idle, with QEMU's default TCG translation cache and with the backend's.
     let mut tb = Vec::new();
-    for tb_size in [None, Some(32)] {
+    for tb_size in [None, Some(16)] {
         let guest = bare.spawn_idle(tb_size)?;
         let pid = guest.child.id() as i32;
         // Up when the kernel has handed over to init (its console goes quiet): wait for
@@ -126,8 +142,8 @@ fn report(
     floor: &[Duration],
     ready: &[Duration],
     phases: &[Vec<BootPhase>],
-    at_ready: (ProcessMemory, ProcessMemory),
-    idle: (ProcessMemory, ProcessMemory),
+    at_ready: Vec<(ProcessMemory, ProcessMemory)>,
+    idle: Vec<(ProcessMemory, ProcessMemory)>,
     tb: &[(Option<u32>, ProcessMemory)],
 ) {
     let (f, r) = (Summary::of(floor), Summary::of(ready));
@@ -175,21 +191,35 @@ fn report(
         }
     }
 
-    println!("Host memory of one running VM ({MEMORY_MIB} MiB guest RAM)");
-    for (when, (q, v)) in [("at ready", at_ready), ("idle 5 s", idle)] {
+    println!(
+        "Host memory per running VM ({} VMs up, {MEMORY_MIB} MiB guest RAM each; PSS, so shared \
+         pages count once across them)",
+        idle.len()
+    );
+    for (when, vms) in [("at ready", at_ready), ("idle 5 s", idle)] {
+        let n = vms.len().max(1) as u64;
+        let (q, v) = vms.into_iter().fold(
+            (ProcessMemory::default(), ProcessMemory::default()),
+            |(q, v), (a, b)| (q + a, v + b),
+        );
         let total = q + v;
-        let overhead_mib = total.overhead_kib() as f64 / 1024.0;
+        let per_vm = |kib: u64| kib / n;
+        let overhead_mib = per_vm(total.overhead_kib()) as f64 / 1024.0;
+        let without_tcg_mib =
+            per_vm(total.overhead_kib().saturating_sub(total.tcg_cache_kib)) as f64 / 1024.0;
         println!(
-            "  {when}: PSS QEMU {} + vhost-device-vsock {} = {}; guest RAM touched (memfd) {}; \
-             beyond guest RAM {:.1} MiB (QEMU {}, vhost {}) (target <= {OVERHEAD_TARGET_MIB} MiB: {})",
-            mib(q.pss_kib),
-            mib(v.pss_kib),
-            mib(total.pss_kib),
-            mib(total.guest_pss_kib),
-            overhead_mib,
-            mib(q.overhead_kib()),
-            mib(v.overhead_kib()),
-            if overhead_mib <= OVERHEAD_TARGET_MIB { "met" } else { "NOT met" }
+            "  {when}: beyond guest RAM {overhead_mib:.1} MiB per VM (QEMU {}, vhost-device-vsock \
+             {}; of it TCG's translation cache {}, which KVM has not: {without_tcg_mib:.1} MiB \
+             without it); guest RAM touched {} (target <= {OVERHEAD_TARGET_MIB} MiB: {})",
+            mib(per_vm(q.overhead_kib())),
+            mib(per_vm(v.overhead_kib())),
+            mib(per_vm(total.tcg_cache_kib)),
+            mib(per_vm(total.guest_pss_kib)),
+            if overhead_mib <= OVERHEAD_TARGET_MIB {
+                "met"
+            } else {
+                "NOT met"
+            }
         );
     }
     for (tb_size, m) in tb {

@@ -5,7 +5,12 @@
 //! process's PSS counts each page it maps divided by the number of processes mapping
 //! it, so summed over QEMU and vhost-device-vsock each guest page counts once: the sum of
 //! the memfd mappings' PSS is the guest RAM actually touched, and the sum of everything
-//! else is what a VM costs the host beyond its guest RAM.
+//! else is what a VM costs the host beyond its guest RAM. Pages of the QEMU binary and its
+//! libraries count once per host, spread over every QEMU running: measured with several
+//! VMs up, each VM's share is what one more VM costs.
+//!
+//! Under TCG, the translation cache (QEMU's code buffer: the one anonymous `rwxp` mapping)
+//! is reported on its own: a KVM host has none.
 
 use std::path::Path;
 
@@ -18,6 +23,8 @@ pub struct ProcessMemory {
     pub guest_pss_kib: u64,
     /// RSS of the guest RAM memfd's mappings (each touched guest page once per process).
     pub guest_rss_kib: u64,
+    /// PSS of TCG's translation cache (anonymous, writable and executable).
+    pub tcg_cache_kib: u64,
 }
 
 impl ProcessMemory {
@@ -30,6 +37,7 @@ impl ProcessMemory {
             pss_kib: field(&rollup, "Pss:"),
             guest_pss_kib,
             guest_rss_kib,
+            tcg_cache_kib: tcg_cache(&smaps),
         })
     }
 
@@ -46,6 +54,7 @@ impl std::ops::Add for ProcessMemory {
             pss_kib: self.pss_kib + other.pss_kib,
             guest_pss_kib: self.guest_pss_kib + other.guest_pss_kib,
             guest_rss_kib: self.guest_rss_kib.max(other.guest_rss_kib),
+            tcg_cache_kib: self.tcg_cache_kib + other.tcg_cache_kib,
         }
     }
 }
@@ -58,15 +67,32 @@ fn field(text: &str, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Whether `line` starts a mapping in `smaps` (`<start>-<end> <perms> …`).
+fn is_header(line: &str) -> bool {
+    line.split_whitespace()
+        .next()
+        .is_some_and(|first| first.contains('-') && !first.ends_with(':'))
+}
+
+/// PSS of the anonymous `rwxp` mappings: TCG's code buffer.
+fn tcg_cache(smaps: &str) -> u64 {
+    let (mut pss, mut in_cache) = (0, false);
+    for line in smaps.lines() {
+        if is_header(line) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            in_cache = fields.get(1) == Some(&"rwxp") && fields.len() == 5;
+        } else if in_cache && line.starts_with("Pss:") {
+            pss += field(line, "Pss:");
+        }
+    }
+    pss
+}
+
 /// (PSS, RSS) of the mappings whose name is a memfd.
 fn guest_ram(smaps: &str) -> (u64, u64) {
     let (mut pss, mut rss, mut in_memfd) = (0, 0, false);
     for line in smaps.lines() {
-        let is_header = line
-            .split_whitespace()
-            .next()
-            .is_some_and(|first| first.contains('-') && !first.ends_with(':'));
-        if is_header {
+        if is_header(line) {
             in_memfd = line.contains("/memfd:");
         } else if in_memfd {
             if line.starts_with("Pss:") {
@@ -96,5 +122,21 @@ Rss:                 512 kB
 Pss:                 512 kB
 ";
         assert_eq!(guest_ram(smaps), (20000, 40000));
+    }
+
+    #[test]
+    fn the_tcg_cache_is_the_anonymous_executable_mapping() {
+        let smaps = "\
+7f0000000000-7f0010000000 rwxp 00000000 00:00 0 
+Size:            1048576 kB
+Pss:               16384 kB
+7f0020000000-7f0020100000 r-xp 00000000 fe:00 12 /usr/bin/qemu-system-x86_64
+Size:               1024 kB
+Pss:                 512 kB
+7f0030000000-7f0030100000 rw-p 00000000 00:00 0
+Size:               1024 kB
+Pss:                 256 kB
+";
+        assert_eq!(tcg_cache(smaps), 16384);
     }
 }

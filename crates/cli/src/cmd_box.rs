@@ -29,6 +29,10 @@ pub enum BoxCommand {
     Start {
         /// The box's name or id (`bx_…`).
         name: String,
+        /// Move the (stopped) box to this runtime first (sandbox, qemu, firecracker); its
+        /// volume goes with it.
+        #[arg(long, value_name = "R")]
+        runtime: Option<String>,
     },
     /// Stop a box: every process in it ends; its files stay.
     Stop {
@@ -182,12 +186,13 @@ pub async fn run(client: &Client, command: BoxCommand) -> anyhow::Result<()> {
                 .await?;
             writeln!(out, "{}", serde_json::to_string_pretty(&raw)?)?;
         }
-        BoxCommand::Start { name } => {
+        BoxCommand::Start { name, runtime } => {
+            let body = runtime.map(|r| serde_json::json!({ "runtime": r }));
             let view: BoxView = client
                 .json(
                     Method::POST,
                     &box_path(&name, "/start"),
-                    None::<&()>,
+                    body.as_ref(),
                     "a box",
                 )
                 .await?;

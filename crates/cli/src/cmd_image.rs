@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use berth_image::{
     build_initramfs, rootfs_debian, rootfs_from_dir, rootfs_from_tarball, rootfs_minimal,
-    DiskImage, ImageStore, Kernel, TerminalProgress, DEBIAN_PACKAGES, DEBIAN_SUITE,
+    DiskImage, ImageStore, Kernel, Progress as _, TerminalProgress, DEBIAN_PACKAGES, DEBIAN_SUITE,
 };
 use berth_server::images::BuiltImages;
 use berth_server::templates::{parse_template, templates_dir, Base};
@@ -59,6 +59,15 @@ fn build(args: BuildArgs, data_dir: &Path) -> anyhow::Result<u8> {
     .context("building the kernel")?;
     let initramfs =
         build_initramfs(&store, &kernel, &init, &progress).context("building the initramfs")?;
+    progress.stage("extract the ELF kernel for Firecracker");
+    // Only Firecracker needs it: a kernel it cannot be read from still serves QEMU.
+    let vmlinux = match berth_image::vmlinux(&kernel) {
+        Ok(path) => Some(path),
+        Err(e) => {
+            eprintln!("note: no ELF kernel for Firecracker: {e}");
+            None
+        }
+    };
     let mut rootfs = vec![(
         "minimal".to_owned(),
         rootfs_minimal(&store, &progress).context("building the minimal rootfs")?,
@@ -77,6 +86,7 @@ fn build(args: BuildArgs, data_dir: &Path) -> anyhow::Result<u8> {
     // each base's image.
     let mut built = BuiltImages::load(data_dir)?;
     built.kernel = Some(kernel.vmlinuz.clone());
+    built.vmlinux = vmlinux.clone();
     built.initramfs = Some(initramfs.path.clone());
     for (base, image) in &rootfs {
         built.rootfs.insert(base.clone(), image.path.clone());
@@ -89,6 +99,9 @@ fn build(args: BuildArgs, data_dir: &Path) -> anyhow::Result<u8> {
             modules.version,
             modules.load_order.len()
         );
+    }
+    if let Some(path) = &vmlinux {
+        println!("vmlinux    {} (Firecracker)", path.display());
     }
     println!("initramfs  {}", initramfs.path.display());
     for (name, image) in &rootfs {

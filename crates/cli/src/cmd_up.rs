@@ -28,10 +28,10 @@ pub struct UpArgs {
     /// key file); default: <data dir>/berth.toml when it exists. See docs/config.md.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// The runtime of boxes created without `--runtime`: sandbox (containers sharing the
-    /// host's /usr) or qemu (microVMs; needs `berth image build`). Both are offered either
-    /// way when they work (`berth runtime ls`).
-    #[arg(long, value_name = "R", default_value = "sandbox", value_parser = ["sandbox", "qemu"])]
+    /// The runtime of boxes created without `--runtime`: sandbox (containers), qemu or
+    /// firecracker (microVMs; need `berth image build`; firecracker also a `firecracker`
+    /// binary and KVM). Every runtime that works is offered either way (`berth runtime ls`).
+    #[arg(long, value_name = "R", default_value = "sandbox", value_parser = ["sandbox", "qemu", "firecracker"])]
     pub runtime: String,
 }
 
@@ -58,6 +58,7 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
     // reason (`berth runtime ls`), and only the default must work. qemu's KVM probe boots
     // its kernel once: it runs while the sandbox is prepared.
     let qemu = tokio::spawn(berth_server::runtimes::qemu_entry(data_dir.clone()));
+    let firecracker = tokio::spawn(berth_server::runtimes::firecracker_entry(data_dir.clone()));
     let sandbox = match SandboxRuntime::new(SandboxConfig {
         data_dir: data_dir.clone(),
         oci_runtime: args.oci_runtime.clone(),
@@ -67,7 +68,10 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
         Err(e) => RuntimeEntry::unavailable("sandbox", berth_server::error::error_chain(&e)),
     };
     let qemu = qemu.await.context("preparing the qemu runtime")?;
-    for entry in [&sandbox, &qemu] {
+    let firecracker = firecracker
+        .await
+        .context("preparing the firecracker runtime")?;
+    for entry in [&sandbox, &qemu, &firecracker] {
         if let RuntimeState::Unavailable { reason } = &entry.state {
             if entry.name == args.runtime {
                 anyhow::bail!("the default runtime {} cannot run: {reason}", entry.name);
@@ -75,7 +79,7 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
             tracing::warn!(runtime = %entry.name, %reason, "runtime unavailable");
         }
     }
-    let runtimes = Runtimes::new(vec![sandbox, qemu], &args.runtime)?;
+    let runtimes = Runtimes::new(vec![sandbox, qemu, firecracker], &args.runtime)?;
     let config = berth_server::ServerConfig {
         data_dir: data_dir.clone(),
         listen: args.listen,

@@ -70,7 +70,7 @@ pub enum Command {
     /// List templates and reload the user ones.
     #[command(subcommand)]
     Template(cmd_template::TemplateCommand),
-    /// List the runtimes the daemon can run boxes on (sandbox, qemu) and why one cannot.
+    /// List the runtimes the daemon can run boxes on (sandbox, qemu, firecracker) and why one cannot.
     #[command(subcommand)]
     Runtime(cmd_runtime::RuntimeCommand),
     /// Build the VM images (kernel, initramfs, root filesystems) in the data dir.

@@ -367,15 +367,26 @@ fn user_replays(events: &[Value]) -> Vec<String> {
         .collect()
 }
 
-/// The user messages in the echo harness's transcripts on the box's volume, in order.
+/// The user messages in the echo harness's transcripts on the box's volume, in order. The
+/// volume is an ext4 image: the box is stopped (its page cache written back) and the
+/// transcripts copied out with debugfs (the next call wakes the box again).
 fn transcript(rig: &Rig, box_id: &str) -> (usize, Vec<String>) {
-    let dir = rig
-        .dir()
-        .join("boxes")
-        .join(box_id)
-        .join("volume/home/.echo-harness");
+    rig.call_ok("POST", "/v1/boxes/crash/stop", None);
+    let image = rig.dir().join("boxes").join(box_id).join("volume.ext4");
+    let out = tempfile::tempdir().unwrap();
+    let dumped = Command::new("debugfs")
+        .arg("-R")
+        .arg(format!(
+            "rdump /home/.echo-harness {}",
+            out.path().display()
+        ))
+        .arg(&image)
+        .output()
+        .expect("debugfs (e2fsprogs)");
+    assert!(dumped.status.success(), "debugfs: {dumped:?}");
+    let dir = out.path().join(".echo-harness");
     let files: Vec<PathBuf> = fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .unwrap_or_else(|e| panic!("{}: {e} ({dumped:?})", dir.display()))
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .collect();

@@ -70,6 +70,13 @@ pub enum ImageError {
         current_mib: u64,
         requested_mib: u64,
     },
+    /// A layer's mount point cannot be made in a read-only rootfs image.
+    #[error("layer target {target}: {path} is a {kind} in the rootfs image, not a directory; choose a target whose parents are directories in the image")]
+    MountPointBlocked {
+        target: String,
+        path: String,
+        kind: &'static str,
+    },
     /// The operation needs root (debootstrap, device nodes).
     #[error("{what} needs root: run the daemon as root")]
     NeedsRoot { what: &'static str },

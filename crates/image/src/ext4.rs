@@ -57,7 +57,7 @@ pub(crate) fn make(
     drop(file);
     let mut cmd = MKFS_EXT4.command()?;
     cmd.args(["-q", "-F", "-T", "default", "-b", "4096", "-L", label])
-        .args(["-N", &inodes(tree).to_string()])
+        .args(["-N", &inode_count(tree, bytes, journal).to_string()])
         .args(["-E", "root_owner=0:0"]);
     match journal {
         // Reserve a little for root on a writable disk (berth-init's own state), none on a
@@ -91,6 +91,20 @@ pub(crate) fn default_size_mib(tree: TreeSize, journal: Journal) -> u64 {
 fn inodes(tree: TreeSize) -> u64 {
     tree.inodes + tree.inodes / 5 + 1024
 }
+
+/// Inodes for an image of `bytes` holding `tree`. A read-only image needs only the tree's
+/// ([`inodes`]); a writable one (a box volume) also gets mke2fs's default of one inode per
+/// 16 KiB, so the box can make as many files as a disk of that size usually holds (the
+/// tree alone gave a 1 GiB volume 1152 inodes).
+fn inode_count(tree: TreeSize, bytes: u64, journal: Journal) -> u64 {
+    match journal {
+        Journal::No => inodes(tree),
+        Journal::Yes => inodes(tree).max(bytes / BYTES_PER_INODE),
+    }
+}
+
+/// mke2fs's default inode ratio (`-T default`).
+const BYTES_PER_INODE: u64 = 16 * 1024;
 
 /// mke2fs's default journal size for a file system of `bytes` (4 KiB blocks).
 fn journal_bytes(bytes: u64) -> u64 {

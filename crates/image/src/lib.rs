@@ -17,13 +17,16 @@ mod initramfs;
 mod kernel;
 mod key;
 mod modules;
+mod mount_points;
 mod progress;
 mod rootfs;
 mod skeleton;
 mod store;
 mod tool;
 mod tree;
+mod vmlinux;
 mod volume;
+mod volume_usage;
 
 pub use cpio::CpioWriter;
 pub use disk::{layer_image, DiskImage, LAYER_LABEL, ROOTFS_LABEL};
@@ -32,6 +35,7 @@ pub use ext4::ext4_from_dir;
 pub use initramfs::{build_initramfs, Initramfs, INIT_PATH};
 pub use kernel::{Kernel, KernelModules, DEBIAN_CLOUD_KERNEL, VM_MODULES};
 pub use key::{ContentKey, KeyBuilder, BUILDER_VERSION};
+pub use mount_points::with_mount_points;
 pub use progress::{NoProgress, Progress, TerminalProgress};
 pub use rootfs::{
     rootfs_debian, rootfs_from_dir, rootfs_from_tarball, rootfs_minimal, BUSYBOX_PACKAGE,
@@ -39,7 +43,9 @@ pub use rootfs::{
 };
 pub use store::ImageStore;
 pub use tree::TreeSize;
+pub use vmlinux::{vmlinux, VMLINUX_NAME};
 pub use volume::{
-    create_volume, ensure_volume, grow_volume, VolumeChange, BOX_USER_UID, MIN_VOLUME_MIB,
-    VOLUME_LABEL,
+    check_volume, create_volume, create_volume_from_dir, ensure_volume, grow_mounted_volume,
+    grow_volume, FsckOutcome, VolumeChange, BOX_USER_UID, MIN_VOLUME_MIB, VOLUME_LABEL,
 };
+pub use volume_usage::{volume_usage, VolumeUsage};

@@ -1,5 +1,8 @@
-//! What berth adds to every VM rootfs: the mount points berth-init uses, and a minimal
-//! `/etc` (the same users as the sandbox's skeleton in crates/runtime/src/sandbox/rootfs.rs).
+//! What berth adds to every rootfs image: the mount points berth-init uses in a VM and the
+//! sandbox's bundle binds over (the run dir's `/run`, the volume's `/home/user`, `/memory`
+//! and `/var/lib/berth`, the files `/etc/hosts`, the trust bundle and `/.berth/berth-init`),
+//! and a minimal `/etc` (the same users as the sandbox's host skeleton in
+//! crates/runtime/src/sandbox/rootfs.rs).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -27,6 +30,8 @@ const MOUNT_POINTS: &[(&str, u32)] = &[
     ("var/lib/berth", 0o755),
     ("opt", 0o755),
     ("mnt", 0o755),
+    // The sandbox binds berth-init at /.berth/berth-init (a VM runs it from the initramfs).
+    (".berth", 0o755),
 ];
 
 const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\n\
@@ -42,6 +47,8 @@ const NSSWITCH: &str = "passwd: files\ngroup: files\nshadow: files\nhosts: files
 /// berth-init binds the box's trust bundle over this file (a read-only rootfs cannot get a
 /// mount point at boot): a distribution's own bundle stays as it is, else an empty file.
 const CA_BUNDLE: &str = "etc/ssl/certs/ca-certificates.crt";
+/// The sandbox binds berth-init over this file (its own path in the host rootfs skeleton).
+const SANDBOX_INIT: &str = ".berth/berth-init";
 
 /// Everything the skeleton adds, for content keys: a change here rebuilds the images.
 pub(crate) fn fingerprint() -> String {
@@ -57,6 +64,7 @@ pub(crate) fn fingerprint() -> String {
         RESOLV_CONF,
         NSSWITCH,
         CA_BUNDLE,
+        SANDBOX_INIT,
     ]
     .join("\n--\n")
 }
@@ -89,6 +97,7 @@ pub(crate) fn apply(root: &Path) -> Result<(), ImageError> {
     if bundle.symlink_metadata().is_err() {
         write(&bundle, "")?;
     }
+    write(&root.join(SANDBOX_INIT), "")?;
     Ok(())
 }
 
@@ -149,6 +158,10 @@ mod tests {
             dir.path().join(CA_BUNDLE).is_file(),
             "the trust bundle's mount point"
         );
+        // Every file the sandbox binds into a box on an image has its mount point.
+        for file in [".berth/berth-init", "etc/hosts", CA_BUNDLE] {
+            assert!(dir.path().join(file).is_file(), "{file}");
+        }
     }
 
     #[test]

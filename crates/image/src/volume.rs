@@ -39,6 +39,21 @@ pub enum VolumeChange {
 
 /// Creates the volume image at `path` (which must not exist) of `size_mib` MiB, sparse.
 pub fn create_volume(path: &Path, size_mib: u64) -> Result<(), ImageError> {
+    new_volume(path, size_mib, |scratch, image| {
+        let tree = scratch.join("tree");
+        seed(&tree)?;
+        make(&tree, image, VOLUME_LABEL, Some(size_mib), Journal::Yes)?;
+        debugfs_write(image, &owner_commands())
+    })
+}
+
+/// Makes a new volume at `path`: `build` writes the image at its second argument, in a
+/// scratch dir (its first) beside `path`; the image is renamed into place only when whole.
+fn new_volume(
+    path: &Path,
+    size_mib: u64,
+    build: impl FnOnce(&Path, &Path) -> Result<(), ImageError>,
+) -> Result<(), ImageError> {
     check_size(size_mib)?;
     if path.exists() {
         return Err(ImageError::Io {
@@ -53,11 +68,8 @@ pub fn create_volume(path: &Path, size_mib: u64) -> Result<(), ImageError> {
         .prefix(".volume-")
         .tempdir_in(parent)
         .map_err(io("create a scratch directory in", parent))?;
-    let tree = scratch.path().join("tree");
-    seed(&tree)?;
     let image = scratch.path().join("volume.ext4");
-    make(&tree, &image, VOLUME_LABEL, Some(size_mib), Journal::Yes)?;
-    debugfs_write(&image, &owner_commands())?;
+    build(scratch.path(), &image)?;
     std::fs::rename(&image, path).map_err(io("move the volume to", path))
 }
 
@@ -130,6 +142,71 @@ pub fn ensure_volume(path: &Path, size_mib: u64) -> Result<VolumeChange, ImageEr
             })
         }
     }
+}
+
+/// What [`check_volume`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FsckOutcome {
+    Clean,
+    /// `e2fsck -p` replayed the journal or fixed something (after an unclean stop);
+    /// `report` is what it printed.
+    Repaired {
+        report: String,
+    },
+}
+
+/// Checks the volume at `path` with `e2fsck -p` (preen: repairs only what is safe without
+/// a person; a cleanly unmounted file system is only looked at). A file system it cannot
+/// repair is [`ImageError::ToolFailed`] with e2fsck's output. The box must be stopped.
+pub fn check_volume(path: &Path) -> Result<FsckOutcome, ImageError> {
+    let mut fsck = E2FSCK.command()?;
+    fsck.arg("-p").arg(path);
+    let out = fsck
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|source| ImageError::Spawn {
+            tool: E2FSCK.name,
+            source,
+        })?;
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+    .trim()
+    .replace('\n', " | ");
+    // 0: no errors, though it may have replayed the journal (after a crash: it says so
+    // before its `clean` summary); 1: errors corrected; 2: corrected, and a mounted root
+    // would want a reboot (not ours). 4 and up: left uncorrected, or e2fsck failed.
+    let only_summary = report.split(" | ").all(|l| l.contains(": clean,"));
+    match out.status.code() {
+        Some(0) if only_summary => Ok(FsckOutcome::Clean),
+        Some(0..=2) => Ok(FsckOutcome::Repaired { report }),
+        _ => Err(ImageError::ToolFailed {
+            command: crate::tool::describe(&fsck),
+            status: out.status,
+            stderr: report,
+        }),
+    }
+}
+
+/// Grows the ext4 on `device` (a block device whose size has already grown: a loop device
+/// over a larger volume image) to fill it, while it is mounted (`resize2fs`, online).
+pub fn grow_mounted_volume(device: &Path) -> Result<(), ImageError> {
+    let mut resize = RESIZE2FS.command()?;
+    resize.arg(device);
+    RESIZE2FS.run(&mut resize)?;
+    Ok(())
+}
+
+/// Creates the volume at `path` (which must not exist) of `size_mib` MiB from `tree`,
+/// taking its files with their owners, modes, times, links and xattrs as they are (so
+/// `tree` must already hold the box's 0-based ids). For volumes made from an older
+/// directory volume.
+pub fn create_volume_from_dir(tree: &Path, path: &Path, size_mib: u64) -> Result<(), ImageError> {
+    new_volume(path, size_mib, |_, image| {
+        make(tree, image, VOLUME_LABEL, Some(size_mib), Journal::Yes).map(drop)
+    })
 }
 
 fn check_size(size_mib: u64) -> Result<(), ImageError> {

@@ -98,6 +98,8 @@ pub fn io_code(err: &io::Error) -> ErrorCode {
         Some(libc::ENOTEMPTY) => ErrorCode::NotEmpty,
         Some(libc::EEXIST) => ErrorCode::AlreadyExists,
         Some(libc::EFBIG) => ErrorCode::PayloadTooLarge,
+        // The box's own volume is full: the caller may free space, unlike an internal error.
+        Some(libc::ENOSPC | libc::EDQUOT) => ErrorCode::InsufficientStorage,
         Some(libc::EINVAL | libc::ENAMETOOLONG | libc::ELOOP) => ErrorCode::InvalidRequest,
         _ => ErrorCode::Internal,
     }
@@ -119,6 +121,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::Unsupported => StatusCode::NOT_IMPLEMENTED,
         ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
         ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
         ErrorCode::Internal | ErrorCode::Unknown => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -141,6 +144,11 @@ mod tests {
         assert_eq!(errno(libc::ENOTEMPTY), ErrorCode::NotEmpty);
         assert_eq!(errno(libc::EEXIST), ErrorCode::AlreadyExists);
         assert_eq!(errno(libc::EIO), ErrorCode::Internal);
+        assert_eq!(errno(libc::ENOSPC), ErrorCode::InsufficientStorage);
+        assert_eq!(
+            status_of(ErrorCode::InsufficientStorage),
+            StatusCode::INSUFFICIENT_STORAGE
+        );
         assert_eq!(status_of(ErrorCode::NotEmpty), StatusCode::CONFLICT);
         assert_eq!(status_of(ErrorCode::AlreadyExists), StatusCode::CONFLICT);
         assert_eq!(

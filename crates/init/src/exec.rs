@@ -10,6 +10,10 @@
 //! environment (with the egress proxy and trust bundle), then the box's own
 //! ([`crate::box_env`]), then the request's (or the harness config's) `env`.
 //!
+//! In a VM every process joins the box's cgroup ([`crate::vm::BoxCgroup`], the box's
+//! process limit) before it drops privileges; in a sandbox the container's cgroup
+//! already holds it.
+//!
 //! Each process gets its own session and process group. The timeout and a client
 //! disconnect (the response body dropped) both SIGKILL the whole group. After the
 //! process exits its pipes are drained until EOF, or for at most [`DRAIN_GRACE`] when a
@@ -36,6 +40,7 @@ use tokio::time::Instant;
 use crate::error::{io_code, ApiError};
 use crate::reaper::{kill_group, Exit, Reaper};
 use crate::seal::{seal_user_child, UserFilter};
+use crate::vm::BoxCgroup;
 
 const BASE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// How long output is still read after the process exited.
@@ -51,6 +56,9 @@ pub struct Executor {
     pub home: PathBuf,
     /// The box's own environment, read once at boot from `env.json`.
     pub box_env: BTreeMap<String, String>,
+    /// A VM's box cgroup, which every process joins; `None` in a sandbox (the container's
+    /// cgroup holds `berth-init` and its children already) or when the kernel has none.
+    pub cgroup: Option<Arc<BoxCgroup>>,
 }
 
 /// A validated request.
@@ -209,10 +217,17 @@ impl Executor {
             .stderr(Stdio::piped());
         let filter = self.filter.clone();
         let as_user = req.user == BoxUser::User;
+        let cgroup = self.cgroup.clone();
         // SAFETY: the closure only makes system calls on data prepared before the fork
-        // (the filter programs and the cwd C string); it allocates nothing and takes no lock.
+        // (the cgroup file, the filter programs and the cwd C string); it allocates nothing
+        // and takes no lock.
         unsafe {
             cmd.pre_exec(move || {
+                // First, while still root: a process outside the cgroup would escape the
+                // box's process limit, so failing to join fails the start.
+                if let Some(cgroup) = &cgroup {
+                    cgroup.join_from_child()?;
+                }
                 seal_user_child(as_user, BOX_USER_UID, &filter)?;
                 if libc::chdir(cwd.as_ptr()) != 0 {
                     return Err(std::io::Error::last_os_error());
@@ -387,6 +402,7 @@ mod tests {
                 ("LANG".to_owned(), "box".to_owned()),
                 ("HTTPS_PROXY".to_owned(), "http://box".to_owned()),
             ]),
+            cgroup: None,
         }
     }
 

@@ -3,8 +3,10 @@
 //! Every operation runs on a blocking thread under an [`FsIdentity`] guard: as the box
 //! user (the default) the thread's fsuid/fsgid become 1001, which also drops that
 //! thread's DAC-override capabilities, so the kernel checks permissions exactly as for a
-//! user process; root-owned files stay protected. The guard restores 0 on drop, so a
-//! reused pool thread never keeps the user's identity.
+//! user process; root-owned files stay protected. It also lowers `CAP_SYS_RESOURCE`, so
+//! the user's writes cannot spend the blocks the volume keeps for root
+//! ([`crate::thread_caps`]). The guard restores both on drop, so a reused pool thread
+//! never keeps the user's identity.
 //!
 //! `stat` and the entries of `list` use `lstat` (a symlink is reported as a symlink); the
 //! directory named by `list` itself is followed, like `ls dir/`.
@@ -21,28 +23,45 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ApiError;
+use crate::thread_caps;
 
 /// The thread's filesystem identity for one operation.
 pub struct FsIdentity {
     switched: bool,
+    /// `CAP_SYS_RESOURCE` was lowered and is raised again on drop.
+    lowered_resource: bool,
 }
 
 impl FsIdentity {
     pub fn enter(user: BoxUser) -> Self {
         if user == BoxUser::Root {
-            return FsIdentity { switched: false };
+            return FsIdentity {
+                switched: false,
+                lowered_resource: false,
+            };
         }
         // SAFETY: setfsgid/setfsuid change only this thread's filesystem ids.
         unsafe {
             libc::setfsgid(BOX_USER_UID);
             libc::setfsuid(BOX_USER_UID);
         }
-        FsIdentity { switched: true }
+        // Only fails for a bad header, which is fixed; then the thread keeps the capability
+        // (a sandbox's berth-init has none to lose).
+        let lowered_resource = thread_caps::lower(thread_caps::CAP_SYS_RESOURCE).unwrap_or(false);
+        FsIdentity {
+            switched: true,
+            lowered_resource,
+        }
     }
 }
 
 impl Drop for FsIdentity {
     fn drop(&mut self) {
+        if self.lowered_resource {
+            if let Err(err) = thread_caps::raise(thread_caps::CAP_SYS_RESOURCE) {
+                eprintln!("berth-init: cannot raise CAP_SYS_RESOURCE again: {err}");
+            }
+        }
         if self.switched {
             // SAFETY: as above; back to root, which restores the thread's fs capabilities.
             unsafe {

@@ -2,7 +2,7 @@
 //!
 //! Boots in phases (`mount` → `seal` → `volume` → `egress` → `harness` → `serve`, see
 //! [`boot`], [`egress`] and [`harness`]; a VM's PID 1 adds `kernel` → `modules` → `disks`
-//! after `mount`, see [`vm`]), then serves the
+//! → `limits` after `mount`, see [`vm`]), then serves the
 //! guest channel ([`server`]) until SIGTERM or `POST /v1/shutdown`, then stops every
 //! process ([`stop`]) and exits (a VM powers off). The `egress` phase also takes the box's
 //! environment ([`box_env`]); it runs before `harness` so the harness can connect out at
@@ -29,6 +29,7 @@ mod seal;
 mod server;
 mod stop;
 mod stream;
+mod thread_caps;
 mod vm;
 mod volume;
 mod vsock;
@@ -171,10 +172,12 @@ async fn run(args: Args) -> Result<(), BootError> {
     let env = boot::detect_environment();
     let mut boot = BootRecord::new(env);
     boot.phase("mount", || boot::mount_phase(env))?;
-    if env == Environment::Vm {
-        // kernel, modules, disks; then the VM's root looks like a sandbox's.
-        vm::boot(&mut boot, &args.run_dir)?;
-    }
+    let cgroup = if env == Environment::Vm {
+        // kernel, modules, disks, limits; then the VM's root looks like a sandbox's.
+        vm::boot(&mut boot, &args.run_dir)?.map(Arc::new)
+    } else {
+        None
+    };
     let filter = boot.phase("seal", || {
         seal::seal_self()?;
         seal::UserFilter::build()
@@ -203,6 +206,7 @@ async fn run(args: Args) -> Result<(), BootError> {
         filter: Arc::new(filter),
         home: args.home.clone(),
         box_env,
+        cgroup,
     });
     // Loads the journals and starts the harness without waiting for it.
     let harness = boot.phase("harness", || {

@@ -201,6 +201,10 @@ async fn write(
     });
     let mut total = 0u64;
     let mut failed = None;
+    // Once the worker has given up (a full volume, a denied path), the rest of the body is
+    // still read and dropped: a client still sending when the answer and the close come
+    // would see a broken pipe instead of the error.
+    let mut discarding = false;
     while let Some(frame) = body.frame().await {
         match frame.map(Frame::into_data) {
             Err(err) => failed = Some(ApiError::Body(err)),
@@ -209,7 +213,10 @@ async fn write(
                 total += data.len() as u64;
                 if total > MAX_FILE_BYTES {
                     failed = Some(too_large);
-                } else if tx.send(Chunk::Data(data)).await.is_ok() {
+                } else {
+                    if !discarding && tx.send(Chunk::Data(data)).await.is_err() {
+                        discarding = true;
+                    }
                     continue;
                 }
             }

@@ -561,6 +561,14 @@ async fn root_owned_files_are_protected_from_the_user() {
             .unwrap_err(),
     );
     assert_eq!(status, 403);
+    // A body far larger than the socket's buffers: the agent refuses at once but still
+    // reads it, so the client gets the 403 instead of a broken pipe.
+    let (status, _) = remote_code(
+        c.write_file(&etc, Bytes::from(vec![b'x'; 8 << 20]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 403);
     assert!(!Path::new("/etc/berth-test-denied").exists());
     assert_eq!(
         c.read_file(&agent.query("secret", BoxUser::Root))

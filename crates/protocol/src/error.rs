@@ -21,6 +21,8 @@ pub enum ErrorCode {
     Unsupported,
     Timeout,
     Unavailable,
+    /// The daemon's disk is (nearly) full: nothing new that takes space is accepted.
+    InsufficientStorage,
     Internal,
     /// A code this build does not know (a newer peer). Lenient inside.
     #[serde(other)]
@@ -43,6 +45,7 @@ impl ErrorCode {
             ErrorCode::Unsupported => "unsupported",
             ErrorCode::Timeout => "timeout",
             ErrorCode::Unavailable => "unavailable",
+            ErrorCode::InsufficientStorage => "insufficient_storage",
             ErrorCode::Internal => "internal",
             ErrorCode::Unknown => "unknown",
         }

@@ -75,6 +75,14 @@ pub struct VmConfig {
     /// The other disks: which virtio serial is mounted where.
     #[serde(default)]
     pub disks: Vec<VmDisk>,
+    /// The most processes (and threads) the box's own processes may have at once: the
+    /// `pids.max` of the guest cgroup `berth-init` puts every process it starts for the box
+    /// in (a sandbox gets the same limit from its container's pids cgroup). `None`: no
+    /// limit, as a config from a host older than this field, or a box whose
+    /// `limits.pids` is 0, has. `berth-init` itself is outside the cgroup, so it keeps
+    /// answering when the box is full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_max: Option<u64>,
 }
 
 /// One disk of the VM besides the config disk.
@@ -228,6 +236,7 @@ mod tests {
             hosts: "127.0.0.1 localhost api.anthropic.com\n".into(),
             ca_bundle: "-----BEGIN CERTIFICATE-----\n".into(),
             disks: VmDisk::base_disks(),
+            pids_max: Some(64),
         }
     }
 
@@ -271,6 +280,29 @@ mod tests {
         let config = decode(&disk).unwrap();
         assert_eq!(config.harness, None);
         assert!(!config.disks[0].ro);
+        assert_eq!(
+            config.pids_max, None,
+            "a config without a pids limit has none"
+        );
+    }
+
+    #[test]
+    fn the_pids_limit_travels_and_none_is_left_out() {
+        let bytes = encode(&sample()).unwrap();
+        let n = payload_len(&bytes).unwrap();
+        let value: serde_json::Value = serde_json::from_slice(&bytes[16..16 + n]).unwrap();
+        assert_eq!(value["pids_max"], 64);
+        assert_eq!(decode(&bytes).unwrap().pids_max, Some(64));
+        // No limit: no field, so a guest older than the field reads the same config.
+        let unlimited = VmConfig {
+            pids_max: None,
+            ..sample()
+        };
+        let bytes = encode(&unlimited).unwrap();
+        let n = payload_len(&bytes).unwrap();
+        let value: serde_json::Value = serde_json::from_slice(&bytes[16..16 + n]).unwrap();
+        assert!(value.get("pids_max").is_none(), "{value}");
+        assert_eq!(decode(&bytes).unwrap(), unlimited);
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod qemu;
 pub mod sandbox;
 pub mod spec;
 pub(crate) mod vm;
+pub mod volume_image;
 
 use async_trait::async_trait;
 use berth_protocol::BoxId;
@@ -24,6 +25,7 @@ pub use error::{error_chain, RuntimeError};
 pub use guest_client::{EventStream, ExecStream, GuestAddr, GuestClient, GuestError, NdjsonStream};
 pub use layer::{LayerError, TargetError};
 pub use spec::{BootToken, BoxSpec, EgressSetup, IdMap, Layer, Limits, Rootfs, DEFAULT_DISK_MIB};
+pub use volume_image::volume_image;
 
 /// The host end of a box's egress channel: each accepted stream is one outbound connection
 /// of that box (and of no other), for the gateway to vet.
@@ -53,6 +55,20 @@ pub enum RuntimeStatus {
     Running,
     Paused,
 }
+
+/// How a boot of a box ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BoxExit {
+    /// berth-init powered the box off cleanly (a `stop`, or the box shut itself down).
+    Clean,
+    /// Any other end; the text says what happened, for a user, e.g. "QEMU was killed by
+    /// signal 9 (SIGKILL)", "the guest kernel panicked: <console lines>", "the host's disk
+    /// is full: ...".
+    Crashed(String),
+}
+
+/// How often the default [`Runtime::wait_exit`] asks `status`.
+pub const EXIT_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// One isolation backend (`sandbox`, later `qemu`, `firecracker`).
 ///
@@ -96,6 +112,20 @@ pub trait Runtime: Send + Sync + 'static {
     async fn resume(&self, id: &BoxId) -> Result<(), RuntimeError>;
 
     async fn status(&self, id: &BoxId) -> Result<RuntimeStatus, RuntimeError>;
+
+    /// Resolves when the box's current boot has ended (at once when nothing of it runs),
+    /// with how it ended. Cancel-safe (dropping the future stops waiting, nothing else).
+    /// Unlike the other methods it may run while other calls for the same box do: the
+    /// daemon keeps one waiting through each running boot.
+    ///
+    /// The default asks [`Runtime::status`] every [`EXIT_POLL`] and can only say
+    /// [`BoxExit::Clean`]; a backend that knows why its box ended says so.
+    async fn wait_exit(&self, id: &BoxId) -> Result<BoxExit, RuntimeError> {
+        while self.status(id).await? != RuntimeStatus::Stopped {
+            tokio::time::sleep(EXIT_POLL).await;
+        }
+        Ok(BoxExit::Clean)
+    }
 
     /// A client for the guest channel of a running box, given the token minted for its boot.
     fn channel(&self, id: &BoxId, token: &BootToken) -> GuestClient;

@@ -58,8 +58,8 @@ pub enum Rootfs {
     /// The host's own `/usr`, bound read-only, with a minimal `/etc` of berth's own.
     /// Instant; sandbox only.
     Host,
-    /// A read-only ext4 image of a template's root filesystem (`berth_image`); VMs only
-    /// for now (the sandbox answers `Unsupported`).
+    /// A read-only ext4 image of a template's root filesystem (`berth_image`): a VM's
+    /// root disk, or the sandbox's loop-mounted, idmapped read-only root.
     Image(std::path::PathBuf),
 }
 

@@ -1,6 +1,7 @@
 //! The conformance suite: what every `Runtime` backend must do. Each check is written once
 //! against a [`common::Fixture`] (`&dyn Runtime` plus the backend's host-side probes) and
-//! instantiated per backend by [`conformance!`]: `sandbox::<check>` (runc) and
+//! instantiated per backend by [`conformance!`]: `sandbox::<check>` (runc on the host
+//! rootfs), `sandbox_image::<check>` (runc on the `minimal` rootfs image the VMs boot) and
 //! `qemu::<check>` (real microVMs under KVM or TCG). Checks that only mean something for
 //! one backend (host uid ranges, capabilities, planted socket links) are listed for that
 //! backend alone. Every test has its own data dir and a guard that kills everything it
@@ -16,8 +17,12 @@ mod common;
 
 #[path = "conformance/egress.rs"]
 mod egress;
+#[path = "conformance/exit.rs"]
+mod exit;
 #[path = "conformance/host.rs"]
 mod host;
+#[path = "conformance/image.rs"]
+mod image;
 #[path = "conformance/isolation.rs"]
 mod isolation;
 #[path = "conformance/lifecycle.rs"]
@@ -35,14 +40,18 @@ pub const GRACE: Duration = Duration::from_secs(10);
 /// One `#[tokio::test]` per listed check, in a module named after the backend: the test
 /// builds that backend's fixture (or skips) and runs `<module>::<check>(&fixture)`.
 macro_rules! conformance {
-    ($backend:ident => $variant:ident: $($module:ident::$check:ident),* $(,)?) => {
+    ($backend:ident => $variant:ident $(.$adapt:ident)?: $($module:ident::$check:ident),* $(,)?) => {
         mod $backend {
+            async fn fixture(name: &str) -> Option<crate::common::Fixture> {
+                let backend = crate::common::Backend::$variant;
+                let fx = crate::common::Fixture::new(backend, name).await?;
+                $(let fx = fx.$adapt().await?;)?
+                Some(fx)
+            }
             $(
                 #[tokio::test(flavor = "multi_thread")]
                 async fn $check() {
-                    let backend = crate::common::Backend::$variant;
-                    let Some(fx) = crate::common::Fixture::new(backend, stringify!($check)).await
-                    else {
+                    let Some(fx) = fixture(stringify!($check)).await else {
                         return;
                     };
                     crate::$module::$check(&fx).await;
@@ -55,20 +64,25 @@ macro_rules! conformance {
 /// [`conformance!`] for a backend with every check that applies to all backends, plus
 /// `$extra` checks of its own.
 macro_rules! every_backend_checks {
-    ($backend:ident => $variant:ident $(, $extra:ident::$extra_check:ident)* $(,)?) => {
-        conformance!($backend => $variant:
+    ($backend:ident => $variant:ident $(.$adapt:ident)? $(, $extra:ident::$extra_check:ident)* $(,)?) => {
+        conformance!($backend => $variant $(.$adapt)?:
             lifecycle::boots_and_answers_as_user_1001_with_berth_init_as_pid_1,
             storage::files_persist_across_restart_and_old_token_is_refused,
             isolation::boxes_are_isolated_from_each_other_and_the_host,
             isolation::only_loopback_exists,
             limits::fork_bomb_is_contained,
+            limits::process_count_is_capped,
+            limits::box_processes_cannot_lift_their_pids_limit,
             limits::memory_hog_is_killed_and_the_box_survives,
+            limits::a_full_volume_leaves_the_box_working,
             lifecycle::stop_leaves_nothing_behind,
             lifecycle::pause_freezes_until_resume,
             lifecycle::box_that_shut_itself_down_is_stopped_and_restarts,
             lifecycle::failed_start_leaves_nothing_running,
             storage::layers_are_read_only_for_box_root_and_readable_by_the_user,
             storage::agent_state_dir_is_root_only_and_persists_and_harness_config_is_private,
+            storage::volume_is_disk_mib_and_grows_at_the_next_start,
+            storage::files_keep_owners_and_modes_across_stop_and_start,
             egress::egress_leaves_only_through_the_channel,
             $($extra::$extra_check,)*
         );
@@ -79,6 +93,19 @@ macro_rules! every_backend_checks {
 every_backend_checks!(sandbox => Sandbox,
     host::box_root_holds_no_power_over_the_host_kernel,
     host::host_does_not_follow_a_planted_socket_link,
+    storage::volume_is_released_at_stop_and_after_a_daemon_crash,
+    storage::volume_grows_online_while_the_box_runs,
+    storage::a_directory_volume_is_migrated_at_the_next_start,
+    exit::wait_exit_tells_a_stop_a_shutdown_and_a_kill_apart,
+);
+
+// The sandbox on the `minimal` rootfs image the VMs boot (`/` read-only, idmapped): every
+// check again, and what only an image rootfs has.
+every_backend_checks!(sandbox_image => Sandbox.on_rootfs_image,
+    image::root_is_read_only_even_for_box_root_and_owned_by_box_root,
+    image::stop_releases_the_rootfs_mount_and_its_loop_device,
+    image::a_mount_point_missing_in_the_image_fails_the_start_naming_it,
+    exit::wait_exit_tells_a_stop_a_shutdown_and_a_kill_apart,
 );
 
 every_backend_checks!(qemu => Qemu);

@@ -1,7 +1,8 @@
 //! The firecracker backend booting real microVMs: the same images as the qemu tests
 //! (tests/common/images.rs), but the kernel as an uncompressed `vmlinux`, which Firecracker
-//! needs on x86_64 (`$BERTH_FIRECRACKER_KERNEL`: e.g. `scripts/extract-vmlinux` of the
-//! kernel tree run on the test kernel's `vmlinuz`, so its modules match the initramfs).
+//! needs on x86_64 (`$BERTH_FIRECRACKER_KERNEL`: e.g. the `vmlinux` that `berth image build`
+//! extracts from the test kernel's `vmlinuz` (`berth_image::vmlinux`, recorded in
+//! `<data>/images/built.json`), so its modules match the initramfs).
 //!
 //! Needs a `firecracker` binary (`$BERTH_FIRECRACKER` or `PATH`) and a KVM that runs guests
 //! (`FirecrackerRuntime::new` boots a probe guest); otherwise each test prints

@@ -1,7 +1,8 @@
-//! In-memory state of boxes: one lifecycle lock per box, the guest client and the pumps
-//! (message delivery, event ingestion) of the current boot, and the signals that wake a
-//! box's delivery pump and its live event readers. Nothing here is durable; the store is
-//! the truth about states (and keeps the boot token, so a restarted daemon can reattach).
+//! In-memory state of boxes: one lifecycle lock per box, the guest client, the pumps
+//! (message delivery, event ingestion) and the exit watch of the current boot, and the
+//! signals that wake a box's delivery pump and its live event readers. Nothing here is
+//! durable; the store is the truth about states (and keeps the boot token, so a restarted
+//! daemon can reattach).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,6 +13,7 @@ use berth_store::EventListener;
 use tokio::sync::{watch, Notify};
 
 use crate::egress::EgressTask;
+use crate::lifecycle::ExitWatch;
 use crate::pumps::Pumps;
 
 /// The live part of one box, behind its lifecycle lock.
@@ -26,6 +28,8 @@ pub struct Live {
     pub pumps: Option<Pumps>,
     /// Serves the box's egress channel for this boot; dropping it closes the channel.
     pub egress: Option<EgressTask>,
+    /// Notices this boot ending on its own; dropping it stops watching.
+    pub exit_watch: Option<ExitWatch>,
 }
 
 impl Live {
@@ -35,6 +39,7 @@ impl Live {
         self.client = None;
         self.pumps = None;
         self.egress = None;
+        self.exit_watch = None;
     }
 }
 

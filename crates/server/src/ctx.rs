@@ -9,6 +9,7 @@ use berth_runtime::Runtime;
 use berth_store::{BoxRecord, Store};
 
 use crate::boxes::BoxTable;
+use crate::disk_space::DiskGuard;
 use crate::egress::policy::EgressPolicy;
 use crate::egress::{EgressHost, SecretLookupError};
 use crate::error::OpError;
@@ -36,6 +37,8 @@ pub struct Ctx {
     pub secrets: Arc<SecretStore>,
     /// The egress gateway every running box's channel is served by.
     pub egress: Arc<EgressHost>,
+    /// Refuses what takes more disk while the data dir's disk is nearly full.
+    pub disk: DiskGuard,
 }
 
 impl Ctx {
@@ -54,7 +57,7 @@ impl Ctx {
 
     /// The runtime the box runs on; unavailable (gone from this daemon, or failing its
     /// checks): the box cannot be started, stopped or removed until it is back.
-    pub fn runtime_of(&self, record: &BoxRecord) -> Result<&Arc<dyn Runtime>, OpError> {
+    pub fn runtime_of(&self, record: &BoxRecord) -> Result<Arc<dyn Runtime>, OpError> {
         self.runtimes
             .get(&record.runtime)
             .map_err(|source| OpError::BoxRuntime {

@@ -110,6 +110,10 @@ pub enum OpError {
         hint: &'static str,
     },
 
+    /// The data dir's disk is below its free-space threshold.
+    #[error(transparent)]
+    DiskLow(#[from] crate::disk_space::DiskLow),
+
     #[error("template {template:?} is unavailable: {reason}")]
     TemplateUnavailable { template: String, reason: String },
 
@@ -135,6 +139,20 @@ pub enum OpError {
         id: BoxId,
         #[source]
         source: std::io::Error,
+    },
+
+    /// A box whose volume is still a directory from an older berth cannot leave the sandbox
+    /// before the sandbox has moved it into an image.
+    #[error("box {name}'s volume is still a directory from an older berth: start it once on the sandbox (which moves it into an image), then move it")]
+    VolumeNotMigrated { name: String },
+
+    /// A box cannot move to another runtime while its own cannot vouch that nothing of it
+    /// runs there (two runtimes on one volume image would corrupt it).
+    #[error("box {name} cannot move from the {from} runtime: it is unavailable ({reason}), so berth cannot make sure nothing of the box still runs there")]
+    MoveFromUnavailable {
+        name: String,
+        from: String,
+        reason: String,
     },
 
     #[error("the runtime could not {action} box {id}")]
@@ -205,12 +223,12 @@ impl From<StoreError> for OpError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::NameTaken { name } => OpError::NameTaken { name },
-            StoreError::StaleGeneration { ref id, .. } | StoreError::Transition { ref id, .. } => {
-                OpError::Conflict {
-                    id: id.clone(),
-                    source: Box::new(e),
-                }
-            }
+            StoreError::StaleGeneration { ref id, .. }
+            | StoreError::Transition { ref id, .. }
+            | StoreError::NotStopped { ref id, .. } => OpError::Conflict {
+                id: id.clone(),
+                source: Box::new(e),
+            },
             StoreError::IdempotencyConflict { id } => OpError::IdempotencyConflict { id },
             StoreError::BoxNotFound { id } => OpError::BoxNotFound {
                 reference: id.to_string(),

@@ -12,6 +12,11 @@
 //! [secrets]
 //! # The key the secret store is encrypted with; keep it off the database's backups.
 //! key_file = "/etc/berth/secrets.key"
+//!
+//! [storage]
+//! # Below this much free space on the data dir's disk, new boxes and volume growth are
+//! # refused (everything else goes on).
+//! min_free_percent = 5
 //! ```
 
 use std::collections::HashMap;
@@ -34,6 +39,28 @@ pub struct HostConfig {
     pub egress: EgressHostConfig,
     #[serde(default)]
     pub secrets: SecretsHostConfig,
+    #[serde(default)]
+    pub storage: StorageHostConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageHostConfig {
+    /// Percent of the data dir's file system that must stay free (0 to 50).
+    #[serde(default = "default_min_free_percent")]
+    pub min_free_percent: f64,
+}
+
+impl Default for StorageHostConfig {
+    fn default() -> Self {
+        StorageHostConfig {
+            min_free_percent: default_min_free_percent(),
+        }
+    }
+}
+
+fn default_min_free_percent() -> f64 {
+    crate::disk_space::DEFAULT_MIN_FREE_PERCENT
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -85,6 +112,8 @@ pub enum HostConfigError {
     },
     #[error("{}: [egress] extra_roots: {} must be an absolute path", path.display(), root.display())]
     RelativeRoot { path: PathBuf, root: PathBuf },
+    #[error("{}: [storage] min_free_percent must be between 0 and 50, got {value}", path.display())]
+    MinFreeOutOfRange { path: PathBuf, value: f64 },
 }
 
 impl HostConfig {
@@ -129,6 +158,13 @@ impl HostConfig {
                 root: root.clone(),
             });
         }
+        let min_free = config.storage.min_free_percent;
+        if !(0.0..=50.0).contains(&min_free) {
+            return Err(HostConfigError::MinFreeOutOfRange {
+                path: path.to_path_buf(),
+                value: min_free,
+            });
+        }
         Ok(config)
     }
 }
@@ -161,9 +197,24 @@ extra_roots = ["/etc/berth/ca.pem"]
 
 [secrets]
 key_file = "/etc/berth/secrets.key"
+
+[storage]
+min_free_percent = 10
 "#,
         )
         .unwrap();
+        assert_eq!(config.storage.min_free_percent, 10.0);
+        assert_eq!(
+            parse("").unwrap().storage.min_free_percent,
+            crate::disk_space::DEFAULT_MIN_FREE_PERCENT
+        );
+        for bad in ["-1", "51", "nan"] {
+            let err = parse(&format!("[storage]\nmin_free_percent = {bad}\n")).unwrap_err();
+            assert!(
+                matches!(err, HostConfigError::MinFreeOutOfRange { .. }),
+                "{bad}: {err}"
+            );
+        }
         assert_eq!(
             config.egress.resolve_overrides["api.example.test"],
             "127.0.0.1:8443".parse().unwrap()

@@ -17,6 +17,9 @@ pub const BUILT_FILE: &str = "built.json";
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuiltImages {
     pub kernel: Option<PathBuf>,
+    /// The kernel as an uncompressed ELF, for Firecracker.
+    #[serde(default)]
+    pub vmlinux: Option<PathBuf>,
     pub initramfs: Option<PathBuf>,
     /// By base, as a template writes it (`minimal`, `debian`, `debian:trixie`, …).
     #[serde(default)]
@@ -95,6 +98,7 @@ impl BuiltImages {
     fn rebased(self, map: impl Fn(&Path) -> PathBuf) -> BuiltImages {
         BuiltImages {
             kernel: self.kernel.as_deref().map(&map),
+            vmlinux: self.vmlinux.as_deref().map(&map),
             initramfs: self.initramfs.as_deref().map(&map),
             rootfs: self
                 .rootfs
@@ -134,13 +138,14 @@ mod tests {
         std::fs::write(&image, b"x").unwrap();
         let record = BuiltImages {
             kernel: Some("/k".into()),
+            vmlinux: Some(images.join("kernel/k/vmlinux")),
             initramfs: Some(images.join("initramfs/i.cpio")),
             rootfs: [("minimal".to_owned(), image.clone())].into(),
         };
         record.save(dir.path()).unwrap();
         let text = std::fs::read_to_string(BuiltImages::path(dir.path())).unwrap();
         assert!(
-            text.contains("\"rootfs/root.ext4\""),
+            text.contains("\"rootfs/root.ext4\"") && text.contains("\"kernel/k/vmlinux\""),
             "stored relative: {text}"
         );
         let read = BuiltImages::load(dir.path()).unwrap();

@@ -12,6 +12,7 @@ pub mod boxes;
 pub mod config;
 pub mod ctx;
 pub mod data_dir_lock;
+pub mod disk_space;
 pub mod egress;
 pub mod error;
 pub mod host_config;

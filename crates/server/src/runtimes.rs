@@ -2,16 +2,28 @@
 //! unavailable with the reason. A box's runtime is chosen at creation (the daemon's default
 //! unless the request names one) and kept for its life: every operation on the box goes to
 //! that runtime, and a box whose runtime is unavailable fails rather than moving.
+//!
+//! A runtime unavailable for want of images (qemu before `berth image build`) becomes ready
+//! without a daemon restart: [`watch_images`] notices a new record of built images. A
+//! ready runtime is never replaced (its running boxes hold it).
 
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
 
 use berth_runtime::Runtime;
 use serde::Serialize;
 
-/// Whether a runtime boots VMs from images (`qemu`, `firecracker`) rather than sharing the
-/// host's `/usr` (`sandbox`): which template bases it can run.
+/// Whether a runtime boots VMs from images only (`qemu`, `firecracker`), where the sandbox
+/// also shares the host's `/usr`: its boxes' default template is an image one.
 pub fn boots_images(runtime: &str) -> bool {
     matches!(runtime, "qemu" | "firecracker")
+}
+
+/// Whether boxes of a base run on `runtime`: an image base (`minimal`, `debian`, `dir:`,
+/// `tarball:`) on every runtime, `host` (the host's own `/usr`) on the sandbox only.
+pub fn runs_base(runtime: &str, base_is_image: bool) -> bool {
+    base_is_image || !boots_images(runtime)
 }
 
 /// One runtime the daemon knows of.
@@ -33,12 +45,15 @@ pub enum RuntimeState {
     },
 }
 
-/// The daemon's runtimes and its default for new boxes.
+/// The daemon's runtimes and its default for new boxes. Clones share the entries.
 #[derive(Clone)]
 pub struct Runtimes {
-    entries: Vec<RuntimeEntry>,
+    entries: Arc<RwLock<Vec<RuntimeEntry>>>,
     default: String,
 }
+
+/// How often [`watch_images`] looks at the record of built images.
+const IMAGE_WATCH_EVERY: Duration = Duration::from_secs(2);
 
 /// The registry cannot be made as asked.
 #[derive(Debug, thiserror::Error)]
@@ -76,7 +91,7 @@ impl Runtimes {
             });
         }
         Ok(Runtimes {
-            entries,
+            entries: Arc::new(RwLock::new(entries)),
             default: default.into(),
         })
     }
@@ -85,7 +100,7 @@ impl Runtimes {
     pub fn single(runtime: Arc<dyn Runtime>) -> Runtimes {
         let name = runtime.name().to_owned();
         Runtimes {
-            entries: vec![RuntimeEntry::ready(runtime, None)],
+            entries: Arc::new(RwLock::new(vec![RuntimeEntry::ready(runtime, None)])),
             default: name,
         }
     }
@@ -94,22 +109,50 @@ impl Runtimes {
         &self.default
     }
 
-    pub fn entries(&self) -> &[RuntimeEntry] {
-        &self.entries
+    /// The entries as they are now.
+    pub fn entries(&self) -> Vec<RuntimeEntry> {
+        self.read().clone()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<RuntimeEntry>> {
+        // A panic while the lock was held cannot leave the list half-written (writes
+        // replace one element whole).
+        self.entries.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Puts `entry` in place of the unavailable entry of the same name. A ready entry is
+    /// never replaced (boxes run on it); `false` when nothing changed.
+    pub fn replace_unavailable(&self, entry: RuntimeEntry) -> bool {
+        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
+        match entries.iter_mut().find(|e| e.name == entry.name) {
+            Some(old) if matches!(old.state, RuntimeState::Unavailable { .. }) => {
+                *old = entry;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the runtime called `name` is known and unavailable.
+    fn is_unavailable(&self, name: &str) -> bool {
+        self.read()
+            .iter()
+            .any(|e| e.name == name && matches!(e.state, RuntimeState::Unavailable { .. }))
     }
 
     /// The ready runtime called `name`.
-    pub fn get(&self, name: &str) -> Result<&Arc<dyn Runtime>, RuntimeLookupError> {
-        let entry = self
-            .entries
-            .iter()
-            .find(|e| e.name == name)
-            .ok_or_else(|| RuntimeLookupError::Unknown {
-                name: name.into(),
-                known: self.entries.iter().map(|e| e.name.clone()).collect(),
-            })?;
+    pub fn get(&self, name: &str) -> Result<Arc<dyn Runtime>, RuntimeLookupError> {
+        let entries = self.read();
+        let entry =
+            entries
+                .iter()
+                .find(|e| e.name == name)
+                .ok_or_else(|| RuntimeLookupError::Unknown {
+                    name: name.into(),
+                    known: entries.iter().map(|e| e.name.clone()).collect(),
+                })?;
         match &entry.state {
-            RuntimeState::Ready { runtime, .. } => Ok(runtime),
+            RuntimeState::Ready { runtime, .. } => Ok(runtime.clone()),
             RuntimeState::Unavailable { reason } => Err(RuntimeLookupError::Unavailable {
                 name: name.into(),
                 reason: reason.clone(),
@@ -118,16 +161,19 @@ impl Runtimes {
     }
 
     /// Every ready runtime.
-    pub fn ready(&self) -> impl Iterator<Item = &Arc<dyn Runtime>> {
-        self.entries.iter().filter_map(|e| match &e.state {
-            RuntimeState::Ready { runtime, .. } => Some(runtime),
-            RuntimeState::Unavailable { .. } => None,
-        })
+    pub fn ready(&self) -> Vec<Arc<dyn Runtime>> {
+        self.read()
+            .iter()
+            .filter_map(|e| match &e.state {
+                RuntimeState::Ready { runtime, .. } => Some(runtime.clone()),
+                RuntimeState::Unavailable { .. } => None,
+            })
+            .collect()
     }
 
     /// The `GET /v1/runtimes` view.
     pub fn views(&self) -> Vec<RuntimeView> {
-        self.entries
+        self.read()
             .iter()
             .map(|e| {
                 let (available, reason, details) = match &e.state {
@@ -192,6 +238,85 @@ pub struct RuntimeView {
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct RuntimeListView {
     pub runtimes: Vec<RuntimeView>,
+}
+
+/// Every runtime berth has, whether or not this daemon can run it.
+pub const ALL_RUNTIMES: [&str; 3] = ["sandbox", "qemu", "firecracker"];
+
+/// The runtimes that boot `berth image build`'s images.
+pub const VM_RUNTIMES: [&str; 2] = ["qemu", "firecracker"];
+
+/// Makes a VM runtime ready once `berth image build` has run, without a daemon restart:
+/// every [`IMAGE_WATCH_EVERY`], while a VM runtime is unavailable and the record of built
+/// images has changed since the last look, that runtime is made again from it (its reason
+/// updated when it still cannot run). Ends when no VM runtime is unavailable.
+pub fn watch_images(runtimes: Runtimes, data_dir: PathBuf) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let record = crate::images::BuiltImages::path(&data_dir);
+        let modified = |path: &std::path::Path| -> Option<SystemTime> {
+            std::fs::metadata(path).and_then(|m| m.modified()).ok()
+        };
+        let waiting = |runtimes: &Runtimes| -> Vec<&'static str> {
+            VM_RUNTIMES
+                .into_iter()
+                .filter(|name| runtimes.is_unavailable(name))
+                .collect()
+        };
+        let mut seen = modified(&record);
+        while !waiting(&runtimes).is_empty() {
+            tokio::time::sleep(IMAGE_WATCH_EVERY).await;
+            let now = modified(&record);
+            if now == seen {
+                continue;
+            }
+            seen = now;
+            for name in waiting(&runtimes) {
+                let entry = vm_entry(name, data_dir.clone()).await;
+                match &entry.state {
+                    RuntimeState::Ready { .. } => {
+                        tracing::info!(runtime = name, "runtime ready: VM images built")
+                    }
+                    RuntimeState::Unavailable { reason } => {
+                        tracing::info!(runtime = name, %reason, "runtime still unavailable after an image build")
+                    }
+                }
+                runtimes.replace_unavailable(entry);
+            }
+        }
+    })
+}
+
+/// The VM runtime `name` ([`VM_RUNTIMES`]) over the recorded images, or why not.
+pub async fn vm_entry(name: &str, data_dir: PathBuf) -> RuntimeEntry {
+    match name {
+        "firecracker" => firecracker_entry(data_dir).await,
+        _ => qemu_entry(data_dir).await,
+    }
+}
+
+/// The firecracker runtime over the images `berth image build` recorded (the ELF kernel
+/// it extracted), or why it is unavailable (most often: no `firecracker` binary, or no
+/// KVM that runs a guest, which its probe finds out by booting the kernel).
+pub async fn firecracker_entry(data_dir: PathBuf) -> RuntimeEntry {
+    use berth_runtime::firecracker::{FirecrackerConfig, FirecrackerRuntime};
+    let data_dir = data_dir.as_path();
+    let built = match crate::images::BuiltImages::load(data_dir) {
+        Ok(built) => built,
+        Err(e) => return RuntimeEntry::unavailable("firecracker", crate::error::error_chain(&e)),
+    };
+    let (Some(kernel), Some(initramfs)) = (&built.vmlinux, &built.initramfs) else {
+        return RuntimeEntry::unavailable(
+            "firecracker",
+            "no VM images with an ELF kernel in the data dir: run `berth image build`",
+        );
+    };
+    match FirecrackerRuntime::new(FirecrackerConfig::new(data_dir, kernel, initramfs)).await {
+        Ok(firecracker) => {
+            let details = serde_json::to_value(firecracker.describe()).ok();
+            RuntimeEntry::ready(Arc::new(firecracker), details)
+        }
+        Err(e) => RuntimeEntry::unavailable("firecracker", crate::error::error_chain(&e)),
+    }
 }
 
 /// The qemu runtime over the images `berth image build` recorded (never downloading), or

@@ -81,6 +81,7 @@ impl Server {
             templates: Arc::new(load_templates(data).await),
             secrets,
             egress: Arc::new(EgressHost::new(data, &config.host.egress)?),
+            disk: crate::disk_space::DiskGuard::new(data, config.host.storage.min_free_percent),
         };
         if let Err(e) = reconcile::reconcile(&ctx).await {
             // The store failing here fails every request too: refuse to start.
@@ -140,6 +141,11 @@ impl Server {
         let reclaimer = AbortOnDrop(crate::lifecycle::idle::spawn(
             self.ctx.clone(),
             self.idle_check,
+        ));
+        let _disk_watch = AbortOnDrop(self.ctx.disk.clone().watch());
+        let _image_watch = AbortOnDrop(crate::runtimes::watch_images(
+            (*self.ctx.runtimes).clone(),
+            self.ctx.data_dir.clone(),
         ));
         let (signalled, on_signal) = tokio::sync::oneshot::channel::<()>();
         let signal = async move {

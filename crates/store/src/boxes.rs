@@ -254,6 +254,47 @@ impl Store {
         Ok(generation + 1)
     }
 
+    /// Moves a stopped or failed box to another runtime (its volume goes with it: one image
+    /// format for every runtime) if its generation is still `expected_generation`; returns
+    /// the new generation. A box that may have processes keeps its runtime.
+    pub fn set_box_runtime(
+        &self,
+        id: &BoxId,
+        expected_generation: u64,
+        runtime: &str,
+    ) -> Result<u64, StoreError> {
+        let n = self
+            .conn()
+            .execute(
+                "UPDATE boxes SET runtime = ?1, generation = generation + 1, updated_at = ?2 \
+                 WHERE id = ?3 AND generation = ?4 AND state IN ('stopped', 'failed')",
+                params![
+                    runtime,
+                    format_time(now())?,
+                    id.as_str(),
+                    expected_generation as i64
+                ],
+            )
+            .map_err(sql("change a box's runtime"))?;
+        if n == 1 {
+            return Ok(expected_generation + 1);
+        }
+        let Some(record) = self.get_box(id)? else {
+            return Err(StoreError::BoxNotFound { id: id.clone() });
+        };
+        if record.generation != expected_generation {
+            return Err(StoreError::StaleGeneration {
+                id: id.clone(),
+                expected: expected_generation,
+                actual: record.generation,
+            });
+        }
+        Err(StoreError::NotStopped {
+            id: id.clone(),
+            state: record.state,
+        })
+    }
+
     /// Records the boot token of the box's running boot, so a restarted daemon can reach
     /// the box again. Cleared by every change to a state other than running or paused.
     /// The token is a secret: the database lives in the data directory (mode 0700, root's).

@@ -59,6 +59,10 @@ pub enum StoreError {
         actual: u64,
     },
 
+    /// The call needs a stopped (or failed) box.
+    #[error("box {id} is {state}; stop it first")]
+    NotStopped { id: BoxId, state: crate::BoxState },
+
     #[error("box {id}: illegal state change")]
     Transition {
         id: BoxId,
@@ -93,6 +97,23 @@ pub enum StoreError {
 
     #[error("the OS random source failed")]
     Random(#[source] getrandom::Error),
+}
+
+impl StoreError {
+    /// Whether the write failed for want of disk space (SQLite's `SQLITE_FULL`): the
+    /// transaction was rolled back whole, and the same call works once space is freed.
+    pub fn is_disk_full(&self) -> bool {
+        let source = match self {
+            StoreError::Sqlite { source, .. }
+            | StoreError::Open { source, .. }
+            | StoreError::Migration { source, .. } => source,
+            _ => return false,
+        };
+        matches!(
+            source.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DiskFull)
+        )
+    }
 }
 
 /// Shorthand for mapping a rusqlite error with what the store was doing.

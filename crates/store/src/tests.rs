@@ -291,3 +291,39 @@ fn a_box_keeps_its_runtime_and_disk() {
     let read = open(&dir).get_box(&id).unwrap().unwrap();
     assert_eq!((read.runtime.as_str(), read.disk_mib), ("qemu", Some(2048)));
 }
+
+#[test]
+fn a_stopped_box_moves_to_another_runtime_and_a_running_one_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let tenant = store.create_tenant("acme").unwrap();
+    let record = store.insert_box(&new_box(&tenant.id, "alice")).unwrap();
+    let generation = store
+        .set_box_runtime(&record.id, record.generation, "qemu")
+        .unwrap();
+    let moved = store.get_box(&record.id).unwrap().unwrap();
+    assert_eq!(
+        (moved.runtime.as_str(), moved.generation),
+        ("qemu", generation)
+    );
+    assert!(matches!(
+        store.set_box_runtime(&record.id, record.generation, "sandbox"),
+        Err(StoreError::StaleGeneration { .. })
+    ));
+    let running = store
+        .update_box_state(&record.id, generation, BoxState::Starting, None)
+        .unwrap();
+    assert!(matches!(
+        store.set_box_runtime(&record.id, running, "sandbox"),
+        Err(StoreError::NotStopped {
+            state: BoxState::Starting,
+            ..
+        })
+    ));
+    assert_eq!(store.get_box(&record.id).unwrap().unwrap().runtime, "qemu");
+    let missing = BoxId::from_random([9; 20]);
+    assert!(matches!(
+        store.set_box_runtime(&missing, 0, "qemu"),
+        Err(StoreError::BoxNotFound { .. })
+    ));
+}

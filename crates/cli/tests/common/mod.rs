@@ -192,6 +192,80 @@ impl Daemon {
         out
     }
 
+    /// Polls `berth box show NAME` (a read: it wakes nothing) until `done` holds for it;
+    /// returns the box as shown then. Fails after `within`, with the daemon's log.
+    pub fn wait_for_box(
+        &self,
+        name: &str,
+        within: Duration,
+        done: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let shown: serde_json::Value =
+                serde_json::from_str(&self.berth_ok(&["box", "show", name])).unwrap();
+            if done(&shown) {
+                return shown;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} is still {} ({}) after {within:?}:\n{}",
+                shown["state"],
+                shown["state_reason"],
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Makes the daemon's VM images (from the shared test image cache, through `berth image
+    /// build`) and waits until the running daemon offers qemu; `None` (skip, said on stderr)
+    /// without QEMU, vhost-device-vsock or the Debian mirror.
+    pub fn offer_qemu(&self) -> Option<()> {
+        for (env, name) in [
+            ("BERTH_QEMU", berth_runtime::qemu::DEFAULT_QEMU),
+            (
+                "BERTH_VHOST_VSOCK",
+                berth_runtime::qemu::DEFAULT_VHOST_VSOCK,
+            ),
+        ] {
+            if berth_runtime::qemu::find_program(env, name).is_none() {
+                eprintln!("SKIPPED: {name} is not installed (scripts/install-deps.sh --tests)");
+                return None;
+            }
+        }
+        let cache = std::env::var_os("BERTH_TEST_IMAGE_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| "/var/tmp/berth-test-images".into())
+            .join("images");
+        fs::create_dir_all(&cache).unwrap();
+        std::os::unix::fs::symlink(&cache, self.dir().join("images")).unwrap();
+        let built = self.berth(&["image", "build"]);
+        if !built.status.success() {
+            let err = stderr(&built);
+            if err.contains("no network to the Debian mirror") {
+                eprintln!("SKIPPED: {}", err.trim());
+                return None;
+            }
+            panic!("berth image build failed: {err}");
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let listed = self.berth_ok(&["runtime", "ls"]);
+            if listed
+                .lines()
+                .any(|l| l.starts_with("qemu") && l.contains("yes"))
+            {
+                return Some(());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "qemu still unavailable a minute after the image build:\n{listed}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     pub fn berth_ok(&self, args: &[&str]) -> String {
         let out = self.berth(args);
         assert!(
@@ -281,4 +355,31 @@ pub fn e2e_skip_reason() -> Option<String> {
         return Some(format!("no berth-init: {e}"));
     }
     None
+}
+
+/// Every process whose command line names `needle`, as (pid, command line).
+pub fn processes_naming(needle: &str) -> Vec<(i32, String)> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(needle) {
+            found.push((pid, cmdline));
+        }
+    }
+    found
+}
+
+/// The VM processes (QEMU, vhost-device-vsock) whose command line names `dir` (a daemon's
+/// data dir).
+pub fn vm_processes(dir: &Path) -> Vec<(i32, String)> {
+    processes_naming(&dir.to_string_lossy())
+        .into_iter()
+        .filter(|(_, cmd)| cmd.contains("qemu-system") || cmd.contains("vhost-device"))
+        .collect()
 }

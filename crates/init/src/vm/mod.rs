@@ -5,13 +5,16 @@
 //! - `modules` ([`modules`]): the virtio drivers, from the initramfs;
 //! - `disks` ([`discover`], [`plan`], [`mounts`]): the config disk, the rootfs, volume and
 //!   layers by virtio serial, the run directory ([`run_dir`]), the hostname, then the
-//!   switch onto the new root.
+//!   switch onto the new root;
+//! - `limits` ([`cgroup`]): the box's cgroup with its process limit (a sandbox has its
+//!   container's cgroup for that).
 //!
 //! After that the box looks like a sandbox from the inside (same paths, same run
 //! directory files), and the shared phases run unchanged; only the channels differ
 //! (vsock instead of the run directory's Unix sockets, chosen in `main`).
 
 mod block;
+mod cgroup;
 mod config_disk;
 mod discover;
 mod modules;
@@ -24,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use crate::boot::BootRecord;
 
+pub use self::cgroup::BoxCgroup;
 pub use self::mounts::release_volume;
 
 /// How long the `disks` phase waits for the config disk and the disks it names. Probing
@@ -43,8 +47,9 @@ pub enum VmBootError {
 }
 
 /// Runs the VM-only phases; `run_dir` is where the run directory is made (under `/run`,
-/// which moves into the new root).
-pub fn boot(record: &mut BootRecord, run_dir: &Path) -> Result<(), VmBootError> {
+/// which moves into the new root). Returns the box's cgroup, which every process started
+/// for the box joins (`None`: the kernel could not make it, and the box has no limit).
+pub fn boot(record: &mut BootRecord, run_dir: &Path) -> Result<Option<BoxCgroup>, VmBootError> {
     record_kernel(record);
     // Ctrl-Alt-Del then sends PID 1 a SIGINT (a graceful stop) instead of resetting the VM
     // with the volume mounted. Best effort: nothing depends on it.
@@ -52,19 +57,26 @@ pub fn boot(record: &mut BootRecord, run_dir: &Path) -> Result<(), VmBootError> 
     record.phase("modules", || {
         let release = modules::kernel_release().map_err(VmBootError::Release)?;
         let dir = Path::new("/lib/modules").join(release);
-        let done = modules::load_all(&dir, Path::new("/sys/module"))?;
+        // /proc is mounted by now; without it, no module gets command-line parameters.
+        let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+        let done = modules::load_all(&dir, Path::new("/sys/module"), &cmdline)?;
         if !done.loaded.is_empty() {
             eprintln!("berth-init: loaded {}", done.loaded.join(" "));
         }
         Ok::<_, VmBootError>(())
     })?;
-    record.phase("disks", || {
+    let pids_max = record.phase("disks", || {
         let found = discover::wait(Path::new("/sys/block"), Path::new("/dev"), DISK_WAIT)?;
         mounts::assemble(&found.plan, &found.nodes, &found.config, run_dir)?;
         mounts::set_hostname(&found.config.hostname)?;
         mounts::switch_root()?;
-        Ok::<_, VmBootError>(())
-    })
+        Ok::<_, VmBootError>(found.config.pids_max)
+    })?;
+    // After the switch: the read-only view goes on the new root's /sys.
+    let cgroup = record.phase("limits", || {
+        Ok::<_, VmBootError>(cgroup::start(run_dir, pids_max))
+    })?;
+    Ok(cgroup)
 }
 
 /// Records the kernel's share of the boot as the first phase: its uptime now, less the

@@ -160,10 +160,15 @@ pub struct Loaded {
     pub present: Vec<String>,
 }
 
-/// Loads every module of `<release_dir>/modules.dep` in dependency order. `sys_module` is
+/// Loads every module of `<release_dir>/modules.dep` in dependency order, each with its
+/// parameters from the kernel command line `cmdline` ([`module_params`]). `sys_module` is
 /// `/sys/module`, where a module the kernel has (loaded, or built in with parameters) has
 /// a directory. A missing `modules.dep` loads nothing.
-pub fn load_all(release_dir: &Path, sys_module: &Path) -> Result<Loaded, ModulesError> {
+pub fn load_all(
+    release_dir: &Path,
+    sys_module: &Path,
+    cmdline: &str,
+) -> Result<Loaded, ModulesError> {
     let dep_path = release_dir.join("modules.dep");
     let text = match std::fs::read_to_string(&dep_path) {
         Ok(text) => text,
@@ -184,7 +189,7 @@ pub fn load_all(release_dir: &Path, sys_module: &Path) -> Result<Loaded, Modules
             continue;
         }
         let path = release_dir.join(&rel);
-        match finit_module(&path) {
+        match finit_module(&path, &module_params(cmdline, &name)) {
             Ok(()) => done.loaded.push(name),
             Err(err) if err.raw_os_error() == Some(libc::EEXIST) => done.present.push(name),
             Err(source) => return Err(ModulesError::Load { path, source }),
@@ -193,7 +198,54 @@ pub fn load_all(release_dir: &Path, sys_module: &Path) -> Result<Loaded, Modules
     Ok(done)
 }
 
-fn finit_module(path: &Path) -> io::Result<()> {
+/// The parameters the kernel command line gives `module` (`<module>.<param>=<value>`, with
+/// `-` and `_` alike in the name), space-separated, as modprobe passes them: the kernel
+/// hands a built-in driver its parameters itself, a module only gets them from whoever
+/// loads it. Firecracker describes its devices this way (`virtio_mmio.device=4K@0xd0000000:5`),
+/// which a kernel built with `VIRTIO_MMIO_CMDLINE_DEVICES` reads; Debian's cloud kernel is
+/// not (it finds virtio-mmio devices through ACPI, as on QEMU's microvm). Double quotes
+/// group a value with spaces.
+pub fn module_params(cmdline: &str, module: &str) -> String {
+    let canonical = |s: &str| s.replace('-', "_");
+    let want = canonical(module);
+    cmdline_words(cmdline)
+        .into_iter()
+        .filter_map(|word| {
+            let (name, param) = word.split_once('.')?;
+            // `a.b` without `=` is a flag parameter; a dot after the `=` is in the value.
+            if name.contains('=') || canonical(name) != want || param.is_empty() {
+                return None;
+            }
+            Some(param.to_owned())
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The command line's words: split at spaces outside double quotes, quotes kept.
+fn cmdline_words(cmdline: &str) -> Vec<String> {
+    let (mut words, mut word, mut quoted) = (Vec::new(), String::new(), false);
+    for c in cmdline.chars() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                word.push(c);
+            }
+            c if c.is_whitespace() && !quoted => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            c => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+fn finit_module(path: &Path, params: &str) -> io::Result<()> {
     let file = std::fs::File::open(path)?;
     let compressed = [".ko.xz", ".ko.zst", ".ko.gz"]
         .iter()
@@ -203,13 +255,18 @@ fn finit_module(path: &Path) -> io::Result<()> {
     } else {
         0
     };
-    let no_params: &CStr = c"";
+    let params = std::ffi::CString::new(params).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a NUL in the module's parameters",
+        )
+    })?;
     // SAFETY: finit_module reads the open descriptor and a NUL-terminated string.
     let ret = unsafe {
         libc::syscall(
             libc::SYS_finit_module,
             file.as_raw_fd(),
-            no_params.as_ptr(),
+            params.as_ptr(),
             flags,
         )
     };
@@ -322,6 +379,20 @@ kernel/drivers/char/virtio_console.ko: kernel/drivers/virtio/virtio.ko kernel/dr
     }
 
     #[test]
+    fn module_parameters_come_from_the_command_line_as_modprobe_reads_them() {
+        let cmdline = "console=ttyS0 reboot=k virtio_mmio.device=4K@0xd0000000:5 \
+                       virtio-mmio.device=4K@0xd0001000:6 vsock.x=\"a b\" virtio_mmiox.y=1 \
+                       foo=virtio_mmio.device=2 virtio_mmio. virtio_mmio.flag";
+        assert_eq!(
+            module_params(cmdline, "virtio_mmio"),
+            "device=4K@0xd0000000:5 device=4K@0xd0001000:6 flag"
+        );
+        assert_eq!(module_params(cmdline, "vsock"), "x=\"a b\"");
+        assert_eq!(module_params(cmdline, "virtio_blk"), "");
+        assert_eq!(module_params("", "virtio_mmio"), "");
+    }
+
+    #[test]
     fn module_names_drop_the_path_and_compression() {
         assert_eq!(module_name("kernel/net/vmw_vsock/vsock.ko"), "vsock");
         assert_eq!(module_name("kernel/x/virtio-blk.ko.xz"), "virtio_blk");
@@ -333,18 +404,18 @@ kernel/drivers/char/virtio_console.ko: kernel/drivers/virtio/virtio.ko kernel/dr
         let release = tempfile::tempdir().unwrap();
         let sys = tempfile::tempdir().unwrap();
         assert_eq!(
-            load_all(release.path(), sys.path()).unwrap(),
+            load_all(release.path(), sys.path(), "").unwrap(),
             Loaded::default()
         );
         std::fs::write(release.path().join("modules.dep"), "a.ko:\nb-c.ko: a.ko\n").unwrap();
         std::fs::create_dir(sys.path().join("a")).unwrap();
         std::fs::create_dir(sys.path().join("b_c")).unwrap();
-        let done = load_all(release.path(), sys.path()).unwrap();
+        let done = load_all(release.path(), sys.path(), "").unwrap();
         assert_eq!(done.present, ["a", "b_c"]);
         assert!(done.loaded.is_empty());
         // A module the kernel lacks and whose file is missing: the error names the file.
         std::fs::write(release.path().join("modules.dep"), "a.ko:\nnew.ko: a.ko\n").unwrap();
-        match load_all(release.path(), sys.path()) {
+        match load_all(release.path(), sys.path(), "") {
             Err(ModulesError::Load { path, source }) => {
                 assert!(path.ends_with("new.ko"));
                 assert_eq!(source.kind(), io::ErrorKind::NotFound);

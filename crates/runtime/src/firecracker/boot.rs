@@ -1,6 +1,7 @@
-//! Booting one box: disks and config disk, the egress listener, Firecracker, the API calls
-//! that configure and start the VM, then waiting for berth-init to answer. On error the
-//! caller cleans up (`FirecrackerRuntime::clean`).
+//! Booting one box: disks and config disk, under the jailer their staging into its chroot,
+//! the egress listener, Firecracker (or the jailer that execs it), the API calls that
+//! configure and start the VM, then waiting for berth-init to answer. On error the caller
+//! cleans up (`FirecrackerRuntime::clean`, which also undoes the jail).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -8,9 +9,10 @@ use std::time::{Duration, Instant};
 use super::api::{ActionType, ApiRequest, BootSource, Drive, MachineConfig, Vsock};
 use super::client::{ApiClient, ApiError};
 use super::cmdline::{self, BOOT_ARGS};
+use super::jail::{self, JailPlan};
 use super::paths::FcPaths;
 use super::{api_failed, drives, FirecrackerRuntime};
-use crate::qemu::{config_disk, egress, process, volume};
+use crate::qemu::{config_disk, process, volume};
 use crate::vm::{hybrid_client, prepare_box, rootfs_image, wait_ready, ReadyWait};
 use crate::{Booted, BoxSpec, RuntimeError};
 
@@ -70,12 +72,6 @@ impl FirecrackerRuntime {
         paths: &FcPaths,
     ) -> Result<Booted, RuntimeError> {
         let root_image = rootfs_image(spec, "firecracker")?;
-        if self.config.jailer.is_some() {
-            return Err(RuntimeError::Unsupported {
-                backend: "firecracker",
-                operation: "running under the jailer (its command line is built; staging the boot's files into its chroot is not)",
-            });
-        }
         let vm = paths.vm();
         prepare_box(spec, vm).await?;
         let mut layers: Vec<(PathBuf, String)> = Vec::with_capacity(spec.layers.len());
@@ -83,25 +79,72 @@ impl FirecrackerRuntime {
             let image = volume::layer_image(&self.config.data_dir, layer).await?;
             layers.push((image, layer.target.clone()));
         }
-        let plan = drives::plan(&root_image, &vm.volume(), &layers, &vm.config_disk());
+        let mut source = BootSource {
+            kernel_image_path: self.config.kernel.display().to_string(),
+            initrd_path: Some(self.config.initramfs.display().to_string()),
+            boot_args: Some(BOOT_ARGS.into()),
+        };
+        let mut plan = drives::plan(&root_image, &vm.volume(), &layers, &vm.config_disk());
+        let jail = self.config.jailer.as_ref().map(|jailer| {
+            let layer_images: Vec<PathBuf> =
+                layers.iter().map(|(image, _)| image.clone()).collect();
+            let jail = jail::plan(
+                &jailer.chroot(&self.config.firecracker_bin, &spec.id),
+                jail::BootFiles {
+                    kernel: &self.config.kernel,
+                    initramfs: &self.config.initramfs,
+                    rootfs: &root_image,
+                    volume: &vm.volume(),
+                    layers: &layer_images,
+                    config_disk: &vm.config_disk(),
+                    sockets_dir: &paths.sockets_dir(),
+                },
+            );
+            // Firecracker is given the paths it sees in its chroot.
+            source.kernel_image_path = JailPlan::api_path(&jail.kernel);
+            source.initrd_path = Some(JailPlan::api_path(&jail.initramfs));
+            let inside_layers: Vec<(PathBuf, String)> = jail
+                .layers
+                .iter()
+                .zip(&layers)
+                .map(|(staged, (_, target))| (staged.inside.clone(), target.clone()))
+                .collect();
+            plan = drives::plan(
+                &jail.rootfs.inside,
+                &jail.volume.inside,
+                &inside_layers,
+                &jail.config_disk.inside,
+            );
+            (jailer, jail)
+        });
         let config = config_disk::build(spec, plan.disks)?;
         config_disk::write(&vm.config_disk(), &config)?;
+        if let Some((jailer, jail)) = &jail {
+            // A crashed boot's chroot would make the jailer reuse stale files.
+            self.unjail(&spec.id, paths)?;
+            jail::stage(jail, jailer.uid, jailer.gid)?;
+        }
 
         // Bound before the guest runs: its harness may connect out during boot.
-        let egress = egress::bind(vm)?;
+        let egress = self.bind_egress(paths)?;
         // Firecracker refuses to bind over an existing socket.
-        for stale in [paths.api_socket(), vm.vsock_socket()] {
+        for stale in [paths.api_socket(), paths.vsock_socket()] {
             crate::fs::remove_if_exists(&stale)?;
         }
+        crate::vm::exit::begin_boot(vm)?;
         let started = Instant::now();
-        let bin = &self.config.firecracker_bin;
-        let pid = process::spawn_recorded(
-            bin,
-            &cmdline::firecracker_args(&paths.api_socket(), &spec.id),
-            &vm.console_log(),
-            &paths.pid_file(),
-        )?;
-        process::supervise(pid, None);
+        let (bin, args) = match &jail {
+            None => (
+                &self.config.firecracker_bin,
+                cmdline::firecracker_args(&paths.api_socket(), &spec.id),
+            ),
+            Some((jailer, _)) => (
+                &jailer.jailer_bin,
+                jailer.args(&self.config.firecracker_bin, &spec.id, &paths.api_socket()),
+            ),
+        };
+        let pid = process::spawn_recorded(bin, &args, &vm.console_log(), &paths.pid_file())?;
+        process::supervise(pid, None, &vm.vmm_exit());
         if let Err(died) =
             process::wait_for_path(&paths.api_socket(), pid, API_SOCKET_DEADLINE).await
         {
@@ -119,15 +162,12 @@ impl FirecrackerRuntime {
                 mem_size_mib: spec.limits.memory_mib,
                 smt: false,
             },
-            boot_source: BootSource {
-                kernel_image_path: self.config.kernel.display().to_string(),
-                initrd_path: Some(self.config.initramfs.display().to_string()),
-                boot_args: Some(BOOT_ARGS.into()),
-            },
+            boot_source: source,
             drives: plan.drives,
             vsock: Vsock {
                 guest_cid: GUEST_CID,
-                uds_path: vm.vsock_socket().display().to_string(),
+                // The sockets dir has the same path inside the chroot.
+                uds_path: paths.vsock_socket().display().to_string(),
             },
         };
         let api = ApiClient::new(&paths.api_socket());
@@ -135,7 +175,7 @@ impl FirecrackerRuntime {
             .await
             .map_err(|e| api_failed("boot", &e, &vm.console_log()))?;
 
-        let client = hybrid_client(vm.vsock_socket(), &spec.boot_token);
+        let client = hybrid_client(paths.vsock_socket(), &spec.boot_token);
         let wait = ReadyWait {
             id: &spec.id,
             client: &client,

@@ -29,36 +29,40 @@ pub fn firecracker_args(api_socket: &Path, id: &BoxId) -> Vec<OsString> {
     ]
 }
 
-/// Running Firecracker under its jailer: chroot, uid/gid drop, own cgroup and PID
-/// namespace. The jailer's chroot is `<chroot_base_dir>/firecracker/<id>/root`.
+/// Running Firecracker under its jailer: chroot (`<chroot_base_dir>/<exec name>/<id>/root`,
+/// staged by `jail.rs`), its own mount namespace and device nodes, the uid/gid drop.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JailerConfig {
     pub jailer_bin: PathBuf,
+    /// Firecracker runs as these; they need no account, only to be no one else's.
     pub uid: u32,
     pub gid: u32,
     pub chroot_base_dir: PathBuf,
-    /// 1 or 2.
+    /// 1 or 2: which cgroup hierarchy the jailer (and the cleanup) uses.
     pub cgroup_version: u8,
 }
 
 impl JailerConfig {
-    /// Where the jailer chroots the box's Firecracker (the files a boot uses must be
-    /// linked in here, and the API socket appears here).
-    pub fn chroot(&self, firecracker_bin: &Path, id: &BoxId) -> PathBuf {
-        let exec_name = firecracker_bin
-            .file_name()
-            .map(PathBuf::from)
-            .unwrap_or_else(|| "firecracker".into());
+    /// `<chroot_base_dir>/<exec name>/<id>`: the jailer's directory for the box, removed
+    /// whole after each boot.
+    pub fn jail_dir(&self, firecracker_bin: &Path, id: &BoxId) -> PathBuf {
         self.chroot_base_dir
-            .join(exec_name)
+            .join(exec_name(firecracker_bin))
             .join(instance_id(id))
-            .join("root")
+    }
+
+    /// Where the jailer chroots the box's Firecracker (the files a boot uses are linked in
+    /// here before it starts).
+    pub fn chroot(&self, firecracker_bin: &Path, id: &BoxId) -> PathBuf {
+        self.jail_dir(firecracker_bin, id).join("root")
     }
 
     /// `jailer --id … --exec-file … --uid … --gid … --chroot-base-dir … --cgroup-version …
-    /// --new-pid-ns -- --api-sock /firecracker.sock`: Firecracker's own arguments follow
-    /// `--`, with paths inside the chroot.
-    pub fn args(&self, firecracker_bin: &Path, id: &BoxId) -> Vec<OsString> {
+    /// -- --api-sock <api_socket>`: Firecracker's own arguments follow `--`, with paths as
+    /// it sees them in the chroot. No `--new-pid-ns`: with it the jailer's parent exits at
+    /// once and Firecracker is no longer berth's child (no pidfd reaping, no exit status).
+    /// No `--daemonize`: Firecracker's stdout and stderr stay the console log.
+    pub fn args(&self, firecracker_bin: &Path, id: &BoxId, api_socket: &Path) -> Vec<OsString> {
         vec![
             "--id".into(),
             instance_id(id).into(),
@@ -72,16 +76,21 @@ impl JailerConfig {
             self.chroot_base_dir.clone().into(),
             "--cgroup-version".into(),
             self.cgroup_version.to_string().into(),
-            "--new-pid-ns".into(),
             "--".into(),
             "--api-sock".into(),
-            JAILED_API_SOCKET.into(),
+            api_socket.into(),
         ]
     }
 }
 
-/// The API socket's path inside the jailer's chroot.
-pub const JAILED_API_SOCKET: &str = "/firecracker.sock";
+/// The exec file's last component: the jailer's directory under the chroot base, its copy
+/// of the binary in the chroot, and its default parent cgroup are named after it.
+pub fn exec_name(firecracker_bin: &Path) -> OsString {
+    firecracker_bin
+        .file_name()
+        .map(OsString::from)
+        .unwrap_or_else(|| "firecracker".into())
+}
 
 #[cfg(test)]
 mod tests {
@@ -117,7 +126,7 @@ mod tests {
             cgroup_version: 2,
         };
         let fc = Path::new("/usr/bin/firecracker");
-        let args = jailer.args(fc, &id());
+        let args = jailer.args(fc, &id(), Path::new("/d/boxes/x/vm/run/firecracker.sock"));
         let expected: Vec<OsString> = [
             "--id",
             "bx-aaaaaaaaaaaaaaaaaaaa",
@@ -131,10 +140,9 @@ mod tests {
             "/srv/jail",
             "--cgroup-version",
             "2",
-            "--new-pid-ns",
             "--",
             "--api-sock",
-            "/firecracker.sock",
+            "/d/boxes/x/vm/run/firecracker.sock",
         ]
         .map(OsString::from)
         .to_vec();
@@ -142,6 +150,10 @@ mod tests {
         assert_eq!(
             jailer.chroot(fc, &id()),
             Path::new("/srv/jail/firecracker/bx-aaaaaaaaaaaaaaaaaaaa/root")
+        );
+        assert_eq!(
+            jailer.jail_dir(fc, &id()),
+            Path::new("/srv/jail/firecracker/bx-aaaaaaaaaaaaaaaaaaaa")
         );
     }
 

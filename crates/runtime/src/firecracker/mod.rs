@@ -16,6 +16,10 @@ mod cmdline;
 pub mod drives;
 #[cfg(test)]
 mod fake;
+mod jail;
+mod jail_clean;
+#[cfg(test)]
+mod jail_tests;
 mod paths;
 mod probe;
 #[cfg(test)]
@@ -30,14 +34,14 @@ use berth_protocol::BoxId;
 
 pub use boot::{boot_requests, configure_and_start, vcpus, VmSetup, GUEST_CID};
 pub use client::{ApiClient, ApiError};
-pub use cmdline::{firecracker_args, instance_id, JailerConfig, BOOT_ARGS, JAILED_API_SOCKET};
+pub use cmdline::{exec_name, firecracker_args, instance_id, JailerConfig, BOOT_ARGS};
 pub use paths::FcPaths;
 pub use probe::kernel_problem;
 
 use crate::error::wrong_state;
 use crate::qemu::{find_program, process, VmLayout};
 use crate::{
-    BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestClient, IdMap, Runtime,
+    BootToken, Booted, BoxExit, BoxSpec, Capabilities, EgressListener, GuestClient, IdMap, Runtime,
     RuntimeError, RuntimeStatus,
 };
 
@@ -56,8 +60,8 @@ pub struct FirecrackerConfig {
     /// An uncompressed ELF `vmlinux` (Firecracker does not boot a bzImage on x86_64).
     pub kernel: PathBuf,
     pub initramfs: PathBuf,
-    /// Run Firecracker under its jailer (the command line is built; boots refuse it for
-    /// now, see [`JailerConfig`]).
+    /// Run Firecracker under its jailer: chrooted, as an unprivileged uid/gid, each boot's
+    /// files staged into the chroot (`jail.rs`) and removed after it (`jail_clean.rs`).
     pub jailer: Option<JailerConfig>,
     pub boot_deadline: Duration,
 }
@@ -115,12 +119,24 @@ impl FirecrackerRuntime {
                     hint: "it ships beside firecracker in the release tarball".into(),
                 });
             }
+            if !exec_name(&config.firecracker_bin)
+                .to_string_lossy()
+                .contains("firecracker")
+            {
+                return Err(RuntimeError::Missing {
+                    what: format!(
+                        "a Firecracker binary the jailer accepts ({} is not named *firecracker*)",
+                        config.firecracker_bin.display()
+                    ),
+                    hint: "the jailer execs only a file whose name contains `firecracker`".into(),
+                });
+            }
         }
         crate::vm::check_images(&config.kernel, &config.initramfs)?;
         if let Some(problem) = probe::kernel_problem(&config.kernel) {
             return Err(RuntimeError::Missing {
                 what: format!("an uncompressed vmlinux kernel for Firecracker: {problem}"),
-                hint: "extract one from the bzImage with the kernel tree's scripts/extract-vmlinux, and pass that file to `berth image build --kernel`".into(),
+                hint: "`berth image build` extracts one from the kernel (recorded as `vmlinux` in <data>/images/built.json): pass that file, or give `berth image build --kernel` an ELF vmlinux".into(),
             });
         }
         let layout = VmLayout::new(&config.data_dir);
@@ -133,11 +149,56 @@ impl FirecrackerRuntime {
                 hint: format!("Firecracker needs hardware virtualisation: {why}"),
             })?;
         tracing::info!(kvm = %kvm, "firecracker backend");
-        Ok(FirecrackerRuntime {
+        let runtime = FirecrackerRuntime {
             config,
             layout,
             kvm,
+        };
+        runtime.sweep_jails()?;
+        Ok(runtime)
+    }
+
+    /// Undoes the jails of boxes whose Firecracker is gone (a crashed daemon's leftovers:
+    /// mounts, chroot dirs, cgroups, the volume's owner).
+    fn sweep_jails(&self) -> Result<(), RuntimeError> {
+        if self.config.jailer.is_none() {
+            return Ok(());
+        }
+        for (id, paths) in self.box_dirs()? {
+            if process::find(&paths.pid_file(), &paths.vm().vm_dir()).is_some() {
+                continue;
+            }
+            // One box's stuck mount must not take the backend down: its next start or
+            // stop undoes the jail again, and fails there if it still cannot.
+            if let Err(e) = self.unjail(&id, &paths) {
+                tracing::warn!(box_id = %id, error = %crate::error_chain(&e), "cannot undo a leftover jail");
+            }
+        }
+        Ok(())
+    }
+
+    /// Undoes what a jailed boot of `id` staged; nothing to do without a jailer.
+    fn unjail(&self, id: &BoxId, paths: &FcPaths) -> Result<(), RuntimeError> {
+        let Some(jailer) = &self.config.jailer else {
+            return Ok(());
+        };
+        let bin = &self.config.firecracker_bin;
+        let instance = instance_id(id);
+        let parent = PathBuf::from(exec_name(bin));
+        jail_clean::unjail(&jail_clean::Jail {
+            jail_dir: &jailer.jail_dir(bin, id),
+            cgroup_parent: &parent,
+            instance: &instance,
+            volume: &paths.vm().volume(),
         })
+    }
+
+    /// The egress listener where this boot's Firecracker delivers port 2025.
+    fn bind_egress(&self, paths: &FcPaths) -> Result<EgressListener, RuntimeError> {
+        match &self.config.jailer {
+            None => crate::qemu::egress::bind(paths.vm()),
+            Some(jailer) => jail::bind_egress(&paths.egress_socket(), jailer.uid, jailer.gid),
+        }
     }
 
     pub fn layout(&self) -> &VmLayout {
@@ -176,19 +237,30 @@ impl FirecrackerRuntime {
             for file in paths.boot_files() {
                 let _ = std::fs::remove_file(file);
             }
+            if let Err(e) = self.unjail(&id, &paths) {
+                tracing::warn!(box_id = %id, error = %crate::error_chain(&e), "cannot undo the jail");
+            }
         }
         left
     }
 
     fn box_paths(&self, id: &BoxId) -> FcPaths {
-        FcPaths::at(self.layout.box_paths(id).box_dir())
+        self.fc_paths(self.layout.box_paths(id).box_dir())
+    }
+
+    fn fc_paths(&self, box_dir: &Path) -> FcPaths {
+        if self.config.jailer.is_some() {
+            FcPaths::jailed_at(box_dir)
+        } else {
+            FcPaths::at(box_dir)
+        }
     }
 
     /// Box dirs under `boxes/` that have a VM dir (whatever their backend).
     fn box_dirs(&self) -> Result<Vec<(BoxId, FcPaths)>, RuntimeError> {
         Ok(crate::vm::box_dirs(&self.layout)?
             .into_iter()
-            .map(|(id, paths)| (id, FcPaths::at(paths.box_dir())))
+            .map(|(id, paths)| (id, self.fc_paths(paths.box_dir())))
             .collect())
     }
 
@@ -197,7 +269,7 @@ impl FirecrackerRuntime {
     async fn state(&self, id: &BoxId) -> Result<RuntimeStatus, RuntimeError> {
         let paths = self.box_paths(id);
         if process::find(&paths.pid_file(), &paths.vm().vm_dir()).is_none() {
-            self.clean(&paths).await?;
+            self.clean(id, &paths).await?;
             return Ok(RuntimeStatus::Stopped);
         }
         let info = ApiClient::new(&paths.api_socket())
@@ -211,22 +283,24 @@ impl FirecrackerRuntime {
         })
     }
 
-    /// Kills whatever is left of the box's Firecracker and removes this boot's files.
-    async fn clean(&self, paths: &FcPaths) -> Result<(), RuntimeError> {
+    /// Kills whatever is left of the box's Firecracker and removes this boot's files (and,
+    /// under the jailer, its chroot).
+    async fn clean(&self, id: &BoxId, paths: &FcPaths) -> Result<(), RuntimeError> {
         let vm_dir = paths.vm().vm_dir();
         if !vm_dir.exists() {
-            return Ok(());
+            return self.unjail(id, paths);
         }
         if let Some(vmm) = process::find(&paths.pid_file(), &vm_dir) {
             if !vmm.kill(stop::KILL_WAIT).await {
                 return Err(still_alive(&paths.pid_file(), vmm.pid()));
             }
         }
-        process::reap_exited(&paths.pid_file());
+        // A Firecracker that exited on its own may be unreaped yet: keep how it ended.
+        process::reap_exited_into(&paths.pid_file(), &paths.vm().vmm_exit());
         for file in paths.boot_files() {
             crate::fs::remove_if_exists(&file)?;
         }
-        Ok(())
+        self.unjail(id, paths)
     }
 
     async fn set_vm_state(
@@ -286,7 +360,13 @@ impl Runtime for FirecrackerRuntime {
     async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {
         let status = self.state(&spec.id).await?;
         let paths = self.box_paths(&spec.id);
-        crate::vm::start_or_clean(spec, status, self.boot(spec, &paths), self.clean(&paths)).await
+        crate::vm::start_or_clean(
+            spec,
+            status,
+            self.boot(spec, &paths),
+            self.clean(&spec.id, &paths),
+        )
+        .await
     }
 
     async fn rebind_egress(
@@ -294,7 +374,7 @@ impl Runtime for FirecrackerRuntime {
         id: &BoxId,
         _id_map: IdMap,
     ) -> Result<EgressListener, RuntimeError> {
-        crate::qemu::egress::bind(self.box_paths(id).vm())
+        self.bind_egress(&self.box_paths(id))
     }
 
     async fn stop(&self, id: &BoxId, grace: Duration) -> Result<(), RuntimeError> {
@@ -325,8 +405,12 @@ impl Runtime for FirecrackerRuntime {
         self.state(id).await
     }
 
+    async fn wait_exit(&self, id: &BoxId) -> Result<BoxExit, RuntimeError> {
+        self.wait_boot_end(id).await
+    }
+
     fn channel(&self, id: &BoxId, token: &BootToken) -> GuestClient {
-        crate::vm::hybrid_client(self.box_paths(id).vm().vsock_socket(), token)
+        crate::vm::hybrid_client(self.box_paths(id).vsock_socket(), token)
     }
 
     async fn list(&self) -> Result<Vec<BoxId>, RuntimeError> {

@@ -14,7 +14,7 @@ use super::*;
 use crate::{Limits, RuntimeError};
 
 /// Kills what the test's runtime left running, also on panic.
-struct Cleanup<'a>(&'a FirecrackerRuntime);
+pub(super) struct Cleanup<'a>(pub(super) &'a FirecrackerRuntime);
 
 impl Drop for Cleanup<'_> {
     fn drop(&mut self) {
@@ -27,7 +27,7 @@ impl Drop for Cleanup<'_> {
 }
 
 /// Waits (bounded) until `path` exists.
-async fn wait_for(path: &Path) {
+pub(super) async fn wait_for(path: &Path) {
     let started = Instant::now();
     let mut backoff = Duration::from_millis(1);
     while !path.exists() {
@@ -41,7 +41,7 @@ async fn wait_for(path: &Path) {
     }
 }
 
-fn spec(rootfs: &Path) -> BoxSpec {
+pub(super) fn spec(rootfs: &Path) -> BoxSpec {
     BoxSpec {
         id: BoxId::from_random([7; 20]),
         hostname: "fc1".into(),
@@ -61,25 +61,19 @@ fn spec(rootfs: &Path) -> BoxSpec {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn start_pause_resume_stop_and_remove_drive_firecrackers_api() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let fake_bin = dir.path().join("firecracker");
-    // Loops (rather than exec'ing `sleep`) so its command line keeps naming the VM dir.
+/// The backend on `dir`, with a looping shell script as its Firecracker.
+pub(super) fn fake_runtime(dir: &Path) -> (FirecrackerRuntime, PathBuf) {
+    let data = dir.join("data");
+    let fake_bin = dir.join("firecracker");
     std::fs::write(&fake_bin, "#!/bin/sh\nwhile :; do sleep 0.1; done\n").unwrap();
     std::fs::set_permissions(
         &fake_bin,
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    let rootfs = dir.path().join("root.ext4");
+    let rootfs = dir.join("root.ext4");
     std::fs::write(&rootfs, [0u8; 4096]).unwrap();
-    let mut config = FirecrackerConfig::new(
-        &data,
-        &dir.path().join("vmlinux"),
-        &dir.path().join("initrd.img"),
-    );
+    let mut config = FirecrackerConfig::new(&data, &dir.join("vmlinux"), &dir.join("initrd.img"));
     config.firecracker_bin = fake_bin;
     let runtime = FirecrackerRuntime {
         layout: VmLayout::new(&data),
@@ -87,17 +81,97 @@ async fn start_pause_resume_stop_and_remove_drive_firecrackers_api() {
         kvm: "test".into(),
     };
     std::fs::create_dir_all(runtime.layout.boxes_dir()).unwrap();
+    (runtime, rootfs)
+}
+
+/// Starts `spec` with the fake API and guest standing in; `None` (skip) without mkfs.
+pub(super) async fn start_faked(
+    runtime: &FirecrackerRuntime,
+    spec: &BoxSpec,
+) -> Option<(FakeApi, FakeGuest)> {
+    let paths = runtime.box_paths(&spec.id);
+    let (api_socket, vsock, pid_file) =
+        (paths.api_socket(), paths.vsock_socket(), paths.pid_file());
+    let stand_ins = tokio::spawn(async move {
+        wait_for(&pid_file).await;
+        (FakeApi::serve_at(&api_socket), FakeGuest::serve_at(&vsock))
+    });
+    match runtime.start(spec).await {
+        Ok(_) => Some(stand_ins.await.unwrap()),
+        Err(RuntimeError::Missing { what, .. }) if what.contains("mkfs") => {
+            eprintln!("SKIPPED: no mkfs for the volume ({what})");
+            None
+        }
+        Err(e) => panic!("{}", crate::error_chain(&e)),
+    }
+}
+
+/// `wait_exit`: a killed VMM is a crash naming the signal; a guest that powers itself off
+/// (Firecracker keeps running: no ACPI) is a clean end, seen on the console; a stop is
+/// clean; a box that runs nothing answers at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_exit_tells_a_killed_vmm_a_power_off_and_a_stop_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runtime, rootfs) = fake_runtime(dir.path());
+    let _cleanup = Cleanup(&runtime);
+    let spec = spec(&rootfs);
+    let id = &spec.id;
+    assert_eq!(runtime.wait_exit(id).await.unwrap(), crate::BoxExit::Clean);
+    let paths = runtime.box_paths(id);
+    let Some(_stand_ins) = start_faked(&runtime, &spec).await else {
+        return;
+    };
+    let pid = runtime.firecracker_pid(id).expect("the VMM runs");
+    // SAFETY: kill(2) of the fake VMM, our child.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let exit = tokio::time::timeout(Duration::from_secs(10), runtime.wait_exit(id))
+        .await
+        .expect("the kill went unnoticed")
+        .unwrap();
+    assert_eq!(
+        exit,
+        crate::BoxExit::Crashed("Firecracker was killed by signal 9 (SIGKILL)".into())
+    );
+    runtime.stop(id, Duration::from_secs(1)).await.unwrap();
+
+    let again = BoxSpec {
+        boot_token: BootToken::from_random([0xcd; 32]),
+        ..spec.clone()
+    };
+    let Some(_stand_ins) = start_faked(&runtime, &again).await else {
+        return;
+    };
+    let waiting = runtime.wait_exit(id);
+    std::fs::write(
+        paths.vm().console_log(),
+        format!(
+            "{}[ 9.0] reboot: Power down\n",
+            std::fs::read_to_string(paths.vm().console_log()).unwrap_or_default()
+        ),
+    )
+    .unwrap();
+    let exit = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the power-off went unnoticed")
+        .unwrap();
+    assert_eq!(exit, crate::BoxExit::Clean);
+    assert!(runtime.firecracker_pid(id).is_some(), "Firecracker runs on");
+    runtime.stop(id, Duration::from_secs(1)).await.unwrap();
+    assert_eq!(runtime.wait_exit(id).await.unwrap(), crate::BoxExit::Clean);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_pause_resume_stop_and_remove_drive_firecrackers_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runtime, rootfs) = fake_runtime(dir.path());
     let _cleanup = Cleanup(&runtime);
     let spec = spec(&rootfs);
     let paths = runtime.box_paths(&spec.id);
 
     // The stand-ins come up once the "VMM" has been spawned (its pid file is written
     // after the runtime removed the stale sockets).
-    let (api_socket, vsock, pid_file) = (
-        paths.api_socket(),
-        paths.vm().vsock_socket(),
-        paths.pid_file(),
-    );
+    let (api_socket, vsock, pid_file) =
+        (paths.api_socket(), paths.vsock_socket(), paths.pid_file());
     let stand_ins = tokio::spawn(async move {
         wait_for(&pid_file).await;
         (FakeApi::serve_at(&api_socket), FakeGuest::serve_at(&vsock))
@@ -161,12 +235,12 @@ async fn start_pause_resume_stop_and_remove_drive_firecrackers_api() {
     assert_eq!(config.token, spec.boot_token.as_str());
     assert_eq!(
         seen[5].body,
-        Some(json!({"guest_cid": 3, "uds_path": paths.vm().vsock_socket().display().to_string()}))
+        Some(json!({"guest_cid": 3, "uds_path": paths.vsock_socket().display().to_string()}))
     );
     assert_eq!(api.state(), InstanceState::Running);
 
     // Egress: a guest connection to host port 2025 arrives on the listener start bound.
-    let _guest_side = tokio::net::UnixStream::connect(paths.vm().egress_socket())
+    let _guest_side = tokio::net::UnixStream::connect(paths.egress_socket())
         .await
         .unwrap();
     booted.egress.accept().await.unwrap();
@@ -247,7 +321,8 @@ async fn new_says_what_is_missing() {
     match FirecrackerRuntime::new(config).await.unwrap_err() {
         RuntimeError::Missing { what, hint } => {
             assert!(what.contains("vmlinux"), "{what}");
-            assert!(hint.contains("extract-vmlinux"), "{hint}");
+            assert!(hint.contains("berth image build"), "{hint}");
+            assert!(!hint.contains("extract-vmlinux"), "{hint}");
         }
         other => panic!("{other}"),
     }

@@ -22,14 +22,18 @@ pub(super) const KILL_WAIT: Duration = Duration::from_secs(5);
 const GUEST_GONE_MARKS: [&str; 2] = ["reboot: Power down", "reboot: Restarting system"];
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
 const MAX_BACKOFF: Duration = Duration::from_millis(100);
+/// How often `wait_boot_end` reads the console for a halted guest.
+const CONSOLE_POLL: Duration = Duration::from_millis(500);
 
 impl FirecrackerRuntime {
     pub(super) async fn shut_down(&self, id: &BoxId, grace: Duration) -> Result<(), RuntimeError> {
         let paths = self.box_paths(id);
         let vm_dir = paths.vm().vm_dir();
         let Some(vmm) = process::find(&paths.pid_file(), &vm_dir) else {
-            return self.clean(&paths).await;
+            return self.clean(id, &paths).await;
         };
+        // However Firecracker now ends (even by SIGKILL), berth ended this boot.
+        crate::vm::exit::mark_stop(paths.vm());
         let started = Instant::now();
         let api = ApiClient::new(&paths.api_socket());
         let console = paths.vm().console_log();
@@ -65,7 +69,40 @@ impl FirecrackerRuntime {
         if !vmm.kill(KILL_WAIT).await {
             return Err(super::still_alive(&paths.pid_file(), vmm.pid()));
         }
-        self.clean(&paths).await
+        self.clean(id, &paths).await
+    }
+}
+
+impl FirecrackerRuntime {
+    /// `Runtime::wait_exit`: Firecracker's exit, or the guest's power-off on the console
+    /// (a guest without ACPI halts and Firecracker keeps running), polled.
+    pub(super) async fn wait_boot_end(&self, id: &BoxId) -> Result<crate::BoxExit, RuntimeError> {
+        let paths = self.box_paths(id);
+        let vm = paths.vm();
+        if let Some(vmm) = process::find(&paths.pid_file(), &vm.vm_dir()) {
+            let ours = vmm.is_child();
+            let console = vm.console_log();
+            let console_start = std::fs::read_to_string(vm.console_start())
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or(0);
+            let halted = async {
+                while !guest_gone(&console, console_start) {
+                    tokio::time::sleep(CONSOLE_POLL).await;
+                }
+            };
+            tokio::select! {
+                () = vmm.wait_gone() => crate::vm::exit::settle(&vmm, ours, vm).await,
+                () = halted => {}
+            }
+        } else {
+            crate::vm::exit::settle_gone(&paths.pid_file(), vm).await;
+        }
+        Ok(crate::vm::exit::classify(
+            vm,
+            "Firecracker",
+            &vm.console_log(),
+        ))
     }
 }
 

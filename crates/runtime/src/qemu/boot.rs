@@ -92,6 +92,7 @@ impl QemuRuntime {
             disks: &disks,
             paths,
         });
+        crate::vm::exit::begin_boot(paths)?;
         let started = Instant::now();
         let qemu = process::spawn_recorded(
             &self.config.qemu_bin,
@@ -99,7 +100,7 @@ impl QemuRuntime {
             &paths.qemu_log(),
             &paths.qemu_pid(),
         )?;
-        process::supervise(qemu, Some(vhost));
+        process::supervise(qemu, Some(vhost), &paths.vmm_exit());
 
         let client = self.channel_for(spec, paths);
         let wait = ReadyWait {

@@ -26,7 +26,14 @@ pub fn build(spec: &BoxSpec, disks: Vec<VmDisk>) -> Result<VmConfig, RuntimeErro
         hosts: crate::guest_etc::hosts(&spec.egress.pinned_hosts)?,
         ca_bundle: crate::guest_etc::ca_bundle_text(&spec.egress)?,
         disks,
+        pids_max: pids_max(spec.limits.pids),
     })
+}
+
+/// The guest's `pids.max` for a box's `limits.pids`. 0 is no limit, as the sandbox's OCI
+/// runtime reads a pids limit of 0 (runc leaves `pids.max` at `max`).
+fn pids_max(pids: u64) -> Option<u64> {
+    (pids > 0).then_some(pids)
 }
 
 /// Writes the disk at `path` (0600), replacing a previous boot's atomically.
@@ -113,6 +120,18 @@ mod tests {
         assert!(back.ca_bundle.ends_with("BOX CA PEM\n"));
         assert_eq!(back.harness, spec().harness);
         assert_eq!(back.disks, disks);
+        assert_eq!(back.pids_max, Some(Limits::default().pids));
+    }
+
+    #[test]
+    fn the_pids_limit_is_the_boxes_and_0_is_none() {
+        let mut spec = spec();
+        spec.limits.pids = 64;
+        assert_eq!(build(&spec, vec![]).unwrap().pids_max, Some(64));
+        spec.limits.pids = 0;
+        assert_eq!(build(&spec, vec![]).unwrap().pids_max, None);
+        spec.limits.pids = u64::MAX;
+        assert_eq!(build(&spec, vec![]).unwrap().pids_max, Some(u64::MAX));
     }
 
     #[test]

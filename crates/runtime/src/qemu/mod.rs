@@ -13,12 +13,15 @@
 //! through pidfds, and found again after a daemon crash through pid files whose processes
 //! must name the VM dir (`process.rs`). When QEMU exits for any reason its
 //! vhost-device-vsock is killed; the next `status`, `start` or `stop` removes the sockets.
+//! `wait_exit` waits on QEMU's pidfd and says why the boot ended (`crate::vm::exit`); it
+//! also ends a VM that stopped on a full host disk (`disk_full.rs`).
 
 mod accel;
 mod boot;
 mod cid;
 mod cmdline;
 pub(crate) mod config_disk;
+mod disk_full;
 pub(crate) mod egress;
 mod paths;
 pub(crate) mod process;
@@ -35,11 +38,12 @@ use berth_protocol::BoxId;
 pub use accel::{AccelChoice, AccelMode};
 pub use cmdline::{kernel_cmdline, Accel};
 pub use paths::{VmLayout, VmPaths};
-pub use qmp::{Qmp, QmpError, RunState};
+pub use qmp::{Qmp, QmpError, QmpEvent, RunState};
 
 use crate::error::wrong_state;
+use crate::vm::exit;
 use crate::{
-    BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestClient, IdMap, Runtime,
+    BootToken, Booted, BoxExit, BoxSpec, Capabilities, EgressListener, GuestClient, IdMap, Runtime,
     RuntimeError, RuntimeStatus,
 };
 
@@ -250,9 +254,9 @@ impl QemuRuntime {
                 }
             }
         }
-        for pid_file in [paths.qemu_pid(), paths.vhost_pid()] {
-            process::reap_exited(&pid_file);
-        }
+        // A QEMU that exited on its own may be unreaped yet: keep how it ended.
+        process::reap_exited_into(&paths.qemu_pid(), &paths.vmm_exit());
+        process::reap_exited(&paths.vhost_pid());
         if let Some(cid) = read_cid(paths) {
             self.cids.release(cid);
         }
@@ -374,6 +378,35 @@ impl Runtime for QemuRuntime {
 
     async fn status(&self, id: &BoxId) -> Result<RuntimeStatus, RuntimeError> {
         self.state(id).await
+    }
+
+    async fn wait_exit(&self, id: &BoxId) -> Result<BoxExit, RuntimeError> {
+        let paths = self.layout.box_paths(id);
+        let Some(qemu) = process::find(&paths.qemu_pid(), &paths.vm_dir()) else {
+            exit::settle_gone(&paths.qemu_pid(), &paths).await;
+            return Ok(exit::classify(&paths, "QEMU", &paths.qemu_log()));
+        };
+        let ours = qemu.is_child();
+        tokio::select! {
+            () = qemu.wait_gone() => {}
+            () = disk_full::stopped_on_enospc(&paths) => {
+                let reason = disk_full::reason(&paths);
+                tracing::warn!(box_id = %id, %reason, "the VM stopped on a full host disk; ending it");
+                // Recorded for later callers if the full disk lets us; this one is told
+                // either way.
+                if let Err(e) = exit::mark_disk_full(&paths, &reason) {
+                    tracing::warn!(box_id = %id, error = %crate::error_chain(&e), "cannot record the full disk");
+                }
+                qemu.signal(libc::SIGKILL);
+                if !qemu.wait_exit(stop::KILL_WAIT).await {
+                    return Err(still_alive(&paths.qemu_pid(), qemu.pid()));
+                }
+                exit::settle(&qemu, ours, &paths).await;
+                return Ok(BoxExit::Crashed(reason));
+            }
+        }
+        exit::settle(&qemu, ours, &paths).await;
+        Ok(exit::classify(&paths, "QEMU", &paths.qemu_log()))
     }
 
     fn channel(&self, id: &BoxId, token: &BootToken) -> GuestClient {

@@ -6,12 +6,20 @@
 //!     vhost-user.sock                     vhost-device-vsock's control socket (QEMU connects)
 //!     vsock.sock                          hybrid vsock: host → guest (`CONNECT <port>\n`)
 //!     vsock.sock_2025                     guest → host port 2025: the egress listener
-//!     qmp.sock                            QEMU's QMP server
+//!     qmp.sock                            QEMU's QMP server (requests: pause, quit)
+//!     qmp-events.sock                     a second QMP server, watched for a full host disk
 //!     console.log                         the serial console (kernel and berth-init)
 //!     qemu.log, vhost.log                 what the two processes print on stderr
 //!     config.img                          this boot's config disk
 //!     qemu.pid, vhost.pid, cid            this boot's processes and guest CID
+//!     console.start                       where this boot's part of console.log begins
+//!     vmm.exit                            how the VMM ended (`exited N` / `killed N`)
+//!     stop-requested                      berth itself stopped this boot
+//!     disk-full                           the boot ended on a full host disk (the reason)
 //! ```
+//!
+//! The last four describe how a boot ended (`crate::vm::exit`): they outlive the boot and
+//! are removed when the next one begins.
 
 use std::path::{Path, PathBuf};
 
@@ -94,6 +102,37 @@ impl VmPaths {
         self.vm_dir().join("qmp.sock")
     }
 
+    /// The second QMP server, only ever read for events (`qemu::disk_full`).
+    pub fn qmp_events_socket(&self) -> PathBuf {
+        self.vm_dir().join("qmp-events.sock")
+    }
+
+    pub fn console_start(&self) -> PathBuf {
+        self.vm_dir().join("console.start")
+    }
+
+    pub fn vmm_exit(&self) -> PathBuf {
+        self.vm_dir().join("vmm.exit")
+    }
+
+    pub fn stop_requested(&self) -> PathBuf {
+        self.vm_dir().join("stop-requested")
+    }
+
+    pub fn disk_full(&self) -> PathBuf {
+        self.vm_dir().join("disk-full")
+    }
+
+    /// What says how the last boot ended; removed when the next begins.
+    pub fn exit_files(&self) -> Vec<PathBuf> {
+        vec![
+            self.console_start(),
+            self.vmm_exit(),
+            self.stop_requested(),
+            self.disk_full(),
+        ]
+    }
+
     pub fn console_log(&self) -> PathBuf {
         self.vm_dir().join("console.log")
     }
@@ -130,6 +169,7 @@ impl VmPaths {
             self.vsock_socket(),
             self.egress_socket(),
             self.qmp_socket(),
+            self.qmp_events_socket(),
             self.config_disk(),
             self.qemu_pid(),
             self.vhost_pid(),

@@ -18,6 +18,7 @@ use tokio::io::unix::AsyncFd;
 
 pub(crate) use crate::error::io;
 use crate::process::{pid_alive, pidfd_open, reap_on_exit, reap_pidfd, wait_exit};
+use crate::vm::exit::{self, VmmStatus};
 use crate::RuntimeError;
 
 /// A log past this is truncated when the next process opens it.
@@ -106,6 +107,58 @@ pub fn reap_exited(pid_file: &Path) {
     }
 }
 
+/// [`reap_exited`] for a VMM: how it ended goes to `record` (`crate::vm::exit`).
+pub fn reap_exited_into(pid_file: &Path, record: &Path) {
+    if let Some(fd) = read_pid(pid_file).and_then(pidfd_open) {
+        reap_recorded(&fd, record);
+    }
+}
+
+/// Reaps the exited process behind `pidfd` if it is our child, and writes how it ended to
+/// `record`: whoever reaps a VMM (its supervising task, a stop, a status check) keeps its
+/// wait status for `Runtime::wait_exit`, which has no other way to learn it.
+pub fn reap_recorded(pidfd: &OwnedFd, record: &Path) {
+    if let Some(status) = reap_status(pidfd) {
+        if let Err(e) = exit::write_status(record, status) {
+            tracing::warn!(error = %crate::error_chain(&e), "cannot record how a VMM ended");
+        }
+    }
+}
+
+/// Collects the wait status of the exited child behind `pidfd`; `None` when it is not our
+/// child, still runs, or was reaped already.
+fn reap_status(pidfd: &OwnedFd) -> Option<VmmStatus> {
+    // SAFETY: waitid with P_PIDFD reads only the fd and writes the zeroed siginfo we own;
+    // si_pid and si_status read the fields waitid filled for a child event.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let rc = libc::waitid(
+            libc::P_PIDFD,
+            pidfd.as_raw_fd() as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG,
+        );
+        if rc != 0 || info.si_pid() == 0 {
+            return None;
+        }
+        match info.si_code {
+            libc::CLD_EXITED => Some(VmmStatus::Exited(info.si_status())),
+            libc::CLD_KILLED | libc::CLD_DUMPED => Some(VmmStatus::Killed(info.si_status())),
+            _ => None,
+        }
+    }
+}
+
+/// Whether `pid`'s parent is this process (its wait status will be ours to record).
+fn is_our_child(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // `pid (comm) S ppid …`: the parent follows the state after the last ')'.
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+            .is_some_and(|ppid| ppid == std::process::id())
+    })
+}
+
 /// One of a VM's processes, pinned by a pidfd.
 #[derive(Debug)]
 pub struct VmProcess {
@@ -170,6 +223,33 @@ impl VmProcess {
         }
     }
 
+    /// Waits, without a deadline, until it has exited (a zombie counts). Cancel-safe.
+    pub async fn wait_gone(&self) {
+        let Ok(fd) = self.pidfd.try_clone() else {
+            while !wait_exit(self.pid, Duration::from_secs(3600)).await {}
+            return;
+        };
+        // SAFETY: `fd` is an open pidfd that the AsyncFd owns (and closes) for its whole life.
+        match unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) } {
+            // A pidfd turns readable when its process exits.
+            Ok(fd) => {
+                let _ = fd.readable().await;
+            }
+            Err(_) => while !wait_exit(self.pid, Duration::from_secs(3600)).await {},
+        }
+    }
+
+    /// Whether it is a child of this process (checked while it runs).
+    pub fn is_child(&self) -> bool {
+        is_our_child(self.pid)
+    }
+
+    /// Collects its exit status if it has exited and is our child (no zombie is left for
+    /// a host init that may never reap it), keeping how it ended in `record`.
+    pub fn reap_into(&self, record: &Path) {
+        reap_recorded(&self.pidfd, record);
+    }
+
     /// Whether it has exited (a zombie counts), without waiting.
     fn exited(&self, wait_ms: i32) -> bool {
         let mut poll = libc::pollfd {
@@ -179,12 +259,6 @@ impl VmProcess {
         };
         // SAFETY: poll reads and writes exactly the one pollfd we pass.
         unsafe { libc::poll(&mut poll, 1, wait_ms) > 0 }
-    }
-
-    /// Collects its exit status if it has exited and is our child (no zombie is left for
-    /// a host init that may never reap it).
-    pub fn reap(&self) {
-        reap_pidfd(&self.pidfd);
     }
 
     /// SIGKILL, then waits for the exit (reaping it if it is our child).
@@ -225,10 +299,12 @@ fn cmdline_mentions(pid: i32, vm_dir: &Path) -> bool {
     })
 }
 
-/// Reaps QEMU (`pid`) once it exits, and then kills and reaps its vhost-device-vsock
-/// (`companion`, pidfd opened now): the backend must not outlive the VM it serves, whether
-/// QEMU was stopped, crashed or was killed from outside.
-pub fn supervise(pid: i32, companion: Option<i32>) {
+/// Reaps QEMU (`pid`) once it exits, recording how it ended in `exit_record`, and then
+/// kills and reaps its vhost-device-vsock (`companion`, pidfd opened now): the backend must
+/// not outlive the VM it serves, whether QEMU was stopped, crashed or was killed from
+/// outside.
+pub fn supervise(pid: i32, companion: Option<i32>, exit_record: &Path) {
+    let exit_record = exit_record.to_path_buf();
     let Some(fd) = pidfd_open(pid) else { return };
     let companion = companion.and_then(|c| pidfd_open(c).map(|fd| (c, fd)));
     // SAFETY: `fd` is an open pidfd that the AsyncFd owns (and closes) for its whole life.
@@ -240,7 +316,7 @@ pub fn supervise(pid: i32, companion: Option<i32>) {
         if fd.readable().await.is_err() {
             return;
         }
-        reap_pidfd(fd.get_ref());
+        reap_recorded(fd.get_ref(), &exit_record);
         if let Some((pid, pidfd)) = companion {
             let process = VmProcess { pid, pidfd };
             process.kill(Duration::from_secs(5)).await;
@@ -266,7 +342,7 @@ pub fn console_tail(path: &Path) -> String {
     kept[kept.len().saturating_sub(TAIL_LINES)..].join("\n")
 }
 
-fn is_trace_noise(line: &str) -> bool {
+pub(crate) fn is_trace_noise(line: &str) -> bool {
     // `[    1.18]  dump_stack_lvl+0x44/0x5c`: a stack frame is indented past the timestamp.
     let body = match line.split_once("] ") {
         Some((stamp, body)) if stamp.starts_with('[') => body,
@@ -350,13 +426,24 @@ mod tests {
         let log = dir.path().join("log");
         let main = spawn(Path::new("/bin/sleep"), &["30".into()], &log).unwrap();
         let companion = spawn(Path::new("/bin/sleep"), &["30".into()], &log).unwrap();
-        supervise(main, Some(companion));
+        let record = dir.path().join("vmm.exit");
+        supervise(main, Some(companion), &record);
         // SAFETY: plain kill(2) on our own child.
         unsafe { libc::kill(main, libc::SIGKILL) };
         assert!(wait_exit(main, Duration::from_secs(5)).await);
         assert!(
             wait_exit(companion, Duration::from_secs(5)).await,
             "the companion outlived it"
+        );
+        // The supervisor reaped the main process and kept how it ended.
+        let started = Instant::now();
+        while exit::read_status(&record).is_none() {
+            assert!(started.elapsed() < Duration::from_secs(5), "no exit record");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            exit::read_status(&record),
+            Some(VmmStatus::Killed(libc::SIGKILL))
         );
     }
 

@@ -66,6 +66,8 @@ pub enum RunState {
     /// Not started yet (`-S`), or between a guest reset and its restart.
     Prelaunch,
     Shutdown,
+    /// Stopped on a disk error the drive's `werror` policy stops on (`enospc`).
+    IoError,
     InternalError,
     GuestPanicked,
     #[serde(other)]
@@ -81,6 +83,16 @@ struct Message {
     ret: Option<serde_json::Value>,
     error: Option<ErrorBody>,
     id: Option<u64>,
+    event: Option<String>,
+    #[serde(default)]
+    data: serde_json::Value,
+}
+
+/// An asynchronous QMP event (`BLOCK_IO_ERROR`, `STOP`, …) and its data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QmpEvent {
+    pub name: String,
+    pub data: serde_json::Value,
 }
 
 #[derive(Debug, Deserialize)]
@@ -162,6 +174,20 @@ impl Qmp {
                 Ok(())
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// Waits, without a deadline, for QEMU's next event (answers to commands are
+    /// skipped). Cancel-safe only between messages: drop the connection after cancelling.
+    pub async fn next_event(&mut self) -> Result<QmpEvent, QmpError> {
+        loop {
+            let message = self.read_message("an event").await?;
+            if let Some(name) = message.event {
+                return Ok(QmpEvent {
+                    name,
+                    data: message.data,
+                });
+            }
         }
     }
 
@@ -332,6 +358,27 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(qmp.query_status().await.unwrap(), RunState::Other);
+    }
+
+    #[tokio::test]
+    async fn events_are_read_in_order_with_their_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _server) = fake_qemu(dir.path(), |req| {
+            match req["execute"].as_str() {
+            Some("query-status") => vec![
+                r#"{"event": "BLOCK_IO_ERROR", "data": {"device": "berth-vol", "operation": "write", "action": "stop", "nospace": true, "reason": "No space left on device"}, "timestamp": {"seconds": 1, "microseconds": 2}}"#.into(),
+                serde_json::json!({"return": {"status": "io-error", "running": false}, "id": req["id"]}).to_string(),
+                r#"{"event": "STOP", "timestamp": {"seconds": 1, "microseconds": 3}}"#.into(),
+            ],
+            _ => vec![ok(req)],
+        }
+        });
+        let mut qmp = Qmp::connect(&path).await.unwrap();
+        // The answer skips the event before it; the events stay readable after.
+        assert_eq!(qmp.query_status().await.unwrap(), RunState::IoError);
+        let stop = qmp.next_event().await.unwrap();
+        assert_eq!(stop.name, "STOP");
+        assert_eq!(stop.data, serde_json::Value::Null);
     }
 
     #[tokio::test]

@@ -19,6 +19,8 @@ impl QemuRuntime {
         let Some(qemu) = process::find(&paths.qemu_pid(), &paths.vm_dir()) else {
             return self.clean(&paths).await;
         };
+        // However QEMU now ends (even by SIGKILL after the grace), berth ended this boot.
+        crate::vm::exit::mark_stop(&paths);
         let started = Instant::now();
         // A paused guest cannot shut down: let it run again first.
         if qemu.is_stopped() {
@@ -64,7 +66,7 @@ impl QemuRuntime {
             }
         }
         // Reaped here, not only by the supervising task: that task dies with its runtime.
-        qemu.reap();
+        qemu.reap_into(&paths.vmm_exit());
         self.clean(&paths).await
     }
 }

@@ -17,7 +17,7 @@ use berth_protocol::guest::{AGENT_STATE_DIR, BOX_CA_BUNDLE};
 use super::paths::BoxPaths;
 use super::rootfs::{host_dirs_to_bind, INIT_PATH};
 use super::seccomp;
-use crate::{BoxSpec, IdMap, RuntimeError};
+use crate::{BoxSpec, IdMap, Rootfs, RuntimeError};
 
 /// What berth-init may do: set up its children's ids and files, never the host's kernel.
 pub const INIT_CAPABILITIES: &[Capability] = &[
@@ -258,15 +258,18 @@ fn mounts(input: &BundleInput<'_>) -> Vec<Mount> {
             "tmpfs",
             &["nosuid", "nodev", "mode=755", "size=65536k"],
         ),
-        bind(
+    ];
+    // The host rootfs is a skeleton over the host's /usr; an image holds its own.
+    if let Rootfs::Host = input.spec.rootfs {
+        mounts.push(bind(
             "/usr",
             Path::new("/usr"),
             &["rbind", "ro", "nosuid", "nodev"],
-        ),
-    ];
-    for dir in host_dirs_to_bind() {
-        let dest = dir.to_string_lossy().into_owned();
-        mounts.push(bind(&dest, &dir, &["rbind", "ro", "nosuid", "nodev"]));
+        ));
+        for dir in host_dirs_to_bind() {
+            let dest = dir.to_string_lossy().into_owned();
+            mounts.push(bind(&dest, &dir, &["rbind", "ro", "nosuid", "nodev"]));
+        }
     }
     // Shared layers (checked by `mountpoints::prepare`: never over berth's own mounts, never
     // nested), read-only even for box root, which cannot remount without CAP_SYS_ADMIN.
@@ -358,7 +361,7 @@ mod tests {
 
     use super::*;
     use crate::sandbox::paths::Layout;
-    use crate::{BootToken, Limits, Rootfs};
+    use crate::{BootToken, Limits};
 
     fn config() -> (Value, BoxSpec, BoxPaths) {
         config_with(Vec::new())
@@ -494,6 +497,39 @@ mod tests {
         let readonly = c["linux"]["readonlyPaths"].as_array().unwrap();
         assert!(
             readonly.contains(&json!("/proc/sys")) && readonly.contains(&json!("/sys/fs/cgroup"))
+        );
+    }
+
+    /// On an image the root is the box's mount of it, and nothing of the host's /usr is bound.
+    #[test]
+    fn an_image_root_gets_no_host_binds() {
+        let (_, mut spec, paths) = config();
+        spec.rootfs = Rootfs::Image("/var/lib/berth/images/rootfs/x.ext4".into());
+        let root = paths.rootfs_mount();
+        let input = BundleInput {
+            spec: &spec,
+            rootfs: &root,
+            init_bin: Path::new("/opt/berth-init"),
+            paths: &paths,
+        };
+        let c = serde_json::to_value(build(&input)).unwrap();
+        assert_eq!(c["root"]["path"], root.to_str().unwrap());
+        assert_eq!(c["root"]["readonly"], true);
+        let host_sources: Vec<&Value> = c["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| {
+                m["source"].as_str().is_some_and(|s| {
+                    s == "/usr" || host_dirs_to_bind().iter().any(|d| d == Path::new(s))
+                })
+            })
+            .collect();
+        assert!(host_sources.is_empty(), "{host_sources:?}");
+        assert_eq!(mount(&c, "/.berth/berth-init")["source"], "/opt/berth-init");
+        assert_eq!(
+            mount(&c, "/home/user")["source"],
+            paths.home().to_str().unwrap()
         );
     }
 

@@ -2,9 +2,14 @@
 //!
 //! Each box is one OCI container named by its box id, under berth's own runtime state dir
 //! (`<data>/oci`). `start` writes the bundle (`bundle.rs`) over the shared host rootfs
-//! (`rootfs.rs`, with mount points for layers made by `mountpoints.rs`) and the box's volume
-//! and run dir (`volume.rs`), runs it detached (`oci_cli.rs`) and waits
-//! for berth-init to answer on the bind-mounted socket (`ready.rs`).
+//! (`rootfs.rs`, with mount points for layers made by `mountpoints.rs`), or over the box's
+//! read-only, idmapped mount of a rootfs image (`image_rootfs.rs`), and the box's run
+//! dir (`volume.rs`), mounts the box's volume image (`volume_mount.rs`: the same ext4 image
+//! a VM boots with, loop-mounted idmapped; `migrate.rs` turns an older directory volume
+//! into one), runs it detached (`oci_cli.rs`) and waits for berth-init to answer on the
+//! bind-mounted socket (`ready.rs`). Every stop unmounts the volume and the rootfs image;
+//! `new` releases what a daemon that died with boxes up left mounted. `wait_exit` waits on
+//! a pidfd of the container's init and says how it ended (`exit.rs`).
 //!
 //! Security choices worth knowing: box root is an unprivileged host uid (user namespace,
 //! one 65536-id range per box); berth-init keeps only the capabilities it needs to drop
@@ -15,7 +20,12 @@
 
 mod bundle;
 mod egress;
+mod exit;
 mod host;
+mod idmap_mount;
+mod image_rootfs;
+mod loop_device;
+mod migrate;
 mod mountpoints;
 mod oci_cli;
 mod paths;
@@ -24,6 +34,8 @@ mod rootfs;
 mod seccomp;
 mod stop;
 mod volume;
+mod volume_error;
+mod volume_mount;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -34,11 +46,12 @@ use berth_protocol::BoxId;
 pub use bundle::{build as build_bundle, cgroups_path, BundleInput, INIT_CAPABILITIES};
 pub use oci_cli::{OciCli, OciState, OciStatus};
 pub use paths::{BoxPaths, Layout};
+pub use volume_error::VolumeError;
 
 use crate::error::wrong_state;
 use crate::{
-    BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestAddr, GuestClient, IdMap,
-    Runtime, RuntimeError, RuntimeStatus,
+    BootToken, Booted, BoxExit, BoxSpec, Capabilities, EgressListener, GuestAddr, GuestClient,
+    IdMap, Runtime, RuntimeError, RuntimeStatus,
 };
 
 /// How to build a [`SandboxRuntime`].
@@ -114,6 +127,17 @@ impl SandboxRuntime {
         rootfs::set_mode(&layout.oci_root(), 0o700)?;
         rootfs::ensure_host_rootfs(&layout.host_rootfs())?;
         let oci = OciCli::new(program, layout.oci_root());
+        // A daemon killed with boxes up left their volumes mounted: release those whose box
+        // no longer runs (a box still running keeps its mount).
+        match oci.live_ids_blocking() {
+            Ok(alive) => {
+                volume_mount::reconcile(&layout, &alive);
+                image_rootfs::reconcile(&layout, &alive);
+            }
+            Err(e) => {
+                tracing::warn!(error = %crate::error_chain(&e), "cannot list the containers; leftover volume mounts are not released")
+            }
+        }
         Ok(SandboxRuntime {
             config,
             layout,
@@ -123,6 +147,11 @@ impl SandboxRuntime {
 
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// What this runtime was built from.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.config
     }
 
     /// The OCI runtime binary in use.
@@ -140,10 +169,45 @@ impl SandboxRuntime {
             .filter(|&pid| pid > 0))
     }
 
-    /// Kills and deletes every container under this backend's state dir, synchronously
-    /// (for Drop guards and emergency shutdown). Returns the ids that could not be removed.
+    /// Kills and deletes every container under this backend's state dir and releases their
+    /// volumes, synchronously (for Drop guards and emergency shutdown). Returns the ids that
+    /// could not be removed.
     pub fn cleanup_all_blocking(&self) -> Vec<String> {
-        self.oci.kill_all_blocking()
+        let left = self.oci.kill_all_blocking();
+        let left_set = left.iter().cloned().collect();
+        volume_mount::reconcile(&self.layout, &left_set);
+        image_rootfs::reconcile(&self.layout, &left_set);
+        left
+    }
+
+    /// Whether box `id`'s volume image is mounted on the host (only while it runs).
+    pub fn volume_mounted(&self, id: &BoxId) -> bool {
+        volume_mount::is_volume_mounted(&self.layout.box_paths(id))
+    }
+
+    /// Grows the volume of running box `id` to `disk_mib` without a restart (`resize2fs`
+    /// online). A stopped box's volume grows at its next start instead
+    /// ([`VolumeError::NotMounted`]); volumes never shrink.
+    pub async fn grow_volume_online(&self, id: &BoxId, disk_mib: u64) -> Result<(), RuntimeError> {
+        let paths = self.layout.box_paths(id);
+        let owned = paths.clone();
+        blocking(&paths, move || volume_mount::grow_online(&owned, disk_mib)).await
+    }
+
+    /// Whether box `id`'s rootfs image is mounted on the host (only while it runs).
+    pub fn rootfs_image_mounted(&self, id: &BoxId) -> bool {
+        image_rootfs::is_mounted_for(&self.layout.box_paths(id))
+    }
+
+    /// The loop device (`/dev/loopN` number) box `id`'s rootfs image is mounted from, while
+    /// it runs on one.
+    pub fn rootfs_loop_device(&self, id: &BoxId) -> Option<u32> {
+        image_rootfs::loop_device_of(&self.layout.box_paths(id))
+    }
+
+    /// The loop devices (`/dev/loopN` numbers) bound to box `id`'s volume image.
+    pub fn volume_loop_devices(&self, id: &BoxId) -> Vec<u32> {
+        volume_mount::loop_devices_of(&self.layout.box_paths(id))
     }
 
     /// Which OCI runtime this is: `runc`, `crun` or `runsc`.
@@ -163,17 +227,22 @@ impl SandboxRuntime {
 
     async fn boot(&self, spec: &BoxSpec, paths: &BoxPaths) -> Result<Booted, RuntimeError> {
         let id = spec.id.as_str();
-        if let crate::Rootfs::Image(_) = spec.rootfs {
-            return Err(RuntimeError::Unsupported {
-                backend: "sandbox",
-                operation: "a rootfs image (the sandbox runs on the host's /usr)",
-            });
-        }
-        let rootfs = self.layout.host_rootfs();
-        rootfs::ensure_host_rootfs(&rootfs)?;
         // Checks the layers before anything of the box is touched.
-        mountpoints::prepare(&rootfs, spec)?;
-        volume::prepare_box_dirs(paths, spec.id_map)?;
+        mountpoints::check_layers(spec)?;
+        let rootfs = match &spec.rootfs {
+            crate::Rootfs::Host => {
+                let rootfs = self.layout.host_rootfs();
+                rootfs::ensure_host_rootfs(&rootfs)?;
+                mountpoints::prepare(&rootfs, spec)?;
+                volume::prepare_box_dirs(paths, spec.id_map)?;
+                rootfs
+            }
+            crate::Rootfs::Image(image) => {
+                volume::prepare_box_dirs(paths, spec.id_map)?;
+                mount_image_rootfs(paths, image, spec).await?
+            }
+        };
+        mount_volume(paths, spec).await?;
         volume::write_token(paths, spec.id_map, &spec.boot_token)?;
         volume::write_harness(paths, spec.id_map, spec.harness.as_ref())?;
         volume::write_env(paths, spec.id_map, &spec.env)?;
@@ -199,20 +268,25 @@ impl SandboxRuntime {
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(0);
         // The init becomes berth's child when the detached OCI runtime exits (berth is the
-        // child subreaper, see `new`): without this it would stay a zombie.
-        crate::process::reap_on_exit(pid);
+        // child subreaper, see `new`): without this it would stay a zombie. Its status tells
+        // `wait_exit` how the boot ended.
+        exit::reap_recorded_on_exit(pid, paths);
         let client = self.channel(&spec.id, &spec.boot_token);
         ready::wait_ready(id, &client, pid, &paths.console_log()).await?;
         Ok(Booted { client, egress })
     }
 
-    /// Deletes a container that is no longer running and the run dir's leftovers.
+    /// Deletes a container that is no longer running, the run dir's leftovers, and
+    /// unmounts its volume.
     async fn reap(&self, id: &BoxId) -> Result<(), RuntimeError> {
         match self.oci.delete_force(id.as_str()).await {
             Err(e) if !oci_cli::is_not_found(&e) => return Err(e),
             _ => {}
         }
-        volume::clear_run_dir(&self.layout.box_paths(id))
+        let paths = self.layout.box_paths(id);
+        volume::clear_run_dir(&paths)?;
+        release_image_rootfs(&paths).await?;
+        release_volume(paths).await
     }
 }
 
@@ -244,6 +318,8 @@ impl Runtime for SandboxRuntime {
             None => {}
         }
         let paths = self.layout.box_paths(&spec.id);
+        crate::fs::mkdir_all(paths.dir())?;
+        exit::begin_boot(&paths)?;
         match self.boot(spec, &paths).await {
             Ok(booted) => Ok(booted),
             Err(e) => {
@@ -265,8 +341,14 @@ impl Runtime for SandboxRuntime {
 
     async fn stop(&self, id: &BoxId, grace: Duration) -> Result<(), RuntimeError> {
         let Some(state) = self.oci.state(id.as_str()).await? else {
-            return volume::clear_run_dir(&self.layout.box_paths(id));
+            let paths = self.layout.box_paths(id);
+            volume::clear_run_dir(&paths)?;
+            release_image_rootfs(&paths).await?;
+            return release_volume(paths).await;
         };
+        if matches!(state.status, OciStatus::Paused | OciStatus::Running) {
+            exit::mark_stop(&self.layout.box_paths(id));
+        }
         match state.status {
             OciStatus::Paused => {
                 // A frozen init cannot handle SIGTERM: thaw it first.
@@ -311,6 +393,23 @@ impl Runtime for SandboxRuntime {
         }
     }
 
+    /// Waits on a pidfd of the container's init (no polling), then says how it ended
+    /// (`exit.rs`): clean for a stop or berth-init's own orderly end, else what happened.
+    async fn wait_exit(&self, id: &BoxId) -> Result<BoxExit, RuntimeError> {
+        let paths = self.layout.box_paths(id);
+        let init = match self.oci.state(id.as_str()).await? {
+            Some(s) if matches!(s.status, OciStatus::Running | OciStatus::Paused) => {
+                exit::Init::find(s.pid, id)
+            }
+            _ => None,
+        };
+        if let Some(init) = init {
+            init.wait(&paths).await?;
+        }
+        exit::settle(&paths).await;
+        Ok(exit::classify(&paths))
+    }
+
     fn channel(&self, id: &BoxId, token: &BootToken) -> GuestClient {
         GuestClient::new(
             GuestAddr::Unix(self.layout.box_paths(id).agent_socket()),
@@ -328,10 +427,81 @@ impl Runtime for SandboxRuntime {
 
     async fn remove(&self, id: &BoxId) -> Result<(), RuntimeError> {
         self.stop(id, REMOVE_GRACE).await?;
+        // Never delete through a mount: that would empty the image, not remove it.
+        let paths = self.layout.box_paths(id);
+        if volume_mount::is_volume_mounted(&paths) {
+            return Err(RuntimeError::Io {
+                action: "remove the box directory (its volume is still mounted)",
+                path: paths.volume_mount(),
+                source: std::io::ErrorKind::ResourceBusy.into(),
+            });
+        }
+        if image_rootfs::is_mounted_for(&paths) {
+            return Err(RuntimeError::Io {
+                action: "remove the box directory (its rootfs image is still mounted)",
+                path: paths.rootfs_mount(),
+                source: std::io::ErrorKind::ResourceBusy.into(),
+            });
+        }
         crate::fs::remove_dir_all_if_exists(
             self.layout.box_paths(id).dir(),
             "remove the box directory",
         )
+    }
+}
+
+/// [`volume_mount::mount`] off the async workers (it runs e2fsck and may migrate).
+async fn mount_volume(paths: &BoxPaths, spec: &BoxSpec) -> Result<(), RuntimeError> {
+    let (owned, id_map, disk_mib) = (paths.clone(), spec.id_map, spec.disk_mib);
+    blocking(paths, move || volume_mount::mount(&owned, id_map, disk_mib)).await
+}
+
+/// [`image_rootfs::mount`] off the async workers; the mounted root.
+async fn mount_image_rootfs(
+    paths: &BoxPaths,
+    image: &std::path::Path,
+    spec: &BoxSpec,
+) -> Result<PathBuf, RuntimeError> {
+    let (owned, image, spec) = (paths.clone(), image.to_path_buf(), spec.clone());
+    let target = paths.rootfs_mount();
+    match tokio::task::spawn_blocking(move || image_rootfs::mount(&owned, &image, &spec)).await {
+        Ok(result) => Ok(result?),
+        Err(source) => Err(VolumeError::Task {
+            image: target,
+            source,
+        }
+        .into()),
+    }
+}
+
+/// [`image_rootfs::release`] off the async workers.
+async fn release_image_rootfs(paths: &BoxPaths) -> Result<(), RuntimeError> {
+    let owned = paths.clone();
+    let target = paths.rootfs_mount();
+    match tokio::task::spawn_blocking(move || image_rootfs::release(&owned)).await {
+        Ok(result) => Ok(result?),
+        Err(source) => Err(VolumeError::Task {
+            image: target,
+            source,
+        }
+        .into()),
+    }
+}
+
+/// [`volume_mount::release`] off the async workers (an unmount flushes the volume).
+async fn release_volume(paths: BoxPaths) -> Result<(), RuntimeError> {
+    let owned = paths.clone();
+    blocking(&paths, move || volume_mount::release(&owned)).await
+}
+
+async fn blocking(
+    paths: &BoxPaths,
+    work: impl FnOnce() -> Result<(), VolumeError> + Send + 'static,
+) -> Result<(), RuntimeError> {
+    let image = paths.volume_image();
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result.map_err(RuntimeError::from),
+        Err(source) => Err(VolumeError::Task { image, source }.into()),
     }
 }
 

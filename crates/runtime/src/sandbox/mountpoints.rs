@@ -17,13 +17,18 @@ const MODE: u32 = 0o755;
 /// Checks the spec's layers ([`crate::layer::check_layers`]) and makes their mount points
 /// and berth's own (`/var/lib/berth`) in `rootfs`.
 pub fn prepare(rootfs: &Path, spec: &BoxSpec) -> Result<(), RuntimeError> {
-    crate::layer::check_layers(&spec.layers).map_err(|(i, reason)| invalid(spec, i, reason))?;
+    check_layers(spec)?;
     ensure(rootfs, berth_protocol::guest::AGENT_STATE_DIR)?;
     ensure_file(rootfs, berth_protocol::guest::BOX_CA_BUNDLE)?;
     for layer in &spec.layers {
         ensure(rootfs, &layer.target)?;
     }
     Ok(())
+}
+
+/// Checks the spec's layers ([`crate::layer::check_layers`]) without touching anything.
+pub fn check_layers(spec: &BoxSpec) -> Result<(), RuntimeError> {
+    crate::layer::check_layers(&spec.layers).map_err(|(i, reason)| invalid(spec, i, reason))
 }
 
 fn invalid(spec: &BoxSpec, i: usize, reason: LayerError) -> RuntimeError {

@@ -139,6 +139,20 @@ impl OciCli {
         parse_list(self, out)
     }
 
+    /// The ids of the containers under our root that have not stopped, synchronously (for
+    /// `SandboxRuntime::new`, which is not async).
+    pub fn live_ids_blocking(&self) -> Result<std::collections::HashSet<String>, RuntimeError> {
+        let out = self
+            .command(&["list", "--format", "json"])
+            .output()
+            .map_err(|e| self.spawn_error("list", e))?;
+        Ok(parse_list(self, out)?
+            .into_iter()
+            .filter(|s| s.status != OciStatus::Stopped)
+            .map(|s| s.id)
+            .collect())
+    }
+
     /// Kills (SIGKILL) and deletes every container under our root, synchronously: for
     /// Drop guards and shutdown paths. Errors are ignored; what is left is returned.
     pub fn kill_all_blocking(&self) -> Vec<String> {

@@ -9,8 +9,16 @@
 //! <data>/boxes/<id>/egress-bind/      host-only: where egress.sock is bound before its move
 //! <data>/boxes/<id>/etc/{hosts,ca-certificates.crt}  bound read-only at /etc/hosts and
 //!                                     /etc/ssl/certs/ca-certificates.crt
-//! <data>/boxes/<id>/volume/{home,memory}  bound at /home/user and /memory
-//! <data>/boxes/<id>/volume/agent      bound at /var/lib/berth: berth-init's own state
+//! <data>/boxes/<id>/volume.ext4       the box's volume: the sparse ext4 image a VM boots
+//!                                     with too, loop-mounted idmapped at mnt/ while it runs
+//! <data>/boxes/<id>/mnt/{home,memory} bound at /home/user and /memory
+//! <data>/boxes/<id>/mnt/agent         bound at /var/lib/berth: berth-init's own state
+//! <data>/boxes/<id>/rootfs/           an image rootfs (Rootfs::Image), mounted read-only
+//!                                     and idmapped there while the box runs: its OCI root
+//! <data>/boxes/<id>/init.exit         how the box's last berth-init ended (wait_exit)
+//! <data>/boxes/<id>/stop-requested    a stop of this boot was asked for (wait_exit)
+//! <data>/boxes/<id>/volume/           an older box's directory volume, until it is
+//!                                     migrated into volume.ext4 at its next start
 //! <data>/boxes/<id>/console.log       stdout/stderr of the OCI runtime and berth-init
 //! ```
 
@@ -67,6 +75,11 @@ pub struct BoxPaths {
 }
 
 impl BoxPaths {
+    /// The files of the box whose dir is `dir`.
+    pub fn at(dir: PathBuf) -> BoxPaths {
+        BoxPaths { dir }
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -127,21 +140,48 @@ impl BoxPaths {
         self.etc_dir().join("ca-certificates.crt")
     }
 
-    pub fn volume(&self) -> PathBuf {
+    /// The box's volume image (the same file a VM backend boots the box with).
+    pub fn volume_image(&self) -> PathBuf {
+        self.dir.join(super::volume_mount::IMAGE_NAME)
+    }
+
+    /// Where the volume image is mounted while the box runs.
+    pub fn volume_mount(&self) -> PathBuf {
+        self.dir.join(super::volume_mount::MOUNT_NAME)
+    }
+
+    /// Where an image rootfs is mounted while the box runs (`image_rootfs.rs`).
+    pub fn rootfs_mount(&self) -> PathBuf {
+        self.dir.join(super::image_rootfs::MOUNT_NAME)
+    }
+
+    /// How the box's last berth-init ended, when this daemon reaped it.
+    pub fn init_exit(&self) -> PathBuf {
+        self.dir.join("init.exit")
+    }
+
+    /// Present when the current boot was asked to stop.
+    pub fn stop_requested(&self) -> PathBuf {
+        self.dir.join("stop-requested")
+    }
+
+    /// An older box's directory volume (`home/`, `memory/`, `agent/` owned by the box's host
+    /// ids), migrated into the image once.
+    pub fn legacy_volume_dir(&self) -> PathBuf {
         self.dir.join("volume")
     }
 
     pub fn home(&self) -> PathBuf {
-        self.volume().join("home")
+        self.volume_mount().join("home")
     }
 
     pub fn memory(&self) -> PathBuf {
-        self.volume().join("memory")
+        self.volume_mount().join("memory")
     }
 
     /// Bound at `/var/lib/berth`: root-only, on the volume (journals of berth-init).
     pub fn agent_state(&self) -> PathBuf {
-        self.volume().join("agent")
+        self.volume_mount().join("agent")
     }
 
     pub fn console_log(&self) -> PathBuf {

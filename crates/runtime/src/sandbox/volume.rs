@@ -1,6 +1,6 @@
-//! A box's own directories on the host: the persistent volume (`/home/user`, `/memory`, and
-//! berth-init's root-only `/var/lib/berth`) and the run dir (`/run/berth`) that carries the
-//! boot token and harness config in and the agent socket out.
+//! A box's own directories on the host: the box dir, the bundle dir and the run dir
+//! (`/run/berth`) that carries the boot token and harness config in and the agent socket
+//! out. (The persistent volume is an image: `volume_mount.rs`.)
 //!
 //! Ownership is in the box's mapped id range; directories are chowned only when they are
 //! created, so a warm start does no per-file work.
@@ -10,7 +10,6 @@ use std::io::Write;
 use std::os::unix::fs::{chown, fchown, OpenOptionsExt};
 use std::path::Path;
 
-use berth_protocol::guest::BOX_USER_UID;
 use berth_protocol::harness::HarnessConfig;
 
 use super::paths::BoxPaths;
@@ -18,20 +17,12 @@ use super::rootfs::{io, mkdir_all, set_mode};
 use crate::fs::remove_if_exists;
 use crate::{BootToken, IdMap, RuntimeError};
 
-/// What `/memory` holds on a fresh volume.
-const MEMORY_DIRS: &[&str] = &["entities", "comms", "timeline", "workstreams"];
-const MEMORY_README: &str = "# Memory\n\n\
-This folder persists across every sleep and wake of this box. Keep what you learn here:\n\
-`entities/` (people, projects, things), `comms/` (conversations), `timeline/` (what\n\
-happened when), `workstreams/` (ongoing work).\n";
-
-/// Creates the box dir, the run dir and the volume if missing, and clears what a previous
-/// boot left in the run dir.
+/// Creates the box dir and the run dir if missing, and clears what a previous boot left in
+/// the run dir.
 pub fn prepare_box_dirs(paths: &BoxPaths, id_map: IdMap) -> Result<(), RuntimeError> {
     let root = id_map.host_id(0);
-    let user = id_map.host_id(BOX_USER_UID);
     mkdir_all(paths.dir())?;
-    // Traversable, not listable: the box's mapped ids reach run/ and volume/ through it.
+    // Traversable, not listable: the box's mapped ids reach run/ and mnt/ through it.
     set_mode(paths.dir(), 0o711)?;
     mkdir_all(&paths.bundle())?;
 
@@ -45,24 +36,6 @@ pub fn prepare_box_dirs(paths: &BoxPaths, id_map: IdMap) -> Result<(), RuntimeEr
     remove_if_exists(&paths.harness_file())?;
     remove_if_exists(&paths.env_file())?;
 
-    if create_dir(&paths.volume())? {
-        set_mode(&paths.volume(), 0o711)?;
-    }
-    let home = paths.home();
-    if create_dir(&home)? {
-        chown(&home, Some(user), Some(user)).map_err(io("chown", &home))?;
-        set_mode(&home, 0o700)?;
-    }
-    let memory = paths.memory();
-    if create_dir(&memory)? {
-        seed_memory(&memory, user)?;
-    }
-    // Also made on the next start of a volume from before it existed.
-    let agent = paths.agent_state();
-    if create_dir(&agent)? {
-        chown(&agent, Some(root), Some(root)).map_err(io("chown", &agent))?;
-        set_mode(&agent, 0o700)?;
-    }
     Ok(())
 }
 
@@ -136,19 +109,6 @@ pub fn clear_run_dir(paths: &BoxPaths) -> Result<(), RuntimeError> {
     remove_if_exists(&paths.env_file())
 }
 
-fn seed_memory(memory: &Path, user: u32) -> Result<(), RuntimeError> {
-    let readme = memory.join("README.md");
-    std::fs::write(&readme, MEMORY_README).map_err(io("write", &readme))?;
-    chown(&readme, Some(user), Some(user)).map_err(io("chown", &readme))?;
-    for dir in MEMORY_DIRS {
-        let path = memory.join(dir);
-        mkdir_all(&path)?;
-        chown(&path, Some(user), Some(user)).map_err(io("chown", &path))?;
-    }
-    chown(memory, Some(user), Some(user)).map_err(io("chown", memory))?;
-    set_mode(memory, 0o755)
-}
-
 /// `true` when this call created the directory.
 fn create_dir(path: &Path) -> Result<bool, RuntimeError> {
     match std::fs::create_dir(path) {
@@ -170,7 +130,7 @@ mod tests {
     use crate::sandbox::paths::Layout;
 
     #[test]
-    fn volume_is_created_once_owned_by_the_mapped_ids() {
+    fn run_dir_is_created_once_owned_by_the_mapped_root() {
         if !nix::unistd::geteuid().is_root() {
             eprintln!("SKIPPED: chown needs root");
             return;
@@ -180,53 +140,18 @@ mod tests {
         let paths = Layout::new(dir.path()).box_paths(&id);
         let map = IdMap::for_slot(3).unwrap();
         prepare_box_dirs(&paths, map).unwrap();
-        let home = std::fs::metadata(paths.home()).unwrap();
-        assert_eq!(home.uid(), map.host_id(1001));
-        assert_eq!(home.mode() & 0o777, 0o700);
+        let run = std::fs::metadata(paths.run_dir()).unwrap();
+        assert_eq!((run.uid(), run.mode() & 0o777), (map.host_id(0), 0o700));
         assert_eq!(
-            std::fs::metadata(paths.run_dir()).unwrap().uid(),
-            map.host_id(0)
+            std::fs::metadata(paths.dir()).unwrap().mode() & 0o777,
+            0o711
         );
-        assert!(paths.memory().join("entities").is_dir());
         write_token(&paths, map, &BootToken::from_random([7; 32])).unwrap();
         let token = std::fs::metadata(paths.token_file()).unwrap();
         assert_eq!((token.uid(), token.mode() & 0o777), (map.host_id(0), 0o600));
-        // A second start clears the old token and keeps the volume.
-        std::fs::write(paths.home().join("a.txt"), "a").unwrap();
+        // A second start clears the old token.
         prepare_box_dirs(&paths, map).unwrap();
         assert!(!paths.token_file().exists());
-        assert!(paths.home().join("a.txt").exists());
-    }
-
-    #[test]
-    fn agent_state_dir_is_root_only_and_made_for_old_volumes_too() {
-        if !nix::unistd::geteuid().is_root() {
-            eprintln!("SKIPPED: chown needs root");
-            return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let id = berth_protocol::BoxId::from_random([4; 20]);
-        let paths = Layout::new(dir.path()).box_paths(&id);
-        let map = IdMap::for_slot(9).unwrap();
-        prepare_box_dirs(&paths, map).unwrap();
-        let meta = std::fs::metadata(paths.agent_state()).unwrap();
-        assert_eq!(
-            (meta.uid(), meta.gid(), meta.mode() & 0o777),
-            (map.host_id(0), map.host_id(0), 0o700)
-        );
-        std::fs::write(paths.agent_state().join("journal"), "kept").unwrap();
-        prepare_box_dirs(&paths, map).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(paths.agent_state().join("journal")).unwrap(),
-            "kept"
-        );
-        // A volume from before the agent dir existed gets it on its next start.
-        std::fs::remove_dir_all(paths.agent_state()).unwrap();
-        prepare_box_dirs(&paths, map).unwrap();
-        assert_eq!(
-            std::fs::metadata(paths.agent_state()).unwrap().uid(),
-            map.host_id(0)
-        );
     }
 
     #[test]

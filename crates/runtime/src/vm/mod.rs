@@ -1,8 +1,10 @@
 //! What the two VM backends (`qemu`, `firecracker`) share beyond the box layout
 //! (`qemu::VmLayout`/`VmPaths`): finding their boxes on disk, the checks before a boot,
 //! the steps of a start that do not depend on the VMM (`start.rs`), the guest channel
-//! over hybrid vsock and the wait for a ready berth-init (`ready.rs`).
+//! over hybrid vsock, the wait for a ready berth-init (`ready.rs`), and how a boot ended
+//! (`exit.rs`).
 
+pub(crate) mod exit;
 mod ready;
 mod start;
 

@@ -9,7 +9,6 @@ use berth_protocol::BoxId;
 use berth_runtime::qemu::{QemuConfig, QemuRuntime};
 use berth_runtime::sandbox::{SandboxConfig, SandboxRuntime};
 use berth_runtime::{BoxSpec, Limits, Runtime, RuntimeError};
-use tokio::sync::SemaphorePermit;
 
 use super::images::{images, vm_binaries, Images};
 
@@ -29,7 +28,7 @@ pub enum Kind {
     Qemu {
         runtime: Arc<QemuRuntime>,
         images: Images,
-        _slot: SemaphorePermit<'static>,
+        _slot: super::vm::VmSlot,
     },
 }
 
@@ -39,6 +38,9 @@ pub struct Fixture {
     pub runtime: Arc<dyn Runtime>,
     pub kind: Kind,
     pub dir: tempfile::TempDir,
+    /// The sandbox's boxes boot this rootfs image instead of the host rootfs
+    /// ([`Fixture::on_rootfs_image`]).
+    pub sandbox_image: Option<PathBuf>,
 }
 
 impl Drop for Fixture {
@@ -92,6 +94,7 @@ impl Fixture {
                             runtime: sandbox.clone(),
                             kind: Kind::Sandbox(sandbox),
                             dir,
+                            sandbox_image: None,
                         })
                     }
                     Err(e @ RuntimeError::Missing { .. }) => skip(&e),
@@ -106,10 +109,7 @@ impl Fixture {
                     Ok(images) => images,
                     Err(why) => return skip(&why),
                 };
-                let slot = super::vm::VM_SLOTS
-                    .acquire()
-                    .await
-                    .expect("the VM slots are never closed");
+                let slot = super::vm::vm_slot().await;
                 let config = QemuConfig::new(dir.path(), &images.kernel, &images.initramfs);
                 match QemuRuntime::new(config).await {
                     Ok(runtime) => {
@@ -122,6 +122,7 @@ impl Fixture {
                                 _slot: slot,
                             },
                             dir,
+                            sandbox_image: None,
                         })
                     }
                     Err(e @ RuntimeError::Missing { .. }) => skip(&e),
@@ -129,6 +130,28 @@ impl Fixture {
                 }
             }
         }
+    }
+
+    /// The sandbox fixture with its boxes on the test's `minimal` rootfs image (the one the
+    /// VMs boot), or `None` after printing why the test is skipped. Other backends boot
+    /// that image already.
+    pub async fn on_rootfs_image(mut self) -> Option<Fixture> {
+        if let Kind::Sandbox(_) = self.kind {
+            match tokio::task::spawn_blocking(images).await.unwrap() {
+                Ok(images) => self.sandbox_image = Some(images.rootfs),
+                Err(why) => {
+                    eprintln!("SKIPPED: the sandbox on a rootfs image: {why}");
+                    return None;
+                }
+            }
+        }
+        Some(self)
+    }
+
+    /// Whether the box's `/` is a read-only image (a VM, or the sandbox on one), where no
+    /// mount point can be made at start.
+    pub fn rootfs_is_image(&self) -> bool {
+        self.sandbox_image.is_some() || self.backend() == Backend::Qemu
     }
 
     pub fn backend(&self) -> Backend {
@@ -163,7 +186,13 @@ impl Fixture {
                     ..limits
                 },
             ),
-            Kind::Sandbox(_) => super::new_spec(limits),
+            Kind::Sandbox(_) => {
+                let mut spec = super::new_spec(limits);
+                if let Some(image) = &self.sandbox_image {
+                    spec.rootfs = berth_runtime::Rootfs::Image(image.clone());
+                }
+                spec
+            }
         }
     }
 
@@ -202,6 +231,12 @@ impl Fixture {
                         .lines()
                         .filter(|l| l.contains(id.as_str()))
                         .map(|l| format!("mount: {l}")),
+                );
+                mounts.extend(
+                    sandbox
+                        .volume_loop_devices(id)
+                        .iter()
+                        .map(|n| format!("loop device: /dev/loop{n}")),
                 );
             }
             Kind::Qemu { runtime, .. } => {

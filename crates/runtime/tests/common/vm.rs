@@ -33,26 +33,46 @@ impl KillAll for FirecrackerRuntime {
     }
 }
 
-/// One VM backend on a fresh data dir. Dropping it (also on panic) kills every VM it
-/// started.
-/// How many VM fixtures of one test binary run at once under plain `cargo test` (nextest
-/// runs each test in its own process and limits them with the `vm` test group instead):
-/// every TCG vCPU is a busy host thread, and a starved guest misses its boot deadline.
-pub static VM_SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+/// How many test VMs run at once on this host, across every test process (plain `cargo
+/// test` runs a binary's tests as threads, nextest runs each in a process, and several
+/// runs may share the host): every TCG vCPU is a busy host thread, and a starved guest
+/// misses its boot deadline.
+const VM_SLOTS: usize = 2;
+const SLOT_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Takes one of the [`VM_SLOTS`] for the length of a test.
-pub async fn vm_slot() -> tokio::sync::SemaphorePermit<'static> {
-    VM_SLOTS
-        .acquire()
-        .await
-        .expect("the VM slots are never closed")
+/// One host-wide VM slot: an exclusive `flock` on `/tmp/berth-test-vm-slot-<n>`, released
+/// when the file closes (also when the test process dies).
+#[derive(Debug)]
+pub struct VmSlot(#[allow(dead_code)] std::fs::File);
+
+/// Takes one of the [`VM_SLOTS`], waiting for a test elsewhere to free one.
+pub async fn vm_slot() -> VmSlot {
+    use std::os::fd::AsRawFd;
+    loop {
+        for n in 0..VM_SLOTS {
+            let path = std::env::temp_dir().join(format!("berth-test-vm-slot-{n}"));
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+            // SAFETY: flock on an fd we own; no memory is passed.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return VmSlot(file);
+            }
+        }
+        tokio::time::sleep(SLOT_RETRY).await;
+    }
 }
 
+/// One VM backend on a fresh data dir. Dropping it (also on panic) kills every VM it
+/// started.
 pub struct VmFixture<R: KillAll> {
     pub runtime: Arc<R>,
     pub images: Images,
     pub dir: tempfile::TempDir,
-    pub _slot: tokio::sync::SemaphorePermit<'static>,
+    pub _slot: VmSlot,
 }
 
 impl<R: KillAll> Drop for VmFixture<R> {

@@ -8,11 +8,11 @@ use serde::Deserialize;
 
 use crate::api::auth::Caller;
 use crate::api::error::ApiError;
-use crate::api::extract::ApiJson;
+use crate::api::extract::{ApiJson, OptionalJson};
 use crate::api::view::{BoxListView, BoxView};
 use crate::ctx::Ctx;
 use crate::egress::policy::EgressPolicy;
-use crate::ops::{box_create, box_delete, box_find, box_start, box_stop};
+use crate::ops::{box_create, box_delete, box_find, box_move, box_start, box_stop};
 use crate::validate::LimitsInput;
 
 #[derive(Debug, Deserialize)]
@@ -54,7 +54,7 @@ pub struct LimitsBody {
     cpus: Option<f64>,
 }
 
-#[utoipa::path(post, path = "/v1/boxes", tag = "boxes", summary = "Create a box (stopped)", request_body = CreateBody, responses((status = 201, body = crate::api::view::BoxView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 409, description = "a box of that name exists", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+#[utoipa::path(post, path = "/v1/boxes", tag = "boxes", summary = "Create a box (stopped)", request_body = CreateBody, responses((status = 201, body = crate::api::view::BoxView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 409, description = "a box of that name exists", body = berth_protocol::ErrorBody), (status = 507, description = "the data dir's disk is below its free-space threshold", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn create(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -113,13 +113,26 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[utoipa::path(post, path = "/v1/boxes/{box_ref}/start", tag = "boxes", summary = "Start (wake) a box", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), responses((status = 200, body = crate::api::view::BoxView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 503, description = "the box could not start; it is failed with the reason", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+/// `POST /v1/boxes/{ref}/start`'s optional body.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartBody {
+    /// Start the (stopped) box on this runtime from now on, with its volume.
+    #[serde(default)]
+    runtime: Option<String>,
+}
+
+#[utoipa::path(post, path = "/v1/boxes/{box_ref}/start", tag = "boxes", summary = "Start (wake) a box", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), responses((status = 200, body = crate::api::view::BoxView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 409, description = "`runtime` names another runtime and the box is not stopped", body = berth_protocol::ErrorBody), (status = 503, description = "the box could not start; it is failed with the reason", body = berth_protocol::ErrorBody)), request_body(content = StartBody, description = "optional"), security(("api_key" = [])))]
 pub async fn start(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
     Path(reference): Path<String>,
+    OptionalJson(body): OptionalJson<StartBody>,
 ) -> Result<Json<BoxView>, ApiError> {
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
+    if let Some(runtime) = &body.runtime {
+        box_move::move_box(&ctx, &record.id, runtime).await?;
+    }
     let started = box_start::start_box(&ctx, &record.id).await?;
     Ok(Json(BoxView::new(&ctx, started)))
 }

@@ -69,6 +69,14 @@ impl ApiError {
                 }
             }
         }
+        if status == StatusCode::INSUFFICIENT_STORAGE
+            && !matches!(self, ApiError::Op(OpError::DiskLow(_)))
+        {
+            return format!(
+                "the daemon's disk is full, nothing was changed: {}; free space on the data dir's disk, then retry",
+                error_chain(self)
+            );
+        }
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             format!("{self}; the cause is in the daemon's log")
         } else {
@@ -97,15 +105,26 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
             (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge)
         }
         OpError::IdempotencyConflict { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
+        OpError::DiskLow(_) => (
+            StatusCode::INSUFFICIENT_STORAGE,
+            ErrorCode::InsufficientStorage,
+        ),
+        OpError::Store(e) if e.is_disk_full() => (
+            StatusCode::INSUFFICIENT_STORAGE,
+            ErrorCode::InsufficientStorage,
+        ),
         OpError::BoxNotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
         OpError::NameTaken { .. } | OpError::TenantNameTaken { .. } => {
             (StatusCode::CONFLICT, ErrorCode::AlreadyExists)
         }
-        OpError::Conflict { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
+        OpError::Conflict { .. } | OpError::VolumeNotMigrated { .. } => {
+            (StatusCode::CONFLICT, ErrorCode::Conflict)
+        }
         OpError::StartFailed { .. }
         | OpError::StartTemplate { .. }
         | OpError::StartEgress { .. }
         | OpError::BoxRuntime { .. }
+        | OpError::MoveFromUnavailable { .. }
         | OpError::ExecCut => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable),
         OpError::Guest(e) => guest_status(e.code()),
         OpError::Secret(e) => secret_status(e),
@@ -127,6 +146,10 @@ fn secret_status(e: &SecretError) -> (StatusCode, ErrorCode) {
             (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest)
         }
         SecretError::NotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+        SecretError::Store(e) if e.is_disk_full() => (
+            StatusCode::INSUFFICIENT_STORAGE,
+            ErrorCode::InsufficientStorage,
+        ),
         SecretError::KeyFile { .. }
         | SecretError::KeyNotRegular { .. }
         | SecretError::KeyMode { .. }
@@ -154,6 +177,7 @@ pub fn guest_status(code: ErrorCode) -> (StatusCode, ErrorCode) {
         }
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
         ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
         ErrorCode::Unsupported => StatusCode::NOT_IMPLEMENTED,
         // The agent refusing our own boot token, or an answer we cannot place: our bug.

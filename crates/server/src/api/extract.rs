@@ -33,6 +33,27 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     }
 }
 
+/// An optional JSON body: an empty body is `T::default()`.
+#[derive(Debug)]
+pub struct OptionalJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, _state: &S) -> Result<Self, ApiError> {
+        let bytes = read_limited(req, JSON_LIMIT_BYTES).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJson(T::default()));
+        }
+        serde_json::from_slice(&bytes)
+            .map(OptionalJson)
+            .map_err(|e| ApiError::Malformed {
+                part: "JSON body",
+                detail: e.to_string(),
+            })
+    }
+}
+
 /// A query string.
 #[derive(Debug)]
 pub struct ApiQuery<T>(pub T);

@@ -19,6 +19,9 @@ pub struct TemplateView {
     pub name: String,
     /// `host`, `minimal`, `debian`, `debian:<suite>`, `dir:<path>` or `tarball:<path>`.
     pub base: String,
+    /// The runtimes its base runs on (`host`: the sandbox only; an image: every one), whether
+    /// or not this daemon has them (`GET /v1/runtimes`).
+    pub runtimes: Vec<String>,
     pub idle_timeout_s: u64,
     /// The volume size of its boxes, unless a box gives its own.
     pub disk_mib: u64,
@@ -70,6 +73,11 @@ impl From<&Template> for TemplateView {
         TemplateView {
             name: t.name.clone(),
             base: t.base.to_string(),
+            runtimes: crate::runtimes::ALL_RUNTIMES
+                .into_iter()
+                .filter(|r| crate::runtimes::runs_base(r, t.base.is_image()))
+                .map(str::to_owned)
+                .collect(),
             idle_timeout_s: t.idle_timeout_s,
             disk_mib: t.disk_mib,
             limits: t.limits,

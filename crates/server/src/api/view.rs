@@ -29,6 +29,32 @@ pub struct BoxView {
     pub disk_mib: u64,
     /// Where `disk_mib` comes from.
     pub disk_source: EgressSource,
+    /// The volume image as it is now; `null` before the box's first start made it.
+    pub volume: Option<VolumeView>,
+}
+
+/// A box's volume image (`<data>/boxes/<id>/volume.ext4`), read without mounting it.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct VolumeView {
+    /// Its size now (below `disk_mib` until the next start grows it).
+    pub size_mib: u64,
+    /// What the box may still write, from the file system's superblock: exact while the
+    /// box is stopped, as of its last mount or sync while it runs.
+    pub free_mib: u64,
+    /// What the image takes on the host's disk (it is sparse).
+    pub allocated_mib: u64,
+}
+
+impl VolumeView {
+    fn of(ctx: &Ctx, id: &berth_protocol::BoxId) -> Option<VolumeView> {
+        let usage =
+            berth_image::volume_usage(&berth_runtime::volume_image(&ctx.data_dir, id)).ok()?;
+        Some(VolumeView {
+            size_mib: usage.size_bytes >> 20,
+            free_mib: usage.free_bytes >> 20,
+            allocated_mib: usage.allocated_bytes.div_ceil(1 << 20),
+        })
+    }
 }
 
 /// Where a box setting (its egress policy, its disk size) comes from.
@@ -71,6 +97,7 @@ impl BoxView {
                 EgressSource::Template,
             ),
         };
+        let volume = VolumeView::of(ctx, &r.id);
         BoxView {
             id: r.id.to_string(),
             name: r.name,
@@ -89,6 +116,7 @@ impl BoxView {
             runtime: r.runtime,
             disk_mib,
             disk_source,
+            volume,
         }
     }
 }

@@ -1,7 +1,10 @@
-//! The box lifecycle beyond single calls: who is using a box ([`activity`]) and the
-//! reclaimer that stops boxes nobody used for their idle timeout ([`idle`]).
+//! The box lifecycle beyond single calls: who is using a box ([`activity`]), the
+//! reclaimer that stops boxes nobody used for their idle timeout ([`idle`]), and the
+//! watch that notices a box ending on its own ([`exit_watch`]).
 
 pub mod activity;
+pub mod exit_watch;
 pub mod idle;
 
 pub use activity::{Activity, ActivityGuard, Use};
+pub use exit_watch::ExitWatch;

@@ -13,7 +13,7 @@ use berth_store::{BoxRecord, NewBox};
 use crate::ctx::Ctx;
 use crate::egress::policy::EgressPolicy;
 use crate::error::OpError;
-use crate::runtimes::boots_images;
+use crate::runtimes::{boots_images, runs_base};
 use crate::templates::Base;
 use crate::validate::{self, LimitsInput, DEFAULT_TEMPLATE, DEFAULT_VM_TEMPLATE};
 
@@ -62,6 +62,7 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
         });
     }
     check_base(&name, &template.base, &runtime)?;
+    ctx.disk.check("create a box")?;
     let disk_mib = req.disk_mib.map(validate::disk_mib).transpose()?;
     let limits = validate::limits_over(template.limits, req.limits)?;
     let idle_timeout_s = match req.idle_timeout_s {
@@ -91,19 +92,17 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
     Ok(record)
 }
 
-/// Whether boxes of the template's base can run on `runtime`: `host` on the sandbox only,
-/// image bases on VM runtimes only (the sandbox cannot take an image yet).
+/// Whether boxes of the template's base can run on `runtime`: image bases on every
+/// runtime, `host` on the sandbox only.
 pub(crate) fn check_base(template: &str, base: &Base, runtime: &str) -> Result<(), OpError> {
-    let hint = match (base.is_image(), boots_images(runtime)) {
-        (false, true) => "base host runs on the sandbox only; use --template minimal or debian",
-        (true, false) => "image bases run on VM runtimes only; use --runtime qemu",
-        _ => return Ok(()),
-    };
+    if runs_base(runtime, base.is_image()) {
+        return Ok(());
+    }
     Err(OpError::BaseNotOnRuntime {
         template: template.to_owned(),
         base: base.to_string(),
         runtime: runtime.to_owned(),
-        hint,
+        hint: "base host runs on the sandbox only; use --template minimal or debian",
     })
 }
 

@@ -3,6 +3,8 @@
 //! (`minimal`, `dir:`, `tarball:`) are built (once, content-addressed) at the first start that
 //! needs them, off the async threads; a Debian image takes minutes and the mirror, so it
 //! must have been built by `berth image build` (the start fails with that hint otherwise).
+//! A VM image gets the template's layer mount points added (`berth_image::with_mount_points`:
+//! a copy made once per image and set of targets), or the start fails with why it cannot.
 
 use std::path::{Path, PathBuf};
 
@@ -10,7 +12,7 @@ use berth_image::{ImageStore, NoProgress};
 use berth_runtime::Rootfs;
 
 use crate::images::BuiltImages;
-use crate::runtimes::boots_images;
+use crate::runtimes::runs_base;
 use crate::templates::Base;
 
 /// Why the box's rootfs cannot be had.
@@ -28,18 +30,53 @@ pub enum RootfsError {
         #[source]
         source: berth_image::ImageError,
     },
+    #[error("cannot make the layers' mount points in the {base} rootfs image")]
+    MountPoints {
+        base: String,
+        #[source]
+        source: berth_image::ImageError,
+    },
     #[error("the image build task died")]
     Task(#[source] tokio::task::JoinError),
 }
 
-/// The rootfs of a box of `template` (base `base`) on `runtime`.
+/// The rootfs of a box of `template` (base `base`, layers mounted at `layer_targets`) on
+/// `runtime`.
 pub async fn rootfs_for(
+    data_dir: &Path,
+    template: &str,
+    base: &Base,
+    layer_targets: Vec<String>,
+    runtime: &str,
+) -> Result<Rootfs, RootfsError> {
+    let Rootfs::Image(image) = base_rootfs(data_dir, template, base, runtime).await? else {
+        return Ok(Rootfs::Host);
+    };
+    if layer_targets.is_empty() {
+        return Ok(Rootfs::Image(image));
+    }
+    let store = ImageStore::new(data_dir);
+    let base_name = base.to_string();
+    tokio::task::spawn_blocking(move || {
+        berth_image::with_mount_points(&store, &image, &layer_targets)
+    })
+    .await
+    .map_err(RootfsError::Task)?
+    .map(Rootfs::Image)
+    .map_err(|source| RootfsError::MountPoints {
+        base: base_name,
+        source,
+    })
+}
+
+/// The template base's own rootfs.
+async fn base_rootfs(
     data_dir: &Path,
     template: &str,
     base: &Base,
     runtime: &str,
 ) -> Result<Rootfs, RootfsError> {
-    if base.is_image() != boots_images(runtime) {
+    if !runs_base(runtime, base.is_image()) {
         return Err(RootfsError::WrongRuntime {
             base: base.to_string(),
             runtime: runtime.to_owned(),

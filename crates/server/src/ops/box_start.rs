@@ -14,6 +14,7 @@ use berth_store::{BoxRecord, BoxState};
 use crate::boxes::Live;
 use crate::ctx::{Ctx, STOP_GRACE};
 use crate::error::{error_chain, OpError, TemplateProblem};
+use crate::lifecycle::ExitWatch;
 use crate::ops::box_find::reload;
 use crate::ops::box_rootfs::rootfs_for;
 use crate::ops::detached;
@@ -172,6 +173,7 @@ async fn boot(
         &ctx.data_dir,
         &template.name,
         &template.base,
+        template.layers.iter().map(|l| l.target.clone()).collect(),
         runtime.name(),
     )
     .await
@@ -218,7 +220,10 @@ async fn boot(
         harness: template.harness.clone(),
         egress: egress.setup.clone(),
         env: egress.env.clone(),
-        disk_mib: record.disk_mib.unwrap_or(template.disk_mib),
+        disk_mib: ctx.disk.volume_mib_for_start(
+            &berth_runtime::volume_image(&ctx.data_dir, &record.id),
+            record.disk_mib.unwrap_or(template.disk_mib),
+        ),
     };
     let began = Instant::now();
     match runtime.start(&spec).await {
@@ -240,6 +245,12 @@ async fn boot(
             live.egress = Some(ctx.egress.serve(&egress, listener));
             live.client = Some(client.clone());
             live.boot += 1;
+            live.exit_watch = Some(ExitWatch::start(
+                ctx,
+                &record.id,
+                runtime.clone(),
+                live.boot,
+            ));
             // The idle clock starts at the wake.
             ctx.activity.touch(&record.id);
             // Kept so a restarted daemon can reattach (ops/reconcile.rs).

@@ -7,6 +7,7 @@
 pub mod box_create;
 pub mod box_delete;
 pub mod box_find;
+pub mod box_move;
 pub mod box_rootfs;
 pub mod box_start;
 pub mod box_stop;

@@ -15,6 +15,7 @@ use berth_store::{BoxRecord, BoxState};
 
 use crate::ctx::{Ctx, STOP_GRACE};
 use crate::error::{error_chain, OpError};
+use crate::lifecycle::ExitWatch;
 use crate::ops::box_stop::stop_box;
 use crate::ops::message_post;
 use crate::pumps::Pumps;
@@ -53,7 +54,7 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), OpError> {
         if !record.state.may_have_processes() {
             continue;
         }
-        if record.state == BoxState::Running && reattach(ctx, runtime, record).await? {
+        if record.state == BoxState::Running && reattach(ctx, &runtime, record).await? {
             continue;
         }
         ctx.egress.end(&record.id);
@@ -160,6 +161,12 @@ async fn reattach(
     live.egress = Some(ctx.egress.serve(&boot_egress, listener));
     live.client = Some(client.clone());
     live.boot += 1;
+    live.exit_watch = Some(ExitWatch::start(
+        ctx,
+        &record.id,
+        runtime.clone(),
+        live.boot,
+    ));
     if ctx.box_has_harness(record) {
         live.pumps = Some(Pumps::start(ctx, &record.id, client, live.boot));
     }

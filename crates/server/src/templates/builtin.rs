@@ -1,7 +1,7 @@
 //! The templates that ship with berth: `host` (the host's `/usr`, no harness), `echo`
 //! (the example stream-json harness of `examples/echo-harness`, as a read-only layer at
-//! `/opt/harness`), and for VM runtimes `minimal` (busybox) and `debian` (bookworm minbase
-//! with `berth_image::DEBIAN_PACKAGES`).
+//! `/opt/harness`), and, for every runtime, `minimal` (busybox) and `debian` (bookworm
+//! minbase with `berth_image::DEBIAN_PACKAGES`).
 //!
 //! The echo layer is `<data-dir>/layers/echo/bin/echo-harness`, copied from the binary that
 //! ships beside `berth` (or `$ECHO_HARNESS_BIN`). Without that binary the `echo` template is

@@ -62,8 +62,8 @@ pub struct Template {
 }
 
 /// The base root filesystem. `host` runs on the sandbox only; the others are read-only
-/// ext4 images (`berth_image`) and run on VM runtimes only (the sandbox cannot take an
-/// image yet). Written in a template as one string (`docs/templates.md`).
+/// ext4 images (`berth_image`) and run on every runtime. Written in a template as one
+/// string (`docs/templates.md`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Base {
     /// `host`: the host's own `/usr`, read-only (sandbox runtime).

@@ -43,9 +43,9 @@ async fn post(server: &TestServer, name: &str, body: Value) -> (StatusCode, Valu
         .await
 }
 
-/// Polls the message list until `n` messages are delivered (10 s at most).
+/// Polls the message list until `n` messages are delivered (30 s at most: 500 fsynced deliveries on a loaded 2-core host).
 async fn wait_delivered(server: &TestServer, name: &str, n: usize) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (status, body) = server
             .call(

@@ -190,18 +190,15 @@ async fn disk_mib_is_validated_and_shown() {
 #[tokio::test]
 async fn bases_are_refused_on_runtimes_that_cannot_run_them() {
     let mut d = daemon().await;
-    for (body, needle) in [
-        (
-            json!({"name": "a", "runtime": "qemu", "template": "host"}),
-            "base host runs on the sandbox only; use --template minimal or debian",
-        ),
-        (
-            json!({"name": "a", "template": "minimal"}),
-            "image bases run on VM runtimes only; use --runtime qemu",
-        ),
-    ] {
-        create_refused(&d.server, body, needle).await;
-    }
+    create_refused(
+        &d.server,
+        json!({"name": "a", "runtime": "qemu", "template": "host"}),
+        "base host runs on the sandbox only; use --template minimal or debian",
+    )
+    .await;
+    // Image bases run on every runtime, the default (sandbox-like) one too.
+    let body = create_box(&d.server, json!({"name": "sb", "template": "minimal"})).await;
+    assert_eq!(body["template"], "minimal", "{body}");
     // Without a template, a VM box gets `minimal` (`host` cannot boot).
     let body = create_box(&d.server, json!({"name": "vm", "runtime": "qemu"})).await;
     assert_eq!(body["template"], "minimal");
@@ -274,4 +271,42 @@ async fn a_box_whose_runtime_is_gone_fails_at_reconcile() {
     server.shut_down().await;
     // The old fake's agent is ours to end.
     vm.crash(&id);
+}
+
+/// `POST /v1/boxes/{ref}/start` with `body`; the answer.
+async fn start_with(server: &TestServer, name: &str, body: Value) -> (StatusCode, Value) {
+    let path = format!("/v1/boxes/{name}/start");
+    server.call(Method::POST, &path, Some(body)).await
+}
+
+#[tokio::test]
+async fn start_on_another_runtime_is_checked_before_anything_moves() {
+    let mut d = daemon().await;
+    create_box(&d.server, json!({"name": "plain"})).await;
+    for (body, needle) in [
+        (json!({"runtime": "nope"}), "unknown runtime"),
+        (json!({"runtime": "firecracker"}), "no firecracker binary"),
+        (json!({"runtime": "qemu"}), "runs on the sandbox only"),
+        (json!({"bogus": 1}), "unknown field"),
+    ] {
+        let (status, answer) = start_with(&d.server, "plain", body.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{body}: {message}");
+    }
+    assert_eq!(
+        d.sandbox.starts.load(Ordering::SeqCst),
+        0,
+        "a refused start started"
+    );
+    assert_eq!(d.vm.starts.load(Ordering::SeqCst), 0);
+    // Its own runtime named: a plain start.
+    let (status, answer) = start_with(&d.server, "plain", json!({"runtime": "fake"})).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(
+        (answer["runtime"].as_str(), answer["state"].as_str()),
+        (Some("fake"), Some("running"))
+    );
+    assert_eq!(d.sandbox.starts.load(Ordering::SeqCst), 1);
+    d.server.shut_down().await;
 }

@@ -55,6 +55,11 @@ async fn the_builtin_templates_are_host_echo_minimal_and_debian() {
     assert_eq!(find(templates, "debian")["disk_mib"], 1024);
     let host = find(templates, "host");
     assert_eq!(host["base"], "host");
+    assert_eq!(host["runtimes"], serde_json::json!(["sandbox"]));
+    assert_eq!(
+        find(templates, "minimal")["runtimes"],
+        serde_json::json!(["sandbox", "qemu", "firecracker"])
+    );
     assert_eq!(host["harness"], Value::Null);
     assert_eq!(host["origin"], "builtin");
     assert_eq!(host["idle_timeout_s"], 300);

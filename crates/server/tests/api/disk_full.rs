@@ -1,0 +1,160 @@
+//! A full disk under the data dir: below the free-space threshold new boxes are refused
+//! with 507 `insufficient_storage` while everything else is served; a store write that
+//! finds no space fails whole with the same clear error, nothing accepted before is lost,
+//! and the same call works once space is back. The data dir is on a small tmpfs the test
+//! mounts (root only; skipped otherwise) and unmounts even when it fails.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use http::{Method, StatusCode};
+use serde_json::json;
+
+use crate::harness::{error_code, NoBoxes, TestServer};
+
+/// A tmpfs mounted on a temp dir for the guard's life.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(size_mib: u64) -> Result<SmallDisk, String> {
+        // SAFETY: geteuid has no arguments and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("mounting a tmpfs needs root".into());
+        }
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let status = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size_mib}m,mode=0755"),
+                "tmpfs",
+            ])
+            .arg(dir.path())
+            .status()
+            .map_err(|e| format!("mount: {e}"))?;
+        if !status.success() {
+            return Err(format!("mount -t tmpfs failed: {status}"));
+        }
+        Ok(SmallDisk { dir })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// Fills the file system of `dir` to the last byte with one file; returns it.
+fn fill(dir: &Path) -> PathBuf {
+    let path = dir.join("filler");
+    let mut file = std::fs::File::create(&path).unwrap();
+    for chunk in [1 << 20, 4096, 1] {
+        let buf = vec![0x5a_u8; chunk];
+        while file.write_all(&buf).is_ok() {}
+    }
+    path
+}
+
+#[tokio::test]
+async fn a_full_disk_refuses_new_boxes_and_store_writes_clearly_and_loses_nothing() {
+    let disk = match SmallDisk::mount(24) {
+        Ok(disk) => disk,
+        Err(why) => {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+    };
+    let data = tempfile::tempdir_in(disk.path()).unwrap();
+    let server = TestServer::start(Arc::new(NoBoxes), None, data).await;
+    let (status, body) = server
+        .call(Method::POST, "/v1/boxes", Some(json!({"name": "before"})))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    let filler = fill(disk.path());
+    let (status, body) = server
+        .call(Method::POST, "/v1/boxes", Some(json!({"name": "during"})))
+        .await;
+    assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE, "{body}");
+    assert_eq!(error_code(&body), "insufficient_storage");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("nearly full") && message.contains("create a box"),
+        "{message}"
+    );
+
+    // Store writes (not guarded: they are small) go on until the store finds no page left;
+    // then the write fails whole.
+    let value = "v".repeat(8000);
+    let mut accepted = Vec::new();
+    let refused = loop {
+        let name = format!("s{}", accepted.len());
+        let (status, body) = server
+            .call(
+                Method::POST,
+                "/v1/secrets",
+                Some(json!({"name": name, "value": value})),
+            )
+            .await;
+        match status {
+            StatusCode::CREATED => accepted.push(name),
+            StatusCode::INSUFFICIENT_STORAGE => {
+                assert_eq!(error_code(&body), "insufficient_storage", "{body}");
+                let message = body["error"]["message"].as_str().unwrap();
+                assert!(
+                    message.contains("disk is full") && message.contains("retry"),
+                    "{message}"
+                );
+                break name;
+            }
+            other => panic!("secret {name}: {other} {body}"),
+        }
+        assert!(accepted.len() < 5000, "the store never ran out of space");
+    };
+    // Reads are served throughout.
+    let (status, body) = server.call(Method::GET, "/v1/boxes/before", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    std::fs::remove_file(&filler).unwrap();
+    let (status, body) = server
+        .call(
+            Method::POST,
+            "/v1/secrets",
+            Some(json!({"name": refused, "value": value})),
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "the same write once space is back: {body}"
+    );
+    accepted.push(refused);
+    let (status, list) = server.call(Method::GET, "/v1/secrets", None).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    let names: Vec<&str> = list["secrets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    for name in &accepted {
+        assert!(names.contains(&name.as_str()), "{name} was lost: {names:?}");
+    }
+    let (status, body) = server
+        .call(Method::POST, "/v1/boxes", Some(json!({"name": "after"})))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    drop(server);
+}
