@@ -185,20 +185,21 @@ impl Drop for Rig {
     fn drop(&mut self) {
         self.kill_daemon();
         let root = self.dir().join("oci");
-        if !root.is_dir() {
-            return;
+        if root.is_dir() {
+            if let Ok(out) = self.runc().args(["list", "--format", "json"]).output() {
+                let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+                for container in list.as_array().into_iter().flatten() {
+                    let Some(id) = container["id"].as_str() else {
+                        continue;
+                    };
+                    let _ = self.runc().args(["kill", id, "KILL"]).output();
+                    let _ = self.runc().args(["delete", "-f", id]).output();
+                }
+            }
         }
-        let Ok(out) = self.runc().args(["list", "--format", "json"]).output() else {
-            return;
-        };
-        let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        for container in list.as_array().into_iter().flatten() {
-            let Some(id) = container["id"].as_str() else {
-                continue;
-            };
-            let _ = self.runc().args(["kill", id, "KILL"]).output();
-            let _ = self.runc().args(["delete", "-f", id]).output();
-        }
+        // A SIGKILLed daemon leaves its boxes' volume mounts (the next daemon would
+        // release them): release them before the data dir goes.
+        berth_runtime::sandbox::release_all_mounts_blocking(self.dir());
     }
 }
 

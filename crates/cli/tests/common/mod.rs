@@ -329,6 +329,8 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.terminate();
+        // A daemon that had to be killed leaves its boxes' volume mounts behind.
+        berth_runtime::sandbox::release_all_mounts_blocking(self.dir());
     }
 }
 

@@ -65,6 +65,17 @@ pub struct SandboxConfig {
     pub init_bin: PathBuf,
 }
 
+/// Releases the volume and rootfs-image mounts (and so their loop devices) of every box
+/// under `data_dir`, whatever the store thinks runs: for test guards and emergency cleanup,
+/// once the boxes' containers are gone (a daemon killed with boxes up leaves them until the
+/// next daemon reconciles). Returns the boxes whose volume was released.
+pub fn release_all_mounts_blocking(data_dir: &std::path::Path) -> Vec<String> {
+    let layout = Layout::new(data_dir);
+    let none = std::collections::HashSet::new();
+    image_rootfs::reconcile(&layout, &none);
+    volume_mount::reconcile(&layout, &none)
+}
+
 /// The OCI runtime used unless configured otherwise.
 pub const DEFAULT_OCI_RUNTIME: &str = "runc";
 

@@ -242,6 +242,8 @@ impl Drop for TestServer {
         }
         if let Some(runc) = &self.oci_runtime {
             kill_containers(runc, &self.data.path().join("oci"));
+            // Without a graceful shutdown the boxes' volume mounts are still there.
+            berth_runtime::sandbox::release_all_mounts_blocking(self.data.path());
         }
     }
 }
