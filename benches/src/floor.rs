@@ -57,6 +57,27 @@ impl TrivialBundle {
             init_bin: &init_bin,
             paths: &paths,
         });
+        // The volume's mount is gone with the stop: its binds read from plain directories
+        // here (as many mounts, the same flags), so the floor pays runc's cost of them but
+        // not berth's (e2fsck, loop device, idmapped mount), which is berth's to measure.
+        let volume = paths.volume_mount();
+        let stand_in = dir.join("floor-volume");
+        if let Some(mounts) = config.mounts().clone() {
+            let mut swapped = Vec::new();
+            for mut mount in mounts {
+                if let Some(rest) = mount
+                    .source()
+                    .as_ref()
+                    .and_then(|s| s.strip_prefix(&volume).ok())
+                {
+                    let source = stand_in.join(rest);
+                    std::fs::create_dir_all(&source)?;
+                    mount.set_source(Some(source));
+                }
+                swapped.push(mount);
+            }
+            config.set_mounts(Some(swapped));
+        }
         let mut process = config.process().clone().ok_or("bundle without a process")?;
         process.set_args(Some(vec!["/usr/bin/true".into()]));
         config.set_process(Some(process));

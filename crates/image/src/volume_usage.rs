@@ -14,6 +14,12 @@ const SUPERBLOCK_OFFSET: u64 = 1024;
 const SUPERBLOCK_LEN: usize = 1024;
 const EXT4_MAGIC: u16 = 0xEF53;
 const INCOMPAT_64BIT: u32 = 0x80;
+/// The journal holds transactions not yet written to the file system.
+const INCOMPAT_RECOVER: u32 = 0x4;
+/// `s_state`: cleanly unmounted; errors detected; orphans being recovered.
+const STATE_VALID: u16 = 0x1;
+const STATE_ERROR: u16 = 0x2;
+const STATE_ORPHANS: u16 = 0x4;
 
 /// One volume image's use, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,12 +34,7 @@ pub struct VolumeUsage {
 
 /// Reads `image`'s use. Errors when it is missing or not an ext4 image.
 pub fn volume_usage(image: &Path) -> Result<VolumeUsage, ImageError> {
-    let mut file = std::fs::File::open(image).map_err(io("open", image))?;
-    let meta = file.metadata().map_err(io("stat", image))?;
-    let mut sb = [0u8; SUPERBLOCK_LEN];
-    file.seek(SeekFrom::Start(SUPERBLOCK_OFFSET))
-        .and_then(|_| file.read_exact(&mut sb))
-        .map_err(io("read the superblock of", image))?;
+    let (sb, meta) = superblock(image)?;
     let free = superblock_free(&sb).ok_or_else(|| ImageError::Invalid {
         what: "volume image",
         value: image.display().to_string(),
@@ -44,6 +45,35 @@ pub fn volume_usage(image: &Path) -> Result<VolumeUsage, ImageError> {
         allocated_bytes: meta.blocks() * 512,
         free_bytes: free,
     })
+}
+
+/// Whether `image`'s superblock records a clean unmount: the valid flag set, no error, no
+/// orphan list, and no journal left to replay. Anything unreadable or not ext4: `false`.
+pub(crate) fn cleanly_unmounted(image: &Path) -> Result<bool, ImageError> {
+    let Ok((sb, _)) = superblock(image) else {
+        return Ok(false);
+    };
+    Ok(is_clean(&sb))
+}
+
+fn is_clean(sb: &[u8; SUPERBLOCK_LEN]) -> bool {
+    let state = u16::from_le_bytes([sb[58], sb[59]]);
+    let incompat = u32::from_le_bytes(sb[96..100].try_into().expect("4 bytes"));
+    u16::from_le_bytes([sb[56], sb[57]]) == EXT4_MAGIC
+        && state & STATE_VALID != 0
+        && state & (STATE_ERROR | STATE_ORPHANS) == 0
+        && incompat & INCOMPAT_RECOVER == 0
+}
+
+/// The superblock of `image` and the file's metadata.
+fn superblock(image: &Path) -> Result<([u8; SUPERBLOCK_LEN], std::fs::Metadata), ImageError> {
+    let mut file = std::fs::File::open(image).map_err(io("open", image))?;
+    let meta = file.metadata().map_err(io("stat", image))?;
+    let mut sb = [0u8; SUPERBLOCK_LEN];
+    file.seek(SeekFrom::Start(SUPERBLOCK_OFFSET))
+        .and_then(|_| file.read_exact(&mut sb))
+        .map_err(io("read the superblock of", image))?;
+    Ok((sb, meta))
 }
 
 /// Free bytes for an unprivileged user, from an ext4 superblock.
@@ -117,6 +147,39 @@ mod tests {
         file.read_exact(&mut sb).unwrap();
         let inodes = u32::from_le_bytes(sb[0..4].try_into().unwrap());
         assert!(inodes >= 65_536, "a 1 GiB volume has {inodes} inodes");
+    }
+
+    #[test]
+    fn only_a_cleanly_unmounted_superblock_is_clean() {
+        if crate::tool::MKFS_EXT4.locate().is_err() {
+            eprintln!("SKIPPED: mkfs.ext4 is not installed (apt-get install e2fsprogs)");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let image = tmp.path().join("volume.ext4");
+        crate::create_volume(&image, 64).unwrap();
+        assert!(cleanly_unmounted(&image).unwrap());
+        let (sb, _) = superblock(&image).unwrap();
+        let set = |at: usize, bytes: &[u8]| {
+            let mut sb = sb;
+            sb[at..at + bytes.len()].copy_from_slice(bytes);
+            sb
+        };
+        let state = u16::from_le_bytes([sb[58], sb[59]]);
+        let incompat = u32::from_le_bytes(sb[96..100].try_into().unwrap());
+        for (what, dirty) in [
+            ("mounted", set(58, &(state & !STATE_VALID).to_le_bytes())),
+            ("errors", set(58, &(state | STATE_ERROR).to_le_bytes())),
+            ("orphans", set(58, &(state | STATE_ORPHANS).to_le_bytes())),
+            (
+                "journal",
+                set(96, &(incompat | INCOMPAT_RECOVER).to_le_bytes()),
+            ),
+            ("not ext4", set(56, &[0, 0])),
+        ] {
+            assert!(!is_clean(&dirty), "{what}");
+        }
+        assert!(!cleanly_unmounted(&tmp.path().join("missing")).unwrap());
     }
 
     #[test]
