@@ -16,6 +16,7 @@ pub const BUILT_FILE: &str = "built.json";
 /// What `berth image build` last made.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuiltImages {
+    /// The kernel QEMU boots (the bzImage).
     pub kernel: Option<PathBuf>,
     /// The kernel as an uncompressed ELF, for Firecracker.
     #[serde(default)]
