@@ -223,7 +223,14 @@ async fn run(args: Args) -> Result<(), BootError> {
     let serve_start = Instant::now();
     let token = channel::take_token(&args.run_dir)?;
     let listener = if env == Environment::Vm {
-        ChannelListener::Vsock(channel::listen_vsock()?)
+        let listener = channel::listen_vsock()?;
+        // The host waits for this line before it connects (berth_protocol::vm::READY_MARK).
+        eprintln!(
+            "{} port {}",
+            berth_protocol::vm::READY_MARK,
+            berth_protocol::guest::VSOCK_PORT
+        );
+        ChannelListener::Vsock(listener)
     } else {
         ChannelListener::Unix(channel::listen(&args.run_dir)?)
     };

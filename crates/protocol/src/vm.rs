@@ -24,6 +24,11 @@ use crate::harness::HarnessConfig;
 
 /// First bytes of a config disk.
 pub const VM_CONFIG_MAGIC: [u8; 8] = *b"BERTHCF1";
+
+/// The console line berth-init prints once its guest channel listens on vsock: the host
+/// connects only then, so no connection reaches the guest while its vsock driver comes up
+/// (under vhost-device-vsock 0.3.0 a connection at that moment can wedge the guest).
+pub const READY_MARK: &str = "berth-init: listening on vsock";
 /// Magic plus the length field.
 pub const VM_CONFIG_HEADER_BYTES: usize = 16;
 /// The encoded disk is padded with zeros to a multiple of this (a block device's size

@@ -132,6 +132,7 @@ impl FirecrackerRuntime {
             crate::fs::remove_if_exists(&stale)?;
         }
         crate::vm::exit::begin_boot(vm)?;
+        let console_from = crate::vm::console_end(&vm.console_log());
         let started = Instant::now();
         let (bin, args) = match &jail {
             None => (
@@ -183,6 +184,7 @@ impl FirecrackerRuntime {
             deadline: self.config.boot_deadline,
             attempt: INFO_ATTEMPT,
             console_log: &vm.console_log(),
+            console_from,
         };
         wait_ready(wait, || "Firecracker exited".to_owned()).await?;
         tracing::info!(box_id = %spec.id, boot_ms = started.elapsed().as_millis() as u64, "Firecracker VM ready");

@@ -158,6 +158,16 @@ async fn answer(
         }
         ("PUT", "/actions") if field("action_type").as_deref() == Some("InstanceStart") => {
             inner.state = InstanceState::Running;
+            // What a booted guest's berth-init says once it listens (the host waits for it).
+            if let Some(console) = &inner.console {
+                use std::io::Write;
+                let mut file = std::fs::OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .open(console)
+                    .unwrap();
+                writeln!(file, "{} port 2024", berth_protocol::vm::READY_MARK).unwrap();
+            }
         }
         ("PUT", "/actions") if field("action_type").as_deref() == Some("SendCtrlAltDel") => {
             if let Some(console) = &inner.console {

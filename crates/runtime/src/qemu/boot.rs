@@ -93,6 +93,7 @@ impl QemuRuntime {
             paths,
         });
         crate::vm::exit::begin_boot(paths)?;
+        let console_from = vm::console_end(&paths.console_log());
         let started = Instant::now();
         let qemu = process::spawn_recorded(
             &self.config.qemu_bin,
@@ -110,6 +111,7 @@ impl QemuRuntime {
             deadline: self.boot_deadline(),
             attempt: INFO_ATTEMPT,
             console_log: &paths.console_log(),
+            console_from,
         };
         vm::wait_ready(wait, || {
             format!(

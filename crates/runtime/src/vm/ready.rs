@@ -1,4 +1,12 @@
 //! The wait for a booting VM's berth-init to answer on the guest channel.
+//!
+//! The host connects only once berth-init has said on the console that it listens
+//! (`berth_protocol::vm::READY_MARK`): a vsock connection that reaches the guest while its
+//! vsock driver comes up can wedge it (seen with vhost-device-vsock 0.3.0: one boot in ~30
+//! when the host tried every 10 ms). Watching the console file costs the guest nothing, so
+//! it is read every few ms and the agent is found as soon as it is up. A berth-init that
+//! does not print the line (an initramfs from an older berth) is still tried every
+//! [`BLIND_TRY`].
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -6,8 +14,13 @@ use std::time::{Duration, Instant};
 use crate::qemu::process;
 use crate::{error_chain, BoxId, GuestClient, RuntimeError};
 
-const FIRST_BACKOFF: Duration = Duration::from_millis(5);
-const MAX_BACKOFF: Duration = Duration::from_millis(100);
+/// How often the console is read for berth-init's line.
+const CONSOLE_POLL: Duration = Duration::from_millis(5);
+/// After the line: how long between tries of `info` (the listener is up: the first try
+/// normally answers).
+const RETRY: Duration = Duration::from_millis(10);
+/// Without the line: how long between tries.
+const BLIND_TRY: Duration = Duration::from_millis(500);
 
 /// What [`wait_ready`] waits on.
 pub(crate) struct ReadyWait<'a> {
@@ -19,6 +32,8 @@ pub(crate) struct ReadyWait<'a> {
     /// How long one `info` call may take.
     pub attempt: Duration,
     pub console_log: &'a Path,
+    /// Where this boot's output starts in `console_log` (earlier boots append before it).
+    pub console_from: u64,
 }
 
 /// Calls `info` until berth-init answers, the VMM exits, or the deadline passes; the error
@@ -28,18 +43,27 @@ pub(crate) async fn wait_ready(
     exited: impl FnOnce() -> String,
 ) -> Result<(), RuntimeError> {
     let started = Instant::now();
-    let mut backoff = FIRST_BACKOFF;
+    let mut console = ConsoleWatch::new(wait.console_log, wait.console_from);
+    let (mut next_try, mut announced) = (started, false);
+    let mut last = "berth-init has not said it listens yet".to_owned();
     loop {
-        let attempt = wait
-            .attempt
-            .min(wait.deadline.saturating_sub(started.elapsed()));
-        let last = match tokio::time::timeout(attempt, wait.client.info()).await {
-            Ok(Ok(_)) => return Ok(()),
-            // A version mismatch will not fix itself.
-            Ok(Err(e @ crate::GuestError::Version { .. })) => return Err(e.into()),
-            Ok(Err(e)) => error_chain(&e),
-            Err(_) => format!("no answer within {} ms", attempt.as_millis()),
-        };
+        if !announced && console.has_ready_mark() {
+            announced = true;
+            next_try = Instant::now();
+        }
+        if Instant::now() >= next_try {
+            let attempt = wait
+                .attempt
+                .min(wait.deadline.saturating_sub(started.elapsed()));
+            last = match tokio::time::timeout(attempt, wait.client.info()).await {
+                Ok(Ok(_)) => return Ok(()),
+                // A version mismatch will not fix itself.
+                Ok(Err(e @ crate::GuestError::Version { .. })) => return Err(e.into()),
+                Ok(Err(e)) => error_chain(&e),
+                Err(_) => format!("no answer within {} ms", attempt.as_millis()),
+            };
+            next_try = Instant::now() + if announced { RETRY } else { BLIND_TRY };
+        }
         let gone = !crate::process::pid_alive(wait.vmm_pid);
         if gone || started.elapsed() >= wait.deadline {
             let why = if gone {
@@ -57,7 +81,81 @@ pub(crate) async fn wait_ready(
                 )),
             });
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+        tokio::time::sleep(CONSOLE_POLL).await;
+    }
+}
+
+/// Reads a growing console log from an offset on, for berth-init's ready line.
+struct ConsoleWatch<'a> {
+    path: &'a Path,
+    /// The next byte to read.
+    at: u64,
+    /// The end of what was read, kept so a line split across two reads is still found.
+    tail: Vec<u8>,
+}
+
+impl<'a> ConsoleWatch<'a> {
+    fn new(path: &'a Path, from: u64) -> Self {
+        ConsoleWatch {
+            path,
+            at: from,
+            tail: Vec::new(),
+        }
+    }
+
+    /// Whether the ready line has appeared since the last call (or ever, from `from`).
+    fn has_ready_mark(&mut self) -> bool {
+        use std::io::{Read, Seek, SeekFrom};
+        let mark = berth_protocol::vm::READY_MARK.as_bytes();
+        let Ok(mut file) = std::fs::File::open(self.path) else {
+            return false;
+        };
+        let mut new = Vec::new();
+        if file.seek(SeekFrom::Start(self.at)).is_err() || file.read_to_end(&mut new).is_err() {
+            return false;
+        }
+        self.at += new.len() as u64;
+        self.tail.extend_from_slice(&new);
+        let found = self.tail.windows(mark.len()).any(|w| w == mark);
+        let keep = self.tail.len().saturating_sub(mark.len());
+        self.tail.drain(..keep);
+        found
+    }
+}
+
+/// Where a boot's console output will start: the log's length before the VMM runs.
+pub(crate) fn console_end(console_log: &Path) -> u64 {
+    std::fs::metadata(console_log).map_or(0, |m| m.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ready_line_counts_only_from_this_boot_and_across_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("console.log");
+        let mark = berth_protocol::vm::READY_MARK;
+        std::fs::write(&log, format!("old boot\n{mark} port 2024\n")).unwrap();
+        let from = console_end(&log);
+        let mut watch = ConsoleWatch::new(&log, from);
+        assert!(!watch.has_ready_mark(), "an earlier boot's line");
+        let append = |text: &str| {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+            f.write_all(text.as_bytes()).unwrap();
+        };
+        append("[    0.1] kernel\nberth-init: loaded virtio\n");
+        assert!(!watch.has_ready_mark());
+        let (head, rest) = mark.split_at(10);
+        append(head);
+        assert!(!watch.has_ready_mark(), "half a line");
+        append(&format!("{rest} port 2024\n"));
+        assert!(watch.has_ready_mark(), "the line split across two reads");
+        assert!(
+            !ConsoleWatch::new(&dir.path().join("missing"), 0).has_ready_mark(),
+            "no log yet"
+        );
     }
 }
