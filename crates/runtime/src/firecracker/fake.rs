@@ -160,24 +160,15 @@ async fn answer(
             inner.state = InstanceState::Running;
             // What a booted guest's berth-init says once it listens (the host waits for it).
             if let Some(console) = &inner.console {
-                use std::io::Write;
-                let mut file = std::fs::OpenOptions::new()
-                    .append(true)
-                    .create(true)
-                    .open(console)
-                    .unwrap();
-                writeln!(file, "{} port 2024", berth_protocol::vm::READY_MARK).unwrap();
+                append_line(
+                    console,
+                    &format!("{} port 2024", berth_protocol::vm::READY_MARK),
+                );
             }
         }
         ("PUT", "/actions") if field("action_type").as_deref() == Some("SendCtrlAltDel") => {
             if let Some(console) = &inner.console {
-                use std::io::Write;
-                let mut file = std::fs::OpenOptions::new()
-                    .append(true)
-                    .create(true)
-                    .open(console)
-                    .unwrap();
-                writeln!(file, "[    9.99] reboot: Power down").unwrap();
+                append_line(console, "[    9.99] reboot: Power down");
             }
         }
         ("PATCH", "/vm") => match field("state").as_deref() {
@@ -191,6 +182,17 @@ async fn answer(
         .status(204)
         .body(Full::new(Bytes::new()))
         .unwrap()
+}
+
+/// Appends `line` to the fake guest's console log.
+fn append_line(console: &Path, line: &str) {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(console)
+        .unwrap();
+    writeln!(file, "{line}").unwrap();
 }
 
 /// Plays berth-init behind a hybrid vsock socket: answers `CONNECT <port>\n` with `OK`,
