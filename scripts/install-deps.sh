@@ -18,7 +18,8 @@ done
 declare -A needed=(
   [runc]=runc
   [cc]=gcc
-  # VM images (crates/image): ext4 images without mounting, module deps, the debian template
+  # box volumes on every runtime and VM images (crates/image): ext4 images made and checked
+  # without mounting (mkfs.ext4, e2fsck, debugfs), module deps, the debian template
   [mkfs.ext4]=e2fsprogs
   [depmod]=kmod
   [debootstrap]=debootstrap
