@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use super::volume_error::VolumeError;
 
-const LOOP_CONTROL: &str = "/dev/loop-control";
+pub(crate) const LOOP_CONTROL: &str = "/dev/loop-control";
 const SYS_BLOCK: &str = "/sys/block";
 
 // linux/loop.h (not in the libc crate).

@@ -91,7 +91,7 @@ pub struct SandboxRuntime {
 
 impl SandboxRuntime {
     /// Whether this host can run sandbox boxes at all: root, the OCI runtime `oci_runtime`,
-    /// user namespaces. Returns the OCI runtime's path. (Tests use it to skip with a reason.)
+    /// user namespaces, loop devices. Returns the OCI runtime's path. (Tests use it to skip with a reason.)
     pub fn check_host(oci_runtime: &str) -> Result<PathBuf, RuntimeError> {
         if !nix::unistd::geteuid().is_root() {
             return Err(RuntimeError::Missing {
@@ -104,6 +104,13 @@ impl SandboxRuntime {
             hint: format!("apt-get install {}", host::package_of(oci_runtime)),
         })?;
         host::check_user_namespaces()?;
+        // Every box's volume is a loop-mounted ext4 image.
+        if !std::path::Path::new(loop_device::LOOP_CONTROL).exists() {
+            return Err(RuntimeError::Missing {
+                what: format!("loop devices ({})", loop_device::LOOP_CONTROL),
+                hint: "load the loop module (`modprobe loop`); in a container, pass the host's /dev/loop-control and /dev/loop* through".into(),
+            });
+        }
         Ok(program)
     }
 
