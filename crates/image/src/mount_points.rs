@@ -32,27 +32,44 @@ enum Entry {
 /// `image` if every target is a directory in it; else the image with the missing
 /// directories added (mode 0755, owned by root), built on first use. Targets are
 /// absolute, normalised paths (`berth_runtime::layer::check_target` checks them).
+///
+/// Called at every start of a box with layers: the answer for an image and a set of targets
+/// is kept in the store (the copy, or a marker saying the image needs none), so only the
+/// first start looks into the image (a `debugfs` run per path component).
 pub fn with_mount_points(
     store: &ImageStore,
     image: &Path,
     targets: &[String],
 ) -> Result<PathBuf, ImageError> {
-    let missing = missing_dirs(image, targets)?;
-    if missing.is_empty() {
+    if targets.is_empty() {
         return Ok(image.to_path_buf());
     }
     let name = image
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let mut targets = targets.to_vec();
+    targets.sort();
+    targets.dedup();
     // The image's name is its own content key (every rootfs image comes from the store).
     let mut key = KeyBuilder::new("rootfs-mount-points").field("image", &name);
-    for dir in &missing {
-        key = key.field("dir", dir);
+    for target in &targets {
+        key = key.field("target", target);
     }
     let out = store.rootfs_path(&key.finish());
+    let unchanged = out.with_extension("unchanged");
     if out.exists() {
         return Ok(out);
+    }
+    if unchanged.exists() {
+        return Ok(image.to_path_buf());
+    }
+    let missing = missing_dirs(image, &targets)?;
+    if missing.is_empty() {
+        let dir = unchanged.parent().expect("a store path has a parent");
+        std::fs::create_dir_all(dir).map_err(io("create the directory", dir))?;
+        std::fs::write(&unchanged, b"").map_err(io("write", &unchanged))?;
+        return Ok(image.to_path_buf());
     }
     let dir = out.parent().expect("a store path has a parent");
     std::fs::create_dir_all(dir).map_err(io("create the directory", dir))?;

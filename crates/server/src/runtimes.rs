@@ -109,11 +109,6 @@ impl Runtimes {
         &self.default
     }
 
-    /// The entries as they are now.
-    pub fn entries(&self) -> Vec<RuntimeEntry> {
-        self.read().clone()
-    }
-
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<RuntimeEntry>> {
         // A panic while the lock was held cannot leave the list half-written (writes
         // replace one element whole).

@@ -131,8 +131,7 @@ impl FirecrackerRuntime {
         for stale in [paths.api_socket(), paths.vsock_socket()] {
             crate::fs::remove_if_exists(&stale)?;
         }
-        crate::vm::exit::begin_boot(vm)?;
-        let console_from = crate::vm::console_end(&vm.console_log());
+        let console_from = crate::vm::exit::begin_boot(vm)?;
         let started = Instant::now();
         let (bin, args) = match &jail {
             None => (

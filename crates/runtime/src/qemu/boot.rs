@@ -92,8 +92,7 @@ impl QemuRuntime {
             disks: &disks,
             paths,
         });
-        crate::vm::exit::begin_boot(paths)?;
-        let console_from = vm::console_end(&paths.console_log());
+        let console_from = crate::vm::exit::begin_boot(paths)?;
         let started = Instant::now();
         let qemu = process::spawn_recorded(
             &self.config.qemu_bin,

@@ -73,7 +73,7 @@ impl VmPaths {
     }
 
     pub fn volume(&self) -> PathBuf {
-        self.box_dir.join("volume.ext4")
+        self.box_dir.join(crate::volume_image::VOLUME_IMAGE_NAME)
     }
 
     pub fn vm_dir(&self) -> PathBuf {

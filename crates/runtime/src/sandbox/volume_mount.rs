@@ -25,7 +25,7 @@ use super::volume_error::VolumeError;
 use crate::IdMap;
 
 /// The image's file name in a box dir (the name the VM backends use too).
-pub const IMAGE_NAME: &str = "volume.ext4";
+pub use crate::volume_image::VOLUME_IMAGE_NAME as IMAGE_NAME;
 /// Where the image is mounted in a box dir.
 pub const MOUNT_NAME: &str = "mnt";
 

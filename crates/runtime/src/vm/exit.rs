@@ -55,14 +55,15 @@ pub(crate) fn read_status(record: &Path) -> Option<VmmStatus> {
 }
 
 /// At the start of a boot, before the VMM runs: forgets how the last boot ended and notes
-/// where this boot's console output begins.
-pub(crate) fn begin_boot(paths: &VmPaths) -> Result<(), RuntimeError> {
+/// where this boot's console output begins (returned too, for the wait for the agent).
+pub(crate) fn begin_boot(paths: &VmPaths) -> Result<u64, RuntimeError> {
     for file in paths.exit_files() {
         crate::fs::remove_if_exists(&file)?;
     }
     let start = std::fs::metadata(paths.console_log()).map_or(0, |m| m.len());
     let file = paths.console_start();
-    std::fs::write(&file, format!("{start}\n")).map_err(crate::error::io("write", &file))
+    std::fs::write(&file, format!("{start}\n")).map_err(crate::error::io("write", &file))?;
+    Ok(start)
 }
 
 /// berth is stopping this boot: however the VMM now ends, the boot ended cleanly.

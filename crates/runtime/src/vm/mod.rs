@@ -14,7 +14,7 @@ use std::time::Duration;
 use berth_protocol::guest::VSOCK_PORT;
 use berth_protocol::BoxId;
 
-pub(crate) use ready::{console_end, wait_ready, ReadyWait};
+pub(crate) use ready::{wait_ready, ReadyWait};
 pub(crate) use start::{prepare_box, rootfs_image, start_or_clean};
 
 use crate::qemu::{VmLayout, VmPaths};

@@ -88,6 +88,8 @@ pub(crate) async fn wait_ready(
 /// Reads a growing console log from an offset on, for berth-init's ready line.
 struct ConsoleWatch<'a> {
     path: &'a Path,
+    /// Opened once the log exists (QEMU creates it as it starts).
+    file: Option<std::fs::File>,
     /// The next byte to read.
     at: u64,
     /// The end of what was read, kept so a line split across two reads is still found.
@@ -98,6 +100,7 @@ impl<'a> ConsoleWatch<'a> {
     fn new(path: &'a Path, from: u64) -> Self {
         ConsoleWatch {
             path,
+            file: None,
             at: from,
             tail: Vec::new(),
         }
@@ -107,7 +110,10 @@ impl<'a> ConsoleWatch<'a> {
     fn has_ready_mark(&mut self) -> bool {
         use std::io::{Read, Seek, SeekFrom};
         let mark = berth_protocol::vm::READY_MARK.as_bytes();
-        let Ok(mut file) = std::fs::File::open(self.path) else {
+        if self.file.is_none() {
+            self.file = std::fs::File::open(self.path).ok();
+        }
+        let Some(file) = self.file.as_mut() else {
             return false;
         };
         let mut new = Vec::new();
@@ -123,11 +129,6 @@ impl<'a> ConsoleWatch<'a> {
     }
 }
 
-/// Where a boot's console output will start: the log's length before the VMM runs.
-pub(crate) fn console_end(console_log: &Path) -> u64 {
-    std::fs::metadata(console_log).map_or(0, |m| m.len())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,7 +139,7 @@ mod tests {
         let log = dir.path().join("console.log");
         let mark = berth_protocol::vm::READY_MARK;
         std::fs::write(&log, format!("old boot\n{mark} port 2024\n")).unwrap();
-        let from = console_end(&log);
+        let from = std::fs::metadata(&log).unwrap().len();
         let mut watch = ConsoleWatch::new(&log, from);
         assert!(!watch.has_ready_mark(), "an earlier boot's line");
         let append = |text: &str| {
