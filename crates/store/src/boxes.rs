@@ -7,6 +7,7 @@ use time::OffsetDateTime;
 
 use crate::error::{sql, StoreError};
 use crate::events::STATE_EVENT;
+use crate::quota::{self, Quota, QuotaLimit, TemplateDisk};
 use crate::state::{check_transition, BoxState};
 use crate::{format_time, now, parse_time, Store};
 
@@ -45,7 +46,9 @@ pub struct BoxRecord {
     pub cpus: f64,
     /// Seconds without activity before the box is reclaimed.
     pub idle_timeout_s: u64,
-    /// Stable for the box's life, never reused: the runtime's uid range.
+    /// Stable for the box's life: the runtime's uid range. Another box gets it only after
+    /// this one's row is deleted, which the daemon does once its files, mounts and
+    /// processes are gone.
     pub id_slot: u32,
     /// Bumped by every state change.
     pub generation: u64,
@@ -64,19 +67,59 @@ const COLUMNS: &str = "id, tenant_id, name, template, state, state_reason, memor
                        cpus, id_slot, generation, created_at, updated_at, idle_timeout_s, egress, runtime, \
                        disk_mib";
 
+/// What a new box is admitted against besides its tenant's quota.
+#[derive(Clone, Copy)]
+pub struct Admission<'a> {
+    /// Slots `0..id_slots` have a host uid range (`IdMap::SLOTS`).
+    pub id_slots: u32,
+    /// The volume size of a box that has none of its own (its template's, now), for the
+    /// tenant's disk quota.
+    pub template_disk: TemplateDisk<'a>,
+}
+
+impl Admission<'_> {
+    /// No limit on slots, and boxes without their own size count nothing against a disk
+    /// quota: for tools and tests that make boxes without a template registry.
+    pub const UNCHECKED: Admission<'static> = Admission {
+        id_slots: u32::MAX,
+        template_disk: &|_| 0,
+    };
+}
+
 impl Store {
-    /// Inserts a `stopped` box with the next id slot. A name the tenant already uses is
-    /// [`StoreError::NameTaken`].
+    /// [`Store::admit_box`] with [`Admission::UNCHECKED`].
     pub fn insert_box(&self, new: &NewBox) -> Result<BoxRecord, StoreError> {
+        self.admit_box(new, Admission::UNCHECKED)
+    }
+
+    /// Inserts a `stopped` box with the lowest free id slot, if its tenant's quota (boxes,
+    /// memory, disk) has room for it: the check and the insert are one transaction, so
+    /// concurrent creates cannot both take the last unit. A name the tenant already uses is
+    /// [`StoreError::NameTaken`]; over quota, [`StoreError::QuotaExceeded`].
+    pub fn admit_box(&self, new: &NewBox, admit: Admission<'_>) -> Result<BoxRecord, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let slot: u32 = tx
-            .query_row(
-                "UPDATE counters SET value = value + 1 WHERE name = 'id_slot' RETURNING value - 1",
-                [],
-                |row| row.get(0),
-            )
-            .map_err(sql("allocate an id slot"))?;
+        let limits = quota::read(&tx, &new.tenant_id)?;
+        if limits != Quota::default() {
+            let usage = quota::usage(&tx, &new.tenant_id, admit.template_disk)?;
+            let disk_mib = new
+                .disk_mib
+                .unwrap_or_else(|| (admit.template_disk)(&new.template));
+            quota::check(QuotaLimit::MaxBoxes, limits.max_boxes, usage.boxes, 1)?;
+            quota::check(
+                QuotaLimit::MaxMemoryMib,
+                limits.max_memory_mib,
+                usage.memory_mib,
+                new.memory_mib,
+            )?;
+            quota::check(
+                QuotaLimit::MaxDiskMib,
+                limits.max_disk_mib,
+                usage.disk_mib,
+                disk_mib,
+            )?;
+        }
+        let slot = free_slot(&tx, admit.id_slots)?;
         let at = now();
         let at_text = format_time(at)?;
         let inserted = tx.execute(
@@ -194,17 +237,53 @@ impl Store {
         to: BoxState,
         reason: Option<&str>,
     ) -> Result<u64, StoreError> {
+        self.change_state(id, expected_generation, to, reason, |_, _| Ok(()))
+    }
+
+    /// Moves a stopped or failed box to `starting` (as [`Store::update_box_state`]) if its
+    /// tenant's `max_running` has room: the count and the change are one transaction, so
+    /// concurrent starts cannot both take the last unit.
+    pub fn begin_start(&self, id: &BoxId, expected_generation: u64) -> Result<u64, StoreError> {
+        self.change_state(
+            id,
+            expected_generation,
+            BoxState::Starting,
+            None,
+            |tx, tenant| {
+                let limits = quota::read(tx, tenant)?;
+                if limits.max_running.is_none() {
+                    return Ok(());
+                }
+                // The box itself is not running (the state machine admits `starting` only
+                // from `stopped` or `failed`), so it is not in the count.
+                let usage = quota::usage(tx, tenant, &|_| 0)?;
+                quota::check(QuotaLimit::MaxRunning, limits.max_running, usage.running, 1)?;
+                Ok(())
+            },
+        )
+    }
+
+    /// The state change of [`Store::update_box_state`], after `admit` (given the box's
+    /// tenant) agreed, all in one transaction.
+    fn change_state(
+        &self,
+        id: &BoxId,
+        expected_generation: u64,
+        to: BoxState,
+        reason: Option<&str>,
+        admit: impl FnOnce(&rusqlite::Transaction<'_>, &TenantId) -> Result<(), StoreError>,
+    ) -> Result<u64, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let row: Option<(String, i64)> = tx
+        let row: Option<(String, i64, String)> = tx
             .query_row(
-                "SELECT state, generation FROM boxes WHERE id = ?1",
+                "SELECT state, generation, tenant_id FROM boxes WHERE id = ?1",
                 params![id.as_str()],
-                |row| Ok((row.get(0)?, row.get(1)?)),
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
             )
             .optional()
             .map_err(sql("read a box's state"))?;
-        let Some((from, generation)) = row else {
+        let Some((from, generation, tenant)) = row else {
             return Err(StoreError::BoxNotFound { id: id.clone() });
         };
         let generation = generation as u64;
@@ -220,9 +299,16 @@ impl Store {
             id: id.clone(),
             source,
         })?;
+        let tenant = tenant.parse().map_err(|source| StoreError::CorruptId {
+            column: "boxes.tenant_id",
+            source,
+        })?;
+        admit(&tx, &tenant)?;
         let mut event_seq = None;
         if to == BoxState::Deleted {
-            // Its messages and events go with it (ON DELETE CASCADE).
+            // Its messages and events go with it (ON DELETE CASCADE), and its id slot is
+            // free for the next new box: the caller deletes the row only once the runtime
+            // has removed the box's files, mounts and processes.
             tx.execute("DELETE FROM boxes WHERE id = ?1", params![id.as_str()])
                 .map_err(sql("delete a box"))?;
         } else {
@@ -439,6 +525,22 @@ impl RawBox {
             disk_mib: self.disk_mib.map(|d| d as u64),
         })
     }
+}
+
+/// The lowest id slot below `limit` that no box holds.
+fn free_slot(tx: &rusqlite::Transaction<'_>, limit: u32) -> Result<u32, StoreError> {
+    let slot: i64 = tx
+        .query_row(
+            "SELECT MIN(candidate) FROM (SELECT 0 AS candidate UNION ALL SELECT id_slot + 1 FROM boxes) \
+             WHERE candidate NOT IN (SELECT id_slot FROM boxes)",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(sql("find a free id slot"))?;
+    u32::try_from(slot)
+        .ok()
+        .filter(|slot| *slot < limit)
+        .ok_or(StoreError::NoIdSlot { limit })
 }
 
 fn parse_state(s: &str) -> Result<BoxState, StoreError> {

@@ -97,6 +97,27 @@ pub enum StoreError {
 
     #[error("the OS random source failed")]
     Random(#[source] getrandom::Error),
+
+    /// The call would take the tenant past a limit of its quota.
+    #[error(transparent)]
+    QuotaExceeded(#[from] crate::QuotaExceeded),
+
+    /// Every id slot (uid range) below the limit is held by a box.
+    #[error("every one of the {limit} id slots (host uid ranges) is held by a box; delete a box first")]
+    NoIdSlot { limit: u32 },
+
+    #[error("no tenant {reference:?}")]
+    TenantNotFound { reference: String },
+
+    #[error("tenant {tenant} has no API key {key_id}")]
+    KeyNotFound {
+        tenant: berth_protocol::TenantId,
+        key_id: String,
+    },
+
+    /// Revoking it would leave the daemon with no admin key.
+    #[error("API key {key_id} is the last admin key; add another admin key first")]
+    LastAdminKey { key_id: String },
 }
 
 impl StoreError {

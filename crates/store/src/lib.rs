@@ -1,17 +1,22 @@
 //! berth's durable state in SQLite: tenants, API keys (hashed), boxes, their messages and
 //! their event logs, and secrets (sealed by the daemon; the store never sees a plaintext).
 //!
-//! Every commit is fsync'd (`synchronous=FULL`, WAL). The API is synchronous: one
-//! connection behind a `std::sync::Mutex`. Every call is one short statement or one small
-//! transaction (well under a millisecond plus one fsync), so the daemon calls it directly
-//! from async code: the lock is never held across an `.await`, and a thread pool hop per
-//! call (`spawn_blocking`) would cost about as much as the call itself.
+//! Every commit is fsync'd (`synchronous=FULL`, WAL). The API is synchronous: writes go
+//! through one connection behind a `std::sync::Mutex` (`conn()`), reads through a small
+//! pool of read-only connections (`read()`) that WAL lets run beside a write, so a read
+//! never waits for another box's commit and its fsync. Every call is one short statement
+//! or one small transaction (well under a millisecond plus one fsync), so the daemon calls
+//! it directly from async code: no lock is held across an `.await`, and a thread pool hop
+//! per call (`spawn_blocking`) would cost about as much as the call itself.
 
+mod api_keys;
 mod boxes;
 mod error;
 mod events;
 mod messages;
 mod migrations;
+mod quota;
+mod read_pool;
 mod secrets;
 mod state;
 mod tenants;
@@ -20,25 +25,35 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
+use read_pool::{ReadConn, ReadPool};
 use rusqlite::Connection;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-pub use boxes::{BoxRecord, NewBox};
+pub use api_keys::{ApiKeyMeta, NewApiKey};
+pub use boxes::{Admission, BoxRecord, NewBox};
 pub use error::StoreError;
-pub use events::{Appended, EventListener, EventRecord, STATE_EVENT};
+pub use events::{
+    Appended, EventGap, EventListener, EventPage, EventRecord, EventRetention, PageLimit, Pruned,
+    STATE_EVENT,
+};
 pub use messages::{
     InvalidMessageId, MessageId, MessageRecord, MessageState, Posted, MAX_MESSAGE_ID_CHARS,
 };
 pub use secrets::{PutSecret, SealedSecret, SecretMeta};
 pub use state::{check_transition, BoxState, InvalidTransition, UnknownState};
-pub use tenants::{Principal, Tenant, DEFAULT_TENANT};
+pub use quota::{Quota, QuotaChange, QuotaExceeded, QuotaLimit, TemplateDisk, Usage};
+pub use tenants::{Principal, Tenant, TenantInfo, DEFAULT_TENANT};
 
 /// The database file's name inside the data directory.
 pub const DB_FILE: &str = "berth.db";
 
 pub struct Store {
+    /// The one write connection.
     conn: Mutex<Connection>,
+    /// Read-only connections for reads that need not see the caller's own uncommitted
+    /// writes (all reads outside a write transaction).
+    readers: ReadPool,
     /// Told after each commit that appended events.
     listener: RwLock<Option<Arc<dyn EventListener>>>,
 }
@@ -66,12 +81,20 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(open_err)?;
         migrations::apply(&mut conn)?;
+        let readers = ReadPool::open(path)?;
         Ok(Store {
             conn: Mutex::new(conn),
+            readers,
             listener: RwLock::new(None),
         })
     }
 
+    /// A read-only connection from the pool: for every read outside a write transaction.
+    fn read(&self) -> ReadConn<'_> {
+        self.readers.get()
+    }
+
+    /// The write connection: for writes, and reads inside a write transaction.
     fn conn(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock cannot leave a half-applied transaction behind
         // (rusqlite rolls back on drop), so a poisoned lock is still usable.
@@ -105,6 +128,10 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
+mod event_retention_tests;
+#[cfg(test)]
 mod ingress_tests;
+#[cfg(test)]
+mod quota_tests;
 #[cfg(test)]
 mod tests;

@@ -1,17 +1,14 @@
-//! Tenants and their API keys. Keys are `berth_` + 64 hex characters (32 OS-random bytes);
-//! only their SHA-256 is stored.
+//! Tenants, and the quotas the admin sets on them (their API keys: `api_keys.rs`).
 
 use berth_protocol::TenantId;
 use rusqlite::{params, OptionalExtension};
-use sha2::{Digest, Sha256};
 
 use crate::error::{sql, StoreError};
-use crate::{format_time, hex, now, random, Store};
+use crate::quota::{self, Quota, QuotaChange, TemplateDisk, Usage};
+use crate::{format_time, now, parse_time, random, Store};
 
 /// The tenant the admin key belongs to.
 pub const DEFAULT_TENANT: &str = "default";
-
-const KEY_PREFIX: &str = "berth_";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tenant {
@@ -40,46 +37,6 @@ impl Store {
             id,
             name: name.to_owned(),
         })
-    }
-
-    /// Creates a key for `tenant` and returns its plaintext, which is not stored anywhere.
-    pub fn create_api_key(&self, tenant: &TenantId, admin: bool) -> Result<String, StoreError> {
-        let key = format!("{KEY_PREFIX}{}", hex(&random::<32>()?));
-        let created_at = format_time(now())?;
-        self.conn()
-            .execute(
-                "INSERT INTO api_keys (key_hash, tenant_id, is_admin, created_at) VALUES (?1, ?2, ?3, ?4)",
-                params![key_hash(&key), tenant.as_str(), admin, created_at],
-            )
-            .map_err(sql("create an API key"))?;
-        Ok(key)
-    }
-
-    /// The principal of `key`, or `None` when no such key exists.
-    pub fn authenticate(&self, key: &str) -> Result<Option<Principal>, StoreError> {
-        if !key.starts_with(KEY_PREFIX) {
-            return Ok(None);
-        }
-        let row: Option<(String, bool)> = self
-            .conn()
-            .query_row(
-                "SELECT tenant_id, is_admin FROM api_keys WHERE key_hash = ?1",
-                params![key_hash(key)],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
-            .optional()
-            .map_err(sql("look up an API key"))?;
-        row.map(|(tenant, is_admin)| {
-            let tenant_id = tenant.parse().map_err(|source| StoreError::CorruptId {
-                column: "api_keys.tenant_id",
-                source,
-            })?;
-            Ok(Principal {
-                tenant_id,
-                is_admin,
-            })
-        })
-        .transpose()
     }
 
     /// First start: when no admin key exists, creates the [`DEFAULT_TENANT`] (if needed) and
@@ -118,41 +75,106 @@ impl Store {
                 id
             }
         };
-        let key = format!("{KEY_PREFIX}{}", hex(&random::<32>()?));
-        tx.execute(
-            "INSERT INTO api_keys (key_hash, tenant_id, is_admin, created_at) VALUES (?1, ?2, 1, ?3)",
-            params![key_hash(&key), tenant, created_at],
-        )
-        .map_err(sql("create the admin key"))?;
+        let key = crate::api_keys::insert(&tx, &parse_id(&tenant)?, true)?;
         tx.commit().map_err(sql("commit the admin key"))?;
-        Ok(Some(key))
+        Ok(Some(key.key))
     }
 
     /// The tenant named `name`.
     pub fn tenant_by_name(&self, name: &str) -> Result<Option<Tenant>, StoreError> {
-        let id: Option<String> = self
+        self.find_tenant(name)
+    }
+
+    /// The tenant whose id (`tn_…`) or name is `reference`.
+    pub fn find_tenant(&self, reference: &str) -> Result<Option<Tenant>, StoreError> {
+        let row: Option<(String, String)> = self
             .conn()
             .query_row(
-                "SELECT id FROM tenants WHERE name = ?1",
-                params![name],
-                |row| row.get(0),
+                "SELECT id, name FROM tenants WHERE id = ?1 OR name = ?1 ORDER BY id = ?1 DESC LIMIT 1",
+                params![reference],
+                |row| Ok((row.get(0)?, row.get(1)?)),
             )
             .optional()
             .map_err(sql("look up a tenant"))?;
-        id.map(|id| {
-            let id = id.parse().map_err(|source| StoreError::CorruptId {
-                column: "tenants.id",
-                source,
-            })?;
+        row.map(|(id, name)| {
             Ok(Tenant {
-                id,
-                name: name.to_owned(),
+                id: parse_id(&id)?,
+                name,
             })
         })
         .transpose()
     }
+
+    /// Every tenant with its quota and what it uses, oldest first.
+    pub fn list_tenants(
+        &self,
+        template_disk: TemplateDisk<'_>,
+    ) -> Result<Vec<TenantInfo>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
+        let rows: Vec<(String, String, String)> = {
+            let mut stmt = tx
+                .prepare("SELECT id, name, created_at FROM tenants ORDER BY created_at, name")
+                .map_err(sql("list tenants"))?;
+            let rows = stmt
+                .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+                .map_err(sql("list tenants"))?;
+            rows.collect::<Result<_, _>>()
+                .map_err(sql("list tenants"))?
+        };
+        rows.into_iter()
+            .map(|(id, name, created_at)| {
+                let id = parse_id(&id)?;
+                Ok(TenantInfo {
+                    quota: quota::read(&tx, &id)?,
+                    usage: quota::usage(&tx, &id, template_disk)?,
+                    created_at: parse_time("tenants.created_at", &created_at)?,
+                    tenant: Tenant { id, name },
+                })
+            })
+            .collect()
+    }
+
+    /// Changes the tenant's limits; returns its quota now. A limit lowered below what the
+    /// tenant uses refuses only what would take more (nothing is stopped or deleted).
+    pub fn set_quota(&self, tenant: &TenantId, change: &QuotaChange) -> Result<Quota, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
+        let quota =
+            quota::write(&tx, tenant, change)?.ok_or_else(|| StoreError::TenantNotFound {
+                reference: tenant.to_string(),
+            })?;
+        tx.commit().map_err(sql("commit a tenant's quota"))?;
+        Ok(quota)
+    }
+
+    /// The tenant's quota and what it uses now.
+    pub fn quota_usage(
+        &self,
+        tenant: &TenantId,
+        template_disk: TemplateDisk<'_>,
+    ) -> Result<(Quota, Usage), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
+        Ok((
+            quota::read(&tx, tenant)?,
+            quota::usage(&tx, tenant, template_disk)?,
+        ))
+    }
 }
 
-fn key_hash(key: &str) -> String {
-    hex(&Sha256::digest(key.as_bytes()))
+/// A tenant as the admin's listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantInfo {
+    pub tenant: Tenant,
+    pub created_at: time::OffsetDateTime,
+    pub quota: Quota,
+    pub usage: Usage,
+}
+
+fn parse_id(id: &str) -> Result<TenantId, StoreError> {
+    id.parse().map_err(|source| StoreError::CorruptId {
+        column: "tenants.id",
+        source,
+    })
 }
