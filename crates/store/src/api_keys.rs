@@ -56,8 +56,9 @@ impl Store {
             return Ok(None);
         }
         let hash = key_hash(key);
-        let conn = self.conn();
-        let row: Option<(String, bool, Option<String>)> = conn
+        // A read beside any writer; the write connection only once a minute per key.
+        let row: Option<(String, bool, Option<String>)> = self
+            .read()
             .query_row(
                 "SELECT tenant_id, is_admin, last_used_at FROM api_keys WHERE key_hash = ?1",
                 params![hash],
@@ -74,11 +75,12 @@ impl Store {
             None => true,
         };
         if stale {
-            conn.execute(
-                "UPDATE api_keys SET last_used_at = ?1 WHERE key_hash = ?2",
-                params![format_time(at)?, hash],
-            )
-            .map_err(sql("record an API key's use"))?;
+            self.conn()
+                .execute(
+                    "UPDATE api_keys SET last_used_at = ?1 WHERE key_hash = ?2",
+                    params![format_time(at)?, hash],
+                )
+                .map_err(sql("record an API key's use"))?;
         }
         let tenant_id = tenant.parse().map_err(|source| StoreError::CorruptId {
             column: "api_keys.tenant_id",
@@ -92,7 +94,7 @@ impl Store {
 
     /// The tenant's keys, oldest first.
     pub fn list_api_keys(&self, tenant: &TenantId) -> Result<Vec<ApiKeyMeta>, StoreError> {
-        let conn = self.conn();
+        let conn = self.read();
         let mut stmt = conn
             .prepare(
                 "SELECT id, tenant_id, prefix, is_admin, created_at, last_used_at FROM api_keys \

@@ -3,7 +3,7 @@
 //! concurrent calls cannot both take the last unit.
 
 use berth_protocol::TenantId;
-use rusqlite::{params, OptionalExtension, Transaction};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use crate::error::{sql, StoreError};
@@ -89,8 +89,8 @@ pub struct QuotaExceeded {
 /// The volume size of a box that has none of its own: its template's, now.
 pub type TemplateDisk<'a> = &'a dyn Fn(&str) -> u64;
 
-/// The tenant's quota, read in `tx`.
-pub(crate) fn read(tx: &Transaction<'_>, tenant: &TenantId) -> Result<Quota, StoreError> {
+/// The tenant's quota.
+pub(crate) fn read(tx: &Connection, tenant: &TenantId) -> Result<Quota, StoreError> {
     let row: Option<[Option<i64>; 4]> = tx
         .query_row(
             "SELECT max_boxes, max_running, max_memory_mib, max_disk_mib FROM tenants WHERE id = ?1",
@@ -111,7 +111,7 @@ pub(crate) fn read(tx: &Transaction<'_>, tenant: &TenantId) -> Result<Quota, Sto
 
 /// Sets the changed limits of `tenant`; the new quota, `None` when there is no such tenant.
 pub(crate) fn write(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     tenant: &TenantId,
     change: &QuotaChange,
 ) -> Result<Option<Quota>, StoreError> {
@@ -133,9 +133,9 @@ pub(crate) fn write(
     Ok((n == 1).then_some(quota))
 }
 
-/// What `tenant`'s boxes use now, read in `tx`.
+/// What `tenant`'s boxes use now.
 pub(crate) fn usage(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     tenant: &TenantId,
     template_disk: TemplateDisk<'_>,
 ) -> Result<Usage, StoreError> {

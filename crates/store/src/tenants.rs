@@ -88,7 +88,7 @@ impl Store {
     /// The tenant whose id (`tn_…`) or name is `reference`.
     pub fn find_tenant(&self, reference: &str) -> Result<Option<Tenant>, StoreError> {
         let row: Option<(String, String)> = self
-            .conn()
+            .read()
             .query_row(
                 "SELECT id, name FROM tenants WHERE id = ?1 OR name = ?1 ORDER BY id = ?1 DESC LIMIT 1",
                 params![reference],
@@ -110,8 +110,11 @@ impl Store {
         &self,
         template_disk: TemplateDisk<'_>,
     ) -> Result<Vec<TenantInfo>, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
+        let conn = self.read();
+        // One snapshot for the whole listing.
+        let tx = conn
+            .unchecked_transaction()
+            .map_err(sql("begin a read transaction"))?;
         let rows: Vec<(String, String, String)> = {
             let mut stmt = tx
                 .prepare("SELECT id, name, created_at FROM tenants ORDER BY created_at, name")
@@ -154,8 +157,10 @@ impl Store {
         tenant: &TenantId,
         template_disk: TemplateDisk<'_>,
     ) -> Result<(Quota, Usage), StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
+        let conn = self.read();
+        let tx = conn
+            .unchecked_transaction()
+            .map_err(sql("begin a read transaction"))?;
         Ok((
             quota::read(&tx, tenant)?,
             quota::usage(&tx, tenant, template_disk)?,
