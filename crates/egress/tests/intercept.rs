@@ -16,7 +16,7 @@ use berth_protocol::BoxId;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -110,7 +110,13 @@ impl Upstream {
                     };
                     let _ = heads_tx.send(head.clone());
                     let body = read_body(&mut tls, &head).await;
-                    if head.starts_with("GET /sse ") {
+                    if let Some(kind) = head
+                        .strip_prefix("GET /echo")
+                        .and_then(|rest| rest.split_once(' '))
+                        .map(|(kind, _)| kind.to_owned())
+                    {
+                        echo(&mut tls, &head, &kind, &release_rx).await;
+                    } else if head.starts_with("GET /sse ") {
                         let _ = tls
                             .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n\r\nevent: ping\ndata: one\n\n")
                             .await;
@@ -147,6 +153,113 @@ impl Drop for Upstream {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// An upstream that launders: every request header comes back as a response header
+/// (`x-echo-N: name: value`) and the whole request head comes back as the body, written in
+/// small pieces (each its own TLS record) at odd offsets so any secret in it is split
+/// across reads. `kind`: `-chunked` (chunk framing also split), `-length`
+/// (Content-Length), `-sse` (an event stream that holds its second event until released),
+/// `-gzip` (labelled gzip although the gateway asked for identity).
+async fn echo<S: AsyncWrite + Unpin>(
+    tls: &mut S,
+    head: &str,
+    kind: &str,
+    release: &tokio::sync::Mutex<mpsc::UnboundedReceiver<()>>,
+) {
+    let mut resp = String::from("HTTP/1.1 200 OK\r\n");
+    for (i, line) in head.lines().skip(1).filter(|l| !l.is_empty()).enumerate() {
+        resp += &format!("x-echo-{i}: {line}\r\n");
+    }
+    let body = head.as_bytes();
+    let pieces = odd_pieces(body);
+    match kind {
+        "-chunked" => {
+            resp += "transfer-encoding: chunked\r\n\r\n";
+            send(tls, resp.as_bytes()).await;
+            for piece in pieces {
+                send(tls, format!("{:x}\r\n", piece.len()).as_bytes()).await;
+                send(tls, piece).await;
+                send(tls, b"\r\n").await;
+            }
+            send(tls, b"0\r\n\r\n").await;
+        }
+        "-length" | "-gzip" => {
+            if kind == "-gzip" {
+                resp += "content-encoding: gzip\r\n";
+            }
+            resp += &format!("content-length: {}\r\n\r\n", body.len());
+            send(tls, resp.as_bytes()).await;
+            for piece in pieces {
+                send(tls, piece).await;
+            }
+        }
+        "-sse" => {
+            resp += "content-type: text/event-stream\r\n\r\n";
+            send(tls, resp.as_bytes()).await;
+            for piece in pieces {
+                send(tls, piece).await;
+            }
+            send(tls, b"\n\nevent: ping\ndata: one\n\n").await;
+            let _ = release.lock().await.recv().await;
+            send(tls, b"event: ping\ndata: two\n\n").await;
+        }
+        other => panic!("unknown echo kind {other:?}"),
+    }
+}
+
+/// `bytes` cut at 1, 4, 9, 16, … (growing odd steps: 1, 3, 5, 7, …).
+fn odd_pieces(bytes: &[u8]) -> Vec<&[u8]> {
+    let mut pieces = Vec::new();
+    let (mut at, mut step) = (0, 1);
+    while at < bytes.len() {
+        let end = (at + step).min(bytes.len());
+        pieces.push(&bytes[at..end]);
+        at = end;
+        step = if step >= 13 { 1 } else { step + 2 };
+    }
+    pieces
+}
+
+async fn send<S: AsyncWrite + Unpin>(s: &mut S, bytes: &[u8]) {
+    let _ = s.write_all(bytes).await;
+    let _ = s.flush().await;
+}
+
+/// A chunked body decoded the way the box's HTTP client would (trailers dropped).
+fn dechunk(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = body.windows(2).position(|w| w == b"\r\n") else {
+            panic!("unterminated chunk: {}", String::from_utf8_lossy(body));
+        };
+        let size = std::str::from_utf8(&body[..eol]).unwrap();
+        let size = usize::from_str_radix(size.split(';').next().unwrap().trim(), 16).unwrap();
+        body = &body[eol + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&body[..size]);
+        assert_eq!(&body[size..size + 2], b"\r\n");
+        body = &body[size + 2..];
+    }
+}
+
+/// A response split into its head and its body as the box's client would decode it.
+fn decode_response(back: &[u8]) -> (String, Vec<u8>) {
+    let end = back
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a complete head")
+        + 4;
+    let head = String::from_utf8(back[..end].to_vec()).unwrap();
+    let lower = head.to_ascii_lowercase();
+    let body = if lower.contains("transfer-encoding: chunked\r\n") {
+        dechunk(&back[end..])
+    } else {
+        back[end..].to_vec()
+    };
+    (head, body)
 }
 
 /// The body after `head`: Content-Length bytes, or chunked up to the last chunk (kept
@@ -340,10 +453,11 @@ async fn the_placeholder_becomes_the_real_secret_upstream() {
     tls.write_all(get(API, &format!("X-Api-Key: {KEY_PH}\r\n")).as_bytes())
         .await
         .unwrap();
-    let mut back = String::new();
-    tls.read_to_string(&mut back).await.unwrap();
+    let mut raw = Vec::new();
+    tls.read_to_end(&mut raw).await.unwrap();
+    let (back, body) = decode_response(&raw);
     assert!(back.starts_with("HTTP/1.1 200 OK\r\n"), "{back}");
-    assert!(back.ends_with("\r\n\r\nok"), "{back}");
+    assert_eq!(body, b"ok", "{back}");
     assert!(back.contains("connection: close\r\n"), "{back}");
     assert!(!back.contains("keep-alive"), "{back}");
 
@@ -485,7 +599,7 @@ async fn sse_events_arrive_as_they_are_sent() {
     let mut got = Vec::new();
     let mut chunk = [0u8; 1024];
     let first = async {
-        while !got.ends_with(b"data: one\n\n") {
+        while !contains(&got, "data: one\n\n") {
             let n = tls.read(&mut chunk).await.unwrap();
             assert!(
                 n > 0,
@@ -503,9 +617,11 @@ async fn sse_events_arrive_as_they_are_sent() {
     assert!(!text.contains("two"));
     h.upstream.release.send(()).unwrap();
     tls.read_to_end(&mut got).await.unwrap();
-    assert!(String::from_utf8(got)
-        .unwrap()
-        .ends_with("data: one\n\nevent: ping\ndata: two\n\n"));
+    let (_, body) = decode_response(&got);
+    assert_eq!(
+        body,
+        b"event: ping\ndata: one\n\nevent: ping\ndata: two\n\n"
+    );
     let r = &h.audit(1).await[0];
     assert_eq!((r.decision, r.intercept), (Verdict::Allow, true));
     h.shutdown().await;
@@ -606,5 +722,133 @@ async fn exactly_one_body_goes_up_and_a_pipelined_request_does_not() {
     assert!(back.starts_with("HTTP/1.1 400 "), "{back}");
     let records = h.audit(3).await;
     assert_eq!(records[2].reason.as_deref(), Some("bad_request"));
+    h.shutdown().await;
+}
+
+// ---- laundering: the real secret never comes back to the box -----------------------------
+
+/// Sends `request` and returns the raw response bytes.
+async fn exchange(h: &Harness, host: &str, request: &str) -> Vec<u8> {
+    let mut tls = h.tls(host, false).await;
+    tls.write_all(request.as_bytes()).await.unwrap();
+    let mut back = Vec::new();
+    tls.read_to_end(&mut back).await.unwrap();
+    back
+}
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+#[tokio::test]
+async fn an_echoing_upstream_hands_the_box_only_the_placeholder() {
+    let mut h = Harness::start().await;
+    for kind in ["-chunked", "-length"] {
+        for (host, header, ph, secret, token) in [
+            (API, "x-api-key", KEY_PH, KEY_SECRET, KEY_SECRET),
+            (
+                AUTH,
+                "authorization",
+                AUTH_PH,
+                AUTH_SECRET,
+                "gh-real-secret-abcdef",
+            ),
+        ] {
+            let value = if header == "authorization" {
+                format!("Bearer {ph}")
+            } else {
+                ph.to_owned()
+            };
+            let req =
+                format!("GET /echo{kind} HTTP/1.1\r\nHost: {host}\r\n{header}: {value}\r\n\r\n");
+            let back = exchange(&h, host, &req).await;
+            let sent = h.upstream.heads.recv().await.unwrap();
+            assert!(sent.contains(secret), "the secret went up: {sent}");
+            let (head, body) = decode_response(&back);
+            assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+            for (what, bytes) in [
+                ("head", head.as_bytes()),
+                ("body", body.as_slice()),
+                ("raw", back.as_slice()),
+            ] {
+                assert!(
+                    !contains(bytes, token),
+                    "{kind} {host}: the secret reached the box in the {what}: {}",
+                    String::from_utf8_lossy(bytes)
+                );
+            }
+            assert!(contains(head.as_bytes(), ph), "{head}");
+            assert!(contains(&body, ph), "{}", String::from_utf8_lossy(&body));
+            assert!(
+                body.starts_with(b"GET /echo"),
+                "the rest of the body is intact: {}",
+                String::from_utf8_lossy(&body)
+            );
+            assert!(
+                sent.to_ascii_lowercase()
+                    .contains("accept-encoding: identity\r\n"),
+                "upstream is asked for an unencoded response: {sent}"
+            );
+        }
+    }
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_echoed_secret_in_an_event_stream_is_replaced_and_events_still_stream() {
+    let mut h = Harness::start().await;
+    let mut tls = h.tls(API, false).await;
+    tls.write_all(
+        format!("GET /echo-sse HTTP/1.1\r\nHost: {API}\r\nx-api-key: {KEY_PH}\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 1024];
+    let first = async {
+        while !contains(&got, "data: one\n\n") {
+            let n = tls.read(&mut chunk).await.unwrap();
+            assert!(
+                n > 0,
+                "stream ended early: {}",
+                String::from_utf8_lossy(&got)
+            );
+            got.extend_from_slice(&chunk[..n]);
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), first)
+        .await
+        .expect("the first event did not arrive while upstream held the second");
+    assert!(
+        !contains(&got, KEY_SECRET),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    assert!(contains(&got, KEY_PH), "{}", String::from_utf8_lossy(&got));
+    h.upstream.release.send(()).unwrap();
+    tls.read_to_end(&mut got).await.unwrap();
+    let (_, body) = decode_response(&got);
+    assert!(body.ends_with(b"data: one\n\nevent: ping\ndata: two\n\n"));
+    assert!(!contains(&body, KEY_SECRET));
+    let _ = h.upstream.heads.recv().await;
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_encoded_response_that_could_hide_the_secret_is_refused() {
+    let mut h = Harness::start().await;
+    let req = format!("GET /echo-gzip HTTP/1.1\r\nHost: {API}\r\nx-api-key: {KEY_PH}\r\nAccept-Encoding: gzip, br\r\n\r\n");
+    let back = exchange(&h, API, &req).await;
+    let text = String::from_utf8_lossy(&back);
+    assert!(text.starts_with("HTTP/1.1 502 "), "{text}");
+    assert!(!contains(&back, KEY_SECRET), "{text}");
+    let sent = h.upstream.heads.recv().await.unwrap();
+    assert!(
+        !sent.to_ascii_lowercase().contains("accept-encoding: gzip"),
+        "{sent}"
+    );
+    let r = &h.audit(1).await[0];
+    assert_eq!(r.decision, Verdict::Deny);
+    assert_eq!(r.reason.as_deref(), Some("encoded_response"));
     h.shutdown().await;
 }

@@ -59,6 +59,10 @@ pub enum DenyReason {
     UpstreamTls,
     /// Intercepted: the gateway could not set up interception (leaf minting, TLS config).
     InterceptFailed,
+    /// Intercepted: the response was encoded (`Content-Encoding` other than `identity`,
+    /// although the gateway asked for `identity`), so it could hide a secret from the
+    /// scrubber; the box got a 502. The request had gone upstream.
+    EncodedResponse,
 }
 
 impl DenyReason {
@@ -85,6 +89,7 @@ impl DenyReason {
             DenyReason::BoxTls => "box_tls".into(),
             DenyReason::UpstreamTls => "upstream_tls".into(),
             DenyReason::InterceptFailed => "intercept_failed".into(),
+            DenyReason::EncodedResponse => "encoded_response".into(),
         }
     }
 

@@ -254,7 +254,11 @@ impl Session {
                     tracing::debug!(box_id = %self.egress.box_id, error = %e, "egress intercepted stream ended");
                 }
                 self.credential = served.injected;
-                self.audit(Verdict::Allow, None, &counters);
+                if served.encoded_response {
+                    self.audit(Verdict::Deny, Some(DenyReason::EncodedResponse), &counters);
+                } else {
+                    self.audit(Verdict::Allow, None, &counters);
+                }
             }
             Err(e) => {
                 tracing::debug!(box_id = %self.egress.box_id, error = %e, "egress interception refused");

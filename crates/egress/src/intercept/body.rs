@@ -83,7 +83,7 @@ where
     Ok(())
 }
 
-async fn read_line<R: AsyncBufRead + Unpin>(from: &mut R) -> Result<Vec<u8>, BodyError> {
+pub(super) async fn read_line<R: AsyncBufRead + Unpin>(from: &mut R) -> Result<Vec<u8>, BodyError> {
     let mut line = Vec::new();
     (&mut *from)
         .take(MAX_LINE)
@@ -100,7 +100,7 @@ async fn read_line<R: AsyncBufRead + Unpin>(from: &mut R) -> Result<Vec<u8>, Bod
 }
 
 /// `1a;ext=x\r\n` → 26. Extensions are passed on untouched.
-fn chunk_size(line: &[u8]) -> Result<u64, BodyError> {
+pub(super) fn chunk_size(line: &[u8]) -> Result<u64, BodyError> {
     let hex = line
         .split(|b| *b == b';' || *b == b'\r' || *b == b'\n')
         .next()

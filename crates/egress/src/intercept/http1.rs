@@ -4,16 +4,17 @@
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::body::Framing;
+use super::response::RequestShape;
 use super::rules::{CredentialRule, CREDENTIAL_HEADERS};
 use crate::hostname::canonical_host;
 use crate::policy::EGRESS_PORT;
 
 /// The largest request or response head the gateway reads.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
-const MAX_HEADERS: usize = 128;
+pub(super) const MAX_HEADERS: usize = 128;
 
 /// Hop-by-hop headers the gateway owns: one request per connection, no upgrades.
-const HOP_HEADERS: [&str; 5] = [
+pub(super) const HOP_HEADERS: [&str; 5] = [
     "connection",
     "keep-alive",
     "proxy-connection",
@@ -108,6 +109,8 @@ pub struct Rewritten {
     pub injected: Option<String>,
     /// How the body that follows the head ends.
     pub framing: Framing,
+    /// What the response to it must look like to the box.
+    pub shape: RequestShape,
 }
 
 impl std::fmt::Debug for Rewritten {
@@ -182,7 +185,9 @@ pub fn rewrite_request(
             }
             continue;
         }
-        if CREDENTIAL_HEADERS.contains(&name.as_str()) {
+        // The gateway asks for `identity` itself: an encoded response could hide a secret
+        // from the scrubber (`super::response`).
+        if CREDENTIAL_HEADERS.contains(&name.as_str()) || name == "accept-encoding" {
             continue;
         }
         push_header(&mut out, h.name.as_bytes(), h.value);
@@ -190,11 +195,15 @@ pub fn rewrite_request(
     if let Some(rule) = injected {
         push_header(&mut out, rule.header.as_bytes(), rule.secret.as_bytes());
     }
-    out.extend_from_slice(b"connection: close\r\n\r\n");
+    out.extend_from_slice(b"accept-encoding: identity\r\nconnection: close\r\n\r\n");
     Ok(Rewritten {
         head: out,
         injected: injected.map(|r| r.name.clone()),
         framing,
+        shape: RequestShape {
+            head_method: method == "HEAD",
+            http10: version == 0,
+        },
     })
 }
 
@@ -252,37 +261,6 @@ fn host_matches(host: &[u8], sni: &str) -> bool {
     canonical_host(name).is_ok_and(|c| c == sni)
 }
 
-/// The response head with its hop-by-hop headers replaced by `Connection: close`, so the
-/// box opens a new connection (and gets a freshly checked request) for its next request.
-pub fn rewrite_response(head: &[u8]) -> Result<Vec<u8>, HeadReadError> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut resp = httparse::Response::new(&mut headers);
-    resp.parse(head).map_err(HeadReadError::Malformed)?;
-    let (Some(version), Some(code)) = (resp.version, resp.code) else {
-        return Err(HeadReadError::Malformed(httparse::Error::Status));
-    };
-    let mut out = Vec::with_capacity(head.len() + 32);
-    out.extend_from_slice(format!("HTTP/1.{version} {code} ").as_bytes());
-    out.extend_from_slice(resp.reason.unwrap_or("").as_bytes());
-    out.extend_from_slice(b"\r\n");
-    for h in resp.headers.iter() {
-        if HOP_HEADERS.contains(&h.name.to_ascii_lowercase().as_str()) {
-            continue;
-        }
-        push_header(&mut out, h.name.as_bytes(), h.value);
-    }
-    out.extend_from_slice(b"connection: close\r\n\r\n");
-    Ok(out)
-}
-
-/// The status code of a complete response head (for skipping interim 1xx responses).
-pub fn response_code(head: &[u8]) -> Option<u16> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut resp = httparse::Response::new(&mut headers);
-    resp.parse(head).ok()?;
-    resp.code
-}
-
 fn push_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
@@ -322,7 +300,7 @@ mod tests {
         assert!(!out.contains("berth-ph-1"));
         assert!(!out.to_ascii_lowercase().contains("cookie"));
         assert!(!out.contains("Bearer x"));
-        assert!(out.ends_with("connection: close\r\n\r\n"));
+        assert!(out.ends_with("accept-encoding: identity\r\nconnection: close\r\n\r\n"));
         assert_eq!(out.matches("onnection").count(), 1);
 
         let wrong = "GET / HTTP/1.1\r\nHost: api.example.test\r\nx-api-key: other\r\n\r\n";
@@ -386,17 +364,6 @@ mod tests {
         ] {
             assert_eq!(f(bad), Err(Refusal::BadFraming), "{bad}");
         }
-    }
-
-    #[test]
-    fn response_gets_connection_close() {
-        let head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n\r\n";
-        let out = String::from_utf8(rewrite_response(head).unwrap()).unwrap();
-        assert_eq!(
-            out,
-            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nconnection: close\r\n\r\n"
-        );
-        assert_eq!(response_code(b"HTTP/1.1 100 Continue\r\n\r\n"), Some(100));
     }
 
     #[tokio::test]

@@ -3,6 +3,10 @@
 //! rewrites each request head (credentials stripped, the real secret set only for the
 //! box's placeholder on a rule host), and re-encrypts upstream against webpki roots.
 //!
+//! Every response from such a host is scrubbed on its way back: the real secrets of the
+//! box's rules are replaced by their placeholders in heads and bodies (`scrub`,
+//! `response`), so an upstream that echoes requests hands the box nothing.
+//!
 //! One request per connection: the gateway sends `Connection: close` upstream and to the
 //! box, so every request is a fresh connection whose head is read and checked. After the
 //! head the body and the response are streamed as they come (SSE is never buffered).
@@ -12,7 +16,9 @@ mod ca;
 mod http1;
 mod proxy;
 mod replay;
+mod response;
 mod rules;
+mod scrub;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,12 +29,13 @@ use rustls::{ClientConfig, RootCertStore};
 pub use body::{copy_body, BodyError, Framing};
 pub use ca::{BoxCa, CaError, Leaf, SavedCa};
 pub use http1::{
-    read_head, rewrite_request, rewrite_response, HeadReadError, Kind, Refusal, Rewritten,
-    MAX_HEAD_BYTES,
+    read_head, rewrite_request, HeadReadError, Kind, Refusal, Rewritten, MAX_HEAD_BYTES,
 };
 pub use proxy::{InterceptError, Served};
 pub use replay::Replay;
+pub use response::{relay_response, Relayed, RequestShape};
 pub use rules::{CredentialRule, RuleError, CREDENTIAL_HEADERS};
+pub use scrub::{Scrub, Secrets};
 
 /// One box's interception settings.
 #[derive(Debug, Clone)]
@@ -68,6 +75,7 @@ pub enum InterceptSetupError {
 pub struct Interceptor {
     ca: BoxCa,
     rules: Vec<CredentialRule>,
+    secrets: Secrets,
     upstream: Arc<ClientConfig>,
     handshake_timeout: Duration,
 }
@@ -89,6 +97,7 @@ impl Interceptor {
         upstream.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Interceptor {
             ca,
+            secrets: Secrets::new(&config.rules),
             rules: config.rules,
             upstream: Arc::new(upstream),
             handshake_timeout: config.handshake_timeout,

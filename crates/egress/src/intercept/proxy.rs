@@ -12,10 +12,9 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use super::body::copy_body;
 use super::ca::CaError;
-use super::http1::{
-    read_head, response_code, rewrite_request, rewrite_response, HeadReadError, Kind, Refusal,
-};
+use super::http1::{read_head, rewrite_request, HeadReadError, Kind, Refusal};
 use super::replay::Replay;
+use super::response::{relay_response, Relayed};
 use super::{provider, Interceptor};
 
 /// An intercepted request that went upstream. Errors after that point (a reset mid-body,
@@ -24,6 +23,9 @@ use super::{provider, Interceptor};
 pub struct Served {
     /// The name of the rule whose secret was set, if any.
     pub injected: Option<String>,
+    /// The response was not relayed: its body was encoded (`Content-Encoding`), which
+    /// could hide a secret from the scrubber; the box got a 502.
+    pub encoded_response: bool,
     pub stream_error: Option<io::Error>,
 }
 
@@ -153,49 +155,20 @@ impl Interceptor {
                 Err(e) => io::Error::other(e),
             }
         };
-        let response = forward_response(&mut up_r, &mut box_w);
-        let stream_error = tokio::select! {
-            res = response => res.err(),
-            e = request => Some(e),
+        let response = relay_response(&mut up_r, &mut box_w, &self.secrets, rewritten.shape);
+        let (encoded_response, stream_error) = tokio::select! {
+            res = response => match res {
+                Ok(relayed) => (relayed == Relayed::Encoded, None),
+                Err(e) => (false, Some(e)),
+            },
+            e = request => (false, Some(e)),
         };
         Ok(Served {
             injected: rewritten.injected,
+            encoded_response,
             stream_error,
         })
     }
-}
-
-/// Interim (1xx) heads go to the box unchanged; the final head is rewritten to
-/// `Connection: close`; then the body is copied as it arrives, flushed whenever upstream
-/// pauses, which is what lets SSE events through one by one.
-async fn forward_response<R, W>(up: &mut R, to_box: &mut W) -> io::Result<()>
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let mut buf = Vec::new();
-    loop {
-        let n = read_head(up, &mut buf, Kind::Response)
-            .await
-            .map_err(io::Error::other)?;
-        let code = response_code(&buf[..n]).unwrap_or(0);
-        if (100..200).contains(&code) && code != 101 {
-            to_box.write_all(&buf[..n]).await?;
-            buf.drain(..n);
-            continue;
-        }
-        let head = rewrite_response(&buf[..n]).map_err(io::Error::other)?;
-        to_box.write_all(&head).await?;
-        buf.drain(..n);
-        break;
-    }
-    to_box.write_all(&buf).await?;
-    to_box.flush().await?;
-    // Close toward the box even when upstream ended uncleanly, so the box sees the end.
-    let copied = tokio::io::copy(up, to_box).await;
-    let closed = to_box.shutdown().await;
-    copied?;
-    closed
 }
 
 /// The gateway's own answer to the box; the box may already be gone.

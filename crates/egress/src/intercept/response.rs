@@ -1,0 +1,318 @@
+//! The response of an intercepted request, on its way back to the box: heads rewritten to
+//! `Connection: close` with every secret taken out of them, the body decoded from its
+//! upstream framing, scrubbed ([`super::scrub`]) and re-framed for the box (chunked to an
+//! HTTP/1.1 client, ended by the close to an HTTP/1.0 one), because a replaced secret
+//! changes the body's length. Streamed as it comes: each piece read is written and flushed.
+//!
+//! An encoded body (`Content-Encoding` other than `identity`, or a transfer coding other
+//! than `chunked`) is refused with a 502: the gateway asked for `identity`, and compressed
+//! bytes could carry a secret the scrubber cannot see.
+
+use std::io;
+
+use tokio::io::{AsyncBufRead, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+
+use super::body::{chunk_size, read_line, BodyError};
+use super::http1::{read_head, HeadReadError, Kind, HOP_HEADERS, MAX_HEADERS};
+use super::replay::Replay;
+use super::scrub::Secrets;
+
+/// How the upstream's response body ends (RFC 9112 §6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Upstream {
+    /// HEAD, 1xx, 204, 304.
+    NoBody,
+    Length(u64),
+    Chunked,
+    UntilClose,
+}
+
+/// What the box was sent.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Relayed {
+    /// The response, scrubbed.
+    Response,
+    /// A 502 instead of a body the gateway cannot scrub (its `Content-Encoding`).
+    Encoded,
+}
+
+/// The request as the box sent it, for framing its response.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestShape {
+    pub head_method: bool,
+    pub http10: bool,
+}
+
+/// Relays the response to one request: interim (1xx) heads, then the final head and its
+/// body, then closes toward the box (also when upstream ended uncleanly, so the box sees
+/// the end).
+pub async fn relay_response<R, W>(
+    up: &mut R,
+    to_box: &mut W,
+    secrets: &Secrets,
+    request: RequestShape,
+) -> io::Result<Relayed>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let relayed = relay(up, to_box, secrets, request).await;
+    let closed = to_box.shutdown().await;
+    let relayed = relayed?;
+    closed?;
+    Ok(relayed)
+}
+
+async fn relay<R, W>(
+    up: &mut R,
+    to_box: &mut W,
+    secrets: &Secrets,
+    request: RequestShape,
+) -> io::Result<Relayed>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut buf = Vec::new();
+    let framing = loop {
+        let n = read_head(up, &mut buf, Kind::Response)
+            .await
+            .map_err(io::Error::other)?;
+        let head = Head::parse(&buf[..n]).map_err(io::Error::other)?;
+        let interim = (100..200).contains(&head.code) && head.code != 101;
+        if interim {
+            to_box.write_all(&head.rewrite(secrets, None)).await?;
+            buf.drain(..n);
+            continue;
+        }
+        let framing = match head.framing(request) {
+            Some(framing) => framing,
+            None => {
+                let refusal =
+                    b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+                to_box.write_all(refusal).await?;
+                return Ok(Relayed::Encoded);
+            }
+        };
+        let chunked_to_box = framing != Upstream::NoBody && !request.http10;
+        to_box
+            .write_all(&head.rewrite(secrets, Some(chunked_to_box)))
+            .await?;
+        buf.drain(..n);
+        break framing;
+    };
+    to_box.flush().await?;
+    if framing == Upstream::NoBody {
+        return Ok(Relayed::Response);
+    }
+    // What upstream sent after the head is the start of the body: read it first.
+    let mut up = BufReader::new(Replay::new(buf, up));
+    let mut decoder = Decoder::new(framing);
+    let mut scrub = secrets.stream();
+    let mut piece = vec![0u8; 16 * 1024];
+    let mut out = Vec::new();
+    let chunked = !request.http10;
+    loop {
+        let n = decoder
+            .read(&mut up, &mut piece)
+            .await
+            .map_err(io::Error::other)?;
+        out.clear();
+        if n == 0 {
+            scrub.finish(&mut out);
+            write_piece(to_box, &out, chunked).await?;
+            if chunked {
+                to_box.write_all(b"0\r\n\r\n").await?;
+            }
+            to_box.flush().await?;
+            return Ok(Relayed::Response);
+        }
+        scrub.push(&piece[..n], &mut out);
+        write_piece(to_box, &out, chunked).await?;
+        to_box.flush().await?;
+    }
+}
+
+async fn write_piece<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    piece: &[u8],
+    chunked: bool,
+) -> io::Result<()> {
+    // An empty chunk would end the body.
+    if piece.is_empty() {
+        return Ok(());
+    }
+    if chunked {
+        w.write_all(format!("{:x}\r\n", piece.len()).as_bytes())
+            .await?;
+        w.write_all(piece).await?;
+        w.write_all(b"\r\n").await
+    } else {
+        w.write_all(piece).await
+    }
+}
+
+/// A parsed response head (owned, so the buffer it came from can be drained).
+struct Head {
+    version: u8,
+    code: u16,
+    reason: Vec<u8>,
+    headers: Vec<(String, Vec<u8>)>,
+}
+
+impl Head {
+    fn parse(bytes: &[u8]) -> Result<Head, HeadReadError> {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut resp = httparse::Response::new(&mut headers);
+        resp.parse(bytes).map_err(HeadReadError::Malformed)?;
+        let (Some(version), Some(code)) = (resp.version, resp.code) else {
+            return Err(HeadReadError::Malformed(httparse::Error::Status));
+        };
+        Ok(Head {
+            version,
+            code,
+            reason: resp.reason.unwrap_or("").as_bytes().to_vec(),
+            headers: resp
+                .headers
+                .iter()
+                .map(|h| (h.name.to_owned(), h.value.to_vec()))
+                .collect(),
+        })
+    }
+
+    fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.headers
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_slice())
+    }
+
+    /// How the body ends; `None` when it is encoded in a way the gateway will not relay.
+    fn framing(&self, request: RequestShape) -> Option<Upstream> {
+        if request.head_method || (100..200).contains(&self.code) || matches!(self.code, 204 | 304)
+        {
+            return Some(Upstream::NoBody);
+        }
+        let identity = |v: &[u8]| {
+            v.split(|b| *b == b',').all(|c| {
+                c.trim_ascii().eq_ignore_ascii_case(b"identity") || c.trim_ascii().is_empty()
+            })
+        };
+        if !self.values("content-encoding").all(identity) {
+            return None;
+        }
+        let mut codings = self.values("transfer-encoding").peekable();
+        if codings.peek().is_some() {
+            let chunked_only = codings.all(|v| {
+                v.split(|b| *b == b',')
+                    .map(<[u8]>::trim_ascii)
+                    .filter(|c| !c.is_empty())
+                    .all(|c| c.eq_ignore_ascii_case(b"chunked"))
+            });
+            return chunked_only.then_some(Upstream::Chunked);
+        }
+        let length = self
+            .values("content-length")
+            .next()
+            .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse::<u64>().ok());
+        Some(length.map_or(Upstream::UntilClose, Upstream::Length))
+    }
+
+    /// The head for the box: hop-by-hop and framing headers replaced (`Connection: close`;
+    /// `Transfer-Encoding: chunked` when `chunked` says so; a HEAD or 204/304 answer keeps
+    /// its `Content-Length`), every secret taken out of the reason and the values.
+    fn rewrite(&self, secrets: &Secrets, chunked: Option<bool>) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256);
+        out.extend_from_slice(format!("HTTP/1.{} {} ", self.version, self.code).as_bytes());
+        out.extend_from_slice(&secrets.replace_all(&self.reason));
+        out.extend_from_slice(b"\r\n");
+        for (name, value) in &self.headers {
+            let lower = name.to_ascii_lowercase();
+            let reframed = chunked.is_some_and(|c| c)
+                && matches!(lower.as_str(), "content-length" | "transfer-encoding");
+            if HOP_HEADERS.contains(&lower.as_str()) || lower == "transfer-encoding" || reframed {
+                continue;
+            }
+            out.extend_from_slice(&secrets.replace_all(name.as_bytes()));
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(&secrets.replace_all(value));
+            out.extend_from_slice(b"\r\n");
+        }
+        if chunked == Some(true) {
+            out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+        }
+        if chunked.is_some() {
+            out.extend_from_slice(b"connection: close\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        out
+    }
+}
+
+/// The upstream's body as plain bytes, whatever its framing.
+enum Decoder {
+    Length(u64),
+    /// Bytes left in the current chunk; `None` before a chunk-size line.
+    Chunk(Option<u64>),
+    UntilClose,
+    Done,
+}
+
+impl Decoder {
+    fn new(framing: Upstream) -> Decoder {
+        match framing {
+            Upstream::NoBody => Decoder::Done,
+            Upstream::Length(n) => Decoder::Length(n),
+            Upstream::Chunked => Decoder::Chunk(None),
+            Upstream::UntilClose => Decoder::UntilClose,
+        }
+    }
+
+    /// Reads the next bytes of the body into `buf`; 0 at its end. Trailers are dropped:
+    /// they could carry a secret too, and nothing a box needs is in them.
+    async fn read<R: AsyncBufRead + Unpin>(
+        &mut self,
+        up: &mut R,
+        buf: &mut [u8],
+    ) -> Result<usize, BodyError> {
+        loop {
+            match self {
+                Decoder::Done | Decoder::Length(0) => return Ok(0),
+                Decoder::Length(left) => {
+                    let want = (*left).min(buf.len() as u64) as usize;
+                    let n = up.read(&mut buf[..want]).await.map_err(BodyError::Io)?;
+                    if n == 0 {
+                        return Err(BodyError::Truncated);
+                    }
+                    *left -= n as u64;
+                    return Ok(n);
+                }
+                Decoder::UntilClose => return up.read(buf).await.map_err(BodyError::Io),
+                Decoder::Chunk(None) => {
+                    let size = chunk_size(&read_line(up).await?)?;
+                    if size == 0 {
+                        while !matches!(read_line(up).await?.as_slice(), b"\r\n" | b"\n") {}
+                        *self = Decoder::Done;
+                    } else {
+                        *self = Decoder::Chunk(Some(size));
+                    }
+                }
+                Decoder::Chunk(Some(left)) => {
+                    let want = (*left).min(buf.len() as u64) as usize;
+                    let n = up.read(&mut buf[..want]).await.map_err(BodyError::Io)?;
+                    if n == 0 {
+                        return Err(BodyError::Truncated);
+                    }
+                    *left -= n as u64;
+                    if *left == 0 {
+                        if !matches!(read_line(up).await?.as_slice(), b"\r\n" | b"\n") {
+                            return Err(BodyError::BadChunk);
+                        }
+                        *self = Decoder::Chunk(None);
+                    }
+                    return Ok(n);
+                }
+            }
+        }
+    }
+}
