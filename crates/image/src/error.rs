@@ -77,6 +77,28 @@ pub enum ImageError {
         path: String,
         kind: &'static str,
     },
+    /// A confined tool ran past its deadline and was killed.
+    #[error("`{tool}` took too long on the volume (killed after {after:?}): the check took too long; the image may be hostile or huge")]
+    TookTooLong {
+        tool: &'static str,
+        after: std::time::Duration,
+    },
+    /// The seccomp filter for confined tools could not be built.
+    #[error("cannot build the seccomp filter for a confined tool")]
+    Seccomp {
+        #[source]
+        source: seccompiler::BackendError,
+    },
+    /// A volume a guest wrote failed the host's check: nothing on the host mounts, grows or
+    /// reads it, and it was left as it was.
+    #[error("the volume {image} failed the host's check ({check}): {report}. The image is left as it was. Start the box on a VM runtime and repair it with `e2fsck -f` from inside, or restore the volume from a backup")]
+    VolumeRefused {
+        image: PathBuf,
+        /// Which check: `journal replay` or `full check (e2fsck -fn)`.
+        check: &'static str,
+        /// The end of what the tool printed.
+        report: String,
+    },
     /// The operation needs root (debootstrap, device nodes).
     #[error("{what} needs root: run the daemon as root")]
     NeedsRoot { what: &'static str },

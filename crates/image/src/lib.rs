@@ -9,6 +9,7 @@
 //! apt, debootstrap (for the `debian` template); see docs/images.md.
 
 mod apt;
+mod confine;
 mod cpio;
 mod disk;
 mod error;
@@ -26,6 +27,7 @@ mod tool;
 mod tree;
 mod vmlinux;
 mod volume;
+mod volume_check;
 mod volume_usage;
 
 pub use cpio::CpioWriter;
@@ -45,7 +47,8 @@ pub use store::ImageStore;
 pub use tree::TreeSize;
 pub use vmlinux::{vmlinux, VMLINUX_NAME};
 pub use volume::{
-    check_volume, create_volume, create_volume_from_dir, ensure_volume, grow_mounted_volume,
-    grow_volume, FsckOutcome, VolumeChange, BOX_USER_UID, MIN_VOLUME_MIB, VOLUME_LABEL,
+    create_volume, create_volume_from_dir, ensure_volume, grow_mounted_volume, grow_volume,
+    VolumeChange, BOX_USER_UID, MIN_VOLUME_MIB, VOLUME_LABEL,
 };
+pub use volume_check::{check_guest_written_volume, check_volume, FsckOutcome};
 pub use volume_usage::{volume_usage, VolumeUsage};

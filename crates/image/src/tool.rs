@@ -18,6 +18,7 @@ pub(crate) const MKFS_EXT4: Tool = Tool::new("mkfs.ext4", "e2fsprogs");
 pub(crate) const DEBUGFS: Tool = Tool::new("debugfs", "e2fsprogs");
 pub(crate) const RESIZE2FS: Tool = Tool::new("resize2fs", "e2fsprogs");
 pub(crate) const E2FSCK: Tool = Tool::new("e2fsck", "e2fsprogs");
+pub(crate) const E2UNDO: Tool = Tool::new("e2undo", "e2fsprogs");
 pub(crate) const DEPMOD: Tool = Tool::new("depmod", "kmod");
 pub(crate) const DPKG: Tool = Tool::new("dpkg", "dpkg");
 pub(crate) const APT_GET: Tool = Tool::new("apt-get", "apt");

@@ -5,11 +5,14 @@
 //! Made with `mkfs.ext4 -d` from a temp dir and owners set with `debugfs`, so nothing is
 //! mounted and the builder needs no root. Grown offline only: the box must be stopped.
 
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
+use crate::confine::{self, Bind};
 use crate::error::io;
 use crate::ext4::{debugfs_write, make, Journal};
-use crate::tool::{E2FSCK, RESIZE2FS};
+use crate::tool::RESIZE2FS;
+use crate::volume_check::{check_guest_written_volume, limits_for, run_e2fsck, IMAGE_INSIDE};
 use crate::ImageError;
 
 /// The volume's label (informational: the VM finds disks by virtio serial).
@@ -80,8 +83,9 @@ fn new_volume(
     std::fs::rename(&image, path).map_err(io("move the volume to", path))
 }
 
-/// Grows the volume at `path` to `size_mib` (`truncate` + `e2fsck -f` + `resize2fs`,
-/// offline: the box must be stopped). Never shrinks: a smaller size is an error; the same
+/// Grows the volume at `path` to `size_mib` (the full check of a guest-written image, then
+/// `truncate` + `e2fsck -f -p` + `resize2fs`, each confined; offline: the box must be
+/// stopped). Never shrinks: a smaller size is an error; the same
 /// size does nothing.
 pub fn grow_volume(path: &Path, size_mib: u64) -> Result<(), ImageError> {
     let current = std::fs::metadata(path).map_err(io("stat", path))?.len();
@@ -96,24 +100,17 @@ pub fn grow_volume(path: &Path, size_mib: u64) -> Result<(), ImageError> {
     if wanted == current {
         return Ok(());
     }
+    // A guest may have written it: the full read-only check first, so a hostile image is
+    // refused before anything writes to it.
+    check_guest_written_volume(path)?;
     // resize2fs refuses a file system not checked since it was last mounted.
-    let mut fsck = E2FSCK.command()?;
-    fsck.args(["-f", "-p"]).arg(path);
-    let out = fsck
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|source| ImageError::Spawn {
-            tool: E2FSCK.name,
-            source,
-        })?;
+    let out = run_e2fsck(path, &["-f", "-p"], true)?;
     // 0: clean; 1: errors corrected. Anything else needs a person.
     if !matches!(out.status.code(), Some(0 | 1)) {
         return Err(ImageError::ToolFailed {
-            command: crate::tool::describe(&fsck),
+            command: format!("e2fsck -f -p {}", path.display()),
             status: out.status,
-            stderr: String::from_utf8_lossy(&out.stdout)
-                .trim()
-                .replace('\n', " | "),
+            stderr: out.report(),
         });
     }
     let file = std::fs::OpenOptions::new()
@@ -122,9 +119,20 @@ pub fn grow_volume(path: &Path, size_mib: u64) -> Result<(), ImageError> {
         .map_err(io("open", path))?;
     file.set_len(wanted).map_err(io("grow", path))?;
     drop(file);
-    let mut resize = RESIZE2FS.command()?;
-    resize.arg(path);
-    RESIZE2FS.run(&mut resize)?;
+    let image = confine::inside(IMAGE_INSIDE);
+    let out = confine::run(
+        RESIZE2FS,
+        &[image.as_os_str()],
+        &[Bind::writable(path, IMAGE_INSIDE)],
+        limits_for(path)?,
+    )?;
+    if !out.status.success() {
+        return Err(ImageError::ToolFailed {
+            command: format!("resize2fs {}", path.display()),
+            status: out.status,
+            stderr: out.report(),
+        });
+    }
     Ok(())
 }
 
@@ -151,62 +159,27 @@ pub fn ensure_volume(path: &Path, size_mib: u64) -> Result<VolumeChange, ImageEr
     }
 }
 
-/// What [`check_volume`] found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FsckOutcome {
-    Clean,
-    /// `e2fsck -p` replayed the journal or fixed something (after an unclean stop);
-    /// `report` is what it printed.
-    Repaired {
-        report: String,
-    },
-}
-
-/// Checks the volume at `path` with `e2fsck -p` (preen: repairs only what is safe without
-/// a person) unless its superblock records a clean unmount with no error and no journal to
-/// replay, which is all `e2fsck -p` would look at then (and a process less per start). A file system it cannot
-/// repair is [`ImageError::ToolFailed`] with e2fsck's output. The box must be stopped.
-pub fn check_volume(path: &Path) -> Result<FsckOutcome, ImageError> {
-    if crate::volume_usage::cleanly_unmounted(path)? {
-        return Ok(FsckOutcome::Clean);
+/// Grows the mounted ext4 at `mount` (its loop device already as large as `size_bytes`)
+/// to `size_bytes`, online, with the kernel's own `EXT4_IOC_RESIZE_FS`: no host tool
+/// parses the image (resize2fs would only make this call after reading the device).
+pub fn grow_mounted_volume(mount: &Path, size_bytes: u64) -> Result<(), ImageError> {
+    // linux/ext4.h: _IOW('f', 16, __u64).
+    const EXT4_IOC_RESIZE_FS: libc::c_ulong = 0x4008_6610;
+    let dir = std::fs::File::open(mount).map_err(io("open", mount))?;
+    // SAFETY: fstatvfs fills the struct it is given from our open fd.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatvfs(dir.as_raw_fd(), &mut stat) } < 0 {
+        return Err(io("stat the file system at", mount)(
+            std::io::Error::last_os_error(),
+        ));
     }
-    let mut fsck = E2FSCK.command()?;
-    fsck.arg("-p").arg(path);
-    let out = fsck
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|source| ImageError::Spawn {
-            tool: E2FSCK.name,
-            source,
-        })?;
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-    .trim()
-    .replace('\n', " | ");
-    // 0: no errors, though it may have replayed the journal (after a crash: it says so
-    // before its `clean` summary); 1: errors corrected; 2: corrected, and a mounted root
-    // would want a reboot (not ours). 4 and up: left uncorrected, or e2fsck failed.
-    let only_summary = report.split(" | ").all(|l| l.contains(": clean,"));
-    match out.status.code() {
-        Some(0) if only_summary => Ok(FsckOutcome::Clean),
-        Some(0..=2) => Ok(FsckOutcome::Repaired { report }),
-        _ => Err(ImageError::ToolFailed {
-            command: crate::tool::describe(&fsck),
-            status: out.status,
-            stderr: report,
-        }),
+    let blocks: u64 = size_bytes / stat.f_bsize;
+    // SAFETY: the ioctl reads one u64 (the new block count) from the pointer.
+    if unsafe { libc::ioctl(dir.as_raw_fd(), EXT4_IOC_RESIZE_FS, &blocks as *const u64) } < 0 {
+        return Err(io("grow (EXT4_IOC_RESIZE_FS) the file system at", mount)(
+            std::io::Error::last_os_error(),
+        ));
     }
-}
-
-/// Grows the ext4 on `device` (a block device whose size has already grown: a loop device
-/// over a larger volume image) to fill it, while it is mounted (`resize2fs`, online).
-pub fn grow_mounted_volume(device: &Path) -> Result<(), ImageError> {
-    let mut resize = RESIZE2FS.command()?;
-    resize.arg(device);
-    RESIZE2FS.run(&mut resize)?;
     Ok(())
 }
 

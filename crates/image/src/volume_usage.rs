@@ -65,6 +65,14 @@ fn is_clean(sb: &[u8; SUPERBLOCK_LEN]) -> bool {
         && incompat & INCOMPAT_RECOVER == 0
 }
 
+/// Whether `image`'s journal holds transactions not yet written to the file system (what
+/// a crash or a kill leaves). Not ext4: `false` (the full check then refuses it).
+pub(crate) fn needs_recovery(image: &Path) -> Result<bool, ImageError> {
+    let (sb, _) = superblock(image)?;
+    let incompat = u32::from_le_bytes(sb[96..100].try_into().expect("4 bytes"));
+    Ok(u16::from_le_bytes([sb[56], sb[57]]) == EXT4_MAGIC && incompat & INCOMPAT_RECOVER != 0)
+}
+
 /// The superblock of `image` and the file's metadata.
 fn superblock(image: &Path) -> Result<([u8; SUPERBLOCK_LEN], std::fs::Metadata), ImageError> {
     let mut file = std::fs::File::open(image).map_err(io("open", image))?;

@@ -178,7 +178,7 @@ pub fn reconcile(layout: &Layout, alive: &HashSet<String>) -> Vec<String> {
 }
 
 /// Grows the mounted volume of a running box to `disk_mib`, online: the image file, then
-/// the loop device's capacity, then `resize2fs` on the device. Never shrinks (an error);
+/// the loop device's capacity, then the kernel's online resize of the mounted ext4. Never shrinks (an error);
 /// the same size does nothing.
 pub fn grow_online(paths: &BoxPaths, disk_mib: u64) -> Result<(), VolumeError> {
     let image = paths.volume_image();
@@ -222,8 +222,7 @@ pub fn grow_online(paths: &BoxPaths, disk_mib: u64) -> Result<(), VolumeError> {
         source,
     })?;
     refresh_capacity(*device)?;
-    if let Err(source) = berth_image::grow_mounted_volume(&super::loop_device::device_path(*device))
-    {
+    if let Err(source) = berth_image::grow_mounted_volume(&paths.volume_mount(), wanted) {
         // Back to the file system's size: an image larger than its file system would look
         // grown already to the next start's offline growth.
         let _ = file.set_len(current);
