@@ -299,6 +299,13 @@ async fn read_head<S: AsyncRead + Unpin>(s: &mut S) -> Option<String> {
     String::from_utf8(head).ok()
 }
 
+fn rules() -> Vec<CredentialRule> {
+    vec![
+        CredentialRule::new("anthropic", &[API], "x-api-key", KEY_PH, KEY_SECRET).unwrap(),
+        CredentialRule::new("github", &[AUTH], "authorization", AUTH_PH, AUTH_SECRET).unwrap(),
+    ]
+}
+
 // ---- the gateway and the box -----------------------------------------------------------
 
 struct Harness {
@@ -314,6 +321,10 @@ struct Harness {
 
 impl Harness {
     async fn start() -> Harness {
+        Harness::start_with(rules()).await
+    }
+
+    async fn start_with(rules: Vec<CredentialRule>) -> Harness {
         let public = TestCa::new();
         let upstream = Upstream::start(&public).await;
         let dir = tempfile::tempdir().unwrap();
@@ -338,10 +349,7 @@ impl Harness {
         let box_id = BoxId::from_random([5; 20]);
         let ca = BoxCa::new(&box_id).unwrap();
         let box_ca = ca.cert_der();
-        let mut config = InterceptConfig::new(vec![
-            CredentialRule::new("anthropic", &[API], "x-api-key", KEY_PH, KEY_SECRET).unwrap(),
-            CredentialRule::new("github", &[AUTH], "authorization", AUTH_PH, AUTH_SECRET).unwrap(),
-        ]);
+        let mut config = InterceptConfig::new(rules);
         config.extra_roots = vec![public.cert.der().clone()];
         let interceptor = Arc::new(Interceptor::new(ca, config).unwrap());
         let egress = BoxEgress {
@@ -850,5 +858,75 @@ async fn an_encoded_response_that_could_hide_the_secret_is_refused() {
     let r = &h.audit(1).await[0];
     assert_eq!(r.decision, Verdict::Deny);
     assert_eq!(r.reason.as_deref(), Some("encoded_response"));
+    h.shutdown().await;
+}
+
+// ---- a rule's methods and paths ----------------------------------------------------------
+
+#[tokio::test]
+async fn the_secret_goes_only_to_the_rules_methods_and_paths() {
+    let restricted = CredentialRule::new("anthropic", &[API], "x-api-key", KEY_PH, KEY_SECRET)
+        .unwrap()
+        .restricted(&["POST"], &["/v1/messages"])
+        .unwrap();
+    let mut h = Harness::start_with(vec![restricted]).await;
+    // (method and target, whether the secret goes up, the audit's reason if withheld)
+    let cases = [
+        ("POST /v1/messages", true, None),
+        ("POST /v1/messages/batches?beta=true", true, None),
+        ("POST /v1/mess%61ges", true, None),
+        ("GET /v1/messages", false, Some("method")),
+        ("post /v1/messages", false, Some("method")),
+        ("POST /v1/messagesX", false, Some("path")),
+        ("POST /v1/models?p=/v1/messages", false, Some("path")),
+        ("POST /v1/messages/../admin", false, Some("path_ambiguous")),
+        (
+            "POST /v1/messages/%2e%2e/admin",
+            false,
+            Some("path_ambiguous"),
+        ),
+        (
+            "POST /v1/messages/%2E%2E%2Fadmin",
+            false,
+            Some("path_ambiguous"),
+        ),
+        ("POST /v1/messages//admin", false, Some("path_ambiguous")),
+        (
+            "POST /v1/messages;x=/../../admin",
+            false,
+            Some("path_ambiguous"),
+        ),
+    ];
+    for (n, (request_line, injected, reason)) in cases.iter().enumerate() {
+        let req = format!(
+            "{request_line} HTTP/1.1\r\nHost: {API}\r\nx-api-key: {KEY_PH}\r\nContent-Length: 0\r\n\r\n"
+        );
+        let back = exchange(&h, API, &req).await;
+        assert!(back.starts_with(b"HTTP/1.1 200 OK"), "{request_line}");
+        let head = h.upstream.heads.recv().await.unwrap();
+        assert_eq!(
+            head.contains(KEY_SECRET),
+            *injected,
+            "{request_line}: {head}"
+        );
+        if !injected {
+            assert!(
+                head.contains(&format!("x-api-key: {KEY_PH}\r\n")),
+                "{request_line}: the placeholder goes on unchanged: {head}"
+            );
+        }
+        let r = &h.audit(n + 1).await[n];
+        assert_eq!(r.decision, Verdict::Allow, "{request_line}");
+        assert_eq!(
+            r.credential.as_deref(),
+            injected.then_some("anthropic"),
+            "{request_line}"
+        );
+        assert_eq!(
+            r.withheld.as_ref().map(|w| (w.rule.as_str(), w.reason)),
+            reason.map(|why| ("anthropic", why)),
+            "{request_line}"
+        );
+    }
     h.shutdown().await;
 }

@@ -58,6 +58,17 @@ pub struct AuditRecord {
     /// The credential rule whose secret was set on the request (its name, never a value).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub credential: Option<String>,
+    /// A rule whose placeholder the request carried but whose `methods`/`paths` it is
+    /// outside of: the placeholder went upstream unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub withheld: Option<WithheldRecord>,
+}
+
+/// `{"rule": "anthropic", "reason": "method" | "path" | "path_ambiguous"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WithheldRecord {
+    pub rule: String,
+    pub reason: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -230,6 +241,7 @@ mod tests {
             duration_ms: 0,
             intercept: false,
             credential: None,
+            withheld: None,
         }
     }
 

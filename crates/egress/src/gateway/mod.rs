@@ -35,6 +35,7 @@ use crate::policy::Allowlist;
 
 pub use audit::{
     AuditError, AuditRecord, AuditSink, JsonlDirSink, MemorySink, RefusedAddress, Verdict, Via,
+    WithheldRecord,
 };
 pub use decision::{DenyReason, Route};
 pub use hello::{read_client_hello, HelloReadError};

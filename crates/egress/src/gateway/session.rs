@@ -15,7 +15,7 @@ use crate::hostname::canonical_host;
 use crate::intercept::{HeadReadError, InterceptError, Interceptor, Refusal};
 use crate::policy::EGRESS_PORT;
 
-use super::audit::{AuditRecord, RefusedAddress, Verdict, Via};
+use super::audit::{AuditRecord, RefusedAddress, Verdict, Via, WithheldRecord};
 use super::decision::{DenyReason, Route};
 use super::hello::{host_deny, read_client_hello};
 use super::preamble::{read_preamble, Preamble, PreambleError};
@@ -40,6 +40,7 @@ pub(crate) struct Session {
     intercept: bool,
     /// The credential rule whose secret was set (its name).
     credential: Option<String>,
+    withheld: Option<WithheldRecord>,
 }
 
 impl Session {
@@ -64,6 +65,7 @@ impl Session {
             answered: false,
             intercept: false,
             credential: None,
+            withheld: None,
         }
     }
 
@@ -254,6 +256,10 @@ impl Session {
                     tracing::debug!(box_id = %self.egress.box_id, error = %e, "egress intercepted stream ended");
                 }
                 self.credential = served.injected;
+                self.withheld = served.withheld.map(|w| WithheldRecord {
+                    rule: w.rule,
+                    reason: w.why.code(),
+                });
                 if served.encoded_response {
                     self.audit(Verdict::Deny, Some(DenyReason::EncodedResponse), &counters);
                 } else {
@@ -286,6 +292,7 @@ impl Session {
             duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
             intercept: self.intercept,
             credential: self.credential.take(),
+            withheld: self.withheld.take(),
         };
         match &reason {
             Some(r) => {

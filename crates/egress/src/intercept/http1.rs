@@ -5,7 +5,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::body::Framing;
 use super::response::RequestShape;
-use super::rules::{CredentialRule, CREDENTIAL_HEADERS};
+use super::rules::{CredentialRule, Withheld, CREDENTIAL_HEADERS};
 use crate::hostname::canonical_host;
 use crate::policy::EGRESS_PORT;
 
@@ -107,6 +107,9 @@ impl Refusal {
 pub struct Rewritten {
     pub head: Vec<u8>,
     pub injected: Option<String>,
+    /// A rule whose placeholder the request carried but whose methods or paths it is
+    /// outside of.
+    pub withheld: Option<WithheldFrom>,
     /// How the body that follows the head ends.
     pub framing: Framing,
     /// What the response to it must look like to the box.
@@ -118,9 +121,17 @@ impl std::fmt::Debug for Rewritten {
         // The head may hold a secret.
         f.debug_struct("Rewritten")
             .field("injected", &self.injected)
+            .field("withheld", &self.withheld)
             .field("framing", &self.framing)
             .finish_non_exhaustive()
     }
+}
+
+/// Which rule's secret was withheld from a request, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WithheldFrom {
+    pub rule: String,
+    pub why: Withheld,
 }
 
 /// Checks and rewrites one request head for the TLS server name `sni` (canonical):
@@ -173,15 +184,27 @@ pub fn rewrite_request(
         b" HTTP/1.1\r\n"
     });
     let mut injected: Option<&CredentialRule> = None;
+    let mut withheld = None;
     for h in req.headers.iter() {
         let name = h.name.to_ascii_lowercase();
         if HOP_HEADERS.contains(&name.as_str()) {
             continue;
         }
-        let rule_header = applicable.iter().find(|r| r.header == name);
-        if let Some(rule) = rule_header {
-            if injected.is_none() && rule.is_placeholder(h.value) {
-                injected = Some(rule);
+        let mut rules_here = applicable.iter().filter(|r| r.header == name).peekable();
+        if rules_here.peek().is_some() {
+            if let Some(rule) = rules_here.find(|r| r.is_placeholder(h.value)) {
+                match rule.covers(method, path) {
+                    Ok(()) => injected = injected.or(Some(rule)),
+                    // Outside the rule's methods or paths the placeholder goes on as it
+                    // came: upstream sees a credential that works nowhere.
+                    Err(why) => {
+                        withheld = Some(WithheldFrom {
+                            rule: rule.name.clone(),
+                            why,
+                        });
+                        push_header(&mut out, h.name.as_bytes(), h.value);
+                    }
+                }
             }
             continue;
         }
@@ -199,6 +222,7 @@ pub fn rewrite_request(
     Ok(Rewritten {
         head: out,
         injected: injected.map(|r| r.name.clone()),
+        withheld,
         framing,
         shape: RequestShape {
             head_method: method == "HEAD",

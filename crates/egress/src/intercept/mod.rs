@@ -14,6 +14,7 @@
 mod body;
 mod ca;
 mod http1;
+mod path;
 mod proxy;
 mod replay;
 mod response;
@@ -29,12 +30,13 @@ use rustls::{ClientConfig, RootCertStore};
 pub use body::{copy_body, BodyError, Framing};
 pub use ca::{BoxCa, CaError, Leaf, SavedCa};
 pub use http1::{
-    read_head, rewrite_request, HeadReadError, Kind, Refusal, Rewritten, MAX_HEAD_BYTES,
+    read_head, rewrite_request, HeadReadError, Kind, Refusal, Rewritten, WithheldFrom,
+    MAX_HEAD_BYTES,
 };
 pub use proxy::{InterceptError, Served};
 pub use replay::Replay;
 pub use response::{relay_response, Relayed, RequestShape};
-pub use rules::{CredentialRule, RuleError, CREDENTIAL_HEADERS};
+pub use rules::{is_method, CredentialRule, RuleError, Withheld, CREDENTIAL_HEADERS};
 pub use scrub::{Scrub, Secrets};
 
 /// One box's interception settings.

@@ -23,6 +23,8 @@ use super::{provider, Interceptor};
 pub struct Served {
     /// The name of the rule whose secret was set, if any.
     pub injected: Option<String>,
+    /// The rule whose placeholder the request carried outside its methods or paths.
+    pub withheld: Option<super::WithheldFrom>,
     /// The response was not relayed: its body was encoded (`Content-Encoding`), which
     /// could hide a secret from the scrubber; the box got a 502.
     pub encoded_response: bool,
@@ -165,6 +167,7 @@ impl Interceptor {
         };
         Ok(Served {
             injected: rewritten.injected,
+            withheld: rewritten.withheld,
             encoded_response,
             stream_error,
         })

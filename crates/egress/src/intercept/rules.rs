@@ -2,6 +2,7 @@
 //! the box must send to get it. The secret is never logged: `Debug` redacts it and no error
 //! carries it.
 
+use super::path;
 use crate::hostname::{canonical_host, HostError};
 
 /// Headers that carry credentials. The gateway strips every one of them (any case) from
@@ -24,6 +25,32 @@ pub struct CredentialRule {
     pub placeholder: String,
     /// The real header value, sent as given (`Bearer sk-…` for `authorization`).
     pub secret: String,
+    /// Upper-case methods the secret is set for; empty: any.
+    pub methods: Vec<String>,
+    /// Normalised path prefixes the secret is set for ([`path::prefix`]); empty: any.
+    pub paths: Vec<String>,
+}
+
+/// Why a request that carried the placeholder did not get the secret. The placeholder
+/// goes upstream unchanged and the audit line says which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Withheld {
+    /// The method is not one of the rule's `methods`.
+    Method,
+    /// The path is under none of the rule's `paths`.
+    Path,
+    /// The path could be read two ways (`..`, `%2e`, `//`, `;`): never matched.
+    AmbiguousPath,
+}
+
+impl Withheld {
+    pub fn code(self) -> &'static str {
+        match self {
+            Withheld::Method => "method",
+            Withheld::Path => "path",
+            Withheld::AmbiguousPath => "path_ambiguous",
+        }
+    }
 }
 
 impl std::fmt::Debug for CredentialRule {
@@ -34,6 +61,8 @@ impl std::fmt::Debug for CredentialRule {
             .field("header", &self.header)
             .field("placeholder", &self.placeholder)
             .field("secret", &"<redacted>")
+            .field("methods", &self.methods)
+            .field("paths", &self.paths)
             .finish()
     }
 }
@@ -58,6 +87,10 @@ pub enum RuleError {
     /// Deliberately without the value.
     #[error("credential rule {rule:?}: the secret is empty or not a valid header value")]
     Secret { rule: String },
+    #[error("credential rule {rule:?}: method {method:?} is not an upper-case HTTP method token")]
+    Method { rule: String, method: String },
+    #[error("credential rule {rule:?}: path {path:?} is not a clean absolute path prefix (starts with `/`; no query, `%` escapes, `//`, `.` or `..` segments)")]
+    Path { rule: String, path: String },
 }
 
 impl CredentialRule {
@@ -110,7 +143,54 @@ impl CredentialRule {
             header: header.to_ascii_lowercase(),
             placeholder,
             secret,
+            methods: Vec::new(),
+            paths: Vec::new(),
         })
+    }
+
+    /// The rule restricted to `methods` (upper-case tokens) and path prefixes `paths`
+    /// (each starting with `/`); an empty list does not restrict.
+    pub fn restricted(
+        mut self,
+        methods: &[impl AsRef<str>],
+        paths: &[impl AsRef<str>],
+    ) -> Result<CredentialRule, RuleError> {
+        for method in methods {
+            let method = method.as_ref();
+            if !is_method(method) {
+                return Err(RuleError::Method {
+                    rule: self.name,
+                    method: method.to_owned(),
+                });
+            }
+            self.methods.push(method.to_owned());
+        }
+        for p in paths {
+            let Some(prefix) = path::prefix(p.as_ref()) else {
+                return Err(RuleError::Path {
+                    rule: self.name,
+                    path: p.as_ref().to_owned(),
+                });
+            };
+            self.paths.push(prefix);
+        }
+        Ok(self)
+    }
+
+    /// Whether a request `method target` may get the secret.
+    pub fn covers(&self, method: &str, target: &str) -> Result<(), Withheld> {
+        if !self.methods.is_empty() && !self.methods.iter().any(|m| m == method) {
+            return Err(Withheld::Method);
+        }
+        if self.paths.is_empty() {
+            return Ok(());
+        }
+        let path = path::normalise(target).ok_or(Withheld::AmbiguousPath)?;
+        if self.paths.iter().any(|prefix| path::under(&path, prefix)) {
+            Ok(())
+        } else {
+            Err(Withheld::Path)
+        }
     }
 
     pub fn applies_to(&self, host: &str) -> bool {
@@ -135,6 +215,14 @@ impl CredentialRule {
 
 fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// An HTTP method as a rule names it: an upper-case token (`POST`, `PATCH`).
+pub fn is_method(m: &str) -> bool {
+    !m.is_empty()
+        && m.len() <= 32
+        && m.bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
 fn valid_value(v: &str) -> bool {
@@ -184,6 +272,32 @@ mod tests {
         let err = CredentialRule::new("n", &["a.test"], "x-api-key", "ph", "sk-\r\nx").unwrap_err();
         assert!(matches!(err, RuleError::Secret { .. }));
         assert!(!format!("{err} {err:?}").contains("sk-"));
+    }
+
+    #[test]
+    fn methods_and_paths_restrict() {
+        let r = rule("x-api-key")
+            .restricted(&["POST"], &["/v1/messages"])
+            .unwrap();
+        assert_eq!(r.covers("POST", "/v1/messages?x=1"), Ok(()));
+        assert_eq!(r.covers("POST", "/v1/messages/batches"), Ok(()));
+        assert_eq!(r.covers("GET", "/v1/messages"), Err(Withheld::Method));
+        assert_eq!(r.covers("post", "/v1/messages"), Err(Withheld::Method));
+        assert_eq!(r.covers("POST", "/v1/messagesX"), Err(Withheld::Path));
+        assert_eq!(
+            r.covers("POST", "/v1/messages/../admin"),
+            Err(Withheld::AmbiguousPath)
+        );
+        let none: [&str; 0] = [];
+        assert_eq!(rule("x-api-key").covers("DELETE", "/../x"), Ok(()));
+        assert!(matches!(
+            rule("x").restricted(&["post"], &none),
+            Err(RuleError::Method { .. })
+        ));
+        assert!(matches!(
+            rule("x").restricted(&none, &["v1"]),
+            Err(RuleError::Path { .. })
+        ));
     }
 
     #[test]

@@ -308,6 +308,7 @@ impl EgressHost {
             env.insert(spec.placeholder_env.clone(), placeholder.clone());
             rules.push(
                 CredentialRule::new(&spec.name, &spec.hosts, &spec.header, placeholder, value)
+                    .and_then(|rule| rule.restricted(&spec.methods, &spec.paths))
                     .map_err(EgressBootError::Rule)?,
             );
         }
@@ -474,6 +475,8 @@ mod tests {
                 hosts: vec!["api.example.test".into()],
                 header: "x-api-key".into(),
                 placeholder_env: "ANTHROPIC_API_KEY".into(),
+                methods: vec![],
+                paths: vec![],
             }],
         }
         .validated()

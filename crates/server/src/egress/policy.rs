@@ -3,6 +3,7 @@
 //! canonical form the gateway compares against.
 
 use berth_egress::hostname::canonical_host;
+use berth_egress::intercept::{is_method, CredentialRule};
 use berth_egress::policy::Allowlist;
 use serde::{Deserialize, Serialize};
 
@@ -12,6 +13,8 @@ use serde::{Deserialize, Serialize};
 pub const MAX_ALLOW: usize = 256;
 pub const MAX_CREDENTIALS: usize = 64;
 pub const MAX_RULE_HOSTS: usize = 64;
+/// At most this many `methods`, and `paths`, in one rule.
+pub const MAX_RULE_SCOPES: usize = 64;
 
 /// What a box may reach and which credentials the gateway sets for it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -39,6 +42,15 @@ pub struct CredentialSpec {
     pub header: String,
     /// The environment variable the box finds its placeholder in, e.g. `ANTHROPIC_API_KEY`.
     pub placeholder_env: String,
+    /// Upper-case HTTP methods the secret is set for, e.g. `["POST"]`; empty: any method.
+    /// Other requests pass the placeholder on unchanged (audited as `withheld`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub methods: Vec<String>,
+    /// Path prefixes the secret is set for, e.g. `["/v1/messages"]` (covers
+    /// `/v1/messages/batches`, not `/v1/messagesX`); empty: any path. A request path that
+    /// could be read two ways (`..`, `%2e`, `//`, `;`) never gets the secret.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
 }
 
 /// Why a policy was refused. Each names the offending entry.
@@ -98,6 +110,26 @@ pub enum PolicyError {
         index: usize,
         name: String,
         var: String,
+    },
+    #[error("credentials[{index}] ({name}): method {method:?} is not an upper-case HTTP method (e.g. \"POST\")")]
+    Method {
+        index: usize,
+        name: String,
+        method: String,
+    },
+    #[error("credentials[{index}] ({name}): path {path:?} is not a path prefix: it must start with `/` and hold no query, `%` escapes, `//`, `.` or `..` segments (e.g. \"/v1/messages\")")]
+    Path {
+        index: usize,
+        name: String,
+        path: String,
+    },
+    #[error("credentials[{index}] ({name}): `{list}` holds {count} entries; at most {max}")]
+    TooManyScopes {
+        index: usize,
+        name: String,
+        list: &'static str,
+        count: usize,
+        max: usize,
     },
     #[error("credentials[{index}] ({name}): placeholder_env {var:?} is set by berth-init itself (the proxy, trust bundle or login variables); pick another name")]
     ReservedEnv {
@@ -215,11 +247,14 @@ impl EgressPolicy {
             {
                 return Err(PolicyError::DuplicateEnv { index, name, var });
             }
+            let (methods, paths) = scopes(index, &name, rule)?;
             credentials.push(CredentialSpec {
                 name,
                 hosts,
                 header,
                 placeholder_env: var,
+                methods,
+                paths,
             });
         }
         Ok(EgressPolicy { allow, credentials })
@@ -238,6 +273,61 @@ impl EgressPolicy {
             .cloned()
             .collect()
     }
+}
+
+/// A rule's `methods` and `paths`, checked the way the gateway will use them (paths in
+/// normal form, duplicates dropped).
+fn scopes(
+    index: usize,
+    name: &str,
+    rule: &CredentialSpec,
+) -> Result<(Vec<String>, Vec<String>), PolicyError> {
+    for (list, count) in [("methods", rule.methods.len()), ("paths", rule.paths.len())] {
+        if count > MAX_RULE_SCOPES {
+            return Err(PolicyError::TooManyScopes {
+                index,
+                name: name.to_owned(),
+                list,
+                count,
+                max: MAX_RULE_SCOPES,
+            });
+        }
+    }
+    let mut methods = Vec::with_capacity(rule.methods.len());
+    for method in &rule.methods {
+        if !is_method(method) {
+            return Err(PolicyError::Method {
+                index,
+                name: name.to_owned(),
+                method: method.clone(),
+            });
+        }
+        if !methods.contains(method) {
+            methods.push(method.clone());
+        }
+    }
+    // The gateway's own check, so a policy that validates is one the gateway accepts.
+    let none: [&str; 0] = [];
+    let mut paths = Vec::with_capacity(rule.paths.len());
+    for path in &rule.paths {
+        let checked = CredentialRule::new("check", &["a.example"], "x", "p", "s")
+            .and_then(|r| r.restricted(&none, std::slice::from_ref(path)));
+        match checked {
+            Ok(r) => {
+                if !paths.contains(&r.paths[0]) {
+                    paths.push(r.paths[0].clone());
+                }
+            }
+            Err(_) => {
+                return Err(PolicyError::Path {
+                    index,
+                    name: name.to_owned(),
+                    path: path.clone(),
+                })
+            }
+        }
+    }
+    Ok((methods, paths))
 }
 
 /// A secret's name: what `berth secret set` and `POST /v1/secrets` accept.
@@ -273,7 +363,25 @@ mod tests {
             hosts: hosts.iter().map(|h| h.to_string()).collect(),
             header: "X-Api-Key".into(),
             placeholder_env: "ANTHROPIC_API_KEY".into(),
+            methods: vec![],
+            paths: vec![],
         }
+    }
+
+    #[test]
+    fn methods_and_paths_are_kept_in_normal_form() {
+        let policy = EgressPolicy {
+            allow: vec!["a.test".into()],
+            credentials: vec![CredentialSpec {
+                methods: vec!["POST".into(), "POST".into()],
+                paths: vec!["/v1/messages/".into(), "/v1/messages".into()],
+                ..rule(&["a.test"])
+            }],
+        }
+        .validated()
+        .unwrap();
+        assert_eq!(policy.credentials[0].methods, ["POST"]);
+        assert_eq!(policy.credentials[0].paths, ["/v1/messages"]);
     }
 
     #[test]
@@ -393,6 +501,36 @@ mod tests {
                     }],
                 },
                 "set by berth-init",
+            ),
+            (
+                EgressPolicy {
+                    allow: allow(&["a.test"]),
+                    credentials: vec![CredentialSpec {
+                        methods: vec!["post".into()],
+                        ..rule(&["a.test"])
+                    }],
+                },
+                "method \"post\"",
+            ),
+            (
+                EgressPolicy {
+                    allow: allow(&["a.test"]),
+                    credentials: vec![CredentialSpec {
+                        paths: vec!["/v1/../admin".into()],
+                        ..rule(&["a.test"])
+                    }],
+                },
+                "path \"/v1/../admin\"",
+            ),
+            (
+                EgressPolicy {
+                    allow: allow(&["a.test"]),
+                    credentials: vec![CredentialSpec {
+                        paths: vec!["v1/messages".into()],
+                        ..rule(&["a.test"])
+                    }],
+                },
+                "must start with `/`",
             ),
         ];
         for (policy, want) in cases {

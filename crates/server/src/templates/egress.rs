@@ -82,6 +82,9 @@ fn span_of(raw: &RawEgress, e: &PolicyError) -> Option<Range<usize>> {
         | PolicyError::Env { index, .. }
         | PolicyError::DuplicateEnv { index, .. }
         | PolicyError::ReservedEnv { index, .. }
+        | PolicyError::Method { index, .. }
+        | PolicyError::Path { index, .. }
+        | PolicyError::TooManyScopes { index, .. }
         | PolicyError::TooManyHosts { index, .. } => raw.credentials.get(*index).map(Spanned::span),
     }
 }

@@ -347,6 +347,8 @@ fn an_egress_table_loads_in_canonical_form() {
             hosts: vec!["api.anthropic.com".into()],
             header: "x-api-key".into(),
             placeholder_env: "ANTHROPIC_API_KEY".into(),
+            methods: vec![],
+            paths: vec![],
         }]
     );
     assert_eq!(egress.pinned_hosts(), ["api.anthropic.com"]);
@@ -465,4 +467,40 @@ fn image_bases_and_disk_mib_load_from_files() {
         (mini.base.clone(), mini.disk_mib),
         (Base::Minimal, berth_runtime::DEFAULT_DISK_MIB)
     );
+}
+
+#[test]
+fn credential_methods_and_paths_load_and_bad_ones_point_at_their_rule() {
+    let data = Data::new();
+    let rule = |scopes: &str| {
+        format!(
+            "name = \"v\"\n[egress]\nallow = [\"a.test\"]\n\n[[egress.credentials]]\nname = \"k\"\nhosts = [\"a.test\"]\nheader = \"x-api-key\"\nplaceholder_env = \"K\"\n{scopes}"
+        )
+    };
+    data.write(
+        "v.toml",
+        &rule("methods = [\"POST\"]\npaths = [\"/v1/messages/\"]\n"),
+    );
+    let (registry, errors) = data.load();
+    assert!(errors.is_empty(), "{errors:?}");
+    let spec = &registry.get("v").unwrap().egress.credentials[0];
+    assert_eq!(spec.methods, ["POST"]);
+    assert_eq!(spec.paths, ["/v1/messages"]);
+    for (scopes, want) in [
+        ("methods = [\"post\"]\n", "method \"post\""),
+        ("methods = [\"PO ST\"]\n", "method \"PO ST\""),
+        ("paths = [\"v1/messages\"]\n", "must start with `/`"),
+        ("paths = [\"/v1/../admin\"]\n", "path \"/v1/../admin\""),
+        ("paths = [\"/v1/%2e%2e\"]\n", "path \"/v1/%2e%2e\""),
+        ("paths = [\"/v1//x\"]\n", "path \"/v1//x\""),
+        ("paths = [\"/v1?x=1\"]\n", "path \"/v1?x=1\""),
+    ] {
+        data.write("v.toml", &rule(scopes));
+        let (registry, errors) = data.load();
+        let e = only_error(&errors);
+        assert!(e.message().contains(want), "{scopes}: {e}");
+        assert!(e.message().contains("egress.credentials[0] (k)"), "{e}");
+        assert_eq!(e.line, Some(5), "{scopes}: {e}");
+        assert!(registry.get("v").is_none(), "{scopes}");
+    }
 }
