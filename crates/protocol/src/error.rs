@@ -18,11 +18,18 @@ pub enum ErrorCode {
     IsADirectory,
     NotADirectory,
     NotEmpty,
+    /// A FIFO, device, socket (or a symlink to one) where a regular file's bytes were asked
+    /// for: reading it could block or never end.
+    NotARegularFile,
+    /// Too many calls of this kind at once (e.g. uploads); retry after the `Retry-After`.
+    TooManyRequests,
     Unsupported,
     Timeout,
     Unavailable,
     /// The daemon's disk is (nearly) full: nothing new that takes space is accepted.
     InsufficientStorage,
+    /// The call would take the tenant past a limit of its quota (set by the admin).
+    QuotaExceeded,
     Internal,
     /// A code this build does not know (a newer peer). Lenient inside.
     #[serde(other)]
@@ -42,10 +49,13 @@ impl ErrorCode {
             ErrorCode::IsADirectory => "is_a_directory",
             ErrorCode::NotADirectory => "not_a_directory",
             ErrorCode::NotEmpty => "not_empty",
+            ErrorCode::NotARegularFile => "not_a_regular_file",
+            ErrorCode::TooManyRequests => "too_many_requests",
             ErrorCode::Unsupported => "unsupported",
             ErrorCode::Timeout => "timeout",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::InsufficientStorage => "insufficient_storage",
+            ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::Internal => "internal",
             ErrorCode::Unknown => "unknown",
         }
@@ -109,6 +119,8 @@ mod tests {
             ErrorCode::InvalidRequest,
             ErrorCode::PayloadTooLarge,
             ErrorCode::NotEmpty,
+            ErrorCode::NotARegularFile,
+            ErrorCode::TooManyRequests,
         ] {
             assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
         }

@@ -2,6 +2,11 @@
 //! (`[storage] min_free_percent`, default 5 %) the daemon refuses what would take more of
 //! it (new boxes, growing a volume) and keeps serving everything else. A watcher logs when
 //! the disk crosses the threshold either way, so an operator sees it before a box does.
+//!
+//! Volumes are sparse: a new box takes almost nothing until it writes, so free space alone
+//! would admit any number of them. What they may still take (each volume's size less what
+//! it already takes on disk) counts against the threshold too, divided by `[storage]
+//! overcommit` (default 1.0: every promised byte must be free).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -28,17 +33,26 @@ impl Space {
     }
 }
 
-/// The data dir has less free space than the threshold.
+/// The data dir has less free space than the threshold, counting what sparse volumes may
+/// still take.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error(
-    "the data dir's disk is nearly full ({} MiB free of {} MiB, {:.1} % < {min_free_percent} %): \
-     cannot {action}; free space on the file system of {}, then retry",
-    space.free_bytes >> 20, space.total_bytes >> 20, space.free_percent(), path.display()
+    "the data dir's disk is nearly full ({} MiB free of {} MiB, {} MiB of it promised to \
+     sparse volumes at overcommit {overcommit}, leaving {:.1} % < {min_free_percent} %): cannot \
+     {action}; free space on the file system of {}, delete boxes, or raise [storage] overcommit, \
+     then retry",
+    space.free_bytes >> 20, space.total_bytes >> 20, promised_bytes >> 20, left_percent,
+    path.display()
 )]
 pub struct DiskLow {
     pub action: &'static str,
     pub path: PathBuf,
     pub space: Space,
+    /// What volumes may still take (the new one's included), before the overcommit ratio.
+    pub promised_bytes: u64,
+    pub overcommit: f64,
+    /// Free space less the promised bytes over the ratio, in percent of the disk.
+    pub left_percent: f64,
     pub min_free_percent: f64,
 }
 
@@ -47,13 +61,24 @@ pub struct DiskLow {
 pub struct DiskGuard {
     data_dir: PathBuf,
     min_free_percent: f64,
+    overcommit: f64,
 }
 
 impl DiskGuard {
+    /// No overcommit of sparse volumes ([`DiskGuard::with_overcommit`] sets it).
     pub fn new(data_dir: &Path, min_free_percent: f64) -> DiskGuard {
         DiskGuard {
             data_dir: data_dir.to_path_buf(),
             min_free_percent,
+            overcommit: 1.0,
+        }
+    }
+
+    /// Sparse volumes may promise `ratio` times the free space (`[storage] overcommit`).
+    pub fn with_overcommit(self, ratio: f64) -> DiskGuard {
+        DiskGuard {
+            overcommit: ratio.max(1.0),
+            ..self
         }
     }
 
@@ -65,29 +90,49 @@ impl DiskGuard {
 
     /// `Err` when `action` (which takes disk) must wait for free space.
     pub fn check(&self, action: &'static str) -> Result<(), DiskLow> {
-        match self.space() {
-            Some(space) if space.free_percent() < self.min_free_percent => Err(DiskLow {
-                action,
-                path: self.data_dir.clone(),
-                space,
-                min_free_percent: self.min_free_percent,
-            }),
-            _ => Ok(()),
+        self.check_promised(action, 0)
+    }
+
+    /// `Err` when `action` must wait for free space, counting `promised_bytes` (what the
+    /// boxes' sparse volumes may still take, with the action's own) over the overcommit
+    /// ratio as taken.
+    pub fn check_promised(&self, action: &'static str, promised_bytes: u64) -> Result<(), DiskLow> {
+        let Some(space) = self.space() else {
+            return Ok(());
+        };
+        let left = space.free_bytes as f64 - promised_bytes as f64 / self.overcommit;
+        let left_percent = if space.total_bytes == 0 {
+            0.0
+        } else {
+            left * 100.0 / space.total_bytes as f64
+        };
+        if left_percent >= self.min_free_percent {
+            return Ok(());
         }
+        Err(DiskLow {
+            action,
+            path: self.data_dir.clone(),
+            space,
+            promised_bytes,
+            overcommit: self.overcommit,
+            left_percent,
+            min_free_percent: self.min_free_percent,
+        })
     }
 
     /// The volume size a start asks for: `wanted_mib`, but never less than the existing
     /// `image` (volumes never shrink: a lowered template size leaves bigger volumes as
-    /// they are), and not more while the disk is low: then its current size, with a
-    /// warning (the box starts; its volume grows at a later start once space is back).
-    pub fn volume_mib_for_start(&self, image: &Path, wanted_mib: u64) -> u64 {
+    /// they are), and not more while the disk is low counting `promised_bytes` (every
+    /// volume's, the growth included): then its current size, with a warning (the box
+    /// starts; its volume grows at a later start once space is back).
+    pub fn volume_mib_for_start(&self, image: &Path, wanted_mib: u64, promised_bytes: u64) -> u64 {
         let Ok(current) = std::fs::metadata(image).map(|m| m.len() >> 20) else {
             return wanted_mib;
         };
         if current >= wanted_mib {
             return current;
         }
-        match self.check("grow a box volume") {
+        match self.check_promised("grow a box volume", promised_bytes) {
             Ok(()) => wanted_mib,
             Err(low) => {
                 tracing::warn!(image = %image.display(), current_mib = current, wanted_mib, error = %low, "volume not grown");
@@ -164,18 +209,28 @@ mod tests {
         let low = DiskGuard::new(dir.path(), 100.0);
         let fine = DiskGuard::new(dir.path(), 0.0);
         // No image yet: made at the size asked for (sparse: it takes no space).
-        assert_eq!(low.volume_mib_for_start(&image, 1024), 1024);
+        assert_eq!(low.volume_mib_for_start(&image, 1024, 0), 1024);
         std::fs::File::create(&image)
             .unwrap()
             .set_len(512 << 20)
             .unwrap();
-        assert_eq!(fine.volume_mib_for_start(&image, 1024), 1024);
+        assert_eq!(fine.volume_mib_for_start(&image, 1024, 0), 1024);
         assert_eq!(
-            low.volume_mib_for_start(&image, 1024),
+            low.volume_mib_for_start(&image, 1024, 0),
             512,
             "grown while low"
         );
-        assert_eq!(low.volume_mib_for_start(&image, 256), 512, "never shrunk");
+        assert_eq!(
+            low.volume_mib_for_start(&image, 256, 0),
+            512,
+            "never shrunk"
+        );
+        // Promised space past the free space keeps the volume as it is, unless overcommit
+        // allows it.
+        let free = space_of(dir.path()).unwrap().free_bytes;
+        assert_eq!(fine.volume_mib_for_start(&image, 1024, free * 2), 512);
+        let loose = fine.clone().with_overcommit(4.0);
+        assert_eq!(loose.volume_mib_for_start(&image, 1024, free * 2), 1024);
     }
 
     #[test]

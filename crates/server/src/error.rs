@@ -11,6 +11,11 @@ use berth_store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OpError {
+    /// The tenant has as many event streams open as the daemon allows it (`[server]
+    /// max_event_streams_per_tenant`).
+    #[error("this tenant already has {limit} event streams open; close one, or read pages (wait=false)")]
+    TooManyEventStreams { limit: usize },
+
     #[error("invalid box name {name:?}: {rule}")]
     InvalidName { name: String, rule: &'static str },
 
@@ -177,6 +182,27 @@ pub enum OpError {
     #[error("the box's agent closed the exec stream before the process exited")]
     ExecCut,
 
+    /// The call would take the tenant past a limit of its quota; nothing was changed.
+    #[error(transparent)]
+    QuotaExceeded(berth_store::QuotaExceeded),
+
+    #[error("no tenant {reference:?}")]
+    TenantNotFound { reference: String },
+
+    /// Only an admin key may make an admin key.
+    #[error("only an admin key may add an admin key")]
+    AdminKeyRequired,
+
+    #[error("no API key {key_id} for this tenant")]
+    KeyNotFound { key_id: String },
+
+    #[error("API key {key_id} is the last admin key: add another admin key first (berth tenant key add default --admin)")]
+    LastAdminKey { key_id: String },
+
+    /// Every host uid range is held by a box.
+    #[error("the host has no free id slot: all {limit} uid ranges are held by boxes; delete a box first")]
+    NoIdSlot { limit: u32 },
+
     #[error("the store failed")]
     Store(#[source] Box<StoreError>),
 
@@ -233,6 +259,11 @@ impl From<StoreError> for OpError {
             StoreError::BoxNotFound { id } => OpError::BoxNotFound {
                 reference: id.to_string(),
             },
+            StoreError::QuotaExceeded(e) => OpError::QuotaExceeded(e),
+            StoreError::TenantNotFound { reference } => OpError::TenantNotFound { reference },
+            StoreError::KeyNotFound { key_id, .. } => OpError::KeyNotFound { key_id },
+            StoreError::LastAdminKey { key_id } => OpError::LastAdminKey { key_id },
+            StoreError::NoIdSlot { limit } => OpError::NoIdSlot { limit },
             other => OpError::Store(Box::new(other)),
         }
     }

@@ -17,6 +17,9 @@
 //! # Below this much free space on the data dir's disk, new boxes and volume growth are
 //! # refused (everything else goes on).
 //! min_free_percent = 5
+//! # What sparse volumes may still take counts against it, divided by this (1.0: none
+//! # of it may be promised twice).
+//! overcommit = 1.0
 //! ```
 
 use std::collections::HashMap;
@@ -41,6 +44,94 @@ pub struct HostConfig {
     pub secrets: SecretsHostConfig,
     #[serde(default)]
     pub storage: StorageHostConfig,
+    #[serde(default)]
+    pub events: EventsHostConfig,
+    #[serde(default)]
+    pub server: ServerHostConfig,
+}
+
+/// `[events]`: how much of each box's event log the store keeps (the harness's own
+/// transcript stays on the box's volume).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsHostConfig {
+    /// Past this many bytes of kept events, a box's oldest events are pruned.
+    #[serde(default = "default_events_max_bytes")]
+    pub max_bytes_per_box: u64,
+    /// Events older than this many days are pruned.
+    #[serde(default = "default_events_max_age_days")]
+    pub max_age_days: u64,
+    /// How often the pruner looks (it also runs when a box goes over its budget).
+    #[serde(default = "default_events_prune_every_s")]
+    pub prune_every_s: u64,
+}
+
+impl Default for EventsHostConfig {
+    fn default() -> Self {
+        EventsHostConfig {
+            max_bytes_per_box: default_events_max_bytes(),
+            max_age_days: default_events_max_age_days(),
+            prune_every_s: default_events_prune_every_s(),
+        }
+    }
+}
+
+fn default_events_max_bytes() -> u64 {
+    64 << 20
+}
+
+fn default_events_max_age_days() -> u64 {
+    30
+}
+
+fn default_events_prune_every_s() -> u64 {
+    60
+}
+
+/// `[server]`: what the public API server lets one client hold.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerHostConfig {
+    /// Connections served at once; more wait in the listen backlog until one closes.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// A request's headers (and an idle keep-alive connection's next request) must arrive
+    /// within this many seconds.
+    #[serde(default = "default_header_timeout_s")]
+    pub header_timeout_s: u64,
+    /// A request body that sends nothing for this many seconds is cut.
+    #[serde(default = "default_body_idle_timeout_s")]
+    pub body_idle_timeout_s: u64,
+    /// Event streams (`GET /events`, waiting) one tenant may hold open at once.
+    #[serde(default = "default_max_event_streams_per_tenant")]
+    pub max_event_streams_per_tenant: usize,
+}
+
+impl Default for ServerHostConfig {
+    fn default() -> Self {
+        ServerHostConfig {
+            max_connections: default_max_connections(),
+            header_timeout_s: default_header_timeout_s(),
+            body_idle_timeout_s: default_body_idle_timeout_s(),
+            max_event_streams_per_tenant: default_max_event_streams_per_tenant(),
+        }
+    }
+}
+
+fn default_max_connections() -> usize {
+    1024
+}
+
+fn default_header_timeout_s() -> u64 {
+    10
+}
+
+fn default_body_idle_timeout_s() -> u64 {
+    30
+}
+
+fn default_max_event_streams_per_tenant() -> usize {
+    64
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -49,14 +140,24 @@ pub struct StorageHostConfig {
     /// Percent of the data dir's file system that must stay free (0 to 50).
     #[serde(default = "default_min_free_percent")]
     pub min_free_percent: f64,
+    /// How far sparse volumes may be promised past the free space (1 to 100): what boxes'
+    /// volumes may still take, divided by this, counts against `min_free_percent`. 1.0:
+    /// no overcommit.
+    #[serde(default = "default_overcommit")]
+    pub overcommit: f64,
 }
 
 impl Default for StorageHostConfig {
     fn default() -> Self {
         StorageHostConfig {
             min_free_percent: default_min_free_percent(),
+            overcommit: default_overcommit(),
         }
     }
+}
+
+fn default_overcommit() -> f64 {
+    1.0
 }
 
 fn default_min_free_percent() -> f64 {
@@ -114,6 +215,16 @@ pub enum HostConfigError {
     RelativeRoot { path: PathBuf, root: PathBuf },
     #[error("{}: [storage] min_free_percent must be between 0 and 50, got {value}", path.display())]
     MinFreeOutOfRange { path: PathBuf, value: f64 },
+    #[error("{}: [storage] overcommit must be between 1 and 100, got {value}", path.display())]
+    OvercommitOutOfRange { path: PathBuf, value: f64 },
+    #[error("{}: {key} must be between {min} and {max}, got {value}", path.display())]
+    OutOfRange {
+        path: PathBuf,
+        key: &'static str,
+        value: u64,
+        min: u64,
+        max: u64,
+    },
 }
 
 impl HostConfig {
@@ -158,6 +269,7 @@ impl HostConfig {
                 root: root.clone(),
             });
         }
+        config.check_limits(path)?;
         let min_free = config.storage.min_free_percent;
         if !(0.0..=50.0).contains(&min_free) {
             return Err(HostConfigError::MinFreeOutOfRange {
@@ -165,7 +277,48 @@ impl HostConfig {
                 value: min_free,
             });
         }
+        let overcommit = config.storage.overcommit;
+        if !(1.0..=100.0).contains(&overcommit) {
+            return Err(HostConfigError::OvercommitOutOfRange {
+                path: path.to_path_buf(),
+                value: overcommit,
+            });
+        }
         Ok(config)
+    }
+}
+
+impl HostConfig {
+    /// `[events]` and `[server]` within sane bounds (a zero would stop the daemon working).
+    fn check_limits(&self, path: &Path) -> Result<(), HostConfigError> {
+        let (events, server) = (&self.events, &self.server);
+        let checks: [(&'static str, u64, u64, u64); 7] = [
+            // At least two of the largest events (1 MiB each) fit.
+            ("[events] max_bytes_per_box", events.max_bytes_per_box, 2 << 20, u64::MAX),
+            ("[events] max_age_days", events.max_age_days, 1, 36500),
+            ("[events] prune_every_s", events.prune_every_s, 1, 86400),
+            ("[server] max_connections", server.max_connections as u64, 1, 1 << 20),
+            ("[server] header_timeout_s", server.header_timeout_s, 1, 3600),
+            ("[server] body_idle_timeout_s", server.body_idle_timeout_s, 1, 3600),
+            (
+                "[server] max_event_streams_per_tenant",
+                server.max_event_streams_per_tenant as u64,
+                1,
+                1 << 20,
+            ),
+        ];
+        for (key, value, min, max) in checks {
+            if !(min..=max).contains(&value) {
+                return Err(HostConfigError::OutOfRange {
+                    path: path.to_path_buf(),
+                    key,
+                    value,
+                    min,
+                    max,
+                });
+            }
+        }
+        Ok(())
     }
 }
 
@@ -254,6 +407,33 @@ min_free_percent = 10
                 err.to_string().starts_with(&format!("berth.toml:{line}: ")),
                 "{err}"
             );
+        }
+    }
+
+    #[test]
+    fn events_and_server_limits_have_defaults_and_bounds() {
+        let config = parse(
+            "[events]\nmax_bytes_per_box = 10485760\nmax_age_days = 7\n\
+             [server]\nmax_connections = 16\nmax_event_streams_per_tenant = 2\n",
+        )
+        .unwrap();
+        assert_eq!(config.events.max_bytes_per_box, 10 << 20);
+        assert_eq!(config.events.max_age_days, 7);
+        assert_eq!(config.events.prune_every_s, 60);
+        assert_eq!(config.server.max_connections, 16);
+        assert_eq!(config.server.header_timeout_s, 10);
+        assert_eq!(config.server.max_event_streams_per_tenant, 2);
+        let defaults = parse("").unwrap();
+        assert_eq!(defaults.events.max_bytes_per_box, 64 << 20);
+        assert_eq!(defaults.events.max_age_days, 30);
+        assert_eq!(defaults.server.max_connections, 1024);
+        for bad in [
+            "[events]\nmax_bytes_per_box = 1000\n",
+            "[server]\nmax_connections = 0\n",
+            "[server]\nheader_timeout_s = 0\n",
+        ] {
+            let err = parse(bad).unwrap_err();
+            assert!(matches!(err, HostConfigError::OutOfRange { .. }), "{bad}: {err}");
         }
     }
 

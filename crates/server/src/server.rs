@@ -1,9 +1,12 @@
 //! Starting and stopping the daemon: data directory, store, first-start admin key,
-//! reconciliation, the listener, and the shutdown that stops every box.
+//! reconciliation, the listener and its bounded connections ([`connections`]), and the
+//! shutdown that stops every box.
+
+mod connections;
 
 use crate::egress::EgressHost;
 use std::fs;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -18,7 +21,9 @@ use crate::config::{ServerConfig, ADMIN_KEY_FILE, URL_FILE};
 use crate::ctx::Ctx;
 use crate::data_dir_lock::DataDirLock;
 use crate::error::{error_chain, ServerError};
+use crate::lifecycle::event_retention::EventPruner;
 use crate::lifecycle::Activity;
+use crate::ops::events_read::EventStreams;
 use crate::ops::reconcile;
 use crate::secrets::SecretStore;
 use crate::templates::{self, SharedTemplates, TemplateRegistry};
@@ -30,6 +35,8 @@ pub struct Server {
     ctx: Ctx,
     /// The idle reclaimer's tick.
     idle_check: std::time::Duration,
+    /// What one connection may hold (`[server]` in berth.toml).
+    limits: connections::Limits,
     /// Held while the server lives: one daemon per data directory.
     _lock: DataDirLock,
     /// The admin key made on this first start (also in `<data>/admin.key`, mode 0600), for
@@ -81,7 +88,12 @@ impl Server {
             templates: Arc::new(load_templates(data).await),
             secrets,
             egress: Arc::new(EgressHost::new(data, &config.host.egress)?),
-            disk: crate::disk_space::DiskGuard::new(data, config.host.storage.min_free_percent),
+            disk: crate::disk_space::DiskGuard::new(data, config.host.storage.min_free_percent)
+                .with_overcommit(config.host.storage.overcommit),
+            event_streams: Arc::new(EventStreams::new(
+                config.host.server.max_event_streams_per_tenant,
+            )),
+            event_pruner: Arc::new(EventPruner::new(&config.host.events)),
         };
         if let Err(e) = reconcile::reconcile(&ctx).await {
             // The store failing here fails every request too: refuse to start.
@@ -118,6 +130,7 @@ impl Server {
             local_addr,
             ctx,
             idle_check: config.idle_check,
+            limits: connections::Limits::from(&config.host.server),
             admin_key_created,
         })
     }
@@ -143,31 +156,33 @@ impl Server {
             self.idle_check,
         ));
         let _disk_watch = AbortOnDrop(self.ctx.disk.clone().watch());
+        let _pruner = AbortOnDrop(
+            self.ctx
+                .event_pruner
+                .clone()
+                .spawn(self.ctx.store.clone()),
+        );
         let _image_watch = AbortOnDrop(crate::runtimes::watch_images(
             (*self.ctx.runtimes).clone(),
             self.ctx.data_dir.clone(),
         ));
-        let (signalled, on_signal) = tokio::sync::oneshot::channel::<()>();
-        let signal = async move {
-            shutdown.await;
-            let _ = signalled.send(());
-        };
-        let serving = axum::serve(self.listener, app)
-            .with_graceful_shutdown(signal)
-            .into_future();
+        let (stop, stopping) = tokio::sync::watch::channel(false);
+        let serving = connections::serve(self.listener, app, self.limits, stopping);
         let mut serving = std::pin::pin!(serving);
-        let served = tokio::select! {
-            served = &mut serving => served,
-            _ = on_signal => {
+        tokio::select! {
+            () = &mut serving => {}
+            () = shutdown => {
                 tracing::info!("shutting down: stopping every box");
                 reclaimer.0.abort();
+                // No new connections; open ones finish the request in flight.
+                let _ = stop.send(true);
                 reconcile::stop_all(&self.ctx).await;
                 serving.await
             }
-        };
+        }
         drop(reclaimer);
         reconcile::stop_all(&self.ctx).await;
-        served.map_err(ServerError::Serve)
+        Ok(())
     }
 }
 

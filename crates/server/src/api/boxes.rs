@@ -78,7 +78,7 @@ pub async fn create(
             disk_mib: body.disk_mib,
         },
     )?;
-    Ok((StatusCode::CREATED, Json(BoxView::new(&ctx, record))).into_response())
+    Ok((StatusCode::CREATED, Json(BoxView::new(&ctx, record, &who))).into_response())
 }
 
 #[utoipa::path(get, path = "/v1/boxes", tag = "boxes", summary = "List your boxes", responses((status = 200, body = crate::api::view::BoxListView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
@@ -88,7 +88,10 @@ pub async fn list(
 ) -> Result<Json<BoxListView>, ApiError> {
     let boxes = box_find::list_boxes(&ctx, &who.tenant_id)?;
     Ok(Json(BoxListView {
-        boxes: boxes.into_iter().map(|b| BoxView::new(&ctx, b)).collect(),
+        boxes: boxes
+            .into_iter()
+            .map(|b| BoxView::new(&ctx, b, &who))
+            .collect(),
     }))
 }
 
@@ -99,7 +102,7 @@ pub async fn get(
     Path(reference): Path<String>,
 ) -> Result<Json<BoxView>, ApiError> {
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
-    Ok(Json(BoxView::new(&ctx, record)))
+    Ok(Json(BoxView::new(&ctx, record, &who)))
 }
 
 #[utoipa::path(delete, path = "/v1/boxes/{box_ref}", tag = "boxes", summary = "Stop a box and delete it with its volume", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), responses((status = 204, description = "deleted"), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
@@ -134,7 +137,7 @@ pub async fn start(
         box_move::move_box(&ctx, &record.id, runtime).await?;
     }
     let started = box_start::start_box(&ctx, &record.id).await?;
-    Ok(Json(BoxView::new(&ctx, started)))
+    Ok(Json(BoxView::new(&ctx, started, &who)))
 }
 
 #[utoipa::path(post, path = "/v1/boxes/{box_ref}/stop", tag = "boxes", summary = "Stop a box (its volume stays)", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), responses((status = 200, body = crate::api::view::BoxView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
@@ -145,5 +148,5 @@ pub async fn stop(
 ) -> Result<Json<BoxView>, ApiError> {
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
     let stopped = box_stop::stop_box(&ctx, &record.id).await?;
-    Ok(Json(BoxView::new(&ctx, stopped)))
+    Ok(Json(BoxView::new(&ctx, stopped, &who)))
 }

@@ -37,7 +37,14 @@ pub enum ApiError {
 
     #[error("method {method} is not allowed on {path}")]
     MethodNotAllowed { method: http::Method, path: String },
+
+    /// Too many calls of one kind at once; answered with `Retry-After`.
+    #[error("too many {what} at once (the daemon runs at most {limit}); retry in a moment")]
+    TooBusy { what: &'static str, limit: usize },
 }
+
+/// Seconds a client told [`ApiError::TooBusy`] waits before retrying.
+const RETRY_AFTER_S: u64 = 1;
 
 impl ApiError {
     pub fn status_and_code(&self) -> (StatusCode, ErrorCode) {
@@ -55,6 +62,7 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => {
                 (StatusCode::METHOD_NOT_ALLOWED, ErrorCode::InvalidRequest)
             }
+            ApiError::TooBusy { .. } => (StatusCode::TOO_MANY_REQUESTS, ErrorCode::TooManyRequests),
         }
     }
 
@@ -101,6 +109,9 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::EgressEnvClash { .. }
         | OpError::InvalidMessageId(_)
         | OpError::NoHarness { .. } => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
+        OpError::TooManyEventStreams { .. } => {
+            (StatusCode::TOO_MANY_REQUESTS, ErrorCode::TooManyRequests)
+        }
         OpError::MessageTooLarge { .. } => {
             (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge)
         }
@@ -113,7 +124,13 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
             StatusCode::INSUFFICIENT_STORAGE,
             ErrorCode::InsufficientStorage,
         ),
-        OpError::BoxNotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+        OpError::BoxNotFound { .. }
+        | OpError::TenantNotFound { .. }
+        | OpError::KeyNotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+        OpError::QuotaExceeded(_) => (StatusCode::FORBIDDEN, ErrorCode::QuotaExceeded),
+        OpError::AdminKeyRequired => (StatusCode::FORBIDDEN, ErrorCode::PermissionDenied),
+        OpError::LastAdminKey { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
+        OpError::NoIdSlot { .. } => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable),
         OpError::NameTaken { .. } | OpError::TenantNameTaken { .. } => {
             (StatusCode::CONFLICT, ErrorCode::AlreadyExists)
         }
@@ -167,9 +184,11 @@ fn secret_status(e: &SecretError) -> (StatusCode, ErrorCode) {
 /// A code from the box's agent, as the public API shows it.
 pub fn guest_status(code: ErrorCode) -> (StatusCode, ErrorCode) {
     let status = match code {
-        ErrorCode::InvalidRequest | ErrorCode::IsADirectory | ErrorCode::NotADirectory => {
-            StatusCode::BAD_REQUEST
-        }
+        ErrorCode::InvalidRequest
+        | ErrorCode::IsADirectory
+        | ErrorCode::NotADirectory
+        | ErrorCode::NotARegularFile => StatusCode::BAD_REQUEST,
+        ErrorCode::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::NotFound => StatusCode::NOT_FOUND,
         ErrorCode::PermissionDenied => StatusCode::FORBIDDEN,
         ErrorCode::AlreadyExists | ErrorCode::NotEmpty | ErrorCode::Conflict => {
@@ -181,7 +200,10 @@ pub fn guest_status(code: ErrorCode) -> (StatusCode, ErrorCode) {
         ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
         ErrorCode::Unsupported => StatusCode::NOT_IMPLEMENTED,
         // The agent refusing our own boot token, or an answer we cannot place: our bug.
-        ErrorCode::Unauthorized | ErrorCode::Internal | ErrorCode::Unknown => {
+        ErrorCode::Unauthorized
+        | ErrorCode::QuotaExceeded
+        | ErrorCode::Internal
+        | ErrorCode::Unknown => {
             return (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal);
         }
     };
@@ -194,7 +216,18 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::error!(status = status.as_u16(), code = %code, error = %error_chain(&self), "request failed");
         }
-        (status, Json(ErrorBody::new(code, self.message(status)))).into_response()
+        let mut body = serde_json::json!(ErrorBody::new(code, self.message(status)));
+        if let ApiError::Op(OpError::QuotaExceeded(e)) = &self {
+            // Which limit, and the usage, for programs (the message says it for people).
+            body["error"]["details"] = serde_json::json!(e);
+        }
+        let mut response = (status, Json(body)).into_response();
+        if matches!(self, ApiError::TooBusy { .. }) {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, RETRY_AFTER_S.into());
+        }
+        response
     }
 }
 

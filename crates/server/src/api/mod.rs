@@ -52,7 +52,19 @@ pub fn router(ctx: Ctx) -> Router {
         .route("/v1/runtimes", get(runtimes::list))
         .route("/v1/templates", get(templates::list))
         .route("/v1/templates/reload", post(templates::reload))
-        .route("/v1/tenants", post(tenants::create))
+        .route("/v1/tenants", post(tenants::create).get(tenants::list))
+        .route(
+            "/v1/tenants/{tenant}",
+            get(tenants::get).patch(tenants::update),
+        )
+        .route(
+            "/v1/tenants/{tenant}/keys",
+            get(tenants::list_keys).post(tenants::add_key),
+        )
+        .route(
+            "/v1/tenants/{tenant}/keys/{key_id}",
+            delete(tenants::revoke_key),
+        )
         .route("/v1/secrets", post(secrets::set).get(secrets::list))
         .route("/v1/secrets/{name}", delete(secrets::delete))
         .fallback(no_route)

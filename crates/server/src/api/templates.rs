@@ -9,15 +9,17 @@ use serde::Serialize;
 
 use crate::api::auth::Caller;
 use crate::api::error::ApiError;
+use crate::api::view::redact_host_paths;
 use crate::ctx::Ctx;
 use crate::egress::policy::EgressPolicy;
 use crate::error::error_chain;
-use crate::templates::{Template, TemplateError, TemplateRegistry};
+use crate::templates::{Base, Origin, Template, TemplateError, TemplateRegistry};
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TemplateView {
     pub name: String,
-    /// `host`, `minimal`, `debian`, `debian:<suite>`, `dir:<path>` or `tarball:<path>`.
+    /// `host`, `minimal`, `debian`, `debian:<suite>`, `dir:<path>` or `tarball:<path>`
+    /// (a tenant sees `dir` or `tarball`, without the host path).
     pub base: String,
     /// The runtimes its base runs on (`host`: the sandbox only; an image: every one), whether
     /// or not this daemon has them (`GET /v1/runtimes`).
@@ -31,15 +33,17 @@ pub struct TemplateView {
     pub harness: Option<HarnessView>,
     /// What its boxes may reach (canonical form); empty: nothing leaves.
     pub egress: EgressPolicy,
-    /// `builtin`, or the template's file.
+    /// `builtin`, or the template's file (a tenant sees `file`).
     pub origin: String,
-    /// Why boxes cannot be made from it now; `null`: usable.
+    /// Why boxes cannot be made from it now; `null`: usable. Host paths in it are shown
+    /// to a tenant as `<host path>`.
     pub unavailable: Option<String>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct LayerView {
-    pub source: String,
+    /// The host directory or image it comes from; `null` for a tenant (no host paths).
+    pub source: Option<String>,
     pub target: String,
 }
 
@@ -68,6 +72,29 @@ pub struct TemplateErrorView {
     pub message: String,
 }
 
+impl TemplateView {
+    /// The template as `admin` (everything) or a tenant (no host paths: a `dir:` or
+    /// `tarball:` base shows its kind, a layer its target, a file template `file`) sees it.
+    fn new(t: &Template, admin: bool) -> Self {
+        let mut view = TemplateView::from(t);
+        if !admin {
+            view.base = match &t.base {
+                Base::Dir(_) => "dir".into(),
+                Base::Tarball(_) => "tarball".into(),
+                other => other.to_string(),
+            };
+            for layer in &mut view.layers {
+                layer.source = None;
+            }
+            if let Origin::File(_) = t.origin {
+                view.origin = "file".into();
+            }
+            view.unavailable = view.unavailable.as_deref().map(redact_host_paths);
+        }
+        view
+    }
+}
+
 impl From<&Template> for TemplateView {
     fn from(t: &Template) -> Self {
         TemplateView {
@@ -85,7 +112,7 @@ impl From<&Template> for TemplateView {
                 .layers
                 .iter()
                 .map(|l| LayerView {
-                    source: l.source.display().to_string(),
+                    source: Some(l.source.display().to_string()),
                     target: l.target.clone(),
                 })
                 .collect(),
@@ -111,14 +138,18 @@ impl From<&TemplateError> for TemplateErrorView {
     }
 }
 
-fn views(registry: &TemplateRegistry) -> Vec<TemplateView> {
-    registry.list().iter().map(|t| t.as_ref().into()).collect()
+fn views(registry: &TemplateRegistry, admin: bool) -> Vec<TemplateView> {
+    registry
+        .list()
+        .iter()
+        .map(|t| TemplateView::new(t, admin))
+        .collect()
 }
 
 #[utoipa::path(get, path = "/v1/templates", tag = "templates", summary = "List templates", responses((status = 200, body = TemplateListView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
-pub async fn list(State(ctx): State<Ctx>, Caller(_who): Caller) -> Json<TemplateListView> {
+pub async fn list(State(ctx): State<Ctx>, Caller(who): Caller) -> Json<TemplateListView> {
     Json(TemplateListView {
-        templates: views(&ctx.templates.current()),
+        templates: views(&ctx.templates.current(), who.is_admin),
     })
 }
 
@@ -140,7 +171,7 @@ pub async fn reload(State(ctx): State<Ctx>, caller: Caller) -> Result<Json<Reloa
         "templates reloaded"
     );
     Ok(Json(ReloadView {
-        templates: views(&registry),
+        templates: views(&registry, true),
         errors: errors.iter().map(TemplateErrorView::from).collect(),
     }))
 }

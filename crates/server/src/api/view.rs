@@ -1,11 +1,12 @@
 //! The public JSON shape of a box (docs/api.md).
 
-use berth_store::{BoxRecord, BoxState};
+use berth_store::{BoxRecord, BoxState, Principal};
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 
 use crate::ctx::Ctx;
 use crate::egress::policy::EgressPolicy;
+use crate::ops::box_disk::box_disk_mib;
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct BoxView {
@@ -80,22 +81,23 @@ pub struct BoxListView {
 }
 
 impl BoxView {
-    /// The view of `r`; the effective egress policy comes from `ctx` (the template's is
-    /// looked up in the current registry).
-    pub fn new(ctx: &Ctx, r: BoxRecord) -> BoxView {
+    /// The view of `r` for `who`; the effective egress policy comes from `ctx` (the
+    /// template's is looked up in the current registry). A tenant's view of the reason
+    /// carries no host paths.
+    pub fn new(ctx: &Ctx, r: BoxRecord, who: &Principal) -> BoxView {
         let egress = ctx.box_egress(&r);
         let egress_source = match r.egress {
             Some(_) => EgressSource::Box,
             None => EgressSource::Template,
         };
-        let (disk_mib, disk_source) = match r.disk_mib {
-            Some(own) => (own, EgressSource::Box),
-            None => (
-                ctx.templates
-                    .get(&r.template)
-                    .map_or(berth_runtime::DEFAULT_DISK_MIB, |t| t.disk_mib),
-                EgressSource::Template,
-            ),
+        let disk_mib = box_disk_mib(ctx, &r);
+        let disk_source = match r.disk_mib {
+            Some(_) => EgressSource::Box,
+            None => EgressSource::Template,
+        };
+        let state_reason = match r.state_reason {
+            Some(reason) if !who.is_admin => Some(redact_host_paths(&reason)),
+            reason => reason,
         };
         let volume = VolumeView::of(ctx, &r.id);
         BoxView {
@@ -110,13 +112,73 @@ impl BoxView {
             },
             idle_timeout_s: r.idle_timeout_s,
             created_at: r.created_at.format(&Rfc3339).unwrap_or_default(),
-            state_reason: r.state_reason,
+            state_reason,
             egress,
             egress_source,
             runtime: r.runtime,
             disk_mib,
             disk_source,
             volume,
+        }
+    }
+}
+
+/// What stands for a host path in what a tenant reads.
+const HOST_PATH: &str = "<host path>";
+
+/// `text` (a reason the daemon wrote: a failed start, an unavailable runtime or template)
+/// with every absolute path replaced by `<host path>`: a tenant learns what went wrong,
+/// not where the host keeps its files. A path starts with `/` at the start of the text or
+/// after a space, quote, bracket, `=` or `:`, and ends at a space, quote, bracket, `,`, `;`
+/// or `:`.
+pub fn redact_host_paths(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_path = false;
+    let mut prev = None;
+    for c in text.chars() {
+        if in_path {
+            if c.is_whitespace() || "\"'()[],;:".contains(c) {
+                in_path = false;
+                out.push(c);
+            }
+        } else if c == '/' && prev.is_none_or(|p: char| p.is_whitespace() || "\"'([=:".contains(p))
+        {
+            in_path = true;
+            out.push_str(HOST_PATH);
+        } else {
+            out.push(c);
+        }
+        prev = Some(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_host_paths;
+
+    #[test]
+    fn host_paths_are_replaced_and_the_words_stay() {
+        for (text, want) in [
+            (
+                "cannot mount /var/lib/berth/boxes/bx_1/volume.ext4: no space",
+                "cannot mount <host path>: no space",
+            ),
+            (
+                "no kernel at \"/var/lib/berth/images/vmlinuz\" (run berth image build)",
+                "no kernel at \"<host path>\" (run berth image build)",
+            ),
+            (
+                "base dir:/srv/rootfs is gone",
+                "base dir:<host path> is gone",
+            ),
+            ("/a/b", "<host path>"),
+            (
+                "1/2 of the disk, and/or more",
+                "1/2 of the disk, and/or more",
+            ),
+        ] {
+            assert_eq!(redact_host_paths(text), want, "{text}");
         }
     }
 }

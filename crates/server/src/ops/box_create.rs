@@ -8,11 +8,13 @@
 //! whole (allowlist and credential rules) for the box's life.
 
 use berth_protocol::{BoxId, TenantId};
-use berth_store::{BoxRecord, NewBox};
+use berth_runtime::IdMap;
+use berth_store::{Admission, BoxRecord, NewBox};
 
 use crate::ctx::Ctx;
 use crate::egress::policy::EgressPolicy;
 use crate::error::OpError;
+use crate::ops::box_disk;
 use crate::runtimes::{boots_images, runs_base};
 use crate::templates::Base;
 use crate::validate::{self, LimitsInput, DEFAULT_TEMPLATE, DEFAULT_VM_TEMPLATE};
@@ -62,8 +64,10 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
         });
     }
     check_base(&name, &template.base, &runtime)?;
-    ctx.disk.check("create a box")?;
     let disk_mib = req.disk_mib.map(validate::disk_mib).transpose()?;
+    // Its volume is sparse: what it may take is promised now, with every other box's.
+    let promised = box_disk::promised_bytes(ctx)? + (disk_mib.unwrap_or(template.disk_mib) << 20);
+    ctx.disk.check_promised("create a box", promised)?;
     let limits = validate::limits_over(template.limits, req.limits)?;
     let idle_timeout_s = match req.idle_timeout_s {
         Some(value) => validate::idle_timeout_s(value)?,
@@ -75,7 +79,11 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
         .transpose()?;
     let mut random = [0u8; 20];
     getrandom::fill(&mut random).map_err(OpError::Random)?;
-    let record = ctx.store.insert_box(&NewBox {
+    let admission = Admission {
+        id_slots: IdMap::SLOTS,
+        template_disk: &|name| box_disk::template_disk_mib(ctx, name),
+    };
+    let new = NewBox {
         id: BoxId::from_random(random),
         tenant_id: tenant.clone(),
         name: req.name,
@@ -87,7 +95,9 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
         egress,
         runtime,
         disk_mib,
-    })?;
+    };
+    // The tenant's quota is checked in the insert's own transaction.
+    let record = ctx.store.admit_box(&new, admission)?;
     tracing::info!(box_id = %record.id, name = %record.name, template = %record.template, runtime = %record.runtime, slot = record.id_slot, "box created");
     Ok(record)
 }

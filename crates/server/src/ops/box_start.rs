@@ -15,6 +15,7 @@ use crate::boxes::Live;
 use crate::ctx::{Ctx, STOP_GRACE};
 use crate::error::{error_chain, OpError, TemplateProblem};
 use crate::lifecycle::ExitWatch;
+use crate::ops::box_disk;
 use crate::ops::box_find::reload;
 use crate::ops::box_rootfs::rootfs_for;
 use crate::ops::detached;
@@ -155,9 +156,9 @@ async fn boot(
     // A fresh token at every start: a client of an earlier boot can never reach this one.
     let mut random = [0u8; 32];
     getrandom::fill(&mut random).map_err(OpError::Random)?;
-    let generation =
-        ctx.store
-            .update_box_state(&record.id, record.generation, BoxState::Starting, None)?;
+    // Every wake that cold-starts (start, exec, files, a message) comes here: the tenant's
+    // `max_running` is checked in the same transaction as the change to `starting`.
+    let generation = ctx.store.begin_start(&record.id, record.generation)?;
     if let Err(problem) = usable(template.as_deref()) {
         return Err(fail_template(ctx, record, generation, problem));
     }
@@ -220,10 +221,7 @@ async fn boot(
         harness: template.harness.clone(),
         egress: egress.setup.clone(),
         env: egress.env.clone(),
-        disk_mib: ctx.disk.volume_mib_for_start(
-            &berth_runtime::volume_image(&ctx.data_dir, &record.id),
-            record.disk_mib.unwrap_or(template.disk_mib),
-        ),
+        disk_mib: box_disk::volume_mib_for_start(ctx, &record, template.disk_mib),
     };
     let began = Instant::now();
     match runtime.start(&spec).await {

@@ -6,6 +6,7 @@
 
 pub mod box_create;
 pub mod box_delete;
+pub mod box_disk;
 pub mod box_find;
 pub mod box_move;
 pub mod box_rootfs;
@@ -19,6 +20,8 @@ pub mod message_post;
 pub mod reconcile;
 pub mod secrets;
 pub mod tenant_create;
+pub mod tenant_keys;
+pub mod tenant_update;
 
 use std::future::Future;
 

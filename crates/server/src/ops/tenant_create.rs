@@ -1,6 +1,6 @@
-//! `POST /v1/tenants` (admin): a new tenant and its first API key.
+//! `POST /v1/tenants` (admin): a new tenant, its quota and its first API key.
 
-use berth_store::{StoreError, Tenant};
+use berth_store::{QuotaChange, StoreError, Tenant};
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
@@ -13,7 +13,7 @@ pub struct NewTenant {
     pub api_key: String,
 }
 
-pub fn create_tenant(ctx: &Ctx, name: &str) -> Result<NewTenant, OpError> {
+pub fn create_tenant(ctx: &Ctx, name: &str, quota: &QuotaChange) -> Result<NewTenant, OpError> {
     validate::tenant_name(name)?;
     let taken = || OpError::TenantNameTaken {
         name: name.to_owned(),
@@ -32,6 +32,8 @@ pub fn create_tenant(ctx: &Ctx, name: &str) -> Result<NewTenant, OpError> {
         }
         Err(e) => return Err(e.into()),
     };
+    // Before its key exists: nothing can act for the tenant without its limits.
+    ctx.store.set_quota(&tenant.id, quota)?;
     let api_key = ctx.store.create_api_key(&tenant.id, false)?;
     tracing::info!(tenant_id = %tenant.id, name = %tenant.name, "tenant created");
     Ok(NewTenant { tenant, api_key })
