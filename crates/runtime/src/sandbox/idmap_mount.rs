@@ -4,7 +4,8 @@
 //! range, which is what the box's user namespace maps back to 0 and 1001.
 //!
 //! Built with the new mount API so the file system is never attached without its idmap:
-//! `fsopen("ext4")` + `fsconfig` → `fsmount` (a detached mount, `nosuid,nodev`) →
+//! `fsopen("ext4")` + `fsconfig` (`errors=remount-ro` over the superblock's own choice) →
+//! `fsmount` (a detached mount, `nosuid,nodev`) →
 //! `mount_setattr(MOUNT_ATTR_IDMAP)` with a user namespace carrying the box's `IdMap` →
 //! `move_mount` onto the target. Needs Linux 5.12 (ext4 idmapped mounts).
 
@@ -93,8 +94,8 @@ pub enum Access {
     ReadOnly,
 }
 
-/// Mounts the ext4 on `device` at `target` (`nosuid,nodev`), idmapped through `userns`,
-/// as `access` says.
+/// Mounts the ext4 on `device` at `target` (`nosuid,nodev,errors=remount-ro`), idmapped
+/// through `userns`, as `access` says.
 pub fn mount_idmapped(
     device: &Path,
     target: &Path,
@@ -139,7 +140,9 @@ pub fn mount_idmapped(
     if rc < 0 {
         return Err(fail("fsconfig source", Some(&fs)));
     }
-    let mut strings: Vec<(&str, String)> = Vec::new();
+    // Whatever the superblock asks for (a guest can set `errors=panic`): an error found in
+    // the file system makes it read-only, never panics the host.
+    let mut strings: Vec<(&str, String)> = vec![("errors", "remount-ro".into())];
     let mut flags: Vec<&str> = Vec::new();
     let mut mount_attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
     match access {
@@ -167,7 +170,7 @@ pub fn mount_idmapped(
             )
         };
         if rc < 0 {
-            return Err(fail("fsconfig resuid/resgid", Some(&fs)));
+            return Err(fail("fsconfig errors/resuid/resgid", Some(&fs)));
         }
     }
     for flag in flags {

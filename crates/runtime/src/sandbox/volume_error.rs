@@ -65,6 +65,15 @@ pub enum VolumeError {
         source: berth_image::ImageError,
     },
 
+    /// A VM's guest wrote the image since the host last checked it, and the full check
+    /// refused it: the host does not mount it, and it was left as it was.
+    #[error("the volume {image} was written by a VM's guest and failed the host's check, so the sandbox does not mount it")]
+    GuestWrittenRefused {
+        image: PathBuf,
+        #[source]
+        source: berth_image::ImageError,
+    },
+
     /// Making, growing or checking the image failed.
     #[error("{action} {image}")]
     Image {
@@ -138,6 +147,7 @@ impl VolumeError {
             | VolumeError::LoopBusy { image, .. }
             | VolumeError::StillAttached { image, .. }
             | VolumeError::Unrepairable { image, .. }
+            | VolumeError::GuestWrittenRefused { image, .. }
             | VolumeError::Image { image, .. }
             | VolumeError::MigrationMismatch { image, .. }
             | VolumeError::NotMounted { image }

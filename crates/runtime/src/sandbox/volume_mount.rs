@@ -3,8 +3,10 @@
 //! `<box>/mnt` for the length of a boot. The bundle binds its `home/`, `memory/` and
 //! `agent/` into the box, so a box can stop on one runtime and start on another.
 //!
-//! Each start: migrate an old directory volume once (`migrate.rs`), create or grow the
-//! image, `e2fsck -p` it (a crash leaves it unclean), bind a loop device, mount. Each stop
+//! Each start: migrate an old directory volume once (`migrate.rs`), check in full an image
+//! a VM's guest may have written (`crate::volume_image`), create or grow the image,
+//! `e2fsck -p` it (a crash leaves it unclean; both checks run confined), bind a loop
+//! device, mount (`errors=remount-ro,nosuid,nodev` whatever the superblock says). Each stop
 //! (and every failed start): unmount, which frees the loop device (autoclear). A daemon
 //! that died with boxes mounted leaves mounts and devices that [`reconcile`] finds again.
 
@@ -44,6 +46,19 @@ pub fn mount(paths: &BoxPaths, id_map: IdMap, disk_mib: u64) -> Result<(), Volum
         });
     }
     super::migrate::migrate_if_needed(paths, id_map, disk_mib)?;
+    // A VM's guest may have written it: checked in full (confined, read-only) before the
+    // host grows, checks or mounts it; refused, it is left as it was.
+    crate::volume_image::check_if_guest_written(&image).map_err(|source| match source {
+        ImageError::VolumeRefused { .. } => VolumeError::GuestWrittenRefused {
+            image: image.clone(),
+            source,
+        },
+        source => VolumeError::Image {
+            action: "check the guest-written volume",
+            image: image.clone(),
+            source,
+        },
+    })?;
     // A directory volume may have held more than `disk_mib` (nothing bounded it): its image
     // is as large as it had to be, and is kept so, not refused as a shrink.
     let current_mib = std::fs::metadata(&image).map_or(0, |m| m.len() >> 20);

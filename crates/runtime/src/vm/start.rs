@@ -32,7 +32,8 @@ pub(crate) async fn prepare_box(spec: &BoxSpec, paths: &VmPaths) -> Result<(), R
     super::make_private_dir(paths.box_dir())?;
     super::make_private_dir(&paths.vm_dir())?;
     crate::fs::set_mode(&paths.vm_dir(), 0o700)?;
-    volume::ensure(&paths.volume(), spec.disk_mib).await
+    volume::ensure(&paths.volume(), spec.disk_mib).await?;
+    crate::volume_image::mark_guest_written(&paths.volume())
 }
 
 /// `Runtime::start` of a VM backend: refuses a box that is not `status` stopped, runs
