@@ -143,7 +143,7 @@ impl FirecrackerRuntime {
                 jailer.args(&self.config.firecracker_bin, &spec.id, &paths.api_socket()),
             ),
         };
-        let pid = process::spawn_recorded(bin, &args, &vm.console_log(), &paths.pid_file())?;
+        let pid = process::spawn_recorded(bin, &args, &vm.console_log(), &paths.pid_file(), None)?;
         process::supervise(pid, None, &vm.vmm_exit());
         if let Err(died) =
             process::wait_for_path(&paths.api_socket(), pid, API_SOCKET_DEADLINE).await

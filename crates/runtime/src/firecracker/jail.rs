@@ -9,7 +9,6 @@
 //! is bind-mounted at its host path, so socket paths (and Firecracker's `--api-sock`, by
 //! which `process::find` recognises it) are the same inside and out.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use nix::mount::MsFlags;
@@ -130,7 +129,7 @@ pub fn stage(plan: &JailPlan, uid: u32, gid: u32) -> Result<(), RuntimeError> {
                 bind(&staged.host, &target, false)?;
             }
             Access::Shared => {
-                if !readable_by(&metadata(&staged.host)?, uid, gid) {
+                if !crate::vm::readable_by(&metadata(&staged.host)?, uid, gid) {
                     return Err(RuntimeError::Io {
                         action: "stage for the jailer (its uid/gid cannot read it; make it world-readable)",
                         path: staged.host.clone(),
@@ -152,33 +151,6 @@ pub fn stage(plan: &JailPlan, uid: u32, gid: u32) -> Result<(), RuntimeError> {
         }
     }
     Ok(())
-}
-
-/// Binds the egress listener where the jailed Firecracker connects for the guest's port
-/// 2025 (`<sockets dir>/vsock.sock_2025`), 0600 and owned by its uid: the sockets dir is
-/// the uid's, so this socket is too, and nothing else on the host can reach it.
-pub fn bind_egress(path: &Path, uid: u32, gid: u32) -> Result<crate::EgressListener, RuntimeError> {
-    crate::fs::remove_if_exists(path)?;
-    let listener =
-        std::os::unix::net::UnixListener::bind(path).map_err(io("bind the egress socket", path))?;
-    chown(path, uid, gid)?;
-    crate::fs::set_mode(path, 0o600)?;
-    listener
-        .set_nonblocking(true)
-        .map_err(io("set the egress socket non-blocking", path))?;
-    crate::EgressListener::from_std(listener).map_err(io("register the egress socket", path))
-}
-
-/// Whether a file with `meta` is readable by `uid`/`gid` (without capabilities).
-pub fn readable_by(meta: &std::fs::Metadata, uid: u32, gid: u32) -> bool {
-    let mode = meta.mode();
-    if meta.uid() == uid {
-        mode & 0o400 != 0
-    } else if meta.gid() == gid {
-        mode & 0o040 != 0
-    } else {
-        mode & 0o004 != 0
-    }
 }
 
 fn metadata(path: &Path) -> Result<std::fs::Metadata, RuntimeError> {
@@ -227,6 +199,8 @@ fn bind(host: &Path, target: &Path, read_only: bool) -> Result<(), RuntimeError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vm::readable_by;
+    use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn the_plan_puts_each_file_at_the_chroot_root_and_the_sockets_at_their_host_path() {

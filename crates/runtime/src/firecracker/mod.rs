@@ -195,10 +195,8 @@ impl FirecrackerRuntime {
 
     /// The egress listener where this boot's Firecracker delivers port 2025.
     fn bind_egress(&self, paths: &FcPaths) -> Result<EgressListener, RuntimeError> {
-        match &self.config.jailer {
-            None => crate::qemu::egress::bind(paths.vm()),
-            Some(jailer) => jail::bind_egress(&paths.egress_socket(), jailer.uid, jailer.gid),
-        }
+        let owner = self.config.jailer.as_ref().map(|j| (j.uid, j.gid));
+        crate::qemu::egress::bind(&paths.egress_socket(), owner)
     }
 
     pub fn layout(&self) -> &VmLayout {

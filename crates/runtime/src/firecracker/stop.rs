@@ -91,9 +91,11 @@ impl FirecrackerRuntime {
                     tokio::time::sleep(CONSOLE_POLL).await;
                 }
             };
+            let logs = [console.as_path()];
             tokio::select! {
                 () = vmm.wait_gone() => crate::vm::exit::settle(&vmm, ours, vm).await,
                 () = halted => {}
+                () = crate::vm::log_ring::keep_bounded(&logs) => {}
             }
         } else {
             crate::vm::exit::settle_gone(&paths.pid_file(), vm).await;

@@ -1,17 +1,21 @@
-//! Booting one box: disks, config disk, CID, egress listener, vhost-device-vsock, QEMU,
-//! then waiting for berth-init to answer. On error the caller cleans up
+//! Booting one box: disks, config disk, CID, the box's cgroup and the files its jailed
+//! VMMs may use (`crate::vm::jail`), egress listener, vhost-device-vsock, QEMU, then
+//! waiting for berth-init to answer. On error the caller cleans up
 //! (`QemuRuntime::clean`): every step leaves its traces where `clean` looks.
 
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use berth_protocol::vm::{
     VmDisk, CONFIG_DISK_SERIAL, LAYER_DISK_SERIAL_PREFIX, ROOT_DISK_SERIAL, VOLUME_DISK_SERIAL,
 };
 
-use super::cmdline::{self, Disk, Launch};
+use super::cmdline::{self, Accel, Disk, Launch};
 use super::paths::VmPaths;
 use super::{config_disk, egress, process, volume, QemuRuntime};
+use crate::vm::cgroup::VmCgroup;
+use crate::vm::jail::{self, Access, Jail};
 use crate::vm::{self, ReadyWait};
 use crate::{Booted, BoxSpec, GuestClient, RuntimeError};
 
@@ -77,9 +81,53 @@ impl QemuRuntime {
             return Err(process::io("write", &paths.cid_file())(e));
         }
 
+        let owner = vm::vmm_owner(spec.id_map);
+        let cgroup = VmCgroup::create(&spec.id, &spec.limits)?;
+        let shared = [self.config.kernel.as_path(), &self.config.initramfs];
+        hand_over(paths, &disks, owner, &shared)?;
+        let jail = |mut files: Vec<(PathBuf, Access)>| -> Jail {
+            files.push((paths.run_dir(), Access::ReadWrite));
+            files.extend(
+                jail::DEVICES
+                    .iter()
+                    .map(|d| (PathBuf::from(d), Access::Device)),
+            );
+            Jail {
+                root: paths.jail_root(),
+                uid: owner.0,
+                gid: owner.1,
+                paths: files,
+                cgroup_procs: cgroup.procs_files(),
+                filter: None,
+            }
+        };
+
         // Bound before the guest runs: its harness may connect out during boot.
-        let egress = egress::bind(paths)?;
-        let vhost = self.start_vhost(paths, cid).await?;
+        let egress = egress::bind(&paths.egress_socket(), Some(owner))?;
+        let vhost_jail = Jail {
+            filter: Some(vm::seccomp::vhost_filter()?),
+            ..jail(vec![(self.config.vhost_vsock_bin.clone(), Access::Exec)])
+        };
+        let vhost = self.start_vhost(paths, cid, vhost_jail).await?;
+
+        let mut qemu_files = vec![
+            (self.config.qemu_bin.clone(), Access::Exec),
+            (self.config.kernel.clone(), Access::ReadOnly),
+            (self.config.initramfs.clone(), Access::ReadOnly),
+            (paths.console_log(), Access::ReadWrite),
+        ];
+        qemu_files.extend(disks.iter().map(|d| {
+            let access = if d.read_only {
+                Access::ReadOnly
+            } else {
+                Access::ReadWrite
+            };
+            (d.path.clone(), access)
+        }));
+        if self.accel.accel == Accel::Kvm {
+            qemu_files.push((PathBuf::from("/dev/kvm"), Access::Device));
+        }
+        let qemu_jail = jail(qemu_files).prepare()?;
 
         let kernel_cmdline = cmdline::kernel_cmdline(self.tsc_khz);
         let args = cmdline::qemu_args(&Launch {
@@ -99,6 +147,7 @@ impl QemuRuntime {
             &args,
             &paths.qemu_log(),
             &paths.qemu_pid(),
+            Some(qemu_jail),
         )?;
         process::supervise(qemu, Some(vhost), &paths.vmm_exit());
 
@@ -127,8 +176,13 @@ impl QemuRuntime {
         vm::hybrid_client(paths.vsock_socket(), &spec.boot_token)
     }
 
-    /// Starts vhost-device-vsock for guest `cid` and waits for both its sockets.
-    async fn start_vhost(&self, paths: &VmPaths, cid: u32) -> Result<i32, RuntimeError> {
+    /// Starts vhost-device-vsock for guest `cid` in `jail` and waits for both its sockets.
+    async fn start_vhost(
+        &self,
+        paths: &VmPaths,
+        cid: u32,
+        jail: Jail,
+    ) -> Result<i32, RuntimeError> {
         let bin = &self.config.vhost_vsock_bin;
         // Separate flags, not `--vm k=v,…`: a comma in the data dir cannot split them.
         let args: Vec<OsString> = vec![
@@ -139,7 +193,13 @@ impl QemuRuntime {
             "--uds-path".into(),
             paths.vsock_socket().into(),
         ];
-        let pid = process::spawn_recorded(bin, &args, &paths.vhost_log(), &paths.vhost_pid())?;
+        let pid = process::spawn_recorded(
+            bin,
+            &args,
+            &paths.vhost_log(),
+            &paths.vhost_pid(),
+            Some(jail.prepare()?),
+        )?;
         crate::process::reap_on_exit(pid);
         for socket in [paths.vhost_user_socket(), paths.vsock_socket()] {
             if let Err(died) = process::wait_for_path(&socket, pid, VHOST_DEADLINE).await {
@@ -154,6 +214,46 @@ impl QemuRuntime {
         }
         Ok(pid)
     }
+}
+
+/// Makes this boot's own files the VMM uid's (`owner`) for the run: the sockets dir
+/// (0700), the writable disks (0600), the config disk (0400), the console log. `clean`
+/// gives them back to root. The shared read-only files (`shared` and the read-only disks)
+/// keep their owner and must already be readable by the uid.
+fn hand_over(
+    paths: &VmPaths,
+    disks: &[Disk],
+    owner: (u32, u32),
+    shared: &[&Path],
+) -> Result<(), RuntimeError> {
+    let give = |path: &Path, mode: u32| -> Result<(), RuntimeError> {
+        std::os::unix::fs::chown(path, Some(owner.0), Some(owner.1))
+            .map_err(process::io("chown for the VMM", path))?;
+        crate::fs::set_mode(path, mode)
+    };
+    vm::make_private_dir(&paths.run_dir())?;
+    give(&paths.run_dir(), 0o700)?;
+    vm::make_private_dir(&paths.jail_root())?;
+    process::open_log(&paths.console_log())?;
+    give(&paths.console_log(), 0o600)?;
+    for disk in disks {
+        if disk.path == paths.config_disk() {
+            give(&disk.path, 0o400)?;
+        } else if !disk.read_only {
+            give(&disk.path, 0o600)?;
+        }
+    }
+    let read_only = disks
+        .iter()
+        .filter(|d| d.read_only && d.path != paths.config_disk());
+    for path in shared
+        .iter()
+        .copied()
+        .chain(read_only.map(|d| d.path.as_path()))
+    {
+        vm::check_readable_by(path, owner)?;
+    }
+    Ok(())
 }
 
 fn one_line(text: &str) -> String {

@@ -69,6 +69,9 @@ pub struct Launch<'a> {
     pub paths: &'a VmPaths,
 }
 
+/// QEMU's `-sandbox` value (every option QEMU 7.2 has).
+pub const SANDBOX: &str = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny";
+
 /// QEMU's arguments (without the program) for one boot.
 pub fn qemu_args(launch: &Launch<'_>) -> Vec<OsString> {
     let p = launch.paths;
@@ -92,6 +95,10 @@ pub fn qemu_args(launch: &Launch<'_>) -> Vec<OsString> {
         "none".as_ref(),
         // A guest reboot (berth-init's power-off, or a panic with panic=-1) ends QEMU.
         "-no-reboot".as_ref(),
+        // QEMU's own seccomp filter, every optional part denied: no obsolete system calls,
+        // no set*id, no fork or exec, no scheduler or affinity changes.
+        "-sandbox".as_ref(),
+        SANDBOX.as_ref(),
     ]);
     push(&[
         "-chardev".as_ref(),
@@ -235,20 +242,21 @@ mod tests {
         let want = [
             "-M", "microvm,acpi=on", "-accel", "tcg,thread=multi,tb-size=16", "-cpu", "max", "-smp", "2",
             "-m", "256M", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+            "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
             "-chardev", "file,id=console,append=on,path=/d/boxes/bx_1/vm/console.log",
             "-serial", "chardev:console",
             "-kernel", "/d/k/vmlinuz", "-initrd", "/d/i.cpio",
             "-append", "console=ttyS0 panic=-1 quiet reboot=t tsc=reliable tsc_early_khz=2596124 lpj=5000000 rdinit=/berth-init",
             "-object", "memory-backend-memfd,id=mem,size=256M,share=on",
             "-machine", "memory-backend=mem",
-            "-chardev", "socket,id=vsock,path=/d/boxes/bx_1/vm/vhost-user.sock",
+            "-chardev", "socket,id=vsock,path=/d/boxes/bx_1/vm/run/vhost-user.sock",
             "-device", "vhost-user-vsock-device,chardev=vsock",
             "-drive", "id=berth-root,format=raw,if=none,werror=enospc,rerror=report,readonly=on,file=/d/images/rootfs/k.ext4",
             "-device", "virtio-blk-device,drive=berth-root,serial=berth-root",
             "-drive", "id=berth-vol,format=raw,if=none,werror=enospc,rerror=report,file=/d/boxes/bx_1/volume.ext4",
             "-device", "virtio-blk-device,drive=berth-vol,serial=berth-vol",
-            "-qmp", "unix:/d/boxes/bx_1/vm/qmp.sock,server=on,wait=off",
-            "-qmp", "unix:/d/boxes/bx_1/vm/qmp-events.sock,server=on,wait=off",
+            "-qmp", "unix:/d/boxes/bx_1/vm/run/qmp.sock,server=on,wait=off",
+            "-qmp", "unix:/d/boxes/bx_1/vm/run/qmp-events.sock,server=on,wait=off",
         ];
         assert_eq!(strings(&args), want);
     }
@@ -269,10 +277,12 @@ mod tests {
         let pos = |flag: &str| args.iter().position(|a| a == flag).unwrap();
         assert_eq!(args[pos("-accel") + 1], "kvm");
         assert_eq!(args[pos("-cpu") + 1], "host");
-        assert!(args.contains(&"socket,id=vsock,path=/d,,x=1/boxes/b/vm/vhost-user.sock".into()));
+        assert!(
+            args.contains(&"socket,id=vsock,path=/d,,x=1/boxes/b/vm/run/vhost-user.sock".into())
+        );
         assert_eq!(
             args[args.len() - 3],
-            "unix:/d,,x=1/boxes/b/vm/qmp.sock,server=on,wait=off"
+            "unix:/d,,x=1/boxes/b/vm/run/qmp.sock,server=on,wait=off"
         );
     }
 

@@ -9,6 +9,12 @@
 //! pauses, resumes and quits; `stop.rs` asks the guest to power off first. The accelerator
 //! is KVM only when a probe guest actually runs under it (`accel.rs`).
 //!
+//! Confinement: QEMU (`-sandbox on`, every option denied) and vhost-device-vsock (a
+//! seccomp filter of berth's) each run as the box's own unprivileged VMM uid, without
+//! capabilities, with `no_new_privs`, in a mount namespace holding only the box's files
+//! (`crate::vm::jail`), in the box's cgroup with its CPU quota, memory and pids limits
+//! (`crate::vm::cgroup`). The box's own files are the uid's only while it runs.
+//!
 //! Processes and sockets: QEMU and vhost-device-vsock are the daemon's children, reaped
 //! through pidfds, and found again after a daemon crash through pid files whose processes
 //! must name the VM dir (`process.rs`). When QEMU exits for any reason its
@@ -233,7 +239,7 @@ impl QemuRuntime {
         let paths = self.layout.box_paths(id);
         match process::find(&paths.qemu_pid(), &paths.vm_dir()) {
             None => {
-                self.clean(&paths).await?;
+                self.clean(id, &paths).await?;
                 Ok(RuntimeStatus::Stopped)
             }
             Some(qemu) if qemu.is_stopped() => Ok(RuntimeStatus::Paused),
@@ -241,8 +247,9 @@ impl QemuRuntime {
         }
     }
 
-    /// Kills whatever of the box's processes is left and removes this boot's files.
-    async fn clean(&self, paths: &VmPaths) -> Result<(), RuntimeError> {
+    /// Kills whatever of the box's processes is left, removes this boot's files and
+    /// cgroup, and gives the box's files back to root.
+    async fn clean(&self, id: &BoxId, paths: &VmPaths) -> Result<(), RuntimeError> {
         let vm_dir = paths.vm_dir();
         if !vm_dir.exists() {
             return Ok(());
@@ -263,8 +270,23 @@ impl QemuRuntime {
         for file in paths.boot_files() {
             egress::remove_if_exists(&file)?;
         }
-        Ok(())
+        crate::vm::cgroup::VmCgroup::of(id).remove()?;
+        take_back(paths)
     }
+}
+
+/// Gives what a boot handed to its VMM uid (`boot::hand_over`) back to root; the config
+/// disk is gone by then.
+fn take_back(paths: &VmPaths) -> Result<(), RuntimeError> {
+    for path in [paths.volume(), paths.console_log(), paths.run_dir()] {
+        match std::os::unix::fs::chown(&path, Some(0), Some(0)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(process::io("chown back to root", &path)(e))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn read_cid(paths: &VmPaths) -> Option<u32> {
@@ -320,15 +342,17 @@ impl Runtime for QemuRuntime {
     async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {
         let status = self.state(&spec.id).await?;
         let paths = self.layout.box_paths(&spec.id);
-        crate::vm::start_or_clean(spec, status, self.boot(spec, &paths), self.clean(&paths)).await
+        let clean = self.clean(&spec.id, &paths);
+        crate::vm::start_or_clean(spec, status, self.boot(spec, &paths), clean).await
     }
 
     async fn rebind_egress(
         &self,
         id: &BoxId,
-        _id_map: IdMap,
+        id_map: IdMap,
     ) -> Result<EgressListener, RuntimeError> {
-        egress::bind(&self.layout.box_paths(id))
+        let socket = self.layout.box_paths(id).egress_socket();
+        egress::bind(&socket, Some(crate::vm::vmm_owner(id_map)))
     }
 
     async fn stop(&self, id: &BoxId, grace: Duration) -> Result<(), RuntimeError> {
@@ -387,8 +411,11 @@ impl Runtime for QemuRuntime {
             return Ok(exit::classify(&paths, "QEMU", &paths.qemu_log()));
         };
         let ours = qemu.is_child();
+        let logs = [paths.console_log(), paths.qemu_log(), paths.vhost_log()];
+        let logs = logs.each_ref().map(|p| p.as_path());
         tokio::select! {
             () = qemu.wait_gone() => {}
+            () = crate::vm::log_ring::keep_bounded(&logs) => {}
             () = disk_full::stopped_on_enospc(&paths) => {
                 let reason = disk_full::reason(&paths);
                 tracing::warn!(box_id = %id, %reason, "the VM stopped on a full host disk; ending it");

@@ -3,11 +3,13 @@
 //! ```text
 //! <data>/boxes/<id>/volume.ext4           the box's persistent disk (shared with nothing)
 //! <data>/boxes/<id>/vm/                   0700, host root only
-//!     vhost-user.sock                     vhost-device-vsock's control socket (QEMU connects)
-//!     vsock.sock                          hybrid vsock: host → guest (`CONNECT <port>\n`)
-//!     vsock.sock_2025                     guest → host port 2025: the egress listener
-//!     qmp.sock                            QEMU's QMP server (requests: pause, quit)
-//!     qmp-events.sock                     a second QMP server, watched for a full host disk
+//!     run/                                0700, the box's VMM uid's for a boot: the sockets
+//!         vhost-user.sock                 vhost-device-vsock's control socket (QEMU connects)
+//!         vsock.sock                      hybrid vsock: host → guest (`CONNECT <port>\n`)
+//!         vsock.sock_2025                 guest → host port 2025: the egress listener
+//!         qmp.sock                        QEMU's QMP server (requests: pause, quit)
+//!         qmp-events.sock                 a second QMP server, watched for a full host disk
+//!     root/                               empty: each VMM mounts its jail's root on it
 //!     console.log                         the serial console (kernel and berth-init)
 //!     qemu.log, vhost.log                 what the two processes print on stderr
 //!     config.img                          this boot's config disk
@@ -80,18 +82,29 @@ impl VmPaths {
         self.box_dir.join("vm")
     }
 
+    /// The one directory a VM's jailed VMM processes may write besides the volume and the
+    /// console: their sockets (the daemon, as root, reaches them at the same path).
+    pub fn run_dir(&self) -> PathBuf {
+        self.vm_dir().join("run")
+    }
+
+    /// An empty directory each VMM process mounts its jail's root on (`crate::vm::jail`).
+    pub fn jail_root(&self) -> PathBuf {
+        self.vm_dir().join("root")
+    }
+
     pub fn vhost_user_socket(&self) -> PathBuf {
-        self.vm_dir().join("vhost-user.sock")
+        self.run_dir().join("vhost-user.sock")
     }
 
     /// The hybrid vsock socket: the guest channel connects here.
     pub fn vsock_socket(&self) -> PathBuf {
-        self.vm_dir().join("vsock.sock")
+        self.run_dir().join("vsock.sock")
     }
 
     /// Where vhost-device-vsock delivers the guest's connections to host port `port`.
     pub fn vsock_port_socket(&self, port: u32) -> PathBuf {
-        self.vm_dir().join(format!("vsock.sock_{port}"))
+        self.run_dir().join(format!("vsock.sock_{port}"))
     }
 
     pub fn egress_socket(&self) -> PathBuf {
@@ -99,12 +112,12 @@ impl VmPaths {
     }
 
     pub fn qmp_socket(&self) -> PathBuf {
-        self.vm_dir().join("qmp.sock")
+        self.run_dir().join("qmp.sock")
     }
 
     /// The second QMP server, only ever read for events (`qemu::disk_full`).
     pub fn qmp_events_socket(&self) -> PathBuf {
-        self.vm_dir().join("qmp-events.sock")
+        self.run_dir().join("qmp-events.sock")
     }
 
     pub fn console_start(&self) -> PathBuf {

@@ -19,6 +19,7 @@ use tokio::io::unix::AsyncFd;
 pub(crate) use crate::error::io;
 use crate::process::{pid_alive, pidfd_open, reap_on_exit, reap_pidfd, wait_exit};
 use crate::vm::exit::{self, VmmStatus};
+use crate::vm::jail::Prepared;
 use crate::RuntimeError;
 
 /// A log past this is truncated when the next process opens it.
@@ -28,21 +29,32 @@ const MAX_BACKOFF: Duration = Duration::from_millis(50);
 /// How much of a log an error shows.
 const TAIL_LINES: usize = 30;
 
-/// Starts `program args…` in its own process group, stdout and stderr appended to `log`.
-/// Returns its pid; the caller reaps it ([`crate::process::reap_on_exit`] or [`supervise`]).
-pub fn spawn(program: &Path, args: &[OsString], log: &Path) -> Result<i32, RuntimeError> {
+/// Starts `program args…` in its own process group, stdout and stderr appended to `log`,
+/// inside `jail` when given (`crate::vm::jail`). Returns its pid; the caller reaps it
+/// ([`crate::process::reap_on_exit`] or [`supervise`]).
+pub fn spawn(
+    program: &Path,
+    args: &[OsString],
+    log: &Path,
+    jail: Option<Prepared>,
+) -> Result<i32, RuntimeError> {
     let out = open_log(log)?;
     let err = out
         .try_clone()
         .map_err(io("duplicate the log handle of", log))?;
-    let child = std::process::Command::new(program)
+    let mut command = std::process::Command::new(program);
+    command
         .args(args)
         .stdin(std::process::Stdio::null())
         .stdout(out)
         .stderr(err)
-        .process_group(0)
-        .spawn()
-        .map_err(io("start", program))?;
+        .process_group(0);
+    if let Some(jail) = jail {
+        // SAFETY: `enter` only makes system calls on memory the closure owns (no
+        // allocation, no locks), as a pre-exec hook must.
+        unsafe { command.pre_exec(move || jail.enter()) };
+    }
+    let child = command.spawn().map_err(io("start", program))?;
     // Dropping a std Child neither kills nor reaps it: the pidfd reaper does the latter.
     Ok(child.id() as i32)
 }
@@ -54,8 +66,9 @@ pub fn spawn_recorded(
     args: &[OsString],
     log: &Path,
     pid_file: &Path,
+    jail: Option<Prepared>,
 ) -> Result<i32, RuntimeError> {
-    let pid = spawn(program, args, log)?;
+    let pid = spawn(program, args, log, jail)?;
     if let Err(e) = write_pid(pid_file, pid) {
         // SAFETY: kill(2) of our own child, not reaped yet, so the pid is still its.
         unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -397,7 +410,7 @@ mod tests {
         let marker = vm.join("marker");
         let script = "while :; do sleep 0.1; done";
         let args: Vec<OsString> = vec!["-c".into(), script.into(), marker.into()];
-        let pid = spawn(Path::new("/bin/sh"), &args, &log).unwrap();
+        let pid = spawn(Path::new("/bin/sh"), &args, &log, None).unwrap();
         reap_on_exit(pid);
         let pid_file = vm.join("x.pid");
         write_pid(&pid_file, pid).unwrap();
@@ -424,8 +437,8 @@ mod tests {
     async fn supervise_kills_the_companion_when_the_main_process_dies() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log");
-        let main = spawn(Path::new("/bin/sleep"), &["30".into()], &log).unwrap();
-        let companion = spawn(Path::new("/bin/sleep"), &["30".into()], &log).unwrap();
+        let main = spawn(Path::new("/bin/sleep"), &["30".into()], &log, None).unwrap();
+        let companion = spawn(Path::new("/bin/sleep"), &["30".into()], &log, None).unwrap();
         let record = dir.path().join("vmm.exit");
         supervise(main, Some(companion), &record);
         // SAFETY: plain kill(2) on our own child.
@@ -453,7 +466,13 @@ mod tests {
         let log = dir.path().join("log");
         let target = dir.path().join("sock");
         let script = format!("sleep 0.05; touch {}; exec sleep 30", target.display());
-        let pid = spawn(Path::new("/bin/sh"), &["-c".into(), script.into()], &log).unwrap();
+        let pid = spawn(
+            Path::new("/bin/sh"),
+            &["-c".into(), script.into()],
+            &log,
+            None,
+        )
+        .unwrap();
         reap_on_exit(pid);
         assert_eq!(
             wait_for_path(&target, pid, Duration::from_secs(10)).await,

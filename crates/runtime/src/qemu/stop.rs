@@ -17,7 +17,7 @@ impl QemuRuntime {
     pub(super) async fn shut_down(&self, id: &BoxId, grace: Duration) -> Result<(), RuntimeError> {
         let paths = self.layout.box_paths(id);
         let Some(qemu) = process::find(&paths.qemu_pid(), &paths.vm_dir()) else {
-            return self.clean(&paths).await;
+            return self.clean(id, &paths).await;
         };
         // However QEMU now ends (even by SIGKILL after the grace), berth ended this boot.
         crate::vm::exit::mark_stop(&paths);
@@ -67,7 +67,7 @@ impl QemuRuntime {
         }
         // Reaped here, not only by the supervising task: that task dies with its runtime.
         qemu.reap_into(&paths.vmm_exit());
-        self.clean(&paths).await
+        self.clean(id, &paths).await
     }
 }
 
@@ -99,6 +99,12 @@ impl QemuRuntime {
             }
             for file in paths.boot_files() {
                 let _ = std::fs::remove_file(file);
+            }
+            if let Err(e) = crate::vm::cgroup::VmCgroup::of(&id)
+                .remove()
+                .and_then(|()| super::take_back(&paths))
+            {
+                tracing::warn!(box_id = %id, error = %crate::error_chain(&e), "cannot undo a VM's confinement");
             }
         }
         left

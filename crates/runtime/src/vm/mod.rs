@@ -4,8 +4,12 @@
 //! over hybrid vsock, the wait for a ready berth-init (`ready.rs`), and how a boot ended
 //! (`exit.rs`).
 
+pub(crate) mod cgroup;
 pub(crate) mod exit;
+pub(crate) mod jail;
+pub(crate) mod log_ring;
 mod ready;
+pub(crate) mod seccomp;
 mod start;
 
 use std::path::{Path, PathBuf};
@@ -18,7 +22,46 @@ pub(crate) use ready::{wait_ready, ReadyWait};
 pub(crate) use start::{prepare_box, rootfs_image, start_or_clean};
 
 use crate::qemu::{VmLayout, VmPaths};
-use crate::{BootToken, GuestAddr, GuestClient, RuntimeError};
+use crate::{BootToken, GuestAddr, GuestClient, IdMap, RuntimeError};
+
+/// The box id whose host uid and gid a box's VMM processes run as: the last of the box's
+/// own range (`IdMap`), which no process in a box runs as (it is `(uint16_t)-1`, "no id",
+/// to 16-bit tools). So each box's VMMs have a uid no other box's VMM or sandbox shares.
+pub const VMM_BOX_ID: u32 = IdMap::SIZE - 1;
+
+/// The host uid and gid of a box's VMM processes.
+pub(crate) fn vmm_owner(map: IdMap) -> (u32, u32) {
+    let id = map.host_id(VMM_BOX_ID);
+    (id, id)
+}
+
+/// Whether a file with `meta` is readable by `uid`/`gid` (without capabilities).
+pub(crate) fn readable_by(meta: &std::fs::Metadata, uid: u32, gid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let mode = meta.mode();
+    if meta.uid() == uid {
+        mode & 0o400 != 0
+    } else if meta.gid() == gid {
+        mode & 0o040 != 0
+    } else {
+        mode & 0o004 != 0
+    }
+}
+
+/// A shared image (kernel, initramfs, rootfs, layer) a jailed VMM running as `owner`
+/// opens must be readable by it: its owner and mode are never changed for one box.
+pub(crate) fn check_readable_by(path: &Path, owner: (u32, u32)) -> Result<(), RuntimeError> {
+    let meta = std::fs::metadata(path).map_err(crate::error::io("stat", path))?;
+    if readable_by(&meta, owner.0, owner.1) {
+        Ok(())
+    } else {
+        Err(RuntimeError::Io {
+            action: "open for the VM's unprivileged VMM (its uid cannot read it; make it world-readable)",
+            path: path.to_path_buf(),
+            source: std::io::ErrorKind::PermissionDenied.into(),
+        })
+    }
+}
 
 /// Box dirs under `boxes/` that have a VM dir (whatever their backend).
 pub(crate) fn box_dirs(layout: &VmLayout) -> Result<Vec<(BoxId, VmPaths)>, RuntimeError> {
