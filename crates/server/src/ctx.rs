@@ -13,7 +13,9 @@ use crate::disk_space::DiskGuard;
 use crate::egress::policy::EgressPolicy;
 use crate::egress::{EgressHost, SecretLookupError};
 use crate::error::OpError;
+use crate::lifecycle::event_retention::EventPruner;
 use crate::lifecycle::Activity;
+use crate::ops::events_read::EventStreams;
 use crate::runtimes::Runtimes;
 use crate::secrets::SecretStore;
 use crate::templates::SharedTemplates;
@@ -39,6 +41,10 @@ pub struct Ctx {
     pub egress: Arc<EgressHost>,
     /// Refuses what takes more disk while the data dir's disk is nearly full.
     pub disk: DiskGuard,
+    /// The live event feeds each tenant holds, up to `[server] max_event_streams_per_tenant`.
+    pub event_streams: Arc<EventStreams>,
+    /// Keeps each box's event log within `[events]`; told when a box's log grows.
+    pub event_pruner: Arc<EventPruner>,
 }
 
 impl Ctx {

@@ -156,12 +156,7 @@ impl Server {
             self.idle_check,
         ));
         let _disk_watch = AbortOnDrop(self.ctx.disk.clone().watch());
-        let _pruner = AbortOnDrop(
-            self.ctx
-                .event_pruner
-                .clone()
-                .spawn(self.ctx.store.clone()),
-        );
+        let _pruner = AbortOnDrop(self.ctx.event_pruner.clone().spawn(self.ctx.store.clone()));
         let _image_watch = AbortOnDrop(crate::runtimes::watch_images(
             (*self.ctx.runtimes).clone(),
             self.ctx.data_dir.clone(),

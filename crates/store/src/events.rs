@@ -2,6 +2,12 @@
 //! 1 with no gaps. Guest events come with the guest journal's own seq; the box row keeps
 //! the last one stored (`event_cursor`), updated in the same transaction as the events, so
 //! re-reading the guest journal after a crash stores nothing twice.
+//!
+//! The log is bounded: [`Store::prune_events`] removes the oldest events of a box over its
+//! byte budget or past its age, always keeping the newest (so a seq is never reused), and
+//! records the newest seq it removed, so a reader asking from before it gets an
+//! [`EventGap`] instead of silently missing events. Pages are bounded by bytes as well as
+//! by count ([`PageLimit`]).
 
 use std::sync::Arc;
 
@@ -38,7 +44,55 @@ pub struct Appended {
     pub last_seq: u64,
     /// The guest seq stored so far.
     pub cursor: u64,
+    /// The bytes of the box's kept events, these included (for the retention budget).
+    pub kept_bytes: u64,
 }
+
+/// How much one page of events may hold: at most `events` events and, beyond the first
+/// event, at most `bytes` bytes of event type and data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageLimit {
+    pub events: u32,
+    pub bytes: u64,
+}
+
+/// Events a reader asked for that were pruned before it read them: seqs `first..=last`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventGap {
+    pub first: u64,
+    pub last: u64,
+}
+
+/// One page of a box's events after a seq.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventPage {
+    pub events: Vec<EventRecord>,
+    /// More events are stored after the last one of this page.
+    pub more: bool,
+    /// Set when events after the asked-for seq were pruned: the page starts after them.
+    pub gap: Option<EventGap>,
+}
+
+/// How much of each box's event log is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventRetention {
+    /// The oldest events go once a box's kept events take more bytes than this.
+    pub max_bytes_per_box: u64,
+    /// Events older than this go.
+    pub max_age: std::time::Duration,
+}
+
+/// What one [`Store::prune_events`] removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub boxes: usize,
+    pub events: u64,
+    pub bytes: u64,
+}
+
+/// Most events removed in one write transaction, so a prune never holds the write lock
+/// for long.
+const PRUNE_BATCH: u32 = 256;
 
 impl Store {
     /// Sets who hears about appended events (the daemon's live readers). Replaces any
@@ -91,16 +145,19 @@ impl Store {
                 cursor = event.seq;
                 stored += 1;
             }
-            tx.execute(
-                "UPDATE boxes SET event_cursor = ?1 WHERE id = ?2",
-                params![cursor as i64, box_id.as_str()],
-            )
-            .map_err(sql("move a box's event cursor"))?;
+            let kept_bytes: i64 = tx
+                .query_row(
+                    "UPDATE boxes SET event_cursor = ?1 WHERE id = ?2 RETURNING event_bytes",
+                    params![cursor as i64, box_id.as_str()],
+                    |row| row.get(0),
+                )
+                .map_err(sql("move a box's event cursor"))?;
             tx.commit().map_err(sql("commit events"))?;
             Appended {
                 stored,
                 last_seq,
                 cursor,
+                kept_bytes: kept_bytes as u64,
             }
         };
         if appended.stored > 0 {
@@ -131,7 +188,7 @@ impl Store {
     /// The guest seq stored so far: where the next read of the guest journal starts.
     pub fn event_cursor(&self, box_id: &BoxId) -> Result<u64, StoreError> {
         let cursor: Option<i64> = self
-            .conn()
+            .read()
             .query_row(
                 "SELECT event_cursor FROM boxes WHERE id = ?1",
                 params![box_id.as_str()],
@@ -146,7 +203,7 @@ impl Store {
 
     /// The box's newest event seq (0: none yet).
     pub fn last_event_seq(&self, box_id: &BoxId) -> Result<u64, StoreError> {
-        let conn = self.conn();
+        let conn = self.read();
         let tx = conn
             .unchecked_transaction()
             .map_err(sql("begin a transaction"))?;
@@ -155,30 +212,158 @@ impl Store {
         Ok(seq)
     }
 
-    /// Up to `limit` events with `seq > after`, oldest first.
+    /// The events with `seq > after`, oldest first, as many as `limit` allows (always at
+    /// least one when there is one). A box that does not exist has none.
     pub fn read_events(
         &self,
         box_id: &BoxId,
         after: u64,
-        limit: u32,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        let raws: Vec<RawEvent> = {
-            let conn = self.conn();
+        limit: PageLimit,
+    ) -> Result<EventPage, StoreError> {
+        let conn = self.read();
+        // One snapshot: the pruned mark and the rows agree.
+        let tx = conn
+            .unchecked_transaction()
+            .map_err(sql("begin a transaction"))?;
+        let pruned_through: Option<i64> = tx
+            .query_row(
+                "SELECT event_pruned_through FROM boxes WHERE id = ?1",
+                params![box_id.as_str()],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(sql("read a box's pruned events"))?;
+        let pruned_through = pruned_through.unwrap_or(0) as u64;
+        let gap = (after < pruned_through).then_some(EventGap {
+            first: after + 1,
+            last: pruned_through,
+        });
+        let mut stmt = tx
+            .prepare(
+                "SELECT seq, type, data, created_at, bytes FROM events \
+                 WHERE box_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+            )
+            .map_err(sql("read events"))?;
+        // One row past the limit tells whether there is more.
+        let mut rows = stmt
+            .query(params![box_id.as_str(), after as i64, limit.events + 1])
+            .map_err(sql("read events"))?;
+        let (mut raws, mut bytes, mut more) = (Vec::new(), 0u64, false);
+        while let Some(row) = rows.next().map_err(sql("read events"))? {
+            // The size is looked at before the data is copied out of SQLite.
+            let size = row.get::<_, i64>(4).map_err(sql("read events"))? as u64;
+            if raws.len() as u32 == limit.events || (!raws.is_empty() && bytes + size > limit.bytes)
+            {
+                more = true;
+                break;
+            }
+            bytes += size;
+            raws.push(RawEvent::from_row(row).map_err(sql("read events"))?);
+        }
+        let events = raws
+            .into_iter()
+            .map(RawEvent::into_record)
+            .collect::<Result<_, _>>()?;
+        Ok(EventPage { events, more, gap })
+    }
+
+    /// Removes, from every box's log, the oldest events past `retention` (over its byte
+    /// budget, or older than its age), never a box's newest event. Runs in small write
+    /// transactions.
+    pub fn prune_events(&self, retention: EventRetention) -> Result<Pruned, StoreError> {
+        let cutoff = format_time(now() - retention.max_age)?;
+        let candidates: Vec<String> = {
+            let conn = self.read();
             let mut stmt = conn
                 .prepare(
-                    "SELECT seq, type, data, created_at FROM events \
-                     WHERE box_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+                    "SELECT id FROM boxes WHERE event_bytes > ?1 OR \
+                     (SELECT created_at FROM events WHERE box_id = boxes.id ORDER BY seq LIMIT 1) < ?2",
                 )
-                .map_err(sql("read events"))?;
+                .map_err(sql("find boxes with events to prune"))?;
             let rows = stmt
-                .query_map(
-                    params![box_id.as_str(), after as i64, limit],
-                    RawEvent::from_row,
-                )
-                .map_err(sql("read events"))?;
-            rows.collect::<Result<_, _>>().map_err(sql("read events"))?
+                .query_map(params![retention.max_bytes_per_box as i64, cutoff], |row| {
+                    row.get(0)
+                })
+                .map_err(sql("find boxes with events to prune"))?;
+            rows.collect::<Result<_, _>>()
+                .map_err(sql("find boxes with events to prune"))?
         };
-        raws.into_iter().map(RawEvent::into_record).collect()
+        let mut pruned = Pruned::default();
+        for id in candidates {
+            let mut removed_any = false;
+            loop {
+                let (events, bytes) = self.prune_batch(&id, retention, &cutoff)?;
+                if events == 0 {
+                    break;
+                }
+                removed_any = true;
+                pruned.events += events;
+                pruned.bytes += bytes;
+            }
+            pruned.boxes += usize::from(removed_any);
+        }
+        Ok(pruned)
+    }
+
+    /// Removes up to [`PRUNE_BATCH`] of the box's oldest events past `retention`; returns
+    /// how many and their bytes.
+    fn prune_batch(
+        &self,
+        box_id: &str,
+        retention: EventRetention,
+        cutoff: &str,
+    ) -> Result<(u64, u64), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
+        let kept: Option<i64> = tx
+            .query_row(
+                "SELECT event_bytes FROM boxes WHERE id = ?1",
+                params![box_id],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(sql("read a box's event bytes"))?;
+        let Some(mut kept) = kept.map(|b| b as u64) else {
+            return Ok((0, 0));
+        };
+        let (mut last, mut events, mut bytes) = (0i64, 0u64, 0u64);
+        {
+            let mut stmt = tx
+                .prepare(
+                    "SELECT seq, bytes, created_at FROM events WHERE box_id = ?1 \
+                     AND seq < (SELECT MAX(seq) FROM events WHERE box_id = ?1) ORDER BY seq LIMIT ?2",
+                )
+                .map_err(sql("read events to prune"))?;
+            let mut rows = stmt
+                .query(params![box_id, PRUNE_BATCH])
+                .map_err(sql("read events to prune"))?;
+            while let Some(row) = rows.next().map_err(sql("read events to prune"))? {
+                let size = row.get::<_, i64>(1).map_err(sql("read events to prune"))? as u64;
+                let created_at: String = row.get(2).map_err(sql("read events to prune"))?;
+                if kept <= retention.max_bytes_per_box && created_at.as_str() >= cutoff {
+                    break;
+                }
+                last = row.get(0).map_err(sql("read events to prune"))?;
+                kept = kept.saturating_sub(size);
+                events += 1;
+                bytes += size;
+            }
+        }
+        if events == 0 {
+            return Ok((0, 0));
+        }
+        tx.execute(
+            "DELETE FROM events WHERE box_id = ?1 AND seq <= ?2",
+            params![box_id, last],
+        )
+        .map_err(sql("prune events"))?;
+        tx.execute(
+            "UPDATE boxes SET event_bytes = ?1, event_pruned_through = ?2 WHERE id = ?3",
+            params![kept as i64, last, box_id],
+        )
+        .map_err(sql("record pruned events"))?;
+        tx.commit().map_err(sql("commit pruned events"))?;
+        Ok((events, bytes))
     }
 }
 
@@ -201,17 +386,18 @@ pub(crate) fn insert(
     data: &serde_json::Value,
     at: OffsetDateTime,
 ) -> Result<(), StoreError> {
+    let data = data.to_string();
+    let bytes = (kind.len() + data.len()) as i64;
     tx.execute(
-        "INSERT INTO events (box_id, seq, type, data, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![
-            box_id.as_str(),
-            seq as i64,
-            kind,
-            data.to_string(),
-            format_time(at)?
-        ],
+        "INSERT INTO events (box_id, seq, type, data, created_at, bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![box_id.as_str(), seq as i64, kind, data, format_time(at)?, bytes],
     )
     .map_err(sql("insert an event"))?;
+    tx.execute(
+        "UPDATE boxes SET event_bytes = event_bytes + ?1 WHERE id = ?2",
+        params![bytes, box_id.as_str()],
+    )
+    .map_err(sql("count an event's bytes"))?;
     Ok(())
 }
 

@@ -7,11 +7,11 @@ use berth_protocol::BoxId;
 use serde_json::json;
 
 use crate::{
-    BoxState, EventListener, MessageId, MessageState, NewBox, Store, StoreError, DB_FILE,
-    DEFAULT_TENANT,
+    BoxState, EventListener, MessageId, MessageState, NewBox, PageLimit, Store, StoreError,
+    DB_FILE, DEFAULT_TENANT,
 };
 
-fn setup() -> (tempfile::TempDir, Store, BoxId) {
+pub(crate) fn setup() -> (tempfile::TempDir, Store, BoxId) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join(DB_FILE)).unwrap();
     let tenant = store.create_tenant(DEFAULT_TENANT).unwrap();
@@ -36,7 +36,7 @@ fn setup() -> (tempfile::TempDir, Store, BoxId) {
     (dir, store, record.id)
 }
 
-fn guest(seq: u64, kind: &str) -> GuestEvent {
+pub(crate) fn guest(seq: u64, kind: &str) -> GuestEvent {
     GuestEvent {
         seq,
         kind: kind.into(),
@@ -138,7 +138,7 @@ fn guest_events_are_stored_once_with_host_seqs_and_state_changes_interleave() {
 
     let reopened = Store::open(&dir.path().join(DB_FILE)).unwrap();
     assert_eq!(reopened.event_cursor(&id).unwrap(), 3);
-    let events = reopened.read_events(&id, 0, 100).unwrap();
+    let events = reopened.read_events(&id, 0, count(100)).unwrap().events;
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, vec![1, 2, 3, 4, 5]);
     let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
@@ -148,7 +148,10 @@ fn guest_events_are_stored_once_with_host_seqs_and_state_changes_interleave() {
     );
     assert_eq!(events[0].data, json!({"state": "starting", "reason": null}));
     assert_eq!(events[3].data["n"], 3);
-    assert_eq!(reopened.read_events(&id, 3, 1).unwrap()[0].seq, 4);
+    assert_eq!(
+        reopened.read_events(&id, 3, count(1)).unwrap().events[0].seq,
+        4
+    );
     assert_eq!(reopened.last_event_seq(&id).unwrap(), 5);
 }
 
@@ -179,7 +182,11 @@ fn the_boot_token_lives_while_running_and_deleting_a_box_drops_its_log() {
         store.boot_token(&id),
         Err(StoreError::BoxNotFound { .. })
     ));
-    assert!(store.read_events(&id, 0, 10).unwrap().is_empty());
+    assert!(store
+        .read_events(&id, 0, count(10))
+        .unwrap()
+        .events
+        .is_empty());
     assert!(store.list_messages(&id, 0, 10).unwrap().is_empty());
     assert!(matches!(
         store.post_message(&id, None, "y"),
@@ -208,4 +215,12 @@ fn many_posts_get_every_seq_once_and_print_the_fsync_rate() {
         .iter()
         .enumerate()
         .all(|(i, m)| m.seq == i as u64 + 1));
+}
+
+/// A page limit by count only.
+pub(crate) fn count(events: u32) -> PageLimit {
+    PageLimit {
+        events,
+        bytes: u64::MAX,
+    }
 }

@@ -173,7 +173,7 @@ impl Store {
     /// The oldest message of the box not yet delivered.
     pub fn next_undelivered(&self, box_id: &BoxId) -> Result<Option<MessageRecord>, StoreError> {
         let raw = self
-            .conn()
+            .read()
             .query_row(
                 &format!(
                     "SELECT {COLUMNS} FROM messages WHERE box_id = ?1 AND state = 'queued' \
@@ -190,7 +190,7 @@ impl Store {
     /// How many messages of the box wait for delivery.
     pub fn count_undelivered(&self, box_id: &BoxId) -> Result<u64, StoreError> {
         let n: i64 = self
-            .conn()
+            .read()
             .query_row(
                 "SELECT COUNT(*) FROM messages WHERE box_id = ?1 AND state = 'queued'",
                 params![box_id.as_str()],
@@ -222,7 +222,7 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<MessageRecord>, StoreError> {
         let raws: Vec<RawMessage> = {
-            let conn = self.conn();
+            let conn = self.read();
             let mut stmt = conn
                 .prepare(&format!(
                     "SELECT {COLUMNS} FROM messages WHERE box_id = ?1 AND seq > ?2 \
@@ -244,7 +244,7 @@ impl Store {
     /// Ids of boxes with at least one queued message (woken at daemon start).
     pub fn boxes_with_queued_messages(&self) -> Result<Vec<BoxId>, StoreError> {
         let ids: Vec<String> = {
-            let conn = self.conn();
+            let conn = self.read();
             let mut stmt = conn
                 .prepare("SELECT DISTINCT box_id FROM messages WHERE state = 'queued'")
                 .map_err(sql("list boxes with queued messages"))?;

@@ -1,5 +1,8 @@
 //! `GET /v1/boxes/{ref}/events`: the box's event log as Server-Sent Events (stored events,
-//! then live ones), or one JSON page with `wait=false`.
+//! then live ones), or one JSON page with `wait=false`. Events the reader asked for that
+//! were pruned are announced (a page's `gap`, an SSE `gap` event), never skipped silently.
+//! The stream is pulled: the next page is read only once the client has taken the last
+//! one, so a slow reader costs at most about a page of memory.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -8,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use berth_store::EventRecord;
+use berth_store::{EventGap, EventPage, EventRecord};
 use futures_util::stream::{self, Stream, StreamExt};
 use http::HeaderMap;
 use serde::{Deserialize, Serialize};
@@ -62,10 +65,33 @@ impl From<EventRecord> for EventView {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 struct EventPageView {
     events: Vec<EventView>,
+    /// Pass as `after` for the next page.
     next_after: u64,
+    /// More events are stored after this page: ask again at once.
+    more: bool,
+    /// Present when events after `after` were pruned (past the box's event retention):
+    /// they are gone, and this page starts after them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gap: Option<GapView>,
 }
 
-#[utoipa::path(get, path = "/v1/boxes/{box_ref}/events", tag = "events", summary = "Events as Server-Sent Events (resumable), or a JSON page with wait=false", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("after" = Option<u64>, Query, description = "resume after this seq (Last-Event-ID wins)"), ("wait" = Option<bool>, Query, description = "false: one JSON page instead of a stream"), ("Last-Event-ID" = Option<String>, Header, description = "resume after this seq")), responses((status = 200, description = "text/event-stream of events, or a page", content((EventPageView = "application/json"), (EventView = "text/event-stream"))), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+/// Seqs `first..=last` were pruned before this reader read them.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+struct GapView {
+    first: u64,
+    last: u64,
+}
+
+impl From<EventGap> for GapView {
+    fn from(gap: EventGap) -> Self {
+        GapView {
+            first: gap.first,
+            last: gap.last,
+        }
+    }
+}
+
+#[utoipa::path(get, path = "/v1/boxes/{box_ref}/events", tag = "events", summary = "Events as Server-Sent Events (resumable), or a JSON page with wait=false", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("after" = Option<u64>, Query, description = "resume after this seq (Last-Event-ID wins)"), ("wait" = Option<bool>, Query, description = "false: one JSON page instead of a stream"), ("Last-Event-ID" = Option<String>, Header, description = "resume after this seq")), responses((status = 200, description = "text/event-stream of events (and a `gap` event where pruned events were skipped), or a page of at most 1000 events and 4 MiB of event data", content((EventPageView = "application/json"), (EventView = "text/event-stream"))), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 429, description = "the tenant has as many event streams open as allowed (`too_many_requests`)", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn events(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -77,8 +103,10 @@ pub async fn events(
     if !q.wait {
         let page = events_read::read_page(&ctx, &who.tenant_id, &box_ref, after)?;
         let view = EventPageView {
+            next_after: events_read::next_after(&page, after),
+            more: page.more,
+            gap: page.gap.map(GapView::from),
             events: page.events.into_iter().map(EventView::from).collect(),
-            next_after: page.next_after,
         };
         return Ok(Json(view).into_response());
     }
@@ -114,7 +142,7 @@ fn resume_after(headers: &HeaderMap, after: Option<u64>) -> Result<u64, ApiError
 fn sse_stream(feed: EventFeed) -> impl Stream<Item = Result<Event, Infallible>> {
     stream::unfold(feed, |mut feed| async move {
         match feed.next().await {
-            Ok(Some(events)) => Some((events, feed)),
+            Ok(Some(page)) => Some((page, feed)),
             Ok(None) => None,
             Err(e) => {
                 tracing::error!(box_id = %feed.id, error = %error_chain(&e), "event stream ended");
@@ -122,7 +150,21 @@ fn sse_stream(feed: EventFeed) -> impl Stream<Item = Result<Event, Infallible>> 
             }
         }
     })
-    .flat_map(|events| stream::iter(events.into_iter().map(|e| Ok(sse_event(e)))))
+    .flat_map(|page: EventPage| {
+        let gap = page.gap.map(gap_event);
+        let events = page.events.into_iter().map(sse_event);
+        stream::iter(gap.into_iter().chain(events).map(Ok))
+    })
+}
+
+/// `event: gap`, with the last pruned seq as its id: a client that resumes from it has
+/// missed nothing more.
+fn gap_event(gap: EventGap) -> Event {
+    let data = serde_json::json!({"first": gap.first, "last": gap.last}).to_string();
+    Event::default()
+        .id(gap.last.to_string())
+        .event("gap")
+        .data(data)
 }
 
 fn sse_event(record: EventRecord) -> Event {

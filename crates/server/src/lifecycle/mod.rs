@@ -1,8 +1,10 @@
 //! The box lifecycle beyond single calls: who is using a box ([`activity`]), the
 //! reclaimer that stops boxes nobody used for their idle timeout ([`idle`]), and the
-//! watch that notices a box ending on its own ([`exit_watch`]).
+//! watch that notices a box ending on its own ([`exit_watch`]), and the pruner that keeps
+//! every box's event log within its budget ([`event_retention`]).
 
 pub mod activity;
+pub mod event_retention;
 pub mod exit_watch;
 pub mod idle;
 

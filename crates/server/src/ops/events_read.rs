@@ -1,24 +1,27 @@
 //! `GET /v1/boxes/{ref}/events`: the box's stored events after a seq, and a live feed of
-//! the ones stored later.
+//! the ones stored later. Pages are bounded by bytes as well as by count, and a tenant
+//! holds a bounded number of live feeds.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use berth_protocol::{BoxId, TenantId};
-use berth_store::EventRecord;
+use berth_store::{EventPage, PageLimit};
 use tokio::sync::watch;
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
 use crate::ops::box_find::find_box;
 
-/// Largest page (JSON, and each store read of a live stream).
-pub const PAGE: u32 = 1000;
+/// Largest page (JSON, and each store read of a live stream): 1000 events, and beyond the
+/// first event 4 MiB of event data, so one page of 1 MiB events is a few MiB, not a GiB.
+pub const PAGE: PageLimit = PageLimit {
+    events: 1000,
+    bytes: 4 << 20,
+};
 
-/// A page of stored events with `seq > after`; `next_after` is where the next page starts.
-#[derive(Debug)]
-pub struct EventPage {
-    pub events: Vec<EventRecord>,
-    pub next_after: u64,
-}
-
+/// Stored events with `seq > after`: as many as [`PAGE`] holds, whether there is more, and
+/// the gap when some of them were pruned.
 pub fn read_page(
     ctx: &Ctx,
     tenant: &TenantId,
@@ -26,23 +29,72 @@ pub fn read_page(
     after: u64,
 ) -> Result<EventPage, OpError> {
     let record = find_box(ctx, tenant, reference)?;
-    page(ctx, &record.id, after)
+    Ok(ctx.store.read_events(&record.id, after, PAGE)?)
 }
 
-fn page(ctx: &Ctx, id: &BoxId, after: u64) -> Result<EventPage, OpError> {
-    let events = ctx.store.read_events(id, after, PAGE)?;
-    let next_after = events.last().map_or(after, |e| e.seq);
-    Ok(EventPage { events, next_after })
+/// Where the page after `page` starts, for a reader that asked from `after`.
+pub fn next_after(page: &EventPage, after: u64) -> u64 {
+    let past_gap = page.gap.map_or(after, |gap| gap.last);
+    page.events.last().map_or(past_gap, |e| e.seq)
+}
+
+/// The live feeds each tenant has open, up to a limit per tenant.
+#[derive(Debug)]
+pub struct EventStreams {
+    limit: usize,
+    open: Mutex<HashMap<TenantId, usize>>,
+}
+
+impl EventStreams {
+    pub fn new(limit: usize) -> EventStreams {
+        EventStreams {
+            limit,
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Takes one of the tenant's stream slots, given back when the slot is dropped.
+    fn take(self: &Arc<Self>, tenant: &TenantId) -> Result<StreamSlot, OpError> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let count = open.entry(tenant.clone()).or_default();
+        if *count >= self.limit {
+            return Err(OpError::TooManyEventStreams { limit: self.limit });
+        }
+        *count += 1;
+        Ok(StreamSlot {
+            streams: self.clone(),
+            tenant: tenant.clone(),
+        })
+    }
+}
+
+/// One open feed of a tenant.
+struct StreamSlot {
+    streams: Arc<EventStreams>,
+    tenant: TenantId,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut open = self.streams.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = open.get_mut(&self.tenant) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.tenant);
+            }
+        }
+    }
 }
 
 /// A reader of one box's event log from `after` on: stored events first, then each new
-/// one as it is stored.
+/// one as it is stored. Holds one of its tenant's stream slots while it lives.
 pub struct EventFeed {
     ctx: Ctx,
     pub id: BoxId,
     after: u64,
     changed: watch::Receiver<u64>,
     closing: watch::Receiver<bool>,
+    _slot: StreamSlot,
 }
 
 impl EventFeed {
@@ -54,6 +106,7 @@ impl EventFeed {
         after: u64,
     ) -> Result<EventFeed, OpError> {
         let record = find_box(ctx, tenant, reference)?;
+        let slot = ctx.event_streams.take(tenant)?;
         let changed = ctx.boxes.slot(&record.id).events.subscribe();
         Ok(EventFeed {
             ctx: ctx.clone(),
@@ -61,20 +114,22 @@ impl EventFeed {
             after,
             changed,
             closing: ctx.boxes.closing(),
+            _slot: slot,
         })
     }
 
-    /// The next events after the last ones returned, waiting for new ones if there are
-    /// none; `Ok(None)` when the box is gone or the daemon shuts down.
-    pub async fn next(&mut self) -> Result<Option<Vec<EventRecord>>, OpError> {
+    /// The next page after the last one returned (with its gap if events the reader had
+    /// not seen were pruned meanwhile), waiting for new events if there are none;
+    /// `Ok(None)` when the box is gone or the daemon shuts down.
+    pub async fn next(&mut self) -> Result<Option<EventPage>, OpError> {
         loop {
             if *self.closing.borrow() {
                 return Ok(None);
             }
-            let page = page(&self.ctx, &self.id, self.after)?;
-            if !page.events.is_empty() {
-                self.after = page.next_after;
-                return Ok(Some(page.events));
+            let page = self.ctx.store.read_events(&self.id, self.after, PAGE)?;
+            if !page.events.is_empty() || page.gap.is_some() {
+                self.after = next_after(&page, self.after);
+                return Ok(Some(page));
             }
             tokio::select! {
                 changed = self.changed.changed() => if changed.is_err() {

@@ -65,7 +65,8 @@ async fn pump(
                 None => break,
             }
         }
-        ctx.store.append_guest_events(id, &batch)?;
+        let appended = ctx.store.append_guest_events(id, &batch)?;
+        ctx.event_pruner.stored(appended.kept_bytes);
         backoff.reset();
         if let Some(failed) = batch.iter().find(|e| e.kind == "harness_failed") {
             give_up(ctx, id, failed);

@@ -108,13 +108,23 @@ impl TestServer {
         oci_runtime: Option<String>,
         data: tempfile::TempDir,
     ) -> TestServer {
+        TestServer::start_with_host(runtimes, oci_runtime, data, Default::default()).await
+    }
+
+    /// A daemon with these `berth.toml` settings.
+    pub async fn start_with_host(
+        runtimes: Runtimes,
+        oci_runtime: Option<String>,
+        data: tempfile::TempDir,
+        host: berth_server::HostConfig,
+    ) -> TestServer {
         let config = ServerConfig {
             data_dir: data.path().to_owned(),
             listen: "127.0.0.1:0".parse().unwrap(),
             runtimes,
             // Short, so idle-reclaim tests wait little.
             idle_check: Duration::from_millis(200),
-            host: Default::default(),
+            host,
         };
         let server = Server::bind(config).await.expect("the daemon binds");
         let key = server.admin_key_created.clone().unwrap_or_else(|| {

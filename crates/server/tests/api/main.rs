@@ -13,6 +13,7 @@
 mod disk_full;
 mod egress_policy;
 mod end_to_end;
+mod event_limits;
 mod fake;
 mod harness;
 mod idle;
@@ -22,6 +23,7 @@ mod messages;
 mod requests;
 mod runtimes;
 mod secrets;
+mod server_limits;
 mod sse;
 mod talk;
 mod templates;
