@@ -44,6 +44,8 @@ pub enum ApiError {
     },
     #[error("refusing to remove /")]
     RemoveRoot,
+    #[error("{path:?} is not a regular file (a FIFO, device or socket, or a symlink to one): its bytes are not read")]
+    NotRegularFile { path: String },
     #[error("the file worker stopped unexpectedly")]
     Worker,
     #[error("the harness is unavailable: {reason}")]
@@ -71,6 +73,7 @@ impl ApiError {
             | ApiError::RemoveRoot
             | ApiError::Body(_) => ErrorCode::InvalidRequest,
             ApiError::NoRoute { .. } => ErrorCode::NotFound,
+            ApiError::NotRegularFile { .. } => ErrorCode::NotARegularFile,
             ApiError::TooLarge { .. } => ErrorCode::PayloadTooLarge,
             ApiError::Fs { source, .. } => io_code(source),
             ApiError::Worker | ApiError::Journal { .. } => ErrorCode::Internal,
@@ -108,11 +111,13 @@ pub fn io_code(err: &io::Error) -> ErrorCode {
 /// The HTTP status of an error code: the one mapping of the agent.
 pub fn status_of(code: ErrorCode) -> StatusCode {
     match code {
-        ErrorCode::InvalidRequest | ErrorCode::IsADirectory | ErrorCode::NotADirectory => {
-            StatusCode::BAD_REQUEST
-        }
+        ErrorCode::InvalidRequest
+        | ErrorCode::IsADirectory
+        | ErrorCode::NotADirectory
+        | ErrorCode::NotARegularFile => StatusCode::BAD_REQUEST,
+        ErrorCode::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
-        ErrorCode::PermissionDenied => StatusCode::FORBIDDEN,
+        ErrorCode::PermissionDenied | ErrorCode::QuotaExceeded => StatusCode::FORBIDDEN,
         ErrorCode::NotFound => StatusCode::NOT_FOUND,
         ErrorCode::AlreadyExists | ErrorCode::Conflict | ErrorCode::NotEmpty => {
             StatusCode::CONFLICT

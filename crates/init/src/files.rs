@@ -93,8 +93,17 @@ fn fs_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -
     }
 }
 
-/// Opens a file for reading as `user`, then streams it through the returned channel.
-pub async fn read(q: FileQuery) -> Result<mpsc::Receiver<Bytes>, ApiError> {
+/// A file opened for reading: its size when it was opened, and its bytes as they are read.
+pub struct FileRead {
+    /// Exactly this many bytes are sent (announced as `Content-Length`): a file that grows
+    /// is cut here; one that shrinks ends short, which the HTTP layer reports as an error.
+    pub len: u64,
+    pub chunks: mpsc::Receiver<Bytes>,
+}
+
+/// Opens a regular file for reading as `user`, then streams it through the returned
+/// channel, at most the size it had when opened.
+pub async fn read(q: FileQuery) -> Result<FileRead, ApiError> {
     let (opened_tx, opened_rx) = oneshot::channel();
     let (tx, rx) = mpsc::channel(4);
     tokio::task::spawn_blocking(move || {
@@ -103,18 +112,21 @@ pub async fn read(q: FileQuery) -> Result<mpsc::Receiver<Bytes>, ApiError> {
             let _identity = FsIdentity::enter(q.user);
             open_for_read(&path)
         };
-        let mut file = match opened {
-            Ok(file) => file,
+        let (mut file, len) = match opened {
+            Ok(opened) => opened,
             Err(err) => return drop(opened_tx.send(Err(err))),
         };
-        if opened_tx.send(Ok(())).is_err() {
+        if opened_tx.send(Ok(len)).is_err() {
             return;
         }
         let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match file.read(&mut buf) {
+        let mut left = len;
+        while left > 0 {
+            let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+            match file.read(&mut buf[..want]) {
                 Ok(0) | Err(_) => return,
                 Ok(n) => {
+                    left -= n as u64;
                     if tx.blocking_send(Bytes::copy_from_slice(&buf[..n])).is_err() {
                         return;
                     }
@@ -122,24 +134,44 @@ pub async fn read(q: FileQuery) -> Result<mpsc::Receiver<Bytes>, ApiError> {
             }
         }
     });
-    opened_rx.await.map_err(|_| ApiError::Worker)??;
-    Ok(rx)
+    let len = opened_rx.await.map_err(|_| ApiError::Worker)??;
+    Ok(FileRead { len, chunks: rx })
 }
 
-fn open_for_read(path: &Path) -> Result<File, ApiError> {
-    let file = File::open(path).map_err(fs_err("read", path))?;
+/// Opens `path` (following symlinks, as the box user would) and checks it is a regular
+/// file of at most [`MAX_FILE_BYTES`]; returns it with its size.
+fn open_for_read(path: &Path) -> Result<(File, u64), ApiError> {
+    let not_regular = || ApiError::NotRegularFile {
+        path: path.to_string_lossy().into_owned(),
+    };
+    // O_NONBLOCK: opening a FIFO that has no writer returns at once instead of blocking
+    // this thread forever; the type check below refuses it. O_NOCTTY: opening a terminal
+    // never makes it ours. A regular file ignores both.
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|err| match err.raw_os_error() {
+            // What open(2) says of a Unix socket.
+            Some(libc::ENXIO) => not_regular(),
+            _ => fs_err("read", path)(err),
+        })?;
     let meta = file.metadata().map_err(fs_err("read", path))?;
     if meta.is_dir() {
         return Err(fs_err("read", path)(std::io::Error::from_raw_os_error(
             libc::EISDIR,
         )));
     }
+    // A device (`/dev/zero` never ends), a FIFO or a socket has no size to stop at.
+    if !meta.is_file() {
+        return Err(not_regular());
+    }
     if meta.len() > MAX_FILE_BYTES {
         return Err(ApiError::TooLarge {
             limit_bytes: MAX_FILE_BYTES,
         });
     }
-    Ok(file)
+    Ok((file, meta.len()))
 }
 
 /// A piece of a file being written; `End` commits it.
@@ -299,6 +331,56 @@ mod tests {
         assert!(write_atomic(&q(&path), rx).is_err());
         assert_eq!(fs::read(&path).unwrap(), b"x");
         assert_eq!(list(dir.path()).unwrap().entries.len(), 1);
+    }
+
+    async fn read_all(path: &Path) -> Result<(u64, Vec<u8>), ApiError> {
+        let mut read = read(q(path)).await?;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = read.chunks.recv().await {
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok((read.len, bytes))
+    }
+
+    #[tokio::test]
+    async fn only_regular_files_are_read_and_never_past_their_size_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c_path = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).unwrap();
+        // SAFETY: mkfifo(3) with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let link = dir.path().join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        let socket = dir.path().join("sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        for path in [Path::new("/dev/zero"), &fifo, &link, &socket] {
+            let err = read_all(path).await.err().expect("refused");
+            assert_eq!(
+                err.code(),
+                berth_protocol::ErrorCode::NotARegularFile,
+                "{path:?}: {err}"
+            );
+        }
+        let file = dir.path().join("file");
+        fs::write(&file, b"12345").unwrap();
+        assert_eq!(read_all(&file).await.unwrap(), (5, b"12345".to_vec()));
+    }
+
+    #[tokio::test]
+    async fn a_file_that_grows_is_cut_at_its_size_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grow");
+        fs::write(&path, vec![b'a'; 200 * 1024]).unwrap();
+        let mut read = read(q(&path)).await.unwrap();
+        assert_eq!(read.len, 200 * 1024);
+        // The reader has sent at most a few chunks (the channel holds 4); grow the file.
+        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(&vec![b'b'; 1024 * 1024]).unwrap();
+        let mut total = 0;
+        while let Some(chunk) = read.chunks.recv().await {
+            total += chunk.len();
+        }
+        assert_eq!(total, 200 * 1024);
     }
 
     #[test]

@@ -101,11 +101,14 @@ async fn route(agent: &Arc<Agent>, req: Request<Incoming>) -> Result<Response<Bo
             ))
         }
         (&Method::GET, "/v1/files") => {
-            let chunks = files::read(file_query(query)?).await?;
+            let read = files::read(file_query(query)?).await?;
             Ok(respond(
                 StatusCode::OK,
                 "application/octet-stream",
-                Body::Stream(chunks),
+                Body::Sized {
+                    chunks: read.chunks,
+                    len: read.len,
+                },
             ))
         }
         (&Method::PUT, "/v1/files") => {
@@ -284,12 +287,17 @@ fn respond(status: StatusCode, content_type: &'static str, body: Body) -> Respon
     response
 }
 
-/// A response body: a whole buffer, or chunks as they come (exec frames, file reads).
-/// Dropping a `Stream` body (the client went away) closes its channel, which is how the
-/// producer learns of a disconnect.
+/// A response body: a whole buffer, chunks as they come (exec frames, events), or chunks
+/// of a length announced up front (a file read: hyper sends it as `Content-Length` and
+/// fails the connection if fewer bytes come). Dropping a streamed body (the client went
+/// away) closes its channel, which is how the producer learns of a disconnect.
 pub enum Body {
     Full(Option<Bytes>),
     Stream(mpsc::Receiver<Bytes>),
+    Sized {
+        chunks: mpsc::Receiver<Bytes>,
+        len: u64,
+    },
 }
 
 impl Body {
@@ -308,7 +316,7 @@ impl hyper::body::Body for Body {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             Body::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Body::Stream(rx) => rx
+            Body::Stream(rx) | Body::Sized { chunks: rx, .. } => rx
                 .poll_recv(cx)
                 .map(|chunk| chunk.map(|b| Ok(Frame::data(b)))),
         }
@@ -322,6 +330,7 @@ impl hyper::body::Body for Body {
         match self {
             Body::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
             Body::Stream(_) => SizeHint::default(),
+            Body::Sized { len, .. } => SizeHint::with_exact(*len),
         }
     }
 }

@@ -10,7 +10,7 @@
 //! |---|---|---|---|
 //! | [`Call::Info`] | `GET /v1/info` | - | [`Info`] |
 //! | [`Call::Exec`] | `POST /v1/exec` | [`ExecRequest`] | NDJSON of [`ExecFrame`] |
-//! | [`Call::FileRead`] | `GET /v1/files?path=&user=` | - | the bytes |
+//! | [`Call::FileRead`] | `GET /v1/files?path=&user=` | - | the bytes, `Content-Length` = the size at open; a non-regular file is 400 `not_a_regular_file` |
 //! | [`Call::FileWrite`] | `PUT /v1/files?path=&user=&mode=` | the bytes | 204 |
 //! | [`Call::FileList`] | `GET /v1/files/list?path=&user=` | - | [`FileList`] |
 //! | [`Call::FileStat`] | `GET /v1/files/stat?path=&user=` | - | [`FileEntry`] |
@@ -51,6 +51,16 @@ pub const BOX_ENV_FILE: &str = "env.json";
 /// unchanged: the gateway reads the CONNECT head (3128) or the ClientHello (443) itself.
 /// In a VM the same streams go over vsock port [`EGRESS_VSOCK_PORT`] to the host.
 pub const EGRESS_SOCKET: &str = "egress.sock";
+/// A sandbox's `berth-init` finds its container's cgroup directory (one per hierarchy
+/// holding the box's limits: cgroup2, or the v1 `pids` and `memory` ones), delegated to box
+/// root and opened by the host, as file descriptors 3 onwards; it makes the box's own
+/// cgroup in each with the limits in these variables of its environment (a number, or
+/// absent for none: `pids.max` in processes, memory in bytes). The container's cgroup holds
+/// those limits plus a reserve for `berth-init` itself.
+pub const SANDBOX_PIDS_MAX_ENV: &str = "BERTH_BOX_PIDS_MAX";
+pub const SANDBOX_MEMORY_MAX_ENV: &str = "BERTH_BOX_MEMORY_MAX";
+/// The first of the cgroup directories' file descriptors.
+pub const SANDBOX_CGROUP_FIRST_FD: i32 = 3;
 /// The vsock port of the host's egress gateway, for VMs.
 pub const EGRESS_VSOCK_PORT: u32 = 2025;
 /// `berth-init` listens on 127.0.0.1 here; `/etc/hosts` pins each allowed host to it.
@@ -71,6 +81,17 @@ pub const SESSION_FILE: &str = "/home/user/.berth/session";
 pub const VSOCK_PORT: u32 = 2024;
 /// Largest file the channel carries in one read or write call.
 pub const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
+/// Longest line of an NDJSON answer (an exec frame, a harness event) a peer reads; a longer
+/// one ends the stream with an error. The largest honest line is a harness event: a stdout
+/// line of at most 1 MiB (berth-init cuts longer ones) that, if it is not JSON, is sent as a
+/// JSON string, where escaping can make each byte six (`\u0001`). An exec frame carries at
+/// most 8 KiB of output, base64-encoded.
+pub const MAX_NDJSON_LINE_BYTES: usize = 8 * 1024 * 1024;
+/// Largest JSON answer a peer reads (info, stat, a directory listing, the harness status):
+/// a listing of about 100,000 entries.
+pub const MAX_JSON_ANSWER_BYTES: usize = 16 * 1024 * 1024;
+/// Largest error body a peer reads: an [`crate::ErrorBody`] is a code and one message.
+pub const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 
 /// The box user: uid and gid of every user process.
 pub const BOX_USER_UID: u32 = 1001;

@@ -1,12 +1,15 @@
 //! Strict request parsing: JSON bodies and queries that refuse unknown fields with a
 //! 400 `invalid_request` carrying the parser's message (not axum's plain-text rejections),
 //! and size-limited bodies that are refused early (413) without being buffered whole.
+//! Uploads are never buffered: an [`Upload`] is the body itself, streamed into the box, and
+//! only [`MAX_CONCURRENT_UPLOADS`] run at once.
 
 use axum::body::Body;
 use axum::extract::{FromRequest, FromRequestParts, Query, Request};
 use bytes::Bytes;
 use http::request::Parts;
 use serde::de::DeserializeOwned;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::api::error::ApiError;
 
@@ -72,27 +75,55 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
     }
 }
 
-/// A file upload of at most [`UPLOAD_LIMIT_BYTES`].
+/// Uploads streaming into boxes at once, across the daemon. Each holds little memory (a few
+/// of hyper's buffers), but a box's disk and the host's I/O are shared: past this, a client
+/// is told to retry (429 with `Retry-After`) rather than queued, so a waiting request
+/// holds no connection slot and no timer.
+pub const MAX_CONCURRENT_UPLOADS: usize = 4;
+static UPLOAD_SLOTS: Semaphore = Semaphore::const_new(MAX_CONCURRENT_UPLOADS);
+
+/// A file upload of at most [`UPLOAD_LIMIT_BYTES`], not yet read: the body is streamed to
+/// the box as the box takes it. Holds one of the [`MAX_CONCURRENT_UPLOADS`] slots until
+/// dropped. A declared length over the limit is refused (413) before anything is read, and
+/// before a client sending `Expect: 100-continue` sends its body; so is an upload over
+/// the cap.
 #[derive(Debug)]
-pub struct Upload(pub Bytes);
+pub struct Upload {
+    pub body: Body,
+    _slot: SemaphorePermit<'static>,
+}
 
 impl<S: Send + Sync> FromRequest<S> for Upload {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, ApiError> {
-        read_limited(req, UPLOAD_LIMIT_BYTES).await.map(Upload)
+        if declared_length(&req).is_some_and(|n| n > UPLOAD_LIMIT_BYTES) {
+            return Err(ApiError::PayloadTooLarge {
+                limit_bytes: UPLOAD_LIMIT_BYTES,
+            });
+        }
+        let slot = UPLOAD_SLOTS.try_acquire().map_err(|_| ApiError::TooBusy {
+            what: "uploads",
+            limit: MAX_CONCURRENT_UPLOADS,
+        })?;
+        Ok(Upload {
+            body: req.into_body(),
+            _slot: slot,
+        })
     }
+}
+
+fn declared_length(req: &Request) -> Option<u64> {
+    req.headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
 }
 
 /// Reads the body, refusing a declared length over `limit` before reading anything, and
 /// an undeclared one as soon as it passes `limit`.
 async fn read_limited(req: Request, limit: u64) -> Result<Bytes, ApiError> {
-    let declared = req
-        .headers()
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit) {
+    if declared_length(&req).is_some_and(|n| n > limit) {
         return Err(ApiError::PayloadTooLarge { limit_bytes: limit });
     }
     let body: Body = req.into_body();

@@ -1,7 +1,8 @@
 //! `/v1/boxes/{ref}/files…`: read, write, list, stat, mkdir, remove.
 
+use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::Json;
 use berth_protocol::guest::{BoxUser, FileEntry, FileList};
 use http::StatusCode;
@@ -11,8 +12,9 @@ use crate::api::auth::Caller;
 use crate::api::error::ApiError;
 use crate::api::extract::{ApiQuery, Upload};
 use crate::ctx::Ctx;
+use crate::error::error_chain;
 use crate::ops::box_find;
-use crate::ops::files::{self, FileTarget};
+use crate::ops::files::{self, FileRead, FileTarget};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -37,7 +39,7 @@ impl From<FileParams> for FileTarget {
     }
 }
 
-#[utoipa::path(get, path = "/v1/boxes/{box_ref}/files", tag = "files", summary = "Read a file", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("path" = String, Query, description = "absolute path in the box"), ("user" = Option<berth_protocol::guest::BoxUser>, Query, description = "`user` (default) or `root`")), responses((status = 200, description = "the bytes", content_type = "application/octet-stream", body = Vec<u8>), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+#[utoipa::path(get, path = "/v1/boxes/{box_ref}/files", tag = "files", summary = "Read a file", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("path" = String, Query, description = "absolute path in the box"), ("user" = Option<berth_protocol::guest::BoxUser>, Query, description = "`user` (default) or `root`")), responses((status = 200, description = "the bytes, streamed; `Content-Length` is the size the file had when the box opened it (a file that grows is cut there)", content_type = "application/octet-stream", body = Vec<u8>), (status = 400, description = "invalid request; `not_a_regular_file` for a FIFO, device or socket (or a symlink to one)", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn read(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -45,24 +47,49 @@ pub async fn read(
     ApiQuery(params): ApiQuery<FileParams>,
 ) -> Result<Response, ApiError> {
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
-    let bytes = files::read(&ctx, &record.id, &params.into()).await?;
-    Ok((
-        [(http::header::CONTENT_TYPE, "application/octet-stream")],
-        bytes,
-    )
-        .into_response())
+    let read = files::read(&ctx, &record.id, &params.into()).await?;
+    let read_len = read.download.len();
+    let mut response = Response::new(Body::from_stream(chunks(read)));
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/octet-stream"),
+    );
+    if let Some(len) = read_len {
+        headers.insert(http::header::CONTENT_LENGTH, len.into());
+    }
+    Ok(response)
 }
 
-#[utoipa::path(put, path = "/v1/boxes/{box_ref}/files", tag = "files", summary = "Write a file atomically (at most 256 MiB)", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("path" = String, Query, description = "absolute path in the box"), ("user" = Option<berth_protocol::guest::BoxUser>, Query, description = "`user` (default) or `root`"), ("mode" = Option<u32>, Query, description = "permission bits of a new file")), request_body(content = Vec<u8>, content_type = "application/octet-stream"), responses((status = 204, description = "written"), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 413, description = "over 256 MiB", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+/// The file's bytes as the box sends them. A failure mid-file (the box went away, or sent
+/// more than it announced) ends the body with an error, which cuts the connection: the
+/// client sees a short body, never a file that looks whole.
+fn chunks(
+    read: FileRead,
+) -> impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send {
+    futures_util::stream::unfold(Some(read), |state| async move {
+        let mut read = state?;
+        match read.download.next_chunk().await {
+            Ok(Some(chunk)) => Some((Ok(chunk), Some(read))),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(error = %error_chain(&e), "file read from the box broke");
+                Some((Err(std::io::Error::other(e)), None))
+            }
+        }
+    })
+}
+
+#[utoipa::path(put, path = "/v1/boxes/{box_ref}/files", tag = "files", summary = "Write a file atomically (at most 256 MiB)", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("path" = String, Query, description = "absolute path in the box"), ("user" = Option<berth_protocol::guest::BoxUser>, Query, description = "`user` (default) or `root`"), ("mode" = Option<u32>, Query, description = "permission bits of a new file")), request_body(content = Vec<u8>, content_type = "application/octet-stream"), responses((status = 204, description = "written"), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 413, description = "over 256 MiB", body = berth_protocol::ErrorBody), (status = 429, description = "too many uploads at once (`too_many_requests`); retry after `Retry-After` seconds", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn write(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
     Path(reference): Path<String>,
     ApiQuery(params): ApiQuery<FileParams>,
-    Upload(data): Upload,
+    upload: Upload,
 ) -> Result<StatusCode, ApiError> {
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
-    files::write(&ctx, &record.id, &params.into(), data).await?;
+    files::write(&ctx, &record.id, &params.into(), upload.body).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

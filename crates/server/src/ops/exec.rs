@@ -126,14 +126,20 @@ impl Collector {
                 timed_out,
             } => Ok(Some(ExecOutput {
                 exit_code: ExecFrame::shell_status(code, signal),
-                stdout: String::from_utf8_lossy(&self.stdout).into_owned(),
-                stderr: String::from_utf8_lossy(&self.stderr).into_owned(),
+                stdout: into_text(std::mem::take(&mut self.stdout)),
+                stderr: into_text(std::mem::take(&mut self.stderr)),
                 timed_out,
                 truncated: self.truncated,
             })),
             ExecFrame::Error { code, message } => Err(OpError::ExecRefused { code, message }),
         }
     }
+}
+
+/// The output as text, reusing its buffer when it is valid UTF-8 (the usual case), so a
+/// full 16 MiB stream is not held twice.
+fn into_text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Appends up to the cap; `true` when something was cut.

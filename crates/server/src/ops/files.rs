@@ -1,12 +1,15 @@
 //! File calls, passed through to the box's agent after waking the box. Each call keeps
-//! the box from being idle while it runs.
+//! the box from being idle while it runs. File bytes stream both ways: the daemon holds
+//! a few buffers of a file, never the file.
 
 use berth_protocol::guest::{BoxUser, FileEntry, FileList, FileQuery};
 use berth_protocol::BoxId;
+use berth_runtime::guest_client::{BodyError, FileDownload};
 use bytes::Bytes;
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
+use crate::lifecycle::ActivityGuard;
 use crate::ops::box_start::with_guest;
 use crate::validate;
 
@@ -31,24 +34,39 @@ impl FileTarget {
     }
 }
 
-pub async fn read(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<Bytes, OpError> {
-    let q = target.query()?;
-    let _busy = ctx.activity.begin(id);
-    with_guest(ctx, id, |c| {
-        let q = q.clone();
-        async move { c.read_file(&q).await }
-    })
-    .await
+/// A file being read out of a box. The box counts as busy until it is dropped.
+pub struct FileRead {
+    pub download: FileDownload,
+    pub busy: ActivityGuard,
 }
 
-pub async fn write(ctx: &Ctx, id: &BoxId, target: &FileTarget, data: Bytes) -> Result<(), OpError> {
+pub async fn read(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileRead, OpError> {
+    let q = target.query()?;
+    let busy = ctx.activity.begin(id);
+    let download = with_guest(ctx, id, |c| {
+        let q = q.clone();
+        async move { c.download_file(&q).await }
+    })
+    .await?;
+    Ok(FileRead { download, busy })
+}
+
+/// Streams `body` into the file, as fast as the box takes it.
+pub async fn write<B>(ctx: &Ctx, id: &BoxId, target: &FileTarget, body: B) -> Result<(), OpError>
+where
+    B: axum::body::HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BodyError>,
+{
     let q = target.query()?;
     let _busy = ctx.activity.begin(id);
-    with_guest(ctx, id, |c| {
-        let (q, data) = (q.clone(), data.clone());
-        async move { c.write_file(&q, data).await }
+    // Only the connect is retried (a box found dead is woken again): the body can be sent
+    // once.
+    let upload = with_guest(ctx, id, |c| {
+        let q = q.clone();
+        async move { c.open_upload(&q).await }
     })
-    .await
+    .await?;
+    Ok(upload.send(body).await?)
 }
 
 pub async fn list(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileList, OpError> {

@@ -290,7 +290,7 @@ fn agent(
     Router::new()
         .route(
             "/v1/info",
-            get(|| async { Json(serde_json::json!({"protocol_version": 1, "boot_id": "fake"})) }),
+            get(|| async { Json(serde_json::json!({"protocol_version": berth_protocol::PROTOCOL_VERSION, "boot_id": "fake"})) }),
         )
         .route("/v1/exec", post(exec))
         .route("/v1/messages", post(deliver))

@@ -3,21 +3,42 @@
 //! One connection per call (a Unix-socket connect costs microseconds); the exec stream
 //! holds its connection until the process exits, and dropping the stream closes it, which
 //! makes `berth-init` kill the process group.
+//!
+//! Everything read from the agent is bounded ([`body`], [`ndjson`]): in a VM the agent's
+//! side of the channel is the guest root's. The client keeps the protocol version it agreed
+//! with the agent (asked once, at the first call that needs it) and refuses a call the
+//! agent's version lacks ([`GuestError::Unsupported`]).
+
+mod body;
+mod error;
+mod ndjson;
+#[cfg(test)]
+mod tests;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use berth_protocol::guest::{ExecFrame, ExecRequest, FileEntry, FileList, FileQuery, Info};
+use berth_protocol::guest::{
+    Call, ExecFrame, ExecRequest, FileEntry, FileList, FileQuery, Info, MAX_ERROR_BODY_BYTES,
+    MAX_JSON_ANSWER_BYTES,
+};
 use berth_protocol::harness::{DeliverRequest, DeliverResponse, GuestEvent, HarnessStatus};
 use berth_protocol::version::VERSION_HEADER;
 use berth_protocol::{negotiate, ErrorBody, ErrorCode, ProtocolVersion, PROTOCOL_VERSION};
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::Bytes;
 use http::{Method, Request, StatusCode};
-use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
+use tokio::sync::OnceCell;
 
 use crate::spec::BootToken;
+use body::{collect_limited, full, RequestBody};
+
+pub use body::{FileDownload, FileUpload};
+pub use error::{BodyError, GuestError};
+pub use ndjson::NdjsonStream;
 
 /// Where the agent listens, seen from the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,81 +50,78 @@ pub enum GuestAddr {
     HybridVsock { path: PathBuf, port: u32 },
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum GuestError {
-    #[error("cannot connect to the guest agent at {addr:?}")]
-    Connect {
-        addr: GuestAddr,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("hybrid vsock handshake with {path:?} failed: {reply}")]
-    Handshake { path: PathBuf, reply: String },
-    #[error("guest channel HTTP error")]
-    Http(#[from] hyper::Error),
-    /// The agent answered with an error body.
-    #[error("guest agent answered {status}: {} ({})", body.error.message, body.error.code)]
-    Remote { status: u16, body: ErrorBody },
-    #[error("cannot decode the guest agent's answer")]
-    Decode(#[from] serde_json::Error),
-    #[error(
-        "guest agent speaks protocol {agent}, this host needs at least {}",
-        berth_protocol::version::MIN_PROTOCOL_VERSION
-    )]
-    Version { agent: ProtocolVersion },
-}
-
-impl GuestError {
-    /// The error code to show a client: the agent's own for remote errors.
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            GuestError::Remote { body, .. } => body.error.code,
-            GuestError::Connect { .. } | GuestError::Handshake { .. } | GuestError::Http(_) => {
-                ErrorCode::Unavailable
-            }
-            GuestError::Decode(_) | GuestError::Version { .. } => ErrorCode::Internal,
-        }
-    }
-}
-
-/// A client for one boot of one box's agent.
+/// A client for one boot of one box's agent. Clones share the agreed protocol version.
 #[derive(Debug, Clone)]
 pub struct GuestClient {
     addr: GuestAddr,
     token: BootToken,
+    agreed: Arc<OnceCell<ProtocolVersion>>,
 }
 
 impl GuestClient {
     pub fn new(addr: GuestAddr, token: BootToken) -> Self {
-        GuestClient { addr, token }
+        GuestClient {
+            addr,
+            token,
+            agreed: Arc::new(OnceCell::new()),
+        }
     }
 
     pub fn addr(&self) -> &GuestAddr {
         &self.addr
     }
 
-    /// `GET /v1/info`, checking the agent's protocol version.
+    /// `GET /v1/info`, checking the agent's protocol version and keeping the agreed one.
     pub async fn info(&self) -> Result<Info, GuestError> {
-        let info: Info = self
-            .call_json(Method::GET, "/v1/info", Bytes::new())
+        let (info, agreed) = self.fetch_info().await?;
+        // A first answer already set it: one boot's agent has one version.
+        let _ = self.agreed.set(agreed);
+        Ok(info)
+    }
+
+    /// The protocol version agreed with this boot's agent, asking it once if no call has.
+    pub async fn agreed_version(&self) -> Result<ProtocolVersion, GuestError> {
+        self.agreed
+            .get_or_try_init(|| async { Ok(self.fetch_info().await?.1) })
+            .await
+            .copied()
+    }
+
+    async fn fetch_info(&self) -> Result<(Info, ProtocolVersion), GuestError> {
+        let response = self
+            .request(Method::GET, "/v1/info", full(Bytes::new()))
             .await?;
-        negotiate(info.protocol_version).ok_or(GuestError::Version {
+        let info: Info = decode(response).await?;
+        let agreed = negotiate(info.protocol_version).ok_or(GuestError::Version {
             agent: info.protocol_version,
         })?;
-        Ok(info)
+        Ok((info, agreed))
+    }
+
+    /// Refuses `call` when the agreed version predates it.
+    async fn require(&self, call: Call) -> Result<(), GuestError> {
+        let agent = self.agreed_version().await?;
+        let needs = call.introduced_in();
+        if needs > agent {
+            return Err(GuestError::Unsupported { call, needs, agent });
+        }
+        Ok(())
     }
 
     /// Starts a process; frames arrive through the returned stream.
     pub async fn exec(&self, req: &ExecRequest) -> Result<ExecStream, GuestError> {
         let body = Bytes::from(serde_json::to_vec(req)?);
-        let response = self.send(Method::POST, "/v1/exec", body).await?;
+        let response = self
+            .send(Call::Exec, Method::POST, "/v1/exec", body)
+            .await?;
         Ok(NdjsonStream::new(response.into_body()))
     }
 
     /// Hands one message to the harness; answers once the harness has it (or had it).
     pub async fn deliver(&self, req: &DeliverRequest) -> Result<DeliverResponse, GuestError> {
         let body = Bytes::from(serde_json::to_vec(req)?);
-        self.call_json(Method::POST, "/v1/messages", body).await
+        self.call_json(Call::Deliver, Method::POST, "/v1/messages", body)
+            .await
     }
 
     /// Every journalled event with `seq > after`, then new ones as they come, until the
@@ -111,83 +129,142 @@ impl GuestClient {
     /// `after`.
     pub async fn events(&self, after: u64) -> Result<EventStream, GuestError> {
         let uri = format!("/v1/events?after={after}");
-        let response = self.send(Method::GET, &uri, Bytes::new()).await?;
+        let response = self
+            .send(Call::Events, Method::GET, &uri, Bytes::new())
+            .await?;
         Ok(NdjsonStream::new(response.into_body()))
     }
 
     pub async fn harness_status(&self) -> Result<HarnessStatus, GuestError> {
-        self.call_json(Method::GET, "/v1/harness", Bytes::new())
-            .await
+        self.call_json(
+            Call::HarnessStatus,
+            Method::GET,
+            "/v1/harness",
+            Bytes::new(),
+        )
+        .await
     }
 
-    pub async fn read_file(&self, q: &FileQuery) -> Result<Bytes, GuestError> {
+    /// Opens a file for reading; its bytes stream from the returned download.
+    pub async fn download_file(&self, q: &FileQuery) -> Result<FileDownload, GuestError> {
+        let uri = file_uri("/v1/files", q);
         let response = self
-            .send(Method::GET, &file_uri("/v1/files", q), Bytes::new())
+            .send(Call::FileRead, Method::GET, &uri, Bytes::new())
             .await?;
-        Ok(response.into_body().collect().await?.to_bytes())
+        FileDownload::new(response)
     }
 
+    /// A whole file in memory (at most [`berth_protocol::guest::MAX_FILE_BYTES`]): for
+    /// small files and tests; the daemon streams with [`GuestClient::download_file`].
+    pub async fn read_file(&self, q: &FileQuery) -> Result<Bytes, GuestError> {
+        let mut download = self.download_file(q).await?;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = download.next_chunk().await? {
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(Bytes::from(bytes))
+    }
+
+    /// Connects for a file write; [`FileUpload::send`] then streams the bytes. Split in
+    /// two so a caller can retry the connect without having spent the body.
+    pub async fn open_upload(&self, q: &FileQuery) -> Result<FileUpload, GuestError> {
+        self.require(Call::FileWrite).await?;
+        Ok(FileUpload {
+            sender: self.connection().await?,
+            request: self.builder(Method::PUT, &file_uri("/v1/files", q)),
+        })
+    }
+
+    /// Writes a whole file held in memory: for small files and tests; the daemon streams
+    /// with [`GuestClient::open_upload`].
     pub async fn write_file(&self, q: &FileQuery, data: Bytes) -> Result<(), GuestError> {
-        self.send(Method::PUT, &file_uri("/v1/files", q), data)
-            .await
-            .map(drop)
+        let body = http_body_util::Full::new(data);
+        self.open_upload(q).await?.send(body).await
     }
 
     pub async fn list_files(&self, q: &FileQuery) -> Result<FileList, GuestError> {
-        self.call_json(Method::GET, &file_uri("/v1/files/list", q), Bytes::new())
+        let uri = file_uri("/v1/files/list", q);
+        self.call_json(Call::FileList, Method::GET, &uri, Bytes::new())
             .await
     }
 
     pub async fn stat(&self, q: &FileQuery) -> Result<FileEntry, GuestError> {
-        self.call_json(Method::GET, &file_uri("/v1/files/stat", q), Bytes::new())
+        let uri = file_uri("/v1/files/stat", q);
+        self.call_json(Call::FileStat, Method::GET, &uri, Bytes::new())
             .await
     }
 
     pub async fn mkdir(&self, q: &FileQuery) -> Result<(), GuestError> {
-        self.send(Method::POST, &file_uri("/v1/files/mkdir", q), Bytes::new())
+        let uri = file_uri("/v1/files/mkdir", q);
+        self.send(Call::FileMkdir, Method::POST, &uri, Bytes::new())
             .await
             .map(drop)
     }
 
     pub async fn remove(&self, q: &FileQuery) -> Result<(), GuestError> {
-        self.send(Method::DELETE, &file_uri("/v1/files", q), Bytes::new())
+        let uri = file_uri("/v1/files", q);
+        self.send(Call::FileRemove, Method::DELETE, &uri, Bytes::new())
             .await
             .map(drop)
     }
 
     /// Asks the agent to stop every process, sync and exit.
     pub async fn shutdown(&self) -> Result<(), GuestError> {
-        self.send(Method::POST, "/v1/shutdown", Bytes::new())
+        self.send(Call::Shutdown, Method::POST, "/v1/shutdown", Bytes::new())
             .await
             .map(drop)
     }
 
     async fn call_json<T: serde::de::DeserializeOwned>(
         &self,
+        call: Call,
         method: Method,
         uri: &str,
         body: Bytes,
     ) -> Result<T, GuestError> {
-        let response = self.send(method, uri, body).await?;
-        let bytes = response.into_body().collect().await?.to_bytes();
-        Ok(serde_json::from_slice(&bytes)?)
+        decode(self.send(call, method, uri, body).await?).await
     }
 
-    /// Sends one request on a fresh connection; a non-2xx answer becomes `Remote`.
+    /// Sends one call on a fresh connection, once the agreed version has it; a non-2xx
+    /// answer becomes `Remote`.
     async fn send(
         &self,
+        call: Call,
         method: Method,
         uri: &str,
         body: Bytes,
     ) -> Result<http::Response<Incoming>, GuestError> {
+        self.require(call).await?;
+        self.request(method, uri, full(body)).await
+    }
+
+    async fn request(
+        &self,
+        method: Method,
+        uri: &str,
+        body: RequestBody,
+    ) -> Result<http::Response<Incoming>, GuestError> {
+        let mut sender = self.connection().await?;
+        let request = self
+            .builder(method, uri)
+            .body(body)
+            .expect("a request built from a valid method and path");
+        check_status(sender.send_request(request).await?).await
+    }
+
+    /// A fresh HTTP/1.1 connection to the agent.
+    async fn connection(&self) -> Result<SendRequest<RequestBody>, GuestError> {
         let stream = self.connect().await?;
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
         tokio::spawn(async move {
             // The connection ends when the response body is dropped or read to the end.
             let _ = conn.await;
         });
-        let request = Request::builder()
+        Ok(sender)
+    }
+
+    fn builder(&self, method: Method, uri: &str) -> http::request::Builder {
+        Request::builder()
             .method(method)
             .uri(uri)
             .header(http::header::HOST, "berth-init")
@@ -196,24 +273,6 @@ impl GuestClient {
                 format!("Bearer {}", self.token.as_str()),
             )
             .header(VERSION_HEADER, PROTOCOL_VERSION.to_string())
-            .body(Full::new(body))
-            .expect("a request built from a valid method and path");
-        let response = sender.send_request(request).await?;
-        let status = response.status();
-        if status.is_success() {
-            return Ok(response);
-        }
-        let bytes = response.into_body().collect().await?.to_bytes();
-        let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
-            ErrorBody::new(
-                status_code(status),
-                String::from_utf8_lossy(&bytes).into_owned(),
-            )
-        });
-        Err(GuestError::Remote {
-            status: status.as_u16(),
-            body,
-        })
     }
 
     async fn connect(&self) -> Result<UnixStream, GuestError> {
@@ -279,56 +338,33 @@ pub type ExecStream = NdjsonStream<ExecFrame>;
 /// The harness events of a box, as they come. Dropping it disconnects.
 pub type EventStream = NdjsonStream<GuestEvent>;
 
-/// A newline-delimited JSON response body, read one value at a time.
-pub struct NdjsonStream<T> {
-    body: Incoming,
-    buf: BytesMut,
-    done: bool,
-    _item: std::marker::PhantomData<fn() -> T>,
+/// A 2xx answer as it is; any other becomes `Remote` with the agent's (bounded) error body.
+async fn check_status(
+    response: http::Response<Incoming>,
+) -> Result<http::Response<Incoming>, GuestError> {
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let bytes = collect_limited(response, MAX_ERROR_BODY_BYTES, "error body").await?;
+    let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+        ErrorBody::new(
+            status_code(status),
+            String::from_utf8_lossy(&bytes).into_owned(),
+        )
+    });
+    Err(GuestError::Remote {
+        status: status.as_u16(),
+        body,
+    })
 }
 
-impl<T: serde::de::DeserializeOwned> NdjsonStream<T> {
-    fn new(body: Incoming) -> Self {
-        NdjsonStream {
-            body,
-            buf: BytesMut::new(),
-            done: false,
-            _item: std::marker::PhantomData,
-        }
-    }
-
-    /// The next value, or `None` after the last one.
-    pub async fn next_frame(&mut self) -> Result<Option<T>, GuestError> {
-        loop {
-            if let Some(pos) = self.buf.iter().position(|&b| b == b'\n') {
-                let line = self.buf.split_to(pos + 1);
-                if line.len() > 1 {
-                    return Ok(Some(serde_json::from_slice(&line[..pos])?));
-                }
-                continue;
-            }
-            if self.done {
-                if self.buf.is_empty() {
-                    return Ok(None);
-                }
-                let rest = self.buf.split();
-                return Ok(Some(serde_json::from_slice(&rest)?));
-            }
-            match self.body.frame().await {
-                Some(frame) => {
-                    if let Ok(mut data) = frame?.into_data() {
-                        while data.has_remaining() {
-                            let chunk = data.chunk();
-                            self.buf.extend_from_slice(chunk);
-                            let n = chunk.len();
-                            data.advance(n);
-                        }
-                    }
-                }
-                None => self.done = true,
-            }
-        }
-    }
+/// A JSON answer of at most [`MAX_JSON_ANSWER_BYTES`].
+async fn decode<T: serde::de::DeserializeOwned>(
+    response: http::Response<Incoming>,
+) -> Result<T, GuestError> {
+    let bytes = collect_limited(response, MAX_JSON_ANSWER_BYTES, "JSON answer").await?;
+    Ok(serde_json::from_slice(&bytes)?)
 }
 
 fn file_uri(path: &str, q: &FileQuery) -> String {
@@ -368,38 +404,5 @@ fn status_code(status: StatusCode) -> ErrorCode {
         StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
         StatusCode::BAD_REQUEST => ErrorCode::InvalidRequest,
         _ => ErrorCode::Internal,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn unix_connect_refuses_a_planted_symlink() {
-        let dir = tempfile::tempdir().unwrap();
-        let real = dir.path().join("real.sock");
-        let _listener = tokio::net::UnixListener::bind(&real).unwrap();
-        connect_unix_nofollow(&real)
-            .await
-            .expect("a socket connects");
-        let link = dir.path().join("agent.sock");
-        std::os::unix::fs::symlink(&real, &link).unwrap();
-        assert!(connect_unix_nofollow(&link).await.is_err());
-        let file = dir.path().join("file");
-        std::fs::write(&file, "").unwrap();
-        assert!(connect_unix_nofollow(&file).await.is_err());
-    }
-
-    #[test]
-    fn paths_are_percent_encoded() {
-        let q = FileQuery {
-            path: "/home/user/a b&c\0".into(),
-            ..Default::default()
-        };
-        assert_eq!(
-            file_uri("/v1/files", &q),
-            "/v1/files?path=/home/user/a%20b%26c%00&user=user"
-        );
     }
 }
