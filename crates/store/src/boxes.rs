@@ -427,7 +427,7 @@ impl Store {
         params: impl rusqlite::Params,
     ) -> Result<Option<BoxRecord>, StoreError> {
         let raw = self
-            .conn()
+            .read()
             .query_row(query, params, RawBox::from_row)
             .optional()
             .map_err(sql("read a box"))?;
@@ -440,7 +440,7 @@ impl Store {
         params: impl rusqlite::Params,
     ) -> Result<Vec<BoxRecord>, StoreError> {
         let raws: Vec<RawBox> = {
-            let conn = self.conn();
+            let conn = self.read();
             let mut stmt = conn.prepare(query).map_err(sql("list boxes"))?;
             let rows = stmt
                 .query_map(params, RawBox::from_row)

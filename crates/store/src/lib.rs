@@ -132,6 +132,8 @@ mod event_retention_tests;
 #[cfg(test)]
 mod ingress_tests;
 #[cfg(test)]
+mod read_latency_tests;
+#[cfg(test)]
 mod quota_tests;
 #[cfg(test)]
 mod tests;
