@@ -33,6 +33,11 @@ pub struct UpArgs {
     /// binary and KVM). Every runtime that works is offered either way (`berth runtime ls`).
     #[arg(long, value_name = "R", default_value = "sandbox", value_parser = ["sandbox", "qemu", "firecracker"])]
     pub runtime: String,
+    /// Run Firecracker WITHOUT its jailer, as host root (no chroot, no uid drop, no
+    /// namespaces): a guest that escapes into the VMM is root on this host. Only where the
+    /// jailer cannot run; the daemon logs a warning and `berth runtime ls` shows it.
+    #[arg(long)]
+    pub firecracker_unjailed: bool,
 }
 
 pub fn run(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
@@ -58,7 +63,10 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
     // reason (`berth runtime ls`), and only the default must work. qemu's KVM probe boots
     // its kernel once: it runs while the sandbox is prepared.
     let qemu = tokio::spawn(berth_server::runtimes::qemu_entry(data_dir.clone()));
-    let firecracker = tokio::spawn(berth_server::runtimes::firecracker_entry(data_dir.clone()));
+    let firecracker = tokio::spawn(berth_server::runtimes::firecracker_entry(
+        data_dir.clone(),
+        args.firecracker_unjailed,
+    ));
     let sandbox = match SandboxRuntime::new(SandboxConfig {
         data_dir: data_dir.clone(),
         oci_runtime: args.oci_runtime.clone(),
@@ -79,7 +87,8 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
             tracing::warn!(runtime = %entry.name, %reason, "runtime unavailable");
         }
     }
-    let runtimes = Runtimes::new(vec![sandbox, qemu, firecracker], &args.runtime)?;
+    let runtimes = Runtimes::new(vec![sandbox, qemu, firecracker], &args.runtime)?
+        .with_firecracker_unjailed(args.firecracker_unjailed);
     let config = berth_server::ServerConfig {
         data_dir: data_dir.clone(),
         listen: args.listen,

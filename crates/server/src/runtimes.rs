@@ -39,6 +39,9 @@ pub enum RuntimeState {
         runtime: Arc<dyn Runtime>,
         /// What it runs with (`QemuRuntime::describe()` for qemu), shown as is.
         details: Option<serde_json::Value>,
+        /// What an admin must know of how it runs (Firecracker un-jailed), shown as its
+        /// `reason`.
+        notice: Option<String>,
     },
     Unavailable {
         reason: String,
@@ -50,6 +53,9 @@ pub enum RuntimeState {
 pub struct Runtimes {
     entries: Arc<RwLock<Vec<RuntimeEntry>>>,
     default: String,
+    /// Firecracker was asked to run un-jailed (`berth up --firecracker-unjailed`): a
+    /// firecracker runtime made later ([`watch_images`]) runs so too.
+    firecracker_unjailed: bool,
 }
 
 /// How often [`watch_images`] looks at the record of built images.
@@ -93,7 +99,14 @@ impl Runtimes {
         Ok(Runtimes {
             entries: Arc::new(RwLock::new(entries)),
             default: default.into(),
+            firecracker_unjailed: false,
         })
+    }
+
+    /// Records that Firecracker runs un-jailed, for the runtimes made later.
+    pub fn with_firecracker_unjailed(mut self, unjailed: bool) -> Runtimes {
+        self.firecracker_unjailed = unjailed;
+        self
     }
 
     /// One ready runtime, the default (tests, benches, embedders with one backend).
@@ -102,6 +115,7 @@ impl Runtimes {
         Runtimes {
             entries: Arc::new(RwLock::new(vec![RuntimeEntry::ready(runtime, None)])),
             default: name,
+            firecracker_unjailed: false,
         }
     }
 
@@ -172,7 +186,9 @@ impl Runtimes {
             .iter()
             .map(|e| {
                 let (available, reason, details) = match &e.state {
-                    RuntimeState::Ready { details, .. } => (true, None, details.clone()),
+                    RuntimeState::Ready {
+                        details, notice, ..
+                    } => (true, notice.clone(), details.clone()),
                     RuntimeState::Unavailable { reason } => (false, Some(reason.clone()), None),
                 };
                 RuntimeView {
@@ -191,7 +207,11 @@ impl RuntimeEntry {
     pub fn ready(runtime: Arc<dyn Runtime>, details: Option<serde_json::Value>) -> RuntimeEntry {
         RuntimeEntry {
             name: runtime.name().to_owned(),
-            state: RuntimeState::Ready { runtime, details },
+            state: RuntimeState::Ready {
+                runtime,
+                details,
+                notice: None,
+            },
         }
     }
 
@@ -220,7 +240,8 @@ impl std::fmt::Debug for Runtimes {
 pub struct RuntimeView {
     pub name: String,
     pub available: bool,
-    /// Why it is unavailable; `null` when available.
+    /// Why it is unavailable; for an available one, a warning of how it runs (Firecracker
+    /// un-jailed, as host root), else `null`.
     pub reason: Option<String>,
     /// Boxes created without `runtime` get this one.
     pub default: bool,
@@ -266,7 +287,7 @@ pub fn watch_images(runtimes: Runtimes, data_dir: PathBuf) -> tokio::task::JoinH
             }
             seen = now;
             for name in waiting(&runtimes) {
-                let entry = vm_entry(name, data_dir.clone()).await;
+                let entry = vm_entry(name, data_dir.clone(), runtimes.firecracker_unjailed).await;
                 match &entry.state {
                     RuntimeState::Ready { .. } => {
                         tracing::info!(runtime = name, "runtime ready: VM images built")
@@ -282,17 +303,19 @@ pub fn watch_images(runtimes: Runtimes, data_dir: PathBuf) -> tokio::task::JoinH
 }
 
 /// The VM runtime `name` ([`VM_RUNTIMES`]) over the recorded images, or why not.
-pub async fn vm_entry(name: &str, data_dir: PathBuf) -> RuntimeEntry {
+pub async fn vm_entry(name: &str, data_dir: PathBuf, firecracker_unjailed: bool) -> RuntimeEntry {
     match name {
-        "firecracker" => firecracker_entry(data_dir).await,
+        "firecracker" => firecracker_entry(data_dir, firecracker_unjailed).await,
         _ => qemu_entry(data_dir).await,
     }
 }
 
 /// The firecracker runtime over the images `berth image build` recorded (the ELF kernel
-/// it extracted), or why it is unavailable (most often: no `firecracker` binary, or no
-/// KVM that runs a guest, which its probe finds out by booting the kernel).
-pub async fn firecracker_entry(data_dir: PathBuf) -> RuntimeEntry {
+/// it extracted), or why it is unavailable (most often: no `firecracker` binary or jailer,
+/// or no KVM that runs a guest, which its probe finds out by booting the kernel). Jailed
+/// unless `unjailed` (`berth up --firecracker-unjailed`), which it then says in its
+/// `reason`.
+pub async fn firecracker_entry(data_dir: PathBuf, unjailed: bool) -> RuntimeEntry {
     use berth_runtime::firecracker::{FirecrackerConfig, FirecrackerRuntime};
     let data_dir = data_dir.as_path();
     let built = match crate::images::BuiltImages::load(data_dir) {
@@ -305,10 +328,20 @@ pub async fn firecracker_entry(data_dir: PathBuf) -> RuntimeEntry {
             "no VM images with an ELF kernel in the data dir: run `berth image build`",
         );
     };
-    match FirecrackerRuntime::new(FirecrackerConfig::new(data_dir, kernel, initramfs)).await {
+    let mut config = FirecrackerConfig::new(data_dir, kernel, initramfs);
+    if unjailed {
+        config.jailer = None;
+    }
+    match FirecrackerRuntime::new(config).await {
         Ok(firecracker) => {
-            let details = serde_json::to_value(firecracker.describe()).ok();
-            RuntimeEntry::ready(Arc::new(firecracker), details)
+            let described = firecracker.describe();
+            let notice = described.notice.clone();
+            let mut entry =
+                RuntimeEntry::ready(Arc::new(firecracker), serde_json::to_value(described).ok());
+            if let RuntimeState::Ready { notice: slot, .. } = &mut entry.state {
+                *slot = notice;
+            }
+            entry
         }
         Err(e) => RuntimeEntry::unavailable("firecracker", crate::error::error_chain(&e)),
     }

@@ -119,14 +119,15 @@ impl FirecrackerRuntime {
         });
         let config = config_disk::build(spec, plan.disks)?;
         config_disk::write(&vm.config_disk(), &config)?;
-        if let Some((jailer, jail)) = &jail {
+        let owner = crate::vm::vmm_owner(spec.id_map);
+        if let Some((_, jail)) = &jail {
             // A crashed boot's chroot would make the jailer reuse stale files.
             self.unjail(&spec.id, paths)?;
-            jail::stage(jail, jailer.uid, jailer.gid)?;
+            jail::stage(jail, owner.0, owner.1)?;
         }
 
         // Bound before the guest runs: its harness may connect out during boot.
-        let egress = self.bind_egress(paths)?;
+        let egress = self.bind_egress(paths, spec.id_map)?;
         // Firecracker refuses to bind over an existing socket.
         for stale in [paths.api_socket(), paths.vsock_socket()] {
             crate::fs::remove_if_exists(&stale)?;
@@ -140,7 +141,12 @@ impl FirecrackerRuntime {
             ),
             Some((jailer, _)) => (
                 &jailer.jailer_bin,
-                jailer.args(&self.config.firecracker_bin, &spec.id, &paths.api_socket()),
+                jailer.args(
+                    &self.config.firecracker_bin,
+                    &spec.id,
+                    &paths.api_socket(),
+                    owner,
+                ),
             ),
         };
         let pid = process::spawn_recorded(bin, &args, &vm.console_log(), &paths.pid_file(), None)?;

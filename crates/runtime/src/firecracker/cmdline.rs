@@ -30,19 +30,33 @@ pub fn firecracker_args(api_socket: &Path, id: &BoxId) -> Vec<OsString> {
 }
 
 /// Running Firecracker under its jailer: chroot (`<chroot_base_dir>/<exec name>/<id>/root`,
-/// staged by `jail.rs`), its own mount namespace and device nodes, the uid/gid drop.
+/// staged by `jail.rs`), its own mount namespace and device nodes, the uid/gid drop (to
+/// the box's own VMM uid and gid, `crate::vm::vmm_owner`: no other box's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JailerConfig {
     pub jailer_bin: PathBuf,
-    /// Firecracker runs as these; they need no account, only to be no one else's.
-    pub uid: u32,
-    pub gid: u32,
     pub chroot_base_dir: PathBuf,
     /// 1 or 2: which cgroup hierarchy the jailer (and the cleanup) uses.
     pub cgroup_version: u8,
 }
 
+/// The jailer looked up on `PATH` unless `$BERTH_JAILER` names one.
+pub const DEFAULT_JAILER: &str = "jailer";
+
 impl JailerConfig {
+    /// The default: the jailer from `$BERTH_JAILER` or `PATH` (the bare name when not
+    /// found: `FirecrackerRuntime::new` then says it is missing), chroots under
+    /// `<data>/jailer`, the host's cgroup version.
+    pub fn new(data_dir: &Path) -> JailerConfig {
+        let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+        JailerConfig {
+            jailer_bin: crate::qemu::find_program("BERTH_JAILER", DEFAULT_JAILER)
+                .unwrap_or_else(|| DEFAULT_JAILER.into()),
+            chroot_base_dir: data_dir.join("jailer"),
+            cgroup_version: if v2 { 2 } else { 1 },
+        }
+    }
+
     /// `<chroot_base_dir>/<exec name>/<id>`: the jailer's directory for the box, removed
     /// whole after each boot.
     pub fn jail_dir(&self, firecracker_bin: &Path, id: &BoxId) -> PathBuf {
@@ -58,20 +72,26 @@ impl JailerConfig {
     }
 
     /// `jailer --id … --exec-file … --uid … --gid … --chroot-base-dir … --cgroup-version …
-    /// -- --api-sock <api_socket>`: Firecracker's own arguments follow `--`, with paths as
-    /// it sees them in the chroot. No `--new-pid-ns`: with it the jailer's parent exits at
+    /// -- --api-sock <api_socket>`, Firecracker running as `owner` (uid, gid): its own
+    /// arguments follow `--`, with paths as it sees them in the chroot. No `--new-pid-ns`: with it the jailer's parent exits at
     /// once and Firecracker is no longer berth's child (no pidfd reaping, no exit status).
     /// No `--daemonize`: Firecracker's stdout and stderr stay the console log.
-    pub fn args(&self, firecracker_bin: &Path, id: &BoxId, api_socket: &Path) -> Vec<OsString> {
+    pub fn args(
+        &self,
+        firecracker_bin: &Path,
+        id: &BoxId,
+        api_socket: &Path,
+        owner: (u32, u32),
+    ) -> Vec<OsString> {
         vec![
             "--id".into(),
             instance_id(id).into(),
             "--exec-file".into(),
             firecracker_bin.into(),
             "--uid".into(),
-            self.uid.to_string().into(),
+            owner.0.to_string().into(),
             "--gid".into(),
-            self.gid.to_string().into(),
+            owner.1.to_string().into(),
             "--chroot-base-dir".into(),
             self.chroot_base_dir.clone().into(),
             "--cgroup-version".into(),
@@ -120,13 +140,12 @@ mod tests {
     fn the_jailer_command_line_wraps_firecrackers() {
         let jailer = JailerConfig {
             jailer_bin: "/usr/bin/jailer".into(),
-            uid: 1234,
-            gid: 1235,
             chroot_base_dir: "/srv/jail".into(),
             cgroup_version: 2,
         };
         let fc = Path::new("/usr/bin/firecracker");
-        let args = jailer.args(fc, &id(), Path::new("/d/boxes/x/vm/run/firecracker.sock"));
+        let socket = Path::new("/d/boxes/x/vm/run/firecracker.sock");
+        let args = jailer.args(fc, &id(), socket, (1234, 1235));
         let expected: Vec<OsString> = [
             "--id",
             "bx-aaaaaaaaaaaaaaaaaaaa",

@@ -18,9 +18,6 @@ use super::runtime_tests::{fake_runtime, spec, wait_for, Cleanup};
 use super::*;
 use crate::RuntimeError;
 
-const UID: u32 = 64_123;
-const GID: u32 = 64_124;
-
 const FAKE_JAILER: &str = r#"#!/bin/sh
 set -eu
 [ "$1" = --id ] && id=$2 && shift 2
@@ -56,8 +53,6 @@ fn jailed_runtime(dir: &Path, jail_base: &Path) -> (FirecrackerRuntime, PathBuf)
     }
     runtime.config.jailer = Some(JailerConfig {
         jailer_bin,
-        uid: UID,
-        gid: GID,
         chroot_base_dir: jail_base.to_path_buf(),
         cgroup_version: 2,
     });
@@ -163,6 +158,8 @@ async fn a_jailed_boot_stages_its_files_answers_stops_and_leaves_nothing() {
     let id = &spec.id;
     let paths = runtime.box_paths(id);
     let chroot = jailer(&runtime).chroot(&runtime.config.firecracker_bin, id);
+    // The box's own VMM ids, no other box's.
+    let (uid, gid) = crate::vm::vmm_owner(spec.id_map);
 
     let stand_ins = stand_ins(&runtime, id, None);
     let booted = match runtime.start(&spec).await {
@@ -199,7 +196,7 @@ async fn a_jailed_boot_stages_its_files_answers_stops_and_leaves_nothing() {
     );
 
     // The jailer ran with the chroot staged, and exec'd Firecracker with its id.
-    assert_eq!(owner_mode(&chroot).0, UID);
+    assert_eq!(owner_mode(&chroot).0, uid);
     assert!(chroot.join("firecracker").is_file());
     let pid = runtime.firecracker_pid(id).expect("the VMM runs");
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
@@ -220,16 +217,16 @@ async fn a_jailed_boot_stages_its_files_answers_stops_and_leaves_nothing() {
         assert_eq!(owner_mode(host), (0, 0, 0o644), "{name}");
     }
     assert!(same_inode(&chroot.join("volume.ext4"), &volume));
-    assert_eq!(owner_mode(&volume), (UID, GID, 0o600));
+    assert_eq!(owner_mode(&volume), (uid, gid, 0o600));
     assert!(same_inode(&chroot.join("config.img"), &config_disk));
-    assert_eq!(owner_mode(&config_disk), (UID, GID, 0o400));
+    assert_eq!(owner_mode(&config_disk), (uid, gid, 0o400));
     // The sockets dir is bound at its host path; only it is mounted.
     let sockets_inside = in_chroot(&chroot, &paths.sockets_dir());
     assert_eq!(
         mounts(&jailer(&runtime).jail_dir(&runtime.config.firecracker_bin, id)),
         std::slice::from_ref(&sockets_inside)
     );
-    assert_eq!(owner_mode(&paths.sockets_dir()), (UID, GID, 0o700));
+    assert_eq!(owner_mode(&paths.sockets_dir()), (uid, gid, 0o700));
     // Through the chroot, as the jailed Firecracker reaches them: its API, and the egress
     // listener (the uid's, 0600). Via an fd of the dir: the chroot prefix plus the host path
     // is longer than a socket address may be.
@@ -248,7 +245,7 @@ async fn a_jailed_boot_stages_its_files_answers_stops_and_leaves_nothing() {
         .unwrap()
         .file_type()
         .is_socket());
-    assert_eq!(owner_mode(&paths.egress_socket()), (UID, GID, 0o600));
+    assert_eq!(owner_mode(&paths.egress_socket()), (uid, gid, 0o600));
     let _guest_side = tokio::net::UnixStream::connect(&egress_inside)
         .await
         .unwrap();

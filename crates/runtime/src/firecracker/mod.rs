@@ -34,7 +34,9 @@ use berth_protocol::BoxId;
 
 pub use boot::{boot_requests, configure_and_start, vcpus, VmSetup, GUEST_CID};
 pub use client::{ApiClient, ApiError};
-pub use cmdline::{exec_name, firecracker_args, instance_id, JailerConfig, BOOT_ARGS};
+pub use cmdline::{
+    exec_name, firecracker_args, instance_id, JailerConfig, BOOT_ARGS, DEFAULT_JAILER,
+};
 pub use paths::FcPaths;
 pub use probe::kernel_problem;
 
@@ -60,15 +62,18 @@ pub struct FirecrackerConfig {
     /// An uncompressed ELF `vmlinux` (Firecracker does not boot a bzImage on x86_64).
     pub kernel: PathBuf,
     pub initramfs: PathBuf,
-    /// Run Firecracker under its jailer: chrooted, as an unprivileged uid/gid, each boot's
-    /// files staged into the chroot (`jail.rs`) and removed after it (`jail_clean.rs`).
+    /// Run Firecracker under its jailer: chrooted, as the box's own unprivileged uid/gid,
+    /// each boot's files staged into the chroot (`jail.rs`) and removed after it
+    /// (`jail_clean.rs`). `None` runs Firecracker as host root, un-jailed: only on an
+    /// explicit request (`berth up --firecracker-unjailed`), and said loudly.
     pub jailer: Option<JailerConfig>,
     pub boot_deadline: Duration,
 }
 
 impl FirecrackerConfig {
     /// Defaults: the binary from `$BERTH_FIRECRACKER` or `PATH` (the bare name when not
-    /// found: [`FirecrackerRuntime::new`] then says it is missing), no jailer.
+    /// found: [`FirecrackerRuntime::new`] then says it is missing), under the jailer
+    /// ([`JailerConfig::new`]).
     pub fn new(data_dir: &Path, kernel: &Path, initramfs: &Path) -> FirecrackerConfig {
         FirecrackerConfig {
             data_dir: data_dir.to_path_buf(),
@@ -76,7 +81,7 @@ impl FirecrackerConfig {
                 .unwrap_or_else(|| DEFAULT_FIRECRACKER.into()),
             kernel: kernel.to_path_buf(),
             initramfs: initramfs.to_path_buf(),
-            jailer: None,
+            jailer: Some(JailerConfig::new(data_dir)),
             boot_deadline: BOOT_DEADLINE,
         }
     }
@@ -91,8 +96,13 @@ pub struct FirecrackerDescription {
     /// Why KVM is believed to work (the probe's finding).
     pub kvm: String,
     pub jailer: bool,
+    /// Set when Firecracker runs un-jailed: what that means, for `berth runtime ls`.
+    pub notice: Option<String>,
     pub boot_deadline_ms: u64,
 }
+
+/// What berth says (at start, and in `GET /v1/runtimes`) when Firecracker runs un-jailed.
+pub const UNJAILED_NOTICE: &str = "Firecracker runs UN-JAILED as host root (--firecracker-unjailed): a guest that escapes into the VMM is root on this host";
 
 #[derive(Debug)]
 pub struct FirecrackerRuntime {
@@ -116,7 +126,7 @@ impl FirecrackerRuntime {
             if !jailer.jailer_bin.is_file() {
                 return Err(RuntimeError::Missing {
                     what: format!("the Firecracker jailer ({})", jailer.jailer_bin.display()),
-                    hint: "it ships beside firecracker in the release tarball".into(),
+                    hint: "it ships beside firecracker in the release tarball (or set BERTH_JAILER); only knowingly: `berth up --firecracker-unjailed` runs Firecracker as host root without it".into(),
                 });
             }
             if !exec_name(&config.firecracker_bin)
@@ -148,7 +158,10 @@ impl FirecrackerRuntime {
                 what: "a KVM that runs guests".into(),
                 hint: format!("Firecracker needs hardware virtualisation: {why}"),
             })?;
-        tracing::info!(kvm = %kvm, "firecracker backend");
+        match &config.jailer {
+            Some(_) => tracing::info!(kvm = %kvm, "firecracker backend (jailed)"),
+            None => tracing::warn!(kvm = %kvm, "{UNJAILED_NOTICE}"),
+        }
         let runtime = FirecrackerRuntime {
             config,
             layout,
@@ -193,9 +206,14 @@ impl FirecrackerRuntime {
         })
     }
 
-    /// The egress listener where this boot's Firecracker delivers port 2025.
-    fn bind_egress(&self, paths: &FcPaths) -> Result<EgressListener, RuntimeError> {
-        let owner = self.config.jailer.as_ref().map(|j| (j.uid, j.gid));
+    /// The egress listener where this boot's Firecracker delivers port 2025 (the jailed
+    /// Firecracker's uid's: it connects to it).
+    fn bind_egress(&self, paths: &FcPaths, id_map: IdMap) -> Result<EgressListener, RuntimeError> {
+        let owner = self
+            .config
+            .jailer
+            .as_ref()
+            .map(|_| crate::vm::vmm_owner(id_map));
         crate::qemu::egress::bind(&paths.egress_socket(), owner)
     }
 
@@ -210,6 +228,11 @@ impl FirecrackerRuntime {
             initramfs: self.config.initramfs.clone(),
             kvm: self.kvm.clone(),
             jailer: self.config.jailer.is_some(),
+            notice: self
+                .config
+                .jailer
+                .is_none()
+                .then(|| UNJAILED_NOTICE.to_owned()),
             boot_deadline_ms: self.config.boot_deadline.as_millis() as u64,
         }
     }
@@ -370,9 +393,9 @@ impl Runtime for FirecrackerRuntime {
     async fn rebind_egress(
         &self,
         id: &BoxId,
-        _id_map: IdMap,
+        id_map: IdMap,
     ) -> Result<EgressListener, RuntimeError> {
-        self.bind_egress(&self.box_paths(id))
+        self.bind_egress(&self.box_paths(id), id_map)
     }
 
     async fn stop(&self, id: &BoxId, grace: Duration) -> Result<(), RuntimeError> {

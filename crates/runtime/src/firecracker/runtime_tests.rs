@@ -75,6 +75,8 @@ pub(super) fn fake_runtime(dir: &Path) -> (FirecrackerRuntime, PathBuf) {
     std::fs::write(&rootfs, [0u8; 4096]).unwrap();
     let mut config = FirecrackerConfig::new(&data, &dir.join("vmlinux"), &dir.join("initrd.img"));
     config.firecracker_bin = fake_bin;
+    // These tests drive the un-jailed mode (`jail_tests.rs` the jailed one).
+    config.jailer = None;
     let runtime = FirecrackerRuntime {
         layout: VmLayout::new(&data),
         config,
@@ -314,8 +316,23 @@ async fn new_says_what_is_missing() {
         matches!(&err, RuntimeError::Missing { what, .. } if what.starts_with("Firecracker")),
         "{err}"
     );
-    // A bzImage where a vmlinux is needed: the error says how to get one.
+    // Jailed by default: without a jailer it does not run, and says how to run without one
+    // (knowingly, as host root).
     config.firecracker_bin = "/bin/true".into();
+    config
+        .jailer
+        .as_mut()
+        .expect("jailed by default")
+        .jailer_bin = dir.path().join("no-jailer");
+    match FirecrackerRuntime::new(config.clone()).await.unwrap_err() {
+        RuntimeError::Missing { what, hint } => {
+            assert!(what.contains("jailer"), "{what}");
+            assert!(hint.contains("--firecracker-unjailed"), "{hint}");
+        }
+        other => panic!("{other}"),
+    }
+    config.jailer = None;
+    // A bzImage where a vmlinux is needed: the error says how to get one.
     std::fs::write(&config.kernel, b"MZ\xea\x07 a bzImage").unwrap();
     std::fs::write(&config.initramfs, b"initramfs").unwrap();
     match FirecrackerRuntime::new(config).await.unwrap_err() {
@@ -326,4 +343,16 @@ async fn new_says_what_is_missing() {
         }
         other => panic!("{other}"),
     }
+}
+
+#[test]
+fn only_an_unjailed_backend_carries_the_loud_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut runtime, _) = fake_runtime(dir.path());
+    let described = runtime.describe();
+    assert!(!described.jailer);
+    assert_eq!(described.notice.as_deref(), Some(UNJAILED_NOTICE));
+    runtime.config.jailer = Some(JailerConfig::new(dir.path()));
+    let described = runtime.describe();
+    assert!(described.jailer && described.notice.is_none());
 }
