@@ -18,7 +18,11 @@ const PAGE: usize = 1000;
 #[command(after_help = "\
 Each line is one decision of the egress gateway: an allowed connection (written when it \
 ends, with the bytes each way) or a refusal with its reason (not_allowed, port, \
-forbidden_address:loopback, sni_mismatch, …). See docs/security.md.")]
+forbidden_address:loopback, sni_mismatch, too_many_connections, encoded_response, …). \
+`withheld RULE: method|path|path_ambiguous`: the request carried the rule's placeholder \
+outside its methods or paths, so no secret was set. `closed: idle`: the gateway closed a \
+silent relay. Reads across the log's rotated files; records rotated away are skipped. \
+See docs/security.md.")]
 pub struct EgressArgs {
     /// The box's name or id (`bx_…`).
     pub name: String,
@@ -71,12 +75,16 @@ pub async fn run(client: &Client, args: EgressArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn row(record: &serde_json::Value) -> Vec<String> {
-    let text = |key: &str| match &record[key] {
+fn text_of(value: &serde_json::Value) -> String {
+    match value {
         serde_json::Value::Null => "-".to_owned(),
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
-    };
+    }
+}
+
+fn row(record: &serde_json::Value) -> Vec<String> {
+    let text = |key: &str| text_of(&record[key]);
     let target = match (&record["target"], &record["port"]) {
         (serde_json::Value::String(host), serde_json::Value::Number(port)) => {
             format!("{host}:{port}")
@@ -86,8 +94,19 @@ fn row(record: &serde_json::Value) -> Vec<String> {
     let mut reason = text("reason");
     if let Some(rule) = record["credential"].as_str() {
         reason = format!("credential {rule}");
+    } else if let Some(rule) = record["withheld"]["rule"].as_str() {
+        reason = format!(
+            "withheld {rule}: {}",
+            text_of(&record["withheld"]["reason"])
+        );
     } else if record["intercept"] == true && reason == "-" {
         reason = "intercepted".to_owned();
+    }
+    if let Some(closed) = record["closed"].as_str() {
+        reason = format!("{reason}, closed: {closed}");
+    }
+    if record["decision"] == "dropped" {
+        reason = format!("{} lines dropped (audit queue full)", text("dropped"));
     }
     vec![
         text("time"),
@@ -127,5 +146,13 @@ mod tests {
             "port": 443, "via": "direct", "resolved": "127.0.0.1:8443", "reason": null,
             "bytes_up": 10, "bytes_down": 20, "intercept": true, "credential": "anthropic"});
         assert_eq!(row(&allow)[7], "credential anthropic");
+        let withheld = serde_json::json!({"decision": "allow", "intercept": true,
+            "withheld": {"rule": "anthropic", "reason": "path_ambiguous"}, "closed": "idle"});
+        assert_eq!(
+            row(&withheld)[7],
+            "withheld anthropic: path_ambiguous, closed: idle"
+        );
+        let dropped = serde_json::json!({"decision": "dropped", "dropped": 12});
+        assert_eq!(row(&dropped)[7], "12 lines dropped (audit queue full)");
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use berth_egress::gateway::{
     AuditRecord, AuditSink, BoxEgress, Gateway, GatewayConfig, GatewayError, JsonlDirSink,
-    MemorySink, StaticResolver, Timeouts, Verdict, Via,
+    MemorySink, StaticResolver, Timeouts, Verdict, Via, DEFAULT_MAX_CONNECTIONS_PER_BOX,
 };
 use berth_egress::policy::Allowlist;
 use berth_protocol::BoxId;
@@ -146,6 +146,7 @@ struct Setup {
     overrides: HashMap<String, SocketAddr>,
     answers: HashMap<String, Vec<IpAddr>>,
     timeouts: Timeouts,
+    max_connections: usize,
     sink: Option<Arc<dyn AuditSink>>,
 }
 
@@ -160,6 +161,7 @@ impl Setup {
             overrides,
             answers: HashMap::new(),
             timeouts: Timeouts::default(),
+            max_connections: DEFAULT_MAX_CONNECTIONS_PER_BOX,
             sink: None,
         }
     }
@@ -174,6 +176,7 @@ impl Setup {
             GatewayConfig {
                 resolve_overrides: self.overrides,
                 timeouts: self.timeouts,
+                max_connections_per_box: self.max_connections,
             },
             Arc::new(StaticResolver {
                 answers: self.answers,
@@ -612,7 +615,7 @@ fn invalid_override_name_is_a_config_error() {
     let err = Gateway::new(
         GatewayConfig {
             resolve_overrides: overrides,
-            timeouts: Timeouts::default(),
+            ..GatewayConfig::default()
         },
         Arc::new(StaticResolver::default()),
         Arc::new(MemorySink::new()),
@@ -645,12 +648,10 @@ async fn audit_file_has_one_line_per_decision_with_all_fields() {
     // Every line is written before the gateway returns from shutdown.
     h.shutdown().await;
 
-    let text = std::fs::read_to_string(file_sink.path_for(&box_id)).unwrap();
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(lines.len(), 2, "{text}");
+    // The writer thread has every line once `sync` returns.
+    file_sink.sync();
+    let (lines, next) = file_sink.read_page(&box_id, 0, 100).unwrap();
+    assert_eq!((lines.len(), next), (2, 2), "{lines:?}");
     for line in &lines {
         for field in [
             "box",
@@ -853,4 +854,71 @@ mod tls {
         h.shutdown().await;
         upstream.abort();
     }
+}
+
+// ---- per-box resources ---------------------------------------------------------------------
+
+/// Opens a spliced connection and waits for the upstream's `pong`; it stays open.
+async fn open_relay(h: &Harness, hello: &[u8]) -> UnixStream {
+    let mut s = h.connect().await;
+    s.write_all(hello).await.unwrap();
+    let mut pong = [0u8; 4];
+    s.read_exact(&mut pong).await.unwrap();
+    assert_eq!(&pong, b"pong");
+    s
+}
+
+#[tokio::test]
+async fn a_box_over_its_connection_cap_is_refused_at_once() {
+    let hello = Hello::sni(API).bytes();
+    let mut up = Upstream::start(hello.len()).await;
+    let mut setup = Setup::new(Some(&up));
+    setup.max_connections = 3;
+    let h = setup.start();
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        open.push(open_relay(&h, &hello).await);
+    }
+    // The fourth is closed without a byte and without reaching upstream.
+    let mut over = h.connect().await;
+    let _ = over.write_all(&hello).await;
+    expect_closed_without_eof(&mut over).await;
+    let r = &h.sink.wait_for(1).await[0];
+    assert_deny(r, "too_many_connections");
+    assert_eq!(up.accepted.load(Ordering::SeqCst), 3);
+    // One ends: there is room again.
+    let mut first = open.remove(0);
+    first.shutdown().await.unwrap();
+    let mut rest = Vec::new();
+    first.read_to_end(&mut rest).await.unwrap();
+    up.received.recv().await.unwrap();
+    h.sink.wait_for(2).await;
+    open.push(open_relay(&h, &hello).await);
+    assert_eq!(up.accepted.load(Ordering::SeqCst), 4);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_idle_relay_is_closed_and_a_busy_one_is_not() {
+    let hello = Hello::sni(API).bytes();
+    let up = Upstream::start(hello.len()).await;
+    let mut setup = Setup::new(Some(&up));
+    setup.timeouts.idle = Duration::from_millis(400);
+    let h = setup.start();
+
+    // Busy: a byte every 100 ms for well past the idle limit keeps it open.
+    let mut busy = open_relay(&h, &hello).await;
+    for _ in 0..15 {
+        busy.write_all(b"x").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(h.sink.records().is_empty(), "the busy relay was closed");
+
+    // Idle: nothing either way; the gateway closes it on its own.
+    expect_closed_without_eof(&mut busy).await;
+    let r = &h.sink.wait_for(1).await[0];
+    assert_eq!(r.decision, Verdict::Allow);
+    assert_eq!(r.closed, Some("idle"), "{r:?}");
+    assert_eq!(r.bytes_up, hello.len() as u64 + 15);
+    h.shutdown().await;
 }

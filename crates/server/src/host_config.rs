@@ -8,6 +8,13 @@
 //! resolve_overrides = { "api.example.test" = "127.0.0.1:8443" }
 //! # CAs the gateway trusts upstream besides the public web roots (PEM files).
 //! extra_roots = ["/etc/berth/internal-ca.pem"]
+//! # Per box: connections open at once, and how long a silent relay stays open.
+//! max_connections_per_box = 256
+//! idle_timeout_secs = 300
+//! # The audit log: file size, files kept per box, lines queued for the writer.
+//! audit_max_file_bytes = 16777216
+//! audit_max_files = 4
+//! audit_queue = 8192
 //!
 //! [secrets]
 //! # The key the secret store is encrypted with; keep it off the database's backups.
@@ -164,7 +171,7 @@ fn default_min_free_percent() -> f64 {
     crate::disk_space::DEFAULT_MIN_FREE_PERCENT
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EgressHostConfig {
     /// Host name → fixed address; the only way past the gateway's address checks.
@@ -173,6 +180,96 @@ pub struct EgressHostConfig {
     /// PEM files of CAs the gateway trusts upstream, in addition to the webpki roots.
     #[serde(default)]
     pub extra_roots: Vec<PathBuf>,
+    /// Connections one box may have open through the gateway at once; one more is
+    /// refused at once (audited `too_many_connections`).
+    #[serde(default = "default_egress_max_connections")]
+    pub max_connections_per_box: u64,
+    /// A relay with no byte either way for this long is closed.
+    #[serde(default = "default_egress_idle_timeout_secs")]
+    pub idle_timeout_secs: u64,
+    /// Each file of a box's audit log is at most this large before the next one starts.
+    #[serde(default = "default_audit_max_file_bytes")]
+    pub audit_max_file_bytes: u64,
+    /// Files of a box's audit log kept (the oldest go first).
+    #[serde(default = "default_audit_max_files")]
+    pub audit_max_files: u64,
+    /// Audit lines waiting for the writer; beyond it lines are dropped and counted.
+    #[serde(default = "default_audit_queue")]
+    pub audit_queue: u64,
+}
+
+impl Default for EgressHostConfig {
+    fn default() -> Self {
+        EgressHostConfig {
+            resolve_overrides: HashMap::new(),
+            extra_roots: Vec::new(),
+            max_connections_per_box: default_egress_max_connections(),
+            idle_timeout_secs: default_egress_idle_timeout_secs(),
+            audit_max_file_bytes: default_audit_max_file_bytes(),
+            audit_max_files: default_audit_max_files(),
+            audit_queue: default_audit_queue(),
+        }
+    }
+}
+
+fn default_egress_max_connections() -> u64 {
+    berth_egress::gateway::DEFAULT_MAX_CONNECTIONS_PER_BOX as u64
+}
+
+fn default_egress_idle_timeout_secs() -> u64 {
+    berth_egress::gateway::DEFAULT_IDLE.as_secs()
+}
+
+fn default_audit_max_file_bytes() -> u64 {
+    berth_egress::gateway::AuditLimits::default().max_file_bytes
+}
+
+fn default_audit_max_files() -> u64 {
+    berth_egress::gateway::AuditLimits::default().max_files as u64
+}
+
+fn default_audit_queue() -> u64 {
+    berth_egress::gateway::AuditLimits::default().queue as u64
+}
+
+impl EgressHostConfig {
+    /// Each limit within sane bounds: a zero would refuse every connection or lose the log.
+    fn check(&self, path: &Path) -> Result<(), HostConfigError> {
+        let checks: [(&'static str, u64, u64, u64); 5] = [
+            (
+                "[egress] max_connections_per_box",
+                self.max_connections_per_box,
+                1,
+                1 << 20,
+            ),
+            (
+                "[egress] idle_timeout_secs",
+                self.idle_timeout_secs,
+                1,
+                7 * 86400,
+            ),
+            (
+                "[egress] audit_max_file_bytes",
+                self.audit_max_file_bytes,
+                64 << 10,
+                1 << 40,
+            ),
+            ("[egress] audit_max_files", self.audit_max_files, 1, 1000),
+            ("[egress] audit_queue", self.audit_queue, 1, 1 << 20),
+        ];
+        for (key, value, min, max) in checks {
+            if !(min..=max).contains(&value) {
+                return Err(HostConfigError::OutOfRange {
+                    path: path.to_path_buf(),
+                    key,
+                    value,
+                    min,
+                    max,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -270,6 +367,7 @@ impl HostConfig {
             });
         }
         config.check_limits(path)?;
+        config.egress.check(path)?;
         let min_free = config.storage.min_free_percent;
         if !(0.0..=50.0).contains(&min_free) {
             return Err(HostConfigError::MinFreeOutOfRange {
@@ -294,12 +392,32 @@ impl HostConfig {
         let (events, server) = (&self.events, &self.server);
         let checks: [(&'static str, u64, u64, u64); 7] = [
             // At least two of the largest events (1 MiB each) fit.
-            ("[events] max_bytes_per_box", events.max_bytes_per_box, 2 << 20, u64::MAX),
+            (
+                "[events] max_bytes_per_box",
+                events.max_bytes_per_box,
+                2 << 20,
+                u64::MAX,
+            ),
             ("[events] max_age_days", events.max_age_days, 1, 36500),
             ("[events] prune_every_s", events.prune_every_s, 1, 86400),
-            ("[server] max_connections", server.max_connections as u64, 1, 1 << 20),
-            ("[server] header_timeout_s", server.header_timeout_s, 1, 3600),
-            ("[server] body_idle_timeout_s", server.body_idle_timeout_s, 1, 3600),
+            (
+                "[server] max_connections",
+                server.max_connections as u64,
+                1,
+                1 << 20,
+            ),
+            (
+                "[server] header_timeout_s",
+                server.header_timeout_s,
+                1,
+                3600,
+            ),
+            (
+                "[server] body_idle_timeout_s",
+                server.body_idle_timeout_s,
+                1,
+                3600,
+            ),
             (
                 "[server] max_event_streams_per_tenant",
                 server.max_event_streams_per_tenant as u64,
@@ -433,7 +551,43 @@ min_free_percent = 10
             "[server]\nheader_timeout_s = 0\n",
         ] {
             let err = parse(bad).unwrap_err();
-            assert!(matches!(err, HostConfigError::OutOfRange { .. }), "{bad}: {err}");
+            assert!(
+                matches!(err, HostConfigError::OutOfRange { .. }),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn egress_limits_have_defaults_and_bounds() {
+        let defaults = parse("").unwrap().egress;
+        assert_eq!(defaults.max_connections_per_box, 256);
+        assert_eq!(defaults.idle_timeout_secs, 300);
+        assert_eq!(defaults.audit_max_files, 4);
+        let set = parse("[egress]\nmax_connections_per_box = 8\nidle_timeout_secs = 60\naudit_max_file_bytes = 1048576\naudit_max_files = 2\naudit_queue = 16\n").unwrap().egress;
+        assert_eq!(
+            (
+                set.max_connections_per_box,
+                set.idle_timeout_secs,
+                set.audit_max_file_bytes,
+                set.audit_max_files,
+                set.audit_queue
+            ),
+            (8, 60, 1 << 20, 2, 16)
+        );
+        for bad in [
+            "[egress]\nmax_connections_per_box = 0\n",
+            "[egress]\nidle_timeout_secs = 0\n",
+            "[egress]\naudit_max_file_bytes = 10\n",
+            "[egress]\naudit_max_files = 0\n",
+            "[egress]\naudit_queue = 0\n",
+        ] {
+            let err = parse(bad).unwrap_err();
+            assert!(
+                matches!(err, HostConfigError::OutOfRange { .. }),
+                "{bad}: {err}"
+            );
+            assert!(err.to_string().contains("[egress]"), "{err}");
         }
     }
 

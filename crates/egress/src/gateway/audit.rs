@@ -1,10 +1,8 @@
 //! The audit log: one JSON line per decision. A deny is written at once; an allow is written
 //! when the connection ends, so it can carry the byte counts and the duration.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 use berth_protocol::BoxId;
@@ -62,6 +60,10 @@ pub struct AuditRecord {
     /// outside of: the placeholder went upstream unchanged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub withheld: Option<WithheldRecord>,
+    /// Why the gateway ended an allowed connection itself: `idle` (no byte either way for
+    /// `[egress] idle_timeout_secs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closed: Option<&'static str>,
 }
 
 /// `{"rule": "anthropic", "reason": "method" | "path" | "path_ambiguous"}`.
@@ -77,7 +79,8 @@ pub struct RefusedAddress {
     pub reason: &'static str,
 }
 
-/// Where audit lines go. `record` must not block for long: it runs on the connection task.
+/// Where audit lines go. `record` must not block: it runs on the connection task (the
+/// file sink, [`super::JsonlDirSink`], only queues the line).
 pub trait AuditSink: Send + Sync {
     fn record(&self, record: &AuditRecord) -> Result<(), AuditError>;
 }
@@ -104,75 +107,8 @@ pub enum AuditError {
     },
     #[error("encoding audit record")]
     Encode(#[source] serde_json::Error),
-}
-
-/// Appends each record to `<dir>/<box>.jsonl` and flushes it: the log must survive a crash
-/// of the gateway right after the decision. Files are opened once per box and kept.
-pub struct JsonlDirSink {
-    dir: PathBuf,
-    files: Mutex<std::collections::HashMap<BoxId, File>>,
-}
-
-impl JsonlDirSink {
-    pub fn new(dir: impl Into<PathBuf>) -> Result<Self, AuditError> {
-        let dir = dir.into();
-        std::fs::create_dir_all(&dir).map_err(|source| AuditError::CreateDir {
-            path: dir.clone(),
-            source,
-        })?;
-        Ok(JsonlDirSink {
-            dir,
-            files: Mutex::new(Default::default()),
-        })
-    }
-
-    /// The log file of `box_id` (what `GET /v1/boxes/{id}/egress` will read).
-    pub fn path_for(&self, box_id: &BoxId) -> PathBuf {
-        log_path(&self.dir, box_id)
-    }
-
-    /// Closes the box's log file (it reopens on the next record): call when the box is
-    /// deleted, so the handle of a deleted file is not kept forever.
-    pub fn close(&self, box_id: &BoxId) {
-        self.files
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(box_id);
-    }
-}
-
-fn log_path(dir: &Path, box_id: &BoxId) -> PathBuf {
-    // A BoxId is `bx_` + base32, so it is a safe file name.
-    dir.join(format!("{}.jsonl", box_id.as_str()))
-}
-
-impl AuditSink for JsonlDirSink {
-    fn record(&self, record: &AuditRecord) -> Result<(), AuditError> {
-        let mut line = serde_json::to_vec(record).map_err(AuditError::Encode)?;
-        line.push(b'\n');
-        let path = self.path_for(&record.box_id);
-        // A poisoned lock only means another writer panicked mid-write; the map is still
-        // usable, and losing the audit log would be worse.
-        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
-        let file = match files.entry(record.box_id.clone()) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(v) => {
-                let f = OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&path)
-                    .map_err(|source| AuditError::Open {
-                        path: path.clone(),
-                        source,
-                    })?;
-                v.insert(f)
-            }
-        };
-        // One write call per line: with O_APPEND, lines never interleave.
-        file.write_all(&line)
-            .and_then(|()| file.flush())
-            .map_err(|source| AuditError::Write { path, source })
-    }
+    #[error("the audit log writer has stopped")]
+    WriterGone,
 }
 
 /// Keeps records in memory; for tests and for callers that forward them elsewhere.
@@ -217,52 +153,5 @@ impl AuditSink for MemorySink {
             .push(record.clone());
         self.notify.notify_waiters();
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::gateway::DenyReason;
-
-    fn record(box_id: &BoxId) -> AuditRecord {
-        AuditRecord {
-            box_id: box_id.clone(),
-            time: "2026-01-01T00:00:00Z".into(),
-            target: Some("api.example.test".into()),
-            port: Some(443),
-            via: Some(Via::Direct),
-            resolved: None,
-            decision: Verdict::Deny,
-            reason: Some(DenyReason::NotAllowed.code()),
-            refused: vec![],
-            bytes_up: 0,
-            bytes_down: 0,
-            duration_ms: 0,
-            intercept: false,
-            credential: None,
-            withheld: None,
-        }
-    }
-
-    #[test]
-    fn jsonl_sink_appends_one_line_per_record() {
-        let dir = tempfile::tempdir().unwrap();
-        let sink = JsonlDirSink::new(dir.path().join("audit")).unwrap();
-        let id = BoxId::from_random([1; 20]);
-        sink.record(&record(&id)).unwrap();
-        sink.record(&record(&id)).unwrap();
-        let text = std::fs::read_to_string(sink.path_for(&id)).unwrap();
-        let lines: Vec<serde_json::Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        assert_eq!(lines.len(), 2);
-        assert_eq!(lines[0]["box"], id.as_str());
-        assert_eq!(lines[0]["decision"], "deny");
-        assert_eq!(lines[0]["reason"], "not_allowed");
-        assert_eq!(lines[0]["via"], "direct");
-        assert!(lines[0]["resolved"].is_null());
-        assert!(lines[0].get("refused").is_none());
     }
 }

@@ -63,6 +63,8 @@ pub enum DenyReason {
     /// although the gateway asked for `identity`), so it could hide a secret from the
     /// scrubber; the box got a 502. The request had gone upstream.
     EncodedResponse,
+    /// The box already has `max_connections_per_box` connections open.
+    TooManyConnections,
 }
 
 impl DenyReason {
@@ -90,6 +92,7 @@ impl DenyReason {
             DenyReason::UpstreamTls => "upstream_tls".into(),
             DenyReason::InterceptFailed => "intercept_failed".into(),
             DenyReason::EncodedResponse => "encoded_response".into(),
+            DenyReason::TooManyConnections => "too_many_connections".into(),
         }
     }
 

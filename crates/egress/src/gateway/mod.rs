@@ -10,6 +10,7 @@
 //! services; the gateway logs every one at warn level when it starts.
 
 mod audit;
+mod audit_log;
 mod decision;
 mod hello;
 mod preamble;
@@ -34,9 +35,9 @@ use crate::intercept::Interceptor;
 use crate::policy::Allowlist;
 
 pub use audit::{
-    AuditError, AuditRecord, AuditSink, JsonlDirSink, MemorySink, RefusedAddress, Verdict, Via,
-    WithheldRecord,
+    AuditError, AuditRecord, AuditSink, MemorySink, RefusedAddress, Verdict, Via, WithheldRecord,
 };
+pub use audit_log::{AuditLimits, JsonlDirSink};
 pub use decision::{DenyReason, Route};
 pub use hello::{read_client_hello, HelloReadError};
 pub use preamble::{
@@ -60,23 +61,45 @@ pub struct Timeouts {
     /// from the `200` on the CONNECT path).
     pub client_hello: Duration,
     pub dial: Duration,
+    /// A relay with no byte either way for this long is closed (an event stream that
+    /// keeps sending stays open).
+    pub idle: Duration,
 }
+
+/// The default of [`Timeouts::idle`] (`[egress] idle_timeout_secs`).
+pub const DEFAULT_IDLE: Duration = Duration::from_secs(300);
+/// The default of [`GatewayConfig::max_connections_per_box`].
+pub const DEFAULT_MAX_CONNECTIONS_PER_BOX: usize = 256;
 
 impl Default for Timeouts {
     fn default() -> Self {
         Timeouts {
             client_hello: Duration::from_secs(10),
             dial: Duration::from_secs(10),
+            idle: DEFAULT_IDLE,
         }
     }
 }
 
 /// Host-wide gateway settings (`[egress]` in `berth.toml`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct GatewayConfig {
     /// Canonical host name → fixed address, bypassing DNS and the address checks.
     pub resolve_overrides: HashMap<String, SocketAddr>,
     pub timeouts: Timeouts,
+    /// Open connections one box may have at once; one more is refused at once (audited
+    /// `too_many_connections`). Each holds two sockets and buffers on the host.
+    pub max_connections_per_box: usize,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            resolve_overrides: HashMap::new(),
+            timeouts: Timeouts::default(),
+            max_connections_per_box: DEFAULT_MAX_CONNECTIONS_PER_BOX,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -181,7 +204,14 @@ impl Gateway {
                             interceptor.clone(),
                             stop_rx.clone(),
                         );
-                        tasks.spawn(session.run(stream));
+                        while tasks.try_join_next().is_some() {}
+                        if tasks.len() >= self.inner.config.max_connections_per_box {
+                            // Refused before a byte is read: a box opening connections
+                            // without end costs the host a socket and a line, no task.
+                            session.over_cap(stream);
+                        } else {
+                            tasks.spawn(session.run(stream));
+                        }
                     }
                     Err(e) => {
                         // EMFILE and friends: keep serving; back off so the loop does not spin.

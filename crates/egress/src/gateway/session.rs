@@ -41,6 +41,8 @@ pub(crate) struct Session {
     /// The credential rule whose secret was set (its name).
     credential: Option<String>,
     withheld: Option<WithheldRecord>,
+    /// Why the gateway ended the connection itself (`idle`).
+    closed: Option<&'static str>,
 }
 
 impl Session {
@@ -66,6 +68,7 @@ impl Session {
             intercept: false,
             credential: None,
             withheld: None,
+            closed: None,
         }
     }
 
@@ -84,6 +87,17 @@ impl Session {
             Route::Passthrough { addr } => self.passthrough(stream, addr, &buf).await,
             Route::Intercept { addr } => self.intercept(stream, addr, buf).await,
         }
+    }
+
+    /// The box has [`super::GatewayConfig::max_connections_per_box`] open already: the
+    /// stream is closed unread (dropped) and the refusal audited.
+    pub(crate) fn over_cap<S>(mut self, stream: S) {
+        drop(stream);
+        self.audit(
+            Verdict::Deny,
+            Some(DenyReason::TooManyConnections),
+            &Counters::default(),
+        );
     }
 
     /// Everything up to the point where the gateway would dial: no byte has left the host.
@@ -200,12 +214,14 @@ impl Session {
         let counters = Counters::default();
         let mut upstream = Counted::new(upstream, counters.clone());
         let mut stop = self.stop.clone();
+        let idle = self.gw.config.timeouts.idle;
         tokio::select! {
             res = splice(&mut stream, &mut upstream, first_bytes) => {
                 if let Err(e) = res {
                     tracing::debug!(box_id = %self.egress.box_id, error = %e, "egress splice ended");
                 }
             }
+            () = counters.idle_for(idle) => self.closed = Some("idle"),
             _ = stop.wait_for(|s| *s) => {}
         }
         self.audit(Verdict::Allow, None, &counters);
@@ -244,8 +260,13 @@ impl Session {
         let counters = Counters::default();
         let upstream = Counted::new(upstream, counters.clone());
         let mut stop = self.stop.clone();
+        let idle = self.gw.config.timeouts.idle;
         let served = tokio::select! {
             res = interceptor.serve(&sni, stream, client_hello, upstream) => res,
+            () = counters.idle_for(idle) => {
+                self.closed = Some("idle");
+                return self.audit(Verdict::Allow, None, &counters);
+            }
             _ = stop.wait_for(|s| *s) => {
                 return self.audit(Verdict::Allow, None, &counters);
             }
@@ -293,6 +314,7 @@ impl Session {
             intercept: self.intercept,
             credential: self.credential.take(),
             withheld: self.withheld.take(),
+            closed: self.closed,
         };
         match &reason {
             Some(r) => {

@@ -64,6 +64,24 @@ impl Counters {
     pub fn down(&self) -> u64 {
         self.down.load(Ordering::Relaxed)
     }
+
+    /// Completes once no byte has passed either way for `limit` (checked eight times per
+    /// `limit`, so a relay ends between `limit` and `limit` × 9/8 after its last byte).
+    pub async fn idle_for(&self, limit: Duration) {
+        let tick = (limit / 8).max(Duration::from_millis(10));
+        let mut seen = (self.up(), self.down());
+        let mut since = tokio::time::Instant::now();
+        loop {
+            tokio::time::sleep(tick).await;
+            let now = (self.up(), self.down());
+            if now != seen {
+                seen = now;
+                since = tokio::time::Instant::now();
+            } else if since.elapsed() >= limit {
+                return;
+            }
+        }
+    }
 }
 
 /// The upstream socket, counting what is written to it (up) and read from it (down).

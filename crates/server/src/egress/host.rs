@@ -8,13 +8,15 @@
 //! again.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use berth_egress::gateway::{
-    AuditError, BoxEgress, Gateway, GatewayConfig, GatewayError, JsonlDirSink, SystemResolver,
+    AuditError, AuditLimits, BoxEgress, Gateway, GatewayConfig, GatewayError, JsonlDirSink,
+    SystemResolver, Timeouts,
 };
 use berth_egress::intercept::{
     BoxCa, CaError, CredentialRule, InterceptConfig, InterceptSetupError, Interceptor, RuleError,
@@ -175,12 +177,24 @@ impl EgressHost {
                     source,
                 })?;
         }
-        let audit =
-            Arc::new(JsonlDirSink::new(data_dir.join(AUDIT_DIR)).map_err(EgressSetupError::Audit)?);
+        let limits = AuditLimits {
+            max_file_bytes: config.audit_max_file_bytes,
+            max_files: usize::try_from(config.audit_max_files).unwrap_or(usize::MAX),
+            queue: usize::try_from(config.audit_queue).unwrap_or(usize::MAX),
+        };
+        let audit = Arc::new(
+            JsonlDirSink::with_limits(data_dir.join(AUDIT_DIR), limits)
+                .map_err(EgressSetupError::Audit)?,
+        );
         let gateway = Gateway::new(
             GatewayConfig {
                 resolve_overrides: config.resolve_overrides.clone(),
-                ..GatewayConfig::default()
+                timeouts: Timeouts {
+                    idle: Duration::from_secs(config.idle_timeout_secs),
+                    ..Timeouts::default()
+                },
+                max_connections_per_box: usize::try_from(config.max_connections_per_box)
+                    .unwrap_or(usize::MAX),
             },
             Arc::new(SystemResolver),
             audit.clone(),
@@ -374,41 +388,13 @@ impl EgressHost {
     /// The box is deleted: its boot state and its audit log go too.
     pub fn remove(&self, id: &BoxId) {
         self.end(id);
-        self.audit.close(id);
-        let path = self.audit.path_for(id);
-        if let Err(e) = std::fs::remove_file(&path) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(box_id = %id, path = %path.display(), error = %e, "cannot remove the audit log");
-            }
-        }
+        self.audit.remove(id);
     }
 
-    /// Up to `limit` audit records of the box after the first `after`.
+    /// Up to `limit` audit records of the box from record `after` on, across its rotated
+    /// files, oldest first (records rotated away are skipped).
     pub fn audit_page(&self, id: &BoxId, after: u64, limit: usize) -> std::io::Result<AuditPage> {
-        let file = match std::fs::File::open(self.audit.path_for(id)) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(AuditPage {
-                    records: Vec::new(),
-                    next: after,
-                })
-            }
-            Err(e) => return Err(e),
-        };
-        let mut records = Vec::new();
-        let mut next = after;
-        for line in std::io::BufReader::new(file).lines().skip(after as usize) {
-            let line = line?;
-            // A line being appended right now is incomplete: stop before it.
-            let Ok(record) = serde_json::from_str(&line) else {
-                break;
-            };
-            if records.len() == limit {
-                break;
-            }
-            records.push(record);
-            next += 1;
-        }
+        let (records, next) = self.audit.read_page(id, after, limit)?;
         Ok(AuditPage { records, next })
     }
 
@@ -466,6 +452,7 @@ fn load_root(path: &Path) -> Result<CertificateDer<'static>, EgressSetupError> {
 mod tests {
     use super::*;
     use crate::egress::policy::CredentialSpec;
+    use berth_egress::gateway::AuditSink;
 
     fn policy() -> EgressPolicy {
         EgressPolicy {
@@ -527,6 +514,55 @@ mod tests {
     }
 
     #[test]
+    fn ca_state_and_audit_files_are_private_even_in_loose_dirs() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        // Directories another tool made world-readable are tightened at start.
+        for sub in [BOOTS_DIR, AUDIT_DIR] {
+            let path = dir.path().join(sub);
+            std::fs::create_dir(&path).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let host = EgressHost::new(dir.path(), &EgressHostConfig::default()).unwrap();
+        let id = BoxId::from_random([6; 20]);
+        host.prepare(&id, &policy(), secret).unwrap();
+        host.audit.record(&audit_record(&id)).unwrap();
+        host.audit.sync();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        for sub in [BOOTS_DIR, AUDIT_DIR] {
+            let path = dir.path().join(sub);
+            assert_eq!(mode(&path), 0o700, "{sub}");
+            let files: Vec<_> = std::fs::read_dir(&path).unwrap().collect();
+            assert_eq!(files.len(), 1, "{sub}");
+            for f in files {
+                let f = f.unwrap().path();
+                assert_eq!(mode(&f), 0o600, "{}", f.display());
+            }
+        }
+    }
+
+    fn audit_record(id: &BoxId) -> berth_egress::gateway::AuditRecord {
+        berth_egress::gateway::AuditRecord {
+            box_id: id.clone(),
+            time: "2026-01-01T00:00:00Z".into(),
+            target: None,
+            port: None,
+            via: None,
+            resolved: None,
+            decision: berth_egress::gateway::Verdict::Deny,
+            reason: Some("not_allowed".into()),
+            refused: vec![],
+            bytes_up: 0,
+            bytes_down: 0,
+            duration_ms: 0,
+            intercept: false,
+            credential: None,
+            withheld: None,
+            closed: None,
+        }
+    }
+
+    #[test]
     fn a_damaged_saved_policy_is_an_error_not_a_panic() {
         let dir = tempfile::tempdir().unwrap();
         let host = EgressHost::new(dir.path(), &EgressHostConfig::default()).unwrap();
@@ -574,7 +610,11 @@ mod tests {
         let host = EgressHost::new(dir.path(), &EgressHostConfig::default()).unwrap();
         let id = BoxId::from_random([4; 20]);
         assert!(host.audit_page(&id, 0, 10).unwrap().records.is_empty());
-        let path = host.audit.path_for(&id);
+        // A log from before rotation existed (`<box>.jsonl`), its last line half written.
+        let path = dir
+            .path()
+            .join(AUDIT_DIR)
+            .join(format!("{}.jsonl", id.as_str()));
         std::fs::write(&path, "{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n{\"n\":").unwrap();
         let page = host.audit_page(&id, 0, 2).unwrap();
         assert_eq!((page.records.len(), page.next), (2, 2));
