@@ -691,6 +691,7 @@ mod tests {
             }
             std::thread::sleep(Duration::from_millis(5));
         };
+        let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
         let root: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/root"))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -715,6 +716,19 @@ mod tests {
         );
         assert_eq!(status_field(&status, "Groups"), "");
         assert_ne!(own_ns, child_ns, "its own mount namespace");
+        // A superblock can make e2fsck size its tables past any sense: the address-space
+        // limit fails its allocation, not the host; CPU time is bounded too.
+        let limit = |name: &str| {
+            let line = limits.lines().find(|l| l.starts_with(name)).unwrap();
+            line[name.len()..]
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(limit("Max address space"), (256u64 << 20).to_string());
+        assert_eq!(limit("Max cpu time"), "121");
+        assert_eq!(limit("Max core file size"), "0");
         let mut root = root;
         root.sort();
         let mut expected: Vec<String> = ["dev", "etc", "usr", "volume.ext4"]
