@@ -7,6 +7,8 @@ INIT_DIR := target/$(HOST_TRIPLE)/init
 INIT_BIN := $(INIT_DIR)/berth-init
 ECHO_BIN := $(INIT_DIR)/echo-harness
 ARGS ?=
+# Where each skipped test records itself (crates/testkit), read back for the tally.
+SKIP_LOG := $(CURDIR)/target/test-skips/skips.log
 
 export BERTH_INIT_BIN := $(CURDIR)/$(INIT_BIN)
 export ECHO_HARNESS_BIN := $(CURDIR)/$(ECHO_BIN)
@@ -20,15 +22,22 @@ up: deps init
 	target/release/berth up $(ARGS)
 
 ## test: install what is missing, build, and run all tests (cargo nextest when installed:
-## one process per test; else cargo test)
+## one process per test; else cargo test), then the tally of the tests that skipped (each
+## appends to $(SKIP_LOG); `BERTH_REQUIRE=sandbox,qemu make test` fails a required part's
+## skip: crates/testkit). Exits non-zero when a test failed.
+test: export BERTH_SKIP_LOG := $(SKIP_LOG)
 test: test-deps init
+	@mkdir -p $(dir $(SKIP_LOG)) && : > $(SKIP_LOG)
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 		echo "$(CARGO) nextest run --workspace --no-fail-fast"; \
 		$(CARGO) nextest run --workspace --no-fail-fast; \
 	else \
 		echo "$(CARGO) test --workspace --no-fail-fast"; \
 		$(CARGO) test --workspace --no-fail-fast; \
-	fi
+	fi; \
+	status=$$?; \
+	./scripts/skip-tally.sh $(SKIP_LOG); \
+	exit $$status
 
 ## bench: cold start, exec round-trip, wake latency, message throughput and egress (gateway
 ## vs direct vs nginx), each against a baseline measured in the same run
