@@ -151,9 +151,8 @@ impl FirecrackerRuntime {
         };
         let pid = process::spawn_recorded(bin, &args, &vm.console_log(), &paths.pid_file(), None)?;
         process::supervise(pid, None, &vm.vmm_exit());
-        if let Err(died) =
-            process::wait_for_path(&paths.api_socket(), pid, API_SOCKET_DEADLINE).await
-        {
+        let api = ApiClient::new(&paths.api_socket());
+        if let Err(died) = api.wait_listening(pid, API_SOCKET_DEADLINE).await {
             return Err(crate::vm::socket_missing(
                 bin,
                 died,
@@ -176,7 +175,6 @@ impl FirecrackerRuntime {
                 uds_path: paths.vsock_socket().display().to_string(),
             },
         };
-        let api = ApiClient::new(&paths.api_socket());
         configure_and_start(&api, &setup)
             .await
             .map_err(|e| api_failed("boot", &e, &vm.console_log()))?;

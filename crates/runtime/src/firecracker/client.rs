@@ -92,6 +92,33 @@ impl ApiClient {
         })
     }
 
+    /// Waits until the API socket accepts a connection: `Err(true)` when `pid` (the VMM)
+    /// died first, `Err(false)` after `timeout`. The socket's path alone is not enough:
+    /// Firecracker binds it before it listens, and a connect between the two is refused.
+    pub async fn wait_listening(&self, pid: i32, timeout: Duration) -> Result<(), bool> {
+        use std::io::ErrorKind;
+        let started = std::time::Instant::now();
+        let mut backoff = Duration::from_millis(1);
+        loop {
+            match UnixStream::connect(&self.socket).await {
+                Ok(_) => return Ok(()),
+                // Not bound yet, or bound and not listening yet.
+                Err(e)
+                    if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => {}
+                // Anything else: the first call reports it with its context.
+                Err(_) => return Ok(()),
+            }
+            if !crate::process::pid_alive(pid) {
+                return Err(true);
+            }
+            if started.elapsed() >= timeout {
+                return Err(false);
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_millis(50));
+        }
+    }
+
     async fn call_once(&self, request: &ApiRequest) -> Result<Bytes, ApiError> {
         let http_error = |source| ApiError::Http {
             method: request.method.clone(),
@@ -200,6 +227,60 @@ mod tests {
             gone.instance_info().await,
             Err(ApiError::Connect { .. })
         ));
+    }
+
+    /// A socket file bound but not listening yet: what Firecracker's API socket is between
+    /// its `bind` and its `listen`.
+    fn bound_not_listening(path: &Path) -> std::os::fd::OwnedFd {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        use std::os::unix::ffi::OsStrExt;
+        // SAFETY: socket(2) with constant arguments; the fd is owned from here on.
+        let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+        assert!(fd >= 0, "{}", std::io::Error::last_os_error());
+        // SAFETY: a fresh fd nobody else owns.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
+        let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let bytes = path.as_os_str().as_bytes();
+        assert!(bytes.len() < addr.sun_path.len());
+        for (to, from) in addr.sun_path.iter_mut().zip(bytes) {
+            *to = *from as libc::c_char;
+        }
+        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        // SAFETY: `addr` is a valid sockaddr_un of `len` bytes that outlives the call.
+        let bound = unsafe { libc::bind(fd.as_raw_fd(), (&raw const addr).cast(), len) };
+        assert_eq!(bound, 0, "{}", std::io::Error::last_os_error());
+        fd
+    }
+
+    /// Under load a boot that waited only for the socket's path connected in the window
+    /// between Firecracker's `bind` and `listen` and failed with "Connection refused"
+    /// (jail_tests, about 1 run in 40 with the CPUs busy): the wait must see a listener.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_api_is_awaited_until_it_listens_not_until_its_path_exists() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("api.sock");
+        let fd = bound_not_listening(&socket);
+        let client = ApiClient::new(&socket);
+        assert!(socket.exists());
+        match UnixStream::connect(&socket).await {
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused),
+            Ok(_) => panic!("a bound socket accepted before listen"),
+        }
+        let me = std::process::id() as i32;
+        let mut wait = tokio::spawn(async move { client.wait_listening(me, API_TIMEOUT).await });
+        // Still waiting while nothing listens (a short look: it must not return early).
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), &mut wait)
+                .await
+                .is_err(),
+            "the wait returned before the API listened"
+        );
+        // SAFETY: listen(2) on the socket this test owns.
+        assert_eq!(unsafe { libc::listen(fd.as_raw_fd(), 8) }, 0);
+        assert_eq!(wait.await.unwrap(), Ok(()));
     }
 
     #[tokio::test]

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::fake::{FakeApi, FakeGuest};
 use super::jail_clean::mounts_below;
-use super::runtime_tests::{fake_runtime, spec, wait_for, Cleanup};
+use super::runtime_tests::{fake_runtime, spec, Cleanup};
 use super::*;
 use crate::RuntimeError;
 
@@ -115,11 +115,22 @@ fn stand_ins(
     let (api_socket, vsock, pid_file) =
         (paths.api_socket(), paths.vsock_socket(), paths.pid_file());
     tokio::spawn(async move {
-        wait_for(&pid_file).await;
+        // The pid file exists before the pid is in it (it is written after it is created):
+        // wait for the pid, not the file (under load the read fell in between).
+        let started = Instant::now();
+        let pid = loop {
+            if let Some(pid) = crate::process::vmm::read_pid(&pid_file) {
+                break pid;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "no pid in {}",
+                pid_file.display()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
         // The real API socket appears only once Firecracker runs: wait for the jailer's
         // exec (`--id=` is what it passes Firecracker).
-        let pid = crate::qemu::process::read_pid(&pid_file).unwrap();
-        let started = Instant::now();
         while !std::fs::read(format!("/proc/{pid}/cmdline"))
             .unwrap_or_default()
             .windows(5)
