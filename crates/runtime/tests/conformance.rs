@@ -1,16 +1,19 @@
 //! The conformance suite: what every `Runtime` backend must do. Each check is written once
 //! against a [`common::Fixture`] (`&dyn Runtime` plus the backend's host-side probes) and
 //! instantiated per backend by [`conformance!`]: `sandbox::<check>` (runc on the host
-//! rootfs), `sandbox_image::<check>` (runc on the `minimal` rootfs image the VMs boot) and
-//! `qemu::<check>` (real microVMs under KVM or TCG). Checks that only mean something for
+//! rootfs), `sandbox_image::<check>` (runc on the `minimal` rootfs image the VMs boot),
+//! `qemu::<check>` (real microVMs under KVM or TCG) and `firecracker::<check>` (microVMs
+//! under KVM, the test kernel as a `vmlinux`). Checks that only mean something for
 //! one backend (host uid ranges, capabilities, planted socket links) are listed for that
 //! backend alone. Every test has its own data dir and a guard that kills everything it
 //! started, even when it panics.
 //!
 //! The sandbox needs root, an OCI runtime and a built berth-init (`make init`); qemu needs
 //! `qemu-system-x86_64`, `vhost-device-vsock`, berth-init and the test images
-//! (`common::images`). A test whose backend is missing prints `SKIPPED: <reason>` and
-//! returns.
+//! (`common::images`); firecracker needs a `firecracker` binary (`$BERTH_FIRECRACKER` or
+//! `PATH`), the test images and a KVM that runs guests. A test whose backend is missing
+//! skips with the reason (`berth_testkit::skip`, the part named after the backend) and
+//! returns; `BERTH_REQUIRE=<backend>` makes that a failure.
 
 #[allow(dead_code)]
 mod common;
@@ -109,3 +112,7 @@ every_backend_checks!(sandbox_image => Sandbox.on_rootfs_image,
 );
 
 every_backend_checks!(qemu => Qemu);
+
+// Skipped with the reason where this host has no `firecracker` binary or no KVM that runs
+// a guest (crates/testkit's part `firecracker`).
+every_backend_checks!(firecracker => Firecracker);

@@ -1,11 +1,16 @@
-//! One backend per test, either `sandbox` or `qemu`, on its own data dir: box specs that
-//! backend can boot, and the host-side probes of what a box leaves behind.
+//! One backend per test (`sandbox`, `qemu` or `firecracker`) on its own data dir: box
+//! specs that backend can boot, and the host-side probes of what a box leaves behind. A
+//! backend this host cannot run is skipped with the reason ([`berth_testkit::skip`], the
+//! part named after the backend).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use berth_protocol::BoxId;
+use berth_runtime::firecracker::{
+    FcPaths, FirecrackerConfig, FirecrackerRuntime, DEFAULT_FIRECRACKER,
+};
 use berth_runtime::qemu::{QemuConfig, QemuRuntime};
 use berth_runtime::sandbox::{SandboxConfig, SandboxRuntime};
 use berth_runtime::{BoxSpec, Limits, Runtime, RuntimeError};
@@ -20,6 +25,18 @@ pub const VM_MEMORY_MIB: u64 = 256;
 pub enum Backend {
     Sandbox,
     Qemu,
+    Firecracker,
+}
+
+impl Backend {
+    /// The backend's part in `BERTH_REQUIRE` (crates/testkit).
+    pub fn part(self) -> &'static str {
+        match self {
+            Backend::Sandbox => "sandbox",
+            Backend::Qemu => "qemu",
+            Backend::Firecracker => "firecracker",
+        }
+    }
 }
 
 /// The concrete backend behind `Fixture::runtime`, for backend-specific probes.
@@ -27,6 +44,11 @@ pub enum Kind {
     Sandbox(Arc<SandboxRuntime>),
     Qemu {
         runtime: Arc<QemuRuntime>,
+        images: Images,
+        _slot: super::vm::VmSlot,
+    },
+    Firecracker {
+        runtime: Arc<FirecrackerRuntime>,
         images: Images,
         _slot: super::vm::VmSlot,
     },
@@ -52,6 +74,11 @@ impl Drop for Fixture {
                 .iter()
                 .map(|id| id.to_string())
                 .collect(),
+            Kind::Firecracker { runtime, .. } => runtime
+                .kill_all_blocking()
+                .iter()
+                .map(|id| id.to_string())
+                .collect(),
         };
         if !left.is_empty() {
             eprintln!("cleanup could not remove: {left:?}");
@@ -66,10 +93,11 @@ impl Fixture {
         let short = match backend {
             Backend::Sandbox => "berth-cs-",
             Backend::Qemu => "berth-cq-",
+            Backend::Firecracker => "berth-cf-",
         };
         let dir = tempfile::Builder::new().prefix(short).tempdir().unwrap();
         let skip = |why: &dyn std::fmt::Display| {
-            eprintln!("SKIPPED: {backend:?}::{name}: {why}");
+            berth_testkit::skip(backend.part(), format!("{name}: {why}"));
             None
         };
         match backend {
@@ -129,6 +157,45 @@ impl Fixture {
                     Err(e) => panic!("QemuRuntime::new: {e}"),
                 }
             }
+            Backend::Firecracker => {
+                // Cheapest first: no binary, then no images, then no KVM (`new` boots a
+                // probe guest).
+                if berth_runtime::qemu::find_program("BERTH_FIRECRACKER", DEFAULT_FIRECRACKER)
+                    .is_none()
+                {
+                    return skip(&format!(
+                        "no {DEFAULT_FIRECRACKER} binary (install a release, or set BERTH_FIRECRACKER)"
+                    ));
+                }
+                let images = match tokio::task::spawn_blocking(images).await.unwrap() {
+                    Ok(images) => images,
+                    Err(why) => return skip(&why),
+                };
+                let vmlinux = match &images.vmlinux {
+                    Ok(vmlinux) => vmlinux.clone(),
+                    Err(why) => return skip(why),
+                };
+                let slot = super::vm::vm_slot().await;
+                let config = FirecrackerConfig::new(dir.path(), &vmlinux, &images.initramfs);
+                match FirecrackerRuntime::new(config).await {
+                    Ok(runtime) => {
+                        let runtime = Arc::new(runtime);
+                        Some(Fixture {
+                            runtime: runtime.clone(),
+                            kind: Kind::Firecracker {
+                                runtime,
+                                images,
+                                _slot: slot,
+                            },
+                            dir,
+                            sandbox_image: None,
+                        })
+                    }
+                    // No KVM that runs a guest, or a jailer it lacks.
+                    Err(e @ RuntimeError::Missing { .. }) => skip(&e),
+                    Err(e) => panic!("FirecrackerRuntime::new: {e}"),
+                }
+            }
         }
     }
 
@@ -140,7 +207,7 @@ impl Fixture {
             match tokio::task::spawn_blocking(images).await.unwrap() {
                 Ok(images) => self.sandbox_image = Some(images.rootfs),
                 Err(why) => {
-                    eprintln!("SKIPPED: the sandbox on a rootfs image: {why}");
+                    berth_testkit::skip("qemu", format!("the sandbox on a rootfs image: {why}"));
                     return None;
                 }
             }
@@ -151,27 +218,33 @@ impl Fixture {
     /// Whether the box's `/` is a read-only image (a VM, or the sandbox on one), where no
     /// mount point can be made at start.
     pub fn rootfs_is_image(&self) -> bool {
-        self.sandbox_image.is_some() || self.backend() == Backend::Qemu
+        self.sandbox_image.is_some() || self.is_vm()
     }
 
     pub fn backend(&self) -> Backend {
         match self.kind {
             Kind::Sandbox(_) => Backend::Sandbox,
             Kind::Qemu { .. } => Backend::Qemu,
+            Kind::Firecracker { .. } => Backend::Firecracker,
         }
+    }
+
+    /// Whether boxes are VMs (their own kernel, the guest's cgroups and OOM killer).
+    pub fn is_vm(&self) -> bool {
+        self.backend() != Backend::Sandbox
     }
 
     pub fn sandbox(&self) -> Option<&SandboxRuntime> {
         match &self.kind {
             Kind::Sandbox(sandbox) => Some(sandbox),
-            Kind::Qemu { .. } => None,
+            _ => None,
         }
     }
 
     pub fn qemu(&self) -> Option<&QemuRuntime> {
         match &self.kind {
             Kind::Qemu { runtime, .. } => Some(runtime),
-            Kind::Sandbox(_) => None,
+            _ => None,
         }
     }
 
@@ -179,7 +252,7 @@ impl Fixture {
     /// and [`VM_MEMORY_MIB`] unless `limits` asks for less.
     pub fn spec(&self, limits: Limits) -> BoxSpec {
         match &self.kind {
-            Kind::Qemu { images, .. } => super::vm::vm_spec(
+            Kind::Qemu { images, .. } | Kind::Firecracker { images, .. } => super::vm::vm_spec(
                 images,
                 Limits {
                     memory_mib: limits.memory_mib.min(VM_MEMORY_MIB),
@@ -200,16 +273,16 @@ impl Fixture {
     pub fn patience(&self) -> Duration {
         match self.kind {
             Kind::Sandbox(_) => Duration::from_secs(15),
-            Kind::Qemu { .. } => Duration::from_secs(60),
+            Kind::Qemu { .. } | Kind::Firecracker { .. } => Duration::from_secs(60),
         }
     }
 
     /// Live host processes of the box: for the sandbox those in its id range, for a VM its
-    /// QEMU, its vhost-device-vsock and anything else started on its files.
+    /// VMM (and QEMU's vhost-device-vsock) and anything else started on its files.
     pub fn box_processes(&self, spec: &BoxSpec) -> Vec<i32> {
         match &self.kind {
             Kind::Sandbox(_) => super::host_pids_in_range(spec.id_map),
-            Kind::Qemu { .. } => {
+            Kind::Qemu { .. } | Kind::Firecracker { .. } => {
                 let dir = self.box_dir(&spec.id);
                 super::host_pids_mentioning(&dir.to_string_lossy())
             }
@@ -244,6 +317,13 @@ impl Fixture {
                     &runtime.layout().box_paths(id),
                 ));
             }
+            Kind::Firecracker { .. } => {
+                // Jailed or not: the files of either layout.
+                let dir = self.box_dir(id);
+                for paths in [FcPaths::at(&dir), FcPaths::jailed_at(&dir)] {
+                    left.extend(paths.boot_files());
+                }
+            }
         }
         left.into_iter()
             .filter(|p| p.exists())
@@ -257,6 +337,9 @@ impl Fixture {
         match &self.kind {
             Kind::Sandbox(sandbox) => sandbox.layout().box_paths(id).dir().to_path_buf(),
             Kind::Qemu { runtime, .. } => runtime.layout().box_paths(id).box_dir().to_path_buf(),
+            Kind::Firecracker { runtime, .. } => {
+                runtime.layout().box_paths(id).box_dir().to_path_buf()
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The VM images the qemu tests boot: the Debian cloud kernel, an initramfs with
-//! berth-init and the `minimal` (busybox) rootfs, built once per test binary into
+//! The VM images the VM tests boot: the Debian cloud kernel (and, for Firecracker, its
+//! uncompressed `vmlinux`), an initramfs with berth-init and the `minimal` (busybox)
+//! rootfs, built once per test binary into
 //! `$BERTH_TEST_IMAGE_DIR` (default `/var/tmp/berth-test-images`; content-addressed, so
 //! later runs reuse them).
 
@@ -11,6 +12,9 @@ use std::time::Instant;
 #[derive(Debug, Clone)]
 pub struct Images {
     pub kernel: PathBuf,
+    /// The kernel as an ELF `vmlinux`, which Firecracker boots on x86_64
+    /// (`$BERTH_FIRECRACKER_KERNEL`, else extracted from `kernel`).
+    pub vmlinux: Result<PathBuf, String>,
     pub kernel_version: String,
     pub initramfs: PathBuf,
     pub rootfs: PathBuf,
@@ -45,8 +49,15 @@ fn build_images() -> Result<Images, String> {
         .map_err(|e| skip_or_fail("initramfs", e))?;
     let rootfs = berth_image::rootfs_minimal(&store, &NoProgress)
         .map_err(|e| skip_or_fail("minimal rootfs", e))?;
+    let vmlinux = match std::env::var_os("BERTH_FIRECRACKER_KERNEL") {
+        Some(path) => Ok(PathBuf::from(path)),
+        None => {
+            berth_image::vmlinux(&kernel).map_err(|e| format!("no vmlinux of the test kernel: {e}"))
+        }
+    };
     eprintln!("images ready in {:?} (in {})", t0.elapsed(), dir.display());
     Ok(Images {
+        vmlinux,
         kernel_version: kernel
             .modules
             .as_ref()

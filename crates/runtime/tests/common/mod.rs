@@ -132,6 +132,13 @@ where
     }
 }
 
+/// A deadline for work that takes a guest at most `boots` times as long as it took to
+/// boot, never under two minutes: a box's boot is its measured speed on this host now
+/// (KVM or TCG, idle or loaded), so a slow guest gets a longer wait, not a failure.
+pub fn scaled_by(boot: Duration, boots: u32) -> Duration {
+    (boot * boots).max(Duration::from_secs(120))
+}
+
 /// The real uid of host process `pid`.
 pub fn host_uid_of(pid: i32) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

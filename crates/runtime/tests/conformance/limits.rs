@@ -7,7 +7,7 @@ use berth_protocol::guest::BoxUser;
 use berth_protocol::harness::{DeliverRequest, HarnessConfig};
 use berth_runtime::{GuestClient, Limits};
 
-use crate::common::{self, run, run_ok, Backend, Fixture};
+use crate::common::{self, run, run_ok, Fixture};
 use crate::GRACE;
 
 /// Whether `client` answers `echo ok` within `limit`.
@@ -103,36 +103,47 @@ pub async fn fork_bomb_is_contained(fx: &Fixture) {
 /// A memory hog is killed by the box's memory limit (the sandbox's memory cgroup; a
 /// VM's guest RAM and the guest's OOM killer), not the box.
 pub async fn memory_hog_is_killed_and_the_box_survives(fx: &Fixture) {
-    // The sandbox: one 200 MiB buffer against a 64 MiB memory cgroup. A VM: a shell
-    // variable that grows in small steps, so the guest's overcommit check never refuses
-    // an allocation and the guest's OOM killer has to stop it (one big buffer would only
-    // make malloc fail).
-    let (memory_mib, hog, what) = match fx.backend() {
-        Backend::Sandbox => (
+    // The sandbox: one 200 MiB buffer against a 64 MiB memory cgroup. A VM: awk doubles a
+    // string to 16 MiB, then keeps 32 MiB copies of it, so no single allocation is big
+    // enough for the guest's overcommit check to refuse (one big buffer would only make
+    // malloc fail) and the guest's OOM killer has to stop it. Every step writes what it
+    // allocates: a few seconds of work even under TCG (the shell variable grown through
+    // `tr` this replaced took over 120 s on a loaded host, and the exec's timeout killed
+    // it before the OOM killer did).
+    let (memory_mib, hog, what) = if fx.is_vm() {
+        (
+            128,
+            "awk 'BEGIN { s = \"x\"; while (length(s) < 16777216) s = s s; \
+             for (;;) kept[n++] = s s }'",
+            "32 MiB strings without end",
+        )
+    } else {
+        (
             64,
             "dd if=/dev/zero of=/dev/null bs=200M count=1",
             "a 200 MiB buffer",
-        ),
-        Backend::Qemu => (
-            128,
-            "x=$(dd if=/dev/zero bs=1M count=400 2>/dev/null | tr '\\0' x); echo ${#x}",
-            "a 400 MiB shell variable",
-        ),
+        )
     };
     let spec = fx.spec(Limits {
         memory_mib,
         ..Limits::default()
     });
+    let booting = Instant::now();
     let client = fx.runtime.start(&spec).await.expect("start").client;
-    let (code, _, err) = run(
-        &client,
-        &["sh", "-c", hog],
-        BoxUser::User,
-        Some(Duration::from_secs(120)),
-    )
-    .await;
+    // How long the hog may take: scaled by how fast this guest runs now (its boot).
+    let boot = booting.elapsed();
+    let limit = common::scaled_by(boot, 20);
+    let hogging = Instant::now();
+    let (code, _, err) =
+        tokio::time::timeout(limit, run(&client, &["sh", "-c", hog], BoxUser::User, None))
+            .await
+            .unwrap_or_else(|_| panic!("{what} still ran after {limit:?}: nothing stopped it"));
+    eprintln!(
+        "boot {boot:?}; {what} ended in {:?} (allowed {limit:?})",
+        hogging.elapsed()
+    );
     assert_ne!(code, 0, "{what} fit in a {memory_mib} MiB box: {err}");
-    if fx.backend() == Backend::Qemu {
+    if fx.is_vm() {
         assert_eq!(code, 137, "the hog was not SIGKILLed: {err}");
         let log = run_ok(&client, &["dmesg"], BoxUser::Root).await;
         assert!(
@@ -288,7 +299,7 @@ pub async fn box_processes_cannot_lift_their_pids_limit(fx: &Fixture) {
             let (code, _, _) = run(&client, &["sh", "-c", &script], user, None).await;
             assert_ne!(code, 0, "{user:?} could {what}: {script}");
         }
-        if fx.backend() == Backend::Qemu {
+        if fx.is_vm() {
             let cgroup = run_ok(&client, &["cat", "/proc/self/cgroup"], user).await;
             assert_eq!(
                 cgroup.trim(),
@@ -297,7 +308,7 @@ pub async fn box_processes_cannot_lift_their_pids_limit(fx: &Fixture) {
             );
         }
     }
-    if fx.backend() == Backend::Qemu {
+    if fx.is_vm() {
         // Every process but berth-init (and the kernel's threads, which have no command
         // line) is in the box cgroup: the harness, this exec, anything they started.
         let list = "for p in /proc/[0-9]*; do n=${p#/proc/}; [ \"$n\" = 1 ] && continue; \
