@@ -6,9 +6,12 @@
 //! - damage under a "clean" superblock, or a directory loop: the start fails with the
 //!   reason and the image is byte for byte as it was, never mounted;
 //! - `errors=panic` in the superblock: mounted with `errors=remount-ro,nosuid,nodev`
-//!   (read from /proc/self/mountinfo).
+//!   (read from /proc/self/mountinfo);
+//! - a real qemu boot leaves the marker; the sandbox checks that volume in full, then
+//!   forgets the marker.
 //!
-//! Needs root and runc; otherwise each test prints `SKIPPED: <reason>` and returns.
+//! Needs root and runc (and qemu with the test images for the last); otherwise each test
+//! prints `SKIPPED: <reason>` and returns.
 
 #[allow(dead_code, unused_imports)]
 mod common;
@@ -19,8 +22,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth_protocol::guest::BoxUser;
+use berth_runtime::qemu::{QemuConfig, QemuRuntime};
 use berth_runtime::sandbox::{SandboxConfig, SandboxRuntime};
-use berth_runtime::{BoxSpec, Limits, Runtime};
+use berth_runtime::{BoxSpec, Limits, Rootfs, Runtime};
 use common::run_ok;
 
 const GRACE: Duration = Duration::from_secs(10);
@@ -226,4 +230,82 @@ async fn errors_panic_from_a_guest_is_mounted_remount_ro_nosuid_nodev() {
     }
     assert!(!image.with_file_name("volume.guest-written").exists());
     sandbox.runtime.stop(&spec.id, GRACE).await.expect("stop");
+}
+
+/// A box booted on qemu has the marker from before its boot on; stopped and started on the
+/// sandbox, its (sound) volume passes the full check, mounts, and the marker is gone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_boot_marks_the_volume_and_the_sandbox_checks_it_before_mounting() {
+    let Some(sandbox) = Sandbox::new("vm_marks") else {
+        return;
+    };
+    if let Err(why) = common::images::vm_binaries() {
+        eprintln!("SKIPPED: vm_marks: {why}");
+        return;
+    }
+    let images = match tokio::task::spawn_blocking(common::images::images)
+        .await
+        .unwrap()
+    {
+        Ok(images) => images,
+        Err(why) => {
+            eprintln!("SKIPPED: vm_marks: {why}");
+            return;
+        }
+    };
+    let _slot = common::vm::vm_slot().await;
+    let config = QemuConfig::new(sandbox.dir.path(), &images.kernel, &images.initramfs);
+    let qemu = match QemuRuntime::new(config).await {
+        Ok(qemu) => Arc::new(qemu),
+        Err(e @ berth_runtime::RuntimeError::Missing { .. }) => {
+            eprintln!("SKIPPED: vm_marks: {e}");
+            return;
+        }
+        Err(e) => panic!("QemuRuntime::new: {e}"),
+    };
+    struct KillVms(Arc<QemuRuntime>);
+    impl Drop for KillVms {
+        fn drop(&mut self) {
+            let left = self.0.kill_all_blocking();
+            if !left.is_empty() {
+                eprintln!("cleanup could not remove: {left:?}");
+            }
+        }
+    }
+    let _vms = KillVms(qemu.clone());
+
+    let mut vm = common::new_spec(Limits::default());
+    vm.disk_mib = 64;
+    vm.rootfs = Rootfs::Image(images.rootfs.clone());
+    vm.limits.memory_mib = vm.limits.memory_mib.min(common::fixture::VM_MEMORY_MIB);
+    let image = sandbox.image(&vm);
+    let marker = image.with_file_name("volume.guest-written");
+    let client = qemu.start(&vm).await.expect("start on qemu").client;
+    assert!(marker.exists(), "marked before the guest ran");
+    run_ok(
+        &client,
+        &["sh", "-c", "echo from-the-vm > /home/user/vm"],
+        BoxUser::User,
+    )
+    .await;
+    qemu.stop(&vm.id, GRACE).await.expect("stop");
+    assert!(
+        marker.exists(),
+        "a stop does not vouch for what the guest wrote"
+    );
+
+    let mut next = common::next_boot(&vm);
+    next.rootfs = Rootfs::Host;
+    let client = sandbox
+        .runtime
+        .start(&next)
+        .await
+        .expect("start on sandbox")
+        .client;
+    assert_eq!(
+        run_ok(&client, &["cat", "/home/user/vm"], BoxUser::User).await,
+        "from-the-vm\n"
+    );
+    assert!(!marker.exists(), "checked in full, then forgotten");
+    sandbox.runtime.stop(&next.id, GRACE).await.expect("stop");
 }
