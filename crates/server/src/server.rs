@@ -66,6 +66,9 @@ impl Server {
                 path: data.clone(),
                 source,
             })?;
+        for dir in [data.clone(), data.join(BOXES_DIR)] {
+            not_listable(&dir)?;
+        }
         let lock = DataDirLock::acquire(data)?;
         let store = Arc::new(Store::open(&data.join(DB_FILE))?);
         let admin_key_created = store.ensure_admin_key()?;
@@ -229,6 +232,30 @@ fn reachable(addr: SocketAddr) -> SocketAddr {
         }
         _ => addr,
     }
+}
+
+/// The boxes' own directories, inside the data dir (the sandbox runtime's layout).
+const BOXES_DIR: &str = "boxes";
+
+/// Takes read and write away from group and others on `dir` if it exists, keeping the
+/// search bit a runtime gave it: a box's mapped root must traverse the data dir and
+/// `boxes/` to reach its own directory (which only it and root may enter), but no other
+/// host user may list what boxes or files the daemon has.
+fn not_listable(dir: &Path) -> Result<(), ServerError> {
+    let io = |source| ServerError::Io {
+        action: "narrow the permissions of",
+        path: dir.to_owned(),
+        source,
+    };
+    let mode = match fs::metadata(dir) {
+        Ok(meta) => meta.permissions().mode() & 0o7777,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io(e)),
+    };
+    if mode & 0o066 != 0 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(mode & !0o066)).map_err(io)?;
+    }
+    Ok(())
 }
 
 /// Writes a secret file, mode 0600 (also when it existed with wider permissions).

@@ -15,6 +15,13 @@ pub enum StoreError {
         source: rusqlite::Error,
     },
 
+    #[error("cannot make the database files at {} private (0600)", path.display())]
+    Permissions {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
     #[error("database migration {version} failed")]
     Migration {
         version: u32,
@@ -103,7 +110,9 @@ pub enum StoreError {
     QuotaExceeded(#[from] crate::QuotaExceeded),
 
     /// Every id slot (uid range) below the limit is held by a box.
-    #[error("every one of the {limit} id slots (host uid ranges) is held by a box; delete a box first")]
+    #[error(
+        "every one of the {limit} id slots (host uid ranges) is held by a box; delete a box first"
+    )]
     NoIdSlot { limit: u32 },
 
     #[error("no tenant {reference:?}")]

@@ -40,9 +40,9 @@ pub use events::{
 pub use messages::{
     InvalidMessageId, MessageId, MessageRecord, MessageState, Posted, MAX_MESSAGE_ID_CHARS,
 };
+pub use quota::{Quota, QuotaChange, QuotaExceeded, QuotaLimit, TemplateDisk, Usage};
 pub use secrets::{PutSecret, SealedSecret, SecretMeta};
 pub use state::{check_transition, BoxState, InvalidTransition, UnknownState};
-pub use quota::{Quota, QuotaChange, QuotaExceeded, QuotaLimit, TemplateDisk, Usage};
 pub use tenants::{Principal, Tenant, TenantInfo, DEFAULT_TENANT};
 
 /// The database file's name inside the data directory.
@@ -71,6 +71,10 @@ impl Store {
             path: path.to_owned(),
             source,
         };
+        private_files(path).map_err(|source| StoreError::Permissions {
+            path: path.to_owned(),
+            source,
+        })?;
         let mut conn = Connection::open(path).map_err(open_err)?;
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(open_err)?;
@@ -104,6 +108,27 @@ impl Store {
     }
 }
 
+/// Creates the database file `0600` if missing and narrows it and its `-wal` and `-shm`
+/// to `0600` if they exist (SQLite creates the WAL and shared-memory files with the
+/// database file's mode): API key hashes, sealed secrets and boot tokens live there.
+fn private_files(db: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(db)?;
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        match std::fs::set_permissions(&name, std::fs::Permissions::from_mode(0o600)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 fn now() -> OffsetDateTime {
     let now = OffsetDateTime::now_utc();
     now.replace_nanosecond(0).unwrap_or(now)
@@ -132,8 +157,8 @@ mod event_retention_tests;
 #[cfg(test)]
 mod ingress_tests;
 #[cfg(test)]
-mod read_latency_tests;
-#[cfg(test)]
 mod quota_tests;
+#[cfg(test)]
+mod read_latency_tests;
 #[cfg(test)]
 mod tests;

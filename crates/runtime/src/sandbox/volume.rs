@@ -22,8 +22,10 @@ use crate::{BootToken, IdMap, RuntimeError};
 pub fn prepare_box_dirs(paths: &BoxPaths, id_map: IdMap) -> Result<(), RuntimeError> {
     let root = id_map.host_id(0);
     mkdir_all(paths.dir())?;
-    // Traversable, not listable: the box's mapped ids reach run/ and mnt/ through it.
-    set_mode(paths.dir(), 0o711)?;
+    // Searchable by the box's mapped root group only (it reaches run/ and mnt/ through
+    // it): no other host user reaches the box's volume, bundle or logs.
+    chown(paths.dir(), None, Some(root)).map_err(io("chown", paths.dir()))?;
+    set_mode(paths.dir(), 0o710)?;
     mkdir_all(&paths.bundle())?;
 
     let run = paths.run_dir();
@@ -142,10 +144,8 @@ mod tests {
         prepare_box_dirs(&paths, map).unwrap();
         let run = std::fs::metadata(paths.run_dir()).unwrap();
         assert_eq!((run.uid(), run.mode() & 0o777), (map.host_id(0), 0o700));
-        assert_eq!(
-            std::fs::metadata(paths.dir()).unwrap().mode() & 0o777,
-            0o711
-        );
+        let dir = std::fs::metadata(paths.dir()).unwrap();
+        assert_eq!((dir.gid(), dir.mode() & 0o777), (map.host_id(0), 0o710));
         write_token(&paths, map, &BootToken::from_random([7; 32])).unwrap();
         let token = std::fs::metadata(paths.token_file()).unwrap();
         assert_eq!((token.uid(), token.mode() & 0o777), (map.host_id(0), 0o600));
