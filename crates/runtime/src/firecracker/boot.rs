@@ -12,7 +12,8 @@ use super::cmdline::{self, BOOT_ARGS};
 use super::jail::{self, JailPlan};
 use super::paths::FcPaths;
 use super::{api_failed, drives, FirecrackerRuntime};
-use crate::qemu::{config_disk, process, volume};
+use crate::process::vmm as process;
+use crate::vm::{config_disk, volume};
 use crate::vm::{hybrid_client, prepare_box, rootfs_image, wait_ready, ReadyWait};
 use crate::{Booted, BoxSpec, RuntimeError};
 

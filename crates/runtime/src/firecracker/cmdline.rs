@@ -50,7 +50,7 @@ impl JailerConfig {
     pub fn new(data_dir: &Path) -> JailerConfig {
         let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
         JailerConfig {
-            jailer_bin: crate::qemu::find_program("BERTH_JAILER", DEFAULT_JAILER)
+            jailer_bin: crate::vm::find_program("BERTH_JAILER", DEFAULT_JAILER)
                 .unwrap_or_else(|| DEFAULT_JAILER.into()),
             chroot_base_dir: data_dir.join("jailer"),
             cgroup_version: if v2 { 2 } else { 1 },

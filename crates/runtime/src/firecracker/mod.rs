@@ -41,7 +41,8 @@ pub use paths::FcPaths;
 pub use probe::kernel_problem;
 
 use crate::error::wrong_state;
-use crate::qemu::{find_program, process, VmLayout};
+use crate::process::vmm as process;
+use crate::vm::{find_program, VmLayout};
 use crate::{
     BootToken, Booted, BoxExit, BoxSpec, Capabilities, EgressListener, GuestClient, IdMap, Runtime,
     RuntimeError, RuntimeStatus,
@@ -214,7 +215,7 @@ impl FirecrackerRuntime {
             .jailer
             .as_ref()
             .map(|_| crate::vm::vmm_owner(id_map));
-        crate::qemu::egress::bind(&paths.egress_socket(), owner)
+        crate::vm::egress::bind(&paths.egress_socket(), owner)
     }
 
     pub fn layout(&self) -> &VmLayout {

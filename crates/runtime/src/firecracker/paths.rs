@@ -1,4 +1,4 @@
-//! Where the firecracker backend keeps a box's files: the qemu backend's layout
+//! Where the firecracker backend keeps a box's files: the VM layout
 //! ([`VmPaths`]: volume, config disk, hybrid vsock and its egress socket, console log),
 //! plus Firecracker's own API socket and pid file. Under the jailer, Firecracker's sockets
 //! move to `vm/run/`, which is bind-mounted at the same path inside its chroot (`jail.rs`).
@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::qemu::VmPaths;
+use crate::vm::VmPaths;
 
 #[derive(Debug, Clone)]
 pub struct FcPaths {

@@ -232,7 +232,7 @@ async fn start_pause_resume_stop_and_remove_drive_firecrackers_api() {
     );
     // The config disk lists the disks in the drives' order, for berth-init's positional
     // mapping.
-    let config = crate::qemu::config_disk::read(&paths.vm().config_disk()).unwrap();
+    let config = crate::vm::config_disk::read(&paths.vm().config_disk()).unwrap();
     assert_eq!(config.disks, berth_protocol::vm::VmDisk::base_disks());
     assert_eq!(config.token, spec.boot_token.as_str());
     assert_eq!(

@@ -13,7 +13,7 @@ use berth_protocol::BoxId;
 use super::api::{ActionType, ApiRequest, InstanceState, VmStateRequest};
 use super::client::ApiClient;
 use super::FirecrackerRuntime;
-use crate::qemu::process;
+use crate::process::vmm as process;
 use crate::RuntimeError;
 
 /// How long a SIGKILLed Firecracker may take to be gone.

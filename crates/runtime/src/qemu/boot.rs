@@ -12,11 +12,12 @@ use berth_protocol::vm::{
 };
 
 use super::cmdline::{self, Accel, Disk, Launch};
-use super::paths::VmPaths;
-use super::{config_disk, egress, process, volume, QemuRuntime};
+use super::QemuRuntime;
+use crate::process::vmm as process;
 use crate::vm::cgroup::VmCgroup;
 use crate::vm::jail::{self, Access, Jail};
 use crate::vm::{self, ReadyWait};
+use crate::vm::{config_disk, egress, volume, VmPaths};
 use crate::{Booted, BoxSpec, GuestClient, RuntimeError};
 
 /// How long vhost-device-vsock may take to create its sockets.
@@ -147,7 +148,7 @@ impl QemuRuntime {
             &args,
             &paths.qemu_log(),
             &paths.qemu_pid(),
-            Some(qemu_jail),
+            Some(qemu_jail.into_pre_exec()),
         )?;
         process::supervise(qemu, Some(vhost), &paths.vmm_exit());
 
@@ -198,7 +199,7 @@ impl QemuRuntime {
             &args,
             &paths.vhost_log(),
             &paths.vhost_pid(),
-            Some(jail.prepare()?),
+            Some(jail.prepare()?.into_pre_exec()),
         )?;
         crate::process::reap_on_exit(pid);
         for socket in [paths.vhost_user_socket(), paths.vsock_socket()] {

@@ -7,7 +7,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-use super::paths::VmPaths;
+use crate::vm::VmPaths;
 
 /// How QEMU runs the guest's CPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -26,14 +26,9 @@ mod accel;
 mod boot;
 mod cid;
 mod cmdline;
-pub(crate) mod config_disk;
 mod disk_full;
-pub(crate) mod egress;
-mod paths;
-pub(crate) mod process;
 mod qmp;
 mod stop;
-pub(crate) mod volume;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -43,11 +38,13 @@ use berth_protocol::BoxId;
 
 pub use accel::{AccelChoice, AccelMode};
 pub use cmdline::{kernel_cmdline, Accel};
-pub use paths::{VmLayout, VmPaths};
 pub use qmp::{Qmp, QmpError, QmpEvent, RunState};
+// The shared VM layout and program lookup, where the qemu tests and users found them.
+pub use crate::vm::{find_program, VmLayout, VmPaths};
 
 use crate::error::wrong_state;
-use crate::vm::exit;
+use crate::process::vmm as process;
+use crate::vm::{egress, exit};
 use crate::{
     BootToken, Booted, BoxExit, BoxSpec, Capabilities, EgressListener, GuestClient, IdMap, Runtime,
     RuntimeError, RuntimeStatus,
@@ -98,19 +95,6 @@ impl QemuConfig {
             boot_deadline: None,
         }
     }
-}
-
-/// `$<env_var>` if set, else `name` on `PATH`; an executable file either way.
-pub fn find_program(env_var: &str, name: &str) -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os(env_var) {
-        let path = PathBuf::from(path);
-        return path.is_file().then_some(path);
-    }
-    let path_var =
-        std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    std::env::split_paths(&path_var)
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
 }
 
 /// What this backend runs with, for `GET /v1/runtimes` and logs.

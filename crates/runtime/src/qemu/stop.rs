@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use berth_protocol::BoxId;
 
 use super::qmp::{Qmp, QMP_TIMEOUT};
-use super::{config_disk, process, QemuRuntime};
+use super::QemuRuntime;
+use crate::process::vmm as process;
+use crate::vm::config_disk;
 use crate::{BootToken, Runtime, RuntimeError};
 
 /// How long `stop` waits for a process to die after `quit` or SIGKILL.

@@ -24,8 +24,7 @@ use tokio::io::unix::AsyncFd;
 
 use super::paths::BoxPaths;
 use crate::process::pidfd_open;
-use crate::qemu::process::reap_recorded;
-use crate::vm::exit::{read_status, VmmStatus};
+use crate::process::vmm::{read_status, reap_recorded, VmmStatus};
 use crate::{BoxExit, RuntimeError};
 
 /// How long the init's reaper may take to record its status once it has exited.
@@ -178,7 +177,7 @@ fn parent_of(pid: i32) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vm::exit::write_status;
+    use crate::process::vmm::write_status;
 
     #[test]
     fn a_stop_or_exit_0_is_clean_and_anything_else_says_what_happened() {

@@ -1,7 +1,7 @@
 //! How a VM's boot ended, for `Runtime::wait_exit` of both VM backends.
 //!
 //! The VMM's pidfd says *that* it ended; why is pieced together from small files in the VM
-//! dir (`qemu::VmPaths::exit_files`), written by whoever saw it happen: the VMM's wait
+//! dir (`VmPaths::exit_files`), written by whoever saw it happen: the VMM's wait
 //! status (`vmm.exit`, by whoever reaped it: only the parent can, so a VMM an earlier
 //! daemon started has none), a stop berth asked for (`stop-requested`), a full host disk
 //! (`disk-full`, with the reason), and this boot's part of the console, where the guest
@@ -11,8 +11,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::qemu::process::{self, VmProcess};
-use crate::qemu::VmPaths;
+use crate::process::vmm::{self, VmProcess};
+pub(crate) use crate::process::vmm::{read_status, VmmStatus};
+use crate::vm::VmPaths;
 use crate::{BoxExit, RuntimeError};
 
 /// How long the VMM's own reaper may take to record its status once it has exited.
@@ -27,32 +28,6 @@ const REASON_LINES: usize = 20;
 /// `pr_emerg`, so `quiet` does not hide it).
 const POWER_OFF_MARK: &str = "reboot: Power down";
 const PANIC_MARK: &str = "Kernel panic";
-
-/// How a VMM process ended, as its parent's `waitid` saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VmmStatus {
-    Exited(i32),
-    Killed(i32),
-}
-
-pub(crate) fn write_status(record: &Path, status: VmmStatus) -> Result<(), RuntimeError> {
-    let text = match status {
-        VmmStatus::Exited(code) => format!("exited {code}\n"),
-        VmmStatus::Killed(signal) => format!("killed {signal}\n"),
-    };
-    std::fs::write(record, text).map_err(crate::error::io("write", record))
-}
-
-pub(crate) fn read_status(record: &Path) -> Option<VmmStatus> {
-    let text = std::fs::read_to_string(record).ok()?;
-    let (kind, number) = text.trim().split_once(' ')?;
-    let number = number.parse().ok()?;
-    match kind {
-        "exited" => Some(VmmStatus::Exited(number)),
-        "killed" => Some(VmmStatus::Killed(number)),
-        _ => None,
-    }
-}
 
 /// At the start of a boot, before the VMM runs: forgets how the last boot ended and notes
 /// where this boot's console output begins (returned too, for the wait for the agent).
@@ -98,7 +73,7 @@ pub(crate) async fn settle_gone(pid_file: &Path, paths: &VmPaths) {
     if !pid_file.exists() || read_status(&paths.vmm_exit()).is_some() {
         return;
     }
-    process::reap_exited_into(pid_file, &paths.vmm_exit());
+    vmm::reap_exited_into(pid_file, &paths.vmm_exit());
     wait_for_record(paths).await;
 }
 
@@ -147,7 +122,7 @@ pub(crate) fn classify(paths: &VmPaths, vmm: &str, vmm_log: &Path) -> BoxExit {
         )),
         Some(VmmStatus::Exited(code)) => BoxExit::Crashed(format!(
             "{vmm} exited with status {code}: {}",
-            quote(&process::log_tail(vmm_log))
+            quote(&vmm::log_tail(vmm_log))
         )),
         None => BoxExit::Crashed(format!(
             "{vmm} exited; its exit status is unknown (it was not this daemon's child: started before a restart?); console: {}",
@@ -178,7 +153,7 @@ fn console_since(console: &Path, start: u64) -> String {
 fn console_tail(console: &str) -> String {
     let kept: Vec<&str> = console
         .lines()
-        .filter(|l| !l.trim().is_empty() && !process::is_trace_noise(l))
+        .filter(|l| !l.trim().is_empty() && !vmm::is_trace_noise(l))
         .collect();
     kept[kept.len().saturating_sub(REASON_LINES)..].join("\n")
 }
@@ -198,6 +173,7 @@ fn signal_name(signal: i32) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::vmm::write_status;
 
     fn boot(dir: &Path, earlier: &str) -> VmPaths {
         let paths = VmPaths::at(dir);

@@ -209,6 +209,11 @@ fn check(rc: libc::c_int, step: &'static [u8]) -> io::Result<()> {
 }
 
 impl Prepared {
+    /// The hook a spawn runs between fork and exec (`crate::process::vmm::spawn`).
+    pub(crate) fn into_pre_exec(self) -> crate::process::vmm::PreExec {
+        Box::new(move || self.enter())
+    }
+
     /// Enters the jail. Runs in the forked child before exec: system calls only, no
     /// allocation, no locks.
     pub(crate) fn enter(&self) -> io::Result<()> {

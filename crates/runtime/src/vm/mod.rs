@@ -1,16 +1,22 @@
-//! What the two VM backends (`qemu`, `firecracker`) share beyond the box layout
-//! (`qemu::VmLayout`/`VmPaths`): finding their boxes on disk, the checks before a boot,
-//! the steps of a start that do not depend on the VMM (`start.rs`), the guest channel
-//! over hybrid vsock, the wait for a ready berth-init (`ready.rs`), and how a boot ended
-//! (`exit.rs`).
+//! What the two VM backends (`qemu`, `firecracker`) share: the box layout (`paths.rs`),
+//! finding their boxes on disk, the checks before a boot, the disk images (`volume.rs`)
+//! and config disk (`config_disk.rs`) of a boot, the egress listener (`egress.rs`), the
+//! steps of a start that do not depend on the VMM (`start.rs`), the guest channel over
+//! hybrid vsock, the wait for a ready berth-init (`ready.rs`), how a boot ended
+//! (`exit.rs`), and the confinement of VMM processes (`jail.rs`, `cgroup.rs`,
+//! `seccomp.rs`) and their logs (`log_ring.rs`).
 
 pub(crate) mod cgroup;
+pub(crate) mod config_disk;
+pub(crate) mod egress;
 pub(crate) mod exit;
 pub(crate) mod jail;
 pub(crate) mod log_ring;
+mod paths;
 mod ready;
 pub(crate) mod seccomp;
 mod start;
+pub(crate) mod volume;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,8 +27,22 @@ use berth_protocol::BoxId;
 pub(crate) use ready::{wait_ready, ReadyWait};
 pub(crate) use start::{prepare_box, rootfs_image, start_or_clean};
 
-use crate::qemu::{VmLayout, VmPaths};
+pub use paths::{VmLayout, VmPaths};
+
 use crate::{BootToken, GuestAddr, GuestClient, IdMap, RuntimeError};
+
+/// `$<env_var>` if set, else `name` on `PATH`; an executable file either way.
+pub fn find_program(env_var: &str, name: &str) -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os(env_var) {
+        let path = PathBuf::from(path);
+        return path.is_file().then_some(path);
+    }
+    let path_var =
+        std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path_var)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
 
 /// The box id whose host uid and gid a box's VMM processes run as: the last of the box's
 /// own range (`IdMap`), which no process in a box runs as (it is `(uint16_t)-1`, "no id",
@@ -134,7 +154,7 @@ pub(crate) fn socket_missing(
         } else {
             format!("no {socket} after {} ms", deadline.as_millis())
         },
-        stderr: crate::qemu::process::log_tail(log),
+        stderr: crate::process::vmm::log_tail(log),
     }
 }
 

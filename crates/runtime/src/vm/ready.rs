@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::qemu::process;
+use crate::process::vmm;
 use crate::{error_chain, BoxId, GuestClient, RuntimeError};
 
 /// How often the console is read for berth-init's line.
@@ -77,7 +77,7 @@ pub(crate) async fn wait_ready(
                 last_error: Some(format!(
                     "{why}; the guest channel: {last}; console log ({}):\n{}",
                     wait.console_log.display(),
-                    process::console_tail(wait.console_log)
+                    vmm::console_tail(wait.console_log)
                 )),
             });
         }

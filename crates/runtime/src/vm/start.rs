@@ -4,8 +4,8 @@
 use std::future::Future;
 use std::path::PathBuf;
 
+use super::{volume, VmPaths};
 use crate::error::wrong_state;
-use crate::qemu::{volume, VmPaths};
 use crate::{Booted, BoxSpec, Rootfs, RuntimeError, RuntimeStatus};
 
 /// The rootfs image a VM boots: a VM has no host rootfs to share.

@@ -16,10 +16,8 @@ use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
 
+use super::{pid_alive, pidfd_open, reap_on_exit, reap_pidfd, wait_exit};
 pub(crate) use crate::error::io;
-use crate::process::{pid_alive, pidfd_open, reap_on_exit, reap_pidfd, wait_exit};
-use crate::vm::exit::{self, VmmStatus};
-use crate::vm::jail::Prepared;
 use crate::RuntimeError;
 
 /// A log past this is truncated when the next process opens it.
@@ -29,14 +27,44 @@ const MAX_BACKOFF: Duration = Duration::from_millis(50);
 /// How much of a log an error shows.
 const TAIL_LINES: usize = 30;
 
+/// What a child runs between fork and exec (`crate::vm::jail`): system calls only.
+pub(crate) type PreExec = Box<dyn FnMut() -> std::io::Result<()> + Send + Sync>;
+
+/// How a VMM process ended, as its parent's `waitid` saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VmmStatus {
+    Exited(i32),
+    Killed(i32),
+}
+
+/// Keeps how a VMM ended in `record` (`crate::vm::exit` reads it).
+pub(crate) fn write_status(record: &Path, status: VmmStatus) -> Result<(), RuntimeError> {
+    let text = match status {
+        VmmStatus::Exited(code) => format!("exited {code}\n"),
+        VmmStatus::Killed(signal) => format!("killed {signal}\n"),
+    };
+    std::fs::write(record, text).map_err(io("write", record))
+}
+
+pub(crate) fn read_status(record: &Path) -> Option<VmmStatus> {
+    let text = std::fs::read_to_string(record).ok()?;
+    let (kind, number) = text.trim().split_once(' ')?;
+    let number = number.parse().ok()?;
+    match kind {
+        "exited" => Some(VmmStatus::Exited(number)),
+        "killed" => Some(VmmStatus::Killed(number)),
+        _ => None,
+    }
+}
+
 /// Starts `program args…` in its own process group, stdout and stderr appended to `log`,
-/// inside `jail` when given (`crate::vm::jail`). Returns its pid; the caller reaps it
-/// ([`crate::process::reap_on_exit`] or [`supervise`]).
+/// running `pre_exec` between fork and exec when given (a VMM's jail). Returns its pid;
+/// the caller reaps it ([`crate::process::reap_on_exit`] or [`supervise`]).
 pub fn spawn(
     program: &Path,
     args: &[OsString],
     log: &Path,
-    jail: Option<Prepared>,
+    pre_exec: Option<PreExec>,
 ) -> Result<i32, RuntimeError> {
     let out = open_log(log)?;
     let err = out
@@ -49,10 +77,10 @@ pub fn spawn(
         .stdout(out)
         .stderr(err)
         .process_group(0);
-    if let Some(jail) = jail {
-        // SAFETY: `enter` only makes system calls on memory the closure owns (no
-        // allocation, no locks), as a pre-exec hook must.
-        unsafe { command.pre_exec(move || jail.enter()) };
+    if let Some(hook) = pre_exec {
+        // SAFETY: a `PreExec` only makes system calls on memory it owns (no allocation,
+        // no locks), as a pre-exec hook must.
+        unsafe { command.pre_exec(hook) };
     }
     let child = command.spawn().map_err(io("start", program))?;
     // Dropping a std Child neither kills nor reaps it: the pidfd reaper does the latter.
@@ -66,9 +94,9 @@ pub fn spawn_recorded(
     args: &[OsString],
     log: &Path,
     pid_file: &Path,
-    jail: Option<Prepared>,
+    pre_exec: Option<PreExec>,
 ) -> Result<i32, RuntimeError> {
-    let pid = spawn(program, args, log, jail)?;
+    let pid = spawn(program, args, log, pre_exec)?;
     if let Err(e) = write_pid(pid_file, pid) {
         // SAFETY: kill(2) of our own child, not reaped yet, so the pid is still its.
         unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -120,7 +148,7 @@ pub fn reap_exited(pid_file: &Path) {
     }
 }
 
-/// [`reap_exited`] for a VMM: how it ended goes to `record` (`crate::vm::exit`).
+/// [`reap_exited`] for a VMM: how it ended goes to `record` ([`write_status`]).
 pub fn reap_exited_into(pid_file: &Path, record: &Path) {
     if let Some(fd) = read_pid(pid_file).and_then(pidfd_open) {
         reap_recorded(&fd, record);
@@ -132,7 +160,7 @@ pub fn reap_exited_into(pid_file: &Path, record: &Path) {
 /// wait status for `Runtime::wait_exit`, which has no other way to learn it.
 pub fn reap_recorded(pidfd: &OwnedFd, record: &Path) {
     if let Some(status) = reap_status(pidfd) {
-        if let Err(e) = exit::write_status(record, status) {
+        if let Err(e) = write_status(record, status) {
             tracing::warn!(error = %crate::error_chain(&e), "cannot record how a VMM ended");
         }
     }
@@ -343,7 +371,7 @@ pub fn log_tail(path: &Path) -> String {
 }
 
 fn log_tail_lines(path: &Path, count: usize) -> String {
-    crate::process::log_tail(path, 32 * 1024, count)
+    super::log_tail(path, 32 * 1024, count)
         .unwrap_or_else(|| format!("(no log at {})", path.display()))
 }
 
@@ -450,14 +478,11 @@ mod tests {
         );
         // The supervisor reaped the main process and kept how it ended.
         let started = Instant::now();
-        while exit::read_status(&record).is_none() {
+        while read_status(&record).is_none() {
             assert!(started.elapsed() < Duration::from_secs(5), "no exit record");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        assert_eq!(
-            exit::read_status(&record),
-            Some(VmmStatus::Killed(libc::SIGKILL))
-        );
+        assert_eq!(read_status(&record), Some(VmmStatus::Killed(libc::SIGKILL)));
     }
 
     #[tokio::test]

@@ -1,4 +1,4 @@
-//! Where the qemu backend keeps a box's VM files (design: `<data>/boxes/<id>/vm/`).
+//! Where the VM backends keep a box's VM files (design: `<data>/boxes/<id>/vm/`).
 //!
 //! ```text
 //! <data>/boxes/<id>/volume.ext4           the box's persistent disk (shared with nothing)
@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use berth_protocol::guest::EGRESS_VSOCK_PORT;
 use berth_protocol::BoxId;
 
-/// The data directory as the qemu backend uses it.
+/// The data directory as the VM backends use it.
 #[derive(Debug, Clone)]
 pub struct VmLayout {
     data_dir: PathBuf,

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use super::process::io;
-pub(super) use crate::fs::{remove_if_exists, set_mode};
+use crate::error::io;
+pub(crate) use crate::fs::{remove_if_exists, set_mode};
 use crate::{EgressListener, RuntimeError};
 
 /// Binds (or binds again, for a running box after a daemon restart) the egress listener at

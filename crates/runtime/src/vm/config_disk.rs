@@ -13,7 +13,7 @@ use std::path::Path;
 
 use berth_protocol::vm::{self, VmConfig, VmDisk, MAX_VM_CONFIG_BYTES, VM_CONFIG_HEADER_BYTES};
 
-use super::process::io;
+use crate::error::io;
 use crate::{BoxSpec, RuntimeError};
 
 /// The config of `spec`'s boot, with `disks` (serial → target) besides the config disk.

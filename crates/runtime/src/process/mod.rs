@@ -1,6 +1,7 @@
 //! Host processes of a box, shared by the backends (a sandbox's init, a VM's QEMU and
 //! vhost-device-vsock): whether one lives, waiting for its exit, reaping it, and the tail of
-//! its log for errors.
+//! its log for errors. `vmm.rs`: starting a VM's VMM processes and finding, signalling and
+//! reaping them again.
 //!
 //! Exits are awaited and children reaped through a pidfd opened while the process is known
 //! to be the right one, so a later process that reuses the pid is never waited on or reaped
@@ -12,6 +13,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
+
+pub(crate) mod vmm;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(1);
 const MAX_BACKOFF: Duration = Duration::from_millis(20);
