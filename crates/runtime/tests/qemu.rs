@@ -7,7 +7,8 @@
 //! `common::images`). Needs
 //! `qemu-system-x86_64`, `vhost-device-vsock` (scripts/install-deps.sh --tests installs
 //! both), a static berth-init (`make init`, or `$BERTH_INIT_BIN`), and the Debian mirror
-//! for the first image build; otherwise each test prints `SKIPPED: <reason>` and returns.
+//! for the first image build; otherwise each test skips (`berth_testkit::skip`, part `qemu`)
+//! and returns.
 //!
 //! The conformance suite (tests/conformance.rs) runs every backend-generic check on qemu
 //! too (`qemu::<check>`); this file holds what only a VM does: its own kernel, QMP, a
@@ -34,13 +35,13 @@ type Fixture = vm::VmFixture<QemuRuntime>;
 
 async fn fixture(name: &str) -> Option<Fixture> {
     if let Err(why) = vm_binaries() {
-        eprintln!("SKIPPED: {name}: {why}");
+        berth_testkit::skip("qemu", format!("{name}: {why}"));
         return None;
     }
     let images = match tokio::task::spawn_blocking(images).await.unwrap() {
         Ok(images) => images,
         Err(why) => {
-            eprintln!("SKIPPED: {name}: {why}");
+            berth_testkit::skip("qemu", format!("{name}: {why}"));
             return None;
         }
     };
@@ -78,7 +79,7 @@ async fn fixture_with(
             Some((Arc::new(runtime), dir))
         }
         Err(e @ RuntimeError::Missing { .. }) => {
-            eprintln!("SKIPPED: {name}: {e}");
+            berth_testkit::skip("qemu", format!("{name}: {e}"));
             None
         }
         Err(e) => panic!("QemuRuntime::new: {e}"),

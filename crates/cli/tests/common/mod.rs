@@ -219,8 +219,9 @@ impl Daemon {
     }
 
     /// Makes the daemon's VM images (from the shared test image cache, through `berth image
-    /// build`) and waits until the running daemon offers qemu; `None` (skip, said on stderr)
-    /// without QEMU, vhost-device-vsock or the Debian mirror.
+    /// build`) and waits until the running daemon offers qemu; `None` (a `qemu` skip, said
+    /// and recorded: `berth_testkit::skip`) without QEMU, vhost-device-vsock or the Debian
+    /// mirror.
     pub fn offer_qemu(&self) -> Option<()> {
         for (env, name) in [
             ("BERTH_QEMU", berth_runtime::qemu::DEFAULT_QEMU),
@@ -230,7 +231,10 @@ impl Daemon {
             ),
         ] {
             if berth_runtime::qemu::find_program(env, name).is_none() {
-                eprintln!("SKIPPED: {name} is not installed (scripts/install-deps.sh --tests)");
+                berth_testkit::skip(
+                    "qemu",
+                    format!("{name} is not installed (scripts/install-deps.sh --tests)"),
+                );
                 return None;
             }
         }
@@ -244,7 +248,7 @@ impl Daemon {
         if !built.status.success() {
             let err = stderr(&built);
             if err.contains("no network to the Debian mirror") {
-                eprintln!("SKIPPED: {}", err.trim());
+                berth_testkit::skip("qemu", err.trim());
                 return None;
             }
             panic!("berth image build failed: {err}");

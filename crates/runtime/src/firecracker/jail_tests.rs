@@ -158,7 +158,7 @@ fn stand_ins(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_jailed_boot_stages_its_files_answers_stops_and_leaves_nothing() {
     if !is_root() {
-        eprintln!("SKIPPED: staging for the jailer needs root");
+        berth_testkit::skip("root", "staging for the jailer needs root");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -176,7 +176,7 @@ async fn a_jailed_boot_stages_its_files_answers_stops_and_leaves_nothing() {
     let booted = match runtime.start(&spec).await {
         Ok(booted) => booted,
         Err(RuntimeError::Missing { what, .. }) if what.contains("mkfs") => {
-            eprintln!("SKIPPED: no mkfs for the volume ({what})");
+            berth_testkit::skip("e2fsprogs", format!("no mkfs for the volume ({what})"));
             return;
         }
         Err(e) => panic!("{}", crate::error_chain(&e)),
@@ -275,7 +275,7 @@ async fn a_jailed_boot_stages_its_files_answers_stops_and_leaves_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_jailed_start_across_file_systems_leaves_nothing() {
     if !is_root() {
-        eprintln!("SKIPPED: staging for the jailer needs root");
+        berth_testkit::skip("root", "staging for the jailer needs root");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -293,7 +293,7 @@ async fn a_failed_jailed_start_across_file_systems_leaves_nothing() {
     let stand_ins = stand_ins(&runtime, id, Some("/drives/berth_vol"));
     match runtime.start(&spec).await {
         Err(RuntimeError::Missing { what, .. }) if what.contains("mkfs") => {
-            eprintln!("SKIPPED: no mkfs for the volume ({what})");
+            berth_testkit::skip("e2fsprogs", format!("no mkfs for the volume ({what})"));
             return;
         }
         Err(RuntimeError::Backend { status, .. }) => {
@@ -327,7 +327,7 @@ async fn a_failed_jailed_start_across_file_systems_leaves_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_the_jailer_cannot_read_is_refused_and_nothing_stays() {
     if !is_root() {
-        eprintln!("SKIPPED: staging for the jailer needs root");
+        berth_testkit::skip("root", "staging for the jailer needs root");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -337,7 +337,7 @@ async fn an_image_the_jailer_cannot_read_is_refused_and_nothing_stays() {
     let spec = spec(&rootfs);
     match runtime.start(&spec).await {
         Err(RuntimeError::Missing { what, .. }) if what.contains("mkfs") => {
-            eprintln!("SKIPPED: no mkfs for the volume ({what})");
+            berth_testkit::skip("e2fsprogs", format!("no mkfs for the volume ({what})"));
         }
         Err(RuntimeError::Io { path, source, .. }) => {
             assert_eq!(path, rootfs);
@@ -358,7 +358,7 @@ async fn an_image_the_jailer_cannot_read_is_refused_and_nothing_stays() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweep_at_new_undoes_a_crashed_daemons_jail() {
     if !is_root() {
-        eprintln!("SKIPPED: staging for the jailer needs root");
+        berth_testkit::skip("root", "staging for the jailer needs root");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -376,7 +376,7 @@ async fn the_sweep_at_new_undoes_a_crashed_daemons_jail() {
     match runtime.start(&spec).await {
         Ok(_) => {}
         Err(RuntimeError::Missing { what, .. }) if what.contains("mkfs") => {
-            eprintln!("SKIPPED: no mkfs for the volume ({what})");
+            berth_testkit::skip("e2fsprogs", format!("no mkfs for the volume ({what})"));
             return;
         }
         Err(e) => panic!("{}", crate::error_chain(&e)),
