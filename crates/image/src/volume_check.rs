@@ -257,6 +257,13 @@ mod tests {
         file.write_all(bytes).unwrap();
     }
 
+    /// Garbage over the first block of the directory `/home/a`.
+    fn corrupt_directory(image: &Path) {
+        let blocks = debugfs(image, "blocks /home/a");
+        let block: u64 = blocks.trim().parse().unwrap_or_else(|_| panic!("{blocks}"));
+        write_at(image, block * 4096, &[0x5A; 4096]);
+    }
+
     fn superblock(image: &Path) -> Vec<u8> {
         let mut file = std::fs::File::open(image).unwrap();
         file.seek(SeekFrom::Start(SB)).unwrap();
@@ -333,9 +340,7 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let image = fresh(dir.path());
-        let blocks = debugfs(&image, "blocks /home/a");
-        let block: u64 = blocks.trim().parse().unwrap_or_else(|_| panic!("{blocks}"));
-        write_at(&image, block * 4096, &[0x5A; 4096]);
+        corrupt_directory(&image);
         assert!(crate::volume_usage::cleanly_unmounted(&image).unwrap());
         // What the start did before: the clean flag alone, and the image is "clean".
         assert_eq!(check_volume(&image).unwrap(), FsckOutcome::Clean);
@@ -387,12 +392,7 @@ mod tests {
         crate::ext4::debugfs_write(&image, "ssv errors 3\n").unwrap();
         assert_eq!(superblock(&image)[60], 3, "s_errors = EXT2_ERRORS_PANIC");
         check_guest_written_volume(&image).unwrap();
-        let blocks = debugfs(&image, "blocks /home/a");
-        write_at(
-            &image,
-            blocks.trim().parse::<u64>().unwrap() * 4096,
-            &[0xA5; 4096],
-        );
+        corrupt_directory(&image);
         assert_refused(&image);
     }
 
@@ -422,12 +422,7 @@ mod tests {
             "replayed"
         );
 
-        let blocks = debugfs(&image, "blocks /home/a");
-        write_at(
-            &image,
-            blocks.trim().parse::<u64>().unwrap() * 4096,
-            &[0x5A; 4096],
-        );
+        corrupt_directory(&image);
         set_recover(&image);
         let msg = assert_refused(&image);
         assert!(msg.contains(FULL), "{msg}");
