@@ -76,7 +76,8 @@ pub enum Command {
     /// Build the VM images (kernel, initramfs, root filesystems) in the data dir.
     #[command(subcommand)]
     Image(cmd_image::ImageCommand),
-    /// Manage tenants (admin key needed).
+    /// Manage tenants and their quotas (admin key needed) and API keys (the admin for any
+    /// tenant, a tenant for its own).
     #[command(subcommand)]
     Tenant(cmd_tenant::TenantCommand),
     /// Set, list and delete your tenant's secrets (the real credentials the egress gateway

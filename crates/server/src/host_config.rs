@@ -607,4 +607,18 @@ min_free_percent = 10
         let err = HostConfig::load(&dir.path().join("nope.toml")).unwrap_err();
         assert!(matches!(err, HostConfigError::Read { .. }), "{err}");
     }
+
+    #[test]
+    fn overcommit_defaults_to_none_and_is_bounded() {
+        assert_eq!(parse("").unwrap().storage.overcommit, 1.0);
+        let config = parse("[storage]\novercommit = 4\n").unwrap();
+        assert_eq!(config.storage.overcommit, 4.0);
+        for bad in ["0.5", "0", "101", "nan"] {
+            let err = parse(&format!("[storage]\novercommit = {bad}\n")).unwrap_err();
+            assert!(
+                matches!(err, HostConfigError::OvercommitOutOfRange { .. }),
+                "{bad}: {err}"
+            );
+        }
+    }
 }

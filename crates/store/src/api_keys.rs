@@ -98,7 +98,7 @@ impl Store {
         let mut stmt = conn
             .prepare(
                 "SELECT id, tenant_id, prefix, is_admin, created_at, last_used_at FROM api_keys \
-                 WHERE tenant_id = ?1 ORDER BY created_at, id",
+                 WHERE tenant_id = ?1 ORDER BY rowid",
             )
             .map_err(sql("list API keys"))?;
         let rows = stmt

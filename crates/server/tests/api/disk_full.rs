@@ -76,16 +76,25 @@ async fn a_full_disk_refuses_new_boxes_and_store_writes_clearly_and_loses_nothin
             return;
         }
     };
-    let data = tempfile::tempdir_in(disk.path()).unwrap();
-    let server = TestServer::start(Arc::new(NoBoxes), None, data).await;
+    // What the sparse volumes may take is not this test's point: it may be promised many
+    // times over (sparse_volumes_cannot_promise_more_disk_than_is_free is about that).
+    let server = on_small_disk(&disk, 100.0).await;
     let (status, body) = server
-        .call(Method::POST, "/v1/boxes", Some(json!({"name": "before"})))
+        .call(
+            Method::POST,
+            "/v1/boxes",
+            Some(json!({"name": "before", "disk_mib": 64})),
+        )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
 
     let filler = fill(disk.path());
     let (status, body) = server
-        .call(Method::POST, "/v1/boxes", Some(json!({"name": "during"})))
+        .call(
+            Method::POST,
+            "/v1/boxes",
+            Some(json!({"name": "during", "disk_mib": 64})),
+        )
         .await;
     assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE, "{body}");
     assert_eq!(error_code(&body), "insufficient_storage");
@@ -153,8 +162,99 @@ async fn a_full_disk_refuses_new_boxes_and_store_writes_clearly_and_loses_nothin
         assert!(names.contains(&name.as_str()), "{name} was lost: {names:?}");
     }
     let (status, body) = server
-        .call(Method::POST, "/v1/boxes", Some(json!({"name": "after"})))
+        .call(
+            Method::POST,
+            "/v1/boxes",
+            Some(json!({"name": "after", "disk_mib": 64})),
+        )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     drop(server);
+}
+
+/// A daemon on `disk` with `[storage] overcommit = ratio`.
+async fn on_small_disk(disk: &SmallDisk, ratio: f64) -> TestServer {
+    let data = tempfile::tempdir_in(disk.path()).unwrap();
+    let mut host = berth_server::HostConfig::default();
+    host.storage.overcommit = ratio;
+    TestServer::start_with_host(
+        berth_server::Runtimes::single(Arc::new(NoBoxes)),
+        None,
+        data,
+        host,
+    )
+    .await
+}
+
+/// Sparse volumes take nothing until written, so free space alone would let a tenant
+/// promise the host's disk many times over: 64 MiB boxes on a 96 MiB disk. What they may
+/// still take counts against the threshold (overcommit 1.0: none of it twice); a ratio
+/// allows that much more.
+#[tokio::test]
+async fn sparse_volumes_cannot_promise_more_disk_than_is_free() {
+    let disk = match SmallDisk::mount(96) {
+        Ok(disk) => disk,
+        Err(why) => {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+    };
+    let server = on_small_disk(&disk, 1.0).await;
+    let (status, body) = server
+        .call(
+            Method::POST,
+            "/v1/boxes",
+            Some(json!({"name": "a", "disk_mib": 64})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = server
+        .call(
+            Method::POST,
+            "/v1/boxes",
+            Some(json!({"name": "b", "disk_mib": 64})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE, "{body}");
+    assert_eq!(error_code(&body), "insufficient_storage");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("promised")
+            && message.contains("overcommit")
+            && message.contains("create a box"),
+        "{message}"
+    );
+    // Deleting the first box takes its promise back.
+    let (status, _) = server.call(Method::DELETE, "/v1/boxes/a", None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, body) = server
+        .call(
+            Method::POST,
+            "/v1/boxes",
+            Some(json!({"name": "b", "disk_mib": 64})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    drop(server);
+
+    // Overcommit 4: four times the free space may be promised.
+    let server = on_small_disk(&disk, 4.0).await;
+    for name in ["c", "d", "e"] {
+        let (status, body) = server
+            .call(
+                Method::POST,
+                "/v1/boxes",
+                Some(json!({"name": name, "disk_mib": 64})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{name}: {body}");
+    }
+    let (status, body) = server
+        .call(
+            Method::POST,
+            "/v1/boxes",
+            Some(json!({"name": "f", "disk_mib": 1024})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE, "{body}");
 }

@@ -27,4 +27,6 @@ mod server_limits;
 mod sse;
 mod talk;
 mod templates;
+mod tenant_keys;
+mod tenant_quotas;
 mod tenants;
