@@ -9,6 +9,7 @@ use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use berth_server::{HostConfig, Runtimes};
 
@@ -139,7 +140,12 @@ async fn a_page_of_huge_events_is_bounded_by_bytes_and_a_stream_by_memory() {
     let before = peak_rss_mib();
     let (status, mut sse) = open_sse(&server, &format!("/v1/boxes/{id}/events"), &[]).await;
     assert_eq!(status, StatusCode::OK);
-    for seq in 1..=100 {
+    assert_eq!(sse.next().await.id, 1);
+    // A reader that stops reading: the daemon writes until the socket is full, then
+    // waits; it does not read on into the log. (An observation window, not a wait for
+    // a condition: what is measured is that nothing grows during it.)
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for seq in 2..=100 {
         let event = sse.next().await;
         assert_eq!(event.id, seq);
     }
@@ -149,4 +155,74 @@ async fn a_page_of_huge_events_is_bounded_by_bytes_and_a_stream_by_memory() {
         stream_peak < 256,
         "streaming 100 events of 1 MiB raised the peak RSS by {stream_peak} MiB"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_events_are_pruned_in_the_background_and_readers_are_told_what_they_missed() {
+    let mut host = HostConfig::default();
+    host.events.max_bytes_per_box = 2 << 20;
+    host.events.prune_every_s = 1;
+    let server = TestServer::start_with_host(
+        Runtimes::single(Arc::new(NoBoxes)),
+        None,
+        tempfile::tempdir().unwrap(),
+        host,
+    )
+    .await;
+    // 10 events of 512 KiB: 5 MiB against a budget of 2 MiB.
+    let id = box_with_events(&server, "chatty", 10, 512 << 10).await;
+    let page_path = format!("/v1/boxes/{id}/events?wait=false");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let page = loop {
+        let (status, page) = server.call(Method::GET, &page_path, None).await;
+        assert_eq!(status, StatusCode::OK);
+        if !page["gap"].is_null() {
+            break page;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nothing was pruned: {}",
+            page["next_after"]
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let last_pruned = page["gap"]["last"].as_u64().unwrap();
+    assert_eq!(page["gap"]["first"], 1);
+    let events = page["events"].as_array().unwrap();
+    assert_eq!(
+        events[0]["seq"],
+        last_pruned + 1,
+        "the oldest kept comes next"
+    );
+    assert_eq!(events.last().unwrap()["seq"], 10, "the newest is kept");
+    assert!(
+        events.len() <= 4,
+        "{} events of 512 KiB kept under a 2 MiB budget",
+        events.len()
+    );
+
+    // A stream from the start is told first, with the last pruned seq as its id.
+    let events_path = format!("/v1/boxes/{id}/events");
+    let (_, mut sse) = open_sse(&server, &events_path, &[]).await;
+    let gap = sse.next().await;
+    assert_eq!(gap.event, "gap");
+    assert_eq!(gap.id, last_pruned);
+    assert_eq!(gap.data["first"], 1);
+    assert_eq!(gap.data["last"], last_pruned);
+    assert_eq!(sse.next().await.id, last_pruned + 1);
+    // A client resuming from there has missed nothing.
+    let resume = last_pruned.to_string();
+    let (_, mut sse) = open_sse(&server, &events_path, &[("last-event-id", &resume)]).await;
+    let next = sse.next().await;
+    assert_eq!(
+        (next.event.as_str(), next.id),
+        ("assistant", last_pruned + 1)
+    );
+
+    // Seqs go on after pruning.
+    let seq = server
+        .store
+        .append_event(&id, "note", &json!({"after": "pruning"}))
+        .unwrap();
+    assert_eq!(seq, 11);
 }
