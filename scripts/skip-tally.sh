@@ -7,7 +7,10 @@ set -euo pipefail
 log=${1:?usage: skip-tally.sh LOG}
 count=0
 [ -f "$log" ] && count=$(wc -l < "$log")
-echo "Skipped: $count test(s) could not run here (each listed in $log)"
-if [ "$count" -gt 0 ]; then
-  cut -f2- "$log" | sort | uniq -c | sort -rn
+if [ "$count" -eq 0 ]; then
+  echo "Skipped: none (every test ran)"
+  exit 0
 fi
+by_part=$(cut -f2- "$log" | cut -d: -f1 | sort | uniq -c | sort -rn | awk '{printf "%s%s %s", sep, $2, $1; sep=", "}')
+echo "Skipped: $count test(s) could not run here ($by_part; each test in $log)"
+cut -f2- "$log" | sort | uniq -c | sort -rn

@@ -45,16 +45,16 @@ pub const GRACE: Duration = Duration::from_secs(10);
 macro_rules! conformance {
     ($backend:ident => $variant:ident $(.$adapt:ident)?: $($module:ident::$check:ident),* $(,)?) => {
         mod $backend {
-            async fn fixture(name: &str) -> Option<crate::common::Fixture> {
+            async fn fixture() -> Option<crate::common::Fixture> {
                 let backend = crate::common::Backend::$variant;
-                let fx = crate::common::Fixture::new(backend, name).await?;
+                let fx = crate::common::Fixture::new(backend).await?;
                 $(let fx = fx.$adapt().await?;)?
                 Some(fx)
             }
             $(
                 #[tokio::test(flavor = "multi_thread")]
                 async fn $check() {
-                    let Some(fx) = fixture(stringify!($check)).await else {
+                    let Some(fx) = fixture().await else {
                         return;
                     };
                     crate::$module::$check(&fx).await;

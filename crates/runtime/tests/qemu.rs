@@ -35,13 +35,13 @@ type Fixture = vm::VmFixture<QemuRuntime>;
 
 async fn fixture(name: &str) -> Option<Fixture> {
     if let Err(why) = vm_binaries() {
-        berth_testkit::skip("qemu", format!("{name}: {why}"));
+        berth_testkit::skip("qemu", why);
         return None;
     }
     let images = match tokio::task::spawn_blocking(images).await.unwrap() {
         Ok(images) => images,
         Err(why) => {
-            berth_testkit::skip("qemu", format!("{name}: {why}"));
+            berth_testkit::skip("qemu", why);
             return None;
         }
     };
@@ -79,7 +79,7 @@ async fn fixture_with(
             Some((Arc::new(runtime), dir))
         }
         Err(e @ RuntimeError::Missing { .. }) => {
-            berth_testkit::skip("qemu", format!("{name}: {e}"));
+            berth_testkit::skip("qemu", e);
             None
         }
         Err(e) => panic!("QemuRuntime::new: {e}"),

@@ -88,7 +88,7 @@ impl Drop for Fixture {
 
 impl Fixture {
     /// `backend` on a fresh data dir, or `None` after printing why the test is skipped.
-    pub async fn new(backend: Backend, name: &str) -> Option<Fixture> {
+    pub async fn new(backend: Backend) -> Option<Fixture> {
         // Short: socket paths under it must fit in a sockaddr_un (108 bytes).
         let short = match backend {
             Backend::Sandbox => "berth-cs-",
@@ -97,7 +97,7 @@ impl Fixture {
         };
         let dir = tempfile::Builder::new().prefix(short).tempdir().unwrap();
         let skip = |why: &dyn std::fmt::Display| {
-            berth_testkit::skip(backend.part(), format!("{name}: {why}"));
+            berth_testkit::skip(backend.part(), why);
             None
         };
         match backend {
