@@ -316,10 +316,14 @@ fn a_harness_reaches_the_model_with_the_real_key_and_the_box_holds_only_a_placeh
     );
     let seen: serde_json::Value = serde_json::from_str(direct.trim()).unwrap();
     assert_eq!(seen["path"], "/whoami");
-    // The stand-in echoes the request as it arrived: the real key (TLS is re-encrypted by
-    // the gateway, so the box sees what the stand-in says it got).
-    assert_eq!(seen["x-api-key"], secret);
-    assert!(!direct.contains(&placeholder));
+    // The stand-in got the real key and echoes the request as it arrived; the gateway
+    // scrubs the answer on its way back, so the box reads its own placeholder there.
+    assert_eq!(stub.requests().last().unwrap()["x-api-key"], secret);
+    assert_eq!(seen["x-api-key"], placeholder.as_str(), "{direct}");
+    assert!(
+        !direct.contains(&secret),
+        "the echo laundered the secret: {direct}"
+    );
 
     // The placeholder sent to a host without the rule reaches it unchanged, never the
     // secret (the stream is spliced, not intercepted: the box sees the stand-in's own
@@ -394,6 +398,86 @@ fn a_harness_reaches_the_model_with_the_real_key_and_the_box_holds_only_a_placeh
     assert_eq!(stub.requests().last().unwrap()["x-api-key"], secret);
 }
 
+/// A rule restricted to `POST /v1/messages`: the harness's calls get the real key; a GET
+/// to the same host, and a POST to a path that only looks like it is under the prefix,
+/// carry the placeholder upstream and are audited as withheld.
+#[test]
+fn a_rule_restricted_to_post_v1_messages_injects_nowhere_else() {
+    if let Some(reason) = skip_reason() {
+        eprintln!("SKIPPED: {reason}");
+        return;
+    }
+    let template = agent_template().replace(
+        "placeholder_env = \"ANTHROPIC_API_KEY\"\n",
+        "placeholder_env = \"ANTHROPIC_API_KEY\"\nmethods = [\"POST\"]\npaths = [\"/v1/messages\"]\n",
+    );
+    assert!(template.contains("methods"), "{template}");
+    let world = World::new("scoped", &template);
+    let (daemon, stub, secret) = (&world.daemon, &world.stub, &world.secret);
+
+    let answer = daemon.berth_ok(&["send", "scoped", "hello scoped"]);
+    assert!(
+        answer.contains("stub model heard: hello scoped"),
+        "{answer}"
+    );
+    assert_eq!(
+        stub.requests().last().unwrap()["x-api-key"],
+        secret.as_str()
+    );
+
+    let probe = |method: &str, path: &str| {
+        box_python(
+            daemon,
+            "scoped",
+            &format!(
+                "import os, urllib.request as u\n\
+                 o = u.build_opener(u.ProxyHandler({{}}))\n\
+                 r = u.Request('https://{MODEL_HOST}{path}', method='{method}', data=b'{{}}' if '{method}' == 'POST' else None, headers={{'x-api-key': os.environ['ANTHROPIC_API_KEY']}})\n\
+                 print(o.open(r, timeout=20).read().decode())"
+            ),
+        )
+    };
+    let env = daemon.berth_ok(&["exec", "scoped", "--", "env"]);
+    let placeholder = env
+        .lines()
+        .find_map(|l| l.strip_prefix("ANTHROPIC_API_KEY="))
+        .expect("the placeholder is in the env")
+        .to_owned();
+    for (method, path) in [
+        ("GET", "/v1/messages"),
+        ("POST", "/v1/messages/%2e%2e/admin"),
+    ] {
+        let out = probe(method, path);
+        assert!(!out.contains(secret.as_str()), "{out}");
+        let last = stub.requests().last().unwrap().clone();
+        assert_eq!(last["method"], method, "{last}");
+        assert_eq!(
+            last["x-api-key"],
+            placeholder.as_str(),
+            "{method} {path}: the secret went up"
+        );
+    }
+    let audit = daemon.berth_ok(&["egress", "scoped", "--json"]);
+    let records: Vec<serde_json::Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for reason in ["method", "path_ambiguous"] {
+        assert!(
+            records
+                .iter()
+                .any(|r| r["withheld"]["rule"] == "anthropic" && r["withheld"]["reason"] == reason),
+            "no withheld {reason} in {audit}"
+        );
+    }
+    assert!(
+        records.iter().any(|r| r["credential"] == "anthropic"),
+        "{audit}"
+    );
+    let table = daemon.berth_ok(&["egress", "scoped"]);
+    assert!(table.contains("withheld anthropic: method"), "{table}");
+}
+
 /// Each way out past the gateway, tried from inside a box: refused (or, for the spellings
 /// and the fragmented ClientHello, working as the canonical name), and each refusal is in
 /// the audit log with its reason. Names that resolve to private addresses are refused in
@@ -446,9 +530,22 @@ fn bypass_attempts_are_refused_and_logged() {
     for name in ["upper_trailing_dot_allowed", "tiny_writes"] {
         let answer = result(name);
         assert!(answer.starts_with("HTTP 200"), "{name}: {results}");
+        // The stand-in echoes what it got; the box reads it scrubbed.
         assert!(
-            answer.contains(secret),
-            "{name}: the rule applies: {answer}"
+            answer.contains("berth-ph-") && !answer.contains(secret),
+            "{name}: the echo comes back with the placeholder: {answer}"
+        );
+    }
+    // The rule applied to both: the stand-in got the real key.
+    for path in ["/probe", "/tiny"] {
+        assert!(
+            world
+                .stub
+                .requests()
+                .iter()
+                .any(|r| r["path"] == path && r["x-api-key"] == secret),
+            "{path}: the rule applies: {:?}",
+            world.stub.requests()
         );
     }
 

@@ -116,6 +116,10 @@ impl Upstream {
                         .map(|(kind, _)| kind.to_owned())
                     {
                         echo(&mut tls, &head, &kind, &release_rx).await;
+                        if kind == "-close" {
+                            // As many HTTP/1.0 servers do: TCP closed, no TLS close_notify.
+                            let _ = tls.get_mut().0.shutdown().await;
+                        }
                     } else if head.starts_with("GET /sse ") {
                         let _ = tls
                             .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n\r\nevent: ping\ndata: one\n\n")
@@ -159,7 +163,7 @@ impl Drop for Upstream {
 /// (`x-echo-N: name: value`) and the whole request head comes back as the body, written in
 /// small pieces (each its own TLS record) at odd offsets so any secret in it is split
 /// across reads. `kind`: `-chunked` (chunk framing also split), `-length`
-/// (Content-Length), `-sse` (an event stream that holds its second event until released),
+/// (Content-Length), `-close` (HTTP/1.0, ended by the close), `-sse` (an event stream that holds its second event until released),
 /// `-gzip` (labelled gzip although the gateway asked for identity).
 async fn echo<S: AsyncWrite + Unpin>(
     tls: &mut S,
@@ -189,6 +193,14 @@ async fn echo<S: AsyncWrite + Unpin>(
                 resp += "content-encoding: gzip\r\n";
             }
             resp += &format!("content-length: {}\r\n\r\n", body.len());
+            send(tls, resp.as_bytes()).await;
+            for piece in pieces {
+                send(tls, piece).await;
+            }
+        }
+        "-close" => {
+            // An HTTP/1.0 server: no length, the body ends when the connection does.
+            let resp = resp.replacen("HTTP/1.1", "HTTP/1.0", 1) + "\r\n";
             send(tls, resp.as_bytes()).await;
             for piece in pieces {
                 send(tls, piece).await;
@@ -751,7 +763,7 @@ fn contains(hay: &[u8], needle: &str) -> bool {
 #[tokio::test]
 async fn an_echoing_upstream_hands_the_box_only_the_placeholder() {
     let mut h = Harness::start().await;
-    for kind in ["-chunked", "-length"] {
+    for kind in ["-chunked", "-length", "-close"] {
         for (host, header, ph, secret, token) in [
             (API, "x-api-key", KEY_PH, KEY_SECRET, KEY_SECRET),
             (

@@ -223,7 +223,15 @@ impl Head {
     /// its `Content-Length`), every secret taken out of the reason and the values.
     fn rewrite(&self, secrets: &Secrets, chunked: Option<bool>) -> Vec<u8> {
         let mut out = Vec::with_capacity(256);
-        out.extend_from_slice(format!("HTTP/1.{} {} ", self.version, self.code).as_bytes());
+        // The gateway answers the box in its own version: a chunked body needs HTTP/1.1
+        // (clients ignore Transfer-Encoding in an HTTP/1.0 response), and an HTTP/1.0
+        // upstream's close-ended body is re-framed.
+        let version = if chunked == Some(true) {
+            1
+        } else {
+            self.version
+        };
+        out.extend_from_slice(format!("HTTP/1.{version} {} ", self.code).as_bytes());
         out.extend_from_slice(&secrets.replace_all(&self.reason));
         out.extend_from_slice(b"\r\n");
         for (name, value) in &self.headers {
@@ -287,7 +295,16 @@ impl Decoder {
                     *left -= n as u64;
                     return Ok(n);
                 }
-                Decoder::UntilClose => return up.read(buf).await.map_err(BodyError::Io),
+                // Many servers end a close-delimited body by closing TCP without TLS's
+                // close_notify; that is the body's end here, as it was for the box before
+                // the gateway re-framed it (a Length or chunked body cut short is still an
+                // error, which the box sees as a body without its last chunk).
+                Decoder::UntilClose => {
+                    return match up.read(buf).await {
+                        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(0),
+                        other => other.map_err(BodyError::Io),
+                    }
+                }
                 Decoder::Chunk(None) => {
                     let size = chunk_size(&read_line(up).await?)?;
                     if size == 0 {
