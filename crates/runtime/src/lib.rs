@@ -45,6 +45,22 @@ pub struct Capabilities {
     pub pause: bool,
     /// Save a paused box to disk and restore it (not yet on any backend).
     pub snapshot: bool,
+    /// Run a box on the host's own root (`Rootfs::Host`, the `host` template base). A VM
+    /// boots rootfs images only.
+    pub host_rootfs: bool,
+}
+
+/// Every backend berth has, by name, with what it can do: known without running it (a
+/// daemon lists, and checks boxes against, runtimes it could not start).
+pub const BACKENDS: [(&str, Capabilities); 3] = [
+    ("sandbox", sandbox::CAPABILITIES),
+    ("qemu", qemu::CAPABILITIES),
+    ("firecracker", firecracker::CAPABILITIES),
+];
+
+/// What the backend called `name` can do; `None` for a name berth has no backend for.
+pub fn backend_capabilities(name: &str) -> Option<Capabilities> {
+    BACKENDS.iter().find(|(n, _)| *n == name).map(|(_, c)| *c)
 }
 
 /// What the backend sees of a box right now.

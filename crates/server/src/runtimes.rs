@@ -14,10 +14,11 @@ use std::time::{Duration, SystemTime};
 use berth_runtime::Runtime;
 use serde::Serialize;
 
-/// Whether a runtime boots VMs from images only (`qemu`, `firecracker`), where the sandbox
-/// also shares the host's `/usr`: its boxes' default template is an image one.
+/// Whether a runtime boots images only (a VM), where the sandbox also shares the host's
+/// `/usr`: its boxes' default template is an image one. Asked of the backend's
+/// capabilities (`berth_runtime::BACKENDS`), known whether or not this daemon runs it.
 pub fn boots_images(runtime: &str) -> bool {
-    matches!(runtime, "qemu" | "firecracker")
+    berth_runtime::backend_capabilities(runtime).is_some_and(|c| !c.host_rootfs)
 }
 
 /// Whether boxes of a base run on `runtime`: an image base (`minimal`, `debian`, `dir:`,
@@ -257,10 +258,14 @@ pub struct RuntimeListView {
 }
 
 /// Every runtime berth has, whether or not this daemon can run it.
-pub const ALL_RUNTIMES: [&str; 3] = ["sandbox", "qemu", "firecracker"];
+pub fn all_runtimes() -> impl Iterator<Item = &'static str> {
+    berth_runtime::BACKENDS.iter().map(|(name, _)| *name)
+}
 
-/// The runtimes that boot `berth image build`'s images.
-pub const VM_RUNTIMES: [&str; 2] = ["qemu", "firecracker"];
+/// The runtimes that boot `berth image build`'s images ([`boots_images`]).
+fn vm_runtimes() -> impl Iterator<Item = &'static str> {
+    all_runtimes().filter(|name| boots_images(name))
+}
 
 /// Makes a VM runtime ready once `berth image build` has run, without a daemon restart:
 /// every [`IMAGE_WATCH_EVERY`], while a VM runtime is unavailable and the record of built
@@ -273,8 +278,7 @@ pub fn watch_images(runtimes: Runtimes, data_dir: PathBuf) -> tokio::task::JoinH
             std::fs::metadata(path).and_then(|m| m.modified()).ok()
         };
         let waiting = |runtimes: &Runtimes| -> Vec<&'static str> {
-            VM_RUNTIMES
-                .into_iter()
+            vm_runtimes()
                 .filter(|name| runtimes.is_unavailable(name))
                 .collect()
         };
@@ -302,7 +306,7 @@ pub fn watch_images(runtimes: Runtimes, data_dir: PathBuf) -> tokio::task::JoinH
     })
 }
 
-/// The VM runtime `name` ([`VM_RUNTIMES`]) over the recorded images, or why not.
+/// The VM runtime `name` ([`vm_runtimes`]) over the recorded images, or why not.
 pub async fn vm_entry(name: &str, data_dir: PathBuf, firecracker_unjailed: bool) -> RuntimeEntry {
     match name {
         "firecracker" => firecracker_entry(data_dir, firecracker_unjailed).await,
@@ -384,6 +388,14 @@ mod tests {
 
     #[test]
     fn default_must_be_known_and_names_unique() {
+        assert!(boots_images("qemu") && boots_images("firecracker") && !boots_images("sandbox"));
+        assert!(
+            !boots_images("unknown") && runs_base("sandbox", false) && !runs_base("qemu", false)
+        );
+        assert_eq!(
+            all_runtimes().collect::<Vec<_>>(),
+            ["sandbox", "qemu", "firecracker"]
+        );
         let a = RuntimeEntry::unavailable("qemu", "no images");
         assert!(matches!(
             Runtimes::new(vec![a.clone()], "sandbox"),

@@ -53,6 +53,13 @@ pub const DEFAULT_FIRECRACKER: &str = "firecracker";
 /// How long a boot may take to a ready berth-init (Firecracker always runs under KVM).
 pub const BOOT_DEADLINE: Duration = Duration::from_secs(20);
 const REMOVE_GRACE: Duration = Duration::from_secs(5);
+/// Snapshots: the API types are here (`api::SnapshotCreate`/`SnapshotLoad`), the flow
+/// (paths, restore of the vsock and egress sockets) is not.
+pub const CAPABILITIES: Capabilities = Capabilities {
+    pause: true,
+    snapshot: false,
+    host_rootfs: false,
+};
 
 /// How to build a [`FirecrackerRuntime`].
 #[derive(Debug, Clone)]
@@ -371,12 +378,7 @@ impl Runtime for FirecrackerRuntime {
     }
 
     fn capabilities(&self) -> Capabilities {
-        // Snapshots: the API types are here (`api::SnapshotCreate`/`SnapshotLoad`), the
-        // flow (paths, restore of the vsock and egress sockets) is not.
-        Capabilities {
-            pause: true,
-            snapshot: false,
-        }
+        CAPABILITIES
     }
 
     async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {

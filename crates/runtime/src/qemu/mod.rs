@@ -58,6 +58,13 @@ pub const DEFAULT_VHOST_VSOCK: &str = "vhost-device-vsock";
 /// alone takes ~2 s on an idle host and several times that on a busy one.
 pub const TCG_BOOT_DEADLINE: Duration = Duration::from_secs(60);
 pub const KVM_BOOT_DEADLINE: Duration = Duration::from_secs(20);
+/// Pause freezes the QEMU process (see `pause`). Snapshots: QEMU 7.2 refuses to migrate a
+/// vhost-user-vsock device (docs/runtimes.md has the design).
+pub const CAPABILITIES: Capabilities = Capabilities {
+    pause: true,
+    snapshot: false,
+    host_rootfs: false,
+};
 /// The grace `remove` gives a running box.
 const REMOVE_GRACE: Duration = Duration::from_secs(5);
 /// How long a SIGSTOP or SIGCONT may take to show in `/proc`.
@@ -315,12 +322,7 @@ impl Runtime for QemuRuntime {
     }
 
     fn capabilities(&self) -> Capabilities {
-        // Pause freezes the QEMU process (see `pause`). Snapshots: QEMU 7.2 refuses to
-        // migrate a vhost-user-vsock device (docs/runtimes.md has the design).
-        Capabilities {
-            pause: true,
-            snapshot: false,
-        }
+        CAPABILITIES
     }
 
     async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {

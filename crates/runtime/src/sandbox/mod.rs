@@ -308,6 +308,14 @@ impl SandboxRuntime {
     }
 }
 
+/// runc and crun freeze through the cgroup freezer, runsc through its own sentry; a
+/// sandbox may share the host's `/usr` as its root.
+pub const CAPABILITIES: Capabilities = Capabilities {
+    pause: true,
+    snapshot: false,
+    host_rootfs: true,
+};
+
 #[async_trait]
 impl Runtime for SandboxRuntime {
     fn name(&self) -> &'static str {
@@ -315,11 +323,7 @@ impl Runtime for SandboxRuntime {
     }
 
     fn capabilities(&self) -> Capabilities {
-        // runc and crun freeze through the cgroup freezer, runsc through its own sentry.
-        Capabilities {
-            pause: true,
-            snapshot: false,
-        }
+        CAPABILITIES
     }
 
     async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {

@@ -100,8 +100,7 @@ impl From<&Template> for TemplateView {
         TemplateView {
             name: t.name.clone(),
             base: t.base.to_string(),
-            runtimes: crate::runtimes::ALL_RUNTIMES
-                .into_iter()
+            runtimes: crate::runtimes::all_runtimes()
                 .filter(|r| crate::runtimes::runs_base(r, t.base.is_image()))
                 .map(str::to_owned)
                 .collect(),

@@ -168,6 +168,8 @@ impl Runtime for FakeRuntime {
         Capabilities {
             pause: false,
             snapshot: false,
+            // The fake named `qemu` stands in for a VM runtime.
+            host_rootfs: self.name != "qemu",
         }
     }
 

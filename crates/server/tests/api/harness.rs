@@ -32,6 +32,7 @@ impl Runtime for NoBoxes {
         Capabilities {
             pause: false,
             snapshot: false,
+            host_rootfs: true,
         }
     }
     async fn start(&self, _spec: &BoxSpec) -> Result<Booted, RuntimeError> {
