@@ -16,16 +16,20 @@
 //! | `loop` | loop devices (`/dev/loop-control`: `modprobe loop`) |
 //! | `netns` | network namespaces |
 //! | `cap-sys-resource` | `CAP_SYS_RESOURCE` (ext4's online resize) |
+//! | `memory-cgroup` | a memory cgroup this process may create (cgroup v2, as root) |
 //! | `berth-init` | a static berth-init (`make init`, or `$BERTH_INIT_BIN`) |
 //! | `sandbox` | the sandbox backend: root, an OCI runtime (runc), berth-init |
 //! | `qemu` | the qemu backend: `qemu-system-x86_64`, `vhost-device-vsock`, the test VM images |
 //! | `firecracker` | the firecracker backend: a `firecracker` binary, a `vmlinux`, a KVM that runs guests |
 //! | `vm-images` | the test VM images built already (the qemu tests build them) |
+//! | `image-build` | what building an image needs: the Debian mirror and the tools it runs |
 //! | `e2fsprogs` | `mkfs.ext4`, `e2fsck`, `debugfs` |
 //! | `kmod` | `depmod` |
 //! | `cpio` | a system `cpio` |
 //! | `debootstrap` | `debootstrap` (as root, with the Debian mirror) |
 //! | `python3` | `python3` |
+//! | `cc` | a C compiler and the static libc (`gcc`, `libc6-dev`) |
+//! | `perl` | `perl` under `/usr` (Debian's `perl-base`) |
 //! | `claude-code` | Claude Code from npm (`scripts/install-deps.sh --tests` with npm) |
 
 use std::io::Write;
@@ -36,16 +40,20 @@ pub const PARTS: &[&str] = &[
     "loop",
     "netns",
     "cap-sys-resource",
+    "memory-cgroup",
     "berth-init",
     "sandbox",
     "qemu",
     "firecracker",
     "vm-images",
+    "image-build",
     "e2fsprogs",
     "kmod",
     "cpio",
     "debootstrap",
     "python3",
+    "cc",
+    "perl",
     "claude-code",
 ];
 
