@@ -64,7 +64,7 @@ fn pruning_by_bytes_keeps_the_newest_marks_the_gap_and_never_reuses_a_seq() {
     let pruned = store.prune_events(retention).unwrap();
     assert_eq!(pruned.boxes, 1);
     let kept = 100 - pruned.events;
-    assert!(kept >= 1 && kept <= 10, "kept {kept} events of ~1 KB each");
+    assert!((1..=10).contains(&kept), "kept {kept} events of ~1 KB each");
 
     // A reader from the start is told what it missed, then gets the oldest kept onwards.
     let page = store.read_events(&id, 0, count(1000)).unwrap();
