@@ -12,10 +12,11 @@
 //! - an empty bounding set, no supplementary groups, then uid/gid [`TOOL_UID`] (which
 //!   clears every capability), `no_new_privs`;
 //! - a seccomp filter refusing (`EPERM`) mounts, namespaces, ptrace, sockets, module and
-//!   kexec loading, bpf, keyrings, io_uring, new processes and id changes: e2fsprogs needs
-//!   file I/O only.
+//!   kexec loading, bpf, keyrings, io_uring, new processes, id changes and changes to a
+//!   file's mode, owner or xattrs: e2fsprogs needs file I/O only.
 //!
-//! The files it needs are owned by [`TOOL_UID`] for the run and given back after.
+//! The files it needs are lent to [`TOOL_UID`] for the run and given back after (to
+//! berth's ids, with their modes).
 //! Without root (a test or an unprivileged builder) there is nothing to drop: the tool
 //! runs with the limits, `no_new_privs` and the filter only.
 
@@ -239,13 +240,13 @@ fn tail_reader(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<
     })
 }
 
-/// The empty root a tool runs in, made by the parent; removed (and the files given back
-/// to their owners) on drop.
+/// The empty root a tool runs in, made by the parent; removed, and the files given back
+/// to berth with their modes, on drop.
 struct Jail {
     root: tempfile::TempDir,
     binds: Vec<(Bind, PathBuf)>,
-    /// Each bound file's owner before the run.
-    owners: Vec<(PathBuf, u32, u32)>,
+    /// Each file lent to the tool, with its permission bits before the run.
+    lent: Vec<(PathBuf, u32)>,
 }
 
 impl Jail {
@@ -289,14 +290,13 @@ impl Jail {
         let mut jail = Jail {
             root,
             binds: Vec::new(),
-            owners: Vec::new(),
+            lent: Vec::new(),
         };
         for bind in binds {
             let meta = std::fs::metadata(&bind.host).map_err(io("stat", &bind.host))?;
             let inside = jail.root.path().join(bind.name);
             std::fs::File::create(&inside).map_err(io("create", &inside))?;
-            jail.owners
-                .push((bind.host.clone(), meta.uid(), meta.gid()));
+            jail.lent.push((bind.host.clone(), meta.mode() & 0o777));
             std::os::unix::fs::chown(&bind.host, Some(TOOL_UID), Some(TOOL_UID))
                 .map_err(io("lend (chown) to the confined tool", &bind.host))?;
             jail.binds.push((bind.clone(), inside));
@@ -348,8 +348,17 @@ impl Jail {
 
 impl Drop for Jail {
     fn drop(&mut self) {
-        for (path, uid, gid) in &self.owners {
-            if let Err(e) = std::os::unix::fs::chown(path, Some(*uid), Some(*gid)) {
+        // To berth's own ids (not the owner seen before the run, which a daemon killed
+        // mid-run would have left as the tool's), with the mode it had: the tool cannot
+        // change the mode or xattrs itself (seccomp), this is for certainty.
+        // SAFETY: geteuid and getegid have no arguments and cannot fail.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        for (path, mode) in &self.lent {
+            let back = std::os::unix::fs::chown(path, Some(uid), Some(gid)).and_then(|()| {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(*mode))
+            });
+            if let Err(e) = back {
                 eprintln!(
                     "berth: could not give {} back to {uid}:{gid}: {e}",
                     path.display()
@@ -534,6 +543,18 @@ const DENIED: &[libc::c_long] = &[
     libc::SYS_setgroups,
     libc::SYS_capset,
     libc::SYS_mknodat,
+    // The files it is lent stay as berth made them: no mode, owner or xattr changes.
+    libc::SYS_fchmod,
+    libc::SYS_fchmodat,
+    libc::SYS_fchmodat2,
+    libc::SYS_fchown,
+    libc::SYS_fchownat,
+    libc::SYS_setxattr,
+    libc::SYS_lsetxattr,
+    libc::SYS_fsetxattr,
+    libc::SYS_removexattr,
+    libc::SYS_lremovexattr,
+    libc::SYS_fremovexattr,
     libc::SYS_settimeofday,
     libc::SYS_clock_settime,
     libc::SYS_adjtimex,
@@ -552,6 +573,12 @@ const DENIED: &[libc::c_long] = &[
     libc::SYS_iopl,
     #[cfg(target_arch = "x86_64")]
     libc::SYS_uselib,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_chmod,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_chown,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_lchown,
 ];
 
 #[cfg(target_arch = "x86_64")]
@@ -793,6 +820,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("data");
         std::fs::write(&file, "the image\n").unwrap();
+        let rw = dir.path().join("rw");
+        std::fs::write(&rw, "").unwrap();
         let script = r#"
 use Socket; use POSIX ();
 sub attempt { my ($n, $f) = @_; if ($f->()) { print "$n ALLOWED\n" } else { print "$n refused\n" } }
@@ -802,12 +831,13 @@ attempt("fork", sub { my $p = fork(); POSIX::_exit(0) if defined $p && $p == 0; 
 attempt("write-given", sub { open(my $f, ">>", "/data") });
 attempt("write-root", sub { open(my $f, ">", "/planted") });
 attempt("setuid", sub { defined POSIX::setuid(0) });
+attempt("chmod", sub { chmod(0666, "/rw") });
 open(my $f, "<", "/data") or die; print "read ", scalar(<$f>);
 "#;
         let out = run(
             PERL,
             &[OsStr::new("-e"), OsStr::new(script)],
-            &[Bind::read_only(&file, "data")],
+            &[Bind::read_only(&file, "data"), Bind::writable(&rw, "rw")],
             Limits {
                 memory_bytes: 512 << 20,
                 deadline: Duration::from_secs(60),
@@ -822,6 +852,7 @@ open(my $f, "<", "/data") or die; print "read ", scalar(<$f>);
             "write-given",
             "write-root",
             "setuid",
+            "chmod",
         ] {
             assert!(
                 out.stdout.contains(&format!("{name} refused")),
@@ -831,5 +862,11 @@ open(my $f, "<", "/data") or die; print "read ", scalar(<$f>);
         }
         assert!(out.stdout.contains("read the image"), "{}", out.stdout);
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "the image\n");
+        let rw = std::fs::metadata(&rw).unwrap();
+        assert_eq!(
+            (rw.uid(), rw.mode() & 0o777),
+            (0, 0o644),
+            "given back as it was"
+        );
     }
 }
