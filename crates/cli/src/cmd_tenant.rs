@@ -7,6 +7,7 @@ use std::str::FromStr;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use http::Method;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::client::{path_segment, Client};
@@ -204,16 +205,10 @@ pub async fn run(client: &Client, command: TenantCommand) -> anyhow::Result<u8> 
                 name: &name,
                 quota: &quota,
             };
-            let raw: serde_json::Value = client
+            let raw = client
                 .json(Method::POST, "/v1/tenants", Some(&body), "a new tenant")
                 .await?;
-            if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&raw)?)?;
-            } else {
-                let created: Created =
-                    serde_json::from_value(raw).context("the daemon's answer is not a tenant")?;
-                out.write_all(created_text(&created).as_bytes())?;
-            }
+            print(&mut out, raw, json, "a tenant", created_text)?;
         }
         TenantCommand::Update {
             tenant,
@@ -221,28 +216,20 @@ pub async fn run(client: &Client, command: TenantCommand) -> anyhow::Result<u8> 
             json,
         } => {
             let path = format!("/v1/tenants/{}", path_segment(&tenant));
-            let raw: serde_json::Value = client
+            let raw = client
                 .json(Method::PATCH, &path, Some(&quota), "a tenant")
                 .await?;
-            if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&raw)?)?;
-            } else {
-                let view: TenantView =
-                    serde_json::from_value(raw).context("the daemon's answer is not a tenant")?;
-                out.write_all(tenant_table(&[view]).as_bytes())?;
-            }
+            print(&mut out, raw, json, "a tenant", |view: &TenantView| {
+                tenant_table(std::slice::from_ref(view))
+            })?;
         }
         TenantCommand::Ls { json } => {
-            let raw: serde_json::Value = client
+            let raw = client
                 .json(Method::GET, "/v1/tenants", None::<&()>, "a tenant list")
                 .await?;
-            if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&raw)?)?;
-            } else {
-                let list: TenantList = serde_json::from_value(raw)
-                    .context("the daemon's answer is not a tenant list")?;
-                out.write_all(tenant_table(&list.tenants).as_bytes())?;
-            }
+            print(&mut out, raw, json, "a tenant list", |list: &TenantList| {
+                tenant_table(&list.tenants)
+            })?;
         }
         TenantCommand::Key(command) => run_key(client, &mut out, command).await?,
     }
@@ -262,7 +249,7 @@ async fn run_key(
             admin,
             json,
         } => {
-            let raw: serde_json::Value = client
+            let raw = client
                 .json(
                     Method::POST,
                     &keys_path(&tenant),
@@ -270,25 +257,15 @@ async fn run_key(
                     "a new key",
                 )
                 .await?;
-            if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&raw)?)?;
-            } else {
-                let new: NewKey =
-                    serde_json::from_value(raw).context("the daemon's answer is not a key")?;
-                out.write_all(new_key_text(&new).as_bytes())?;
-            }
+            print(out, raw, json, "a key", new_key_text)?;
         }
         KeyCommand::Ls { tenant, json } => {
-            let raw: serde_json::Value = client
+            let raw = client
                 .json(Method::GET, &keys_path(&tenant), None::<&()>, "a key list")
                 .await?;
-            if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&raw)?)?;
-            } else {
-                let list: KeyList =
-                    serde_json::from_value(raw).context("the daemon's answer is not a key list")?;
-                out.write_all(key_table(&list.keys).as_bytes())?;
-            }
+            print(out, raw, json, "a key list", |list: &KeyList| {
+                key_table(&list.keys)
+            })?;
         }
         KeyCommand::Rm { tenant, key_id } => {
             revoke(client, &keys_path(&tenant), &key_id).await?;
@@ -326,6 +303,24 @@ async fn run_key(
                 )?;
             }
         }
+    }
+    Ok(())
+}
+
+/// Writes the daemon's answer: as it came (pretty JSON) with `--json`, else `text` of it.
+fn print<T: DeserializeOwned>(
+    out: &mut impl std::io::Write,
+    raw: serde_json::Value,
+    json: bool,
+    what: &str,
+    text: impl FnOnce(&T) -> String,
+) -> anyhow::Result<()> {
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&raw)?)?;
+    } else {
+        let value: T = serde_json::from_value(raw)
+            .with_context(|| format!("the daemon's answer is not {what}"))?;
+        out.write_all(text(&value).as_bytes())?;
     }
     Ok(())
 }
