@@ -251,7 +251,7 @@ impl EgressHostConfig {
             (
                 "[egress] audit_max_file_bytes",
                 self.audit_max_file_bytes,
-                64 << 10,
+                4096,
                 1 << 40,
             ),
             ("[egress] audit_max_files", self.audit_max_files, 1, 1000),
