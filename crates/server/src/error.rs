@@ -287,9 +287,6 @@ pub enum ServerError {
         source: std::io::Error,
     },
 
-    #[error("the HTTP server failed")]
-    Serve(#[source] std::io::Error),
-
     #[error("cannot open the store")]
     Store(#[from] StoreError),
 

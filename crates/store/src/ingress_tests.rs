@@ -3,25 +3,31 @@
 use std::sync::{Arc, Mutex};
 
 use berth_protocol::harness::GuestEvent;
-use berth_protocol::BoxId;
+use berth_protocol::{BoxId, TenantId};
 use serde_json::json;
 
 use crate::{
-    BoxState, EventListener, MessageId, MessageState, NewBox, PageLimit, Store, StoreError,
-    DB_FILE, DEFAULT_TENANT,
+    BoxRecord, BoxState, EventListener, MessageId, MessageState, NewBox, PageLimit, Store,
+    StoreError, DB_FILE, DEFAULT_TENANT,
 };
 
 pub(crate) fn setup() -> (tempfile::TempDir, Store, BoxId) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join(DB_FILE)).unwrap();
     let tenant = store.create_tenant(DEFAULT_TENANT).unwrap();
+    let record = insert_box(&store, tenant.id, "b");
+    (dir, store, record.id)
+}
+
+/// A new box `name` of `tenant`.
+pub(crate) fn insert_box(store: &Store, tenant: TenantId, name: &str) -> BoxRecord {
     let mut random = [0u8; 20];
     getrandom::fill(&mut random).unwrap();
     let record = store
         .insert_box(&NewBox {
             id: BoxId::from_random(random),
-            tenant_id: tenant.id,
-            name: "b".into(),
+            tenant_id: tenant,
+            name: name.into(),
             template: "host".into(),
             memory_mib: 512,
             pids: 256,
@@ -33,7 +39,7 @@ pub(crate) fn setup() -> (tempfile::TempDir, Store, BoxId) {
         })
         .unwrap();
     assert_eq!(record.idle_timeout_s, 60);
-    (dir, store, record.id)
+    record
 }
 
 pub(crate) fn guest(seq: u64, kind: &str) -> GuestEvent {

@@ -11,8 +11,8 @@ use berth_protocol::harness::GuestEvent;
 use berth_protocol::BoxId;
 use serde_json::json;
 
-use crate::ingress_tests::setup;
-use crate::{NewBox, Store};
+use crate::ingress_tests::{insert_box, setup};
+use crate::Store;
 
 /// Reads measured in each phase, at least.
 const READS: usize = 300;
@@ -50,24 +50,7 @@ fn reads_of_a_quiet_box_do_not_queue_behind_a_busy_box_writing_events() {
     let store = Arc::new(store);
     let tenant = store.get_box(&busy).unwrap().unwrap().tenant_id;
     let key = store.create_api_key(&tenant, false).unwrap();
-    let mut random = [0u8; 20];
-    getrandom::fill(&mut random).unwrap();
-    let quiet = store
-        .insert_box(&NewBox {
-            id: BoxId::from_random(random),
-            tenant_id: tenant,
-            name: "quiet".into(),
-            template: "host".into(),
-            memory_mib: 512,
-            pids: 256,
-            cpus: 1.0,
-            idle_timeout_s: 60,
-            egress: None,
-            runtime: "sandbox".into(),
-            disk_mib: None,
-        })
-        .unwrap()
-        .id;
+    let quiet = insert_box(&store, tenant, "quiet").id;
 
     let mut idle = read_latencies(&store, &key, &quiet, |n| n >= READS);
     idle.sort();

@@ -48,6 +48,17 @@ pub(crate) async fn box_with_events(
     id
 }
 
+/// A daemon without a runtime, with these `berth.toml` settings.
+pub(crate) async fn without_runtime(host: HostConfig) -> TestServer {
+    TestServer::start_with_host(
+        Runtimes::single(Arc::new(NoBoxes)),
+        None,
+        tempfile::tempdir().unwrap(),
+        host,
+    )
+    .await
+}
+
 /// The process's peak resident memory since the last [`reset_peak_rss`], in MiB.
 pub(crate) fn peak_rss_mib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -74,13 +85,7 @@ async fn a_page_of_huge_events_is_bounded_by_bytes_and_a_stream_by_memory() {
     // Retention large enough to keep all of it: this test is about reading.
     let mut host = HostConfig::default();
     host.events.max_bytes_per_box = 4 << 30;
-    let server = TestServer::start_with_host(
-        Runtimes::single(Arc::new(NoBoxes)),
-        None,
-        tempfile::tempdir().unwrap(),
-        host,
-    )
-    .await;
+    let server = without_runtime(host).await;
     let id = box_with_events(&server, "loud", 1000, 1 << 20).await;
     let path = format!("/v1/boxes/{id}/events?wait=false");
 
@@ -162,13 +167,7 @@ async fn old_events_are_pruned_in_the_background_and_readers_are_told_what_they_
     let mut host = HostConfig::default();
     host.events.max_bytes_per_box = 2 << 20;
     host.events.prune_every_s = 1;
-    let server = TestServer::start_with_host(
-        Runtimes::single(Arc::new(NoBoxes)),
-        None,
-        tempfile::tempdir().unwrap(),
-        host,
-    )
-    .await;
+    let server = without_runtime(host).await;
     // 10 events of 512 KiB: 5 MiB against a budget of 2 MiB.
     let id = box_with_events(&server, "chatty", 10, 512 << 10).await;
     let page_path = format!("/v1/boxes/{id}/events?wait=false");

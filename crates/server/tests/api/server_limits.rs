@@ -2,18 +2,18 @@
 //! client that sends its headers a byte at a time, an upload that stalls, more connections
 //! than the cap, more event streams than a tenant may hold.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use berth_server::host_config::ServerHostConfig;
-use berth_server::{HostConfig, Runtimes};
+use berth_server::HostConfig;
 use bytes::Bytes;
 use http::{Method, StatusCode};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::harness::{error_code, NoBoxes, TestServer};
+use crate::event_limits::without_runtime;
+use crate::harness::{error_code, TestServer};
 use crate::sse::open_sse;
 
 const HEADER_TIMEOUT: Duration = Duration::from_secs(2);
@@ -26,13 +26,7 @@ async fn server_with(server: ServerHostConfig) -> TestServer {
         server,
         ..Default::default()
     };
-    TestServer::start_with_host(
-        Runtimes::single(Arc::new(NoBoxes)),
-        None,
-        tempfile::tempdir().unwrap(),
-        host,
-    )
-    .await
+    without_runtime(host).await
 }
 
 fn limits(max_connections: usize, max_streams: usize) -> ServerHostConfig {
