@@ -10,9 +10,9 @@
 //! environment (with the egress proxy and trust bundle), then the box's own
 //! ([`crate::box_env`]), then the request's (or the harness config's) `env`.
 //!
-//! In a VM every process joins the box's cgroup ([`crate::vm::BoxCgroup`], the box's
-//! process limit) before it drops privileges; in a sandbox the container's cgroup
-//! already holds it.
+//! Every process joins the box's cgroup ([`BoxCgroup`]: the box's limits, which
+//! `berth-init` stays outside of) and gets `oom_score_adj` 0 (`berth-init` runs at −1000)
+//! before it drops privileges.
 //!
 //! Each process gets its own session and process group. The timeout and a client
 //! disconnect (the response body dropped) both SIGKILL the whole group. After the
@@ -37,10 +37,10 @@ use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use crate::box_cgroup::BoxCgroup;
 use crate::error::{io_code, ApiError};
 use crate::reaper::{kill_group, Exit, Reaper};
 use crate::seal::{seal_user_child, UserFilter};
-use crate::vm::BoxCgroup;
 
 const BASE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// How long output is still read after the process exited.
@@ -56,8 +56,9 @@ pub struct Executor {
     pub home: PathBuf,
     /// The box's own environment, read once at boot from `env.json`.
     pub box_env: BTreeMap<String, String>,
-    /// A VM's box cgroup, which every process joins; `None` in a sandbox (the container's
-    /// cgroup holds `berth-init` and its children already) or when the kernel has none.
+    /// The box's cgroup, which every process joins; `None` when there is none (a kernel
+    /// without cgroups, or a host that delegated none: the box's processes then share
+    /// `berth-init`'s cgroup).
     pub cgroup: Option<Arc<BoxCgroup>>,
 }
 

@@ -1,8 +1,8 @@
 //! `berth-init`: PID 1 of every berth box, and the guest agent the host talks to.
 //!
-//! Boots in phases (`mount` → `seal` → `volume` → `egress` → `harness` → `serve`, see
-//! [`boot`], [`egress`] and [`harness`]; a VM's PID 1 adds `kernel` → `modules` → `disks`
-//! → `limits` after `mount`, see [`vm`]), then serves the
+//! Boots in phases (`mount` → `limits` → `seal` → `volume` → `egress` → `harness` →
+//! `serve`, see [`boot`], [`sandbox_cgroup`], [`egress`] and [`harness`]; a VM's PID 1 does
+//! `kernel` → `modules` → `disks` → `limits` after `mount`, see [`vm`]), then serves the
 //! guest channel ([`server`]) until SIGTERM or `POST /v1/shutdown`, then stops every
 //! process ([`stop`]) and exits (a VM powers off). The `egress` phase also takes the box's
 //! environment ([`box_env`]); it runs before `harness` so the harness can connect out at
@@ -15,6 +15,7 @@
 //! listeners).
 
 mod boot;
+mod box_cgroup;
 mod box_env;
 mod channel;
 mod egress;
@@ -25,11 +26,13 @@ mod harness;
 mod listener;
 mod query;
 mod reaper;
+mod sandbox_cgroup;
 mod seal;
 mod server;
 mod stop;
 mod stream;
 mod thread_caps;
+mod user_filter;
 mod vm;
 mod volume;
 mod vsock;
@@ -174,10 +177,14 @@ async fn run(args: Args) -> Result<(), BootError> {
     boot.phase("mount", || boot::mount_phase(env))?;
     let cgroup = if env == Environment::Vm {
         // kernel, modules, disks, limits; then the VM's root looks like a sandbox's.
-        vm::boot(&mut boot, &args.run_dir)?.map(Arc::new)
+        vm::boot(&mut boot, &args.run_dir)?
+    } else if std::process::id() == 1 {
+        boot.phase("limits", || Ok::<_, BootError>(sandbox_cgroup::start()))?
     } else {
+        // A test running the agent as a plain process: nothing was delegated.
         None
     };
+    let cgroup = cgroup.map(Arc::new);
     let filter = boot.phase("seal", || {
         seal::seal_self()?;
         seal::UserFilter::build()

@@ -14,13 +14,9 @@
 //! an agent, the kernel already limits it to same-uid non-privileged targets, and PID 1 is
 //! root-owned and non-dumpable, so the user cannot attach to it.
 
-use std::collections::BTreeMap;
 use std::io;
 
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
-};
+use seccompiler::BpfProgram;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SealError {
@@ -36,79 +32,18 @@ pub enum SealError {
     Seccomp(#[source] seccompiler::BackendError),
 }
 
-/// The seccomp programs applied to every user process, compiled once.
+/// The seccomp programs applied to every user process, compiled once (the rules are in
+/// [`crate::user_filter`]).
 #[derive(Debug)]
 pub struct UserFilter {
-    /// `EPERM` for the namespace/mount/keyring/bpf family.
-    deny: BpfProgram,
-    /// `ENOSYS` for `clone3`, whose flags live in memory a filter cannot read: libc then
-    /// falls back to `clone`, whose flags the `deny` program checks.
-    nosys: BpfProgram,
+    programs: Vec<BpfProgram>,
 }
-
-/// Set in the number of an x32-ABI system call.
-const X32_SYSCALL_BIT: i64 = 0x4000_0000;
-
-const DENIED: &[i64] = &[
-    libc::SYS_mount,
-    libc::SYS_umount2,
-    libc::SYS_pivot_root,
-    libc::SYS_setns,
-    libc::SYS_keyctl,
-    libc::SYS_add_key,
-    libc::SYS_request_key,
-    libc::SYS_bpf,
-    libc::SYS_perf_event_open,
-    libc::SYS_userfaultfd,
-];
 
 impl UserFilter {
     pub fn build() -> Result<Self, SealError> {
-        let arch = TargetArch::x86_64;
-        // Each number also with the x32 bit: x32 system calls pass the same arch check.
-        let both = |nr: i64| [nr, nr | X32_SYSCALL_BIT];
-        let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED
-            .iter()
-            .flat_map(|&nr| both(nr))
-            .map(|nr| (nr, Vec::new()))
-            .collect();
-        let newuser = libc::CLONE_NEWUSER as u64;
-        for nr in [libc::SYS_unshare, libc::SYS_clone]
-            .into_iter()
-            .flat_map(both)
-        {
-            let cond = SeccompCondition::new(
-                0,
-                SeccompCmpArgLen::Qword,
-                SeccompCmpOp::MaskedEq(newuser),
-                newuser,
-            )
-            .map_err(SealError::Seccomp)?;
-            rules.insert(
-                nr,
-                vec![SeccompRule::new(vec![cond]).map_err(SealError::Seccomp)?],
-            );
-        }
-        let deny = SeccompFilter::new(
-            rules,
-            SeccompAction::Allow,
-            SeccompAction::Errno(libc::EPERM as u32),
-            arch,
-        )
-        .and_then(BpfProgram::try_from)
-        .map_err(SealError::Seccomp)?;
-        let nosys = SeccompFilter::new(
-            both(libc::SYS_clone3)
-                .into_iter()
-                .map(|nr| (nr, Vec::new()))
-                .collect(),
-            SeccompAction::Allow,
-            SeccompAction::Errno(libc::ENOSYS as u32),
-            arch,
-        )
-        .and_then(BpfProgram::try_from)
-        .map_err(SealError::Seccomp)?;
-        Ok(UserFilter { deny, nosys })
+        Ok(UserFilter {
+            programs: crate::user_filter::compile()?,
+        })
     }
 }
 
@@ -124,8 +59,17 @@ pub fn seal_self() -> Result<(), SealError> {
     }
     // SAFETY: umask only changes this process's file mode creation mask.
     unsafe { libc::umask(0o022) };
+    // The kernel's OOM killer never picks berth-init: a memory hog in the box must not take
+    // the agent down with it. In a sandbox the OCI runtime has set this already (box root
+    // may not lower it); in a VM berth-init is the kernel's root and sets it here.
+    if let Err(err) = std::fs::write("/proc/self/oom_score_adj", INIT_OOM_SCORE_ADJ.to_string()) {
+        eprintln!("berth-init: warning: cannot set oom_score_adj {INIT_OOM_SCORE_ADJ}: {err}");
+    }
     Ok(())
 }
+
+/// berth-init's `oom_score_adj`: never chosen by the OOM killer.
+pub const INIT_OOM_SCORE_ADJ: i32 = -1000;
 
 fn prctl(what: &'static str, option: libc::c_int, arg: libc::c_ulong) -> Result<(), SealError> {
     // SAFETY: these prctl options take one integer argument and touch no memory of ours.
@@ -140,11 +84,13 @@ fn prctl(what: &'static str, option: libc::c_int, arg: libc::c_ulong) -> Result<
 }
 
 /// Runs in the child between fork and exec (async-signal-safe: system calls only).
-/// Starts a new session (its own process group), then for the box user drops every
-/// capability and privilege and installs the user filter.
+/// Starts a new session (its own process group), gives the process the default
+/// `oom_score_adj` (0, not berth-init's), then for the box user drops every capability and
+/// privilege and installs the user filter.
 pub fn seal_user_child(as_user: bool, uid: u32, filter: &UserFilter) -> io::Result<()> {
     // SAFETY: setsid takes no arguments.
     check(unsafe { libc::setsid() }.into())?;
+    reset_oom_score_adj()?;
     if !as_user {
         return Ok(());
     }
@@ -182,10 +128,33 @@ pub fn seal_user_child(as_user: bool, uid: u32, filter: &UserFilter) -> io::Resu
     check(unsafe { libc::setresuid(uid, uid, uid) }.into())?;
     clear_inheritable()?;
     // `apply_filter` sets no_new_privs first, then installs the program; it does not allocate.
-    for program in [&filter.deny, &filter.nosys] {
+    for program in &filter.programs {
         seccompiler::apply_filter(program).map_err(|_| io::Error::last_os_error())?;
     }
     Ok(())
+}
+
+/// Writes 0 to `/proc/self/oom_score_adj` (raising it is always allowed). A child left at
+/// berth-init's −1000 would be the one process the OOM killer could never stop.
+fn reset_oom_score_adj() -> io::Result<()> {
+    // SAFETY: a NUL-terminated static path; the fd is closed below.
+    let fd = unsafe {
+        libc::open(
+            c"/proc/self/oom_score_adj".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        )
+    };
+    check(fd.into())?;
+    // SAFETY: a valid fd and a 1-byte static buffer.
+    let n = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
+    let written = if n == 1 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    };
+    // SAFETY: closes the fd opened above, once.
+    unsafe { libc::close(fd) };
+    written
 }
 
 /// `capset` with every set empty (permitted and effective are already empty after
@@ -232,7 +201,6 @@ mod tests {
     #[test]
     fn the_user_filter_compiles() {
         let filter = UserFilter::build().unwrap();
-        assert!(filter.deny.len() > DENIED.len());
-        assert!(!filter.nosys.is_empty());
+        assert_eq!(filter.programs.len(), 3);
     }
 }

@@ -12,8 +12,11 @@ use oci_spec::runtime::{
     PosixRlimitType, ProcessBuilder, RootBuilder, Spec, SpecBuilder, UserBuilder,
 };
 
-use berth_protocol::guest::{AGENT_STATE_DIR, BOX_CA_BUNDLE};
+use berth_protocol::guest::{
+    AGENT_STATE_DIR, BOX_CA_BUNDLE, SANDBOX_MEMORY_MAX_ENV, SANDBOX_PIDS_MAX_ENV,
+};
 
+use super::cgroup::{with_reserve, MEMORY_RESERVE_MIB, PIDS_RESERVE};
 use super::paths::BoxPaths;
 use super::rootfs::{host_dirs_to_bind, INIT_PATH};
 use super::seccomp;
@@ -35,6 +38,11 @@ pub const INIT_CAPABILITIES: &[Capability] = &[
     Capability::AuditWrite,
 ];
 
+/// berth-init's `oom_score_adj`: the OOM killer never picks it (it gives each process it
+/// starts 0). Not `process.oomScoreAdj`: runc writes that from inside the user namespace,
+/// where lowering it is refused; berth-init inherits it from the runtime instead
+/// (`OciCli::run_detached`).
+pub const INIT_OOM_SCORE_ADJ: i32 = -1000;
 /// Open files per process in the box (lowered to the host's hard limit: inside a user
 /// namespace the limit cannot be raised).
 const NOFILE: u64 = 65536;
@@ -78,10 +86,7 @@ pub fn build(input: &BundleInput<'_>) -> Spec {
                 .expect("user 0"),
         )
         .args(vec![INIT_PATH.to_string()])
-        .env(vec![
-            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
-            "HOME=/root".to_string(),
-        ])
+        .env(init_env(spec))
         .cwd("/")
         .capabilities(capabilities)
         // berth-init must setuid its children; it sets no_new_privs on them itself.
@@ -110,6 +115,23 @@ pub fn build(input: &BundleInput<'_>) -> Spec {
         .linux(linux(spec))
         .build()
         .expect("spec from fixed parts")
+}
+
+/// berth-init's environment: the box's own limits, which it gives the box's cgroup inside
+/// the container's (`cgroup.rs`).
+fn init_env(spec: &BoxSpec) -> Vec<String> {
+    let mut env = vec![
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
+        "HOME=/root".to_string(),
+    ];
+    if spec.limits.pids > 0 {
+        env.push(format!("{SANDBOX_PIDS_MAX_ENV}={}", spec.limits.pids));
+    }
+    if spec.limits.memory_mib > 0 {
+        let bytes = spec.limits.memory_mib.saturating_mul(1 << 20);
+        env.push(format!("{SANDBOX_MEMORY_MAX_ENV}={bytes}"));
+    }
+    env
 }
 
 /// Writes `config.json` into the bundle dir.
@@ -164,9 +186,13 @@ fn readonly_paths() -> Vec<String> {
     paths
 }
 
+/// The container's limits: the box's own (which its cgroup inside holds) plus berth-init's
+/// reserve.
 fn resources(spec: &BoxSpec) -> oci_spec::runtime::LinuxResources {
     let limits = spec.limits;
-    let memory_bytes = i64::try_from(limits.memory_mib.saturating_mul(1 << 20)).unwrap_or(i64::MAX);
+    let memory_mib = with_reserve(limits.memory_mib, MEMORY_RESERVE_MIB);
+    let memory_bytes = i64::try_from(memory_mib.saturating_mul(1 << 20)).unwrap_or(i64::MAX);
+    let pids = with_reserve(limits.pids, PIDS_RESERVE);
     let quota = (limits.cpus.max(0.01) * CPU_PERIOD_US as f64).round() as i64;
     LinuxResourcesBuilder::default()
         .devices(vec![LinuxDeviceCgroupBuilder::default()
@@ -184,7 +210,7 @@ fn resources(spec: &BoxSpec) -> oci_spec::runtime::LinuxResources {
         )
         .pids(
             LinuxPidsBuilder::default()
-                .limit(i64::try_from(limits.pids).unwrap_or(i64::MAX))
+                .limit(i64::try_from(pids).unwrap_or(i64::MAX))
                 .build()
                 .expect("pids"),
         )
@@ -583,9 +609,15 @@ mod tests {
     fn limits_become_cgroup_resources_without_swap() {
         let (c, spec, _) = config();
         let r = &c["linux"]["resources"];
-        assert_eq!(r["memory"]["limit"], 64 << 20);
-        assert_eq!(r["memory"]["swap"], 64 << 20);
-        assert_eq!(r["pids"]["limit"], 100);
+        // The box's own limits plus berth-init's reserve; the box's cgroup inside gets the
+        // box's own from berth-init's environment.
+        assert_eq!(r["memory"]["limit"], (64 + MEMORY_RESERVE_MIB) << 20);
+        assert_eq!(r["memory"]["swap"], (64 + MEMORY_RESERVE_MIB) << 20);
+        assert_eq!(r["pids"]["limit"], 100 + PIDS_RESERVE);
+        let env = c["process"]["env"].as_array().unwrap();
+        assert!(env.contains(&json!("BERTH_BOX_PIDS_MAX=100")), "{env:?}");
+        assert!(env.contains(&json!(format!("BERTH_BOX_MEMORY_MAX={}", 64 << 20))));
+        assert!(c["process"].get("oomScoreAdj").is_none());
         assert_eq!(
             (r["cpu"]["quota"].as_i64(), r["cpu"]["period"].as_u64()),
             (Some(150_000), Some(100_000))

@@ -19,6 +19,7 @@
 //! follows a link in the box-writable run dir (see `GuestClient`'s Unix connect).
 
 mod bundle;
+mod cgroup;
 mod egress;
 mod exit;
 mod host;
@@ -274,9 +275,21 @@ impl SandboxRuntime {
             paths,
         })?;
         let console = host::open_console(&paths.console_log())?;
+        // berth-init gets its container's cgroup to put the box's processes in a child.
+        let cgroup_dirs = match self.oci_kind() {
+            "runc" | "crun" => cgroup::delegate(spec, &cgroups_path(spec))?,
+            _ => Vec::new(),
+        };
         if let Err(e) = self
             .oci
-            .run_detached(id, &paths.bundle(), &paths.pid_file(), console)
+            .run_detached(
+                id,
+                &paths.bundle(),
+                &paths.pid_file(),
+                console,
+                cgroup_dirs,
+                bundle::INIT_OOM_SCORE_ADJ,
+            )
             .await
         {
             return Err(host::with_console(e, &paths.console_log()));

@@ -55,13 +55,17 @@ impl OciCli {
     }
 
     /// `run -d`: creates and starts the container; its stdout/stderr (and the runtime's
-    /// own) go to `console` (opened for append).
+    /// own) go to `console` (opened for append). `pass` reaches the container's init as
+    /// descriptors 3 onwards (`--preserve-fds`); the init inherits `oom_score_adj` from the
+    /// runtime, which berth starts with it.
     pub async fn run_detached(
         &self,
         id: &str,
         bundle: &Path,
         pid_file: &Path,
         console: std::fs::File,
+        pass: Vec<std::os::fd::OwnedFd>,
+        oom_score_adj: i32,
     ) -> Result<(), RuntimeError> {
         let err_console = console.try_clone().map_err(|source| RuntimeError::Io {
             action: "duplicate the console log handle of",
@@ -69,7 +73,12 @@ impl OciCli {
             source,
         })?;
         let mut cmd = self.command(&["run", "-d", "--pid-file"]);
-        cmd.arg(pid_file).arg("--bundle").arg(bundle).arg(id);
+        cmd.arg(pid_file).arg("--bundle").arg(bundle);
+        if !pass.is_empty() {
+            cmd.arg("--preserve-fds").arg(pass.len().to_string());
+        }
+        prepare_child(&mut cmd, pass, oom_score_adj);
+        cmd.arg(id);
         cmd.stdout(console).stderr(err_console);
         let status = tokio::process::Command::from(cmd)
             .status()
@@ -268,6 +277,55 @@ fn decode_error(
             .chars()
             .take(500)
             .collect(),
+    }
+}
+
+/// Makes `fds` the child's descriptors 3, 4, … (open across exec; the originals stay
+/// close-on-exec and are closed in the parent when the command is dropped), and sets its
+/// `oom_score_adj` where host root may (as host root: the box cannot lower it again).
+fn prepare_child(
+    cmd: &mut std::process::Command,
+    fds: Vec<std::os::fd::OwnedFd>,
+    oom_score_adj: i32,
+) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    /// Above every target: copies here cannot be overwritten by the moves below.
+    const PARKED: libc::c_int = 1000;
+    let raw: Vec<libc::c_int> = fds.iter().map(|fd| fd.as_raw_fd()).collect();
+    let mut parked = vec![0; raw.len()];
+    let score = oom_score_adj.to_string();
+    // SAFETY: the closure only makes system calls on integers and buffers allocated
+    // before the fork; the OwnedFds stay alive (moved into the closure) until the command
+    // is dropped.
+    unsafe {
+        cmd.pre_exec(move || {
+            let _keep = &fds;
+            let adj = libc::open(
+                c"/proc/self/oom_score_adj".as_ptr(),
+                libc::O_WRONLY | libc::O_CLOEXEC,
+            );
+            if adj < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Refused where host root lacks CAP_SYS_RESOURCE (some container hosts): the
+            // init then keeps berth's own score, and its cgroup alone shields it.
+            let bytes = score.as_bytes();
+            libc::write(adj, bytes.as_ptr().cast(), bytes.len());
+            libc::close(adj);
+            for (slot, &fd) in parked.iter_mut().zip(&raw) {
+                *slot = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, PARKED);
+                if *slot < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            for (target, &fd) in (3..).zip(&parked) {
+                if libc::dup2(fd, target) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
     }
 }
 

@@ -95,3 +95,151 @@ pub async fn only_loopback_exists(fx: &Fixture) {
     let flags = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).unwrap();
     assert_eq!(flags & 1, 1, "lo is down");
 }
+
+/// What the kernel-surface probe asks, in C (the `minimal` image has no Python): one line
+/// per call, `<name> <errno>`, 0 when the call succeeded.
+const PROBE_C: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static void report(const char *name, long rc) { printf("%s %d\n", name, rc < 0 ? errno : 0); }
+
+/* A listener on 127.0.0.1 and a connection to it: loopback TCP works end to end. */
+static long tcp_loopback(void) {
+    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof addr;
+    int server = socket(AF_INET, SOCK_STREAM, 0), client = socket(AF_INET, SOCK_STREAM, 0);
+    if (server < 0 || client < 0) return -1;
+    if (bind(server, (struct sockaddr *)&addr, len) || listen(server, 1)) return -1;
+    if (getsockname(server, (struct sockaddr *)&addr, &len)) return -1;
+    return connect(client, (struct sockaddr *)&addr, len);
+}
+
+int main(void) {
+    char params[256] = {0};
+    int pair[2];
+    report("io_uring_setup", syscall(SYS_io_uring_setup, 1, params));
+    report("io_uring_enter", syscall(SYS_io_uring_enter, -1, 0, 0, 0, NULL, 0));
+    report("io_uring_register", syscall(SYS_io_uring_register, -1, 0, NULL, 0));
+    report("socket_vsock", socket(40 /* AF_VSOCK */, SOCK_STREAM, 0));
+    report("socket_packet", socket(AF_PACKET, SOCK_DGRAM, 0));
+    report("socket_netlink", socket(AF_NETLINK, SOCK_RAW, 0 /* NETLINK_ROUTE */));
+    report("socket_alg", socket(38 /* AF_ALG */, SOCK_SEQPACKET, 0));
+    /* The kernel reads the family as an int: garbage in the upper half must not help. */
+    report("socket_vsock_high_bits", syscall(SYS_socket, 0x100000000L | 40, SOCK_STREAM, 0));
+    report("socketpair_netlink", socketpair(AF_NETLINK, SOCK_RAW, 0, pair));
+    report("bpf", syscall(SYS_bpf, 0, NULL, 0));
+    report("userfaultfd", syscall(SYS_userfaultfd, 0));
+    report("perf_event_open", syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0));
+    report("keyctl", syscall(SYS_keyctl, 0 /* GET_KEYRING_ID */, -3 /* session */, 0));
+    report("add_key", syscall(SYS_add_key, "user", "berth", "x", 1, -3));
+    report("request_key", syscall(SYS_request_key, "user", "berth", NULL, 0));
+    report("socket_unix", socket(AF_UNIX, SOCK_STREAM, 0));
+    report("socket_inet", socket(AF_INET, SOCK_DGRAM, 0));
+    report("socket_inet6", socket(AF_INET6, SOCK_STREAM, 0));
+    report("socketpair_unix", socketpair(AF_UNIX, SOCK_STREAM, 0, pair));
+    report("tcp_loopback", tcp_loopback());
+    return 0;
+}
+"#;
+
+/// The probe, compiled statically once per test binary (it runs on any rootfs), in a
+/// directory to bind into boxes as a layer; `Err` is why the check skips.
+fn kernel_probe() -> Result<&'static std::path::Path, String> {
+    static PROBE: std::sync::OnceLock<Result<tempfile::TempDir, String>> =
+        std::sync::OnceLock::new();
+    let dir = PROBE.get_or_init(|| {
+        let dir = common::layer_dir(&[("probe.c", PROBE_C, 0o644)]);
+        let out = std::process::Command::new("cc")
+            .args(["-static", "-Os", "-s", "-o"])
+            .arg(dir.path().join("probe"))
+            .arg(dir.path().join("probe.c"))
+            .output()
+            .map_err(|e| format!("no C compiler to build the probe (cc: {e})"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "cc -static failed (libc6-dev installs the static libc): {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(dir)
+    });
+    dir.as_ref().map(|d| d.path()).map_err(Clone::clone)
+}
+
+/// The box user's kernel surface is small: no io_uring (`ENOSYS`, so liburing users fall
+/// back), no socket family but `AF_UNIX`, `AF_INET` and `AF_INET6` (`EAFNOSUPPORT`: no
+/// `AF_VSOCK` to the host's egress port, no `AF_PACKET`, no netlink, no module loading by
+/// family), no bpf, userfaultfd, perf events or keyrings (`EPERM`); the families it keeps
+/// work, loopback TCP included.
+pub async fn box_user_kernel_surface_is_small(fx: &Fixture) {
+    let probe_dir = match kernel_probe() {
+        Ok(dir) => dir.to_path_buf(),
+        Err(why) => {
+            eprintln!("SKIPPED: box_user_kernel_surface_is_small: {why}");
+            return;
+        }
+    };
+    let target = if fx.rootfs_is_image() {
+        "/mnt"
+    } else {
+        "/opt/berth-probe"
+    };
+    let mut spec = fx.spec(Limits::default());
+    spec.layers = vec![berth_runtime::Layer {
+        source: probe_dir,
+        target: target.into(),
+    }];
+    let client = fx.runtime.start(&spec).await.expect("start").client;
+    let out = run_ok(&client, &[&format!("{target}/probe")], BoxUser::User).await;
+    let errno: std::collections::BTreeMap<&str, i32> = out
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(name, e)| (name, e.trim().parse().unwrap()))
+        .collect();
+    let refused = [
+        ("io_uring_setup", libc::ENOSYS),
+        ("io_uring_enter", libc::ENOSYS),
+        ("io_uring_register", libc::ENOSYS),
+        ("socket_vsock", libc::EAFNOSUPPORT),
+        ("socket_packet", libc::EAFNOSUPPORT),
+        ("socket_netlink", libc::EAFNOSUPPORT),
+        ("socket_alg", libc::EAFNOSUPPORT),
+        ("socket_vsock_high_bits", libc::EAFNOSUPPORT),
+        ("socketpair_netlink", libc::EAFNOSUPPORT),
+        ("bpf", libc::EPERM),
+        ("userfaultfd", libc::EPERM),
+        ("perf_event_open", libc::EPERM),
+        ("keyctl", libc::EPERM),
+        ("add_key", libc::EPERM),
+        ("request_key", libc::EPERM),
+    ];
+    let allowed = [
+        "socket_unix",
+        "socket_inet",
+        "socket_inet6",
+        "socketpair_unix",
+        "tcp_loopback",
+    ];
+    let wrong: Vec<String> = refused
+        .iter()
+        .filter(|(name, want)| errno.get(name) != Some(want))
+        .map(|(name, want)| format!("{name}: errno {:?}, want {want}", errno.get(name)))
+        .chain(
+            allowed
+                .iter()
+                .filter(|name| errno.get(*name) != Some(&0))
+                .map(|name| format!("{name}: errno {:?}, want success", errno.get(name))),
+        )
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "the box user's kernel surface: {wrong:#?}\n{out}"
+    );
+    fx.runtime.stop(&spec.id, crate::GRACE).await.expect("stop");
+}

@@ -509,3 +509,263 @@ async fn deliver_and_see_echoed(client: &GuestClient, id: &str) {
     .await;
     assert_eq!(seen, Ok(true), "the echo of {id} was not journalled");
 }
+
+/// One round of the host's everyday calls into the box, each within `limit`: an exec as
+/// the user and as root, a file written and read back. `Err` says which failed and how.
+async fn host_calls_answer(
+    client: &GuestClient,
+    limit: Duration,
+    round: usize,
+) -> Result<(), String> {
+    for user in [BoxUser::User, BoxUser::Root] {
+        let answer = tokio::time::timeout(
+            limit,
+            run(client, &["echo", "ok"], user, Some(Duration::from_secs(30))),
+        )
+        .await;
+        match answer {
+            Ok((0, out, _)) if out.trim() == "ok" => {}
+            Ok(other) => return Err(format!("exec as {user:?}: {other:?}")),
+            Err(_) => return Err(format!("exec as {user:?}: no answer within {limit:?}")),
+        }
+    }
+    let file = common::file(&format!("/home/user/during-{round}"));
+    let content = bytes::Bytes::from(format!("round {round}"));
+    let written = tokio::time::timeout(limit, client.write_file(&file, content.clone())).await;
+    match written {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(format!("write_file: {e}")),
+        Err(_) => return Err(format!("write_file: no answer within {limit:?}")),
+    }
+    match tokio::time::timeout(limit, client.read_file(&file)).await {
+        Ok(Ok(read)) if read == content => Ok(()),
+        Ok(Ok(read)) => Err(format!("read_file gave {read:?}")),
+        Ok(Err(e)) => Err(format!("read_file: {e}")),
+        Err(_) => Err(format!("read_file: no answer within {limit:?}")),
+    }
+}
+
+/// Rounds of calls the host makes at least, even if the attack ended before.
+const MIN_ROUNDS: usize = 10;
+
+/// Runs the host's calls ([`host_calls_answer`]) until `attack` has ended and at least
+/// [`MIN_ROUNDS`] rounds answered, asserting each round; returns how many rounds answered.
+async fn answers_throughout(
+    fx: &Fixture,
+    client: &GuestClient,
+    attack: &tokio::task::JoinHandle<(i32, String, String)>,
+    what: &str,
+) -> usize {
+    let mut rounds = 0;
+    let mut slowest = Duration::ZERO;
+    while !attack.is_finished() || rounds < MIN_ROUNDS {
+        let t0 = Instant::now();
+        if let Err(why) = host_calls_answer(client, fx.patience(), rounds).await {
+            panic!("during {what}, after {rounds} rounds: {why}");
+        }
+        slowest = slowest.max(t0.elapsed());
+        rounds += 1;
+    }
+    eprintln!("{rounds} rounds of exec and file calls answered during {what}, slowest {slowest:?}");
+    rounds
+}
+
+/// The box's own `box` cgroup in the hierarchy holding `file`, as the box sees it, or its
+/// parent when there is none.
+async fn box_cgroup_file(client: &GuestClient, file: &str) -> String {
+    let find = format!(
+        "for d in /sys/fs/cgroup/box /sys/fs/cgroup/pids/box /sys/fs/cgroup/memory/box \
+         /sys/fs/cgroup/pids /sys/fs/cgroup/memory /sys/fs/cgroup; do \
+         if [ -e $d/{file} ]; then echo $d/{file}; exit 0; fi; done; exit 1"
+    );
+    run_ok(client, &["sh", "-c", &find], BoxUser::Root)
+        .await
+        .trim()
+        .to_owned()
+}
+
+/// A fork bomb fills the box's process limit, and the host's exec and file calls into that
+/// same box keep answering throughout: berth-init forks outside the box's cgroup (its own
+/// has a reserve), so a full box never stops it starting a process.
+pub async fn the_host_reaches_a_box_through_its_fork_bomb(fx: &Fixture) {
+    let spec = fx.spec(Limits {
+        pids: 64,
+        ..Limits::default()
+    });
+    let client = fx.runtime.start(&spec).await.expect("start").client;
+    let events = box_cgroup_file(&client, "pids.events").await;
+    let bomb = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            run(
+                &client,
+                // Each process forks two more and waits for them (a builtin: no fork), so
+                // the box stays full instead of emptying as forks fail, until the exec's
+                // timeout kills the whole group.
+                &["sh", "-c", "b() { b & b & wait; }; b"],
+                BoxUser::User,
+                Some(Duration::from_secs(15)),
+            )
+            .await
+        })
+    };
+    // Full: the kernel refuses the bomb's forks, and goes on refusing them while the host
+    // calls in.
+    let refused = || async {
+        let (_, out, _) = run(&client, &["cat", &events], BoxUser::Root, None).await;
+        out.lines()
+            .find_map(|l| l.strip_prefix("max "))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    common::wait_until_within(fx.patience(), || async { refused().await > 0 }).await;
+    let before = refused().await;
+    let rounds = answers_throughout(fx, &client, &bomb, "a fork bomb").await;
+    let after = refused().await;
+    eprintln!("forks refused: {before} when the host began calling, {after} after {rounds} rounds");
+    assert!(
+        after > before,
+        "the bomb stopped before the host's calls ended"
+    );
+    common::wait_until_within(fx.patience(), || async {
+        host_calls_answer(&client, Duration::from_secs(5), usize::MAX)
+            .await
+            .is_ok()
+    })
+    .await;
+    common::assert_berth_init_is_pid_1(&client).await;
+    fx.runtime.stop(&spec.id, GRACE).await.expect("stop");
+}
+
+/// Many small memory hogs fill the box's memory: each is smaller than berth-init, so the
+/// OOM killer would pick berth-init among them. It never does: berth-init is outside the
+/// box's memory cgroup with a reserve of its own and `oom_score_adj` −1000. The host's
+/// calls answer throughout, the hogs are killed, the box keeps its boot.
+pub async fn the_host_reaches_a_box_through_its_memory_hogs(fx: &Fixture) {
+    // The sandbox's box gets 64 MiB of memory; a VM 128 MiB of RAM (less does not boot).
+    let (memory_mib, hogs) = if fx.is_vm() { (128, 300) } else { (64, 200) };
+    let spec = fx.spec(Limits {
+        memory_mib,
+        pids: 1024,
+        ..Limits::default()
+    });
+    let client = fx.runtime.start(&spec).await.expect("start").client;
+    let boot_id = client.info().await.expect("info").boot_id;
+    // Each hog a shell holding a 512 kB string, then sleeping: a few hundred kB more than
+    // a shell, far less than berth-init.
+    let hog = format!(
+        "i=0; while [ $i -lt {hogs} ]; do \
+         (x=$(head -c 512000 /dev/zero | tr '\\0' x); sleep 30) & i=$((i+1)); done; wait"
+    );
+    let attack = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            run(
+                &client,
+                &["sh", "-c", &hog],
+                BoxUser::User,
+                Some(Duration::from_secs(60)),
+            )
+            .await
+        })
+    };
+    answers_throughout(fx, &client, &attack, "memory hogs").await;
+    let info = client.info().await.expect("info after the hogs");
+    assert_eq!(
+        info.boot_id, boot_id,
+        "berth-init was killed and the box booted again"
+    );
+    common::assert_berth_init_is_pid_1(&client).await;
+    // The limit held: the OOM killer acted inside the box.
+    let log = if fx.is_vm() {
+        run_ok(&client, &["dmesg"], BoxUser::Root).await
+    } else {
+        let file = box_cgroup_file(&client, "memory.oom_control").await;
+        run_ok(&client, &["cat", &file], BoxUser::Root).await
+    };
+    let killed = log.contains("Out of memory")
+        || log.contains("oom-kill")
+        || log
+            .lines()
+            .find_map(|l| l.strip_prefix("oom_kill "))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .is_some_and(|n| n > 0);
+    assert!(killed, "the OOM killer did not act in the box: {log}");
+    fx.runtime.stop(&spec.id, GRACE).await.expect("stop");
+}
+
+/// The OOM killer never picks berth-init (`oom_score_adj` −1000) and everything it starts
+/// gets the default, 0; every process it starts is in the box's cgroup, berth-init is not.
+pub async fn berth_init_is_outside_the_box_cgroup_and_the_oom_killers_reach(fx: &Fixture) {
+    let mut spec = fx.spec(Limits::default());
+    let harness: HarnessConfig =
+        serde_json::from_value(serde_json::json!({"command": ["/bin/cat"], "ack": "write"}))
+            .unwrap();
+    spec.harness = Some(harness);
+    let client = fx.runtime.start(&spec).await.expect("start").client;
+    let init = run_ok(&client, &["cat", "/proc/1/oom_score_adj"], BoxUser::User).await;
+    if !fx.is_vm() && !host_root_may_lower_oom_score_adj() {
+        eprintln!(
+            "SKIPPED (part): berth-init's oom_score_adj -1000: host root here lacks \
+             CAP_SYS_RESOURCE, so nobody may lower it (berth-init has {})",
+            init.trim()
+        );
+    } else {
+        assert_eq!(init.trim(), "-1000", "berth-init's oom_score_adj");
+    }
+    for user in [BoxUser::User, BoxUser::Root] {
+        let own = run_ok(&client, &["cat", "/proc/self/oom_score_adj"], user).await;
+        assert_eq!(own.trim(), "0", "{user:?}'s oom_score_adj");
+    }
+    // Every process but berth-init (and a VM's kernel threads, which have no command line)
+    // is in the box's cgroup in every hierarchy that holds a limit.
+    let list = "for p in /proc/[0-9]*; do n=${p#/proc/}; \
+                cmd=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); [ -n \"$cmd\" ] || continue; \
+                printf '%s %s%s\\n' $n \"$(grep -E '^0::|:pids:|:memory:' $p/cgroup | tr '\\n' ' ')\" \"$cmd\"; done";
+    let procs = run_ok(&client, &["sh", "-c", list], BoxUser::Root).await;
+    // The cgroups of a process's line: its v1 `pids` and `memory` ones, or (cgroup2 only)
+    // its `0::` one; a v1 host's controller-less cgroup2 line does not count.
+    let in_box = |line: &str| {
+        let groups: Vec<&str> = line
+            .split_whitespace()
+            .filter(|w| w.contains(":/"))
+            .collect();
+        let v1: Vec<&str> = groups
+            .iter()
+            .copied()
+            .filter(|g| !g.starts_with("0::"))
+            .collect();
+        let limited = if v1.is_empty() { groups } else { v1 };
+        !limited.is_empty() && limited.iter().all(|g| g.ends_with(":/box"))
+    };
+    let init_line = procs.lines().find(|l| l.starts_with("1 ")).expect("pid 1");
+    assert!(
+        !in_box(init_line) && init_line.contains(":/"),
+        "berth-init: {init_line}"
+    );
+    let outside: Vec<&str> = procs
+        .lines()
+        .filter(|l| !l.starts_with("1 ") && !in_box(l))
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "outside the box cgroup: {outside:?}\n{procs}"
+    );
+    assert!(
+        procs.lines().any(|l| l.ends_with("/bin/cat ")),
+        "the harness is not listed: {procs}"
+    );
+    fx.runtime.stop(&spec.id, GRACE).await.expect("stop");
+}
+
+/// Whether this test's host root holds CAP_SYS_RESOURCE (bit 24), which lowering any
+/// process's `oom_score_adj` needs.
+fn host_root_may_lower_oom_score_adj() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let caps = s.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+            u64::from_str_radix(caps.trim(), 16).ok()
+        })
+        .is_some_and(|caps| caps & (1 << 24) != 0)
+}
