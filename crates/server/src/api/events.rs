@@ -24,6 +24,9 @@ use crate::ctx::Ctx;
 use crate::error::error_chain;
 use crate::ops::events_read::{self, EventFeed};
 
+/// The type of the event that stands in for pruned events on a stream.
+const GAP_EVENT: &str = "gap";
+
 /// A comment line this often keeps proxies from closing an idle stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -157,14 +160,16 @@ fn sse_stream(feed: EventFeed) -> impl Stream<Item = Result<Event, Infallible>> 
     })
 }
 
-/// `event: gap`, with the last pruned seq as its id: a client that resumes from it has
-/// missed nothing more.
+/// `event: gap`, shaped like any event (so every client's event parser reads it) and
+/// standing in for the pruned ones: its seq (and SSE id) is the last pruned seq, so a client
+/// that resumes from it has missed nothing more; its data says which seqs are gone.
 fn gap_event(gap: EventGap) -> Event {
-    let data = serde_json::json!({"first": gap.first, "last": gap.last}).to_string();
-    Event::default()
-        .id(gap.last.to_string())
-        .event("gap")
-        .data(data)
+    sse_event(EventRecord {
+        seq: gap.last,
+        kind: GAP_EVENT.to_owned(),
+        data: serde_json::json!({"first": gap.first, "last": gap.last}),
+        created_at: time::OffsetDateTime::now_utc(),
+    })
 }
 
 fn sse_event(record: EventRecord) -> Event {

@@ -206,8 +206,11 @@ async fn old_events_are_pruned_in_the_background_and_readers_are_told_what_they_
     let gap = sse.next().await;
     assert_eq!(gap.event, "gap");
     assert_eq!(gap.id, last_pruned);
-    assert_eq!(gap.data["first"], 1);
-    assert_eq!(gap.data["last"], last_pruned);
+    // Shaped like any event, so a client's event parser reads it.
+    assert_eq!(gap.data["seq"], last_pruned);
+    assert_eq!(gap.data["type"], "gap");
+    assert_eq!(gap.data["data"]["first"], 1);
+    assert_eq!(gap.data["data"]["last"], last_pruned);
     assert_eq!(sse.next().await.id, last_pruned + 1);
     // A client resuming from there has missed nothing.
     let resume = last_pruned.to_string();
