@@ -636,11 +636,15 @@ mod tests {
 
     fn skip() -> bool {
         // SAFETY: geteuid has no arguments and cannot fail.
-        let skip = unsafe { libc::geteuid() } != 0 || E2FSCK.locate().is_err();
-        if skip {
-            eprintln!("SKIPPED: confinement needs root and e2fsck (e2fsprogs)");
+        if unsafe { libc::geteuid() } != 0 {
+            berth_testkit::skip("root", "confining a tool needs root");
+            return true;
         }
-        skip
+        if E2FSCK.locate().is_err() {
+            berth_testkit::skip("e2fsprogs", "e2fsck is not installed");
+            return true;
+        }
+        false
     }
 
     /// A FIFO as the "image": e2fsck blocks opening it until someone writes.
@@ -813,8 +817,11 @@ mod tests {
             name: "perl",
             package: "perl-base",
         };
-        if skip() || !PERL.locate().is_ok_and(|p| p.starts_with("/usr")) {
-            eprintln!("SKIPPED: needs perl under /usr");
+        if skip() {
+            return;
+        }
+        if !PERL.locate().is_ok_and(|p| p.starts_with("/usr")) {
+            berth_testkit::skip("perl", "no perl under /usr plays the subverted tool");
             return;
         }
         let dir = tempfile::tempdir().unwrap();

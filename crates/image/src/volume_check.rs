@@ -217,7 +217,7 @@ mod tests {
     fn skip() -> bool {
         let skip = crate::tool::MKFS_EXT4.locate().is_err() || E2UNDO.locate().is_err();
         if skip {
-            eprintln!("SKIPPED: needs e2fsprogs (mkfs.ext4, e2fsck, e2undo, debugfs)");
+            berth_testkit::skip("e2fsprogs", "mkfs.ext4, e2fsck, e2undo, debugfs");
         }
         skip
     }

@@ -11,7 +11,7 @@
 //!   forgets the marker.
 //!
 //! Needs root and runc (and qemu with the test images for the last); otherwise each test
-//! prints `SKIPPED: <reason>` and returns.
+//! skips (`berth_testkit::skip`, parts `sandbox`, `e2fsprogs`, `berth-init`, `qemu`).
 
 #[allow(dead_code, unused_imports)]
 mod common;
@@ -47,19 +47,19 @@ impl Drop for Sandbox {
 
 impl Sandbox {
     fn new(name: &str) -> Option<Sandbox> {
-        let skip = |why: &dyn std::fmt::Display| {
-            eprintln!("SKIPPED: {name}: {why}");
+        let skip = |part: &str, why: &dyn std::fmt::Display| {
+            berth_testkit::skip(part, format!("{name}: {why}"));
             None
         };
         if !nix::unistd::geteuid().is_root() {
-            return skip(&"the sandbox backend needs root");
+            return skip("sandbox", &"the sandbox backend needs root");
         }
         if Command::new("debugfs").arg("-V").output().is_err() {
-            return skip(&"debugfs (e2fsprogs) is not installed");
+            return skip("e2fsprogs", &"debugfs is not installed");
         }
         let init_bin = match berth_runtime::init_binary() {
             Ok(path) => path,
-            Err(e) => return skip(&e),
+            Err(e) => return skip("berth-init", &e),
         };
         let dir = tempfile::Builder::new()
             .prefix("berth-uv-")
@@ -74,7 +74,7 @@ impl Sandbox {
                 runtime: Arc::new(runtime),
                 dir,
             }),
-            Err(e @ berth_runtime::RuntimeError::Missing { .. }) => skip(&e),
+            Err(e @ berth_runtime::RuntimeError::Missing { .. }) => skip("sandbox", &e),
             Err(e) => panic!("SandboxRuntime::new: {e}"),
         }
     }
@@ -240,7 +240,7 @@ async fn a_vm_boot_marks_the_volume_and_the_sandbox_checks_it_before_mounting() 
         return;
     };
     if let Err(why) = common::images::vm_binaries() {
-        eprintln!("SKIPPED: vm_marks: {why}");
+        berth_testkit::skip("qemu", format!("vm_marks: {why}"));
         return;
     }
     let images = match tokio::task::spawn_blocking(common::images::images)
@@ -249,7 +249,7 @@ async fn a_vm_boot_marks_the_volume_and_the_sandbox_checks_it_before_mounting() 
     {
         Ok(images) => images,
         Err(why) => {
-            eprintln!("SKIPPED: vm_marks: {why}");
+            berth_testkit::skip("qemu", format!("vm_marks: {why}"));
             return;
         }
     };
@@ -258,7 +258,7 @@ async fn a_vm_boot_marks_the_volume_and_the_sandbox_checks_it_before_mounting() 
     let qemu = match QemuRuntime::new(config).await {
         Ok(qemu) => Arc::new(qemu),
         Err(e @ berth_runtime::RuntimeError::Missing { .. }) => {
-            eprintln!("SKIPPED: vm_marks: {e}");
+            berth_testkit::skip("qemu", format!("vm_marks: {e}"));
             return;
         }
         Err(e) => panic!("QemuRuntime::new: {e}"),
