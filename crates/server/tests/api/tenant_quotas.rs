@@ -263,3 +263,60 @@ async fn a_deleted_box_s_id_slot_is_handed_out_again() {
     assert_eq!(slots.len(), 1, "one slot for the whole loop: {slots:?}");
     assert_ne!(slots.first().copied(), Some(slot_of("keep")));
 }
+
+/// A template reload can raise its boxes' volume size: a start grows a volume only while
+/// the tenant stays within `max_disk_mib` (else the box starts at its current size).
+#[tokio::test]
+async fn a_start_grows_a_volume_only_within_the_disk_quota() {
+    let (server, fake) = with_fake().await;
+    let key = tenant_with(&server, "acme", json!({"max_disk_mib": 1024})).await;
+    let template = |disk_mib: u64| {
+        let dir = server.data.path().join("templates");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("grow.toml"),
+            format!("name = \"grow\"\nbase = \"host\"\ndisk_mib = {disk_mib}\n"),
+        )
+        .unwrap();
+    };
+    let reload = || server.call(Method::POST, "/v1/templates/reload", None);
+    template(512);
+    reload().await;
+    let (status, created) = call_as(
+        &server,
+        &key,
+        Method::POST,
+        "/v1/boxes",
+        Some(json!({"name": "a", "template": "grow"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    // The volume as a first start made it: 512 MiB, sparse.
+    let id: berth_protocol::BoxId = created["id"].as_str().unwrap().parse().unwrap();
+    let image = berth_runtime::volume_image(server.data.path(), &id);
+    std::fs::create_dir_all(image.parent().unwrap()).unwrap();
+    std::fs::File::create(&image)
+        .unwrap()
+        .set_len(512 << 20)
+        .unwrap();
+
+    template(2048);
+    reload().await;
+    let last_disk = || fake.specs.lock().unwrap().last().unwrap().1;
+    let (status, body) = call_as(&server, &key, Method::POST, "/v1/boxes/a/start", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(last_disk(), 512, "grown past the tenant's disk quota");
+    call_as(&server, &key, Method::POST, "/v1/boxes/a/stop", None).await;
+
+    let (status, body) = server
+        .call(
+            Method::PATCH,
+            "/v1/tenants/acme",
+            Some(json!({"max_disk_mib": 4096})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = call_as(&server, &key, Method::POST, "/v1/boxes/a/start", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(last_disk(), 2048, "within the quota the volume grows");
+}
