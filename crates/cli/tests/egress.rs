@@ -191,6 +191,17 @@ fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
     found
 }
 
+/// The environment of an exec in box `name`, and the placeholder in it.
+fn placeholder_in(daemon: &Daemon, name: &str) -> (String, String) {
+    let env = daemon.berth_ok(&["exec", name, "--", "env"]);
+    let placeholder = env
+        .lines()
+        .find_map(|l| l.strip_prefix("ANTHROPIC_API_KEY="))
+        .expect("the placeholder is in the env")
+        .to_owned();
+    (env, placeholder)
+}
+
 /// Python run in the box as the box user: prints what the stand-in echoed back.
 fn box_python(daemon: &Daemon, name: &str, script: &str) -> String {
     daemon.berth_ok(&["exec", name, "--", "python3", "-c", script])
@@ -268,12 +279,7 @@ fn a_harness_reaches_the_model_with_the_real_key_and_the_box_holds_only_a_placeh
     assert_eq!(call["x-api-key"], secret, "the stand-in got the real key");
 
     // The box has only the placeholder: in the env of exec and of every process…
-    let env = daemon.berth_ok(&["exec", "agent1", "--", "env"]);
-    let placeholder = env
-        .lines()
-        .find_map(|l| l.strip_prefix("ANTHROPIC_API_KEY="))
-        .expect("the placeholder is in the env")
-        .to_owned();
+    let (env, placeholder) = placeholder_in(daemon, "agent1");
     assert!(placeholder.starts_with("berth-ph-"), "{placeholder}");
     assert!(!env.contains(&secret));
     let environs = daemon.berth_ok(&[
@@ -442,12 +448,7 @@ fn a_rule_restricted_to_post_v1_messages_injects_nowhere_else() {
             ),
         )
     };
-    let env = daemon.berth_ok(&["exec", "scoped", "--", "env"]);
-    let placeholder = env
-        .lines()
-        .find_map(|l| l.strip_prefix("ANTHROPIC_API_KEY="))
-        .expect("the placeholder is in the env")
-        .to_owned();
+    let (_, placeholder) = placeholder_in(daemon, "scoped");
     for (method, path) in [
         ("GET", "/v1/messages"),
         ("POST", "/v1/messages/%2e%2e/admin"),

@@ -614,24 +614,7 @@ async fn sse_events_arrive_as_they_are_sent() {
     .await
     .unwrap();
     // The upstream holds the second event until released: the first must arrive alone.
-    // A gateway that buffered the response would never deliver it: bound the wait so
-    // that shows up as a failure, not a hang.
-    let mut got = Vec::new();
-    let mut chunk = [0u8; 1024];
-    let first = async {
-        while !contains(&got, "data: one\n\n") {
-            let n = tls.read(&mut chunk).await.unwrap();
-            assert!(
-                n > 0,
-                "stream ended early: {}",
-                String::from_utf8_lossy(&got)
-            );
-            got.extend_from_slice(&chunk[..n]);
-        }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(10), first)
-        .await
-        .expect("the first event did not arrive while upstream held the second");
+    let mut got = first_event(&mut tls).await;
     let text = String::from_utf8(got.clone()).unwrap();
     assert!(text.contains("content-type: text/event-stream"), "{text}");
     assert!(!text.contains("two"));
@@ -756,6 +739,29 @@ async fn exchange(h: &Harness, host: &str, request: &str) -> Vec<u8> {
     back
 }
 
+/// Reads until the first event (`data: one`) has arrived, while the upstream holds the
+/// second. A gateway that buffered the response would never deliver it: the wait is
+/// bounded so that shows up as a failure, not a hang.
+async fn first_event<S: AsyncRead + Unpin>(tls: &mut S) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 1024];
+    let first = async {
+        while !contains(&got, "data: one\n\n") {
+            let n = tls.read(&mut chunk).await.unwrap();
+            assert!(
+                n > 0,
+                "stream ended early: {}",
+                String::from_utf8_lossy(&got)
+            );
+            got.extend_from_slice(&chunk[..n]);
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), first)
+        .await
+        .expect("the first event did not arrive while upstream held the second");
+    got
+}
+
 fn contains(hay: &[u8], needle: &str) -> bool {
     hay.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
@@ -823,22 +829,7 @@ async fn an_echoed_secret_in_an_event_stream_is_replaced_and_events_still_stream
     )
     .await
     .unwrap();
-    let mut got = Vec::new();
-    let mut chunk = [0u8; 1024];
-    let first = async {
-        while !contains(&got, "data: one\n\n") {
-            let n = tls.read(&mut chunk).await.unwrap();
-            assert!(
-                n > 0,
-                "stream ended early: {}",
-                String::from_utf8_lossy(&got)
-            );
-            got.extend_from_slice(&chunk[..n]);
-        }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(10), first)
-        .await
-        .expect("the first event did not arrive while upstream held the second");
+    let mut got = first_event(&mut tls).await;
     assert!(
         !contains(&got, KEY_SECRET),
         "{}",

@@ -63,16 +63,12 @@ where
     Ok(relayed)
 }
 
-async fn relay<R, W>(
+async fn relay<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     up: &mut R,
     to_box: &mut W,
     secrets: &Secrets,
     request: RequestShape,
-) -> io::Result<Relayed>
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
+) -> io::Result<Relayed> {
     let mut buf = Vec::new();
     let framing = loop {
         let n = read_head(up, &mut buf, Kind::Response)

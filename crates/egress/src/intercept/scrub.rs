@@ -59,7 +59,7 @@ impl Secrets {
             }
         }
         // Longest first: where a full value and its token both match, the full value wins.
-        needles.sort_by(|a, b| b.secret.len().cmp(&a.secret.len()));
+        needles.sort_by_key(|n| std::cmp::Reverse(n.secret.len()));
         Secrets { needles }
     }
 
