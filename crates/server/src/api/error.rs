@@ -87,9 +87,31 @@ impl ApiError {
         }
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             format!("{self}; the cause is in the daemon's log")
+        } else if self.explained_by_the_host() {
+            // Whoever calls (a tenant too) learns what went wrong, not where the host keeps
+            // its files (5xx causes are logged whole above; the admin reads runtimes' and
+            // templates' reasons in full in their listings).
+            crate::api::view::redact_host_paths(&error_chain(self))
         } else {
             error_chain(self)
         }
+    }
+
+    /// Errors whose causes are the host's (its runtimes, template bases, image files),
+    /// not the caller's request or box: their text may name host paths.
+    fn explained_by_the_host(&self) -> bool {
+        matches!(
+            self,
+            ApiError::Op(
+                OpError::StartFailed { .. }
+                    | OpError::StartTemplate { .. }
+                    | OpError::StartEgress { .. }
+                    | OpError::InvalidRuntime(_)
+                    | OpError::BoxRuntime { .. }
+                    | OpError::TemplateUnavailable { .. }
+                    | OpError::MoveFromUnavailable { .. }
+            )
+        )
     }
 }
 

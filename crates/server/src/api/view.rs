@@ -130,18 +130,20 @@ const HOST_PATH: &str = "<host path>";
 /// with every absolute path replaced by `<host path>`: a tenant learns what went wrong,
 /// not where the host keeps its files. A path starts with `/` at the start of the text or
 /// after a space, quote, bracket, `=` or `:`, and ends at a space, quote, bracket, `,`, `;`
-/// or `:`.
+/// or `:`. The API's own paths (`/v1/…`) stay.
 pub fn redact_host_paths(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut in_path = false;
     let mut prev = None;
-    for c in text.chars() {
+    for (i, c) in text.char_indices() {
         if in_path {
             if c.is_whitespace() || "\"'()[],;:".contains(c) {
                 in_path = false;
                 out.push(c);
             }
-        } else if c == '/' && prev.is_none_or(|p: char| p.is_whitespace() || "\"'([=:".contains(p))
+        } else if c == '/'
+            && prev.is_none_or(|p: char| p.is_whitespace() || "\"'([=:".contains(p))
+            && !text[i..].starts_with("/v1/")
         {
             in_path = true;
             out.push_str(HOST_PATH);
@@ -173,6 +175,10 @@ mod tests {
                 "base dir:<host path> is gone",
             ),
             ("/a/b", "<host path>"),
+            (
+                "retry with POST /v1/boxes/a/start",
+                "retry with POST /v1/boxes/a/start",
+            ),
             (
                 "1/2 of the disk, and/or more",
                 "1/2 of the disk, and/or more",

@@ -227,7 +227,15 @@ async fn a_tenant_sees_no_host_paths_in_templates_runtimes_or_boxes() {
     )
     .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
-    call_as(&server, &key, Method::POST, "/v1/boxes/a/start", None).await;
+    let (status, failed) = call_as(&server, &key, Method::POST, "/v1/boxes/a/start", None).await;
+    assert!(status.is_server_error(), "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("<host path>")
+            && !message.contains("/srv/secret-rootfs")
+            && !message.contains(&data),
+        "{message}"
+    );
     let (_, view) = call_as(&server, &key, Method::GET, "/v1/boxes/a", None).await;
     let reason = view["state_reason"]
         .as_str()
