@@ -1,7 +1,7 @@
 //! The bundle-level seccomp filter: everything is allowed except the calls a box never
 //! needs and that widen the kernel's attack surface (module loading, kexec, bpf, perf,
-//! keyrings, userfaultfd, clock and swap control, new namespaces). berth-init adds a
-//! stricter filter of its own for the user's processes.
+//! keyrings, userfaultfd, clock and swap control, new namespaces, io_uring, `AF_VSOCK`
+//! sockets). berth-init adds a stricter filter of its own for the user's processes.
 
 use oci_spec::runtime::{
     Arch, LinuxSeccomp, LinuxSeccompAction, LinuxSeccompArgBuilder, LinuxSeccompBuilder,
@@ -53,8 +53,20 @@ pub const DENIED: &[&str] = &[
     "vhangup",
 ];
 
+/// Refused with `ENOSYS` (programs fall back to plain calls).
+pub const NOT_IMPLEMENTED: &[&str] = &[
+    "clone3",
+    "io_uring_enter",
+    "io_uring_register",
+    "io_uring_setup",
+];
+
 const EPERM: u32 = libc::EPERM as u32;
 const ENOSYS: u32 = libc::ENOSYS as u32;
+const EAFNOSUPPORT: u32 = libc::EAFNOSUPPORT as u32;
+/// `AF_VSOCK`: vsock is not network-namespaced, so a box on a host that has it (a host
+/// that is itself a VM, or runs VMs) would reach the host's and its guests' vsock ports.
+const AF_VSOCK: u64 = 40;
 /// `clone` flags that would create namespaces (a nested user namespace gives its creator
 /// every capability inside it, and with them the kernel's namespaced attack surface).
 const CLONE_NEW_NAMESPACES: u64 = (libc::CLONE_NEWUSER
@@ -123,14 +135,33 @@ fn rules() -> Vec<LinuxSyscall> {
     .collect();
     debug_assert_eq!(clone_ns.len(), CLONE_NEW_NAMESPACES.count_ones() as usize);
     // clone3 passes its flags in memory, which seccomp cannot read: ENOSYS makes libc
-    // fall back to clone, which the rules above check.
-    let clone3 = LinuxSyscallBuilder::default()
-        .names(vec!["clone3".to_string()])
+    // fall back to clone, which the rules above check. io_uring users fall back too.
+    let nosys = LinuxSyscallBuilder::default()
+        .names(
+            NOT_IMPLEMENTED
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>(),
+        )
         .action(LinuxSeccompAction::ScmpActErrno)
         .errno_ret(ENOSYS)
         .build()
         .expect("a syscall rule from fixed parts");
-    let mut rules = vec![deny, clone3];
+    // socket(AF_VSOCK, …), the family compared as the kernel reads it (an int).
+    let vsock = LinuxSyscallBuilder::default()
+        .names(vec!["socket".to_string()])
+        .action(LinuxSeccompAction::ScmpActErrno)
+        .errno_ret(EAFNOSUPPORT)
+        .args(vec![LinuxSeccompArgBuilder::default()
+            .index(0usize)
+            .value(u64::from(u32::MAX))
+            .value_two(AF_VSOCK)
+            .op(LinuxSeccompOperator::ScmpCmpMaskedEq)
+            .build()
+            .expect("a seccomp argument from fixed parts")])
+        .build()
+        .expect("a syscall rule from fixed parts");
+    let mut rules = vec![deny, nosys, vsock];
     rules.extend(clone_ns);
     rules
 }
@@ -167,5 +198,10 @@ mod tests {
         assert!(rules
             .iter()
             .any(|r| r.names() == &["clone"] && r.args().is_some()));
+        assert!(text.contains("\"io_uring_setup\""));
+        let vsock = rules.iter().find(|r| r.names() == &["socket"]).unwrap();
+        assert_eq!(vsock.errno_ret(), Some(EAFNOSUPPORT));
+        let arg = &vsock.args().as_ref().unwrap()[0];
+        assert_eq!((arg.value(), arg.value_two()), (0xffff_ffff, Some(40)));
     }
 }

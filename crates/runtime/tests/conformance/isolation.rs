@@ -241,6 +241,23 @@ pub async fn box_user_kernel_surface_is_small(fx: &Fixture) {
         wrong.is_empty(),
         "the box user's kernel surface: {wrong:#?}\n{out}"
     );
+    if !fx.is_vm() {
+        // A container shares the host's kernel: box root gets neither io_uring nor vsock
+        // (not network-namespaced) from the bundle's filter either.
+        let out = run_ok(&client, &[&format!("{target}/probe")], BoxUser::Root).await;
+        let root: std::collections::BTreeMap<&str, i32> = out
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(name, e)| (name, e.trim().parse().unwrap()))
+            .collect();
+        for (name, want) in [
+            ("io_uring_setup", libc::ENOSYS),
+            ("socket_vsock", libc::EAFNOSUPPORT),
+            ("socket_vsock_high_bits", libc::EAFNOSUPPORT),
+        ] {
+            assert_eq!(root.get(name), Some(&want), "box root's {name}:\n{out}");
+        }
+    }
     everyday_tools_still_work(&client).await;
     fx.runtime.stop(&spec.id, crate::GRACE).await.expect("stop");
 }
