@@ -1,5 +1,5 @@
-//! `berth tenant create|update|ls` (admin key needed) and `berth tenant key add|ls|rm|rotate`
-//! (the admin for any tenant, a tenant for its own keys).
+//! `berth tenant create|update|ls` (admin key needed), `berth tenant show` and `berth tenant
+//! key add|ls|rm|rotate` (the admin for any tenant, a tenant for its own).
 
 use std::io::Write as _;
 use std::str::FromStr;
@@ -40,6 +40,14 @@ pub enum TenantCommand {
     /// List tenants with their usage and quota (USED/MAX; `-` is no limit).
     #[command(visible_alias = "list")]
     Ls {
+        /// Print the daemon's raw JSON answer instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one tenant's usage and quota (the admin for any tenant, a tenant for its own).
+    Show {
+        /// The tenant's name or id.
+        tenant: String,
         /// Print the daemon's raw JSON answer instead of a table.
         #[arg(long)]
         json: bool,
@@ -218,6 +226,15 @@ pub async fn run(client: &Client, command: TenantCommand) -> anyhow::Result<u8> 
             let path = format!("/v1/tenants/{}", path_segment(&tenant));
             let raw = client
                 .json(Method::PATCH, &path, Some(&quota), "a tenant")
+                .await?;
+            print(&mut out, raw, json, "a tenant", |view: &TenantView| {
+                tenant_table(std::slice::from_ref(view))
+            })?;
+        }
+        TenantCommand::Show { tenant, json } => {
+            let path = format!("/v1/tenants/{}", path_segment(&tenant));
+            let raw = client
+                .json(Method::GET, &path, None::<&()>, "a tenant")
                 .await?;
             print(&mut out, raw, json, "a tenant", |view: &TenantView| {
                 tenant_table(std::slice::from_ref(view))

@@ -49,6 +49,11 @@ fn quotas_and_keys_from_the_command_line() {
         .find(|l| l.starts_with("acme "))
         .unwrap_or_else(|| panic!("{table}"));
     assert!(acme.contains("1/1") && acme.contains("/4096"), "{table}");
+    // A tenant sees its own usage and quota, not another's.
+    let own = as_acme(&["tenant", "show", "acme"], &key);
+    assert!(stdout(&own).contains("1/1"), "{}", stderr(&own));
+    let out = as_acme(&["tenant", "show", "default"], &key);
+    assert_one_line_error(&out, 1, &["no tenant"]);
     // Only the admin lists or changes tenants.
     let out = as_acme(&["tenant", "ls"], &key);
     assert_one_line_error(&out, 1, &[]);
