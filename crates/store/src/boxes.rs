@@ -412,7 +412,10 @@ impl Store {
         token.ok_or_else(|| StoreError::BoxNotFound { id: id.clone() })
     }
 
-    /// Deletes the box's row. Deleting a missing box is `Ok(false)`.
+    /// Deletes the box's row. Deleting a missing box is `Ok(false)`. Its id slot is free
+    /// for the next box at once: the caller must have removed the box's files, mounts and
+    /// processes first (the daemon deletes through [`Store::update_box_state`] to
+    /// `Deleted`, after the runtime's `remove`).
     pub fn delete_box(&self, id: &BoxId) -> Result<bool, StoreError> {
         let n = self
             .conn()
