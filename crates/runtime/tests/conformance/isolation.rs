@@ -103,6 +103,7 @@ const PROBE_C: &str = r#"
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -120,7 +121,16 @@ static long tcp_loopback(void) {
     return connect(client, (struct sockaddr *)&addr, len);
 }
 
-int main(void) {
+/* A fork bomb that never lets go: every process forks on and on, and where the kernel
+   refuses, waits a little and tries again (a shell would exit instead). */
+static int fork_bomb(void) {
+    for (;;) {
+        if (fork() < 0) usleep(100000);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "fork-bomb") == 0) return fork_bomb();
     char params[256] = {0};
     int pair[2];
     report("io_uring_setup", syscall(SYS_io_uring_setup, 1, params));
@@ -172,31 +182,41 @@ fn kernel_probe() -> Result<&'static std::path::Path, String> {
     dir.as_ref().map(|d| d.path()).map_err(Clone::clone)
 }
 
+/// Binds the probe into `spec`'s box as a layer; the probe's path in the box, or `None`
+/// after saying why `test` skips.
+pub fn add_probe(fx: &Fixture, spec: &mut berth_runtime::BoxSpec, test: &str) -> Option<String> {
+    let dir = match kernel_probe() {
+        Ok(dir) => dir.to_path_buf(),
+        Err(why) => {
+            eprintln!("SKIPPED: {test}: {why}");
+            return None;
+        }
+    };
+    // On a read-only rootfs image a layer goes on a directory the image has.
+    let target = if fx.rootfs_is_image() {
+        "/mnt"
+    } else {
+        "/opt/berth-probe"
+    };
+    spec.layers = vec![berth_runtime::Layer {
+        source: dir,
+        target: target.into(),
+    }];
+    Some(format!("{target}/probe"))
+}
+
 /// The box user's kernel surface is small: no io_uring (`ENOSYS`, so liburing users fall
 /// back), no socket family but `AF_UNIX`, `AF_INET` and `AF_INET6` (`EAFNOSUPPORT`: no
 /// `AF_VSOCK` to the host's egress port, no `AF_PACKET`, no netlink, no module loading by
 /// family), no bpf, userfaultfd, perf events or keyrings (`EPERM`); the families it keeps
 /// work, loopback TCP included.
 pub async fn box_user_kernel_surface_is_small(fx: &Fixture) {
-    let probe_dir = match kernel_probe() {
-        Ok(dir) => dir.to_path_buf(),
-        Err(why) => {
-            eprintln!("SKIPPED: box_user_kernel_surface_is_small: {why}");
-            return;
-        }
-    };
-    let target = if fx.rootfs_is_image() {
-        "/mnt"
-    } else {
-        "/opt/berth-probe"
-    };
     let mut spec = fx.spec(Limits::default());
-    spec.layers = vec![berth_runtime::Layer {
-        source: probe_dir,
-        target: target.into(),
-    }];
+    let Some(probe) = add_probe(fx, &mut spec, "box_user_kernel_surface_is_small") else {
+        return;
+    };
     let client = fx.runtime.start(&spec).await.expect("start").client;
-    let out = run_ok(&client, &[&format!("{target}/probe")], BoxUser::User).await;
+    let out = run_ok(&client, &[&probe], BoxUser::User).await;
     let errno: std::collections::BTreeMap<&str, i32> = out
         .lines()
         .filter_map(|l| l.split_once(' '))
@@ -244,7 +264,7 @@ pub async fn box_user_kernel_surface_is_small(fx: &Fixture) {
     if !fx.is_vm() {
         // A container shares the host's kernel: box root gets neither io_uring nor vsock
         // (not network-namespaced) from the bundle's filter either.
-        let out = run_ok(&client, &[&format!("{target}/probe")], BoxUser::Root).await;
+        let out = run_ok(&client, &[&probe], BoxUser::Root).await;
         let root: std::collections::BTreeMap<&str, i32> = out
             .lines()
             .filter_map(|l| l.split_once(' '))
