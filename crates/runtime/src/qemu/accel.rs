@@ -55,6 +55,8 @@ pub async fn probe(qemu: &Path, kernel: &Path) -> AccelChoice {
         .args(["-M", "microvm,acpi=on", "-accel", "kvm", "-cpu", "host"])
         .args(["-smp", "1", "-m", "128M", "-nodefaults", "-no-user-config"])
         .args(["-display", "none", "-no-reboot", "-serial", "stdio"])
+        // QEMU's own seccomp filter, as for every box (the probe runs no guest disk).
+        .args(["-sandbox", super::cmdline::SANDBOX])
         .arg("-kernel")
         .arg(kernel)
         .args([

@@ -96,3 +96,66 @@ fn filter_error(e: impl std::error::Error + Send + Sync + 'static) -> RuntimeErr
         source: std::io::Error::other(e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+
+    /// A subverted backend: under the filter, an inet socket and a mount are refused with
+    /// `EPERM`, while the Unix sockets it works with still open.
+    #[test]
+    fn the_filter_refuses_inet_sockets_and_mounts_but_not_unix_sockets() {
+        let Ok(python) = which("python3") else {
+            eprintln!("SKIPPED: the_filter_refuses_inet_sockets_and_mounts_but_not_unix_sockets: no python3");
+            return;
+        };
+        let filter = vhost_filter().unwrap();
+        // The mount targets a path that does not exist: without the filter it fails with
+        // ENOENT (and mounts nothing), not EPERM.
+        let script = r#"
+import ctypes, errno, os, socket
+socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()
+for family in (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK):
+    try:
+        socket.socket(family, socket.SOCK_RAW if family == socket.AF_NETLINK else socket.SOCK_STREAM)
+        raise SystemExit("family %d opened" % family)
+    except PermissionError:
+        pass
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.mount(b"none", b"/berth-no-such-dir", b"tmpfs", 0, None) == 0 or ctypes.get_errno() != errno.EPERM:
+    raise SystemExit("mount not refused with EPERM: %d" % ctypes.get_errno())
+print("refused")
+"#;
+        let mut command = std::process::Command::new(python);
+        command.args(["-c", script]);
+        // SAFETY: the hook makes two prctl calls on memory it owns.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let program = libc::sock_fprog {
+                    len: filter.len() as libc::c_ushort,
+                    filter: filter.as_ptr() as *mut libc::sock_filter,
+                };
+                let program: *const libc::sock_fprog = &program;
+                if libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, program) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+        let out = command.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "refused");
+    }
+
+    fn which(name: &str) -> Result<std::path::PathBuf, ()> {
+        crate::vm::find_program("BERTH_TEST_NO_SUCH_VAR", name).ok_or(())
+    }
+}
