@@ -365,3 +365,50 @@ async fn each_vmm_runs_unprivileged_filtered_and_sees_only_its_own_box() {
     }
     assert!(restarted.list().await.unwrap().is_empty());
 }
+
+/// Whether the box's cgroup is gone everywhere and its files are root's again.
+fn assert_confinement_undone(data_dir: &Path, spec: &BoxSpec) {
+    use std::os::unix::fs::MetadataExt;
+    for dir in common::cgroup_dirs(&spec.id) {
+        assert!(!dir.exists(), "{} outlived the boot", dir.display());
+    }
+    let box_dir = data_dir.join("boxes").join(spec.id.as_str());
+    for file in [
+        box_dir.join("volume.ext4"),
+        box_dir.join("vm/console.log"),
+        box_dir.join("vm/run"),
+    ] {
+        let meta = std::fs::metadata(&file).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (0, 0), "{}", file.display());
+    }
+}
+
+/// A start that fails (the boot deadline passes) and a VM whose QEMU is killed from outside
+/// leave no cgroup behind and give the box's files back to root.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_start_and_a_killed_vm_undo_their_confinement() {
+    let Some(fx) = fixture("undo").await else {
+        return;
+    };
+    let data_dir = fx.dir.path();
+    let mut config = QemuConfig::new(data_dir, &fx.images.kernel, &fx.images.initramfs);
+    config.boot_deadline = Some(Duration::from_millis(300));
+    config.accel = berth_runtime::qemu::AccelMode::Tcg;
+    let hasty = QemuRuntime::new(config).await.expect("a backend");
+    let spec = vm::spec_with_memory(&fx.images, 128);
+    hasty
+        .start(&spec)
+        .await
+        .expect_err("no guest boots in 300 ms under TCG");
+    assert_confinement_undone(data_dir, &spec);
+
+    let rt = &fx.runtime;
+    let again = common::next_boot(&spec);
+    rt.start(&again).await.expect("start");
+    let qemu = rt.qemu_pid(&again.id).unwrap();
+    // SAFETY: plain kill(2) of the VM's QEMU, a child of this process.
+    assert_eq!(unsafe { libc::kill(qemu, libc::SIGKILL) }, 0);
+    common::wait_until(|| async { rt.status(&again.id).await.unwrap() == RuntimeStatus::Stopped })
+        .await;
+    assert_confinement_undone(data_dir, &again);
+}
