@@ -9,6 +9,7 @@
 //! overcommit` (default 1.0: every promised byte must be free).
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// The default threshold, in percent of the data dir's file system.
@@ -61,6 +62,8 @@ pub struct DiskGuard {
     data_dir: PathBuf,
     min_free_percent: f64,
     overcommit: f64,
+    /// Held from summing the promises to recording a new one (clones share it).
+    promises: Arc<Mutex<()>>,
 }
 
 impl DiskGuard {
@@ -70,7 +73,15 @@ impl DiskGuard {
             data_dir: data_dir.to_path_buf(),
             min_free_percent,
             overcommit: 1.0,
+            promises: Arc::default(),
         }
+    }
+
+    /// Hold while checking a new promise ([`DiskGuard::check_promised`]) and recording it
+    /// (the new box's row): two creates cannot both count the same free space.
+    pub fn promising(&self) -> MutexGuard<'_, ()> {
+        // The guarded data is the store's rows; a panic leaves nothing half-done here.
+        self.promises.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Sparse volumes may promise `ratio` times the free space (`[storage] overcommit`).

@@ -65,7 +65,9 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
     }
     check_base(&name, &template.base, &runtime)?;
     let disk_mib = req.disk_mib.map(validate::disk_mib).transpose()?;
-    // Its volume is sparse: what it may take is promised now, with every other box's.
+    // Its volume is sparse: what it may take is promised now, with every other box's
+    // (checked and recorded under one lock).
+    let _promising = ctx.disk.promising();
     let promised = box_disk::promised_bytes(ctx)? + (disk_mib.unwrap_or(template.disk_mib) << 20);
     ctx.disk.check_promised("create a box", promised)?;
     let limits = validate::limits_over(template.limits, req.limits)?;

@@ -190,7 +190,8 @@ async fn on_small_disk(disk: &SmallDisk, ratio: f64) -> TestServer {
 /// promise the host's disk many times over: 64 MiB boxes on a 96 MiB disk. What they may
 /// still take counts against the threshold (overcommit 1.0: none of it twice); a ratio
 /// allows that much more.
-#[tokio::test]
+// Several workers, so concurrent creates really run at once (as in the daemon).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sparse_volumes_cannot_promise_more_disk_than_is_free() {
     let disk = match SmallDisk::mount(96) {
         Ok(disk) => disk,
@@ -235,6 +236,27 @@ async fn sparse_volumes_cannot_promise_more_disk_than_is_free() {
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    // Concurrent creates cannot both count the same free space.
+    let (status, _) = server.call(Method::DELETE, "/v1/boxes/b", None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let calls = (0..16).map(|i| {
+        server.call(
+            Method::POST,
+            "/v1/boxes",
+            Some(json!({"name": format!("r{i}"), "disk_mib": 64})),
+        )
+    });
+    let statuses: Vec<StatusCode> = futures_util::future::join_all(calls)
+        .await
+        .into_iter()
+        .map(|(status, _)| status)
+        .collect();
+    let made = statuses
+        .iter()
+        .filter(|s| **s == StatusCode::CREATED)
+        .count();
+    assert_eq!(made, 1, "{statuses:?}");
     drop(server);
 
     // Overcommit 4: four times the free space may be promised.
