@@ -8,6 +8,7 @@ use berth_protocol::TenantId;
 use berth_runtime::Runtime;
 use berth_store::{BoxRecord, Store};
 
+use crate::admission::Slots;
 use crate::boxes::BoxTable;
 use crate::disk_space::DiskGuard;
 use crate::egress::policy::EgressPolicy;
@@ -15,7 +16,6 @@ use crate::egress::{EgressHost, SecretLookupError};
 use crate::error::OpError;
 use crate::lifecycle::event_retention::EventPruner;
 use crate::lifecycle::Activity;
-use crate::ops::events_read::EventStreams;
 use crate::runtimes::Runtimes;
 use crate::secrets::SecretStore;
 use crate::templates::SharedTemplates;
@@ -41,8 +41,12 @@ pub struct Ctx {
     pub egress: Arc<EgressHost>,
     /// Refuses what takes more disk while the data dir's disk is nearly full.
     pub disk: DiskGuard,
-    /// The live event feeds each tenant holds, up to `[server] max_event_streams_per_tenant`.
-    pub event_streams: Arc<EventStreams>,
+    /// Live event feeds, per tenant (`[server] max_event_streams_per_tenant`).
+    pub event_streams: Arc<Slots>,
+    /// Uploads streaming into boxes ([`crate::admission::UPLOADS`]).
+    pub uploads: Arc<Slots>,
+    /// Collected execs ([`crate::admission::COLLECTED_EXECS`]).
+    pub collected_execs: Arc<Slots>,
     /// Keeps each box's event log within `[events]`; told when a box's log grows.
     pub event_pruner: Arc<EventPruner>,
 }

@@ -11,10 +11,13 @@ use berth_store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OpError {
-    /// The tenant has as many event streams open as the daemon allows it (`[server]
-    /// max_event_streams_per_tenant`).
-    #[error("this tenant already has {limit} event streams open; close one, or read pages (wait=false)")]
-    TooManyEventStreams { limit: usize },
+    /// As many calls of this kind run as `holder` may run at once (`crate::admission`).
+    #[error("{holder} already has {limit} {what} running; retry in a moment")]
+    Busy {
+        what: &'static str,
+        limit: usize,
+        holder: &'static str,
+    },
 
     #[error("invalid box name {name:?}: {rule}")]
     InvalidName { name: String, rule: &'static str },

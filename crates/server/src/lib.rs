@@ -7,6 +7,7 @@
 //! - [`pumps`]: per-running-box tasks: message delivery and event ingestion.
 //! - [`server`]: start (store, admin key, reconcile, listen) and shutdown.
 
+pub mod admission;
 pub mod api;
 pub mod boxes;
 pub mod config;

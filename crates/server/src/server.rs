@@ -4,7 +4,6 @@
 
 mod connections;
 
-use crate::egress::EgressHost;
 use std::fs;
 use std::future::Future;
 use std::io::Write;
@@ -16,14 +15,15 @@ use std::sync::Arc;
 use berth_store::{Store, DB_FILE};
 use tokio::net::TcpListener;
 
+use crate::admission::{self, Slots};
 use crate::boxes::BoxTable;
 use crate::config::{ServerConfig, ADMIN_KEY_FILE, URL_FILE};
 use crate::ctx::Ctx;
 use crate::data_dir_lock::DataDirLock;
+use crate::egress::EgressHost;
 use crate::error::{error_chain, ServerError};
 use crate::lifecycle::event_retention::EventPruner;
 use crate::lifecycle::Activity;
-use crate::ops::events_read::EventStreams;
 use crate::ops::reconcile;
 use crate::secrets::SecretStore;
 use crate::templates::{self, SharedTemplates, TemplateRegistry};
@@ -93,9 +93,11 @@ impl Server {
             egress: Arc::new(EgressHost::new(data, &config.host.egress)?),
             disk: crate::disk_space::DiskGuard::new(data, config.host.storage.min_free_percent)
                 .with_overcommit(config.host.storage.overcommit),
-            event_streams: Arc::new(EventStreams::new(
+            event_streams: Slots::new(admission::event_streams(
                 config.host.server.max_event_streams_per_tenant,
             )),
+            uploads: Slots::new(admission::UPLOADS),
+            collected_execs: Slots::new(admission::COLLECTED_EXECS),
             event_pruner: Arc::new(EventPruner::new(&config.host.events)),
         };
         if let Err(e) = reconcile::reconcile(&ctx).await {

@@ -37,13 +37,9 @@ pub enum ApiError {
 
     #[error("method {method} is not allowed on {path}")]
     MethodNotAllowed { method: http::Method, path: String },
-
-    /// Too many calls of one kind at once; answered with `Retry-After`.
-    #[error("too many {what} at once (the daemon runs at most {limit}); retry in a moment")]
-    TooBusy { what: &'static str, limit: usize },
 }
 
-/// Seconds a client told [`ApiError::TooBusy`] waits before retrying.
+/// Seconds a client told [`OpError::Busy`] waits before retrying.
 const RETRY_AFTER_S: u64 = 1;
 
 impl ApiError {
@@ -62,7 +58,6 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => {
                 (StatusCode::METHOD_NOT_ALLOWED, ErrorCode::InvalidRequest)
             }
-            ApiError::TooBusy { .. } => (StatusCode::TOO_MANY_REQUESTS, ErrorCode::TooManyRequests),
         }
     }
 
@@ -131,9 +126,7 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::EgressEnvClash { .. }
         | OpError::InvalidMessageId(_)
         | OpError::NoHarness { .. } => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
-        OpError::TooManyEventStreams { .. } => {
-            (StatusCode::TOO_MANY_REQUESTS, ErrorCode::TooManyRequests)
-        }
+        OpError::Busy { .. } => (StatusCode::TOO_MANY_REQUESTS, ErrorCode::TooManyRequests),
         OpError::MessageTooLarge { .. } => {
             (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge)
         }
@@ -244,7 +237,7 @@ impl IntoResponse for ApiError {
             body["error"]["details"] = serde_json::json!(e);
         }
         let mut response = (status, Json(body)).into_response();
-        if matches!(self, ApiError::TooBusy { .. }) {
+        if matches!(self, ApiError::Op(OpError::Busy { .. })) {
             response
                 .headers_mut()
                 .insert(http::header::RETRY_AFTER, RETRY_AFTER_S.into());

@@ -13,7 +13,6 @@ use berth_runtime::ExecStream;
 use bytes::Bytes;
 use http::HeaderMap;
 use serde::Deserialize;
-use tokio::sync::Semaphore;
 
 use crate::api::auth::Caller;
 use crate::api::error::ApiError;
@@ -25,13 +24,6 @@ use crate::ops::box_find;
 use crate::ops::exec::{exec_collect, exec_stream, ExecCommand};
 
 pub const NDJSON: &str = "application/x-ndjson";
-
-/// Collected execs running at once, across the daemon. Each may hold up to
-/// [`crate::ops::exec::OUTPUT_CAP_BYTES`] of stdout and of stderr until the process ends,
-/// and its JSON answer besides; past this a client is told to retry (429, `Retry-After`),
-/// or to stream (`Accept: application/x-ndjson`), which holds one frame at a time.
-pub const MAX_CONCURRENT_COLLECTED_EXECS: usize = 4;
-static COLLECTED_EXECS: Semaphore = Semaphore::const_new(MAX_CONCURRENT_COLLECTED_EXECS);
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -63,7 +55,7 @@ impl From<ExecBody> for ExecCommand {
     }
 }
 
-#[utoipa::path(post, path = "/v1/boxes/{box_ref}/exec", tag = "exec", summary = "Run a command in the box (wakes it); NDJSON frames with Accept: application/x-ndjson", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), request_body = ExecBody, responses((status = 200, description = "the collected result, or NDJSON `ExecFrame`s when asked for", content((crate::ops::exec::ExecOutput = "application/json"), (berth_protocol::guest::ExecFrame = "application/x-ndjson"))), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 429, description = "too many collected execs at once (`too_many_requests`); retry after `Retry-After` seconds, or stream", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+#[utoipa::path(post, path = "/v1/boxes/{box_ref}/exec", tag = "exec", summary = "Run a command in the box (wakes it); NDJSON frames with Accept: application/x-ndjson", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), request_body = ExecBody, responses((status = 200, description = "the collected result, or NDJSON `ExecFrame`s when asked for", content((crate::ops::exec::ExecOutput = "application/json"), (berth_protocol::guest::ExecFrame = "application/x-ndjson"))), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 429, description = "too many collected execs at once, for the tenant or the daemon (`too_many_requests`); retry after `Retry-After` seconds, or stream", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn exec(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -87,12 +79,7 @@ pub async fn exec(
         )
             .into_response())
     } else {
-        let _slot = COLLECTED_EXECS
-            .try_acquire()
-            .map_err(|_| ApiError::TooBusy {
-                what: "collected execs",
-                limit: MAX_CONCURRENT_COLLECTED_EXECS,
-            })?;
+        let _slot = ctx.collected_execs.take(&who.tenant_id)?;
         Ok(Json(exec_collect(&ctx, &record.id, body.into()).await?).into_response())
     }
 }

@@ -1,15 +1,14 @@
 //! Strict request parsing: JSON bodies and queries that refuse unknown fields with a
 //! 400 `invalid_request` carrying the parser's message (not axum's plain-text rejections),
 //! and size-limited bodies that are refused early (413) without being buffered whole.
-//! Uploads are never buffered: an [`Upload`] is the body itself, streamed into the box, and
-//! only [`MAX_CONCURRENT_UPLOADS`] run at once.
+//! Uploads are never buffered: an [`Upload`] is the body itself, streamed into the box
+//! (how many run at once: [`crate::admission::UPLOADS`]).
 
 use axum::body::Body;
 use axum::extract::{FromRequest, FromRequestParts, Query, Request};
 use bytes::Bytes;
 use http::request::Parts;
 use serde::de::DeserializeOwned;
-use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::api::error::ApiError;
 
@@ -75,22 +74,12 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
     }
 }
 
-/// Uploads streaming into boxes at once, across the daemon. Each holds little memory (a few
-/// of hyper's buffers), but a box's disk and the host's I/O are shared: past this, a client
-/// is told to retry (429 with `Retry-After`) rather than queued, so a waiting request
-/// holds no connection slot and no timer.
-pub const MAX_CONCURRENT_UPLOADS: usize = 4;
-static UPLOAD_SLOTS: Semaphore = Semaphore::const_new(MAX_CONCURRENT_UPLOADS);
-
 /// A file upload of at most [`UPLOAD_LIMIT_BYTES`], not yet read: the body is streamed to
-/// the box as the box takes it. Holds one of the [`MAX_CONCURRENT_UPLOADS`] slots until
-/// dropped. A declared length over the limit is refused (413) before anything is read, and
-/// before a client sending `Expect: 100-continue` sends its body; so is an upload over
-/// the cap.
+/// the box as the box takes it. A declared length over the limit is refused (413) before
+/// anything is read, and before a client sending `Expect: 100-continue` sends its body.
 #[derive(Debug)]
 pub struct Upload {
     pub body: Body,
-    _slot: SemaphorePermit<'static>,
 }
 
 impl<S: Send + Sync> FromRequest<S> for Upload {
@@ -102,13 +91,8 @@ impl<S: Send + Sync> FromRequest<S> for Upload {
                 limit_bytes: UPLOAD_LIMIT_BYTES,
             });
         }
-        let slot = UPLOAD_SLOTS.try_acquire().map_err(|_| ApiError::TooBusy {
-            what: "uploads",
-            limit: MAX_CONCURRENT_UPLOADS,
-        })?;
         Ok(Upload {
             body: req.into_body(),
-            _slot: slot,
         })
     }
 }

@@ -80,7 +80,7 @@ fn chunks(
     })
 }
 
-#[utoipa::path(put, path = "/v1/boxes/{box_ref}/files", tag = "files", summary = "Write a file atomically (at most 256 MiB)", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("path" = String, Query, description = "absolute path in the box"), ("user" = Option<berth_protocol::guest::BoxUser>, Query, description = "`user` (default) or `root`"), ("mode" = Option<u32>, Query, description = "permission bits of a new file")), request_body(content = Vec<u8>, content_type = "application/octet-stream"), responses((status = 204, description = "written"), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 413, description = "over 256 MiB", body = berth_protocol::ErrorBody), (status = 429, description = "too many uploads at once (`too_many_requests`); retry after `Retry-After` seconds", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+#[utoipa::path(put, path = "/v1/boxes/{box_ref}/files", tag = "files", summary = "Write a file atomically (at most 256 MiB)", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("path" = String, Query, description = "absolute path in the box"), ("user" = Option<berth_protocol::guest::BoxUser>, Query, description = "`user` (default) or `root`"), ("mode" = Option<u32>, Query, description = "permission bits of a new file")), request_body(content = Vec<u8>, content_type = "application/octet-stream"), responses((status = 204, description = "written"), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 413, description = "over 256 MiB", body = berth_protocol::ErrorBody), (status = 429, description = "too many uploads at once, for the tenant or the daemon (`too_many_requests`); retry after `Retry-After` seconds", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn write(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -89,6 +89,8 @@ pub async fn write(
     upload: Upload,
 ) -> Result<StatusCode, ApiError> {
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
+    // Taken before a byte of the body is read (so before `100 Continue`).
+    let _slot = ctx.uploads.take(&who.tenant_id)?;
     files::write(&ctx, &record.id, &params.into(), upload.body).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -2,13 +2,11 @@
 //! the ones stored later. Pages are bounded by bytes as well as by count, and a tenant
 //! holds a bounded number of live feeds.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
 use berth_protocol::{BoxId, TenantId};
 use berth_store::{EventPage, PageLimit};
 use tokio::sync::watch;
 
+use crate::admission::Slot;
 use crate::ctx::Ctx;
 use crate::error::OpError;
 use crate::ops::box_find::find_box;
@@ -38,54 +36,6 @@ pub fn next_after(page: &EventPage, after: u64) -> u64 {
     page.events.last().map_or(past_gap, |e| e.seq)
 }
 
-/// The live feeds each tenant has open, up to a limit per tenant.
-#[derive(Debug)]
-pub struct EventStreams {
-    limit: usize,
-    open: Mutex<HashMap<TenantId, usize>>,
-}
-
-impl EventStreams {
-    pub fn new(limit: usize) -> EventStreams {
-        EventStreams {
-            limit,
-            open: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Takes one of the tenant's stream slots, given back when the slot is dropped.
-    fn take(self: &Arc<Self>, tenant: &TenantId) -> Result<StreamSlot, OpError> {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let count = open.entry(tenant.clone()).or_default();
-        if *count >= self.limit {
-            return Err(OpError::TooManyEventStreams { limit: self.limit });
-        }
-        *count += 1;
-        Ok(StreamSlot {
-            streams: self.clone(),
-            tenant: tenant.clone(),
-        })
-    }
-}
-
-/// One open feed of a tenant.
-struct StreamSlot {
-    streams: Arc<EventStreams>,
-    tenant: TenantId,
-}
-
-impl Drop for StreamSlot {
-    fn drop(&mut self) {
-        let mut open = self.streams.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(count) = open.get_mut(&self.tenant) {
-            *count -= 1;
-            if *count == 0 {
-                open.remove(&self.tenant);
-            }
-        }
-    }
-}
-
 /// A reader of one box's event log from `after` on: stored events first, then each new
 /// one as it is stored. Holds one of its tenant's stream slots while it lives.
 pub struct EventFeed {
@@ -94,7 +44,7 @@ pub struct EventFeed {
     after: u64,
     changed: watch::Receiver<u64>,
     closing: watch::Receiver<bool>,
-    _slot: StreamSlot,
+    _slot: Slot,
 }
 
 impl EventFeed {
