@@ -82,10 +82,9 @@ impl ApiError {
         }
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             format!("{self}; the cause is in the daemon's log")
-        } else if self.explained_by_the_host() {
-            // Whoever calls (a tenant too) learns what went wrong, not where the host keeps
-            // its files (5xx causes are logged whole above; the admin reads runtimes' and
-            // templates' reasons in full in their listings).
+        } else if self.explained_by_the_host() && !crate::api::auth::caller_is_admin() {
+            // A tenant learns what went wrong, not where the host keeps its files; the
+            // admin, who owns the host, reads the whole cause.
             crate::api::view::redact_host_paths(&error_chain(self))
         } else {
             error_chain(self)

@@ -114,7 +114,7 @@ async fn log_request(req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let began = Instant::now();
-    let response = next.run(req).await;
+    let response = auth::caller_scope(next.run(req)).await;
     tracing::info!(
         %method,
         path,

@@ -246,4 +246,21 @@ async fn a_tenant_sees_no_host_paths_in_templates_runtimes_or_boxes() {
             && !reason.contains(&data),
         "{reason}"
     );
+
+    // The admin, who owns the host, reads the same failure whole.
+    let (status, body) = server
+        .call(
+            Method::POST,
+            "/v1/boxes",
+            Some(json!({"name": "b", "template": "custom"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, failed) = server.call(Method::POST, "/v1/boxes/b/start", None).await;
+    assert!(status.is_server_error(), "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("/srv/secret-rootfs") && !message.contains("<host path>"),
+        "{message}"
+    );
 }
