@@ -1,6 +1,6 @@
 //! berth's gateway as the daemon runs it: `Gateway::serve_box` on a box's Unix socket, on its
 //! own runtime, with `resolve_overrides` sending [`HOST`](super::HOST) to the upstream and
-//! the audit log written by a `JsonlDirSink` (one flushed JSON line per connection, as in
+//! the audit log written by a `JsonlDirSink` (one JSON line per connection, as in
 //! production). Optionally the box-side hop berth-init adds: a TCP listener on 127.0.0.1
 //! whose connections are each copied into the gateway's socket, like berth-init's
 //! 127.0.0.1:443 → egress channel forwarder.
@@ -41,7 +41,8 @@ pub enum GatewaySetupError {
 /// The gateway serving one box's socket until dropped.
 pub struct BenchGateway {
     pub socket: PathBuf,
-    pub audit_log: PathBuf,
+    audit: Arc<JsonlDirSink>,
+    box_id: BoxId,
     stop: Option<oneshot::Sender<()>>,
     served: Option<JoinHandle<()>>,
     runtime: Option<tokio::runtime::Runtime>,
@@ -56,15 +57,14 @@ impl BenchGateway {
     ) -> Result<BenchGateway, GatewaySetupError> {
         let runtime = one_worker("bench-gateway")?;
         let box_id = BoxId::from_random([7; 20]);
-        let audit = JsonlDirSink::new(dir.join("audit"))?;
-        let audit_log = audit.path_for(&box_id);
+        let audit = Arc::new(JsonlDirSink::new(dir.join("audit"))?);
         let config = GatewayConfig {
             resolve_overrides: HashMap::from([(host.to_string(), upstream)]),
             ..GatewayConfig::default()
         };
-        let gateway = Gateway::new(config, Arc::new(SystemResolver), Arc::new(audit))?;
+        let gateway = Gateway::new(config, Arc::new(SystemResolver), audit.clone())?;
         let egress = BoxEgress {
-            box_id,
+            box_id: box_id.clone(),
             allow: Allowlist::new(&[host.to_string()])?,
         };
         let socket = dir.join("egress.sock");
@@ -82,24 +82,24 @@ impl BenchGateway {
         });
         Ok(BenchGateway {
             socket,
-            audit_log,
+            audit,
+            box_id,
             stop: Some(stop),
             served: Some(served),
             runtime: Some(runtime),
         })
     }
 
-    /// Audit lines written so far (one per connection that has ended).
-    pub fn audit_lines(&self) -> io::Result<usize> {
-        Ok(std::fs::read(&self.audit_log)?
-            .iter()
-            .filter(|b| **b == b'\n')
-            .count())
+    /// Stops serving (the connections still open are cut and audited) and returns how
+    /// many audit lines were written, one per connection.
+    pub fn finish(mut self) -> io::Result<usize> {
+        self.stop_serving();
+        // The log is written by its own thread: wait for what was queued.
+        self.audit.sync();
+        Ok(self.audit.read_page(&self.box_id, 0, usize::MAX)?.0.len())
     }
-}
 
-impl Drop for BenchGateway {
-    fn drop(&mut self) {
+    fn stop_serving(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -109,6 +109,12 @@ impl Drop for BenchGateway {
             let _ = rt.block_on(async move { tokio::time::timeout(STOP, served).await });
             rt.shutdown_background();
         }
+    }
+}
+
+impl Drop for BenchGateway {
+    fn drop(&mut self) {
+        self.stop_serving();
         let _ = std::fs::remove_file(&self.socket);
     }
 }
