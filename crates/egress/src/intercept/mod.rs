@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use rustls::pki_types::CertificateDer;
 use rustls::{ClientConfig, RootCertStore};
+use scrub::Secrets;
 
 pub use body::{copy_body, BodyError, Framing};
 pub use ca::{BoxCa, CaError, Leaf, SavedCa};
@@ -35,9 +36,8 @@ pub use http1::{
 };
 pub use proxy::{InterceptError, Served};
 pub use replay::Replay;
-pub use response::{relay_response, Relayed, RequestShape};
+pub use response::RequestShape;
 pub use rules::{is_method, CredentialRule, RuleError, Withheld, CREDENTIAL_HEADERS};
-pub use scrub::{Scrub, Secrets};
 
 /// One box's interception settings.
 #[derive(Debug, Clone)]

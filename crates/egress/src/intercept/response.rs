@@ -27,6 +27,16 @@ enum Upstream {
     UntilClose,
 }
 
+/// How the body goes to the box.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ToBox {
+    NoBody,
+    /// Re-framed chunked (an HTTP/1.1 client).
+    Chunked,
+    /// Ended by the close (an HTTP/1.0 client).
+    UntilClose,
+}
+
 /// What the box was sent.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Relayed {
@@ -90,10 +100,12 @@ async fn relay<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 return Ok(Relayed::Encoded);
             }
         };
-        let chunked_to_box = framing != Upstream::NoBody && !request.http10;
-        to_box
-            .write_all(&head.rewrite(secrets, Some(chunked_to_box)))
-            .await?;
+        let body = match framing {
+            Upstream::NoBody => ToBox::NoBody,
+            _ if request.http10 => ToBox::UntilClose,
+            _ => ToBox::Chunked,
+        };
+        to_box.write_all(&head.rewrite(secrets, Some(body))).await?;
         buf.drain(..n);
         break framing;
     };
@@ -214,15 +226,17 @@ impl Head {
         Some(length.map_or(Upstream::UntilClose, Upstream::Length))
     }
 
-    /// The head for the box: hop-by-hop and framing headers replaced (`Connection: close`;
-    /// `Transfer-Encoding: chunked` when `chunked` says so; a HEAD or 204/304 answer keeps
-    /// its `Content-Length`), every secret taken out of the reason and the values.
-    fn rewrite(&self, secrets: &Secrets, chunked: Option<bool>) -> Vec<u8> {
+    /// The head for the box: hop-by-hop headers replaced by `Connection: close` (not on an
+    /// interim head, `body` `None`), the framing headers by the box's own when the body is
+    /// re-framed (a bodiless answer keeps its `Content-Length`), every secret taken out of
+    /// the reason and the values.
+    fn rewrite(&self, secrets: &Secrets, body: Option<ToBox>) -> Vec<u8> {
+        let reframed = matches!(body, Some(ToBox::Chunked | ToBox::UntilClose));
         let mut out = Vec::with_capacity(256);
         // The gateway answers the box in its own version: a chunked body needs HTTP/1.1
         // (clients ignore Transfer-Encoding in an HTTP/1.0 response), and an HTTP/1.0
         // upstream's close-ended body is re-framed.
-        let version = if chunked == Some(true) {
+        let version = if body == Some(ToBox::Chunked) {
             1
         } else {
             self.version
@@ -232,9 +246,11 @@ impl Head {
         out.extend_from_slice(b"\r\n");
         for (name, value) in &self.headers {
             let lower = name.to_ascii_lowercase();
-            let reframed = chunked.is_some_and(|c| c)
-                && matches!(lower.as_str(), "content-length" | "transfer-encoding");
-            if HOP_HEADERS.contains(&lower.as_str()) || lower == "transfer-encoding" || reframed {
+            let framing = matches!(lower.as_str(), "content-length" | "transfer-encoding");
+            if HOP_HEADERS.contains(&lower.as_str())
+                || lower == "transfer-encoding"
+                || (reframed && framing)
+            {
                 continue;
             }
             out.extend_from_slice(&secrets.replace_all(name.as_bytes()));
@@ -242,10 +258,10 @@ impl Head {
             out.extend_from_slice(&secrets.replace_all(value));
             out.extend_from_slice(b"\r\n");
         }
-        if chunked == Some(true) {
+        if body == Some(ToBox::Chunked) {
             out.extend_from_slice(b"transfer-encoding: chunked\r\n");
         }
-        if chunked.is_some() {
+        if body.is_some() {
             out.extend_from_slice(b"connection: close\r\n");
         }
         out.extend_from_slice(b"\r\n");
@@ -327,5 +343,94 @@ impl Decoder {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::intercept::CredentialRule;
+
+    fn secrets() -> Secrets {
+        Secrets::new(&[
+            CredentialRule::new("k", &["a.test"], "x-api-key", "PH", "sk-secret").unwrap(),
+        ])
+    }
+
+    const GET: RequestShape = RequestShape {
+        head_method: false,
+        http10: false,
+    };
+
+    async fn relay_bytes(upstream: &[u8], request: RequestShape) -> (Relayed, String) {
+        let mut up = upstream;
+        let mut out = Vec::new();
+        let relayed = relay_response(&mut up, &mut out, &secrets(), request)
+            .await
+            .unwrap();
+        (relayed, String::from_utf8(out).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_chunked_body_is_scrubbed_and_its_trailers_dropped() {
+        let upstream = b"HTTP/1.1 200 OK\r\nx-echo: sk-secret\r\ntransfer-encoding: chunked\r\n\r\n4\r\nsk-s\r\n5;ext\r\necret\r\n0\r\nx-trailer: sk-secret\r\n\r\n";
+        let (relayed, out) = relay_bytes(upstream, GET).await;
+        assert_eq!(relayed, Relayed::Response);
+        assert_eq!(
+            out,
+            "HTTP/1.1 200 OK\r\nx-echo: PH\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n2\r\nPH\r\n0\r\n\r\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn bodiless_answers_keep_their_length_and_encoded_ones_are_refused() {
+        let head = b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\n";
+        let shape = RequestShape {
+            head_method: true,
+            http10: false,
+        };
+        let (_, out) = relay_bytes(head, shape).await;
+        assert_eq!(
+            out,
+            "HTTP/1.1 200 OK\r\ncontent-length: 9\r\nconnection: close\r\n\r\n"
+        );
+        let (_, out) = relay_bytes(b"HTTP/1.1 304 Not Modified\r\n\r\n", GET).await;
+        assert_eq!(
+            out,
+            "HTTP/1.1 304 Not Modified\r\nconnection: close\r\n\r\n"
+        );
+        for encoded in [
+            &b"HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: 1\r\n\r\nx"[..],
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n",
+        ] {
+            let (relayed, out) = relay_bytes(encoded, GET).await;
+            assert_eq!(relayed, Relayed::Encoded);
+            assert!(out.starts_with("HTTP/1.1 502 "), "{out}");
+        }
+        let (relayed, _) = relay_bytes(
+            b"HTTP/1.1 200 OK\r\ncontent-encoding: identity\r\ncontent-length: 0\r\n\r\n",
+            GET,
+        )
+        .await;
+        assert_eq!(relayed, Relayed::Response);
+    }
+
+    #[tokio::test]
+    async fn an_http10_box_gets_a_close_ended_body_and_a_cut_length_is_an_error() {
+        let shape = RequestShape {
+            head_method: false,
+            http10: true,
+        };
+        let (_, out) = relay_bytes(
+            b"HTTP/1.0 200 OK\r\ncontent-length: 9\r\n\r\nsk-secret",
+            shape,
+        )
+        .await;
+        assert_eq!(out, "HTTP/1.0 200 OK\r\nconnection: close\r\n\r\nPH");
+        let mut up: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\nsk-";
+        let mut out = Vec::new();
+        assert!(relay_response(&mut up, &mut out, &secrets(), GET)
+            .await
+            .is_err());
     }
 }
