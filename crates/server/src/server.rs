@@ -182,6 +182,8 @@ impl Server {
         }
         drop(reclaimer);
         reconcile::stop_all(&self.ctx).await;
+        // The audit log has its own writer thread: what is queued lands before the exit.
+        self.ctx.egress.flush_audit();
         Ok(())
     }
 }

@@ -391,6 +391,11 @@ impl EgressHost {
         self.audit.remove(id);
     }
 
+    /// Returns once every audit line queued so far is written (the daemon's last step).
+    pub fn flush_audit(&self) {
+        self.audit.sync();
+    }
+
     /// Up to `limit` audit records of the box from record `after` on, across its rotated
     /// files, oldest first (records rotated away are skipped).
     pub fn audit_page(&self, id: &BoxId, after: u64, limit: usize) -> std::io::Result<AuditPage> {
