@@ -6,8 +6,8 @@
 //! - `disks` ([`discover`], [`plan`], [`mounts`]): the config disk, the rootfs, volume and
 //!   layers by virtio serial, the run directory ([`run_dir`]), the hostname, then the
 //!   switch onto the new root;
-//! - `limits` ([`cgroup`]): the box's cgroup with its process limit (a sandbox has its
-//!   container's cgroup for that).
+//! - `limits` ([`cgroup`]): the box's cgroup with its process limit (in a sandbox the
+//!   host delegates the container's cgroup and berth-init makes the same `box` child).
 //!
 //! After that the box looks like a sandbox from the inside (same paths, same run
 //! directory files), and the shared phases run unchanged; only the channels differ
