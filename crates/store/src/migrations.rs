@@ -12,7 +12,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (3, include_str!("../migrations/0003_secrets.sql")),
     (4, include_str!("../migrations/0004_box_egress.sql")),
     (5, include_str!("../migrations/0005_box_runtime.sql")),
-    (6, include_str!("../migrations/0006_tenant_quotas_and_keys.sql")),
+    (
+        6,
+        include_str!("../migrations/0006_tenant_quotas_and_keys.sql"),
+    ),
     (7, include_str!("../migrations/0007_event_retention.sql")),
 ];
 
