@@ -486,11 +486,11 @@ fn check(rc: libc::c_int) -> std::io::Result<()> {
     }
 }
 
-/// System calls a file system tool never needs: refused with `EPERM`.
 /// `fchmodat2` (Linux 6.6): 452 on every architecture (new system calls share one number
 /// from 424 on), and not yet in the `libc` crate for all of them.
 const SYS_FCHMODAT2: libc::c_long = 452;
 
+/// System calls a file system tool never needs: refused with `EPERM`.
 const DENIED: &[libc::c_long] = &[
     libc::SYS_mount,
     libc::SYS_umount2,
