@@ -32,13 +32,13 @@ const UPLOAD_BYTES: u64 = 64 * MIB;
 #[test]
 fn the_daemon_survives_unbounded_bodies_within_a_memory_cgroup() {
     if let Some(reason) = e2e_skip_reason() {
-        eprintln!("SKIPPED: {reason}");
+        berth_testkit::skip("sandbox", &reason);
         return;
     }
     let cgroup = match MemoryCgroup::create(MEMORY_LIMIT) {
         Ok(cgroup) => cgroup,
         Err(reason) => {
-            eprintln!("SKIPPED: no memory cgroup: {reason}");
+            berth_testkit::skip("memory-cgroup", &reason);
             return;
         }
     };

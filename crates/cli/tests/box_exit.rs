@@ -14,7 +14,7 @@ use common::{e2e_skip_reason, stderr, vm_processes, Daemon};
 #[test]
 fn a_killed_qemu_box_is_failed_at_once_and_boots_again() {
     if let Some(reason) = e2e_skip_reason() {
-        eprintln!("SKIPPED: {reason}");
+        berth_testkit::skip("sandbox", &reason);
         return;
     }
     let daemon = Daemon::start();
@@ -86,7 +86,7 @@ fn a_killed_qemu_box_is_failed_at_once_and_boots_again() {
 #[test]
 fn a_sandbox_box_whose_init_is_killed_is_failed_with_the_signal() {
     if let Some(reason) = e2e_skip_reason() {
-        eprintln!("SKIPPED: {reason}");
+        berth_testkit::skip("sandbox", &reason);
         return;
     }
     let daemon = Daemon::start();

@@ -51,7 +51,7 @@ fn image_build_refuses_a_kernel_that_is_not_one() {
         .output()
         .unwrap();
     if stderr(&out).contains("berth-init") {
-        eprintln!("SKIPPED: no static berth-init: {}", stderr(&out));
+        berth_testkit::skip("berth-init", stderr(&out));
         return;
     }
     assert_one_line_error(&out, 1, &["kernel", "vmlinuz"]);
@@ -161,7 +161,7 @@ fn usage_errors_exit_2() {
 #[test]
 fn end_to_end_box_lifecycle_exec_and_cp() {
     if let Some(reason) = e2e_skip_reason() {
-        eprintln!("SKIPPED: {reason}");
+        berth_testkit::skip("sandbox", &reason);
         return;
     }
     let daemon = Daemon::start();
@@ -386,7 +386,7 @@ impl Drop for Follower {
 #[test]
 fn end_to_end_send_resume_logs_templates_tenants() {
     if let Some(reason) = e2e_skip_reason() {
-        eprintln!("SKIPPED: {reason}");
+        berth_testkit::skip("sandbox", &reason);
         return;
     }
     let daemon = Daemon::start();
@@ -535,7 +535,7 @@ fn end_to_end_send_resume_logs_templates_tenants() {
 #[test]
 fn secrets_set_from_stdin_list_and_remove() {
     if let Some(reason) = e2e_skip_reason() {
-        eprintln!("SKIPPED: {reason}");
+        berth_testkit::skip("sandbox", &reason);
         return;
     }
     let daemon = Daemon::start();
@@ -598,7 +598,7 @@ fn secrets_set_from_stdin_list_and_remove() {
 #[test]
 fn end_to_end_a_qemu_box_from_the_cli() {
     if let Some(reason) = e2e_skip_reason() {
-        eprintln!("SKIPPED: {reason}");
+        berth_testkit::skip("sandbox", &reason);
         return;
     }
     let daemon = Daemon::start();

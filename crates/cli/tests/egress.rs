@@ -2,7 +2,7 @@
 //! test CA the daemon trusts through `extra_roots`) behind `resolve_overrides`.
 //!
 //! Needs root, runc, berth-init and python3 (the model stand-in and the box's harness are
-//! Python); otherwise each test prints `SKIPPED: <reason>`.
+//! Python); otherwise each test skips (`berth_testkit::skip`).
 
 mod common;
 
@@ -259,7 +259,7 @@ impl World {
 #[test]
 fn a_harness_reaches_the_model_with_the_real_key_and_the_box_holds_only_a_placeholder() {
     if let Some(reason) = skip_reason() {
-        eprintln!("SKIPPED: {reason}");
+        berth_testkit::skip("sandbox", &reason);
         return;
     }
     let mut world = World::new("agent1", &agent_template());
@@ -415,7 +415,7 @@ fn a_harness_reaches_the_model_with_the_real_key_and_the_box_holds_only_a_placeh
 #[test]
 fn a_rule_restricted_to_post_v1_messages_injects_nowhere_else() {
     if let Some(reason) = skip_reason() {
-        eprintln!("SKIPPED: {reason}");
+        berth_testkit::skip("sandbox", &reason);
         return;
     }
     let template = agent_template().replace(
@@ -526,7 +526,7 @@ print(json.dumps(out))
 #[test]
 fn a_box_cannot_hold_the_gateways_resources_and_its_log_rotates() {
     if let Some(reason) = skip_reason() {
-        eprintln!("SKIPPED: {reason}");
+        berth_testkit::skip("sandbox", &reason);
         return;
     }
     let egress = "max_connections_per_box = 4\nidle_timeout_secs = 2\naudit_max_file_bytes = 4096\naudit_max_files = 3\n";
@@ -628,7 +628,7 @@ fn a_box_cannot_hold_the_gateways_resources_and_its_log_rotates() {
 #[test]
 fn bypass_attempts_are_refused_and_logged() {
     if let Some(reason) = skip_reason() {
-        eprintln!("SKIPPED: {reason}");
+        berth_testkit::skip("sandbox", &reason);
         return;
     }
     let world = World::new("probe", &agent_template());
@@ -747,15 +747,18 @@ fn claude_code_dir() -> PathBuf {
 #[test]
 fn claude_code_is_a_harness_behind_the_gateway() {
     if let Some(reason) = skip_reason() {
-        eprintln!("SKIPPED: {reason}");
+        berth_testkit::skip("sandbox", &reason);
         return;
     }
     let claude_dir = claude_code_dir();
     if !claude_dir.join("node_modules/.bin/claude").exists() {
-        eprintln!(
-            "SKIPPED: no Claude Code in {} (npm install --prefix {} @anthropic-ai/claude-code)",
-            claude_dir.display(),
-            claude_dir.display()
+        berth_testkit::skip(
+            "claude-code",
+            format!(
+                "no Claude Code in {} (npm install --prefix {} @anthropic-ai/claude-code)",
+                claude_dir.display(),
+                claude_dir.display()
+            ),
         );
         return;
     }

@@ -3,7 +3,7 @@
 //! state is readable by another host user, and no directory that holds state is listable
 //! or searchable by one; a box's mounted volume is out of their reach.
 //!
-//! Needs root, runc and berth-init; otherwise prints `SKIPPED: <reason>`.
+//! Needs root, runc and berth-init; otherwise skips (`berth_testkit::skip`).
 
 mod common;
 
@@ -81,7 +81,7 @@ placeholder_env = "ANTHROPIC_API_KEY"
 #[test]
 fn no_state_in_the_data_dir_is_open_to_other_host_users() {
     if let Some(reason) = e2e_skip_reason() {
-        eprintln!("SKIPPED: {reason}");
+        berth_testkit::skip("sandbox", &reason);
         return;
     }
     let daemon = Daemon::start();

@@ -75,7 +75,7 @@ impl Drop for Switch {
 #[test]
 fn a_minimal_box_moves_from_the_sandbox_to_qemu_and_back_with_its_files() {
     if let Some(reason) = e2e_skip_reason() {
-        eprintln!("SKIPPED: {reason}");
+        berth_testkit::skip("sandbox", &reason);
         return;
     }
     let daemon = Daemon::start();

@@ -276,7 +276,7 @@ mod tests {
             .into_iter()
             .find(|p| std::path::Path::new(p).exists())
         else {
-            eprintln!("SKIPPED: no system cpio (the parser test covers the format)");
+            berth_testkit::skip("cpio", "no system cpio (the parser test covers the format)");
             return;
         };
         let dir = tempfile::tempdir().unwrap();

@@ -210,7 +210,7 @@ mod tests {
     #[test]
     fn selects_from_a_fake_kernel_tree_with_depmod() {
         if DEPMOD.locate().is_err() {
-            eprintln!("SKIPPED: depmod (Debian package kmod) is not installed");
+            berth_testkit::skip("kmod", "depmod (Debian package kmod) is not installed");
             return;
         }
         // depmod reads real ELF modules; a tree without any still gets a modules.dep, so

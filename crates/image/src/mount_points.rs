@@ -169,7 +169,10 @@ mod tests {
     #[test]
     fn adds_missing_dirs_once_and_refuses_a_target_under_a_symlink() {
         if DEBUGFS.locate().is_err() {
-            eprintln!("SKIPPED: debugfs is not installed (apt-get install e2fsprogs)");
+            berth_testkit::skip(
+                "e2fsprogs",
+                "debugfs is not installed (apt-get install e2fsprogs)",
+            );
             return;
         }
         let tmp = tempfile::tempdir().unwrap();

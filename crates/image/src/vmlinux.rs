@@ -209,9 +209,9 @@ mod tests {
             .map(|e| e.path().join("vmlinuz"))
             .find(|p| p.is_file())
         else {
-            eprintln!(
-                "SKIPPED: no kernel in {} (the VM tests build it)",
-                cache.display()
+            berth_testkit::skip(
+                "vm-images",
+                format!("no kernel in {} (the VM tests build it)", cache.display()),
             );
             return;
         };

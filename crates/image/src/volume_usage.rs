@@ -112,7 +112,10 @@ mod tests {
     #[test]
     fn reads_a_fresh_volume_and_sees_a_file_written_into_it() {
         if crate::tool::MKFS_EXT4.locate().is_err() {
-            eprintln!("SKIPPED: mkfs.ext4 is not installed (apt-get install e2fsprogs)");
+            berth_testkit::skip(
+                "e2fsprogs",
+                "mkfs.ext4 is not installed (apt-get install e2fsprogs)",
+            );
             return;
         }
         let tmp = tempfile::tempdir().unwrap();
@@ -143,7 +146,10 @@ mod tests {
     #[test]
     fn a_volume_has_inodes_for_many_files() {
         if crate::tool::MKFS_EXT4.locate().is_err() {
-            eprintln!("SKIPPED: mkfs.ext4 is not installed (apt-get install e2fsprogs)");
+            berth_testkit::skip(
+                "e2fsprogs",
+                "mkfs.ext4 is not installed (apt-get install e2fsprogs)",
+            );
             return;
         }
         let tmp = tempfile::tempdir().unwrap();
@@ -160,7 +166,10 @@ mod tests {
     #[test]
     fn only_a_cleanly_unmounted_superblock_is_clean() {
         if crate::tool::MKFS_EXT4.locate().is_err() {
-            eprintln!("SKIPPED: mkfs.ext4 is not installed (apt-get install e2fsprogs)");
+            berth_testkit::skip(
+                "e2fsprogs",
+                "mkfs.ext4 is not installed (apt-get install e2fsprogs)",
+            );
             return;
         }
         let tmp = tempfile::tempdir().unwrap();

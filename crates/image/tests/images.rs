@@ -1,6 +1,6 @@
 //! Real builds with the host's tools: the Debian cloud kernel through apt, the initramfs,
 //! the minimal rootfs, a layer, and a box volume, checked with debugfs and dumpe2fs.
-//! A test whose tool or mirror is missing prints SKIPPED with the reason.
+//! A test whose tool or mirror is missing skips with the reason (`berth_testkit::skip`).
 
 use std::path::Path;
 use std::process::Command;
@@ -93,7 +93,7 @@ macro_rules! or_skip {
         match $e {
             Ok(v) => v,
             Err(e @ (ImageError::NoMirror { .. } | ImageError::MissingTool { .. })) => {
-                eprintln!("SKIPPED: {e}");
+                berth_testkit::skip("image-build", &e);
                 return;
             }
             Err(e) => panic!("{e}"),
@@ -212,7 +212,7 @@ fn cpio_names(mut buf: &[u8]) -> Vec<String> {
 #[test]
 fn minimal_rootfs_is_a_read_only_ext4_with_busybox_and_the_skeleton_built_once() {
     if !have("mkfs.ext4") || !have("debugfs") {
-        eprintln!("SKIPPED: e2fsprogs is not installed");
+        berth_testkit::skip("e2fsprogs", "e2fsprogs is not installed");
         return;
     }
     let data = tempfile::tempdir().unwrap();
@@ -283,7 +283,7 @@ fn minimal_rootfs_is_a_read_only_ext4_with_busybox_and_the_skeleton_built_once()
 #[test]
 fn layer_image_keeps_owners_and_modes_and_is_keyed_by_content() {
     if !have("mkfs.ext4") || !have("debugfs") {
-        eprintln!("SKIPPED: e2fsprogs is not installed");
+        berth_testkit::skip("e2fsprogs", "e2fsprogs is not installed");
         return;
     }
     use std::os::unix::fs::PermissionsExt;
@@ -327,7 +327,7 @@ fn layer_image_keeps_owners_and_modes_and_is_keyed_by_content() {
 #[test]
 fn volume_has_the_box_layout_grows_and_never_shrinks() {
     if !have("mkfs.ext4") || !have("debugfs") || !have("resize2fs") {
-        eprintln!("SKIPPED: e2fsprogs is not installed");
+        berth_testkit::skip("e2fsprogs", "e2fsprogs is not installed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -399,7 +399,7 @@ fn volume_has_the_box_layout_grows_and_never_shrinks() {
 #[test]
 fn ext4_from_dir_copies_a_tree_and_a_size_too_small_is_an_error() {
     if !have("mkfs.ext4") {
-        eprintln!("SKIPPED: e2fsprogs is not installed");
+        berth_testkit::skip("e2fsprogs", "e2fsprogs is not installed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -425,7 +425,7 @@ fn ext4_from_dir_copies_a_tree_and_a_size_too_small_is_an_error() {
 #[ignore = "debootstraps bookworm from the Debian mirror (~40 s); run with --ignored"]
 fn debian_rootfs_is_debootstrapped_once() {
     if !is_root() {
-        eprintln!("SKIPPED: debootstrap needs root");
+        berth_testkit::skip("root", "debootstrap needs root");
         return;
     }
     let data = tempfile::tempdir().unwrap();
@@ -459,7 +459,7 @@ fn debian_rootfs_is_debootstrapped_once() {
 #[test]
 fn a_users_directory_or_tarball_becomes_a_rootfs_with_the_skeleton() {
     if !have("mkfs.ext4") || !have("debugfs") {
-        eprintln!("SKIPPED: e2fsprogs is not installed");
+        berth_testkit::skip("e2fsprogs", "e2fsprogs is not installed");
         return;
     }
     let data = tempfile::tempdir().unwrap();

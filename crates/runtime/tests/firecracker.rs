@@ -5,8 +5,9 @@
 //! `<data>/images/built.json`), so its modules match the initramfs).
 //!
 //! Needs a `firecracker` binary (`$BERTH_FIRECRACKER` or `PATH`) and a KVM that runs guests
-//! (`FirecrackerRuntime::new` boots a probe guest); otherwise each test prints
-//! `SKIPPED: <reason>` and returns. The checks are the qemu tests' where both apply.
+//! (`FirecrackerRuntime::new` boots a probe guest); otherwise each test skips
+//! (`berth_testkit::skip`, part `firecracker`) and returns. The checks are the qemu tests'
+//! where both apply.
 
 #[allow(dead_code, unused_imports)]
 mod common;
@@ -63,7 +64,7 @@ async fn boots_pauses_and_keeps_files_across_a_cold_boot() {
     let fx = match fixture("persist").await {
         Ok(fx) => fx,
         Err(why) => {
-            eprintln!("SKIPPED: {why}");
+            berth_testkit::skip("firecracker", &why);
             return;
         }
     };

@@ -5,7 +5,7 @@
 //! holds only that box's files, and in the box's cgroup with its CPU quota, memory and
 //! pids limits. Real QEMU guests (TCG here), two at once.
 //!
-//! Skips (`SKIPPED: <why>`) without QEMU, vhost-device-vsock or the test images, like
+//! Skips (`berth_testkit::skip`, part `qemu`) without QEMU, vhost-device-vsock or the test images, like
 //! tests/qemu.rs.
 
 #[allow(dead_code, unused_imports)]
@@ -28,13 +28,13 @@ type Fixture = vm::VmFixture<QemuRuntime>;
 
 async fn fixture(name: &str) -> Option<Fixture> {
     if let Err(why) = vm_binaries() {
-        eprintln!("SKIPPED: {name}: {why}");
+        berth_testkit::skip("qemu", format!("{name}: {why}"));
         return None;
     }
     let images = match tokio::task::spawn_blocking(images).await.unwrap() {
         Ok(images) => images,
         Err(why) => {
-            eprintln!("SKIPPED: {name}: {why}");
+            berth_testkit::skip("qemu", format!("{name}: {why}"));
             return None;
         }
     };
@@ -52,7 +52,7 @@ async fn fixture(name: &str) -> Option<Fixture> {
             _slot: slot,
         }),
         Err(e @ berth_runtime::RuntimeError::Missing { .. }) => {
-            eprintln!("SKIPPED: {name}: {e}");
+            berth_testkit::skip("qemu", format!("{name}: {e}"));
             None
         }
         Err(e) => panic!("QemuRuntime::new: {e}"),

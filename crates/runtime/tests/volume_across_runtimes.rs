@@ -4,7 +4,7 @@
 //! disk (the sandbox mounts it idmapped), so nothing is converted between them.
 //!
 //! Needs what both backends need (root, runc, berth-init, qemu, vhost-device-vsock, the
-//! test images); otherwise each test prints `SKIPPED: <reason>` and returns. Each VM test
+//! test images); otherwise each test skips (`berth_testkit::skip`, part `qemu`) and returns. Each VM test
 //! takes a host-wide VM slot (`common::vm::vm_slot`).
 
 #[allow(dead_code, unused_imports)]
@@ -46,7 +46,7 @@ impl Drop for Both {
 impl Both {
     async fn new(name: &str) -> Option<Both> {
         let skip = |why: &dyn std::fmt::Display| {
-            eprintln!("SKIPPED: {name}: {why}");
+            berth_testkit::skip("qemu", format!("{name}: {why}"));
             None
         };
         if !nix::unistd::geteuid().is_root() {

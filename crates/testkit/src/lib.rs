@@ -31,6 +31,7 @@
 //! | `cc` | a C compiler and the static libc (`gcc`, `libc6-dev`) |
 //! | `perl` | `perl` under `/usr` (Debian's `perl-base`) |
 //! | `claude-code` | Claude Code from npm (`scripts/install-deps.sh --tests` with npm) |
+//! | `box-tools` | a tool inside the box's rootfs (the `minimal` test image has no python3, no curl) |
 
 use std::io::Write;
 
@@ -55,6 +56,7 @@ pub const PARTS: &[&str] = &[
     "cc",
     "perl",
     "claude-code",
+    "box-tools",
 ];
 
 /// The variable naming the parts a run requires.

@@ -73,7 +73,9 @@ mod tests {
         .unwrap();
         match outcome {
             Ok(was_down) => assert!(was_down, "lo of a new namespace was already usable"),
-            Err(err) => eprintln!("SKIPPED: cannot create a network namespace: {err}"),
+            Err(err) => {
+                berth_testkit::skip("netns", format!("cannot create a network namespace: {err}"))
+            }
         }
     }
 }

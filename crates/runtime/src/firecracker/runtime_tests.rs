@@ -101,7 +101,7 @@ pub(super) async fn start_faked(
     match runtime.start(spec).await {
         Ok(_) => Some(stand_ins.await.unwrap()),
         Err(RuntimeError::Missing { what, .. }) if what.contains("mkfs") => {
-            eprintln!("SKIPPED: no mkfs for the volume ({what})");
+            berth_testkit::skip("e2fsprogs", format!("no mkfs for the volume ({what})"));
             None
         }
         Err(e) => panic!("{}", crate::error_chain(&e)),
@@ -181,7 +181,7 @@ async fn start_pause_resume_stop_and_remove_drive_firecrackers_api() {
     let booted = match runtime.start(&spec).await {
         Ok(booted) => booted,
         Err(RuntimeError::Missing { what, .. }) if what.contains("mkfs") => {
-            eprintln!("SKIPPED: no mkfs for the volume ({what})");
+            berth_testkit::skip("e2fsprogs", format!("no mkfs for the volume ({what})"));
             return;
         }
         Err(e) => panic!("{}", crate::error_chain(&e)),

@@ -100,7 +100,7 @@ mod tests {
     #[tokio::test]
     async fn the_socket_is_owned_by_box_root_and_replaces_a_planted_link() {
         if !nix::unistd::geteuid().is_root() {
-            eprintln!("SKIPPED: chown needs root");
+            berth_testkit::skip("root", "chown needs root");
             return;
         }
         use std::os::unix::fs::MetadataExt;

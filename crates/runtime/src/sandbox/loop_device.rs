@@ -300,7 +300,7 @@ mod tests {
     #[test]
     fn attach_binds_and_autoclear_frees_on_close() {
         if !nix::unistd::geteuid().is_root() || !Path::new(LOOP_CONTROL).exists() {
-            eprintln!("SKIPPED: loop devices need root and {LOOP_CONTROL}");
+            berth_testkit::skip("loop", format!("loop devices need root and {LOOP_CONTROL}"));
             return;
         }
         let dir = tempfile::tempdir().unwrap();

@@ -506,7 +506,7 @@ mod tests {
     #[test]
     fn a_directory_volume_becomes_an_image_with_nothing_lost() {
         if !nix::unistd::geteuid().is_root() || !Path::new("/dev/loop-control").exists() {
-            eprintln!("SKIPPED: migration needs root and loop devices");
+            berth_testkit::skip("loop", "migration needs root and loop devices");
             return;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -600,7 +600,7 @@ mod tests {
     #[test]
     fn the_image_is_at_least_the_data_plus_headroom() {
         if !nix::unistd::geteuid().is_root() || !Path::new("/dev/loop-control").exists() {
-            eprintln!("SKIPPED: migration needs root and loop devices");
+            berth_testkit::skip("loop", "migration needs root and loop devices");
             return;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -619,7 +619,7 @@ mod tests {
     #[test]
     fn a_failed_migration_keeps_the_directory() {
         if !nix::unistd::geteuid().is_root() || !Path::new("/dev/loop-control").exists() {
-            eprintln!("SKIPPED: migration needs root and loop devices");
+            berth_testkit::skip("loop", "migration needs root and loop devices");
             return;
         }
         let dir = tempfile::tempdir().unwrap();

@@ -578,7 +578,7 @@ mod tests {
             "{err}"
         );
         if host::find_program(DEFAULT_OCI_RUNTIME).is_none() {
-            eprintln!("SKIPPED: runc is not installed");
+            berth_testkit::skip("sandbox", "runc is not installed");
             return;
         }
         let err = SandboxRuntime::new(config(

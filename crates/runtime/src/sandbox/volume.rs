@@ -134,7 +134,7 @@ mod tests {
     #[test]
     fn run_dir_is_created_once_owned_by_the_mapped_root() {
         if !nix::unistd::geteuid().is_root() {
-            eprintln!("SKIPPED: chown needs root");
+            berth_testkit::skip("root", "chown needs root");
             return;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -157,7 +157,7 @@ mod tests {
     #[test]
     fn harness_config_is_root_only_json_and_a_planted_link_is_not_followed() {
         if !nix::unistd::geteuid().is_root() {
-            eprintln!("SKIPPED: chown needs root");
+            berth_testkit::skip("root", "chown needs root");
             return;
         }
         let dir = tempfile::tempdir().unwrap();

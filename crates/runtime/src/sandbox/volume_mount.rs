@@ -374,7 +374,7 @@ mod tests {
     fn skip() -> bool {
         let skip = !nix::unistd::geteuid().is_root() || !Path::new("/dev/loop-control").exists();
         if skip {
-            eprintln!("SKIPPED: volume mounts need root and loop devices");
+            berth_testkit::skip("loop", "volume mounts need root and loop devices");
         }
         skip
     }

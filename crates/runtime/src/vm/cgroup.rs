@@ -183,7 +183,7 @@ mod tests {
     #[test]
     fn a_box_cgroup_is_created_with_its_limits_and_removed() {
         if !nix::unistd::Uid::effective().is_root() {
-            eprintln!("SKIPPED: a_box_cgroup_is_created_with_its_limits_and_removed: needs root");
+            berth_testkit::skip("root", "a box cgroup needs root");
             return;
         }
         let id = BoxId::from_random([7; 20]);

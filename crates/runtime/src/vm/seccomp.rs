@@ -107,7 +107,7 @@ mod tests {
     #[test]
     fn the_filter_refuses_inet_sockets_and_mounts_but_not_unix_sockets() {
         let Ok(python) = which("python3") else {
-            eprintln!("SKIPPED: the_filter_refuses_inet_sockets_and_mounts_but_not_unix_sockets: no python3");
+            berth_testkit::skip("python3", "no python3 to try the filter with");
             return;
         };
         let filter = vhost_filter().unwrap();

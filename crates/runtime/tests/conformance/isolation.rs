@@ -188,7 +188,7 @@ pub fn add_probe(fx: &Fixture, spec: &mut berth_runtime::BoxSpec, test: &str) ->
     let dir = match kernel_probe() {
         Ok(dir) => dir.to_path_buf(),
         Err(why) => {
-            eprintln!("SKIPPED: {test}: {why}");
+            berth_testkit::skip("cc", format!("{test}: {why}"));
             return None;
         }
     };
@@ -303,7 +303,7 @@ async fn everyday_tools_still_work(client: &GuestClient) {
         let out = run_ok(client, &["python3", "-c", python], BoxUser::User).await;
         assert_eq!(out.trim(), "ok");
     } else {
-        eprintln!("SKIPPED (part): the box has no python3 to try sockets with");
+        berth_testkit::skip("box-tools", "the box has no python3 to try sockets with");
     }
     if has("/usr/bin/curl").await {
         // The test's egress channel has nobody behind it: the proxy takes the connection
@@ -326,6 +326,9 @@ async fn everyday_tools_still_work(client: &GuestClient) {
             "curl did not reach the egress proxy: {err}"
         );
     } else {
-        eprintln!("SKIPPED (part): the box has no curl to try the egress proxy with");
+        berth_testkit::skip(
+            "box-tools",
+            "the box has no curl to try the egress proxy with",
+        );
     }
 }

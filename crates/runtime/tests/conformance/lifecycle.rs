@@ -124,7 +124,7 @@ fn assert_no_processes(fx: &Fixture, spec: &berth_runtime::BoxSpec) {
 /// A paused box answers nothing until resumed.
 pub async fn pause_freezes_until_resume(fx: &Fixture) {
     if !fx.runtime.capabilities().pause {
-        eprintln!("SKIPPED: {} cannot pause", fx.runtime.name());
+        berth_testkit::skip(fx.backend().part(), "this backend cannot pause");
         return;
     }
     let spec = fx.spec(Limits::default());

@@ -708,10 +708,13 @@ pub async fn berth_init_is_outside_the_box_cgroup_and_the_oom_killers_reach(fx: 
     let client = fx.runtime.start(&spec).await.expect("start").client;
     let init = run_ok(&client, &["cat", "/proc/1/oom_score_adj"], BoxUser::User).await;
     if !fx.is_vm() && !host_root_may_lower_oom_score_adj() {
-        eprintln!(
-            "SKIPPED (part): berth-init's oom_score_adj -1000: host root here lacks \
-             CAP_SYS_RESOURCE, so nobody may lower it (berth-init has {})",
-            init.trim()
+        berth_testkit::skip(
+            "cap-sys-resource",
+            format!(
+                "berth-init's oom_score_adj -1000: host root here lacks CAP_SYS_RESOURCE, \
+                 so nobody may lower it (berth-init has {})",
+                init.trim()
+            ),
         );
     } else {
         assert_eq!(init.trim(), "-1000", "berth-init's oom_score_adj");

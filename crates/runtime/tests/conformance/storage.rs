@@ -434,9 +434,12 @@ pub async fn volume_grows_online_while_the_box_runs(fx: &Fixture) {
         // The failed attempt left the image at its file system's size: it grows offline.
         let image = fx.box_dir(&spec.id).join("volume.ext4");
         assert_eq!(std::fs::metadata(&image).unwrap().len(), 96 << 20);
-        eprintln!(
-            "SKIPPED: online growth: this host's root lacks CAP_SYS_RESOURCE ({})",
-            berth_runtime::error_chain(&err)
+        berth_testkit::skip(
+            "cap-sys-resource",
+            format!(
+                "online growth: this host's root lacks CAP_SYS_RESOURCE ({})",
+                berth_runtime::error_chain(&err)
+            ),
         );
         return;
     }

@@ -56,7 +56,7 @@ pub(crate) async fn with_sandbox() -> Option<TestServer> {
     match sandbox(data.path()) {
         Ok(runtime) => Some(TestServer::start(runtime, Some("runc".into()), data).await),
         Err(reason) => {
-            println!("SKIPPED: {reason}");
+            berth_testkit::skip("sandbox", &reason);
             None
         }
     }

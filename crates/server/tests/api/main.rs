@@ -4,7 +4,7 @@
 //!   runtime that cannot start anything: passes on any host.
 //! - `lifecycle`: wake, exec, files, stop, reconcile and shutdown against a fake runtime
 //!   whose "boxes" are in-process fake agents on Unix sockets (no root needed).
-//! - `end_to_end`: the real sandbox runtime (runc) and berth-init; says `SKIPPED: <reason>`
+//! - `end_to_end`: the real sandbox runtime (runc) and berth-init; skips (part `sandbox`)
 //!   when the host cannot run it.
 //!
 //! Every server's guard stops and deletes the OCI containers of its data dir on drop, even

@@ -1,5 +1,5 @@
 //! Talking to a real agent: the sandbox runtime, berth-init and the example echo harness.
-//! Says `SKIPPED: <reason>` when the host cannot run boxes.
+//! Skips (`berth_testkit::skip`, part `sandbox`) when the host cannot run boxes.
 
 use std::time::{Duration, Instant};
 
@@ -139,7 +139,7 @@ async fn a_restarted_daemon_reattaches_to_a_running_echo_box() {
     let runtime = match crate::end_to_end::sandbox(data.path()) {
         Ok(runtime) => runtime,
         Err(reason) => {
-            println!("SKIPPED: {reason}");
+            berth_testkit::skip("sandbox", &reason);
             return;
         }
     };
