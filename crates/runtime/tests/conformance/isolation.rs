@@ -103,9 +103,11 @@ const PROBE_C: &str = r#"
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void report(const char *name, long rc) { printf("%s %d\n", name, rc < 0 ? errno : 0); }
@@ -129,8 +131,29 @@ static int fork_bomb(void) {
     }
 }
 
+/* Memory hogs: `count` children, each touching `kib` KiB and waiting to be killed. Nothing
+   is exec'd, so a full box has no programs of its own to re-read from its page cache (a
+   shell's hogs running dd and tr kept an image-rootfs box thrashing for minutes before its
+   OOM killer acted). */
+static int memory_hogs(int count, int kib) {
+    for (int i = 0; i < count; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            /* volatile: a compiler may drop a malloc'd block that is never read */
+            volatile char *p = malloc((size_t)kib * 1024);
+            for (size_t at = 0; p && at < (size_t)kib * 1024; at += 4096) p[at] = 1;
+            for (;;) pause();
+        }
+        if (pid < 0) usleep(10000);
+    }
+    while (wait(NULL) > 0) {}
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "fork-bomb") == 0) return fork_bomb();
+    if (argc > 3 && strcmp(argv[1], "memory-hogs") == 0)
+        return memory_hogs(atoi(argv[2]), atoi(argv[3]));
     char params[256] = {0};
     int pair[2];
     report("io_uring_setup", syscall(SYS_io_uring_setup, 1, params));
