@@ -42,7 +42,7 @@ pub struct UserFilter {
 impl UserFilter {
     pub fn build() -> Result<Self, SealError> {
         Ok(UserFilter {
-            programs: crate::user_filter::compile()?,
+            programs: crate::user_filter::compile().map_err(SealError::Seccomp)?,
         })
     }
 }

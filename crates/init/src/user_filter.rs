@@ -23,11 +23,9 @@
 use std::collections::BTreeMap;
 
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule,
+    BackendError, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
+    SeccompFilter, SeccompRule,
 };
-
-use crate::seal::SealError;
 
 /// The architecture the programs are built for, and the ABI aliases of its numbers.
 #[cfg(target_arch = "x86_64")]
@@ -117,7 +115,7 @@ pub const RULES: &[Rule] = &[
 
 /// One BPF program per kind of refusal (a seccomp program has one answer for what its
 /// rules match), compiled for [`arch::TARGET`].
-pub fn compile() -> Result<Vec<BpfProgram>, SealError> {
+pub fn compile() -> Result<Vec<BpfProgram>, BackendError> {
     let mut by_refusal: BTreeMap<Refusal, BTreeMap<i64, Vec<SeccompRule>>> = BTreeMap::new();
     for rule in RULES {
         let conditions = conditions(rule.when)?;
@@ -128,7 +126,7 @@ pub fn compile() -> Result<Vec<BpfProgram>, SealError> {
                 .entry(rule.nr | alias)
                 .or_default();
             if let Some(conditions) = &conditions {
-                rules.push(SeccompRule::new(conditions.clone()).map_err(SealError::Seccomp)?);
+                rules.push(SeccompRule::new(conditions.clone())?);
             }
         }
     }
@@ -142,13 +140,12 @@ pub fn compile() -> Result<Vec<BpfProgram>, SealError> {
                 arch::TARGET,
             )
             .and_then(BpfProgram::try_from)
-            .map_err(SealError::Seccomp)
         })
         .collect()
 }
 
 /// The conditions (all must hold) under which the call is refused; `None`: always.
-fn conditions(when: When) -> Result<Option<Vec<SeccompCondition>>, SealError> {
+fn conditions(when: When) -> Result<Option<Vec<SeccompCondition>>, BackendError> {
     let cond = |len, op, value| SeccompCondition::new(0, len, op, value);
     let conditions = match when {
         When::Always => return Ok(None),
@@ -163,11 +160,7 @@ fn conditions(when: When) -> Result<Option<Vec<SeccompCondition>>, SealError> {
             .map(|&f| cond(SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, f as u64))
             .collect(),
     };
-    conditions
-        .into_iter()
-        .collect::<Result<_, _>>()
-        .map(Some)
-        .map_err(SealError::Seccomp)
+    conditions.into_iter().collect::<Result<_, _>>().map(Some)
 }
 
 #[cfg(test)]

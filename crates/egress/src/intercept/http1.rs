@@ -4,7 +4,6 @@
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::body::Framing;
-use super::response::RequestShape;
 use super::rules::{CredentialRule, Withheld, CREDENTIAL_HEADERS};
 use crate::hostname::canonical_host;
 use crate::policy::EGRESS_PORT;
@@ -101,6 +100,13 @@ impl Refusal {
             Refusal::TooLarge => "431 Request Header Fields Too Large",
         }
     }
+}
+
+/// The request as the box sent it, for framing its response.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestShape {
+    pub head_method: bool,
+    pub http10: bool,
 }
 
 /// A request head ready for upstream, and which rule's secret it carries, if any.

@@ -30,13 +30,13 @@ use scrub::Secrets;
 
 pub use body::{copy_body, BodyError, Framing};
 pub use ca::{BoxCa, CaError, Leaf, SavedCa};
+pub use http1::RequestShape;
 pub use http1::{
     read_head, rewrite_request, HeadReadError, Kind, Refusal, Rewritten, WithheldFrom,
     MAX_HEAD_BYTES,
 };
 pub use proxy::{InterceptError, Served};
 pub use replay::Replay;
-pub use response::RequestShape;
 pub use rules::{is_method, CredentialRule, RuleError, Withheld, CREDENTIAL_HEADERS};
 
 /// One box's interception settings.

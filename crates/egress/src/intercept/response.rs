@@ -13,7 +13,7 @@ use std::io;
 use tokio::io::{AsyncBufRead, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use super::body::{chunk_size, read_line, BodyError};
-use super::http1::{read_head, HeadReadError, Kind, HOP_HEADERS, MAX_HEADERS};
+use super::http1::{read_head, HeadReadError, Kind, RequestShape, HOP_HEADERS, MAX_HEADERS};
 use super::replay::Replay;
 use super::scrub::Secrets;
 
@@ -44,13 +44,6 @@ pub enum Relayed {
     Response,
     /// A 502 instead of a body the gateway cannot scrub (its `Content-Encoding`).
     Encoded,
-}
-
-/// The request as the box sent it, for framing its response.
-#[derive(Debug, Clone, Copy)]
-pub struct RequestShape {
-    pub head_method: bool,
-    pub http10: bool,
 }
 
 /// Relays the response to one request: interim (1xx) heads, then the final head and its

@@ -82,7 +82,7 @@ impl ApiError {
         }
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             format!("{self}; the cause is in the daemon's log")
-        } else if self.explained_by_the_host() && !crate::api::auth::caller_is_admin() {
+        } else if self.explained_by_the_host() && !crate::api::caller_scope::caller_is_admin() {
             // A tenant learns what went wrong, not where the host keeps its files; the
             // admin, who owns the host, reads the whole cause.
             crate::api::view::redact_host_paths(&error_chain(self))

@@ -2,6 +2,7 @@
 
 pub mod auth;
 pub mod boxes;
+pub mod caller_scope;
 pub mod egress;
 pub mod error;
 pub mod events;
@@ -114,7 +115,7 @@ async fn log_request(req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let began = Instant::now();
-    let response = auth::caller_scope(next.run(req)).await;
+    let response = caller_scope::scope(next.run(req)).await;
     tracing::info!(
         %method,
         path,
