@@ -184,25 +184,57 @@ int main(int argc, char **argv) {
 /// The probe, compiled statically once per test binary (it runs on any rootfs), in a
 /// directory to bind into boxes as a layer; `Err` is why the check skips.
 fn kernel_probe() -> Result<&'static std::path::Path, String> {
-    static PROBE: std::sync::OnceLock<Result<tempfile::TempDir, String>> =
+    static PROBE: std::sync::OnceLock<Result<std::path::PathBuf, String>> =
         std::sync::OnceLock::new();
-    let dir = PROBE.get_or_init(|| {
-        let dir = common::layer_dir(&[("probe.c", PROBE_C, 0o644)]);
-        let out = std::process::Command::new("cc")
-            .args(["-static", "-Os", "-s", "-o"])
-            .arg(dir.path().join("probe"))
-            .arg(dir.path().join("probe.c"))
-            .output()
-            .map_err(|e| format!("no C compiler to build the probe (cc: {e})"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "cc -static failed (libc6-dev installs the static libc): {}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        Ok(dir)
-    });
-    dir.as_ref().map(|d| d.path()).map_err(Clone::clone)
+    PROBE
+        .get_or_init(build_probe)
+        .as_deref()
+        .map_err(Clone::clone)
+}
+
+/// Compiles the probe once per version of its source, into the test images' cache
+/// (`$BERTH_TEST_IMAGE_DIR`, default `/var/tmp/berth-test-images`), so no test process
+/// leaves a build of its own behind; made in a temp dir and renamed into place, so
+/// concurrent tests never see half a probe.
+fn build_probe() -> Result<std::path::PathBuf, String> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    PROBE_C.hash(&mut hasher);
+    let cache = std::env::var_os("BERTH_TEST_IMAGE_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/var/tmp/berth-test-images".into());
+    let dir = cache.join(format!("probe-{:016x}", hasher.finish()));
+    if dir.join("probe").exists() {
+        return Ok(dir);
+    }
+    std::fs::create_dir_all(&cache).map_err(|e| format!("cannot make {cache:?}: {e}"))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".probe-")
+        .tempdir_in(&cache)
+        .map_err(|e| format!("cannot make a temp dir in {cache:?}: {e}"))?;
+    let source = tmp.path().join("probe.c");
+    std::fs::write(&source, PROBE_C).map_err(|e| format!("cannot write {source:?}: {e}"))?;
+    let out = std::process::Command::new("cc")
+        .args(["-static", "-Os", "-s", "-o"])
+        .arg(tmp.path().join("probe"))
+        .arg(&source)
+        .output()
+        .map_err(|e| format!("no C compiler to build the probe (cc: {e})"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cc -static failed (libc6-dev installs the static libc): {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| format!("cannot open up {:?}: {e}", tmp.path()))?;
+    // Another test may have put the same probe in place first: theirs is as good.
+    let built = tmp.keep();
+    if std::fs::rename(&built, &dir).is_err() {
+        let _ = std::fs::remove_dir_all(&built);
+    }
+    Ok(dir)
 }
 
 /// Binds the probe into `spec`'s box as a layer; the probe's path in the box, or `None`
