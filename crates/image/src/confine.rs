@@ -660,27 +660,41 @@ mod tests {
         fifo
     }
 
-    /// The confined child of this process running `comm`, once it is there.
-    fn wait_for_child(comm: &str, within: Duration) -> Option<u32> {
-        let me = std::process::id().to_string();
+    /// The confined child of this process running `comm` with `arg` on its command line
+    /// (tests of this crate run concurrently in one process under `cargo test`, each with
+    /// confined children of its own: the name alone could find another test's), once it is
+    /// there; looked for at least once.
+    fn wait_for_child(comm: &str, arg: &str, within: Duration) -> Option<u32> {
         let started = Instant::now();
-        while started.elapsed() < within {
-            for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-                let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-                    continue;
-                };
-                // pid (comm) state ppid ...
-                let Some((head, rest)) = stat.rsplit_once(") ") else {
-                    continue;
-                };
-                let ppid = rest.split(' ').nth(1).unwrap_or("");
-                if head.ends_with(&format!("({comm}")) && ppid == me {
-                    return entry.file_name().to_str()?.parse().ok();
-                }
+        loop {
+            if let Some(pid) = child_running(comm, arg) {
+                return Some(pid);
+            }
+            if started.elapsed() >= within {
+                return None;
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        None
+    }
+
+    fn child_running(comm: &str, arg: &str) -> Option<u32> {
+        let me = std::process::id().to_string();
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .find_map(|entry| {
+                let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+                // pid (comm) state ppid ...
+                let (head, rest) = stat.rsplit_once(") ")?;
+                let ppid = rest.split(' ').nth(1)?;
+                let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+                let has_arg = cmdline
+                    .split(|&b| b == 0)
+                    .any(|a| String::from_utf8_lossy(a).contains(arg));
+                (head.ends_with(&format!("({comm}")) && ppid == me && has_arg)
+                    .then(|| entry.file_name().to_str()?.parse().ok())
+                    .flatten()
+            })
     }
 
     fn status_field(status: &str, key: &str) -> String {
@@ -706,15 +720,16 @@ mod tests {
         let runner = std::thread::spawn(move || {
             run(
                 E2FSCK,
-                &[OsStr::new("-n"), &inside("volume.ext4")],
-                &[Bind::read_only(&fifo_c, "volume.ext4")],
+                &[OsStr::new("-n"), &inside("caps.ext4")],
+                &[Bind::read_only(&fifo_c, "caps.ext4")],
                 Limits {
                     memory_bytes: 256 << 20,
                     deadline: Duration::from_secs(120),
                 },
             )
         });
-        let pid = wait_for_child("e2fsck", Duration::from_secs(60)).expect("e2fsck started");
+        let pid =
+            wait_for_child("e2fsck", "caps.ext4", Duration::from_secs(60)).expect("e2fsck started");
         // Wait until it blocks in the FIFO's open (it has exec'd and is in its jail).
         let started = Instant::now();
         let status = loop {
@@ -766,7 +781,7 @@ mod tests {
         assert_eq!(limit("Max core file size"), "0");
         let mut root = root;
         root.sort();
-        let mut expected: Vec<String> = ["dev", "etc", "usr", "volume.ext4"]
+        let mut expected: Vec<String> = ["dev", "etc", "usr", "caps.ext4"]
             .map(String::from)
             .to_vec();
         for name in SYSTEM_DIRS {
@@ -795,8 +810,8 @@ mod tests {
         let started = Instant::now();
         let err = run(
             E2FSCK,
-            &[OsStr::new("-n"), &inside("volume.ext4")],
-            &[Bind::read_only(&fifo, "volume.ext4")],
+            &[OsStr::new("-n"), &inside("stalled.ext4")],
+            &[Bind::read_only(&fifo, "stalled.ext4")],
             Limits {
                 memory_bytes: 256 << 20,
                 deadline: Duration::from_secs(2),
@@ -807,7 +822,7 @@ mod tests {
         assert!(err.to_string().contains("took too long"), "{err}");
         assert!(started.elapsed() < Duration::from_secs(30));
         assert!(
-            wait_for_child("e2fsck", Duration::ZERO).is_none(),
+            wait_for_child("e2fsck", "stalled.ext4", Duration::ZERO).is_none(),
             "no e2fsck is left"
         );
     }
