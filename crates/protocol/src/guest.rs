@@ -22,6 +22,11 @@
 //! | [`Call::HarnessStatus`] | `GET /v1/harness` | - | [`HarnessStatus`] |
 //!
 //! The harness calls (version 2) are described in `harness` below and in `docs/protocol.md`.
+//! Version 3 makes the box a place to work in: terminals ([`crate::terminal`]), processes
+//! that outlive their request ([`crate::process`]), whole directories and file watching
+//! ([`crate::files`]), and in-box ports dialled for the host ([`crate::ports`]). Calls that
+//! carry a byte stream both ways (a terminal, a port) are HTTP/1.1 upgrades: `101`, then the
+//! connection is the stream.
 
 use std::collections::BTreeMap;
 
@@ -115,6 +120,22 @@ pub enum Call {
     Deliver,
     Events,
     HarnessStatus,
+    /// What work in the box keeps it awake ([`crate::process::Busy`]).
+    Busy,
+    TerminalOpen,
+    TerminalAttach,
+    TerminalGet,
+    TerminalResize,
+    TerminalSignal,
+    ProcessStart,
+    ProcessList,
+    ProcessOutput,
+    ProcessStdin,
+    ProcessSignal,
+    FileArchiveRead,
+    FileArchiveWrite,
+    FileWatch,
+    PortConnect,
 }
 
 impl Call {
@@ -130,6 +151,21 @@ impl Call {
             | Call::FileRemove
             | Call::Shutdown => 1,
             Call::Deliver | Call::Events | Call::HarnessStatus => 2,
+            Call::Busy
+            | Call::TerminalOpen
+            | Call::TerminalAttach
+            | Call::TerminalGet
+            | Call::TerminalResize
+            | Call::TerminalSignal
+            | Call::ProcessStart
+            | Call::ProcessList
+            | Call::ProcessOutput
+            | Call::ProcessStdin
+            | Call::ProcessSignal
+            | Call::FileArchiveRead
+            | Call::FileArchiveWrite
+            | Call::FileWatch
+            | Call::PortConnect => 3,
         }
     }
 }

@@ -2,14 +2,20 @@
 //!
 //! - [`guest`]: the guest channel between the host and `berth-init` (port 2024).
 //! - [`ids`]: typed identifiers used across the host (boxes, tenants).
+//! - [`terminal`], [`process`], [`files`], [`ports`]: version 3's calls (terminals,
+//!   background processes, directories and watches, in-box ports).
 //! - [`vm`]: the config disk the host gives a VM's `berth-init`.
 //! - [`error`]: the one JSON error shape, `{"error":{"code","message"}}`, used by the
 //!   guest channel and the public API alike.
 
 pub mod error;
+pub mod files;
 pub mod guest;
 pub mod harness;
 pub mod ids;
+pub mod ports;
+pub mod process;
+pub mod terminal;
 pub mod version;
 pub mod vm;
 

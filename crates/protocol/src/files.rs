@@ -1,0 +1,1 @@
+//! Whole directories as tar streams, and file watching (protocol version 3).
