@@ -58,6 +58,30 @@ pub enum ApiError {
         #[source]
         source: io::Error,
     },
+    #[error("this call is an HTTP upgrade: send `Connection: upgrade` and `Upgrade: {protocol}`")]
+    NeedsUpgrade { protocol: &'static str },
+    #[error("port {port} is berth's egress listener, not a program of the box")]
+    ReservedPort { port: u16 },
+    #[error("nothing accepts connections on port {port} in the box: {source}")]
+    PortClosed {
+        port: u16,
+        #[source]
+        source: io::Error,
+    },
+    #[error("invalid terminal request: {reason}")]
+    BadTerminal { reason: &'static str },
+    #[error("the box already has {limit} terminals")]
+    TooManyTerminals { limit: usize },
+    #[error("no terminal {id} (it ended and was forgotten, or the box restarted)")]
+    NoTerminal { id: String },
+    #[error("cannot set up a terminal")]
+    Pty(#[source] io::Error),
+    #[error("{reason}")]
+    Start { code: ErrorCode, reason: String },
+    #[error(
+        "unknown signal {name:?}: use one of HUP INT QUIT KILL USR1 USR2 TERM CONT STOP TSTP WINCH"
+    )]
+    BadSignal { name: String },
 }
 
 impl ApiError {
@@ -71,7 +95,16 @@ impl ApiError {
             | ApiError::EmptyArgv
             | ApiError::NulInExec
             | ApiError::RemoveRoot
-            | ApiError::Body(_) => ErrorCode::InvalidRequest,
+            | ApiError::Body(_)
+            | ApiError::NeedsUpgrade { .. }
+            | ApiError::ReservedPort { .. }
+            | ApiError::BadTerminal { .. }
+            | ApiError::BadSignal { .. } => ErrorCode::InvalidRequest,
+            ApiError::PortClosed { .. } => ErrorCode::Unavailable,
+            ApiError::TooManyTerminals { .. } => ErrorCode::TooManyRequests,
+            ApiError::NoTerminal { .. } => ErrorCode::NotFound,
+            ApiError::Pty(_) => ErrorCode::Internal,
+            ApiError::Start { code, .. } => *code,
             ApiError::NoRoute { .. } => ErrorCode::NotFound,
             ApiError::NotRegularFile { .. } => ErrorCode::NotARegularFile,
             ApiError::TooLarge { .. } => ErrorCode::PayloadTooLarge,

@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth_protocol::guest::{BoxUser, ExecFrame, ExecRequest, BOX_USER_NAME, BOX_USER_UID};
+use berth_protocol::terminal::{TerminalRequest, DEFAULT_TERM};
 use berth_protocol::ErrorCode;
 use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -75,34 +76,62 @@ pub struct Prepared {
     timeout: Option<Duration>,
 }
 
+impl Prepared {
+    pub fn argv(&self) -> &[String] {
+        &self.argv
+    }
+}
+
 impl Executor {
     /// Checks a request body; errors here are HTTP errors.
     pub fn prepare(&self, body: &[u8]) -> Result<Prepared, ApiError> {
         let req: ExecRequest = serde_json::from_slice(body).map_err(ApiError::BadJson)?;
-        if req.argv.first().is_none_or(|p| p.is_empty()) {
-            return Err(ApiError::EmptyArgv);
-        }
-        let has_nul = |s: &String| s.contains('\0');
-        if req.argv.iter().any(has_nul)
-            || req
-                .env
-                .iter()
-                .any(|(k, v)| has_nul(k) || has_nul(v) || k.is_empty() || k.contains('='))
-            || req.cwd.as_ref().is_some_and(has_nul)
-        {
-            return Err(ApiError::NulInExec);
-        }
+        check_command(&req.argv, &req.env, req.cwd.as_ref())?;
         let env = self.env_for(req.user, req.env);
         Ok(Prepared {
             argv: req.argv,
             env,
-            cwd: req
-                .cwd
-                .unwrap_or_else(|| self.home.to_string_lossy().into_owned()),
+            cwd: self.cwd_or_home(req.cwd, req.user),
             user: req.user,
             stdin: req.stdin,
             keep_stdin: false,
             timeout: req.timeout_ms.map(Duration::from_millis),
+        })
+    }
+
+    /// Checks a terminal's command; empty `argv` is the user's login shell. `TERM` is set
+    /// under the request's own variables.
+    pub fn prepare_terminal(&self, req: &TerminalRequest) -> Result<Prepared, ApiError> {
+        let argv = if req.argv.is_empty() {
+            login_shell()
+        } else {
+            req.argv.clone()
+        };
+        check_command(&argv, &req.env, req.cwd.as_ref())?;
+        let term = req.term.as_deref().unwrap_or(DEFAULT_TERM);
+        if term.is_empty() || term.contains('\0') {
+            return Err(ApiError::NulInExec);
+        }
+        let mut own = BTreeMap::from([("TERM".to_owned(), term.to_owned())]);
+        own.extend(req.env.clone());
+        Ok(Prepared {
+            argv,
+            env: self.env_for(req.user, own),
+            cwd: self.cwd_or_home(req.cwd.clone(), req.user),
+            user: req.user,
+            stdin: None,
+            keep_stdin: false,
+            timeout: None,
+        })
+    }
+
+    /// The requested working directory, or the user's home (the box user's, or `/root`).
+    fn cwd_or_home(&self, cwd: Option<String>, user: BoxUser) -> String {
+        cwd.unwrap_or_else(|| match user {
+            BoxUser::User => self.home.to_string_lossy().into_owned(),
+            // Root's home is often missing from a template; the box user's always exists.
+            BoxUser::Root if Path::new("/root").is_dir() => "/root".to_owned(),
+            BoxUser::Root => self.home.to_string_lossy().into_owned(),
         })
     }
 
@@ -149,17 +178,8 @@ impl Executor {
         argv: Vec<String>,
         extra_env: &BTreeMap<String, String>,
     ) -> Result<Running, String> {
-        if argv.first().is_none_or(|p| p.is_empty()) {
-            return Err("the harness command is empty".to_owned());
-        }
-        let has_nul = |s: &String| s.contains('\0');
-        if argv.iter().any(has_nul)
-            || extra_env
-                .iter()
-                .any(|(k, v)| has_nul(k) || has_nul(v) || k.is_empty() || k.contains('='))
-        {
-            return Err("the harness command or env contains a NUL byte or a bad name".into());
-        }
+        check_command(&argv, extra_env, None)
+            .map_err(|err| format!("the harness command: {err}"))?;
         let env = self.env_for(BoxUser::User, extra_env.clone());
         let req = Prepared {
             argv,
@@ -192,6 +212,21 @@ impl Executor {
     }
 
     fn spawn(&self, req: &Prepared) -> Result<Running, (ErrorCode, String)> {
+        self.spawn_with(req, ChildIo::Pipes)
+    }
+
+    /// Starts the process in a new session whose controlling terminal is `tty` (a PTY's
+    /// slave side), which is also its stdin, stdout and stderr.
+    pub fn spawn_on_terminal(
+        &self,
+        req: &Prepared,
+        tty: &OwnedFd,
+    ) -> Result<(i32, oneshot::Receiver<Exit>), (ErrorCode, String)> {
+        let running = self.spawn_with(req, ChildIo::Terminal(tty))?;
+        Ok((running.pid, running.exit))
+    }
+
+    fn spawn_with(&self, req: &Prepared, io: ChildIo<'_>) -> Result<Running, (ErrorCode, String)> {
         let argv0 = &req.argv[0];
         let path_var = req.env.get("PATH").map(String::as_str).unwrap_or(BASE_PATH);
         let program = find_program(argv0, path_var)
@@ -208,14 +243,30 @@ impl Executor {
         cmd.arg0(argv0)
             .args(&req.argv[1..])
             .env_clear()
-            .envs(&req.env)
-            .stdin(if req.stdin.is_some() || req.keep_stdin {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .envs(&req.env);
+        let on_terminal = matches!(io, ChildIo::Terminal(_));
+        match io {
+            ChildIo::Pipes => {
+                cmd.stdin(if req.stdin.is_some() || req.keep_stdin {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            }
+            ChildIo::Terminal(tty) => {
+                let dup = || {
+                    tty.try_clone().map(Stdio::from).map_err(|err| {
+                        (
+                            io_code(&err),
+                            format!("cannot hand the terminal to {argv0}: {err}"),
+                        )
+                    })
+                };
+                cmd.stdin(dup()?).stdout(dup()?).stderr(dup()?);
+            }
+        }
         let filter = self.filter.clone();
         let as_user = req.user == BoxUser::User;
         let cgroup = self.cgroup.clone();
@@ -230,6 +281,11 @@ impl Executor {
                     cgroup.join_from_child()?;
                 }
                 seal_user_child(as_user, BOX_USER_UID, &filter)?;
+                // The new session (seal_user_child made it) takes its stdin, the PTY, as
+                // its controlling terminal: job control, ^C and SIGWINCH then work.
+                if on_terminal && libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
                 if libc::chdir(cwd.as_ptr()) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -283,6 +339,46 @@ impl Executor {
             exit,
         })
     }
+}
+
+/// How a new process's standard streams are set up.
+enum ChildIo<'a> {
+    /// Pipes to `berth-init` (stdin: a pipe or `/dev/null`).
+    Pipes,
+    /// All three on this PTY slave, which becomes the controlling terminal.
+    Terminal(&'a OwnedFd),
+}
+
+/// Checks a command before anything starts: a program, and no NUL byte or bad variable
+/// name anywhere.
+fn check_command(
+    argv: &[String],
+    env: &BTreeMap<String, String>,
+    cwd: Option<&String>,
+) -> Result<(), ApiError> {
+    if argv.first().is_none_or(|p| p.is_empty()) {
+        return Err(ApiError::EmptyArgv);
+    }
+    let has_nul = |s: &String| s.contains('\0');
+    if argv.iter().any(has_nul)
+        || env
+            .iter()
+            .any(|(k, v)| has_nul(k) || has_nul(v) || k.is_empty() || k.contains('='))
+        || cwd.is_some_and(has_nul)
+    {
+        return Err(ApiError::NulInExec);
+    }
+    Ok(())
+}
+
+/// A login shell: bash when the box has it, else sh.
+fn login_shell() -> Vec<String> {
+    let shell = if Path::new("/bin/bash").is_file() {
+        "/bin/bash"
+    } else {
+        "/bin/sh"
+    };
+    vec![shell.to_owned(), "-l".to_owned()]
 }
 
 /// A started process: its pid (also its process group), pipes and exit status.

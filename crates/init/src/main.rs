@@ -24,6 +24,7 @@ mod exec;
 mod files;
 mod harness;
 mod listener;
+mod ports;
 mod query;
 mod reaper;
 mod sandbox_cgroup;
@@ -31,6 +32,7 @@ mod seal;
 mod server;
 mod stop;
 mod stream;
+mod terminal;
 mod thread_caps;
 mod user_filter;
 mod vm;
@@ -247,6 +249,7 @@ async fn run(args: Args) -> Result<(), BootError> {
     let agent = Arc::new(Agent {
         token,
         boot,
+        terminals: terminal::Terminals::new(exec.clone()),
         exec,
         harness: harness.clone(),
         shutdown: shutdown.clone(),

@@ -660,3 +660,5 @@ async fn exec_round_trip_is_fast() {
     );
     assert!(p50 < Duration::from_millis(100), "p50 {p50:?}");
 }
+#[path = "agent/terminal.rs"]
+mod terminal;

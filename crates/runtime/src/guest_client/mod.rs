@@ -14,6 +14,7 @@ mod error;
 mod ndjson;
 #[cfg(test)]
 mod tests;
+mod upgrade;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,6 +40,7 @@ use body::{collect_limited, full, RequestBody};
 pub use body::{FileDownload, FileUpload};
 pub use error::{BodyError, GuestError};
 pub use ndjson::NdjsonStream;
+pub use upgrade::{GuestStream, TerminalStream};
 
 /// Where the agent listens, seen from the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
