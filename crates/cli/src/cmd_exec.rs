@@ -32,8 +32,11 @@ first and passed to the command in one piece, then closed. It must be UTF-8 text
 is not interactive: the command sees it only once berth has read all of it. Use -n (or \
 </dev/null) when nothing should be read. On a terminal, the command's stdin is empty.
 
+-t (with -i: -it) runs the command on a terminal in the box instead: see `berth shell`.
+
 Examples:
   berth exec alice -- sh -c 'echo hi > ~/a.txt; id -u'
+  berth exec -it alice -- python3
   berth exec alice --user root --env DEBUG=1 --cwd /tmp -- ls -la
   echo hello | berth exec alice -- tr a-z A-Z")]
 pub struct ExecArgs {
@@ -55,6 +58,13 @@ pub struct ExecArgs {
     /// Do not read stdin, even when it is not a terminal.
     #[arg(short = 'n', long)]
     pub no_stdin: bool,
+    /// Keep stdin attached (with -t: keys go to the program as they are typed).
+    #[arg(short = 'i', long)]
+    pub interactive: bool,
+    /// Run the command on a terminal in the box, as `berth shell NAME -- CMD` does
+    /// (`-it` as with docker exec). Not with --timeout or -n.
+    #[arg(short = 't', long, conflicts_with_all = ["timeout", "no_stdin"])]
+    pub tty: bool,
     /// The program and its arguments (put them after `--` when they start with `-`).
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub cmd: Vec<String>,
@@ -75,7 +85,7 @@ impl From<UserArg> for BoxUser {
     }
 }
 
-fn parse_env(raw: &str) -> Result<(String, String), String> {
+pub fn parse_env(raw: &str) -> Result<(String, String), String> {
     match raw.split_once('=') {
         Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
         _ => Err(format!("expected K=V, got {raw:?}")),
@@ -146,6 +156,18 @@ fn ending(frame: &ExecFrame) -> Result<Option<Ending>, ExecFailed> {
 }
 
 pub async fn run(client: &Client, args: ExecArgs) -> anyhow::Result<u8> {
+    if args.tty {
+        let shell = crate::cmd_shell::ShellArgs {
+            name: args.name,
+            user: args.user,
+            cwd: args.cwd,
+            env: args.env,
+            grace: None,
+            attach: None,
+            cmd: args.cmd,
+        };
+        return crate::cmd_shell::run(client, shell).await;
+    }
     let stdin = read_stdin(args.no_stdin)?;
     let body = ExecBody {
         cmd: &args.cmd,

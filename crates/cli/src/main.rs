@@ -13,11 +13,13 @@ mod cmd_logs;
 mod cmd_runtime;
 mod cmd_secret;
 mod cmd_send;
+mod cmd_shell;
 mod cmd_template;
 mod cmd_tenant;
 mod cmd_up;
 mod data_dir;
 mod events;
+mod raw_terminal;
 mod sse;
 mod table;
 mod target;
@@ -59,6 +61,8 @@ pub enum Command {
     Box(cmd_box::BoxCommand),
     /// Run a command in a box, streaming its output; exits with its status.
     Exec(cmd_exec::ExecArgs),
+    /// Open a terminal in a box (a login shell, or CMD); exits with its status.
+    Shell(cmd_shell::ShellArgs),
     /// Copy a file into a box (LOCAL NAME:PATH) or out of one (NAME:PATH LOCAL).
     Cp(cmd_cp::CpArgs),
     /// Send a message to a box's agent (waking the box) and print the answer as it streams.
@@ -111,6 +115,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             client_main(async { cmd_box::run(&connect()?, command).await.map(|()| 0) })
         }
         Command::Exec(args) => client_main(async { cmd_exec::run(&connect()?, args).await }),
+        Command::Shell(args) => client_main(async { cmd_shell::run(&connect()?, args).await }),
         Command::Cp(args) => {
             let plan = cmd_cp::Plan::new(&args)?;
             client_main(async { cmd_cp::run(&connect()?, plan).await.map(|()| 0) })

@@ -48,6 +48,9 @@ pub enum OpError {
     #[error("invalid exec request: {rule}")]
     InvalidExec { rule: &'static str },
 
+    #[error("invalid terminal request: {rule}")]
+    InvalidTerminal { rule: &'static str },
+
     #[error("invalid `egress`")]
     InvalidEgress(#[source] crate::egress::policy::PolicyError),
 

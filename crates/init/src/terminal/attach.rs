@@ -107,7 +107,9 @@ impl Attachment {
                 // is held back instead) skips to the oldest byte.
                 sent = state.ring.clamp(sent);
                 chunk = state.ring.read(sent, SEND_CHUNK);
-                finished = chunk.is_empty() && state.output_done;
+                // The end needs both: all output read, and the exit known (the reaper may
+                // learn of it just after the PTY reports its last close).
+                finished = chunk.is_empty() && state.output_done && state.exit.is_some();
                 finished || !chunk.is_empty()
             })
             .await;

@@ -121,6 +121,7 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::LimitOutOfRange { .. }
         | OpError::InvalidPath { .. }
         | OpError::InvalidExec { .. }
+        | OpError::InvalidTerminal { .. }
         | OpError::InvalidEgress(_)
         | OpError::EgressEnvClash { .. }
         | OpError::InvalidMessageId(_)

@@ -15,6 +15,7 @@ pub mod runtimes;
 pub mod secrets;
 pub mod templates;
 pub mod tenants;
+pub mod terminals;
 pub mod view;
 
 use std::time::Instant;
@@ -37,6 +38,7 @@ pub fn router(ctx: Ctx) -> Router {
         .route("/v1/boxes/{box_ref}/start", post(boxes::start))
         .route("/v1/boxes/{box_ref}/stop", post(boxes::stop))
         .route("/v1/boxes/{box_ref}/exec", post(exec::exec))
+        .route("/v1/boxes/{box_ref}/pty", get(terminals::pty))
         .route(
             "/v1/boxes/{box_ref}/files",
             get(files::read).put(files::write).delete(files::remove),

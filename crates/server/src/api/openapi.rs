@@ -5,7 +5,9 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{boxes, egress, events, exec, files, messages, runtimes, secrets, templates, tenants};
+use super::{
+    boxes, egress, events, exec, files, messages, runtimes, secrets, templates, tenants, terminals,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -22,6 +24,7 @@ use super::{boxes, egress, events, exec, files, messages, runtimes, secrets, tem
         boxes::start,
         boxes::stop,
         exec::exec,
+        terminals::pty,
         files::read,
         files::write,
         files::list,

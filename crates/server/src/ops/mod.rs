@@ -22,6 +22,7 @@ pub mod secrets;
 pub mod tenant_create;
 pub mod tenant_keys;
 pub mod tenant_update;
+pub mod terminal;
 
 use std::future::Future;
 
