@@ -121,6 +121,10 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::LimitOutOfRange { .. }
         | OpError::InvalidPath { .. }
         | OpError::InvalidExec { .. }
+        | OpError::InvalidLabel { .. }
+        | OpError::InvalidEnv { .. }
+        | OpError::InvalidFilter { .. }
+        | OpError::DiskShrink { .. }
         | OpError::InvalidEgress(_)
         | OpError::EgressEnvClash { .. }
         | OpError::InvalidMessageId(_)

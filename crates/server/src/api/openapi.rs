@@ -5,7 +5,9 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{boxes, egress, events, exec, files, messages, runtimes, secrets, templates, tenants};
+use super::{
+    box_update, boxes, egress, events, exec, files, messages, runtimes, secrets, templates, tenants,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -19,6 +21,7 @@ use super::{boxes, egress, events, exec, files, messages, runtimes, secrets, tem
         boxes::list,
         boxes::get,
         boxes::delete,
+        box_update::update,
         boxes::start,
         boxes::stop,
         exec::exec,
@@ -98,7 +101,7 @@ mod tests {
         let paths = doc["paths"].as_object().unwrap();
         for (path, methods) in [
             ("/v1/boxes", &["post", "get"][..]),
-            ("/v1/boxes/{box_ref}", &["get", "delete"]),
+            ("/v1/boxes/{box_ref}", &["get", "delete", "patch"]),
             ("/v1/boxes/{box_ref}/exec", &["post"]),
             ("/v1/boxes/{box_ref}/files", &["get", "put", "delete"]),
             ("/v1/boxes/{box_ref}/messages", &["post", "get"]),

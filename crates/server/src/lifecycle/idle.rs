@@ -2,8 +2,9 @@
 //! `idle_timeout_s` is stopped through the normal stop (`stopping` → `stopped`: the
 //! processes die, the volume stays). The next call that needs it wakes it cold.
 //!
-//! Idle means: no [`ActivityGuard`](super::ActivityGuard) held (exec, file call, open
-//! event stream, message delivery), none dropped within the timeout, no message waiting in
+//! Idle means: no [`ActivityGuard`](super::ActivityGuard) held (exec, file call, message
+//! delivery; an open event stream is watching, not work, and holds none), none dropped
+//! within the timeout, no message waiting in
 //! the store, and a harness with no turn in flight. The last two cost a query and a guest
 //! call, so they are asked only once the cheap check says the timeout has passed, and again
 //! under the box's lifecycle lock right before the stop, so a concurrent wake is never cut.

@@ -10,6 +10,7 @@
 //! Every server's guard stops and deletes the OCI containers of its data dir on drop, even
 //! when the test panics.
 
+mod box_record;
 mod disk_full;
 mod egress_policy;
 mod end_to_end;
