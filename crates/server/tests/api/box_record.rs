@@ -238,14 +238,21 @@ async fn a_shorter_idle_timeout_applies_to_a_running_box_at_once() {
 #[tokio::test]
 async fn an_open_event_stream_does_not_keep_a_box_awake() {
     let (server, _fake) = with_fake().await;
-    create(&server, json!({"name": "watched", "idle_timeout_s": 1})).await;
-    let (status, _) = server
-        .call(Method::POST, "/v1/boxes/watched/start", None)
+    watched_box_idles_out(&server, json!({"name": "watched", "idle_timeout_s": 1})).await;
+}
+
+/// Creates and starts the box `create_body` describes, holds its event stream open, and
+/// checks that the box is reclaimed anyway and that the stream shows the stop.
+pub(crate) async fn watched_box_idles_out(server: &TestServer, create_body: Value) {
+    let name = create_body["name"].as_str().unwrap().to_owned();
+    create(server, create_body).await;
+    let (status, body) = server
+        .call(Method::POST, &format!("/v1/boxes/{name}/start"), None)
         .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, mut sse) = open_sse(server, &format!("/v1/boxes/{name}/events"), &[]).await;
     assert_eq!(status, StatusCode::OK);
-    let (status, mut sse) = open_sse(&server, "/v1/boxes/watched/events", &[]).await;
-    assert_eq!(status, StatusCode::OK);
-    wait_state(&server, "watched", "stopped", Duration::from_secs(10)).await;
+    wait_state(server, &name, "stopped", Duration::from_secs(30)).await;
     // The stream stays open and tells its watcher: the reclaim's state events arrive.
     let mut states = Vec::new();
     while states.last().map(String::as_str) != Some("stopped") {
@@ -258,5 +265,5 @@ async fn an_open_event_stream_does_not_keep_a_box_awake() {
         states.ends_with(&["stopping".into(), "stopped".into()]),
         "{states:?}"
     );
-    assert_eq!(state(&server, "watched").await, "stopped");
+    assert_eq!(state(server, &name).await, "stopped");
 }

@@ -11,6 +11,7 @@
 //! when the test panics.
 
 mod box_record;
+mod box_record_e2e;
 mod disk_full;
 mod egress_policy;
 mod end_to_end;
