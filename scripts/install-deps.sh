@@ -35,6 +35,9 @@ done
 
 if $for_tests; then
   command -v python3 >/dev/null 2>&1 || missing+=(python3)
+  # `berth completion`'s zsh and fish scripts are parsed by those shells
+  command -v zsh >/dev/null 2>&1 || missing+=(zsh)
+  command -v fish >/dev/null 2>&1 || missing+=(fish)
   # the qemu runtime's tests boot microVMs
   command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
 fi
