@@ -274,3 +274,59 @@ fn end_to_end_send_and_secrets_print_json() {
     let reloaded = json(&daemon.berth_ok(&["template", "reload", "--json"]));
     assert!(reloaded["templates"].is_array(), "{reloaded}");
 }
+
+/// The limit of the cgroup an exec runs in (berth-init's box cgroup: exactly the box's
+/// `pids`), on cgroup v1 or v2.
+const PIDS_MAX: &str = "g=$(sed -n 's/^[0-9]*:pids://p' /proc/self/cgroup); \
+                        if [ -n \"$g\" ]; then cat /sys/fs/cgroup/pids$g/pids.max; \
+                        else cat /sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)/pids.max; fi";
+
+/// On a microVM: the box's env reaches exec, changed limits reach the guest at the next
+/// start, and a box watched by `berth logs -f` (an open event stream) still idles out,
+/// the follower seeing it stop.
+#[test]
+fn end_to_end_the_record_on_a_qemu_box() {
+    let Some(daemon) = Daemon::start_offering_qemu() else {
+        return;
+    };
+    daemon.berth_ok(&[
+        "box",
+        "create",
+        "vm",
+        "--runtime",
+        "qemu",
+        "--template",
+        "minimal",
+        "--env",
+        "GREETING=from the record",
+        "--pids",
+        "100",
+    ]);
+    assert_eq!(
+        daemon.berth_ok(&["exec", "vm", "--", "sh", "-c", "echo $GREETING"]),
+        "from the record\n"
+    );
+    assert_eq!(
+        daemon.berth_ok(&["exec", "vm", "--", "sh", "-c", PIDS_MAX]),
+        "100\n"
+    );
+    let changed = json(&daemon.berth_ok(&["box", "set", "vm", "--pids", "200", "--json"]));
+    assert_eq!(changed["pending_limits"]["pids"], 200, "{changed}");
+    daemon.berth_ok(&["box", "stop", "vm"]);
+    assert_eq!(
+        daemon.berth_ok(&["exec", "vm", "--", "sh", "-c", PIDS_MAX]),
+        "200\n"
+    );
+
+    // Watched, and idle for its (now short) timeout: reclaimed all the same.
+    let mut follower = Follower::spawn(&daemon, &["logs", "vm", "-f", "--json"]);
+    daemon.berth_ok(&["box", "set", "vm", "--idle-timeout", "2s"]);
+    daemon.wait_for_box("vm", std::time::Duration::from_secs(60), |b| {
+        b["state"] == "stopped"
+    });
+    follower.wait_for_line(|line| {
+        let event = json(line);
+        event["type"] == "state" && event["data"]["state"] == "stopped"
+    });
+    assert_eq!(follower.interrupt(), Some(0));
+}
