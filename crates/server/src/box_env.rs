@@ -67,14 +67,19 @@ pub fn validate(env: &BTreeMap<String, String>, policy: &EgressPolicy) -> Result
         rule,
     };
     if env.len() > MAX_VARS {
-        return Err(invalid("", "a box has at most 128 variables"));
+        return Err(OpError::TooMany {
+            what: "env variables",
+            count: env.len(),
+            max: MAX_VARS,
+        });
     }
     let total: usize = env.iter().map(|(k, v)| k.len() + v.len()).sum();
     if total > MAX_TOTAL_BYTES {
-        return Err(invalid(
-            "",
-            "names and values take at most 65536 bytes together",
-        ));
+        return Err(OpError::TooMany {
+            what: "bytes of env names and values",
+            count: total,
+            max: MAX_TOTAL_BYTES,
+        });
     }
     for (name, value) in env {
         let rule = if !posix_name(name) {
@@ -162,7 +167,11 @@ mod tests {
         assert!(validate(&env(&[("A", &"v".repeat(32 * 1024 + 1))]), &none).is_err());
         let many: BTreeMap<String, String> =
             (0..129).map(|i| (format!("V{i}"), String::new())).collect();
-        assert!(validate(&many, &none).is_err());
+        let err = validate(&many, &none).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "a box has at most 128 env variables, got 129"
+        );
         let big: BTreeMap<String, String> = (0..3)
             .map(|i| (format!("V{i}"), "v".repeat(30_000)))
             .collect();

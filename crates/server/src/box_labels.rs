@@ -22,9 +22,10 @@ pub const MAX_VALUE_BYTES: usize = 255;
 /// digit, values of at most 255 bytes without control characters, at most 64 labels.
 pub fn validate(labels: &BTreeMap<String, String>) -> Result<(), OpError> {
     if labels.len() > MAX_LABELS {
-        return Err(OpError::InvalidLabel {
-            key: String::new(),
-            rule: "a box has at most 64 labels",
+        return Err(OpError::TooMany {
+            what: "labels",
+            count: labels.len(),
+            max: MAX_LABELS,
         });
     }
     for (key, value) in labels {
@@ -161,7 +162,8 @@ mod tests {
         assert!(validate(&labels(&[("k", &"v".repeat(256))])).is_err());
         let many: BTreeMap<String, String> =
             (0..65).map(|i| (format!("k{i}"), String::new())).collect();
-        assert!(validate(&many).is_err());
+        let err = validate(&many).unwrap_err();
+        assert_eq!(err.to_string(), "a box has at most 64 labels, got 65");
     }
 
     #[test]

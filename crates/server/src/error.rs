@@ -54,6 +54,13 @@ pub enum OpError {
     #[error("invalid env variable {name:?}: {rule}")]
     InvalidEnv { name: String, rule: &'static str },
 
+    #[error("a box has at most {max} {what}, got {count}")]
+    TooMany {
+        what: &'static str,
+        count: usize,
+        max: usize,
+    },
+
     #[error("invalid box filter {filter:?}: {rule}")]
     InvalidFilter { filter: String, rule: &'static str },
 

@@ -124,6 +124,7 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::InvalidLabel { .. }
         | OpError::InvalidEnv { .. }
         | OpError::InvalidFilter { .. }
+        | OpError::TooMany { .. }
         | OpError::DiskShrink { .. }
         | OpError::InvalidEgress(_)
         | OpError::EgressEnvClash { .. }

@@ -147,7 +147,10 @@ async fn boot(
     record: BoxRecord,
 ) -> Result<GuestClient, OpError> {
     // Limits changed while the box ran apply now (`box_update.rs`).
-    let record = ctx.store.apply_pending_limits(&record.id)?;
+    let record = match record.pending_limits {
+        Some(_) => ctx.store.apply_pending_limits(&record.id)?,
+        None => record,
+    };
     // The template as it is now, by the box's stored name: a reload applies at the next
     // start. A missing or unusable one fails the start below, with the reason recorded.
     let template = ctx.templates.get(&record.template);
