@@ -273,6 +273,25 @@ fn end_to_end_send_and_secrets_print_json() {
     assert_eq!(removed, serde_json::json!({"deleted": "gh"}));
     let reloaded = json(&daemon.berth_ok(&["template", "reload", "--json"]));
     assert!(reloaded["templates"].is_array(), "{reloaded}");
+
+    // Keys: the daemon's answers, and what the CLI did where the daemon says nothing.
+    daemon.berth_ok(&["tenant", "create", "acme"]);
+    let added = json(&daemon.berth_ok(&["tenant", "key", "add", "acme", "--json"]));
+    let old = added["key"]["id"].as_str().unwrap().to_owned();
+    let rotated = json(&daemon.berth_ok(&[
+        "tenant",
+        "key",
+        "rotate",
+        "acme",
+        &old,
+        "--revoke-old",
+        "--json",
+    ]));
+    assert_eq!(rotated["revoked_old"], true, "{rotated}");
+    assert!(rotated["api_key"].is_string(), "{rotated}");
+    let new = rotated["key"]["id"].as_str().unwrap();
+    let revoked = json(&daemon.berth_ok(&["tenant", "key", "rm", "acme", new, "--json"]));
+    assert_eq!(revoked, serde_json::json!({ "revoked": new }));
 }
 
 /// The limit of the cgroup an exec runs in (berth-init's box cgroup: exactly the box's
@@ -289,6 +308,12 @@ fn end_to_end_the_record_on_a_qemu_box() {
     let Some(daemon) = Daemon::start_offering_qemu() else {
         return;
     };
+    // Built already (from the shared cache): a rebuild reuses every piece and says where.
+    let built = json(&daemon.berth_ok(&["image", "build", "--json"]));
+    for piece in ["kernel", "initramfs"] {
+        assert!(built[piece].is_string(), "{piece}: {built}");
+    }
+    assert!(built["rootfs"]["minimal"].is_string(), "{built}");
     daemon.berth_ok(&[
         "box",
         "create",
