@@ -59,10 +59,13 @@ impl Store {
         let before = read_box(&tx, id)?;
         let at = format_time(now())?;
         if let Some(limits) = change.limits {
-            let (now_limits, pending) = if before.state.may_have_processes() {
-                (before.limits(), Some(limits))
-            } else {
+            let (now_limits, pending) = if !before.state.may_have_processes() {
                 (limits, None)
+            } else if limits == before.limits() {
+                // Back to what the running boot has: nothing is pending.
+                (limits, None)
+            } else {
+                (before.limits(), Some(limits))
             };
             // A pending raise counts against the quota already: the next start takes it
             // without asking again.

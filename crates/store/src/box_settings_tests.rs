@@ -97,6 +97,14 @@ fn limits_of_a_stopped_box_change_at_once_and_of_a_running_one_at_its_next_start
     assert_eq!(running.limits(), small, "the running boot keeps its limits");
     assert_eq!(running.pending_limits, Some(big));
     assert_eq!(running.next_limits(), big);
+    // Asking for the running boot's limits again: nothing is pending.
+    let back = store
+        .update_box(&record.id, &change(small), NO_TEMPLATE_DISK)
+        .unwrap();
+    assert_eq!((back.limits(), back.pending_limits), (small, None));
+    store
+        .update_box(&record.id, &change(big), NO_TEMPLATE_DISK)
+        .unwrap();
 
     let started = store.apply_pending_limits(&record.id).unwrap();
     assert_eq!((started.limits(), started.pending_limits), (big, None));
