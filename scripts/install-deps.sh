@@ -39,6 +39,9 @@ if $for_tests; then
   # terminals are tested through a real terminal multiplexer, with a full-screen program
   command -v tmux >/dev/null 2>&1 || missing+=(tmux)
   command -v vi >/dev/null 2>&1 || missing+=(vim-tiny)
+  # `berth completion`'s zsh and fish scripts are parsed by those shells
+  command -v zsh >/dev/null 2>&1 || missing+=(zsh)
+  command -v fish >/dev/null 2>&1 || missing+=(fish)
   # the qemu runtime's tests boot microVMs
   command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
 fi

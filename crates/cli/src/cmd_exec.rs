@@ -63,8 +63,13 @@ pub struct ExecArgs {
     pub interactive: bool,
     /// Run the command on a terminal in the box, as `berth shell NAME -- CMD` does
     /// (`-it` as with docker exec). Not with --timeout or -n.
-    #[arg(short = 't', long, conflicts_with_all = ["timeout", "no_stdin"])]
+    #[arg(short = 't', long, conflicts_with_all = ["timeout", "no_stdin", "json"])]
     pub tty: bool,
+    /// Print the daemon's exec frames as they come, one JSON object a line (`started`,
+    /// `stdout`, `stderr`, `exit`, `error`; docs/api.md), instead of the command's output.
+    /// The exit status is still the command's.
+    #[arg(long)]
+    pub json: bool,
     /// The program and its arguments (put them after `--` when they start with `-`).
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub cmd: Vec<String>,
@@ -85,7 +90,7 @@ impl From<UserArg> for BoxUser {
     }
 }
 
-pub fn parse_env(raw: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_env(raw: &str) -> Result<(String, String), String> {
     match raw.split_once('=') {
         Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
         _ => Err(format!("expected K=V, got {raw:?}")),
@@ -207,14 +212,24 @@ pub async fn run(client: &Client, args: ExecArgs) -> anyhow::Result<u8> {
             .to_bytes();
         let answer: BufferedAnswer =
             serde_json::from_slice(&bytes).context("bad exec answer from the daemon")?;
+        if args.json {
+            let raw: serde_json::Value = serde_json::from_slice(&bytes)?;
+            crate::output::json_line(&mut std::io::stdout().lock(), &raw)?;
+            return Ok(u8::try_from(answer.exit_code).unwrap_or(1));
+        }
         return finish_buffered(answer, args.timeout);
     }
 
-    follow(response.into_body(), args.timeout).await
+    follow(response.into_body(), args.timeout, args.json).await
 }
 
-/// Writes the output frames of an NDJSON exec stream as they come; the command's status.
-async fn follow(mut body: hyper::body::Incoming, timeout_s: Option<u64>) -> anyhow::Result<u8> {
+/// Writes the output frames of an NDJSON exec stream as they come (with `json`, the frames
+/// themselves); the command's status.
+async fn follow(
+    mut body: hyper::body::Incoming,
+    timeout_s: Option<u64>,
+    json: bool,
+) -> anyhow::Result<u8> {
     let mut pending: Vec<u8> = Vec::new();
     let mut finished = false;
     loop {
@@ -234,7 +249,14 @@ async fn follow(mut body: hyper::body::Incoming, timeout_s: Option<u64>) -> anyh
                 let text = String::from_utf8_lossy(&line);
                 format!("bad exec frame from the daemon: {:.200}", text)
             })?;
-            write_output(&frame)?;
+            if json {
+                let mut out = std::io::stdout().lock();
+                out.write_all(&line)?;
+                out.write_all(b"\n")?;
+                out.flush()?;
+            } else {
+                write_output(&frame)?;
+            }
             match ending(&frame)? {
                 Some(Ending::Exited(status)) => return Ok(status),
                 Some(Ending::TimedOut) => return Ok(timed_out(timeout_s)),

@@ -14,7 +14,7 @@ use crate::sse::{SseError, SseReader};
 pub const STREAM_SILENCE: Duration = Duration::from_secs(45);
 
 /// One stored event. Lenient: the API may add fields.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
 pub struct Event {
     pub seq: u64,
     #[serde(rename = "type")]

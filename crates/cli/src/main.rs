@@ -5,6 +5,8 @@
 
 mod client;
 mod cmd_box;
+mod cmd_box_set;
+mod cmd_completion;
 mod cmd_cp;
 mod cmd_egress;
 mod cmd_exec;
@@ -19,6 +21,7 @@ mod cmd_tenant;
 mod cmd_up;
 mod data_dir;
 mod events;
+mod output;
 mod raw_terminal;
 mod sse;
 mod table;
@@ -88,6 +91,8 @@ pub enum Command {
     /// adds to a box's requests; boxes only see placeholders).
     #[command(subcommand)]
     Secret(cmd_secret::SecretCommand),
+    /// Print the shell completion script for berth (bash, zsh, fish).
+    Completion(cmd_completion::CompletionArgs),
 }
 
 fn main() -> ExitCode {
@@ -111,6 +116,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Up(args) => cmd_up::run(args, data_dir.clone()).map(|()| 0),
         Command::Image(command) => cmd_image::run(command, &data_dir),
+        Command::Completion(args) => cmd_completion::run(args),
         Command::Box(command) => {
             client_main(async { cmd_box::run(&connect()?, command).await.map(|()| 0) })
         }
@@ -238,6 +244,43 @@ mod tests {
             &["berth", "secret", "set", "gh", "--from-file", "/tmp/tok"],
             &["berth", "secret", "ls", "--json"],
             &["berth", "secret", "rm", "gh"],
+            &[
+                "berth", "box", "ls", "--label", "team=red", "--state", "running",
+            ],
+            &[
+                "berth",
+                "box",
+                "set",
+                "alice",
+                "--idle-timeout",
+                "30m",
+                "--label",
+                "a=b",
+                "--unlabel",
+                "c",
+                "--env",
+                "K=V",
+                "--unset-env",
+                "J",
+                "--memory-mib",
+                "1024",
+                "--json",
+            ],
+            &[
+                "berth", "box", "create", "a", "--label", "k=v", "--env", "K=V", "--json",
+            ],
+            &["berth", "box", "show", "alice", "--json"],
+            &["berth", "box", "start", "alice", "--json"],
+            &["berth", "box", "stop", "alice", "--json"],
+            &["berth", "box", "rm", "alice", "--json"],
+            &["berth", "exec", "alice", "--json", "--", "true"],
+            &["berth", "send", "bob", "hi", "--json"],
+            &["berth", "template", "reload", "--json"],
+            &["berth", "secret", "rm", "gh", "--json"],
+            &["berth", "tenant", "key", "rm", "acme", "key_1", "--json"],
+            &["berth", "completion", "bash"],
+            &["berth", "completion", "zsh"],
+            &["berth", "completion", "fish"],
         ] {
             Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
         }

@@ -122,6 +122,11 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::InvalidPath { .. }
         | OpError::InvalidExec { .. }
         | OpError::InvalidTerminal { .. }
+        | OpError::InvalidLabel { .. }
+        | OpError::InvalidEnv { .. }
+        | OpError::InvalidFilter { .. }
+        | OpError::TooMany { .. }
+        | OpError::DiskShrink { .. }
         | OpError::InvalidEgress(_)
         | OpError::EgressEnvClash { .. }
         | OpError::InvalidMessageId(_)

@@ -1,6 +1,7 @@
 //! The public HTTP API (docs/api.md): routes, and the request log.
 
 pub mod auth;
+pub mod box_update;
 pub mod boxes;
 pub mod caller_scope;
 pub mod egress;
@@ -34,7 +35,12 @@ pub fn router(ctx: Ctx) -> Router {
         .route("/v1/health", get(health))
         .route("/openapi.json", get(openapi_json))
         .route("/v1/boxes", post(boxes::create).get(boxes::list))
-        .route("/v1/boxes/{box_ref}", get(boxes::get).delete(boxes::delete))
+        .route(
+            "/v1/boxes/{box_ref}",
+            get(boxes::get)
+                .delete(boxes::delete)
+                .patch(box_update::update),
+        )
         .route("/v1/boxes/{box_ref}/start", post(boxes::start))
         .route("/v1/boxes/{box_ref}/stop", post(boxes::stop))
         .route("/v1/boxes/{box_ref}/exec", post(exec::exec))

@@ -6,7 +6,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    boxes, egress, events, exec, files, messages, runtimes, secrets, templates, tenants, terminals,
+    box_update, boxes, egress, events, exec, files, messages, runtimes, secrets, templates,
+    tenants, terminals,
 };
 
 #[derive(OpenApi)]
@@ -21,6 +22,7 @@ use super::{
         boxes::list,
         boxes::get,
         boxes::delete,
+        box_update::update,
         boxes::start,
         boxes::stop,
         exec::exec,
@@ -101,7 +103,7 @@ mod tests {
         let paths = doc["paths"].as_object().unwrap();
         for (path, methods) in [
             ("/v1/boxes", &["post", "get"][..]),
-            ("/v1/boxes/{box_ref}", &["get", "delete"]),
+            ("/v1/boxes/{box_ref}", &["get", "delete", "patch"]),
             ("/v1/boxes/{box_ref}/exec", &["post"]),
             ("/v1/boxes/{box_ref}/files", &["get", "put", "delete"]),
             ("/v1/boxes/{box_ref}/messages", &["post", "get"]),

@@ -141,7 +141,7 @@ pub enum PolicyError {
 
 /// Variables every box process gets from `berth-init` (docs/protocol.md): a placeholder
 /// there would switch off the box's egress or its trust bundle.
-const RESERVED_ENV: &[&str] = &[
+pub(crate) const RESERVED_ENV: &[&str] = &[
     "HTTPS_PROXY",
     "https_proxy",
     "NO_PROXY",

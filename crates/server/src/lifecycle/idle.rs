@@ -3,10 +3,11 @@
 //! processes die, the volume stays). The next call that needs it wakes it cold.
 //!
 //! Idle means: no [`ActivityGuard`](super::ActivityGuard) held (exec, file call, attached
-//! terminal, message delivery), none dropped within the timeout, no message waiting in
-//! the store, a harness with no turn in flight, and no work inside the box that keeps it
-//! awake (a terminal within its grace, a background process). The last three cost a
-//! query and guest calls, so they are asked only once the cheap check says the timeout has passed, and again
+//! terminal, message delivery; an open event stream is watching, not work, and holds
+//! none), none dropped within the timeout, no message waiting in the store, a harness with
+//! no turn in flight, and no work inside the box that keeps it awake (a terminal within
+//! its grace, a background process). The last three cost a query and guest calls, so they
+//! are asked only once the cheap check says the timeout has passed, and again
 //! under the box's lifecycle lock right before the stop, so a concurrent wake is never cut.
 //! Paused boxes are left alone.
 

@@ -7,6 +7,8 @@
 //! policy, unless the client gives the box its own, which then replaces the template's
 //! whole (allowlist and credential rules) for the box's life.
 
+use std::collections::BTreeMap;
+
 use berth_protocol::{BoxId, TenantId};
 use berth_runtime::IdMap;
 use berth_store::{Admission, BoxRecord, NewBox};
@@ -31,6 +33,9 @@ pub struct CreateBox {
     pub runtime: Option<String>,
     /// The box's own volume size; `None`: its template's, at each start.
     pub disk_mib: Option<u64>,
+    pub labels: BTreeMap<String, String>,
+    /// Variables for the box's processes (`box_env.rs`).
+    pub env: BTreeMap<String, String>,
 }
 
 pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRecord, OpError> {
@@ -75,6 +80,8 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
         Some(value) => validate::idle_timeout_s(value)?,
         None => template.idle_timeout_s,
     };
+    crate::box_labels::validate(&req.labels)?;
+    crate::box_env::validate(&req.env, req.egress.as_ref().unwrap_or(&template.egress))?;
     let egress = req
         .egress
         .map(|policy| own_egress(&policy, &name, template.harness.as_ref()))
@@ -97,6 +104,8 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
         egress,
         runtime,
         disk_mib,
+        labels: req.labels,
+        env: req.env,
     };
     // The tenant's quota is checked in the insert's own transaction.
     let record = ctx.store.admit_box(&new, admission)?;

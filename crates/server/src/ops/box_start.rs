@@ -146,6 +146,11 @@ async fn boot(
     live: &mut Live,
     record: BoxRecord,
 ) -> Result<GuestClient, OpError> {
+    // Limits changed while the box ran apply now (`box_update.rs`).
+    let record = match record.pending_limits {
+        Some(_) => ctx.store.apply_pending_limits(&record.id)?,
+        None => record,
+    };
     // The template as it is now, by the box's stored name: a reload applies at the next
     // start. A missing or unusable one fails the start below, with the reason recorded.
     let template = ctx.templates.get(&record.template);
@@ -218,7 +223,7 @@ async fn boot(
         boot_token: BootToken::from_random(random),
         id_map,
         layers: template.layers.clone(),
-        harness: template.harness.clone(),
+        harness: crate::box_env::harness_with(template.harness.clone(), &record.env),
         egress: egress.setup.clone(),
         env: egress.env.clone(),
         disk_mib: box_disk::volume_mib_for_start(ctx, &record, template.disk_mib),

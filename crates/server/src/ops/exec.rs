@@ -72,8 +72,9 @@ impl ExecCommand {
 pub async fn exec_stream(
     ctx: &Ctx,
     id: &BoxId,
-    command: ExecCommand,
+    mut command: ExecCommand,
 ) -> Result<ExecStream, OpError> {
+    command.env = crate::box_env::env_for_box(ctx, id, std::mem::take(&mut command.env))?;
     let request = command.into_request()?;
     with_guest(ctx, id, |client| {
         let request = request.clone();

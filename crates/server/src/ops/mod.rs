@@ -12,6 +12,7 @@ pub mod box_move;
 pub mod box_rootfs;
 pub mod box_start;
 pub mod box_stop;
+pub mod box_update;
 pub mod events_read;
 pub mod exec;
 pub mod files;

@@ -90,7 +90,11 @@ impl TerminalCommand {
 /// for as long as it stays attached.
 pub async fn attach(ctx: &Ctx, id: &BoxId, target: TerminalTarget) -> Result<Attached, OpError> {
     let (request, existing) = match target {
-        TerminalTarget::New(command) => (Some(command.into_request()?), None),
+        TerminalTarget::New(mut command) => {
+            // The box's env (PATCH /v1/boxes/{ref}) under the client's own.
+            command.env = crate::box_env::env_for_box(ctx, id, std::mem::take(&mut command.env))?;
+            (Some(command.into_request()?), None)
+        }
         TerminalTarget::Existing { id, offset } => (None, Some((id, offset))),
     };
     with_guest(ctx, id, |client| {
