@@ -32,3 +32,4 @@ mod templates;
 mod tenant_keys;
 mod tenant_quotas;
 mod tenants;
+mod terminals;
