@@ -82,6 +82,16 @@ pub enum ApiError {
         "unknown signal {name:?}: use one of HUP INT QUIT KILL USR1 USR2 TERM CONT STOP TSTP WINCH"
     )]
     BadSignal { name: String },
+    #[error("no process {id} (it was forgotten to make room, or the box restarted)")]
+    NoProcess { id: String },
+    #[error("the box already runs {limit} background processes")]
+    TooManyProcesses { limit: usize },
+    #[error("stdin text and open_stdin exclude each other: send the text through the stdin call")]
+    StdinTwice,
+    #[error("the stdin of process {id} is not open (it was not asked for, is closed, or another writer has it)")]
+    StdinNotOpen { id: String },
+    #[error("process {id} no longer reads its stdin (it closed it or exited)")]
+    StdinClosed { id: String },
 }
 
 impl ApiError {
@@ -99,7 +109,11 @@ impl ApiError {
             | ApiError::NeedsUpgrade { .. }
             | ApiError::ReservedPort { .. }
             | ApiError::BadTerminal { .. }
-            | ApiError::BadSignal { .. } => ErrorCode::InvalidRequest,
+            | ApiError::BadSignal { .. }
+            | ApiError::StdinTwice => ErrorCode::InvalidRequest,
+            ApiError::NoProcess { .. } => ErrorCode::NotFound,
+            ApiError::TooManyProcesses { .. } => ErrorCode::TooManyRequests,
+            ApiError::StdinNotOpen { .. } | ApiError::StdinClosed { .. } => ErrorCode::Conflict,
             ApiError::PortClosed { .. } => ErrorCode::Unavailable,
             ApiError::TooManyTerminals { .. } => ErrorCode::TooManyRequests,
             ApiError::NoTerminal { .. } => ErrorCode::NotFound,

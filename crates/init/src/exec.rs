@@ -45,8 +45,8 @@ use crate::seal::{seal_user_child, UserFilter};
 
 const BASE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// How long output is still read after the process exited.
-const DRAIN_GRACE: Duration = Duration::from_millis(200);
-const READ_CHUNK: usize = 8 * 1024;
+pub const DRAIN_GRACE: Duration = Duration::from_millis(200);
+pub const READ_CHUNK: usize = 8 * 1024;
 
 /// Starts processes; shared by every exec call.
 #[derive(Debug)]
@@ -80,18 +80,42 @@ impl Prepared {
     pub fn argv(&self) -> &[String] {
         &self.argv
     }
+
+    pub fn user(&self) -> BoxUser {
+        self.user
+    }
+
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// Whether stdin text is written first (then stdin is closed).
+    pub fn has_stdin_text(&self) -> bool {
+        self.stdin.is_some()
+    }
+
+    /// Keeps stdin open as a pipe handed to the caller ([`Running::stdin`]).
+    pub fn keep_stdin_open(mut self) -> Self {
+        self.keep_stdin = true;
+        self
+    }
 }
 
 impl Executor {
     /// Checks a request body; errors here are HTTP errors.
     pub fn prepare(&self, body: &[u8]) -> Result<Prepared, ApiError> {
         let req: ExecRequest = serde_json::from_slice(body).map_err(ApiError::BadJson)?;
+        self.prepare_request(req)
+    }
+
+    /// Checks a parsed request.
+    pub fn prepare_request(&self, req: ExecRequest) -> Result<Prepared, ApiError> {
         check_command(&req.argv, &req.env, req.cwd.as_ref())?;
         let env = self.env_for(req.user, req.env);
         Ok(Prepared {
             argv: req.argv,
             env,
-            cwd: self.cwd_or_home(req.cwd, req.user),
+            cwd: self.cwd_or_home(req.cwd),
             user: req.user,
             stdin: req.stdin,
             keep_stdin: false,
@@ -117,7 +141,7 @@ impl Executor {
         Ok(Prepared {
             argv,
             env: self.env_for(req.user, own),
-            cwd: self.cwd_or_home(req.cwd.clone(), req.user),
+            cwd: self.cwd_or_home(req.cwd.clone()),
             user: req.user,
             stdin: None,
             keep_stdin: false,
@@ -125,14 +149,10 @@ impl Executor {
         })
     }
 
-    /// The requested working directory, or the user's home (the box user's, or `/root`).
-    fn cwd_or_home(&self, cwd: Option<String>, user: BoxUser) -> String {
-        cwd.unwrap_or_else(|| match user {
-            BoxUser::User => self.home.to_string_lossy().into_owned(),
-            // Root's home is often missing from a template; the box user's always exists.
-            BoxUser::Root if Path::new("/root").is_dir() => "/root".to_owned(),
-            BoxUser::Root => self.home.to_string_lossy().into_owned(),
-        })
+    /// The requested working directory, or the box user's home (for root too: a
+    /// template's `/root` may not exist, `/home/user` always does).
+    fn cwd_or_home(&self, cwd: Option<String>) -> String {
+        cwd.unwrap_or_else(|| self.home.to_string_lossy().into_owned())
     }
 
     /// The environment of a process whose own variables are `own`: base < box < own.
@@ -211,7 +231,8 @@ impl Executor {
         rx
     }
 
-    fn spawn(&self, req: &Prepared) -> Result<Running, (ErrorCode, String)> {
+    /// Starts the process with pipes; the caller drives them.
+    pub fn spawn(&self, req: &Prepared) -> Result<Running, (ErrorCode, String)> {
         self.spawn_with(req, ChildIo::Pipes)
     }
 
@@ -454,7 +475,7 @@ async fn drive(
 }
 
 /// Reads one chunk; `None` at EOF or error. Pending forever when the pipe is closed.
-async fn read_some(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> Option<usize> {
+pub async fn read_some(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> Option<usize> {
     match pipe {
         Some(p) => match p.read(buf).await {
             Ok(0) | Err(_) => None,

@@ -25,6 +25,7 @@ mod files;
 mod harness;
 mod listener;
 mod ports;
+mod process;
 mod query;
 mod reaper;
 mod sandbox_cgroup;
@@ -250,6 +251,7 @@ async fn run(args: Args) -> Result<(), BootError> {
         token,
         boot,
         terminals: terminal::Terminals::new(exec.clone()),
+        processes: process::Processes::new(exec.clone(), harness.clone()),
         exec,
         harness: harness.clone(),
         shutdown: shutdown.clone(),

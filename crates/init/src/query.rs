@@ -59,6 +59,26 @@ pub fn offset_query(raw: Option<&str>) -> Result<Option<u64>, ApiError> {
     number(raw, "offset", "must be a byte offset")
 }
 
+/// The `close` of a stdin write (absent: false).
+pub fn close_query(raw: Option<&str>) -> Result<bool, ApiError> {
+    let mut close = false;
+    for pair in raw.unwrap_or("").split('&') {
+        if let Some(value) = pair.strip_prefix("close") {
+            close = match value {
+                "" | "=true" | "=1" => true,
+                "=false" | "=0" => false,
+                _ => {
+                    return Err(ApiError::BadQuery {
+                        name: "close",
+                        reason: "must be true or false",
+                    })
+                }
+            };
+        }
+    }
+    Ok(close)
+}
+
 /// The number named `name` in a query (the last one given).
 fn number(
     raw: Option<&str>,

@@ -30,7 +30,8 @@ use crate::files::{self, Chunk, FsIdentity};
 use crate::harness::{self, Harness};
 use crate::listener::Listener;
 use crate::ports;
-use crate::query::{after_query, file_query, offset_query};
+use crate::process::{self, Processes};
+use crate::query::{after_query, close_query, file_query, offset_query};
 use crate::terminal::Terminals;
 
 /// Largest `POST /v1/exec` body (the request carries the stdin text).
@@ -48,6 +49,7 @@ pub struct Agent {
     pub exec: Arc<Executor>,
     pub harness: Arc<Harness>,
     pub terminals: Arc<Terminals>,
+    pub processes: Arc<Processes>,
     pub shutdown: Arc<Notify>,
 }
 
@@ -103,6 +105,9 @@ async fn route(agent: &Arc<Agent>, mut req: Request<Incoming>) -> Result<Respons
         .then(|| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
     let query = parts.uri.query();
+    if let Some(rest) = parts.uri.path().strip_prefix("/v1/processes/") {
+        return process_route(agent, &parts, rest, body).await;
+    }
     if let Some(rest) = parts.uri.path().strip_prefix("/v1/terminals/") {
         return terminal_route(agent, &parts, rest, body, upgrade).await;
     }
@@ -175,8 +180,13 @@ async fn route(agent: &Arc<Agent>, mut req: Request<Incoming>) -> Result<Respons
         (&Method::GET, "/v1/harness") => json(&agent.harness.status()),
         (&Method::GET, "/v1/busy") => json(&Busy {
             terminals: agent.terminals.busy(),
-            processes: 0,
+            processes: agent.processes.busy(),
         }),
+        (&Method::POST, "/v1/processes") => {
+            let bytes = collect(body, &parts.headers, MAX_EXEC_BODY).await?;
+            json(&agent.processes.start(&bytes)?)
+        }
+        (&Method::GET, "/v1/processes") => json(&agent.processes.list()),
         (&Method::POST, "/v1/terminals") => {
             let bytes = collect(body, &parts.headers, MAX_CONTROL_BODY).await?;
             json(&agent.terminals.open(&bytes)?)
@@ -190,6 +200,61 @@ async fn route(agent: &Arc<Agent>, mut req: Request<Incoming>) -> Result<Respons
             ))
         }
         _ => Err(no_route(&parts)),
+    }
+}
+
+/// The calls under `/v1/processes/{id}`.
+async fn process_route(
+    agent: &Arc<Agent>,
+    parts: &http::request::Parts,
+    rest: &str,
+    mut body: Incoming,
+) -> Result<Response<Body>, ApiError> {
+    let (id, verb) = rest.split_once('/').unwrap_or((rest, ""));
+    let process = agent.processes.get(id)?;
+    match (&parts.method, verb) {
+        (&Method::GET, "output") => Ok(respond(
+            StatusCode::OK,
+            "application/x-ndjson",
+            Body::Stream(process::follow(
+                process,
+                offset_query(parts.uri.query())?.unwrap_or(0),
+            )),
+        )),
+        (&Method::POST, "signal") => {
+            process.signal(&collect(body, &parts.headers, MAX_CONTROL_BODY).await?)?;
+            Ok(no_content())
+        }
+        (&Method::POST, "stdin") => {
+            let close = close_query(parts.uri.query())?;
+            let (tx, rx) = mpsc::channel(4);
+            let writer = {
+                let process = process.clone();
+                tokio::spawn(async move { process::write_stdin(&process, rx, close).await })
+            };
+            // Once the writer has given up, the rest of the body is still read and dropped,
+            // so the client sees the answer rather than a broken pipe.
+            let mut failed = None;
+            while let Some(frame) = body.frame().await {
+                match frame.map(Frame::into_data) {
+                    Err(err) => {
+                        failed = Some(ApiError::Body(err));
+                        break;
+                    }
+                    Ok(Ok(data)) => {
+                        let _ = tx.send(data).await;
+                    }
+                    Ok(Err(_trailers)) => {}
+                }
+            }
+            drop(tx);
+            let written = writer.await.map_err(|_| ApiError::Worker)?;
+            match failed {
+                Some(err) => Err(err),
+                None => written.map(|()| no_content()),
+            }
+        }
+        _ => Err(no_route(parts)),
     }
 }
 

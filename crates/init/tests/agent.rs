@@ -61,6 +61,9 @@ impl Agent {
             .arg(&home)
             .arg("--memory")
             .arg(dir.path().join("memory"))
+            // Not the host's /var/lib/berth: the agent journals its events there.
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
             .args(["--egress-tls", egress[0], "--egress-proxy", egress[1]])
             .spawn()
             .unwrap();
@@ -660,5 +663,7 @@ async fn exec_round_trip_is_fast() {
     );
     assert!(p50 < Duration::from_millis(100), "p50 {p50:?}");
 }
+#[path = "agent/process.rs"]
+mod process;
 #[path = "agent/terminal.rs"]
 mod terminal;

@@ -58,7 +58,7 @@ pub struct TerminalRequest {
     /// Added to the base environment, like an exec's.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Defaults to the user's home.
+    /// Defaults to the box user's home, `/home/user` (for root too).
     #[serde(default)]
     pub cwd: Option<String>,
     #[serde(default)]

@@ -24,7 +24,7 @@ use berth_protocol::BoxId;
 pub use error::{error_chain, RuntimeError};
 pub use guest_client::{
     EventStream, ExecStream, GuestAddr, GuestClient, GuestError, GuestStream, NdjsonStream,
-    TerminalStream,
+    ProcessOutput, TerminalStream,
 };
 pub use layer::{LayerError, TargetError};
 pub use spec::{BootToken, BoxSpec, EgressSetup, IdMap, Layer, Limits, Rootfs, DEFAULT_DISK_MIB};
