@@ -12,6 +12,7 @@ mod cmd_egress;
 mod cmd_exec;
 mod cmd_image;
 mod cmd_logs;
+mod cmd_process;
 mod cmd_runtime;
 mod cmd_secret;
 mod cmd_send;
@@ -64,6 +65,10 @@ pub enum Command {
     Box(cmd_box::BoxCommand),
     /// Run a command in a box, streaming its output; exits with its status.
     Exec(cmd_exec::ExecArgs),
+    /// A box's background processes (`berth exec --background` starts them): list, follow
+    /// their output, signal them, feed their stdin.
+    #[command(subcommand)]
+    Process(cmd_process::ProcessCommand),
     /// Open a terminal in a box (a login shell, or CMD); exits with its status.
     Shell(cmd_shell::ShellArgs),
     /// Copy a file into a box (LOCAL NAME:PATH) or out of one (NAME:PATH LOCAL).
@@ -121,6 +126,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             client_main(async { cmd_box::run(&connect()?, command).await.map(|()| 0) })
         }
         Command::Exec(args) => client_main(async { cmd_exec::run(&connect()?, args).await }),
+        Command::Process(command) => {
+            client_main(async { cmd_process::run(&connect()?, command).await })
+        }
         Command::Shell(args) => client_main(async { cmd_shell::run(&connect()?, args).await }),
         Command::Cp(args) => {
             let plan = cmd_cp::Plan::new(&args)?;

@@ -51,6 +51,9 @@ pub enum OpError {
     #[error("invalid terminal request: {rule}")]
     InvalidTerminal { rule: &'static str },
 
+    #[error("no process {id}: the box is not running, and its processes ended with it")]
+    NoSuchProcess { id: String },
+
     #[error("invalid label {key:?}: {rule}")]
     InvalidLabel { key: String, rule: &'static str },
 

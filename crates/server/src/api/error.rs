@@ -146,7 +146,8 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         ),
         OpError::BoxNotFound { .. }
         | OpError::TenantNotFound { .. }
-        | OpError::KeyNotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+        | OpError::KeyNotFound { .. }
+        | OpError::NoSuchProcess { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
         OpError::QuotaExceeded(_) => (StatusCode::FORBIDDEN, ErrorCode::QuotaExceeded),
         OpError::AdminKeyRequired => (StatusCode::FORBIDDEN, ErrorCode::PermissionDenied),
         OpError::LastAdminKey { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),

@@ -12,6 +12,7 @@ pub mod extract;
 pub mod files;
 pub mod messages;
 pub mod openapi;
+pub mod processes;
 pub mod runtimes;
 pub mod secrets;
 pub mod templates;
@@ -45,6 +46,19 @@ pub fn router(ctx: Ctx) -> Router {
         .route("/v1/boxes/{box_ref}/stop", post(boxes::stop))
         .route("/v1/boxes/{box_ref}/exec", post(exec::exec))
         .route("/v1/boxes/{box_ref}/pty", get(terminals::pty))
+        .route("/v1/boxes/{box_ref}/processes", get(processes::list))
+        .route(
+            "/v1/boxes/{box_ref}/processes/{id}/output",
+            get(processes::output),
+        )
+        .route(
+            "/v1/boxes/{box_ref}/processes/{id}/stdin",
+            post(processes::stdin),
+        )
+        .route(
+            "/v1/boxes/{box_ref}/processes/{id}/signal",
+            post(processes::signal),
+        )
         .route(
             "/v1/boxes/{box_ref}/files",
             get(files::read).put(files::write).delete(files::remove),

@@ -6,8 +6,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    box_update, boxes, egress, events, exec, files, messages, runtimes, secrets, templates,
-    tenants, terminals,
+    box_update, boxes, egress, events, exec, files, messages, processes, runtimes, secrets,
+    templates, tenants, terminals,
 };
 
 #[derive(OpenApi)]
@@ -27,6 +27,10 @@ use super::{
         boxes::stop,
         exec::exec,
         terminals::pty,
+        processes::list,
+        processes::output,
+        processes::stdin,
+        processes::signal,
         files::read,
         files::write,
         files::list,

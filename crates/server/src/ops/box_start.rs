@@ -263,10 +263,15 @@ async fn boot(
             {
                 tracing::error!(box_id = %record.id, error = %error_chain(&e), "cannot store the boot token");
             }
-            // Messages and events flow only to and from a harness this boot runs.
-            if spec.harness.is_some() {
-                live.pumps = Some(Pumps::start(ctx, &record.id, client.clone(), live.boot));
-            }
+            // Messages go only to a harness this boot runs; events come from every box.
+            let harness = spec.harness.is_some();
+            live.pumps = Some(Pumps::start(
+                ctx,
+                &record.id,
+                client.clone(),
+                live.boot,
+                harness,
+            ));
             Ok(client)
         }
         Err(source) => {

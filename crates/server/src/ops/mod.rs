@@ -18,6 +18,7 @@ pub mod exec;
 pub mod files;
 pub mod message_list;
 pub mod message_post;
+pub mod process;
 pub mod reconcile;
 pub mod secrets;
 pub mod tenant_create;

@@ -167,9 +167,8 @@ async fn reattach(
         runtime.clone(),
         live.boot,
     ));
-    if ctx.box_has_harness(record) {
-        live.pumps = Some(Pumps::start(ctx, &record.id, client, live.boot));
-    }
+    let harness = ctx.box_has_harness(record);
+    live.pumps = Some(Pumps::start(ctx, &record.id, client, live.boot, harness));
     tracing::info!(box_id = %record.id, name = %record.name, "reconcile: reattached a running box");
     Ok(true)
 }

@@ -18,17 +18,21 @@ use crate::ctx::Ctx;
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
-/// The pumps of one boot. Dropping it aborts both tasks.
+/// The pumps of one boot. Dropping it aborts their tasks.
 #[derive(Debug)]
 pub struct Pumps {
-    delivery: JoinHandle<()>,
+    /// Only for a boot that runs a harness: messages go to nothing else.
+    delivery: Option<JoinHandle<()>>,
+    /// Always: the box's journal also carries events of its own (a background process's
+    /// exit).
     events: JoinHandle<()>,
 }
 
 impl Pumps {
-    /// Starts both pumps for boot `boot` of the box, talking to it through `client`.
-    pub fn start(ctx: &Ctx, id: &BoxId, client: GuestClient, boot: u64) -> Pumps {
-        let delivery = tokio::spawn(delivery::run(ctx.clone(), id.clone(), client.clone(), boot));
+    /// Starts the pumps for boot `boot` of the box, talking to it through `client`.
+    pub fn start(ctx: &Ctx, id: &BoxId, client: GuestClient, boot: u64, harness: bool) -> Pumps {
+        let delivery = harness
+            .then(|| tokio::spawn(delivery::run(ctx.clone(), id.clone(), client.clone(), boot)));
         let events = tokio::spawn(events::run(ctx.clone(), id.clone(), client));
         Pumps { delivery, events }
     }
@@ -36,7 +40,9 @@ impl Pumps {
 
 impl Drop for Pumps {
     fn drop(&mut self) {
-        self.delivery.abort();
+        if let Some(delivery) = &self.delivery {
+            delivery.abort();
+        }
         self.events.abort();
     }
 }
