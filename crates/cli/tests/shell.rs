@@ -1,6 +1,7 @@
-//! `berth shell` driven through a real terminal: tmux runs a host shell in a window of a
-//! known size, the test types into it (send-keys) and reads the screen (capture-pane). On
-//! the sandbox runtime and on qemu.
+//! Working inside a box from the CLI, on the sandbox runtime and on qemu: `berth shell`
+//! driven through a real terminal (tmux runs a host shell in a window of a known size, the
+//! test types into it with send-keys and reads the screen with capture-pane), and
+//! background processes with a streamed stdin.
 
 mod common;
 
@@ -182,6 +183,7 @@ fn berth_shell_on_a_sandbox_box() {
     let daemon = Daemon::start();
     daemon.berth_ok(&["box", "create", "alice"]);
     drive_a_shell(&daemon, "alice", Duration::from_secs(30));
+    drive_processes(&daemon, "alice");
 }
 
 #[test]
@@ -205,4 +207,62 @@ fn berth_shell_on_a_qemu_box() {
     ]);
     // A TCG guest answers slower; the waits scale, the checks do not.
     drive_a_shell(&daemon, "vm1", Duration::from_secs(120));
+    drive_processes(&daemon, "vm1");
+}
+
+/// A piped stdin streams through `berth exec` (binary, larger than any one buffer), and a
+/// background process outlives the command that started it, its output followed to its
+/// exit and its exit an event.
+fn drive_processes(daemon: &Daemon, name: &str) {
+    let stdin: Vec<u8> = (0..8 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+    let out = daemon.berth_with(
+        &["exec", name, "--", "sh", "-c", "md5sum"],
+        Some(&stdin),
+        &[],
+    );
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let local = std::process::Command::new("sh")
+        .args(["-c", "md5sum"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write as _;
+            child.stdin.take().unwrap().write_all(&stdin)?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(
+        common::stdout(&out)
+            .split_whitespace()
+            .take(1)
+            .collect::<Vec<_>>(),
+        String::from_utf8_lossy(&local.stdout)
+            .split_whitespace()
+            .take(1)
+            .collect::<Vec<_>>(),
+        "the box read exactly the bytes sent"
+    );
+
+    let id = daemon.berth_ok(&[
+        "exec",
+        "--background",
+        name,
+        "--",
+        "sh",
+        "-c",
+        "echo started; while [ ! -e /tmp/done ]; do sleep 0.1; done; echo finished; exit 6",
+    ]);
+    let id = id.trim();
+    assert!(id.starts_with("pr_"), "{id}");
+    assert!(daemon.berth_ok(&["process", "ls", name]).contains(id));
+    daemon.berth_ok(&["exec", name, "--", "touch", "/tmp/done"]);
+    let out = daemon.berth(&["process", "output", name, id]);
+    assert_eq!(out.status.code(), Some(6), "{}", common::stderr(&out));
+    assert_eq!(common::stdout(&out), "started\nfinished\n");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !daemon.berth_ok(&["logs", name]).contains("process_exit") {
+        assert!(Instant::now() < deadline, "no process_exit event");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

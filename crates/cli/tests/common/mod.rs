@@ -254,8 +254,15 @@ impl Daemon {
             .map(PathBuf::from)
             .unwrap_or_else(|| "/var/tmp/berth-test-images".into())
             .join("images");
-        fs::create_dir_all(&cache).unwrap();
-        std::os::unix::fs::symlink(&cache, self.dir().join("images")).unwrap();
+        // The built images are shared (content-addressed, so tests with different
+        // berth-init builds never clash); what the daemon reads as built, `built.json`, is
+        // this daemon's own: tests running side by side may build with other binaries.
+        let images = self.dir().join("images");
+        fs::create_dir_all(&images).unwrap();
+        for part in ["apt", "initramfs", "kernel", "layers", "rootfs", "tmp"] {
+            fs::create_dir_all(cache.join(part)).unwrap();
+            std::os::unix::fs::symlink(cache.join(part), images.join(part)).unwrap();
+        }
         let built = self.berth(&["image", "build"]);
         if !built.status.success() {
             let err = stderr(&built);
