@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::guest::{BoxUser, ExecRequest};
 
 /// Output kept per process.
-pub const PROCESS_TAIL_BYTES: usize = 1024 * 1024;
+pub const PROCESS_TAIL_BYTES: usize = 512 * 1024;
 /// Processes one box's agent keeps (running, or exited and not yet forgotten; the oldest
 /// exited one is forgotten to make room).
 pub const MAX_PROCESSES: usize = 32;

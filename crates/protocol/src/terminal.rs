@@ -41,7 +41,7 @@ pub const OFFSET_HEADER: &str = "berth-offset";
 /// Output kept per terminal for replay.
 pub const TERMINAL_BUFFER_BYTES: usize = 1024 * 1024;
 /// Terminals one box holds at once (running or ended and not yet forgotten).
-pub const MAX_TERMINALS: usize = 32;
+pub const MAX_TERMINALS: usize = 16;
 /// How long a detached terminal lives on, unless the request says otherwise.
 pub const DEFAULT_GRACE_MS: u64 = 60_000;
 /// The longest grace a request may ask for.

@@ -3,6 +3,9 @@
 
 use std::collections::VecDeque;
 
+/// The most one push adds (a PTY read).
+pub const MAX_PUSH: usize = 64 * 1024;
+
 #[derive(Debug)]
 pub struct Ring {
     bytes: VecDeque<u8>,
@@ -14,7 +17,9 @@ pub struct Ring {
 impl Ring {
     pub fn new(cap: usize) -> Self {
         Ring {
-            bytes: VecDeque::new(),
+            // Allocated once: it never holds more than a read past `cap`, so it never
+            // grows (a growing VecDeque doubles: twice the memory the limit says).
+            bytes: VecDeque::with_capacity(cap + MAX_PUSH),
             start: 0,
             cap,
         }
