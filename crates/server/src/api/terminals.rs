@@ -7,8 +7,9 @@
 //! 128 + the signal when one ended the program), `{"detached":{"reason"}}` (another
 //! client attached) or `{"error":{"code","message"}}`, each followed by a close.
 //!
-//! A client that loses its connection reattaches with `?id=<id>&offset=<bytes it
-//! received since the first offset>`: it gets the rest of the output, nothing twice.
+//! A client that loses its connection reattaches with `?id=<id>&offset=<the first offset
+//! plus the bytes it received>` (and its window's `cols` and `rows`, applied on
+//! reattaching): it gets the rest of the output, nothing twice.
 
 use std::time::Duration;
 
@@ -86,11 +87,23 @@ fn target(query: &str) -> Result<TerminalTarget, ApiError> {
     };
     let mut command = TerminalCommand::default();
     let (mut id, mut offset) = (None, None);
+    // Parameters that describe a new terminal, which a reattach must not carry.
+    let mut for_a_new_one = None;
+    let mut sized = false;
     for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        if !matches!(key.as_ref(), "id" | "offset" | "cols" | "rows") {
+            for_a_new_one = Some(key.clone().into_owned());
+        }
         match key.as_ref() {
             "cmd" => command.cmd.push(value.into_owned()),
-            "cols" => command.size.cols = cells("cols", &value)?,
-            "rows" => command.size.rows = cells("rows", &value)?,
+            "cols" => {
+                command.size.cols = cells("cols", &value)?;
+                sized = true;
+            }
+            "rows" => {
+                command.size.rows = cells("rows", &value)?;
+                sized = true;
+            }
             "user" => {
                 command.user = BoxUser::deserialize(serde_json::Value::from(value.as_ref()))
                     .map_err(|_| bad(format!("user must be user or root, not {value:?}")))?
@@ -110,21 +123,17 @@ fn target(query: &str) -> Result<TerminalTarget, ApiError> {
         }
     }
     match id {
-        Some(id) if command != TerminalCommand::default_with_size(command.size) => Err(bad(
-            format!("id {id:?} reattaches to a terminal; only offset, cols and rows go with it"),
-        )),
-        Some(id) => Ok(TerminalTarget::Existing { id, offset }),
+        Some(id) if for_a_new_one.is_some() => Err(bad(format!(
+            "id {id:?} reattaches to a terminal; {} is for a new one (only offset, cols and rows go with id)",
+            for_a_new_one.unwrap_or_default()
+        ))),
+        Some(id) => Ok(TerminalTarget::Existing {
+            id,
+            offset,
+            size: sized.then_some(command.size),
+        }),
         None if offset.is_some() => Err(bad("offset needs id".into())),
         None => Ok(TerminalTarget::New(command)),
-    }
-}
-
-impl TerminalCommand {
-    fn default_with_size(size: TerminalSize) -> Self {
-        TerminalCommand {
-            size,
-            ..Default::default()
-        }
     }
 }
 

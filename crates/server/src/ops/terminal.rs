@@ -30,10 +30,11 @@ pub struct TerminalCommand {
 pub enum TerminalTarget {
     New(TerminalCommand),
     /// A terminal started earlier, from `offset` (the bytes the client has), or from where
-    /// the last attachment stopped.
+    /// the last attachment stopped; resized to `size` when given (the new client's window).
     Existing {
         id: String,
         offset: Option<u64>,
+        size: Option<TerminalSize>,
     },
 }
 
@@ -95,14 +96,27 @@ pub async fn attach(ctx: &Ctx, id: &BoxId, target: TerminalTarget) -> Result<Att
             command.env = crate::box_env::env_for_box(ctx, id, std::mem::take(&mut command.env))?;
             (Some(command.into_request()?), None)
         }
-        TerminalTarget::Existing { id, offset } => (None, Some((id, offset))),
+        TerminalTarget::Existing { id, offset, size } => {
+            if size.is_some_and(|s| !(1..=4096).contains(&s.cols) || !(1..=4096).contains(&s.rows))
+            {
+                return Err(OpError::InvalidTerminal {
+                    rule: "cols and rows must be between 1 and 4096",
+                });
+            }
+            (None, Some((id, offset, size)))
+        }
     };
     with_guest(ctx, id, |client| {
         let (request, existing) = (request.clone(), existing.clone());
         async move {
             let (terminal, offset) = match (request, existing) {
                 (Some(request), _) => (client.terminal_open(&request).await?.id, Some(0)),
-                (None, Some((id, offset))) => (id, offset),
+                (None, Some((id, offset, size))) => {
+                    if let Some(size) = size {
+                        client.terminal_resize(&id, size).await?;
+                    }
+                    (id, offset)
+                }
                 (None, None) => unreachable!("a target is new or existing"),
             };
             let stream = client.terminal_attach(&terminal, offset).await?;
