@@ -9,9 +9,9 @@ use clap::{Args, Subcommand};
 use http::Method;
 use serde::{Deserialize, Serialize};
 
-use crate::client::{path_segment, query_value, Client};
-use crate::cmd_box_set::{parse_duration_s, SetArgs};
-use crate::cmd_exec::parse_env;
+use crate::args::{box_path, parse_duration_s, parse_env, LimitsBody};
+use crate::client::{query_value, Client};
+use crate::cmd_box_set::SetArgs;
 use crate::output;
 
 #[derive(Debug, Subcommand)]
@@ -146,31 +146,6 @@ struct CreateBody<'a> {
 #[derive(Debug, Serialize, PartialEq)]
 struct EgressBody<'a> {
     allow: &'a [String],
-}
-
-#[derive(Debug, Serialize, PartialEq)]
-pub(crate) struct LimitsBody {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    memory_mib: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pids: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cpus: Option<f64>,
-}
-
-impl LimitsBody {
-    /// The limits given, or `None` when none is.
-    pub(crate) fn of(
-        memory_mib: Option<u64>,
-        pids: Option<u64>,
-        cpus: Option<f64>,
-    ) -> Option<Self> {
-        (memory_mib.is_some() || pids.is_some() || cpus.is_some()).then_some(LimitsBody {
-            memory_mib,
-            pids,
-            cpus,
-        })
-    }
 }
 
 impl CreateArgs {
@@ -319,11 +294,6 @@ fn list_path(labels: &[(String, String)], state: Option<&str>) -> String {
         true => "/v1/boxes".to_owned(),
         false => format!("/v1/boxes?{}", query.join("&")),
     }
-}
-
-/// `/v1/boxes/{ref}{suffix}`.
-pub fn box_path(name: &str, suffix: &str) -> String {
-    format!("/v1/boxes/{}{suffix}", path_segment(name))
 }
 
 /// `alice (bx_…): running`, plus the reason when the daemon gives one.

@@ -14,9 +14,8 @@ use clap::{ArgGroup, Args};
 use http::Method;
 use serde::{Deserialize, Serialize};
 
+use crate::args::{box_path, parse_duration_s, parse_env, LimitsBody};
 use crate::client::Client;
-use crate::cmd_box::{box_path, LimitsBody};
-use crate::cmd_exec::parse_env;
 
 #[derive(Debug, Args)]
 #[command(
@@ -159,24 +158,6 @@ pub async fn run(client: &Client, args: SetArgs) -> anyhow::Result<()> {
         writeln!(out, "limits at the next start: {}", limits.join(" "))?;
     }
     out.flush().context("writing to stdout")
-}
-
-/// Seconds from `90`, `90s`, `30m`, `2h` or `1d`.
-pub fn parse_duration_s(raw: &str) -> Result<u64, String> {
-    let bad = || format!("expected seconds or a duration like 90s, 30m, 2h, 1d; got {raw:?}");
-    let (digits, unit) = match raw.find(|c: char| !c.is_ascii_digit()) {
-        Some(at) => raw.split_at(at),
-        None => (raw, "s"),
-    };
-    let n: u64 = digits.parse().map_err(|_| bad())?;
-    let scale = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => return Err(bad()),
-    };
-    n.checked_mul(scale).ok_or_else(bad)
 }
 
 #[cfg(test)]

@@ -7,18 +7,14 @@ use anyhow::Context as _;
 use berth_protocol::guest::{BoxUser, ExecFrame};
 use berth_protocol::process::ProcessInfo;
 use berth_protocol::ErrorCode;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use http::Method;
 use http_body_util::BodyExt as _;
 use serde::Serialize;
 
+use crate::args::{box_path, parse_env, UserArg, EXIT_NOT_FOUND, EXIT_TIMED_OUT};
 use crate::client::{full, Client};
-use crate::cmd_box::box_path;
 
-/// Exit status when the command ran out of time (as timeout(1) does).
-pub const EXIT_TIMED_OUT: u8 = 124;
-/// Exit status when the command could not be found (as a shell does).
-pub const EXIT_NOT_FOUND: u8 = 127;
 /// The daemon's default limit for a command (`--timeout`).
 const DEFAULT_TIMEOUT_S: u64 = 60;
 /// A frame line longer than this is refused (frames carry output chunks, far smaller).
@@ -88,28 +84,6 @@ pub struct ExecArgs {
     /// The program and its arguments (put them after `--` when they start with `-`).
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub cmd: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum UserArg {
-    User,
-    Root,
-}
-
-impl From<UserArg> for BoxUser {
-    fn from(user: UserArg) -> BoxUser {
-        match user {
-            UserArg::User => BoxUser::User,
-            UserArg::Root => BoxUser::Root,
-        }
-    }
-}
-
-pub(crate) fn parse_env(raw: &str) -> Result<(String, String), String> {
-    match raw.split_once('=') {
-        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
-        _ => Err(format!("expected K=V, got {raw:?}")),
-    }
 }
 
 /// Body of `POST /v1/boxes/{ref}/exec`. Absent options are left out: the daemon's defaults.

@@ -12,8 +12,8 @@ use http_body_util::BodyExt as _;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+use crate::args::box_path;
 use crate::client::{empty, path_segment, Client, ReqBody};
-use crate::cmd_box::box_path;
 use crate::output;
 use crate::table::table;
 
@@ -137,7 +137,7 @@ fn process_path(name: &str, id: &str, verb: &str) -> String {
 /// The status a shell would report for `exit` (124 for a timeout, as timeout(1) does).
 pub fn status(exit: &ProcessExit) -> u8 {
     if exit.timed_out {
-        return crate::cmd_exec::EXIT_TIMED_OUT;
+        return crate::args::EXIT_TIMED_OUT;
     }
     u8::try_from(exit.shell_status()).unwrap_or(1)
 }

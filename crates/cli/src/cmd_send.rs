@@ -15,8 +15,8 @@ use clap::Args;
 use http::Method;
 use serde::{Deserialize, Serialize};
 
+use crate::args::box_path;
 use crate::client::{Client, ClientError};
-use crate::cmd_box::box_path;
 use crate::events::{self, message_text, Event, LiveEvents, LogPoint};
 
 /// How long a post is retried while the daemon cannot be reached (it may be restarting).

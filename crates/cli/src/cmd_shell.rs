@@ -14,8 +14,8 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::args::UserArg;
 use crate::client::{path_segment, query_value, Client};
-use crate::cmd_exec::UserArg;
 use crate::raw_terminal::{window_size, RawMode};
 
 /// Exit status when the connection ended before the program did.
@@ -46,7 +46,7 @@ pub struct ShellArgs {
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
     /// Set an environment variable for the program (repeatable).
-    #[arg(short, long = "env", value_name = "K=V", value_parser = crate::cmd_exec::parse_env)]
+    #[arg(short, long = "env", value_name = "K=V", value_parser = crate::args::parse_env)]
     pub env: Vec<(String, String)>,
     /// How long the terminal lives on in the box after the connection drops (seconds).
     #[arg(long, value_name = "S")]

@@ -6,8 +6,8 @@ use std::time::Duration;
 use http::Method;
 use serde::Deserialize;
 
+use crate::args::box_path;
 use crate::client::{empty, Client, ClientError};
-use crate::cmd_box::box_path;
 use crate::sse::{SseError, SseReader};
 
 /// The longest silence on a live stream before we reconnect (keep-alives come every 15 s).

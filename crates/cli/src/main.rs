@@ -3,6 +3,7 @@
 //! Errors become one line, `berth: <message>`, and an exit status here in `main`, and only
 //! here.
 
+mod args;
 mod client;
 mod cmd_box;
 mod cmd_box_set;
