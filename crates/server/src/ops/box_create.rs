@@ -153,23 +153,6 @@ fn own_egress(
     Ok(serde_json::to_string(&policy).expect("a policy serialises"))
 }
 
-/// A box's own policy as the store keeps it ([`own_egress`] wrote it). Fails closed: JSON
-/// that no longer parses or validates (a hand-edited row, a rule a newer check refuses) is
-/// logged and yields the empty policy, never the template's wider one.
-pub fn stored_egress(id: &BoxId, json: &str) -> EgressPolicy {
-    let policy = match serde_json::from_str::<EgressPolicy>(json) {
-        Ok(policy) => policy,
-        Err(e) => {
-            tracing::error!(box_id = %id, error = %e, "the box's stored egress policy is not JSON of a policy; nothing leaves the box");
-            return EgressPolicy::default();
-        }
-    };
-    policy.validated().unwrap_or_else(|e| {
-        tracing::error!(box_id = %id, error = %e, "the box's stored egress policy is refused; nothing leaves the box");
-        EgressPolicy::default()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,7 +165,10 @@ mod tests {
             credentials: Vec::new(),
         };
         let json = own_egress(&policy, "host", None).unwrap();
-        assert_eq!(stored_egress(&id, &json), policy.validated().unwrap());
+        assert_eq!(
+            EgressPolicy::from_stored(&id, &json),
+            policy.validated().unwrap()
+        );
         let empty = EgressPolicy::default();
         for bad in [
             "",
@@ -190,7 +176,7 @@ mod tests {
             r#"{"allow":["a.test"],"extra":1}"#,
             r#"{"allow":["10.0.0.1"]}"#,
         ] {
-            assert_eq!(stored_egress(&id, bad), empty, "{bad}");
+            assert_eq!(EgressPolicy::from_stored(&id, bad), empty, "{bad}");
         }
     }
 }

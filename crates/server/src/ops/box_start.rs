@@ -19,7 +19,6 @@ use crate::ops::box_disk;
 use crate::ops::box_find::reload;
 use crate::ops::box_rootfs::rootfs_for;
 use crate::ops::detached;
-use crate::pumps::Pumps;
 use crate::templates::Template;
 
 /// Starts the box if needed; returns its current row (`running`).
@@ -265,12 +264,13 @@ async fn boot(
             }
             // Messages go only to a harness this boot runs; events come from every box.
             let harness = spec.harness.is_some();
-            live.pumps = Some(Pumps::start(
+            live.pumps = Some(crate::pumps::start(
                 ctx,
                 &record.id,
                 client.clone(),
                 live.boot,
                 harness,
+                wake_if_dead,
             ));
             Ok(client)
         }
@@ -322,4 +322,23 @@ fn record_failed(ctx: &Ctx, record: &BoxRecord, generation: u64, reason: &str) {
     {
         tracing::error!(box_id = %record.id, error = %error_chain(&e), "cannot record a failed start");
     }
+}
+
+/// In a task of its own (the pumps call it; stopping the boot aborts them): if boot `boot`
+/// is over, record it and wake the box again so its queue drains.
+pub fn wake_if_dead(ctx: &Ctx, id: &BoxId, boot: u64) {
+    let (ctx, id) = (ctx.clone(), id.clone());
+    tokio::spawn(async move {
+        match forget_if_dead(&ctx, &id, boot).await {
+            Ok(true) => {
+                if let Err(e) = ensure_running(&ctx, &id).await {
+                    tracing::error!(box_id = %id, error = %error_chain(&e), "cannot wake the box again");
+                }
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::error!(box_id = %id, error = %error_chain(&e), "cannot check whether the box is still running")
+            }
+        }
+    });
 }
