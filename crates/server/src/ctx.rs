@@ -47,6 +47,10 @@ pub struct Ctx {
     pub uploads: Arc<Slots>,
     /// Collected execs ([`crate::admission::COLLECTED_EXECS`]).
     pub collected_execs: Arc<Slots>,
+    /// `[ports]` of berth.toml.
+    pub ports: Arc<crate::ports::config::PortsHostConfig>,
+    /// Proxied requests and WebSocket connections to boxes' ports (`[ports]` limits).
+    pub port_connections: Arc<Slots>,
     /// Keeps each box's event log within `[events]`; told when a box's log grows.
     pub event_pruner: Arc<EventPruner>,
 }

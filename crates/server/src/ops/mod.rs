@@ -18,6 +18,8 @@ pub mod exec;
 pub mod files;
 pub mod message_list;
 pub mod message_post;
+pub mod port_connect;
+pub mod port_links;
 pub mod reconcile;
 pub mod secrets;
 pub mod tenant_create;
