@@ -100,7 +100,11 @@ pub enum OpError {
 
     /// Nothing listened on the port for as long as a request waits.
     #[error("nothing listens on port {port} in box {name} (waited {waited_s}s); start a server on 127.0.0.1:{port} or 0.0.0.0:{port} in the box")]
-    PortNotListening { name: String, port: u16, waited_s: u64 },
+    PortNotListening {
+        name: String,
+        port: u16,
+        waited_s: u64,
+    },
 
     /// The app on the port broke HTTP (or went away before answering).
     #[error(transparent)]

@@ -661,7 +661,8 @@ mod ports_tests {
         assert!(matches!(err, HostConfigError::BaseDomain { .. }), "{err}");
         let err = HostConfig::parse(path, "[ports]\nlisten_wait_s = 601\n").unwrap_err();
         assert!(
-            err.to_string().contains("[ports] listen_wait_s must be between 0 and 600"),
+            err.to_string()
+                .contains("[ports] listen_wait_s must be between 0 and 600"),
             "{err}"
         );
     }

@@ -60,9 +60,13 @@ pub fn router(ctx: Ctx) -> Router {
         )
         .route("/v1/boxes/{box_ref}/events", get(events::events))
         .route("/v1/boxes/{box_ref}/egress", get(egress::audit))
+        .route("/v1/boxes/{box_ref}/ports", get(port_links::urls))
         .route("/v1/boxes/{box_ref}/ports/{port}", any(ports::add_slash))
         .route("/v1/boxes/{box_ref}/ports/{port}/", any(ports::by_path))
-        .route("/v1/boxes/{box_ref}/ports/{port}/{*path}", any(ports::by_path))
+        .route(
+            "/v1/boxes/{box_ref}/ports/{port}/{*path}",
+            any(ports::by_path),
+        )
         .route(
             "/v1/boxes/{box_ref}/ports/{port}/links",
             post(port_links::create).get(port_links::list_port),

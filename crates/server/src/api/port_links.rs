@@ -21,7 +21,7 @@ use crate::ports::{cookie, host};
 #[serde(deny_unknown_fields)]
 #[schema(as = CreatePortLink)]
 pub struct CreateBody {
-    /// How long the link opens the port, in seconds (60 to 2592000).
+    /// How long the link opens the port, in seconds (10 to 2592000).
     ttl_s: u64,
 }
 
@@ -186,8 +186,52 @@ impl Origin {
 
 /// `scheme://<port>-<name>.<base_domain>[:port]/`, when a base domain is set and the name
 /// fits a DNS label with the port.
-pub(crate) fn host_url(ctx: &Ctx, origin: &Origin, record: &BoxRecord, port: u16) -> Option<String> {
+pub(crate) fn host_url(
+    ctx: &Ctx,
+    origin: &Origin,
+    record: &BoxRecord,
+    port: u16,
+) -> Option<String> {
     let base = ctx.ports.base_domain.as_deref()?;
     let name = host::host_for(port, &record.name, base)?;
     Some(format!("{}/", origin.url(Some(&name))))
+}
+
+/// Where a box's port is reached.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PortUrls {
+    port: u16,
+    /// Needs the API key in `Authorization: Bearer` (or a share link's cookie).
+    url: String,
+    /// The port's own host name, when `[ports] base_domain` is set and the box's name fits.
+    host_url: Option<String>,
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct PortQuery {
+    /// 1 to 65535.
+    port: String,
+}
+
+#[utoipa::path(get, path = "/v1/boxes/{box_ref}/ports", tag = "ports", summary = "The URLs of a box's port (does not wake the box)", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), PortQuery), responses((status = 200, body = PortUrls), (status = 400, description = "invalid port", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+pub async fn urls(
+    State(ctx): State<Ctx>,
+    Caller(who): Caller,
+    Path(reference): Path<String>,
+    headers: HeaderMap,
+    crate::api::extract::ApiQuery(query): crate::api::extract::ApiQuery<PortQuery>,
+) -> Result<Json<PortUrls>, ApiError> {
+    let port = parse_port(&query.port)?;
+    let record = crate::ops::box_find::find_box(&ctx, &who.tenant_id, &reference)?;
+    let origin = Origin::of(&headers);
+    Ok(Json(PortUrls {
+        port,
+        url: format!(
+            "{}/v1/boxes/{}/ports/{port}/",
+            origin.url(None),
+            record.name
+        ),
+        host_url: host_url(&ctx, &origin, &record, port),
+    }))
 }

@@ -38,7 +38,12 @@ pub async fn connect(
     let deadline = Instant::now() + wait;
     let mut pause = FIRST_PAUSE;
     loop {
-        let result = with_guest(ctx, id, |client| async move { client.port_connect(port).await }).await;
+        let result = with_guest(
+            ctx,
+            id,
+            |client| async move { client.port_connect(port).await },
+        )
+        .await;
         match result {
             Err(OpError::Guest(e)) if nothing_listens(&e) => {
                 if Instant::now() + pause > deadline {

@@ -8,8 +8,8 @@ use crate::ctx::Ctx;
 use crate::error::OpError;
 use crate::ops::box_find::find_box;
 
-/// A link lives from a minute to 30 days.
-pub const TTL_S_RANGE: std::ops::RangeInclusive<u64> = 60..=30 * 86_400;
+/// A link lives from 10 seconds (a link opened at once) to 30 days.
+pub const TTL_S_RANGE: std::ops::RangeInclusive<u64> = 10..=30 * 86_400;
 /// Live links one box may have at once.
 pub const MAX_LIVE_PER_BOX: usize = 100;
 /// A cookie a link opens lives at most this long (and never past its link): a browser

@@ -93,7 +93,9 @@ impl PortsHostConfig {
             .iter()
             .any(|l| crate::validate::label_rule(l).is_some())
         {
-            return Some("each label must be 1-63 of a-z, 0-9 and -, not starting or ending with -");
+            return Some(
+                "each label must be 1-63 of a-z, 0-9 and -, not starting or ending with -",
+            );
         }
         None
     }
@@ -115,7 +117,15 @@ mod tests {
     fn base_domains_are_lowercase_dns_names() {
         assert_eq!(rule("boxes.example.com"), None);
         assert_eq!(rule("localhost.test"), None);
-        for bad in ["com", "Boxes.example.com", "a..b", "-a.b", "a_b.c", "a.b.", ""] {
+        for bad in [
+            "com",
+            "Boxes.example.com",
+            "a..b",
+            "-a.b",
+            "a_b.c",
+            "a.b.",
+            "",
+        ] {
             assert!(rule(bad).is_some(), "{bad:?}");
         }
         assert!(rule(&format!("{}.com", "a.".repeat(100))).is_some());

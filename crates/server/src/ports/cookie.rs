@@ -63,6 +63,8 @@ mod tests {
         only_ours.insert(COOKIE, "berth_port=bps_1".parse().unwrap());
         assert_eq!(without_ours(&only_ours), None);
         let set = set_cookie("bps_2", "/v1/boxes/a/ports/80/", 60);
-        assert!(set.contains("HttpOnly") && set.contains("SameSite=Lax") && set.contains("Max-Age=60"));
+        assert!(
+            set.contains("HttpOnly") && set.contains("SameSite=Lax") && set.contains("Max-Age=60")
+        );
     }
 }

@@ -73,7 +73,9 @@ pub fn match_host(host: &str, base_domain: Option<&str>) -> HostMatch {
 /// `example.com:8080` → `example.com`; `[::1]:80` → `[::1]`.
 fn strip_port(host: &str) -> &str {
     match host.rfind(':') {
-        Some(i) if !host[i..].contains(']') && host[i + 1..].bytes().all(|b| b.is_ascii_digit()) => {
+        Some(i)
+            if !host[i..].contains(']') && host[i + 1..].bytes().all(|b| b.is_ascii_digit()) =>
+        {
             &host[..i]
         }
         _ => host,
@@ -101,16 +103,27 @@ mod tests {
 
     #[test]
     fn port_host_names_are_read_and_everything_else_is_the_api() {
-        assert_eq!(match_host("8000-alice.boxes.example.com", BASE), port(8000, "alice"));
+        assert_eq!(
+            match_host("8000-alice.boxes.example.com", BASE),
+            port(8000, "alice")
+        );
         assert_eq!(
             match_host("3000-my-box.Boxes.Example.com:8443", BASE),
             port(3000, "my-box")
         );
         assert_eq!(match_host("80-a.boxes.example.com.", BASE), port(80, "a"));
-        for api in ["boxes.example.com", "127.0.0.1:7070", "example.com", "xboxes.example.com"] {
+        for api in [
+            "boxes.example.com",
+            "127.0.0.1:7070",
+            "example.com",
+            "xboxes.example.com",
+        ] {
             assert_eq!(match_host(api, BASE), HostMatch::Api, "{api}");
         }
-        assert_eq!(match_host("8000-alice.boxes.example.com", None), HostMatch::Api);
+        assert_eq!(
+            match_host("8000-alice.boxes.example.com", None),
+            HostMatch::Api
+        );
         for bad in [
             "alice.boxes.example.com",
             "0-alice.boxes.example.com",
@@ -120,7 +133,10 @@ mod tests {
             "80-bx_1.boxes.example.com",
             "a.80-alice.boxes.example.com",
         ] {
-            assert!(matches!(match_host(bad, BASE), HostMatch::Malformed { .. }), "{bad}");
+            assert!(
+                matches!(match_host(bad, BASE), HostMatch::Malformed { .. }),
+                "{bad}"
+            );
         }
     }
 
@@ -130,7 +146,10 @@ mod tests {
             host_for(8000, "alice", "b.test").as_deref(),
             Some("8000-alice.b.test")
         );
-        assert_eq!(host_for(65535, &"a".repeat(57), "b.test"), Some(format!("65535-{}.b.test", "a".repeat(57))));
+        assert_eq!(
+            host_for(65535, &"a".repeat(57), "b.test"),
+            Some(format!("65535-{}.b.test", "a".repeat(57)))
+        );
         assert_eq!(host_for(65535, &"a".repeat(58), "b.test"), None);
     }
 }

@@ -76,12 +76,9 @@ where
     // Taken now: hyper hands the client's connection over once the 101 is sent.
     let client_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut request));
     let (parts, body) = request.into_parts();
-    let uri: http::Uri = to
-        .path_and_query
-        .parse()
-        .map_err(|_| ProxyError::Path {
-            path: to.path_and_query.clone(),
-        })?;
+    let uri: http::Uri = to.path_and_query.parse().map_err(|_| ProxyError::Path {
+        path: to.path_and_query.clone(),
+    })?;
     let mut upstream = http::Request::new(body);
     *upstream.method_mut() = parts.method;
     *upstream.uri_mut() = uri;
@@ -101,13 +98,14 @@ where
             tracing::debug!(error = %e, "proxied connection ended");
         }
     });
-    let mut response = sender
-        .send_request(upstream)
-        .await
-        .map_err(|source| ProxyError::NoAnswer {
-            port: to.port,
-            source,
-        })?;
+    let mut response =
+        sender
+            .send_request(upstream)
+            .await
+            .map_err(|source| ProxyError::NoAnswer {
+                port: to.port,
+                source,
+            })?;
     let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
     let headers = response_headers(response.headers(), switching);
     if let (true, Some(client_upgrade)) = (switching, client_upgrade) {
@@ -127,15 +125,15 @@ where
 }
 
 /// Copies both ways between the client's and the app's upgraded connections.
-async fn splice(
-    client: hyper::upgrade::OnUpgrade,
-    app: hyper::upgrade::OnUpgrade,
-    hold: Hold,
-) {
+async fn splice(client: hyper::upgrade::OnUpgrade, app: hyper::upgrade::OnUpgrade, hold: Hold) {
     let (client, app) = match tokio::join!(client, app) {
         (Ok(client), Ok(app)) => (client, app),
         (client, app) => {
-            tracing::debug!(client = client.is_ok(), app = app.is_ok(), "an upgrade failed");
+            tracing::debug!(
+                client = client.is_ok(),
+                app = app.is_ok(),
+                "an upgrade failed"
+            );
             return;
         }
     };
