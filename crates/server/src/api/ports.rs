@@ -228,16 +228,23 @@ fn open_link(
     port_links::box_of_link(ctx, &link, &target.reference, target.port)?;
     let max_age = (session.expires_at - time::OffsetDateTime::now_utc()).whole_seconds();
     let set_cookie = cookie::set_cookie(&session.token, &target.cookie_path(), max_age);
-    let location = if rest_query.is_empty() {
-        path.to_owned()
-    } else {
-        format!("{path}?{rest_query}")
-    };
     Ok(redirect(
         StatusCode::SEE_OTHER,
-        &location,
+        &same_place(path, &rest_query),
         Some(&set_cookie),
     ))
+}
+
+/// The URL a link's redirect sends the browser to: this path, the query without the token.
+fn same_place(path: &str, rest_query: &str) -> String {
+    // One leading slash only: browsers read `//host` and `/\host` as another host (an open
+    // redirect through a valid link, at a port's host name where the path is the client's).
+    let path = format!("/{}", path.trim_start_matches(['/', '\\']));
+    if rest_query.is_empty() {
+        path
+    } else {
+        format!("{path}?{rest_query}")
+    }
 }
 
 /// The link token in `query`, and the query without it.
@@ -320,6 +327,23 @@ mod tests {
         assert_eq!(bare.path_and_query, "/");
         assert!(path_target(&"/v1/boxes/a/ports/0/".parse().unwrap()).is_err());
         assert!(path_target(&"/v1/boxes/a/ports/x/".parse().unwrap()).is_err());
+    }
+
+    #[test]
+    fn a_links_redirect_stays_on_this_host() {
+        assert_eq!(same_place("/a/b", "x=1"), "/a/b?x=1");
+        assert_eq!(same_place("/", ""), "/");
+        // At a port's host name the path is the client's: `//evil.example/` or
+        // `/\evil.example/` in a Location would send the browser to another host.
+        for path in ["//evil.example/x", "/\\evil.example/x", "///evil.example"] {
+            let location = same_place(path, "");
+            assert!(
+                location.starts_with('/')
+                    && !location.starts_with("//")
+                    && !location.starts_with("/\\"),
+                "{path} → {location}"
+            );
+        }
     }
 
     #[test]
