@@ -31,6 +31,13 @@ const APP_PORT: u16 = 8001;
 
 /// A daemon with `[ports]` set, and box `web` running both servers.
 async fn serving(listen_wait_s: u64) -> Option<TestServer> {
+    serving_with(|ports| ports.listen_wait_s = listen_wait_s).await
+}
+
+/// [`serving`], with `[ports]` as `set` leaves it (the base domain set first).
+async fn serving_with(
+    set: impl FnOnce(&mut berth_server::ports::config::PortsHostConfig),
+) -> Option<TestServer> {
     let data = tempfile::tempdir().unwrap();
     let runtime = match sandbox(data.path()) {
         Ok(runtime) => runtime,
@@ -41,7 +48,7 @@ async fn serving(listen_wait_s: u64) -> Option<TestServer> {
     };
     let mut host = berth_server::HostConfig::default();
     host.ports.base_domain = Some(BASE_DOMAIN.into());
-    host.ports.listen_wait_s = listen_wait_s;
+    set(&mut host.ports);
     let server =
         TestServer::start_with_host(Runtimes::single(runtime), Some("runc".into()), data, host)
             .await;
@@ -257,18 +264,7 @@ async fn ports_websocket_echo_through_the_proxy() {
     let Some(server) = serving(30).await else {
         return;
     };
-    let mut request = format!("ws://{}/v1/boxes/web/ports/8001/ws", server.addr)
-        .into_client_request()
-        .unwrap();
-    request.headers_mut().insert(
-        "authorization",
-        format!("Bearer {}", server.key).parse().unwrap(),
-    );
-    let stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
-    let (mut ws, response) = tokio_tungstenite::client_async(request, stream)
-        .await
-        .expect("the app's WebSocket through berth");
-    assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
+    let mut ws = open_echo(&server).await;
     ws.send(Message::Text("hello, box".into())).await.unwrap();
     let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
     ws.send(Message::Binary(big.clone().into())).await.unwrap();
@@ -283,6 +279,80 @@ async fn ports_websocket_echo_through_the_proxy() {
     assert_eq!(echoed[0], b"hello, box");
     assert_eq!(echoed[1], big);
     ws.close(None).await.unwrap();
+}
+
+/// Opens the app's WebSocket echo through the proxy with the key, and checks one echo.
+async fn open_echo(
+    server: &TestServer,
+) -> tokio_tungstenite::WebSocketStream<tokio::net::TcpStream> {
+    let mut request = format!("ws://{}/v1/boxes/web/ports/8001/ws", server.addr)
+        .into_client_request()
+        .unwrap();
+    request.headers_mut().insert(
+        "authorization",
+        format!("Bearer {}", server.key).parse().unwrap(),
+    );
+    let stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let (mut ws, _) = tokio_tungstenite::client_async(request, stream)
+        .await
+        .expect("the app's WebSocket through berth");
+    ws.send(Message::Text("ping".into())).await.unwrap();
+    match ws.next().await.expect("an echo").unwrap() {
+        Message::Text(text) => assert_eq!(text.as_str(), "ping"),
+        other => panic!("not the echo: {other:?}"),
+    }
+    ws
+}
+
+/// `GET /headers` of the app with the key: the status and the body.
+async fn app_headers_with_key(server: &TestServer) -> (StatusCode, Bytes) {
+    let bearer = format!("Bearer {}", server.key);
+    let (status, _, body) = get(
+        server.addr,
+        "berth",
+        "/v1/boxes/web/ports/8001/headers",
+        &[("authorization", &bearer)],
+    )
+    .await;
+    (status, body)
+}
+
+#[tokio::test]
+async fn ports_connections_are_capped_per_tenant_and_given_back() {
+    let Some(server) = serving_with(|ports| ports.max_connections_per_tenant = 1).await else {
+        return;
+    };
+    // The one slot, held by an open WebSocket: the next request is refused at once.
+    let ws = open_echo(&server).await;
+    let (status, body) = app_headers_with_key(&server).await;
+    let body = json_of(&body);
+    assert_eq!(
+        (status, error_code(&body)),
+        (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("connections to box ports"),
+        "{body}"
+    );
+    // Closed, the slot comes back (the splice ends as the close reaches it).
+    drop(ws);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _) = app_headers_with_key(&server).await;
+        if status == StatusCode::OK {
+            break;
+        }
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the WebSocket's slot never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Sends `path` (from a link's URL) as a browser would, without a key.
