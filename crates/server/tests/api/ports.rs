@@ -254,6 +254,22 @@ async fn ports_http_streams_both_ways_and_berths_credentials_stay_out() {
         grown / MIB as u64
     );
 
+    // An app that closes without answering: a clear 502, not a hang.
+    let (status, _, body) = get(addr, "berth", "/v1/boxes/web/ports/8001/close", &auth).await;
+    let body = json_of(&body);
+    assert_eq!(
+        (status, error_code(&body)),
+        (StatusCode::BAD_GATEWAY, "unavailable"),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the app on port 8001 gave no answer"),
+        "{body}"
+    );
+
     // The box still has no network device but lo.
     let out = exec(&server, "web", &["ls", "/sys/class/net"]).await;
     assert_eq!(out["stdout"], "lo\n", "{out}");
