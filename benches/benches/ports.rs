@@ -5,7 +5,8 @@
 //! - request latency: `GET /headers` (a ~400-byte JSON answer) back to back on one
 //!   keep-alive connection to the daemon (berth dials the box's port afresh for each
 //!   request, over the guest channel), p50/p99, as a ratio to the same request on one
-//!   keep-alive connection to the host's server;
+//!   keep-alive connection to the host's server, and to the host's server with a new
+//!   connection per request (what the proxy does towards the app);
 //! - throughput: `GET /big` of `BERTH_BENCH_PORT_MIB` MiB and `POST /count` of as many,
 //!   MiB/s, as a ratio to the same on the host.
 //!
@@ -105,6 +106,7 @@ async fn run() -> BenchResult<()> {
     latency(&direct, 10).await?;
     let via = Summary::of(&latency(&proxied, requests).await?);
     let floor = Summary::of(&latency(&direct, requests).await?);
+    let fresh = Summary::of(&latency_fresh(&direct, requests).await?);
     let down_via = download(&proxied, mib).await?;
     let down_floor = download(&direct, mib).await?;
     let up_via = upload_mib_s(&proxied, mib).await?;
@@ -128,6 +130,13 @@ async fn run() -> BenchResult<()> {
         ratio(via.p99, floor.p99)
     );
     println!(
+        "  direct with a new connection per request (as the proxy dials the app): p50 {} p99 {}; ratio p50 {:.2}×  p99 {:.2}×",
+        ms(fresh.p50),
+        ms(fresh.p99),
+        ratio(via.p50, fresh.p50),
+        ratio(via.p99, fresh.p99)
+    );
+    println!(
         "port download (GET /big, {mib} MiB): {down_via:.0} MiB/s; direct {down_floor:.0} MiB/s; ratio {:.2}×",
         down_via / down_floor
     );
@@ -146,6 +155,20 @@ async fn latency(target: &Target, n: usize) -> BenchResult<Vec<Duration>> {
         let request = request(target, Method::GET, "/headers", Full::new(Bytes::new()))?;
         let began = Instant::now();
         let (status, _) = send(&mut sender, request).await?;
+        samples.push(began.elapsed());
+        expect(status, StatusCode::OK, "GET /headers", &json!(null))?;
+    }
+    Ok(samples)
+}
+
+/// `n` requests of `GET /headers`, each on a new connection (connect included), each
+/// timed: what the proxy itself does towards the app for every request.
+async fn latency_fresh(target: &Target, n: usize) -> BenchResult<Vec<Duration>> {
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let request = request(target, Method::GET, "/headers", Full::new(Bytes::new()))?;
+        let began = Instant::now();
+        let (status, _) = send(&mut connect(target.addr).await?, request).await?;
         samples.push(began.elapsed());
         expect(status, StatusCode::OK, "GET /headers", &json!(null))?;
     }
