@@ -21,11 +21,11 @@ use crate::api::error::ApiError;
 use crate::ctx::Ctx;
 use crate::error::OpError;
 use crate::ops::box_find::find_box;
-use crate::ops::port_connect::{self, parse_port};
-use crate::ops::port_links;
+use crate::ops::port_connect::parse_port;
+use crate::ops::{port_links, port_proxy};
 use crate::ports::cookie;
 use crate::ports::host::{match_host, HostMatch};
-use crate::ports::proxy::{self, Forwarding};
+use crate::ports::proxy::Forwarding;
 
 /// The port a request is for, and how the app sees its path.
 #[derive(Debug)]
@@ -161,17 +161,6 @@ async fn serve_or_fail(ctx: Ctx, target: Target, request: Request) -> Result<Res
         return open_link(&ctx, &target, request.uri().path(), &token, rest);
     }
     let (tenant, record) = access(&ctx, &target, &request)?;
-    let slot = ctx.port_connections.take(&tenant)?;
-    // A request through the proxy is work: it keeps the box awake while it runs.
-    let busy = ctx.activity.begin(&record.id);
-    let stream = port_connect::connect(
-        &ctx,
-        &record.id,
-        &record.name,
-        target.port,
-        ctx.ports.listen_wait(),
-    )
-    .await?;
     let forwarding = Forwarding {
         port: target.port,
         path_and_query: target.path_and_query,
@@ -181,9 +170,7 @@ async fn serve_or_fail(ctx: Ctx, target: Target, request: Request) -> Result<Res
             .get::<ConnectInfo<SocketAddr>>()
             .map(|c| c.0.ip()),
     };
-    proxy::forward(stream, request, &forwarding, Box::new((slot, busy)))
-        .await
-        .map_err(|e| ApiError::Op(OpError::PortProxy(Box::new(e))))
+    Ok(port_proxy::forward(&ctx, &tenant, &record, request, &forwarding).await?)
 }
 
 /// Who the request is for: the API key's tenant and its box, or a live session's link

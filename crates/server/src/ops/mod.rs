@@ -20,6 +20,7 @@ pub mod message_list;
 pub mod message_post;
 pub mod port_connect;
 pub mod port_links;
+pub mod port_proxy;
 pub mod reconcile;
 pub mod secrets;
 pub mod tenant_create;

@@ -6,4 +6,5 @@
 pub mod config;
 pub mod cookie;
 pub mod host;
+pub mod pool;
 pub mod proxy;

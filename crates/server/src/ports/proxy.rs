@@ -12,6 +12,7 @@
 use std::any::Any;
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
@@ -21,10 +22,12 @@ use bytes::Bytes;
 use http::header::{self, HeaderName};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
+use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::ports::cookie;
+use crate::ports::pool::{AppKey, AppPool};
 
 /// The most bytes of response head (status line and headers) taken from an app.
 pub const MAX_RESPONSE_HEAD_BYTES: usize = 64 * 1024;
@@ -54,6 +57,8 @@ pub enum ProxyError {
         #[source]
         source: hyper::Error,
     },
+    #[error("the app on port {port} closed the connection before the request was sent")]
+    Closed { port: u16 },
     #[error("the app on port {port} gave no answer")]
     NoAnswer {
         port: u16,
@@ -62,16 +67,35 @@ pub enum ProxyError {
     },
 }
 
-/// Forwards `request` to the app at the other end of `stream`, and its answer back.
-pub async fn forward<S>(
-    stream: S,
-    mut request: Request,
-    to: &Forwarding,
-    hold: Hold,
-) -> Result<Response, ProxyError>
-where
-    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
-{
+/// A request made ready for the app: its head rewritten, the client's upgrade taken.
+pub struct Prepared {
+    upstream: http::Request<Body>,
+    client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+}
+
+impl Prepared {
+    /// Whether the client asked to upgrade (such a connection is never reused).
+    pub fn is_upgrade(&self) -> bool {
+        self.client_upgrade.is_some()
+    }
+}
+
+/// Where an exchange's connection goes once its answer has been read to the end.
+pub type Reuse = (Arc<AppPool>, AppKey);
+
+/// Why an exchange did not give an answer.
+pub enum Failed {
+    /// The (pooled) connection closed before the request went out: nothing was sent, so
+    /// it is safe to send it on another connection.
+    NotSent {
+        prepared: Box<Prepared>,
+        hold: Hold,
+    },
+    Proxy(ProxyError),
+}
+
+/// Rewrites the client's request for the app (`to`'s path, end-to-end headers only).
+pub fn prepare(mut request: Request, to: &Forwarding) -> Result<Prepared, ProxyError> {
     let upgrade = upgrade_protocol(request.headers());
     // Taken now: hyper hands the client's connection over once the 101 is sent.
     let client_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut request));
@@ -83,29 +107,70 @@ where
     *upstream.method_mut() = parts.method;
     *upstream.uri_mut() = uri;
     *upstream.headers_mut() = request_headers(&parts.headers, upgrade.as_ref(), to);
+    Ok(Prepared {
+        upstream,
+        client_upgrade,
+    })
+}
 
-    let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+/// HTTP/1.1 over a new stream to the app.
+pub async fn handshake<S>(stream: S, port: u16) -> Result<SendRequest<Body>, ProxyError>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
         .max_buf_size(MAX_RESPONSE_HEAD_BYTES)
         .handshake(TokioIo::new(stream))
         .await
-        .map_err(|source| ProxyError::Handshake {
-            port: to.port,
-            source,
-        })?;
+        .map_err(|source| ProxyError::Handshake { port, source })?;
     tokio::spawn(async move {
-        // Ends with the exchange (or the splice, which owns the connection then).
+        // Ends when the connection is dropped (from the pool too), or with the splice,
+        // which owns the connection then.
         if let Err(e) = conn.with_upgrades().await {
             tracing::debug!(error = %e, "proxied connection ended");
         }
     });
-    let mut response =
-        sender
-            .send_request(upstream)
-            .await
-            .map_err(|source| ProxyError::NoAnswer {
-                port: to.port,
-                source,
-            })?;
+    Ok(sender)
+}
+
+/// Sends the request on `sender` and passes the app's answer back, holding `hold` until
+/// the answer's body ends (or the splice of an upgrade closes). With `reuse`, a connection
+/// whose answer was read to its end goes back to the pool.
+pub async fn exchange(
+    mut sender: SendRequest<Body>,
+    prepared: Prepared,
+    port: u16,
+    hold: Hold,
+    reuse: Option<Reuse>,
+) -> Result<Response, Failed> {
+    if sender.ready().await.is_err() {
+        return Err(Failed::NotSent {
+            prepared: Box::new(prepared),
+            hold,
+        });
+    }
+    let Prepared {
+        upstream,
+        client_upgrade,
+    } = prepared;
+    let mut response = match sender.try_send_request(upstream).await {
+        Ok(response) => response,
+        Err(mut e) => {
+            return match e.take_message() {
+                Some(upstream) => Err(Failed::NotSent {
+                    prepared: Box::new(Prepared {
+                        upstream,
+                        client_upgrade,
+                    }),
+                    hold,
+                }),
+                None => Err(Failed::Proxy(ProxyError::NoAnswer {
+                    port,
+                    source: e.into_error(),
+                })),
+            };
+        }
+    };
     let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
     let headers = response_headers(response.headers(), switching);
     if let (true, Some(client_upgrade)) = (switching, client_upgrade) {
@@ -118,9 +183,14 @@ where
     }
     let (mut parts, body) = response.into_parts();
     parts.headers = headers;
+    let back = reuse.map(|(pool, key)| (pool, key, sender));
     Ok(Response::from_parts(
         parts,
-        Body::new(Holding { inner: body, hold }),
+        Body::new(Holding {
+            inner: body,
+            _hold: hold,
+            back,
+        }),
     ))
 }
 
@@ -253,10 +323,23 @@ fn header_value(text: &str) -> HeaderValue {
     HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
 }
 
-/// The app's response body, holding the exchange's slot and guard until it ends.
+/// The app's response body, holding the exchange's slot and guard until it ends, and the
+/// connection to give back to the pool if it was read to its end.
 struct Holding {
     inner: Incoming,
-    hold: Hold,
+    _hold: Hold,
+    back: Option<(Arc<AppPool>, AppKey, SendRequest<Body>)>,
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        // A body cut short leaves bytes on the connection: it is not reused.
+        if self.inner.is_end_stream() {
+            if let Some((pool, key, sender)) = self.back.take() {
+                pool.give(key, sender);
+            }
+        }
+    }
 }
 
 impl HttpBody for Holding {
@@ -267,7 +350,6 @@ impl HttpBody for Holding {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let _ = &self.hold;
         Pin::new(&mut self.inner).poll_frame(cx)
     }
 

@@ -254,6 +254,12 @@ async fn ports_http_streams_both_ways_and_berths_credentials_stay_out() {
         grown / MIB as u64
     );
 
+    // The connection to the app is kept alive and reused by the next request.
+    let peer = |body: &Bytes| json_of(body)["peer"].as_u64().unwrap();
+    let (_, _, first) = get(addr, "berth", "/v1/boxes/web/ports/8001/headers", &auth).await;
+    let (_, _, second) = get(addr, "berth", "/v1/boxes/web/ports/8001/headers", &auth).await;
+    assert_eq!(peer(&first), peer(&second), "a new connection per request");
+
     // An app that closes without answering: a clear 502, not a hang.
     let (status, _, body) = get(addr, "berth", "/v1/boxes/web/ports/8001/close", &auth).await;
     let body = json_of(&body);
