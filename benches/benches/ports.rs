@@ -3,10 +3,10 @@
 //! against the very same program run on the host and reached directly on loopback.
 //!
 //! - request latency: `GET /headers` (a ~400-byte JSON answer) back to back on one
-//!   keep-alive connection to the daemon (berth dials the box's port afresh for each
-//!   request, over the guest channel), p50/p99, as a ratio to the same request on one
+//!   keep-alive connection to the daemon (which reuses its own keep-alive connection to
+//!   the app, over the guest channel), p50/p99, as a ratio to the same request on one
 //!   keep-alive connection to the host's server, and to the host's server with a new
-//!   connection per request (what the proxy does towards the app);
+//!   connection per request (what a proxy without a pool pays);
 //! - throughput: `GET /big` of `BERTH_BENCH_PORT_MIB` MiB and `POST /count` of as many,
 //!   MiB/s, as a ratio to the same on the host.
 //!
@@ -130,7 +130,7 @@ async fn run() -> BenchResult<()> {
         ratio(via.p99, floor.p99)
     );
     println!(
-        "  direct with a new connection per request (as the proxy dials the app): p50 {} p99 {}; ratio p50 {:.2}×  p99 {:.2}×",
+        "  direct with a new connection per request (what a proxy without a pool pays): p50 {} p99 {}; ratio p50 {:.2}×  p99 {:.2}×",
         ms(fresh.p50),
         ms(fresh.p99),
         ratio(via.p50, fresh.p50),
