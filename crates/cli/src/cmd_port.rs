@@ -21,6 +21,7 @@ pub enum PortCommand {
         /// The box's name or id.
         name: String,
         /// The port a server listens on inside the box (1-65535).
+        #[arg(value_parser = clap::value_parser!(u16).range(1..))]
         port: u16,
         /// Print the daemon's JSON answer (`port`, `url`, `host_url`).
         #[arg(long)]
@@ -31,6 +32,7 @@ pub enum PortCommand {
     /// like a password.
     Link {
         name: String,
+        #[arg(value_parser = clap::value_parser!(u16).range(1..))]
         port: u16,
         /// How long the link works: seconds, or 90s, 30m, 2h, 7d (10s to 30d).
         #[arg(long, default_value = "1h", value_parser = parse_duration_s)]

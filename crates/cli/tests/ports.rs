@@ -86,6 +86,32 @@ fn assert_served(daemon: &Daemon, path: &str, expected: &str) {
 }
 
 #[test]
+fn port_help_lists_its_commands_and_a_bad_port_is_refused_before_any_call() {
+    let out = common::berth().args(["port", "--help"]).output().unwrap();
+    let text = stdout(&out);
+    for command in ["url", "link", "links", "unlink"] {
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with(command)),
+            "{command} missing:\n{text}"
+        );
+    }
+    // No daemon is needed to refuse these: clap does, with its usage and status 2.
+    for args in [
+        &["port", "url", "web", "0"][..],
+        &["port", "url", "web", "65536"],
+        &["port", "link", "web", "80", "--ttl", "soon"],
+    ] {
+        let out = common::berth().args(args).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            common::stderr(&out)
+        );
+    }
+}
+
+#[test]
 fn berth_port_url_link_links_unlink_on_a_sandbox_box() {
     if let Some(reason) = e2e_skip_reason() {
         berth_testkit::skip("sandbox", &reason);
