@@ -6,8 +6,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    box_update, boxes, egress, events, exec, files, messages, processes, runtimes, secrets,
-    templates, tenants, terminals,
+    box_update, boxes, egress, events, exec, files, messages, port_links, ports, processes,
+    runtimes, secrets, templates, tenants, terminals,
 };
 
 #[derive(OpenApi)]
@@ -41,6 +41,13 @@ use super::{
         messages::list,
         events::events,
         egress::audit,
+        ports::proxy,
+        port_links::urls,
+        port_links::create,
+        port_links::list_port,
+        port_links::revoke_port,
+        port_links::list_box,
+        port_links::revoke_box,
         templates::list,
         templates::reload,
         runtimes::list,

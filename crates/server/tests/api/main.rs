@@ -22,6 +22,7 @@ mod idle;
 mod isolation;
 mod lifecycle;
 mod messages;
+mod ports;
 mod processes;
 mod requests;
 mod runtimes;
