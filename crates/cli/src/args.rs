@@ -2,6 +2,7 @@
 //! the box, `K=V` pairs, durations, limits, and the exit statuses a command's end maps to.
 
 use berth_protocol::guest::BoxUser;
+use berth_protocol::ErrorCode;
 use clap::ValueEnum;
 use serde::Serialize;
 
@@ -76,4 +77,21 @@ pub fn parse_duration_s(raw: &str) -> Result<u64, String> {
         _ => return Err(bad()),
     };
     n.checked_mul(scale).ok_or_else(bad)
+}
+
+/// The program could not run (an `error` frame from the box).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ExecFailed {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ExecFailed {
+    pub fn exit_status(&self) -> u8 {
+        match self.code {
+            ErrorCode::NotFound => EXIT_NOT_FOUND,
+            _ => 1,
+        }
+    }
 }

@@ -6,13 +6,12 @@ use std::io::{IsTerminal as _, Write};
 use anyhow::Context as _;
 use berth_protocol::guest::{BoxUser, ExecFrame};
 use berth_protocol::process::ProcessInfo;
-use berth_protocol::ErrorCode;
 use clap::Args;
 use http::Method;
 use http_body_util::BodyExt as _;
 use serde::Serialize;
 
-use crate::args::{box_path, parse_env, UserArg, EXIT_NOT_FOUND, EXIT_TIMED_OUT};
+use crate::args::{box_path, parse_env, ExecFailed, UserArg, EXIT_TIMED_OUT};
 use crate::client::{full, Client};
 
 /// The daemon's default limit for a command (`--timeout`).
@@ -119,23 +118,6 @@ struct ExecBody<'a> {
     keep_awake: Option<bool>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     open_stdin: bool,
-}
-
-/// The program could not run (an `error` frame from the box).
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct ExecFailed {
-    pub code: ErrorCode,
-    pub message: String,
-}
-
-impl ExecFailed {
-    pub fn exit_status(&self) -> u8 {
-        match self.code {
-            ErrorCode::NotFound => EXIT_NOT_FOUND,
-            _ => 1,
-        }
-    }
 }
 
 /// How a finished command ended, from its last frame.
@@ -389,7 +371,9 @@ fn write_output(frame: &ExecFrame) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::args::EXIT_NOT_FOUND;
     use crate::Cli;
+    use berth_protocol::ErrorCode;
     use clap::Parser as _;
 
     fn parse(args: &[&str]) -> ExecArgs {

@@ -9,8 +9,8 @@ use clap::Subcommand;
 use http::Method;
 use serde::Deserialize;
 
-use crate::client::{path_segment, Client};
 use crate::args::parse_duration_s;
+use crate::client::{path_segment, Client};
 use crate::table::table;
 
 #[derive(Debug, Subcommand)]

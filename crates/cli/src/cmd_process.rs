@@ -364,7 +364,7 @@ async fn start_failure(client: &Client, name: &str, error: ClientError) -> anyho
             .json(Method::GET, &box_path(name, ""), None::<&()>, "a box")
             .await;
         if the_box.is_ok() {
-            return anyhow::Error::new(crate::cmd_exec::ExecFailed {
+            return anyhow::Error::new(crate::args::ExecFailed {
                 code: ErrorCode::NotFound,
                 message: message.clone(),
             });

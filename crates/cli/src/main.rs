@@ -176,7 +176,7 @@ fn client_main(command: impl Future<Output = anyhow::Result<u8>>) -> anyhow::Res
 
 /// The one place an error becomes an exit status.
 fn exit_status(err: &anyhow::Error) -> u8 {
-    match err.downcast_ref::<cmd_exec::ExecFailed>() {
+    match err.downcast_ref::<args::ExecFailed>() {
         Some(failed) => failed.exit_status(),
         None => 1,
     }
@@ -336,7 +336,7 @@ mod tests {
 
     #[test]
     fn exec_not_found_frames_exit_127() {
-        let err = anyhow::Error::new(cmd_exec::ExecFailed {
+        let err = anyhow::Error::new(args::ExecFailed {
             code: berth_protocol::ErrorCode::NotFound,
             message: "no such program".into(),
         });

@@ -115,7 +115,7 @@ pub enum OpError {
 
     /// A share link (or the cookie it opened) that opens nothing.
     #[error(transparent)]
-    LinkRefused(crate::ops::port_links::LinkRefusal),
+    LinkRefused(LinkRefusal),
 
     #[error("no share link {link_id} for this box")]
     PortLinkNotFound { link_id: String },
@@ -356,4 +356,19 @@ pub enum ServerError {
 
     #[error("another berth daemon is already running with the data directory {}", path.display())]
     DataDirInUse { path: PathBuf },
+}
+
+/// Why a link or its cookie opens nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LinkRefusal {
+    #[error("no such share link (check the URL, or ask for a new link)")]
+    Unknown,
+    #[error("this share link has expired; ask for a new one")]
+    Expired,
+    #[error("this share link was revoked")]
+    Revoked,
+    #[error("this share link is for another box or port")]
+    Elsewhere,
+    #[error("the session this share link opened has ended; open the link again")]
+    SessionEnded,
 }

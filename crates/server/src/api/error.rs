@@ -7,8 +7,8 @@ use berth_protocol::{ErrorBody, ErrorCode};
 use berth_runtime::GuestError;
 use http::StatusCode;
 
+use crate::error::LinkRefusal;
 use crate::error::{error_chain, OpError};
-use crate::ops::port_links::LinkRefusal;
 use crate::secrets::SecretError;
 
 /// Everything a handler can fail with.

@@ -5,7 +5,7 @@ use berth_protocol::TenantId;
 use berth_store::{BoxRecord, NewLinkSession, NewPortLink, PortLink};
 
 use crate::ctx::Ctx;
-use crate::error::OpError;
+use crate::error::{LinkRefusal, OpError};
 use crate::ops::box_find::find_box;
 
 /// A link lives from 10 seconds (a link opened at once) to 30 days.
@@ -72,21 +72,6 @@ pub fn revoke(
         });
     }
     Ok(ctx.store.revoke_port_link(tenant, &record.id, link_id)?)
-}
-
-/// Why a link or its cookie opens nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum LinkRefusal {
-    #[error("no such share link (check the URL, or ask for a new link)")]
-    Unknown,
-    #[error("this share link has expired; ask for a new one")]
-    Expired,
-    #[error("this share link was revoked")]
-    Revoked,
-    #[error("this share link is for another box or port")]
-    Elsewhere,
-    #[error("the session this share link opened has ended; open the link again")]
-    SessionEnded,
 }
 
 /// The box a link's holder asks for: found in the link's tenant, and only when it is the
