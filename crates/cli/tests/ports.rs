@@ -125,9 +125,24 @@ fn berth_port_url_link_links_unlink_on_a_sandbox_box() {
         "--",
         "sh",
         "-c",
-        "mkdir -p ~/www && echo 'hi from web' > ~/www/index.html && \
-         setsid python3 -m http.server 8000 -b 127.0.0.1 -d /home/user/www >/dev/null 2>&1 </dev/null &",
+        "mkdir -p ~/www && echo 'hi from web' > ~/www/index.html",
     ]);
+    // A background process: it outlives the berth that started it.
+    let id = daemon.berth_ok(&[
+        "exec",
+        "--background",
+        "web",
+        "--",
+        "python3",
+        "-m",
+        "http.server",
+        "8000",
+        "-b",
+        "127.0.0.1",
+        "-d",
+        "/home/user/www",
+    ]);
+    assert!(id.trim().starts_with("pr_"), "{id}");
 
     let urls = daemon.berth_ok(&["port", "url", "web", "8000"]);
     let lines: Vec<&str> = urls.lines().collect();
@@ -197,8 +212,20 @@ fn berth_port_reaches_busybox_httpd_in_a_qemu_box() {
         "--",
         "sh",
         "-c",
-        "mkdir -p /home/user/www && echo 'hi from the vm' > /home/user/www/index.html && \
-         setsid busybox httpd -f -p 127.0.0.1:8000 -h /home/user/www >/dev/null 2>&1 </dev/null &",
+        "mkdir -p /home/user/www && echo 'hi from the vm' > /home/user/www/index.html",
+    ]);
+    daemon.berth_ok(&[
+        "exec",
+        "--background",
+        "vm1",
+        "--",
+        "busybox",
+        "httpd",
+        "-f",
+        "-p",
+        "127.0.0.1:8000",
+        "-h",
+        "/home/user/www",
     ]);
     let url = daemon.berth_ok(&["port", "url", "vm1", "8000"]);
     assert_eq!(url.lines().count(), 1, "no base_domain: one URL\n{url}");

@@ -74,15 +74,43 @@ async fn put_file(server: &TestServer, name: &str, path: &str, bytes: &[u8]) {
     assert_eq!(status, StatusCode::NO_CONTENT, "{body:?}");
 }
 
-/// Starts both servers in their own sessions, so that they outlive the exec.
+/// Starts both servers as background processes: they outlive the call that started them.
 async fn start_servers(server: &TestServer, name: &str) {
-    let script = format!(
-        "mkdir -p ~/www && echo 'hello from the box' > ~/www/hi.txt && \
-         setsid python3 -m http.server {FILES_PORT} -b 127.0.0.1 -d /home/user/www >/dev/null 2>&1 < /dev/null & \
-         setsid python3 /home/user/port_app.py {APP_PORT} >/tmp/app.log 2>&1 < /dev/null &"
-    );
-    let out = exec(server, name, &["sh", "-c", &script]).await;
+    let out = exec(
+        server,
+        name,
+        &[
+            "sh",
+            "-c",
+            "mkdir -p ~/www && echo 'hello from the box' > ~/www/hi.txt",
+        ],
+    )
+    .await;
     assert_eq!(out["exit_code"], 0, "{out}");
+    let files_port = FILES_PORT.to_string();
+    let app_port = APP_PORT.to_string();
+    for cmd in [
+        vec![
+            "python3",
+            "-m",
+            "http.server",
+            &files_port,
+            "-b",
+            "127.0.0.1",
+            "-d",
+            "/home/user/www",
+        ],
+        vec!["python3", "/home/user/port_app.py", &app_port],
+    ] {
+        let (status, started) = server
+            .call(
+                Method::POST,
+                &format!("/v1/boxes/{name}/exec"),
+                Some(serde_json::json!({"cmd": cmd, "background": true})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{started}");
+    }
 }
 
 /// One request on a fresh connection, with exactly these headers (the harness's adds a
