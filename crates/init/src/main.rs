@@ -14,6 +14,7 @@
 //! agent in a temporary directory, not as PID 1 (with `127.0.0.1:0` for the egress
 //! listeners).
 
+mod archive;
 mod boot;
 mod box_cgroup;
 mod box_env;
@@ -36,6 +37,7 @@ mod user_filter;
 mod vm;
 mod volume;
 mod vsock;
+mod watch;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
