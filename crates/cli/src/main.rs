@@ -6,6 +6,7 @@
 mod client;
 mod cmd_box;
 mod cmd_cp;
+mod cmd_cp_dir;
 mod cmd_egress;
 mod cmd_exec;
 mod cmd_image;
@@ -59,7 +60,8 @@ pub enum Command {
     Box(cmd_box::BoxCommand),
     /// Run a command in a box, streaming its output; exits with its status.
     Exec(cmd_exec::ExecArgs),
-    /// Copy a file into a box (LOCAL NAME:PATH) or out of one (NAME:PATH LOCAL).
+    /// Copy a file, or with -r a directory, into a box (LOCAL NAME:PATH) or out of one
+    /// (NAME:PATH LOCAL).
     Cp(cmd_cp::CpArgs),
     /// Send a message to a box's agent (waking the box) and print the answer as it streams.
     Send(cmd_send::SendArgs),

@@ -82,6 +82,17 @@ impl FileDownload {
         })
     }
 
+    /// A stream with no length and no limit of its own (a tar of a whole tree, which the
+    /// box's volume bounds): still read a chunk at a time, never held whole.
+    pub(super) fn unbounded(response: http::Response<Incoming>) -> Self {
+        FileDownload {
+            len: None,
+            limit: u64::MAX,
+            received: 0,
+            body: response.into_body(),
+        }
+    }
+
     /// The file's size when the agent opened it, if it said.
     pub fn len(&self) -> Option<u64> {
         self.len
@@ -122,17 +133,23 @@ impl FileUpload {
     {
         let limit = usize::try_from(MAX_FILE_BYTES).unwrap_or(usize::MAX);
         let body = UnsyncBoxBody::new(Limited::new(body, limit));
-        let request = self
-            .request
-            .body(body)
-            .expect("a request built from a valid method and path");
-        let response = self
-            .sender
-            .send_request(request)
+        send_upload(&mut self.sender, self.request, body)
             .await
-            .map_err(upload_error)?;
-        super::check_status(response).await.map(drop)
+            .map(drop)
     }
+}
+
+/// Sends an upload's request and checks the answer's status.
+pub(super) async fn send_upload(
+    sender: &mut SendRequest<RequestBody>,
+    request: http::request::Builder,
+    body: RequestBody,
+) -> Result<http::Response<Incoming>, GuestError> {
+    let request = request
+        .body(body)
+        .expect("a request built from a valid method and path");
+    let response = sender.send_request(request).await.map_err(upload_error)?;
+    super::check_status(response).await
 }
 
 /// A failed upload: the source body's own failure (over the limit, or broken) is told apart

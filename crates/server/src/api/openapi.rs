@@ -5,7 +5,10 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{boxes, egress, events, exec, files, messages, runtimes, secrets, templates, tenants};
+use super::{
+    boxes, egress, events, exec, files, files_archive, files_watch, messages, runtimes, secrets,
+    templates, tenants,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -28,6 +31,9 @@ use super::{boxes, egress, events, exec, files, messages, runtimes, secrets, tem
         files::stat,
         files::mkdir,
         files::remove,
+        files_archive::read,
+        files_archive::write,
+        files_watch::watch,
         messages::post,
         messages::list,
         events::events,
@@ -101,6 +107,8 @@ mod tests {
             ("/v1/boxes/{box_ref}", &["get", "delete"]),
             ("/v1/boxes/{box_ref}/exec", &["post"]),
             ("/v1/boxes/{box_ref}/files", &["get", "put", "delete"]),
+            ("/v1/boxes/{box_ref}/files/archive", &["get", "put"]),
+            ("/v1/boxes/{box_ref}/files/watch", &["get"]),
             ("/v1/boxes/{box_ref}/messages", &["post", "get"]),
             ("/v1/boxes/{box_ref}/events", &["get"]),
             ("/v1/templates/reload", &["post"]),

@@ -1,0 +1,332 @@
+//! `berth cp -r`: a directory into or out of a box, as one tar stream each way.
+//!
+//! Both directions stream: the tar is built (or extracted) on a blocking thread that
+//! meets the HTTP body through a channel of a few chunks, so memory stays small whatever
+//! the tree's size. Progress (bytes so far) goes to stderr every half second when stderr
+//! is a terminal; a summary line ends every copy.
+
+use std::io::{self, IsTerminal as _, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use berth_protocol::files::ArchiveWritten;
+use bytes::Bytes;
+use http::Method;
+use http_body_util::BodyExt as _;
+use hyper::body::Frame;
+use tokio::sync::mpsc;
+
+use crate::client::{query_value, Client};
+use crate::cmd_box::box_path;
+
+const CHUNK_BYTES: usize = 256 * 1024;
+const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+
+/// Bytes moved so far, shown on stderr while a copy runs.
+struct Progress {
+    bytes: Arc<AtomicU64>,
+    started: Instant,
+    ticker: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Progress {
+    fn start(what: String) -> Progress {
+        let bytes = Arc::new(AtomicU64::new(0));
+        let ticker = io::stderr().is_terminal().then(|| {
+            let bytes = bytes.clone();
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(PROGRESS_EVERY);
+                every.tick().await;
+                loop {
+                    every.tick().await;
+                    let so_far = bytes.load(Ordering::Relaxed);
+                    eprint!("\r\x1b[K{what}: {}", human(so_far));
+                }
+            })
+        });
+        Progress {
+            bytes,
+            started: Instant::now(),
+            ticker,
+        }
+    }
+
+    fn finish(self, summary: &str) {
+        if let Some(ticker) = self.ticker {
+            ticker.abort();
+            eprint!("\r\x1b[K");
+        }
+        let secs = self.started.elapsed().as_secs_f64();
+        eprintln!("{summary} in {secs:.1} s");
+    }
+}
+
+fn human(bytes: u64) -> String {
+    const MIB: f64 = 1024.0 * 1024.0;
+    if bytes as f64 >= MIB {
+        format!("{:.1} MiB", bytes as f64 / MIB)
+    } else {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    }
+}
+
+/// Uploads the directory `local` as a tar, extracted into `path` in box `name`.
+pub async fn upload(
+    client: &Client,
+    local: &Path,
+    name: &str,
+    path: &str,
+    user: &str,
+) -> anyhow::Result<()> {
+    let meta =
+        std::fs::metadata(local).with_context(|| format!("cannot open {}", local.display()))?;
+    if !meta.is_dir() {
+        bail!(
+            "{} is not a directory (without -r, berth cp copies one file)",
+            local.display()
+        );
+    }
+    let progress = Progress::start(format!("{} -> {name}:{path}", local.display()));
+    let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(4);
+    let counted = progress.bytes.clone();
+    let root = local.to_path_buf();
+    let packer = tokio::task::spawn_blocking(move || {
+        let mut out = ChannelWriter {
+            tx: tx.clone(),
+            buf: Vec::with_capacity(CHUNK_BYTES),
+            counted,
+        };
+        let packed = pack(&root, &mut out).and_then(|()| out.send());
+        if let Err(err) = &packed {
+            let _ = tx.blocking_send(Err(io::Error::new(err.kind(), err.to_string())));
+        }
+        packed
+    });
+    let body = ChannelBody { rx }.boxed();
+    let query = format!("?path={}&user={user}", query_value(path));
+    let sent = client
+        .send(
+            Method::PUT,
+            &format!("{}{query}", box_path(name, "/files/archive")),
+            "application/json",
+            Some("application/x-tar"),
+            None,
+            body,
+        )
+        .await;
+    // A local failure (an unreadable file) is the cause; the daemon's answer to the cut
+    // body only repeats it.
+    if let Ok(Err(err)) = packer.await {
+        return Err(err).with_context(|| format!("cannot read {}", local.display()));
+    }
+    let response = sent?;
+    let answer = response
+        .into_body()
+        .collect()
+        .await
+        .context("reading the daemon's answer")?
+        .to_bytes();
+    let written: ArchiveWritten =
+        serde_json::from_slice(&answer).context("decoding the daemon's answer")?;
+    progress.finish(&format!(
+        "copied {} files, {} dirs, {} links, {} to {name}:{path}",
+        written.files,
+        written.dirs,
+        written.links,
+        human(written.bytes)
+    ));
+    Ok(())
+}
+
+/// The local tree as a tar: names relative to it (`./…`), symlinks stored as links.
+fn pack(root: &Path, out: &mut ChannelWriter) -> io::Result<()> {
+    let mut builder = tar::Builder::new(out);
+    builder.follow_symlinks(false);
+    builder.append_dir_all(".", root)?;
+    builder.into_inner()?.flush()
+}
+
+/// Downloads the tar of `path` in box `name` and extracts it into `local` (made if
+/// missing). The box is not trusted: entries that would land outside `local` are refused
+/// by the extraction (`tar`'s `unpack_in`), and setuid/setgid bits are dropped.
+pub async fn download(
+    client: &Client,
+    name: &str,
+    path: &str,
+    local: &Path,
+    user: &str,
+) -> anyhow::Result<()> {
+    let query = format!("?path={}&user={user}", query_value(path));
+    let response = client
+        .send(
+            Method::GET,
+            &format!("{}{query}", box_path(name, "/files/archive")),
+            "application/x-tar",
+            None,
+            None,
+            crate::client::empty(),
+        )
+        .await?;
+    std::fs::create_dir_all(local).with_context(|| format!("cannot create {}", local.display()))?;
+    let progress = Progress::start(format!("{name}:{path} -> {}", local.display()));
+    let (tx, rx) = mpsc::channel::<Bytes>(4);
+    let dest = local.to_path_buf();
+    let unpacker = tokio::task::spawn_blocking(move || {
+        unpack(
+            &dest,
+            ChannelReader {
+                rx,
+                current: Bytes::new(),
+            },
+        )
+    });
+    let mut body = response.into_body();
+    let mut fed: anyhow::Result<()> = Ok(());
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(frame) => {
+                if let Ok(data) = frame.into_data() {
+                    progress
+                        .bytes
+                        .fetch_add(data.len() as u64, Ordering::Relaxed);
+                    if tx.send(data).await.is_err() {
+                        break;
+                    }
+                }
+            }
+            Err(err) => {
+                fed = Err(err).context("the box's archive stream broke off");
+                break;
+            }
+        }
+    }
+    drop(tx);
+    let unpacked = unpacker.await.context("the extraction stopped")?;
+    fed?;
+    let (files, bytes) =
+        unpacked.with_context(|| format!("extracting into {}", local.display()))?;
+    progress.finish(&format!(
+        "copied {files} entries, {} from {name}:{path}",
+        human(bytes)
+    ));
+    Ok(())
+}
+
+fn unpack(dest: &Path, input: ChannelReader) -> io::Result<(u64, u64)> {
+    let mut archive = tar::Archive::new(input);
+    archive.set_preserve_permissions(false);
+    archive.set_preserve_mtime(true);
+    archive.set_overwrite(true);
+    let (mut entries, mut bytes) = (0, 0);
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        let size = entry.size();
+        let name = entry.path()?.into_owned();
+        if !entry.unpack_in(dest)? {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the box sent an entry outside the target: {}",
+                    name.display()
+                ),
+            ));
+        }
+        entries += 1;
+        bytes += size;
+    }
+    Ok((entries, bytes))
+}
+
+/// The local directory a download lands in: `local` itself, or `local/<name of the box
+/// directory>` when `local` is an existing directory or ends in '/'.
+pub fn download_target(local: &Path, box_path: &str) -> PathBuf {
+    let into = local.is_dir() || local.as_os_str().to_string_lossy().ends_with('/');
+    let base = box_path
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or("");
+    if into && !base.is_empty() {
+        local.join(base)
+    } else {
+        local.to_path_buf()
+    }
+}
+
+struct ChannelWriter {
+    tx: mpsc::Sender<io::Result<Bytes>>,
+    buf: Vec<u8>,
+    counted: Arc<AtomicU64>,
+}
+
+impl ChannelWriter {
+    fn send(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_BYTES));
+        self.counted
+            .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        self.tx
+            .blocking_send(Ok(Bytes::from(chunk)))
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the upload stopped"))
+    }
+}
+
+impl Write for ChannelWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let n = data.len().min(CHUNK_BYTES - self.buf.len());
+        self.buf.extend_from_slice(&data[..n]);
+        if self.buf.len() == CHUNK_BYTES {
+            self.send()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.send()
+    }
+}
+
+/// The download's chunks as a `Read`; a stream that broke off ends the channel without
+/// the tar's end, which the tar reader reports.
+struct ChannelReader {
+    rx: mpsc::Receiver<Bytes>,
+    current: Bytes,
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.current.is_empty() {
+            match self.rx.blocking_recv() {
+                Some(data) => self.current = data,
+                None => return Ok(0),
+            }
+        }
+        let n = out.len().min(self.current.len());
+        out[..n].copy_from_slice(&self.current.split_to(n));
+        Ok(n)
+    }
+}
+
+/// The tar as a request body, chunk by chunk as the packer makes them.
+struct ChannelBody {
+    rx: mpsc::Receiver<io::Result<Bytes>>,
+}
+
+impl hyper::body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<io::Result<Frame<Bytes>>>> {
+        self.rx
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|r| r.map(Frame::data)))
+    }
+}
