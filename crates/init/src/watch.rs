@@ -113,7 +113,15 @@ impl Queue {
         }
     }
 
-    fn keepalive(&mut self) -> Result<(), Closed> {
+    /// On a quiet turn: the overflow still owed (the burst that filled the queue may be
+    /// over, with no event left to carry it), or a keepalive.
+    fn idle(&mut self) -> Result<(), Closed> {
+        if self.owes_overflow {
+            if self.try_send(line(&WatchEvent::Overflow))? {
+                self.owes_overflow = false;
+            }
+            return Ok(());
+        }
         if self.last_sent.elapsed() >= KEEPALIVE {
             // A full queue is traffic enough.
             self.try_send(Bytes::from_static(b"\n"))?;
@@ -185,7 +193,7 @@ impl Watcher {
         // SAFETY: one valid pollfd, for the length given.
         let ready = unsafe { libc::poll(&mut pfd, 1, POLL_MS) };
         if ready <= 0 {
-            return queue.keepalive();
+            return queue.idle();
         }
         let events = match self.inotify.read_events() {
             Ok(events) => events,
@@ -210,7 +218,7 @@ impl Watcher {
         for event in &out {
             queue.push(event)?;
         }
-        queue.keepalive()
+        queue.idle()
     }
 
     /// Adds what `event` means to `out`; `false` once the root itself is gone.

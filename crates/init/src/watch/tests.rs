@@ -114,6 +114,16 @@ fn a_full_queue_drops_events_and_then_says_overflow() {
         lines.push(serde_json::from_slice::<WatchEvent>(&line).unwrap());
     }
     assert_eq!(lines.len(), 4);
+    // Room again with nothing new: the owed overflow goes on the next quiet turn.
+    assert!(queue.idle().is_ok());
+    let next: Vec<WatchEvent> = std::iter::from_fn(|| rx.try_recv().ok())
+        .map(|l| serde_json::from_slice(&l).unwrap())
+        .collect();
+    assert_eq!(next, [WatchEvent::Overflow]);
+    for i in 0..10 {
+        queue.push(&create(&format!("g{i}"), false)).ok().unwrap();
+    }
+    while rx.try_recv().is_ok() {}
     // Room again: the overflow goes first, then what comes next.
     queue.push(&create("after", false)).ok().unwrap();
     let next: Vec<WatchEvent> = std::iter::from_fn(|| rx.try_recv().ok())
