@@ -206,38 +206,25 @@ pub async fn download(
     drop(tx);
     let unpacked = unpacker.await.context("the extraction stopped")?;
     fed?;
-    let (files, bytes) =
-        unpacked.with_context(|| format!("extracting into {}", local.display()))?;
+    unpacked.with_context(|| format!("extracting into {}", local.display()))?;
+    let bytes = progress.bytes.load(Ordering::Relaxed);
     progress.finish(&format!(
-        "copied {files} entries, {} from {name}:{path}",
-        human(bytes)
+        "copied {name}:{path} ({} of tar) to {}",
+        human(bytes),
+        local.display()
     ));
     Ok(())
 }
 
-fn unpack(dest: &Path, input: ChannelReader) -> io::Result<(u64, u64)> {
+/// Extracts the tar into `dest` with `tar`'s own checks (an entry that would land outside
+/// `dest`, directly or through a symlink, is an error); directories get their modes last,
+/// so a read-only one still receives its contents.
+fn unpack(dest: &Path, input: ChannelReader) -> io::Result<()> {
     let mut archive = tar::Archive::new(input);
     archive.set_preserve_permissions(false);
     archive.set_preserve_mtime(true);
     archive.set_overwrite(true);
-    let (mut entries, mut bytes) = (0, 0);
-    for entry in archive.entries()? {
-        let mut entry = entry?;
-        let size = entry.size();
-        let name = entry.path()?.into_owned();
-        if !entry.unpack_in(dest)? {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "the box sent an entry outside the target: {}",
-                    name.display()
-                ),
-            ));
-        }
-        entries += 1;
-        bytes += size;
-    }
-    Ok((entries, bytes))
+    archive.unpack(dest)
 }
 
 /// The local directory a download lands in: `local` itself, or `local/<name of the box
