@@ -268,16 +268,7 @@ const READ_CAP: u64 = 512 * MIB;
 
 impl Api {
     fn of(daemon: &Daemon) -> Api {
-        let url = fs::read_to_string(daemon.dir().join("berth.url")).unwrap();
-        let addr = url
-            .trim()
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .to_owned();
-        let key = fs::read_to_string(daemon.dir().join("admin.key"))
-            .unwrap()
-            .trim()
-            .to_owned();
+        let (addr, key) = daemon.api_endpoint();
         Api { addr, key }
     }
 
