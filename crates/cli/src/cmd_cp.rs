@@ -456,6 +456,29 @@ mod tests {
         assert!(direction("-", "alice:x", false).is_err());
     }
 
+    #[test]
+    fn recursive_copies_name_their_destination_like_cp_r() {
+        let dir = tempfile::tempdir().unwrap();
+        let proj = dir.path().join("proj");
+        std::fs::create_dir(&proj).unwrap();
+        // A box path ending in '/' (or empty) takes the local directory's name.
+        let up = direction(proj.to_str().unwrap(), "alice:", true).unwrap();
+        assert!(matches!(up, Direction::Upload { ref path, .. } if path == "/home/user/proj"));
+        let up = direction(proj.to_str().unwrap(), "alice:work/p2", true).unwrap();
+        assert!(matches!(up, Direction::Upload { ref path, .. } if path == "/home/user/work/p2"));
+        // An existing local directory takes the box directory's name inside it; a new path
+        // is the copy itself.
+        let down = direction("alice:data/", dir.path().to_str().unwrap(), true).unwrap();
+        assert!(
+            matches!(down, Direction::Download { ref path, ref local, .. }
+                if path == "/home/user/data" && *local == dir.path().join("data"))
+        );
+        let fresh = dir.path().join("fresh");
+        let down = direction("alice:data", fresh.to_str().unwrap(), true).unwrap();
+        assert!(matches!(down, Direction::Download { ref local, .. } if *local == fresh));
+        assert!(direction("alice:data", "-", true).is_err());
+    }
+
     #[tokio::test]
     async fn file_body_streams_the_whole_file_in_chunks() {
         let dir = tempfile::tempdir().unwrap();
