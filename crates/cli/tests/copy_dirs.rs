@@ -2,7 +2,8 @@
 //! it): a tree of 10,000 files with relative symlinks and varied modes goes into a box and
 //! back out identical (path, type, mode, size, sha256 or link target), and the box itself
 //! holds exactly that tree; and a watch over the daemon's API sees the files an exec
-//! creates, changes and deletes.
+//! creates, changes and deletes; tars that reach outside their target are refused and
+//! nothing lands outside.
 //!
 //! Needs root, runc and berth-init (and for qemu, QEMU and the test images); otherwise
 //! skips (`berth_testkit::skip`).
@@ -251,6 +252,61 @@ impl Watch {
     }
 }
 
+/// `PUT …/files/archive` of `body` into `path` of box `name`: the status and the answer.
+fn put_tar(daemon: &Daemon, name: &str, path: &str, body: &[u8]) -> (u16, String) {
+    let (addr, key) = daemon.api_endpoint();
+    let mut stream = TcpStream::connect(&addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(300)))
+        .unwrap();
+    write!(
+        stream,
+        "PUT /v1/boxes/{name}/files/archive?path={path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/x-tar\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    stream.write_all(body).unwrap();
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut stream, &mut answer).unwrap();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    (status, body)
+}
+
+/// Tars that reach outside their target are refused, naming the entry, and nothing lands
+/// outside (the box's own `ls` says so).
+fn attacks_are_refused(daemon: &Daemon, name: &str) {
+    daemon.berth_ok(&[
+        "exec",
+        name,
+        "--",
+        "sh",
+        "-c",
+        "mkdir -p ~/outside ~/target && echo s > ~/outside/secret && ln -s ~/outside ~/target/planted",
+    ]);
+    for (entry, body) in berth_testkit::raw_tar::attacks("/home/user/outside") {
+        let (status, answer) = put_tar(daemon, name, "/home/user/target", &body);
+        assert_eq!(status, 400, "{entry}: {answer}");
+        assert!(
+            answer.contains("invalid_request") && answer.contains(&entry),
+            "{entry}: {answer}"
+        );
+    }
+    let after = daemon.berth_ok(&[
+        "exec",
+        name,
+        "--",
+        "sh",
+        "-c",
+        "ls -A ~/outside; ls -A ~/target; test ! -e /etc/x && echo no-etc-x; stat -c %h ~/outside/secret",
+    ]);
+    assert_eq!(after, "secret\nplanted\nno-etc-x\n1\n");
+}
+
 /// A watch sees what an exec does in the box.
 fn watch_sees_an_exec(daemon: &Daemon, name: &str, within: Duration) {
     daemon.berth_ok(&["exec", name, "--", "mkdir", "-p", "/home/user/watched"]);
@@ -283,6 +339,7 @@ fn end_to_end_cp_r_round_trip_on_a_sandbox_box() {
     daemon.berth_ok(&["box", "create", "dirs"]);
     round_trip(&daemon, "dirs");
     watch_sees_an_exec(&daemon, "dirs", Duration::from_secs(30));
+    attacks_are_refused(&daemon, "dirs");
     daemon.berth_ok(&["box", "rm", "dirs"]);
 }
 
@@ -308,6 +365,7 @@ fn end_to_end_cp_r_round_trip_on_a_qemu_box() {
     round_trip(&daemon, "vmdirs");
     // An emulated (TCG) guest is many times slower than a sandbox.
     watch_sees_an_exec(&daemon, "vmdirs", Duration::from_secs(180));
+    attacks_are_refused(&daemon, "vmdirs");
     daemon.berth_ok(&["box", "rm", "vmdirs"]);
     assert!(
         vm_processes(daemon.dir()).is_empty(),

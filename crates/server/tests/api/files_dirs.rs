@@ -12,36 +12,12 @@ use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 
 use crate::end_to_end::{exec, with_sandbox};
+use berth_testkit::raw_tar::{archive, entry};
+
 use crate::harness::{error_code, TestServer};
 
-/// One tar entry with exactly these name and link bytes (ustar layout, written by hand:
-/// tar libraries refuse to write the names under test).
-fn entry(kind: u8, name: &str, link: &str, data: &[u8]) -> Vec<u8> {
-    let mut h = [0u8; 512];
-    h[..name.len()].copy_from_slice(name.as_bytes());
-    let mode: &[u8] = if kind == b'5' { b"0000755" } else { b"0000644" };
-    h[100..107].copy_from_slice(mode);
-    h[108..115].copy_from_slice(b"0001751");
-    h[116..123].copy_from_slice(b"0001751");
-    h[124..135].copy_from_slice(format!("{:011o}", data.len()).as_bytes());
-    h[136..147].copy_from_slice(b"14500000000");
-    h[156] = kind;
-    h[157..157 + link.len()].copy_from_slice(link.as_bytes());
-    h[257..263].copy_from_slice(b"ustar\0");
-    h[263..265].copy_from_slice(b"00");
-    h[148..156].copy_from_slice(b"        ");
-    let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
-    h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
-    let mut out = h.to_vec();
-    out.extend_from_slice(data);
-    out.resize(out.len().next_multiple_of(512), 0);
-    out
-}
-
 fn tar(entries: &[Vec<u8>]) -> Bytes {
-    let mut out = entries.concat();
-    out.extend_from_slice(&[0; 1024]);
-    Bytes::from(out)
+    Bytes::from(archive(entries))
 }
 
 async fn put_tar(server: &TestServer, name: &str, path: &str, body: Bytes) -> (StatusCode, Value) {
@@ -81,32 +57,10 @@ async fn end_to_end_tars_that_reach_outside_their_target_are_refused() {
     .await;
     assert_eq!(out["exit_code"], 0, "{out}");
 
-    let attacks = [
-        (
-            "../outside/x",
-            tar(&[entry(b'0', "../outside/x", "", b"evil")]),
-        ),
-        (
-            "/home/user/outside/abs",
-            tar(&[entry(b'0', "/home/user/outside/abs", "", b"evil")]),
-        ),
-        ("/etc/x", tar(&[entry(b'0', "/etc/x", "", b"evil")])),
-        (
-            "evil",
-            tar(&[
-                entry(b'2', "evil", "../outside", b""),
-                entry(b'0', "evil/x", "", b"evil"),
-            ]),
-        ),
-        (
-            "abs-link",
-            tar(&[entry(b'2', "abs-link", "/home/user/outside", b"")]),
-        ),
-        ("h", tar(&[entry(b'1', "h", "../outside/secret", b"")])),
-        ("planted/x", tar(&[entry(b'0', "planted/x", "", b"evil")])),
-    ];
+    let attacks = berth_testkit::raw_tar::attacks("/home/user/outside");
     for (name, body) in attacks {
-        let (status, answer) = put_tar(&server, "arc", "/home/user/target", body).await;
+        let name = name.as_str();
+        let (status, answer) = put_tar(&server, "arc", "/home/user/target", body.into()).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{name}: {answer}");
         assert_eq!(error_code(&answer), "invalid_request", "{name}: {answer}");
         let message = answer["error"]["message"].as_str().unwrap();
