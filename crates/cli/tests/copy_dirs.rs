@@ -252,6 +252,11 @@ impl Watch {
     }
 }
 
+/// Runs a shell script in box `name` as the box user; its stdout.
+fn sh(daemon: &Daemon, name: &str, script: &str) -> String {
+    daemon.berth_ok(&["exec", name, "--", "sh", "-c", script])
+}
+
 /// `PUT …/files/archive` of `body` into `path` of box `name`: the status and the answer.
 fn put_tar(daemon: &Daemon, name: &str, path: &str, body: &[u8]) -> (u16, String) {
     let (addr, key) = daemon.api_endpoint();
@@ -280,14 +285,7 @@ fn put_tar(daemon: &Daemon, name: &str, path: &str, body: &[u8]) -> (u16, String
 /// Tars that reach outside their target are refused, naming the entry, and nothing lands
 /// outside (the box's own `ls` says so).
 fn attacks_are_refused(daemon: &Daemon, name: &str) {
-    daemon.berth_ok(&[
-        "exec",
-        name,
-        "--",
-        "sh",
-        "-c",
-        "mkdir -p ~/outside ~/target && echo s > ~/outside/secret && ln -s ~/outside ~/target/planted",
-    ]);
+    sh(daemon, name, "mkdir -p ~/outside ~/target && echo s > ~/outside/secret && ln -s ~/outside ~/target/planted");
     for (entry, body) in berth_testkit::raw_tar::attacks("/home/user/outside") {
         let (status, answer) = put_tar(daemon, name, "/home/user/target", &body);
         assert_eq!(status, 400, "{entry}: {answer}");
@@ -296,14 +294,7 @@ fn attacks_are_refused(daemon: &Daemon, name: &str) {
             "{entry}: {answer}"
         );
     }
-    let after = daemon.berth_ok(&[
-        "exec",
-        name,
-        "--",
-        "sh",
-        "-c",
-        "ls -A ~/outside; ls -A ~/target; test ! -e /etc/x && echo no-etc-x; stat -c %h ~/outside/secret",
-    ]);
+    let after = sh(daemon, name, "ls -A ~/outside; ls -A ~/target; test ! -e /etc/x && echo no-etc-x; stat -c %h ~/outside/secret");
     assert_eq!(after, "secret\nplanted\nno-etc-x\n1\n");
 }
 
@@ -311,14 +302,11 @@ fn attacks_are_refused(daemon: &Daemon, name: &str) {
 fn watch_sees_an_exec(daemon: &Daemon, name: &str, within: Duration) {
     daemon.berth_ok(&["exec", name, "--", "mkdir", "-p", "/home/user/watched"]);
     let mut watch = Watch::open(daemon, name, "/home/user/watched");
-    daemon.berth_ok(&[
-        "exec",
+    sh(
+        daemon,
         name,
-        "--",
-        "sh",
-        "-c",
         "cd ~/watched && echo a > f && echo b >> f && rm f",
-    ]);
+    );
     let deadline = Instant::now() + within;
     for want in [
         serde_json::json!({"type":"create","path":"f","dir":false}),
