@@ -16,6 +16,25 @@ use berth_testkit::raw_tar::{archive, entry};
 
 use crate::harness::{error_code, TestServer};
 
+async fn create_box(server: &TestServer, body: Value) {
+    let (status, answer) = server.call(Method::POST, "/v1/boxes", Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{answer}");
+}
+
+/// Polls box `name` until it is stopped; `deadline` passed fails with `why`.
+async fn wait_stopped(server: &TestServer, name: &str, deadline: Instant, why: &str) {
+    loop {
+        let (_, view) = server
+            .call(Method::GET, &format!("/v1/boxes/{name}"), None)
+            .await;
+        if view["state"] == "stopped" {
+            return;
+        }
+        assert!(Instant::now() < deadline, "still {} {why}", view["state"]);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 fn tar(entries: &[Vec<u8>]) -> Bytes {
     Bytes::from(archive(entries))
 }
@@ -41,10 +60,7 @@ async fn end_to_end_tars_that_reach_outside_their_target_are_refused() {
     let Some(mut server) = with_sandbox().await else {
         return;
     };
-    let (status, _) = server
-        .call(Method::POST, "/v1/boxes", Some(json!({"name":"arc"})))
-        .await;
-    assert_eq!(status, StatusCode::CREATED);
+    create_box(&server, json!({"name":"arc"})).await;
     let out = exec(
         &server,
         "arc",
@@ -163,7 +179,7 @@ fn tar_names(tar: &[u8]) -> Vec<String> {
     names
 }
 
-/// A streamed NDJSON answer, read a line at a time. The socket's receive buffer is kept
+/// A streamed answer (NDJSON, read a line at a time, or any other). The socket's receive buffer is kept
 /// small, so a reader that stops reading soon pushes back on the daemon.
 struct Lines {
     body: Incoming,
@@ -172,6 +188,10 @@ struct Lines {
 
 impl Lines {
     async fn open(server: &TestServer, path: &str) -> Lines {
+        Lines::open_as(server, path, "application/x-ndjson").await
+    }
+
+    async fn open_as(server: &TestServer, path: &str, content_type: &str) -> Lines {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.set_recv_buffer_size(4096).unwrap();
         let stream = socket.connect(server.addr).await.unwrap();
@@ -187,7 +207,7 @@ impl Lines {
             .unwrap();
         let response = sender.send_request(request).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
-        assert_eq!(response.headers()["content-type"], "application/x-ndjson");
+        assert_eq!(response.headers()["content-type"], content_type);
         Lines {
             body: response.into_body(),
             buf: Vec::new(),
@@ -235,10 +255,7 @@ async fn end_to_end_a_watch_sees_what_an_exec_does_and_a_slow_reader_gets_overfl
     let Some(mut server) = with_sandbox().await else {
         return;
     };
-    let (status, _) = server
-        .call(Method::POST, "/v1/boxes", Some(json!({"name":"w"})))
-        .await;
-    assert_eq!(status, StatusCode::CREATED);
+    create_box(&server, json!({"name":"w"})).await;
     let out = exec(&server, "w", &["mkdir", "-p", "/home/user/w/sub"]).await;
     assert_eq!(out["exit_code"], 0, "{out}");
 
@@ -293,5 +310,77 @@ async fn end_to_end_a_watch_sees_what_an_exec_does_and_a_slow_reader_gets_overfl
     eprintln!("{before} events before the overflow");
     assert!(before < 160_000, "{before} events before the overflow");
     drop(slow);
+    server.shut_down().await;
+}
+
+/// A watch is watching, not work: a box with only a watch open idles out and stops, and the
+/// watch ends with it.
+#[tokio::test]
+async fn end_to_end_a_watch_alone_does_not_keep_a_box_awake() {
+    let Some(mut server) = with_sandbox().await else {
+        return;
+    };
+    create_box(&server, json!({"name":"idle", "idle_timeout_s": 2})).await;
+    let out = exec(&server, "idle", &["mkdir", "-p", "/home/user/w"]).await;
+    assert_eq!(out["exit_code"], 0, "{out}");
+    let mut watch = Lines::open(&server, "/v1/boxes/idle/files/watch?path=/home/user/w").await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    wait_stopped(&server, "idle", deadline, "with a watch open").await;
+    // The box is gone, and so is the watch: its stream ends (cut or closed).
+    let left = deadline.saturating_duration_since(Instant::now());
+    let end = tokio::time::timeout(left, async {
+        loop {
+            match watch.body.frame().await {
+                None | Some(Err(_)) => return,
+                Some(Ok(_)) => continue,
+            }
+        }
+    })
+    .await;
+    assert!(end.is_ok(), "the watch outlived its box");
+    server.shut_down().await;
+}
+
+/// An archive read is work: while its tar is still streaming (the client reads slowly),
+/// the box does not idle out; once it is done, the box does.
+#[tokio::test]
+async fn end_to_end_an_archive_being_read_keeps_its_box_awake() {
+    let Some(mut server) = with_sandbox().await else {
+        return;
+    };
+    create_box(&server, json!({"name":"busy", "idle_timeout_s": 1})).await;
+    let out = exec(
+        &server,
+        "busy",
+        &[
+            "sh",
+            "-c",
+            "mkdir ~/big && head -c 134217728 /dev/zero > ~/big/zeros",
+        ],
+    )
+    .await;
+    assert_eq!(out["exit_code"], 0, "{out}");
+    // The client reads nothing for three idle timeouts: the tar waits in the sockets.
+    let mut tar = Lines::open_as(
+        &server,
+        "/v1/boxes/busy/files/archive?path=/home/user/big",
+        "application/x-tar",
+    )
+    .await;
+    let began = Instant::now();
+    while began.elapsed() < Duration::from_secs(3) {
+        let (_, view) = server.call(Method::GET, "/v1/boxes/busy", None).await;
+        assert_eq!(view["state"], "running", "after {:?}", began.elapsed());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut received = 0u64;
+    while let Some(frame) = tar.body.frame().await {
+        if let Ok(data) = frame.unwrap().into_data() {
+            received += data.len() as u64;
+        }
+    }
+    assert!(received > 128 * 1024 * 1024, "{received}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    wait_stopped(&server, "busy", deadline, "after the read").await;
     server.shut_down().await;
 }
