@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 
 use crate::client::{query_value, Client};
 use crate::cmd_box::box_path;
+use crate::tar_bounds::BoundedTar;
 
 const CHUNK_BYTES: usize = 256 * 1024;
 const PROGRESS_EVERY: Duration = Duration::from_millis(500);
@@ -217,10 +218,11 @@ pub async fn download(
 }
 
 /// Extracts the tar into `dest` with `tar`'s own checks (an entry that would land outside
-/// `dest`, directly or through a symlink, is an error); directories get their modes last,
-/// so a read-only one still receives its contents.
+/// `dest`, directly or through a symlink, is an error) and [`BoundedTar`]'s (no record
+/// the reader would hold whole is over its bound); directories get their modes last, so a
+/// read-only one still receives its contents.
 fn unpack(dest: &Path, input: ChannelReader) -> io::Result<()> {
-    let mut archive = tar::Archive::new(input);
+    let mut archive = tar::Archive::new(BoundedTar::new(input));
     archive.set_preserve_permissions(false);
     archive.set_preserve_mtime(true);
     archive.set_overwrite(true);

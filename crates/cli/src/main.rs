@@ -21,6 +21,7 @@ mod data_dir;
 mod events;
 mod sse;
 mod table;
+mod tar_bounds;
 mod target;
 
 use std::future::Future;
