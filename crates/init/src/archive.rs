@@ -1,8 +1,10 @@
 //! `files/archive`: whole directories as tar streams, both ways ([`pack`], [`unpack`]).
 //!
-//! Both run on a blocking thread under the caller's [`FsIdentity`] and meet the HTTP side
-//! through a channel of a few chunks, so memory stays constant whatever the tree's size,
-//! and each side goes only as fast as the other.
+//! Both run on a thread of their own under the caller's [`FsIdentity`] and meet the HTTP
+//! side through a channel of a few chunks, so memory stays constant whatever the tree's
+//! size, and each side goes only as fast as the other. Not on the runtime's blocking pool:
+//! it has four threads, and a transfer lasts as long as its slowest reader, which must not
+//! hold up every other file call.
 
 mod beneath;
 mod pack;
@@ -29,7 +31,7 @@ const CHUNK_BYTES: usize = 64 * 1024;
 pub async fn read(q: FileQuery) -> Result<mpsc::Receiver<io::Result<Bytes>>, ApiError> {
     let (opened_tx, opened_rx) = oneshot::channel();
     let (tx, rx) = mpsc::channel(4);
-    tokio::task::spawn_blocking(move || {
+    spawn("berth-tar-out", move || {
         let _identity = FsIdentity::enter(q.user);
         let root = match pack::open_root(&PathBuf::from(&q.path)) {
             Ok(root) => root,
@@ -45,14 +47,39 @@ pub async fn read(q: FileQuery) -> Result<mpsc::Receiver<io::Result<Bytes>>, Api
         if let Err(err) = pack::pack(root, &mut out).and_then(|()| out.send()) {
             let _ = tx.blocking_send(Err(err));
         }
-    });
+    })?;
     opened_rx.await.map_err(|_| ApiError::Worker)??;
     Ok(rx)
 }
 
-/// Extracts the tar whose chunks arrive on `chunks` into `q.path`, as the caller. Runs
-/// on a blocking thread.
-pub fn write(q: &FileQuery, chunks: mpsc::Receiver<Chunk>) -> Result<ArchiveWritten, ApiError> {
+/// Starts extracting the tar whose chunks arrive on `chunks` into `q.path`, as the caller;
+/// the returned channel answers when it is done.
+pub fn start_write(
+    q: FileQuery,
+    chunks: mpsc::Receiver<Chunk>,
+) -> Result<oneshot::Receiver<Result<ArchiveWritten, ApiError>>, ApiError> {
+    let (done_tx, done_rx) = oneshot::channel();
+    spawn("berth-tar-in", move || {
+        let _ = done_tx.send(write(&q, chunks));
+    })?;
+    Ok(done_rx)
+}
+
+fn spawn(name: &str, work: impl FnOnce() + Send + 'static) -> Result<(), ApiError> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(work)
+        .map(drop)
+        .map_err(|source| ApiError::Fs {
+            op: "start a thread for",
+            path: name.into(),
+            source,
+        })
+}
+
+/// Extracts the tar whose chunks arrive on `chunks` into `q.path`, as the caller, on this
+/// thread.
+fn write(q: &FileQuery, chunks: mpsc::Receiver<Chunk>) -> Result<ArchiveWritten, ApiError> {
     let _identity = FsIdentity::enter(q.user);
     let input = ChannelReader {
         rx: chunks,

@@ -228,13 +228,13 @@ async fn write(
     fed.and(written)
 }
 
-/// Streams a `PUT` body (a tar) into [`archive::write`] on a blocking thread.
+/// Streams a `PUT` body (a tar) into [`archive::start_write`]'s thread.
 async fn write_archive(
     q: berth_protocol::guest::FileQuery,
     body: Incoming,
 ) -> Result<berth_protocol::files::ArchiveWritten, ApiError> {
     let (tx, rx) = mpsc::channel(4);
-    let worker = tokio::task::spawn_blocking(move || archive::write(&q, rx));
+    let worker = archive::start_write(q, rx)?;
     let fed = feed(body, tx, u64::MAX).await;
     let written = worker.await.map_err(|_| ApiError::Worker)?;
     // The worker's refusal names the entry; it is the answer even when the body was cut

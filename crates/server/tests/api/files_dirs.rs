@@ -384,3 +384,50 @@ async fn end_to_end_an_archive_being_read_keeps_its_box_awake() {
     wait_stopped(&server, "busy", deadline, "after the read").await;
     server.shut_down().await;
 }
+
+/// Archive reads whose clients read nothing hold no shared worker: more of them than
+/// berth-init's blocking pool has threads, and a file call still answers.
+#[tokio::test]
+async fn end_to_end_stalled_archive_readers_do_not_hold_up_file_calls() {
+    let Some(mut server) = with_sandbox().await else {
+        return;
+    };
+    create_box(&server, json!({"name":"stall"})).await;
+    let out = exec(
+        &server,
+        "stall",
+        &[
+            "sh",
+            "-c",
+            "mkdir ~/big && head -c 67108864 /dev/zero > ~/big/zeros && echo hi > ~/small",
+        ],
+    )
+    .await;
+    assert_eq!(out["exit_code"], 0, "{out}");
+    // Each step is bounded: a worker held by a stalled reader would make the next open,
+    // or the file read, wait for ever.
+    let within = Duration::from_secs(30);
+    let mut stalled = Vec::new();
+    for _ in 0..6 {
+        let open = Lines::open_as(
+            &server,
+            "/v1/boxes/stall/files/archive?path=/home/user/big",
+            "application/x-tar",
+        );
+        let opened = tokio::time::timeout(within, open).await;
+        stalled.push(opened.expect("an archive read waited behind stalled ones"));
+    }
+    let read = server.raw(
+        Method::GET,
+        "/v1/boxes/stall/files?path=/home/user/small",
+        Some(&server.key),
+        &[],
+        Bytes::new(),
+    );
+    let read = tokio::time::timeout(within, read)
+        .await
+        .expect("a file read waited behind stalled archive reads");
+    assert_eq!((read.0, read.2.as_ref()), (StatusCode::OK, &b"hi\n"[..]));
+    drop(stalled);
+    server.shut_down().await;
+}
