@@ -20,18 +20,24 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ApiError;
 use crate::files::{Chunk, FsIdentity};
+use crate::slots::Slots;
 
 /// Size of the pieces a tar stream is sent in.
 const CHUNK_BYTES: usize = 64 * 1024;
+
+/// Archive transfers (both directions) running at once.
+pub static TRANSFERS: Slots = Slots::new("archive transfers", 16);
 
 /// Opens `q.path` as the caller, then streams its tar through the returned channel. An
 /// open that fails is the call's error; a failure later (an unreadable file deep in the
 /// tree) ends the stream with an error, which cuts the response: a partial tar is never
 /// passed off as a whole one.
 pub async fn read(q: FileQuery) -> Result<mpsc::Receiver<io::Result<Bytes>>, ApiError> {
+    let slot = TRANSFERS.take()?;
     let (opened_tx, opened_rx) = oneshot::channel();
     let (tx, rx) = mpsc::channel(4);
     spawn("berth-tar-out", move || {
+        let _slot = slot;
         let _identity = FsIdentity::enter(q.user);
         let root = match pack::open_root(&PathBuf::from(&q.path)) {
             Ok(root) => root,
@@ -58,8 +64,10 @@ pub fn start_write(
     q: FileQuery,
     chunks: mpsc::Receiver<Chunk>,
 ) -> Result<oneshot::Receiver<Result<ArchiveWritten, ApiError>>, ApiError> {
+    let slot = TRANSFERS.take()?;
     let (done_tx, done_rx) = oneshot::channel();
     spawn("berth-tar-in", move || {
+        let _slot = slot;
         let _ = done_tx.send(write(&q, chunks));
     })?;
     Ok(done_rx)

@@ -56,6 +56,8 @@ pub enum ApiError {
     UnsupportedEntry { entry: String, reason: &'static str },
     #[error("cannot watch")]
     Watch(#[source] io::Error),
+    #[error("{limit} {what} are running already; try again when one has ended")]
+    Busy { what: &'static str, limit: usize },
     #[error("the harness is unavailable: {reason}")]
     HarnessUnavailable { reason: String },
     #[error("the harness did not take message {id} within {after_ms} ms")]
@@ -89,6 +91,7 @@ impl ApiError {
             ApiError::Fs { source, .. } => io_code(source),
             ApiError::Worker | ApiError::Journal { .. } => ErrorCode::Internal,
             ApiError::Watch(source) => io_code(source),
+            ApiError::Busy { .. } => ErrorCode::TooManyRequests,
             ApiError::HarnessUnavailable { .. } => ErrorCode::Unavailable,
             ApiError::DeliverTimeout { .. } => ErrorCode::Timeout,
         }

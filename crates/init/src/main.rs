@@ -30,6 +30,7 @@ mod reaper;
 mod sandbox_cgroup;
 mod seal;
 mod server;
+mod slots;
 mod stop;
 mod stream;
 mod thread_caps;

@@ -28,12 +28,16 @@ use tokio::sync::oneshot;
 
 use crate::error::ApiError;
 use crate::files::FsIdentity;
+use crate::slots::Slots;
 
 const KEEPALIVE: Duration = Duration::from_secs(10);
 /// How often the thread wakes to see whether its client is still there.
 const POLL_MS: libc::c_int = 1000;
 /// Most directories one recursive watch holds.
 pub const MAX_WATCHES: usize = 8192;
+/// Watches open at once (each holds a thread and an inotify instance; the kernel allows a
+/// user 128 instances by default).
+static WATCHES: Slots = Slots::new("watches", 64);
 
 fn mask() -> AddWatchFlags {
     AddWatchFlags::IN_CREATE
@@ -50,11 +54,13 @@ fn mask() -> AddWatchFlags {
 /// Starts watching `q.path` (a directory, following symlinks in the path itself) and
 /// returns the stream of event lines. An error setting up the watch is the call's answer.
 pub async fn open(q: FileQuery) -> Result<mpsc::Receiver<Bytes>, ApiError> {
+    let slot = WATCHES.take()?;
     let (opened_tx, opened_rx) = oneshot::channel();
     let (tx, rx) = mpsc::channel(WATCH_QUEUE_EVENTS);
     std::thread::Builder::new()
         .name("berth-watch".into())
         .spawn(move || {
+            let _slot = slot;
             let _identity = FsIdentity::enter(q.user);
             let mut watcher = match Watcher::new(PathBuf::from(&q.path), q.recursive) {
                 Ok(watcher) => watcher,

@@ -322,3 +322,33 @@ fn the_box_user_gets_no_setuid_bits_and_owns_what_it_extracts() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn transfers_past_the_cap_are_refused_until_one_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("big"), vec![0u8; 2 * 1024 * 1024]).unwrap();
+    let q = FileQuery {
+        path: dir.path().to_string_lossy().into_owned(),
+        user: BoxUser::Root,
+        ..Default::default()
+    };
+    // Nobody reads these: each worker waits with its channel full.
+    let mut held = Vec::new();
+    for _ in 0..16 {
+        held.push(read(q.clone()).await.unwrap());
+    }
+    let err = read(q.clone()).await.unwrap_err();
+    assert_eq!(err.code(), berth_protocol::ErrorCode::TooManyRequests, "{err}");
+    // A client that leaves frees its slot (its worker notices at its next send).
+    held.pop();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match read(q.clone()).await {
+            Ok(rx) => break held.push(rx),
+            Err(err) => {
+                assert!(std::time::Instant::now() < deadline, "still {err}");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
