@@ -32,7 +32,7 @@ are limited to 256 MiB.
 
 With -r, SRC is a directory, copied whole (regular files with their modes and mtimes, \
 directories, symlinks as links; sockets, FIFOs and devices are skipped; setuid/setgid bits \
-are dropped), with no size limit. DST becomes the copy, merged into what is there; a box \
+are dropped, except in the box with --user root), with no size limit. DST becomes the copy, merged into what is there; a box \
 DST ending in '/' (or empty), or a LOCAL DST that is an existing directory or ends in '/', \
 takes SRC's name inside it. Entries that would land outside DST (absolute names, '..', \
 links out) are refused in either direction. Progress goes to stderr every half second when \
@@ -45,7 +45,7 @@ Examples:
   berth cp -r ./project alice:            # -> /home/user/project
   berth cp -r alice:project ./backup      # ./backup is the copy")]
 pub struct CpArgs {
-    /// Where to copy from: a local file, or NAME:PATH in a box.
+    /// Where to copy from: a local file (a directory with -r), or NAME:PATH in a box.
     #[arg(value_name = "SRC")]
     pub src: String,
     /// Where to copy to: a local path ('-' for stdout), or NAME:PATH in a box.
