@@ -338,7 +338,11 @@ async fn transfers_past_the_cap_are_refused_until_one_ends() {
         held.push(read(q.clone()).await.unwrap());
     }
     let err = read(q.clone()).await.unwrap_err();
-    assert_eq!(err.code(), berth_protocol::ErrorCode::TooManyRequests, "{err}");
+    assert_eq!(
+        err.code(),
+        berth_protocol::ErrorCode::TooManyRequests,
+        "{err}"
+    );
     // A client that leaves frees its slot (its worker notices at its next send).
     held.pop();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
