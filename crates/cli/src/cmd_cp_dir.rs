@@ -142,11 +142,45 @@ pub async fn upload(
     Ok(())
 }
 
-/// The local tree as a tar: names relative to it (`./…`), symlinks stored as links.
+/// The local tree as a tar: names relative to it, symlinks stored as links (never
+/// followed), sockets, FIFOs and devices left out. A file that changes size while it is
+/// read is cut or zero-padded to the size in its header, so the tar stays valid.
 fn pack(root: &Path, out: &mut ChannelWriter) -> io::Result<()> {
     let mut builder = tar::Builder::new(out);
-    builder.follow_symlinks(false);
-    builder.append_dir_all(".", root)?;
+    let mut stack = vec![(root.to_path_buf(), PathBuf::new())];
+    while let Some((dir, rel)) = stack.pop() {
+        for item in std::fs::read_dir(&dir)? {
+            let item = item?;
+            let (path, name) = (item.path(), rel.join(item.file_name()));
+            let meta = match std::fs::symlink_metadata(&path) {
+                Ok(meta) => meta,
+                // Removed since it was listed.
+                Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+                Err(err) => return Err(err),
+            };
+            let mut header = tar::Header::new_gnu();
+            header.set_metadata_in_mode(&meta, tar::HeaderMode::Complete);
+            let kind = meta.file_type();
+            if kind.is_dir() {
+                builder.append_data(&mut header, &name, io::empty())?;
+                stack.push((path, name));
+            } else if kind.is_symlink() {
+                let target = std::fs::read_link(&path)?;
+                builder.append_link(&mut header, &name, target)?;
+            } else if kind.is_file() {
+                use std::os::unix::fs::OpenOptionsExt as _;
+                // O_NOFOLLOW|O_NONBLOCK: what replaced the file since its stat (a link,
+                // a FIFO) is neither followed nor waited on.
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                    .open(&path)?;
+                let size = meta.len();
+                let data = file.take(size).chain(io::repeat(0)).take(size);
+                builder.append_data(&mut header, &name, data)?;
+            }
+        }
+    }
     builder.into_inner()?.flush()
 }
 
@@ -317,5 +351,74 @@ impl hyper::body::Body for ChannelBody {
         self.rx
             .poll_recv(cx)
             .map(|chunk| chunk.map(|r| r.map(Frame::data)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packed(root: &Path) -> Vec<u8> {
+        let (tx, mut rx) = mpsc::channel(1024);
+        let mut out = ChannelWriter {
+            tx,
+            buf: Vec::new(),
+            counted: Arc::new(AtomicU64::new(0)),
+        };
+        let root = root.to_path_buf();
+        let packer = std::thread::spawn(move || pack(&root, &mut out).and_then(|()| out.send()));
+        let mut bytes = Vec::new();
+        while let Some(chunk) = rx.blocking_recv() {
+            bytes.extend_from_slice(&chunk.unwrap());
+        }
+        packer.join().unwrap().unwrap();
+        bytes
+    }
+
+    #[test]
+    fn a_local_tree_packs_its_files_dirs_and_links_and_leaves_out_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/f"), b"data").unwrap();
+        std::os::unix::fs::symlink("sub/f", root.join("link")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", root.join("out")).unwrap();
+        let _socket = std::os::unix::net::UnixListener::bind(root.join("sock")).unwrap();
+        let fifo = std::ffi::CString::new(root.join("fifo").to_string_lossy().as_bytes()).unwrap();
+        // SAFETY: mkfifo(3) with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+
+        let bytes = packed(root);
+        let mut archive = tar::Archive::new(&bytes[..]);
+        let mut seen: Vec<(String, tar::EntryType, Option<String>)> = archive
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let link = e
+                    .link_name()
+                    .unwrap()
+                    .map(|l| l.to_string_lossy().into_owned());
+                (
+                    e.path().unwrap().to_string_lossy().into_owned(),
+                    e.header().entry_type(),
+                    link,
+                )
+            })
+            .collect();
+        seen.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            seen,
+            [
+                ("link".into(), tar::EntryType::Symlink, Some("sub/f".into())),
+                (
+                    "out".into(),
+                    tar::EntryType::Symlink,
+                    Some("/etc/passwd".into())
+                ),
+                ("sub".into(), tar::EntryType::Directory, None),
+                ("sub/f".into(), tar::EntryType::Regular, None),
+            ]
+        );
     }
 }
