@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what berth needs when it is missing: Debian packages (root installs them; anyone
 # else is told what to install). With --tests, also what the tests need: python3 (the
-# model stand-in) and Claude Code from the npm registry (the harness test). With --bench,
-# also nginx with its stream module (the egress benchmark's comparison).
+# model stand-in), tmux and vi (terminals), qemu, and Claude Code from the npm registry
+# (the harness test). With --bench, also nginx with its stream module (the egress
+# benchmark's comparison).
 set -euo pipefail
 for_tests=false
 for_bench=false
@@ -35,6 +36,12 @@ done
 
 if $for_tests; then
   command -v python3 >/dev/null 2>&1 || missing+=(python3)
+  # terminals are tested through a real terminal multiplexer, with a full-screen program
+  command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+  command -v vi >/dev/null 2>&1 || missing+=(vim-tiny)
+  # `berth completion`'s zsh and fish scripts are parsed by those shells
+  command -v zsh >/dev/null 2>&1 || missing+=(zsh)
+  command -v fish >/dev/null 2>&1 || missing+=(fish)
   # the qemu runtime's tests boot microVMs
   command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
 fi

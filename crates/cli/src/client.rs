@@ -15,6 +15,8 @@ use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::WebSocketStream;
 
 use crate::target::{DaemonUrl, Target};
 
@@ -26,6 +28,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 /// How much of a JSON answer we read (a box list of thousands of boxes fits easily).
 const MAX_JSON_BODY_BYTES: usize = 64 * 1024 * 1024;
+/// The largest WebSocket message read from the daemon (terminal output comes in 32 KiB).
+const MAX_WEBSOCKET_MESSAGE_BYTES: usize = 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -71,6 +75,13 @@ pub enum ClientError {
     #[error("reading the daemon's answer")]
     Body(#[source] Box<dyn std::error::Error + Send + Sync>),
 
+    #[error("WebSocket to the berth daemon at {url}")]
+    WebSocket {
+        url: DaemonUrl,
+        #[source]
+        source: Box<tokio_tungstenite::tungstenite::Error>,
+    },
+
     #[error("the daemon's answer is not the JSON expected ({what})")]
     Decode {
         what: &'static str,
@@ -87,7 +98,8 @@ impl ClientError {
             ClientError::Connect { .. }
             | ClientError::ConnectTimeout { .. }
             | ClientError::Http { .. }
-            | ClientError::Body(_) => true,
+            | ClientError::Body(_)
+            | ClientError::WebSocket { .. } => true,
             ClientError::Request(_)
             | ClientError::Api { .. }
             | ClientError::UnexpectedStatus { .. }
@@ -142,23 +154,7 @@ impl Client {
         body: ReqBody,
     ) -> Result<Response<Incoming>, ClientError> {
         let url = &self.target.url;
-        let stream = match tokio::time::timeout(
-            CONNECT_TIMEOUT,
-            TcpStream::connect(url.authority()),
-        )
-        .await
-        {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(cause)) => {
-                return Err(ClientError::Connect {
-                    url: url.clone(),
-                    cause,
-                })
-            }
-            Err(_elapsed) => return Err(ClientError::ConnectTimeout { url: url.clone() }),
-        };
-        // Exec frames are small and interactive; do not let Nagle hold them back.
-        let _ = stream.set_nodelay(true);
+        let stream = self.dial().await?;
         let http_err = |source| ClientError::Http {
             url: url.clone(),
             source,
@@ -177,13 +173,7 @@ impl Client {
             .uri(path_and_query)
             .header(HOST, url.authority())
             .header(ACCEPT, accept);
-        let bearer = HeaderValue::try_from(format!("Bearer {}", self.target.api_key))
-            .map(|mut v| {
-                v.set_sensitive(true);
-                v
-            })
-            .map_err(|e| ClientError::Request(e.into()))?;
-        builder = builder.header(AUTHORIZATION, bearer);
+        builder = builder.header(AUTHORIZATION, self.bearer()?);
         if let Some(ct) = content_type {
             builder = builder.header(CONTENT_TYPE, ct);
         }
@@ -201,6 +191,71 @@ impl Client {
         } else {
             Err(self.error_from(response).await)
         }
+    }
+
+    /// A WebSocket to `path_and_query` (a terminal). An HTTP answer instead of the upgrade
+    /// becomes [`ClientError::Api`] like any other call's.
+    pub async fn websocket(
+        &self,
+        path_and_query: &str,
+    ) -> Result<WebSocketStream<TcpStream>, ClientError> {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+        let url = &self.target.url;
+        let mut request = format!("ws://{}{path_and_query}", url.authority())
+            .into_client_request()
+            .map_err(|e| ClientError::WebSocket {
+                url: url.clone(),
+                source: Box::new(e),
+            })?;
+        request.headers_mut().insert(AUTHORIZATION, self.bearer()?);
+        let stream = self.dial().await?;
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(MAX_WEBSOCKET_MESSAGE_BYTES))
+            .max_frame_size(Some(MAX_WEBSOCKET_MESSAGE_BYTES));
+        match tokio_tungstenite::client_async_with_config(request, stream, Some(config)).await {
+            Ok((socket, _response)) => Ok(socket),
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                let (parts, body) = (*response).into_parts();
+                let body = Full::new(Bytes::from(body.unwrap_or_default()));
+                Err(self.error_from(Response::from_parts(parts, body)).await)
+            }
+            Err(e) => Err(ClientError::WebSocket {
+                url: url.clone(),
+                source: Box::new(e),
+            }),
+        }
+    }
+
+    /// A TCP connection to the daemon.
+    async fn dial(&self) -> Result<TcpStream, ClientError> {
+        let url = &self.target.url;
+        let stream = match tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            TcpStream::connect(url.authority()),
+        )
+        .await
+        {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(cause)) => {
+                return Err(ClientError::Connect {
+                    url: url.clone(),
+                    cause,
+                })
+            }
+            Err(_elapsed) => return Err(ClientError::ConnectTimeout { url: url.clone() }),
+        };
+        // Exec frames and keystrokes are small and interactive; no Nagle delay for them.
+        let _ = stream.set_nodelay(true);
+        Ok(stream)
+    }
+
+    fn bearer(&self) -> Result<HeaderValue, ClientError> {
+        HeaderValue::try_from(format!("Bearer {}", self.target.api_key))
+            .map(|mut v| {
+                v.set_sensitive(true);
+                v
+            })
+            .map_err(|e| ClientError::Request(e.into()))
     }
 
     /// A call with an optional JSON body whose answer is JSON.
@@ -247,7 +302,11 @@ impl Client {
         read_limited(response.into_body(), MAX_JSON_BODY_BYTES).await
     }
 
-    async fn error_from(&self, response: Response<Incoming>) -> ClientError {
+    async fn error_from<B>(&self, response: Response<B>) -> ClientError
+    where
+        B: hyper::body::Body<Data = Bytes> + Send + Unpin,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let status = response.status();
         let bytes = read_limited(response.into_body(), MAX_ERROR_BODY_BYTES)
             .await
@@ -301,7 +360,11 @@ pub fn full(bytes: impl Into<Bytes>) -> ReqBody {
         .boxed()
 }
 
-async fn read_limited(body: Incoming, limit: usize) -> Result<Bytes, ClientError> {
+async fn read_limited<B>(body: B, limit: usize) -> Result<Bytes, ClientError>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     Limited::new(body, limit)
         .collect()
         .await

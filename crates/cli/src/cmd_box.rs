@@ -1,5 +1,7 @@
-//! `berth box …`: create, list, show, start, stop and remove boxes.
+//! `berth box …`: create, list, show, start, stop, change (`cmd_box_set.rs`) and remove
+//! boxes.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 
 use anyhow::Context as _;
@@ -7,15 +9,24 @@ use clap::{Args, Subcommand};
 use http::Method;
 use serde::{Deserialize, Serialize};
 
-use crate::client::{path_segment, Client};
+use crate::args::{box_path, parse_duration_s, parse_env, LimitsBody};
+use crate::client::{query_value, Client};
+use crate::cmd_box_set::SetArgs;
+use crate::output;
 
 #[derive(Debug, Subcommand)]
 pub enum BoxCommand {
     /// Create a box (stopped; it starts on `berth box start` or on first use) and print its id.
     Create(CreateArgs),
-    /// List boxes as a table (NAME, ID, STATE, TEMPLATE, CREATED).
+    /// List boxes as a table (NAME, ID, STATE, RUNTIME, TEMPLATE, CREATED, LABELS).
     #[command(visible_alias = "list")]
     Ls {
+        /// Only boxes with this label (repeatable: every one must match).
+        #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_env)]
+        labels: Vec<(String, String)>,
+        /// Only boxes in this state (stopped, starting, running, stopping, paused, failed).
+        #[arg(long, value_name = "STATE")]
+        state: Option<String>,
         /// Print the daemon's raw JSON answer instead of a table.
         #[arg(long)]
         json: bool,
@@ -24,7 +35,12 @@ pub enum BoxCommand {
     Show {
         /// The box's name or id (`bx_…`).
         name: String,
+        /// Accepted for symmetry with the other commands: `show` always prints JSON.
+        #[arg(long)]
+        json: bool,
     },
+    /// Change a box's idle timeout, limits, disk size, labels or env.
+    Set(SetArgs),
     /// Start a box and wait until it is running.
     Start {
         /// The box's name or id (`bx_…`).
@@ -33,17 +49,26 @@ pub enum BoxCommand {
         /// volume goes with it.
         #[arg(long, value_name = "R")]
         runtime: Option<String>,
+        /// Print the daemon's JSON answer (the box) instead of a summary.
+        #[arg(long)]
+        json: bool,
     },
     /// Stop a box: every process in it ends; its files stay.
     Stop {
         /// The box's name or id (`bx_…`).
         name: String,
+        /// Print the daemon's JSON answer (the box) instead of a summary.
+        #[arg(long)]
+        json: bool,
     },
     /// Delete a box: stop it and delete its volume (all its files). Cannot be undone.
     #[command(visible_alias = "delete")]
     Rm {
         /// The box's name or id (`bx_…`).
         name: String,
+        /// Print `{"removed": NAME}` instead of a sentence (the daemon answers 204, no body).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -64,9 +89,10 @@ pub struct CreateArgs {
     /// CPU share in cores, 0.1-256 (the daemon's default is 1.0).
     #[arg(long, value_name = "F")]
     pub cpus: Option<f64>,
-    /// Seconds without a message, exec, file call or open stream before the box is
-    /// reclaimed (stopped, files kept); the template's by default.
-    #[arg(long, value_name = "S")]
+    /// Time without work (a message, exec, file call, terminal or background process)
+    /// before the box is reclaimed (stopped, files kept): seconds, or 90s, 30m, 2h, 1d; the
+    /// template's by default. An open event stream does not keep a box awake.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_s)]
     pub idle_timeout: Option<u64>,
     /// A host the box may reach on port 443: an exact name or a `*.suffix` wildcard
     /// (repeatable). Gives the box its own egress policy of just these hosts, replacing the
@@ -82,6 +108,16 @@ pub struct CreateArgs {
     /// template says).
     #[arg(long, value_name = "N")]
     pub disk_mib: Option<u64>,
+    /// A label (repeatable); `berth box ls --label KEY=VALUE` selects by it.
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_env)]
+    pub labels: Vec<(String, String)>,
+    /// A variable of the box's env for its exec, terminals and agent (repeatable). Not a
+    /// secret: stored and shown in plain text (`berth secret` is for credentials).
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
+    /// Print the daemon's JSON answer (the new box) instead of its id.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Body of `POST /v1/boxes`. Absent fields are left out: the daemon applies its defaults.
@@ -100,6 +136,10 @@ struct CreateBody<'a> {
     runtime: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     disk_mib: Option<u64>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    labels: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    env: BTreeMap<String, String>,
 }
 
 /// The box's own egress policy: an allowlist and no credential rules.
@@ -108,24 +148,9 @@ struct EgressBody<'a> {
     allow: &'a [String],
 }
 
-#[derive(Debug, Serialize, PartialEq)]
-struct LimitsBody {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    memory_mib: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pids: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cpus: Option<f64>,
-}
-
 impl CreateArgs {
     fn body(&self) -> CreateBody<'_> {
-        let limits = (self.memory_mib.is_some() || self.pids.is_some() || self.cpus.is_some())
-            .then_some(LimitsBody {
-                memory_mib: self.memory_mib,
-                pids: self.pids,
-                cpus: self.cpus,
-            });
+        let limits = LimitsBody::of(self.memory_mib, self.pids, self.cpus);
         CreateBody {
             name: &self.name,
             template: self.template.as_deref(),
@@ -134,6 +159,8 @@ impl CreateArgs {
             egress: (!self.allow.is_empty()).then_some(EgressBody { allow: &self.allow }),
             runtime: self.runtime.as_deref(),
             disk_mib: self.disk_mib,
+            labels: self.labels.iter().cloned().collect(),
+            env: self.env.iter().cloned().collect(),
         }
     }
 }
@@ -151,6 +178,10 @@ pub struct BoxView {
     pub created_at: String,
     #[serde(default)]
     pub state_reason: Option<String>,
+    #[serde(default)]
+    pub runtime: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -162,33 +193,51 @@ pub async fn run(client: &Client, command: BoxCommand) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match command {
         BoxCommand::Create(args) => {
-            let created: BoxView = client
+            let created: serde_json::Value = client
                 .json(Method::POST, "/v1/boxes", Some(&args.body()), "a box")
                 .await?;
-            writeln!(out, "{}", created.id)?;
-        }
-        BoxCommand::Ls { json } => {
-            if json {
-                let raw: serde_json::Value = client
-                    .json(Method::GET, "/v1/boxes", None::<&()>, "a box list")
-                    .await?;
-                writeln!(out, "{}", serde_json::to_string_pretty(&raw)?)?;
+            if args.json {
+                output::json(&mut out, &created)?;
             } else {
-                let list: BoxListView = client
-                    .json(Method::GET, "/v1/boxes", None::<&()>, "a box list")
-                    .await?;
+                let created: BoxView =
+                    serde_json::from_value(created).context("bad box from the daemon")?;
+                writeln!(out, "{}", created.id)?;
+            }
+        }
+        BoxCommand::Ls {
+            labels,
+            state,
+            json,
+        } => {
+            let path = list_path(&labels, state.as_deref());
+            let raw: serde_json::Value = client
+                .json(Method::GET, &path, None::<&()>, "a box list")
+                .await?;
+            if json {
+                output::json(&mut out, &raw)?;
+            } else {
+                let list: BoxListView =
+                    serde_json::from_value(raw).context("bad box list from the daemon")?;
                 out.write_all(table(&list.boxes).as_bytes())?;
             }
         }
-        BoxCommand::Show { name } => {
+        BoxCommand::Show { name, json: _ } => {
             let raw: serde_json::Value = client
                 .json(Method::GET, &box_path(&name, ""), None::<&()>, "a box")
                 .await?;
-            writeln!(out, "{}", serde_json::to_string_pretty(&raw)?)?;
+            output::json(&mut out, &raw)?;
         }
-        BoxCommand::Start { name, runtime } => {
+        BoxCommand::Set(args) => {
+            drop(out);
+            return crate::cmd_box_set::run(client, args).await;
+        }
+        BoxCommand::Start {
+            name,
+            runtime,
+            json,
+        } => {
             let body = runtime.map(|r| serde_json::json!({ "runtime": r }));
-            let view: BoxView = client
+            let view: serde_json::Value = client
                 .json(
                     Method::POST,
                     &box_path(&name, "/start"),
@@ -196,10 +245,10 @@ pub async fn run(client: &Client, command: BoxCommand) -> anyhow::Result<()> {
                     "a box",
                 )
                 .await?;
-            writeln!(out, "{}", summary(&view))?;
+            print_box(&mut out, view, json)?;
         }
-        BoxCommand::Stop { name } => {
-            let view: BoxView = client
+        BoxCommand::Stop { name, json } => {
+            let view: serde_json::Value = client
                 .json(
                     Method::POST,
                     &box_path(&name, "/stop"),
@@ -207,22 +256,44 @@ pub async fn run(client: &Client, command: BoxCommand) -> anyhow::Result<()> {
                     "a box",
                 )
                 .await?;
-            writeln!(out, "{}", summary(&view))?;
+            print_box(&mut out, view, json)?;
         }
-        BoxCommand::Rm { name } => {
+        BoxCommand::Rm { name, json } => {
             client
                 .no_content(Method::DELETE, &box_path(&name, ""), None::<&()>)
                 .await?;
-            writeln!(out, "removed {name}")?;
+            if json {
+                output::json(&mut out, &serde_json::json!({ "removed": name }))?;
+            } else {
+                writeln!(out, "removed {name}")?;
+            }
         }
     }
     out.flush().context("writing to stdout")?;
     Ok(())
 }
 
-/// `/v1/boxes/{ref}{suffix}`.
-pub fn box_path(name: &str, suffix: &str) -> String {
-    format!("/v1/boxes/{}{suffix}", path_segment(name))
+/// The box as JSON, or its one-line summary.
+fn print_box(out: &mut impl Write, view: serde_json::Value, json: bool) -> anyhow::Result<()> {
+    if json {
+        return output::json(out, &view);
+    }
+    let view: BoxView = serde_json::from_value(view).context("bad box from the daemon")?;
+    writeln!(out, "{}", summary(&view))?;
+    Ok(())
+}
+
+/// `/v1/boxes` with the list's filters.
+fn list_path(labels: &[(String, String)], state: Option<&str>) -> String {
+    let mut query: Vec<String> = labels
+        .iter()
+        .map(|(k, v)| format!("label={}", query_value(&format!("{k}={v}"))))
+        .collect();
+    query.extend(state.map(|s| format!("state={}", query_value(s))));
+    match query.is_empty() {
+        true => "/v1/boxes".to_owned(),
+        false => format!("/v1/boxes?{}", query.join("&")),
+    }
 }
 
 /// `alice (bx_…): running`, plus the reason when the daemon gives one.
@@ -234,6 +305,9 @@ fn summary(view: &BoxView) -> String {
     line
 }
 
+/// A box's labels in the list, at most this many characters (`…` when cut).
+const LABELS_CHARS: usize = 40;
+
 fn table(boxes: &[BoxView]) -> String {
     let rows: Vec<Vec<String>> = boxes
         .iter()
@@ -242,12 +316,34 @@ fn table(boxes: &[BoxView]) -> String {
                 b.name.clone(),
                 b.id.clone(),
                 b.state.clone(),
+                b.runtime.clone(),
                 b.template.clone(),
                 b.created_at.clone(),
+                compact_labels(&b.labels),
             ]
         })
         .collect();
-    crate::table::table(&["NAME", "ID", "STATE", "TEMPLATE", "CREATED"], &rows)
+    crate::table::table(
+        &[
+            "NAME", "ID", "STATE", "RUNTIME", "TEMPLATE", "CREATED", "LABELS",
+        ],
+        &rows,
+    )
+}
+
+/// `k=v,k2=v2`, cut to [`LABELS_CHARS`] (`berth box show` has them all).
+fn compact_labels(labels: &BTreeMap<String, String>) -> String {
+    let all = labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    if all.chars().count() <= LABELS_CHARS {
+        return all;
+    }
+    let mut cut: String = all.chars().take(LABELS_CHARS - 1).collect();
+    cut.push('…');
+    cut
 }
 
 #[cfg(test)]
@@ -266,6 +362,9 @@ mod tests {
             allow: Vec::new(),
             runtime: None,
             disk_mib: None,
+            labels: Vec::new(),
+            env: Vec::new(),
+            json: false,
         };
         assert_eq!(
             serde_json::to_value(args.body()).unwrap(),
@@ -281,10 +380,13 @@ mod tests {
             allow: vec!["api.anthropic.com".into(), "*.github.com".into()],
             runtime: Some("qemu".into()),
             disk_mib: Some(2048),
+            labels: vec![("team".into(), "red".into())],
+            env: vec![("DEBUG".into(), "1".into())],
+            json: true,
         };
         assert_eq!(
             serde_json::to_value(args.body()).unwrap(),
-            serde_json::json!({"name":"a","template":"host","limits":{"memory_mib":256,"cpus":0.5},"idle_timeout_s":30,"egress":{"allow":["api.anthropic.com","*.github.com"]},"runtime":"qemu","disk_mib":2048})
+            serde_json::json!({"name":"a","template":"host","limits":{"memory_mib":256,"cpus":0.5},"idle_timeout_s":30,"egress":{"allow":["api.anthropic.com","*.github.com"]},"runtime":"qemu","disk_mib":2048,"labels":{"team":"red"},"env":{"DEBUG":"1"}})
         );
     }
 
@@ -314,20 +416,41 @@ mod tests {
     #[test]
     fn table_aligns_columns() {
         let boxes: BoxListView = serde_json::from_value(serde_json::json!({"boxes":[
-            {"id":"bx_1","name":"alice","template":"host","state":"running","created_at":"2026-11-29T22:00:00Z","extra":1},
-            {"id":"bx_22","name":"b","template":"host","state":"stopped","created_at":"2026-11-29T22:01:00Z"}
+            {"id":"bx_1","name":"alice","template":"host","state":"running","runtime":"sandbox","created_at":"2026-11-29T22:00:00Z","labels":{"team":"red","tier":"1"},"extra":1},
+            {"id":"bx_22","name":"b","template":"minimal","state":"stopped","runtime":"qemu","created_at":"2026-11-29T22:01:00Z"}
         ]}))
         .unwrap();
         let text = table(&boxes.boxes);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "NAME    ID      STATE     TEMPLATE   CREATED");
+        assert_eq!(
+            lines[0],
+            "NAME    ID      STATE     RUNTIME   TEMPLATE   CREATED                LABELS"
+        );
         assert_eq!(
             lines[1],
-            "alice   bx_1    running   host       2026-11-29T22:00:00Z"
+            "alice   bx_1    running   sandbox   host       2026-11-29T22:00:00Z   team=red,tier=1"
         );
         assert_eq!(
             lines[2],
-            "b       bx_22   stopped   host       2026-11-29T22:01:00Z"
+            "b       bx_22   stopped   qemu      minimal    2026-11-29T22:01:00Z"
+        );
+    }
+
+    #[test]
+    fn long_labels_are_cut_and_filters_go_in_the_query() {
+        let labels: BTreeMap<String, String> = (0..10)
+            .map(|i| (format!("key{i}"), "value".to_owned()))
+            .collect();
+        let text = compact_labels(&labels);
+        assert_eq!(text.chars().count(), LABELS_CHARS);
+        assert!(text.starts_with("key0=value,key1=value") && text.ends_with('…'));
+        assert_eq!(list_path(&[], None), "/v1/boxes");
+        assert_eq!(
+            list_path(
+                &[("team".into(), "a b".into()), ("x/y".into(), "1".into())],
+                Some("running")
+            ),
+            "/v1/boxes?label=team%3Da%20b&label=x/y%3D1&state=running"
         );
     }
 

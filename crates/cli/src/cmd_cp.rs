@@ -15,10 +15,10 @@ use http_body_util::BodyExt as _;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWriteExt as _, ReadBuf};
 
+use crate::args::box_path;
+use crate::args::UserArg;
 use crate::client::{query_value, Client};
-use crate::cmd_box::box_path;
 use crate::cmd_cp_dir;
-use crate::cmd_exec::UserArg;
 
 #[derive(Debug, Args)]
 #[command(after_help = "\

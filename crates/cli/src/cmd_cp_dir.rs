@@ -19,8 +19,8 @@ use http_body_util::BodyExt as _;
 use hyper::body::Frame;
 use tokio::sync::mpsc;
 
+use crate::args::box_path;
 use crate::client::{query_value, Client};
-use crate::cmd_box::box_path;
 use crate::tar_bounds::BoundedTar;
 
 const CHUNK_BYTES: usize = 256 * 1024;

@@ -7,8 +7,8 @@ use clap::Args;
 use http::Method;
 use serde::Deserialize;
 
+use crate::args::box_path;
 use crate::client::Client;
-use crate::cmd_box::box_path;
 use crate::table::table;
 
 /// Records asked for per call (the daemon's maximum).

@@ -1,23 +1,22 @@
 //! `berth exec`: run a command in a box, streaming its output as it comes.
 
 use std::collections::BTreeMap;
-use std::io::{IsTerminal as _, Read as _, Write};
+use std::io::{IsTerminal as _, Write};
 
 use anyhow::Context as _;
 use berth_protocol::guest::{BoxUser, ExecFrame};
+use berth_protocol::process::ProcessInfo;
 use berth_protocol::ErrorCode;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use http::Method;
 use http_body_util::BodyExt as _;
 use serde::Serialize;
 
+use crate::args::{box_path, parse_env, UserArg, EXIT_NOT_FOUND, EXIT_TIMED_OUT};
 use crate::client::{full, Client};
-use crate::cmd_box::box_path;
 
-/// Exit status when the command ran out of time (as timeout(1) does).
-pub const EXIT_TIMED_OUT: u8 = 124;
-/// Exit status when the command could not be found (as a shell does).
-pub const EXIT_NOT_FOUND: u8 = 127;
+/// The daemon's default limit for a command (`--timeout`).
+const DEFAULT_TIMEOUT_S: u64 = 60;
 /// A frame line longer than this is refused (frames carry output chunks, far smaller).
 const MAX_FRAME_LINE_BYTES: usize = 64 * 1024 * 1024;
 
@@ -27,15 +26,20 @@ Output is written as it arrives; berth exits with the command's exit status (128
 signal N ended it, 124 when it timed out, 127 when the program or the working directory \
 was not found, 1 for any other failure).
 
-stdin: when berth's own stdin is not a terminal (a pipe or a file), it is read to the end \
-first and passed to the command in one piece, then closed. It must be UTF-8 text, and it \
-is not interactive: the command sees it only once berth has read all of it. Use -n (or \
+stdin: when berth's own stdin is not a terminal (a pipe or a file), it streams to the \
+command as the command reads it: any length, any bytes, in constant memory (the command \
+then runs as a background process that berth follows; ^C is sent on to it). Use -n (or \
 </dev/null) when nothing should be read. On a terminal, the command's stdin is empty.
+
+-t (with -i: -it) runs the command on a terminal in the box instead: see `berth shell`.
 
 Examples:
   berth exec alice -- sh -c 'echo hi > ~/a.txt; id -u'
+  berth exec -it alice -- python3
   berth exec alice --user root --env DEBUG=1 --cwd /tmp -- ls -la
-  echo hello | berth exec alice -- tr a-z A-Z")]
+  echo hello | berth exec alice -- tr a-z A-Z
+  berth exec alice -- tar x -C /home/user < big.tar
+  berth exec --background alice -- python3 -m http.server 8000")]
 pub struct ExecArgs {
     /// The box's name or id (`bx_…`). A stopped box is started first.
     pub name: String,
@@ -55,31 +59,31 @@ pub struct ExecArgs {
     /// Do not read stdin, even when it is not a terminal.
     #[arg(short = 'n', long)]
     pub no_stdin: bool,
+    /// Start the command in the background and print its process id at once; follow it
+    /// with `berth process output NAME ID` (it runs until it exits or its --timeout).
+    #[arg(long, conflicts_with_all = ["tty", "no_stdin"])]
+    pub background: bool,
+    /// With --background: the running process does not keep the box awake.
+    #[arg(long, requires = "background")]
+    pub no_keep_awake: bool,
+    /// With --background: keep the process's stdin open for `berth process stdin`.
+    #[arg(long, requires = "background")]
+    pub open_stdin: bool,
+    /// Keep stdin attached (with -t: keys go to the program as they are typed).
+    #[arg(short = 'i', long)]
+    pub interactive: bool,
+    /// Run the command on a terminal in the box, as `berth shell NAME -- CMD` does
+    /// (`-it` as with docker exec). Not with --timeout or -n.
+    #[arg(short = 't', long, conflicts_with_all = ["timeout", "no_stdin", "json"])]
+    pub tty: bool,
+    /// Print the daemon's exec frames as they come, one JSON object a line (`started`,
+    /// `stdout`, `stderr`, `exit`, `error`; docs/api.md), instead of the command's output.
+    /// The exit status is still the command's.
+    #[arg(long)]
+    pub json: bool,
     /// The program and its arguments (put them after `--` when they start with `-`).
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub cmd: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum UserArg {
-    User,
-    Root,
-}
-
-impl From<UserArg> for BoxUser {
-    fn from(user: UserArg) -> BoxUser {
-        match user {
-            UserArg::User => BoxUser::User,
-            UserArg::Root => BoxUser::Root,
-        }
-    }
-}
-
-fn parse_env(raw: &str) -> Result<(String, String), String> {
-    match raw.split_once('=') {
-        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
-        _ => Err(format!("expected K=V, got {raw:?}")),
-    }
 }
 
 /// Body of `POST /v1/boxes/{ref}/exec`. Absent options are left out: the daemon's defaults.
@@ -89,11 +93,15 @@ struct ExecBody<'a> {
     env: BTreeMap<&'a str, &'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cwd: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stdin: Option<String>,
     user: BoxUser,
     #[serde(skip_serializing_if = "Option::is_none")]
     timeout_s: Option<u64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    background: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keep_awake: Option<bool>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    open_stdin: bool,
 }
 
 /// The program could not run (an `error` frame from the box).
@@ -146,8 +154,20 @@ fn ending(frame: &ExecFrame) -> Result<Option<Ending>, ExecFailed> {
 }
 
 pub async fn run(client: &Client, args: ExecArgs) -> anyhow::Result<u8> {
-    let stdin = read_stdin(args.no_stdin)?;
-    let body = ExecBody {
+    if args.tty {
+        let shell = crate::cmd_shell::ShellArgs {
+            name: args.name,
+            user: args.user,
+            cwd: args.cwd,
+            env: args.env,
+            grace: None,
+            attach: None,
+            cmd: args.cmd,
+        };
+        return crate::cmd_shell::run(client, shell).await;
+    }
+    let streams_stdin = !args.background && !args.no_stdin && !std::io::stdin().is_terminal();
+    let mut body = ExecBody {
         cmd: &args.cmd,
         env: args
             .env
@@ -155,10 +175,36 @@ pub async fn run(client: &Client, args: ExecArgs) -> anyhow::Result<u8> {
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect(),
         cwd: args.cwd.as_deref(),
-        stdin,
         user: args.user.into(),
         timeout_s: args.timeout,
+        background: args.background,
+        keep_awake: args.no_keep_awake.then_some(false),
+        open_stdin: args.open_stdin,
     };
+    if args.background {
+        let started: ProcessInfo = client
+            .json(
+                Method::POST,
+                &box_path(&args.name, "/exec"),
+                Some(&body),
+                "the started process",
+            )
+            .await?;
+        if args.json {
+            crate::output::json(&mut std::io::stdout().lock(), &started)?;
+        } else {
+            println!("{}", started.id);
+        }
+        return Ok(0);
+    }
+    if streams_stdin {
+        // Any length, any bytes, in constant memory: the command runs as a background
+        // process with stdin open while berth streams its own stdin to it.
+        body.background = true;
+        body.open_stdin = true;
+        body.timeout_s = Some(args.timeout.unwrap_or(DEFAULT_TIMEOUT_S));
+        return crate::cmd_process::exec_streaming(client, &args.name, &body, args.json).await;
+    }
     let json = serde_json::to_vec(&body).context("encoding the exec request")?;
     let response = client
         .send(
@@ -185,14 +231,24 @@ pub async fn run(client: &Client, args: ExecArgs) -> anyhow::Result<u8> {
             .to_bytes();
         let answer: BufferedAnswer =
             serde_json::from_slice(&bytes).context("bad exec answer from the daemon")?;
+        if args.json {
+            let raw: serde_json::Value = serde_json::from_slice(&bytes)?;
+            crate::output::json_line(&mut std::io::stdout().lock(), &raw)?;
+            return Ok(u8::try_from(answer.exit_code).unwrap_or(1));
+        }
         return finish_buffered(answer, args.timeout);
     }
 
-    follow(response.into_body(), args.timeout).await
+    follow(response.into_body(), args.timeout, args.json).await
 }
 
-/// Writes the output frames of an NDJSON exec stream as they come; the command's status.
-async fn follow(mut body: hyper::body::Incoming, timeout_s: Option<u64>) -> anyhow::Result<u8> {
+/// Writes the output frames of an NDJSON exec stream as they come (with `json`, the frames
+/// themselves); the command's status.
+async fn follow(
+    mut body: hyper::body::Incoming,
+    timeout_s: Option<u64>,
+    json: bool,
+) -> anyhow::Result<u8> {
     let mut pending: Vec<u8> = Vec::new();
     let mut finished = false;
     loop {
@@ -212,7 +268,14 @@ async fn follow(mut body: hyper::body::Incoming, timeout_s: Option<u64>) -> anyh
                 let text = String::from_utf8_lossy(&line);
                 format!("bad exec frame from the daemon: {:.200}", text)
             })?;
-            write_output(&frame)?;
+            if json {
+                let mut out = std::io::stdout().lock();
+                out.write_all(&line)?;
+                out.write_all(b"\n")?;
+                out.flush()?;
+            } else {
+                write_output(&frame)?;
+            }
             match ending(&frame)? {
                 Some(Ending::Exited(status)) => return Ok(status),
                 Some(Ending::TimedOut) => return Ok(timed_out(timeout_s)),
@@ -299,24 +362,6 @@ fn write_output(frame: &ExecFrame) -> anyhow::Result<()> {
     }
 }
 
-fn read_stdin(disabled: bool) -> anyhow::Result<Option<String>> {
-    let stdin = std::io::stdin();
-    if disabled || stdin.is_terminal() {
-        return Ok(None);
-    }
-    let mut bytes = Vec::new();
-    stdin
-        .lock()
-        .read_to_end(&mut bytes)
-        .context("reading stdin")?;
-    if bytes.is_empty() {
-        return Ok(None);
-    }
-    String::from_utf8(bytes).map(Some).map_err(|_| {
-        anyhow::anyhow!("stdin is not UTF-8 text; binary stdin is not supported (upload it with `berth cp`, or pass -n)")
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,9 +434,11 @@ mod tests {
             cmd: &a.cmd,
             env: BTreeMap::new(),
             cwd: None,
-            stdin: None,
             user: a.user.into(),
             timeout_s: None,
+            background: false,
+            keep_awake: None,
+            open_stdin: false,
         };
         assert_eq!(
             serde_json::to_value(&body).unwrap(),

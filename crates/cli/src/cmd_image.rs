@@ -40,6 +40,10 @@ pub struct BuildArgs {
     /// (`debian:<suite>`, `dir:…`, `tarball:…`).
     #[arg(long, value_name = "NAME")]
     pub template: Vec<String>,
+    /// Print what was built as JSON (the paths the daemon reads: kernel, vmlinux,
+    /// initramfs, rootfs by base) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(command: ImageCommand, data_dir: &Path) -> anyhow::Result<u8> {
@@ -92,6 +96,10 @@ fn build(args: BuildArgs, data_dir: &Path) -> anyhow::Result<u8> {
         built.rootfs.insert(base.clone(), image.path.clone());
     }
     built.save(data_dir)?;
+    if args.json {
+        crate::output::json(&mut std::io::stdout().lock(), &built)?;
+        return Ok(0);
+    }
     println!("kernel     {}", kernel.vmlinuz.display());
     if let Some(modules) = &kernel.modules {
         println!(

@@ -30,6 +30,10 @@ pub enum SecretCommand {
         /// Read the value from this file instead (one trailing newline is dropped).
         #[arg(long, value_name = "PATH")]
         from_file: Option<PathBuf>,
+        /// Print the daemon's JSON answer (the secret's name and times, never its value)
+        /// instead of a sentence.
+        #[arg(long)]
+        json: bool,
     },
     /// List your tenant's secrets as a table (NAME, UPDATED); values are never shown.
     #[command(visible_alias = "list")]
@@ -43,6 +47,9 @@ pub enum SecretCommand {
     Rm {
         /// The secret's name.
         name: String,
+        /// Print `{"deleted": NAME}` instead of a sentence (the daemon answers 204, no body).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -79,7 +86,11 @@ struct SecretList {
 pub async fn run(client: &Client, command: SecretCommand) -> anyhow::Result<u8> {
     let mut out = std::io::stdout().lock();
     match command {
-        SecretCommand::Set { name, from_file } => {
+        SecretCommand::Set {
+            name,
+            from_file,
+            json: print_json,
+        } => {
             let value = match &from_file {
                 Some(path) => read_file(path)?,
                 None => read_stdin(&name)?,
@@ -105,11 +116,20 @@ pub async fn run(client: &Client, command: SecretCommand) -> anyhow::Result<u8> 
             } else {
                 "replaced"
             };
-            // Drained so the connection ends cleanly; what it says we already know.
-            let _ = Limited::new(response.into_body(), 64 * 1024)
+            // Read whole so the connection ends cleanly; shown only with --json.
+            let answer = Limited::new(response.into_body(), 64 * 1024)
                 .collect()
-                .await;
-            writeln!(out, "secret {name} {verb}")?;
+                .await
+                .map(|body| body.to_bytes());
+            if print_json {
+                let answer =
+                    answer.map_err(|e| anyhow::anyhow!("reading the daemon's answer: {e}"))?;
+                let raw: serde_json::Value =
+                    serde_json::from_slice(&answer).context("bad secret from the daemon")?;
+                crate::output::json(&mut out, &raw)?;
+            } else {
+                writeln!(out, "secret {name} {verb}")?;
+            }
         }
         SecretCommand::Ls { json: true } => {
             let raw: serde_json::Value = client
@@ -123,7 +143,7 @@ pub async fn run(client: &Client, command: SecretCommand) -> anyhow::Result<u8> 
                 .await?;
             out.write_all(secret_table(&list.secrets).as_bytes())?;
         }
-        SecretCommand::Rm { name } => {
+        SecretCommand::Rm { name, json } => {
             client
                 .no_content(
                     Method::DELETE,
@@ -131,7 +151,11 @@ pub async fn run(client: &Client, command: SecretCommand) -> anyhow::Result<u8> 
                     None::<&()>,
                 )
                 .await?;
-            writeln!(out, "secret {name} deleted")?;
+            if json {
+                crate::output::json(&mut out, &serde_json::json!({ "deleted": name }))?;
+            } else {
+                writeln!(out, "secret {name} deleted")?;
+            }
         }
     }
     out.flush().context("writing to stdout")?;

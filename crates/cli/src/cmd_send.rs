@@ -15,8 +15,8 @@ use clap::Args;
 use http::Method;
 use serde::{Deserialize, Serialize};
 
+use crate::args::box_path;
 use crate::client::{Client, ClientError};
-use crate::cmd_box::box_path;
 use crate::events::{self, message_text, Event, LiveEvents, LogPoint};
 
 /// How long a post is retried while the daemon cannot be reached (it may be restarting).
@@ -42,6 +42,11 @@ pub struct SendArgs {
     /// Also print the harness's log lines (its stderr and non-JSON output) on stderr.
     #[arg(long, short)]
     pub verbose: bool,
+    /// Print JSON instead of text: with --no-wait the posted message (`{"id","seq"}`),
+    /// else each event of the turn as it comes, one a line in the shape of
+    /// `berth logs --json`, the last one the turn's `result`.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -50,7 +55,7 @@ struct PostBody<'a> {
     id: &'a str,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub struct Posted {
     pub id: String,
     pub seq: u64,
@@ -72,7 +77,11 @@ pub async fn run(client: &Client, args: SendArgs) -> anyhow::Result<u8> {
     };
     let posted = post(client, &args.name, &args.text, &key).await?;
     let Some(point) = point else {
-        println!("{} (seq {})", posted.id, posted.seq);
+        if args.json {
+            crate::output::json(&mut std::io::stdout().lock(), &posted)?;
+        } else {
+            println!("{} (seq {})", posted.id, posted.seq);
+        }
         return Ok(0);
     };
     let interrupted = tokio::signal::ctrl_c();
@@ -132,8 +141,13 @@ async fn follow(client: &Client, args: &SendArgs, point: LogPoint) -> anyhow::Re
             .next()
             .await
             .with_context(|| format!("following {}'s events", args.name))?;
-        for step in turn.on(&event) {
+        let steps = turn.on(&event);
+        if args.json && turn.ours() {
+            crate::output::json_line(&mut out, &event)?;
+        }
+        for step in steps {
             match step {
+                Step::Text(_) if args.json => {}
                 Step::Text(text) => {
                     out.write_all(text.as_bytes())?;
                     if !text.ends_with('\n') {

@@ -21,7 +21,11 @@ pub enum TemplateCommand {
     },
     /// Re-read <data dir>/templates/*.toml; a bad file is reported (file:line) and skipped.
     /// Exits 1 if any file was bad.
-    Reload,
+    Reload {
+        /// Print the daemon's JSON answer (templates and errors) instead of a summary.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// What we read of a template. Lenient: the API may add fields.
@@ -81,8 +85,8 @@ pub async fn run(client: &Client, command: TemplateCommand) -> anyhow::Result<u8
             out.write_all(template_table(&list.templates).as_bytes())?;
             0
         }
-        TemplateCommand::Reload => {
-            let answer: ReloadAnswer = client
+        TemplateCommand::Reload { json } => {
+            let raw: serde_json::Value = client
                 .json(
                     Method::POST,
                     "/v1/templates/reload",
@@ -90,6 +94,13 @@ pub async fn run(client: &Client, command: TemplateCommand) -> anyhow::Result<u8
                     "a template reload",
                 )
                 .await?;
+            let answer: ReloadAnswer = serde_json::from_value(raw.clone())
+                .context("bad template reload answer from the daemon")?;
+            if json {
+                crate::output::json(&mut out, &raw)?;
+                out.flush().context("writing to stdout")?;
+                return Ok(u8::from(!answer.errors.is_empty()));
+            }
             for error in &answer.errors {
                 eprintln!("{}", error_line(error));
             }

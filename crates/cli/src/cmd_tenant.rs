@@ -86,6 +86,9 @@ pub enum KeyCommand {
         tenant: String,
         /// The key's id (`key_…`, from `berth tenant key ls`).
         key_id: String,
+        /// Print `{"revoked": KEY_ID}` instead of a sentence (the daemon answers 204).
+        #[arg(long)]
+        json: bool,
     },
     /// Add a key like KEY_ID (admin or not) and print it; the old key keeps working until
     /// `berth tenant key rm` (or --revoke-old), so clients can move over first.
@@ -97,6 +100,10 @@ pub enum KeyCommand {
         /// Revoke the old key right after the new one is made.
         #[arg(long)]
         revoke_old: bool,
+        /// Print the daemon's JSON answer for the new key, with `"revoked_old"`, instead of
+        /// text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -284,14 +291,23 @@ async fn run_key(
                 key_table(&list.keys)
             })?;
         }
-        KeyCommand::Rm { tenant, key_id } => {
+        KeyCommand::Rm {
+            tenant,
+            key_id,
+            json,
+        } => {
             revoke(client, &keys_path(&tenant), &key_id).await?;
-            writeln!(out, "key {key_id} revoked")?;
+            if json {
+                crate::output::json(out, &serde_json::json!({ "revoked": key_id }))?;
+            } else {
+                writeln!(out, "key {key_id} revoked")?;
+            }
         }
         KeyCommand::Rotate {
             tenant,
             key_id,
             revoke_old,
+            json,
         } => {
             let list: KeyList = client
                 .json(Method::GET, &keys_path(&tenant), None::<&()>, "a key list")
@@ -301,7 +317,7 @@ async fn run_key(
                 .iter()
                 .find(|k| k.id == key_id)
                 .with_context(|| format!("tenant {tenant} has no key {key_id}"))?;
-            let new: NewKey = client
+            let mut raw: serde_json::Value = client
                 .json(
                     Method::POST,
                     &keys_path(&tenant),
@@ -309,6 +325,15 @@ async fn run_key(
                     "a new key",
                 )
                 .await?;
+            if json {
+                if revoke_old {
+                    revoke(client, &keys_path(&tenant), &key_id).await?;
+                }
+                raw["revoked_old"] = serde_json::Value::Bool(revoke_old);
+                return crate::output::json(out, &raw);
+            }
+            let new: NewKey =
+                serde_json::from_value(raw).context("the daemon's answer is not a new key")?;
             out.write_all(new_key_text(&new).as_bytes())?;
             if revoke_old {
                 revoke(client, &keys_path(&tenant), &key_id).await?;

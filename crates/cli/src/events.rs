@@ -6,15 +6,15 @@ use std::time::Duration;
 use http::Method;
 use serde::Deserialize;
 
+use crate::args::box_path;
 use crate::client::{empty, Client, ClientError};
-use crate::cmd_box::box_path;
 use crate::sse::{SseError, SseReader};
 
 /// The longest silence on a live stream before we reconnect (keep-alives come every 15 s).
 pub const STREAM_SILENCE: Duration = Duration::from_secs(45);
 
 /// One stored event. Lenient: the API may add fields.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
 pub struct Event {
     pub seq: u64,
     #[serde(rename = "type")]

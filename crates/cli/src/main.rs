@@ -3,22 +3,29 @@
 //! Errors become one line, `berth: <message>`, and an exit status here in `main`, and only
 //! here.
 
+mod args;
 mod client;
 mod cmd_box;
+mod cmd_box_set;
+mod cmd_completion;
 mod cmd_cp;
 mod cmd_cp_dir;
 mod cmd_egress;
 mod cmd_exec;
 mod cmd_image;
 mod cmd_logs;
+mod cmd_process;
 mod cmd_runtime;
 mod cmd_secret;
 mod cmd_send;
+mod cmd_shell;
 mod cmd_template;
 mod cmd_tenant;
 mod cmd_up;
 mod data_dir;
 mod events;
+mod output;
+mod raw_terminal;
 mod sse;
 mod table;
 mod tar_bounds;
@@ -61,6 +68,12 @@ pub enum Command {
     Box(cmd_box::BoxCommand),
     /// Run a command in a box, streaming its output; exits with its status.
     Exec(cmd_exec::ExecArgs),
+    /// A box's background processes (`berth exec --background` starts them): list, follow
+    /// their output, signal them, feed their stdin.
+    #[command(subcommand)]
+    Process(cmd_process::ProcessCommand),
+    /// Open a terminal in a box (a login shell, or CMD); exits with its status.
+    Shell(cmd_shell::ShellArgs),
     /// Copy a file, or with -r a directory, into a box (LOCAL NAME:PATH) or out of one
     /// (NAME:PATH LOCAL).
     Cp(cmd_cp::CpArgs),
@@ -87,6 +100,8 @@ pub enum Command {
     /// adds to a box's requests; boxes only see placeholders).
     #[command(subcommand)]
     Secret(cmd_secret::SecretCommand),
+    /// Print the shell completion script for berth (bash, zsh, fish).
+    Completion(cmd_completion::CompletionArgs),
 }
 
 fn main() -> ExitCode {
@@ -110,10 +125,15 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Up(args) => cmd_up::run(args, data_dir.clone()).map(|()| 0),
         Command::Image(command) => cmd_image::run(command, &data_dir),
+        Command::Completion(args) => cmd_completion::run(args),
         Command::Box(command) => {
             client_main(async { cmd_box::run(&connect()?, command).await.map(|()| 0) })
         }
         Command::Exec(args) => client_main(async { cmd_exec::run(&connect()?, args).await }),
+        Command::Process(command) => {
+            client_main(async { cmd_process::run(&connect()?, command).await })
+        }
+        Command::Shell(args) => client_main(async { cmd_shell::run(&connect()?, args).await }),
         Command::Cp(args) => {
             let plan = cmd_cp::Plan::new(&args)?;
             client_main(async { cmd_cp::run(&connect()?, plan).await.map(|()| 0) })
@@ -236,6 +256,43 @@ mod tests {
             &["berth", "secret", "set", "gh", "--from-file", "/tmp/tok"],
             &["berth", "secret", "ls", "--json"],
             &["berth", "secret", "rm", "gh"],
+            &[
+                "berth", "box", "ls", "--label", "team=red", "--state", "running",
+            ],
+            &[
+                "berth",
+                "box",
+                "set",
+                "alice",
+                "--idle-timeout",
+                "30m",
+                "--label",
+                "a=b",
+                "--unlabel",
+                "c",
+                "--env",
+                "K=V",
+                "--unset-env",
+                "J",
+                "--memory-mib",
+                "1024",
+                "--json",
+            ],
+            &[
+                "berth", "box", "create", "a", "--label", "k=v", "--env", "K=V", "--json",
+            ],
+            &["berth", "box", "show", "alice", "--json"],
+            &["berth", "box", "start", "alice", "--json"],
+            &["berth", "box", "stop", "alice", "--json"],
+            &["berth", "box", "rm", "alice", "--json"],
+            &["berth", "exec", "alice", "--json", "--", "true"],
+            &["berth", "send", "bob", "hi", "--json"],
+            &["berth", "template", "reload", "--json"],
+            &["berth", "secret", "rm", "gh", "--json"],
+            &["berth", "tenant", "key", "rm", "acme", "key_1", "--json"],
+            &["berth", "completion", "bash"],
+            &["berth", "completion", "zsh"],
+            &["berth", "completion", "fish"],
         ] {
             Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
         }

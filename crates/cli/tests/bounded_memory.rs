@@ -156,6 +156,48 @@ fn the_daemon_survives_unbounded_bodies_within_a_memory_cgroup() {
         assert_eq!(answer.status, 200, "{answer:?}");
         assert!(answer.body_len > ARCHIVE_FILE_BYTES, "{answer:?}");
     });
+    // 1 GiB through `berth exec`'s stdin: streamed to the box as it reads, so the daemon
+    // holds a few chunks at a time (issue 12: growth under 64 MiB).
+    reset_peak_rss(pid);
+    let mut exec = common::berth()
+        .arg("--data-dir")
+        .arg(daemon.dir())
+        .args(["exec", "a", "--timeout", "600", "--", "sh", "-c", "wc -c"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut feed = exec.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![7u8; MIB as usize];
+        for _ in 0..1024 {
+            feed.write_all(&chunk).unwrap();
+        }
+    });
+    let out = exec.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(
+        out.status.success(),
+        "exec with 1 GiB of stdin: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        (1024 * MIB).to_string()
+    );
+    let peak = vm_kib(pid, "VmHWM") * 1024;
+    eprintln!(
+        "1 GiB through exec stdin: peak RSS {} MiB (resting {} MiB)",
+        peak / MIB,
+        resting / MIB
+    );
+    assert!(
+        peak <= resting + 64 * MIB,
+        "1 GiB through exec stdin: the daemon's RSS peaked at {} MiB, over {} MiB + 64 MiB",
+        peak / MIB,
+        resting / MIB
+    );
 
     // The daemon goes on serving: a second box, and the first one, still run commands.
     daemon.berth_ok(&["box", "create", "b"]);

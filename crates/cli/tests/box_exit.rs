@@ -13,14 +13,9 @@ use common::{e2e_skip_reason, stderr, vm_processes, Daemon};
 /// the change; the next `berth exec` boots it again.
 #[test]
 fn a_killed_qemu_box_is_failed_at_once_and_boots_again() {
-    if let Some(reason) = e2e_skip_reason() {
-        berth_testkit::skip("sandbox", &reason);
+    let Some(daemon) = Daemon::start_offering_qemu() else {
         return;
-    }
-    let daemon = Daemon::start();
-    if daemon.offer_qemu().is_none() {
-        return;
-    }
+    };
     daemon.berth_ok(&[
         "box",
         "create",

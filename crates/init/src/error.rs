@@ -68,6 +68,40 @@ pub enum ApiError {
         #[source]
         source: io::Error,
     },
+    #[error("this call is an HTTP upgrade: send `Connection: upgrade` and `Upgrade: {protocol}`")]
+    NeedsUpgrade { protocol: &'static str },
+    #[error("port {port} is berth's egress listener, not a program of the box")]
+    ReservedPort { port: u16 },
+    #[error("nothing accepts connections on port {port} in the box: {source}")]
+    PortClosed {
+        port: u16,
+        #[source]
+        source: io::Error,
+    },
+    #[error("invalid terminal request: {reason}")]
+    BadTerminal { reason: &'static str },
+    #[error("the box already has {limit} terminals")]
+    TooManyTerminals { limit: usize },
+    #[error("no terminal {id} (it ended and was forgotten, or the box restarted)")]
+    NoTerminal { id: String },
+    #[error("cannot set up a terminal")]
+    Pty(#[source] io::Error),
+    #[error("{reason}")]
+    Start { code: ErrorCode, reason: String },
+    #[error(
+        "unknown signal {name:?}: use one of HUP INT QUIT KILL USR1 USR2 TERM CONT STOP TSTP WINCH"
+    )]
+    BadSignal { name: String },
+    #[error("no process {id} (it was forgotten to make room, or the box restarted)")]
+    NoProcess { id: String },
+    #[error("the box already runs {limit} background processes")]
+    TooManyProcesses { limit: usize },
+    #[error("stdin text and open_stdin exclude each other: send the text through the stdin call")]
+    StdinTwice,
+    #[error("the stdin of process {id} is not open (it was not asked for, is closed, or another writer has it)")]
+    StdinNotOpen { id: String },
+    #[error("process {id} no longer reads its stdin (it closed it or exited)")]
+    StdinClosed { id: String },
 }
 
 impl ApiError {
@@ -84,7 +118,20 @@ impl ApiError {
             | ApiError::UnsafeEntry { .. }
             | ApiError::BadArchive(_)
             | ApiError::UnsupportedEntry { .. }
-            | ApiError::Body(_) => ErrorCode::InvalidRequest,
+            | ApiError::Body(_)
+            | ApiError::NeedsUpgrade { .. }
+            | ApiError::ReservedPort { .. }
+            | ApiError::BadTerminal { .. }
+            | ApiError::BadSignal { .. }
+            | ApiError::StdinTwice => ErrorCode::InvalidRequest,
+            ApiError::NoProcess { .. } => ErrorCode::NotFound,
+            ApiError::TooManyProcesses { .. } => ErrorCode::TooManyRequests,
+            ApiError::StdinNotOpen { .. } | ApiError::StdinClosed { .. } => ErrorCode::Conflict,
+            ApiError::PortClosed { .. } => ErrorCode::Unavailable,
+            ApiError::TooManyTerminals { .. } => ErrorCode::TooManyRequests,
+            ApiError::NoTerminal { .. } => ErrorCode::NotFound,
+            ApiError::Pty(_) => ErrorCode::Internal,
+            ApiError::Start { code, .. } => *code,
             ApiError::NoRoute { .. } => ErrorCode::NotFound,
             ApiError::NotRegularFile { .. } => ErrorCode::NotARegularFile,
             ApiError::TooLarge { .. } => ErrorCode::PayloadTooLarge,

@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth_protocol::guest::{BoxUser, ExecFrame, ExecRequest, BOX_USER_NAME, BOX_USER_UID};
+use berth_protocol::terminal::{TerminalRequest, DEFAULT_TERM};
 use berth_protocol::ErrorCode;
 use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -44,8 +45,8 @@ use crate::seal::{seal_user_child, UserFilter};
 
 const BASE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// How long output is still read after the process exited.
-const DRAIN_GRACE: Duration = Duration::from_millis(200);
-const READ_CHUNK: usize = 8 * 1024;
+pub const DRAIN_GRACE: Duration = Duration::from_millis(200);
+pub const READ_CHUNK: usize = 8 * 1024;
 
 /// Starts processes; shared by every exec call.
 #[derive(Debug)]
@@ -75,35 +76,83 @@ pub struct Prepared {
     timeout: Option<Duration>,
 }
 
+impl Prepared {
+    pub fn argv(&self) -> &[String] {
+        &self.argv
+    }
+
+    pub fn user(&self) -> BoxUser {
+        self.user
+    }
+
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// Whether stdin text is written first (then stdin is closed).
+    pub fn has_stdin_text(&self) -> bool {
+        self.stdin.is_some()
+    }
+
+    /// Keeps stdin open as a pipe handed to the caller ([`Running::stdin`]).
+    pub fn keep_stdin_open(mut self) -> Self {
+        self.keep_stdin = true;
+        self
+    }
+}
+
 impl Executor {
     /// Checks a request body; errors here are HTTP errors.
     pub fn prepare(&self, body: &[u8]) -> Result<Prepared, ApiError> {
         let req: ExecRequest = serde_json::from_slice(body).map_err(ApiError::BadJson)?;
-        if req.argv.first().is_none_or(|p| p.is_empty()) {
-            return Err(ApiError::EmptyArgv);
-        }
-        let has_nul = |s: &String| s.contains('\0');
-        if req.argv.iter().any(has_nul)
-            || req
-                .env
-                .iter()
-                .any(|(k, v)| has_nul(k) || has_nul(v) || k.is_empty() || k.contains('='))
-            || req.cwd.as_ref().is_some_and(has_nul)
-        {
-            return Err(ApiError::NulInExec);
-        }
+        self.prepare_request(req)
+    }
+
+    /// Checks a parsed request.
+    pub fn prepare_request(&self, req: ExecRequest) -> Result<Prepared, ApiError> {
+        check_command(&req.argv, &req.env, req.cwd.as_ref())?;
         let env = self.env_for(req.user, req.env);
         Ok(Prepared {
             argv: req.argv,
             env,
-            cwd: req
-                .cwd
-                .unwrap_or_else(|| self.home.to_string_lossy().into_owned()),
+            cwd: self.cwd_or_home(req.cwd),
             user: req.user,
             stdin: req.stdin,
             keep_stdin: false,
             timeout: req.timeout_ms.map(Duration::from_millis),
         })
+    }
+
+    /// Checks a terminal's command; empty `argv` is the user's login shell. `TERM` is set
+    /// under the request's own variables.
+    pub fn prepare_terminal(&self, req: &TerminalRequest) -> Result<Prepared, ApiError> {
+        let argv = if req.argv.is_empty() {
+            login_shell()
+        } else {
+            req.argv.clone()
+        };
+        check_command(&argv, &req.env, req.cwd.as_ref())?;
+        let term = req.term.as_deref().unwrap_or(DEFAULT_TERM);
+        if term.is_empty() || term.contains('\0') {
+            return Err(ApiError::NulInExec);
+        }
+        let mut own = BTreeMap::from([("TERM".to_owned(), term.to_owned())]);
+        own.extend(req.env.clone());
+        Ok(Prepared {
+            argv,
+            env: self.env_for(req.user, own),
+            cwd: self.cwd_or_home(req.cwd.clone()),
+            user: req.user,
+            stdin: None,
+            keep_stdin: false,
+            timeout: None,
+        })
+    }
+
+    /// The requested working directory, or the box user's home (for root too: a
+    /// template's `/root` may not exist, `/home/user` always does).
+    fn cwd_or_home(&self, cwd: Option<String>) -> String {
+        cwd.unwrap_or_else(|| self.home.to_string_lossy().into_owned())
     }
 
     /// The environment of a process whose own variables are `own`: base < box < own.
@@ -149,17 +198,8 @@ impl Executor {
         argv: Vec<String>,
         extra_env: &BTreeMap<String, String>,
     ) -> Result<Running, String> {
-        if argv.first().is_none_or(|p| p.is_empty()) {
-            return Err("the harness command is empty".to_owned());
-        }
-        let has_nul = |s: &String| s.contains('\0');
-        if argv.iter().any(has_nul)
-            || extra_env
-                .iter()
-                .any(|(k, v)| has_nul(k) || has_nul(v) || k.is_empty() || k.contains('='))
-        {
-            return Err("the harness command or env contains a NUL byte or a bad name".into());
-        }
+        check_command(&argv, extra_env, None)
+            .map_err(|err| format!("the harness command: {err}"))?;
         let env = self.env_for(BoxUser::User, extra_env.clone());
         let req = Prepared {
             argv,
@@ -191,7 +231,23 @@ impl Executor {
         rx
     }
 
-    fn spawn(&self, req: &Prepared) -> Result<Running, (ErrorCode, String)> {
+    /// Starts the process with pipes; the caller drives them.
+    pub fn spawn(&self, req: &Prepared) -> Result<Running, (ErrorCode, String)> {
+        self.spawn_with(req, ChildIo::Pipes)
+    }
+
+    /// Starts the process in a new session whose controlling terminal is `tty` (a PTY's
+    /// slave side), which is also its stdin, stdout and stderr.
+    pub fn spawn_on_terminal(
+        &self,
+        req: &Prepared,
+        tty: &OwnedFd,
+    ) -> Result<(i32, oneshot::Receiver<Exit>), (ErrorCode, String)> {
+        let running = self.spawn_with(req, ChildIo::Terminal(tty))?;
+        Ok((running.pid, running.exit))
+    }
+
+    fn spawn_with(&self, req: &Prepared, io: ChildIo<'_>) -> Result<Running, (ErrorCode, String)> {
         let argv0 = &req.argv[0];
         let path_var = req.env.get("PATH").map(String::as_str).unwrap_or(BASE_PATH);
         let program = find_program(argv0, path_var)
@@ -208,14 +264,30 @@ impl Executor {
         cmd.arg0(argv0)
             .args(&req.argv[1..])
             .env_clear()
-            .envs(&req.env)
-            .stdin(if req.stdin.is_some() || req.keep_stdin {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .envs(&req.env);
+        let on_terminal = matches!(io, ChildIo::Terminal(_));
+        match io {
+            ChildIo::Pipes => {
+                cmd.stdin(if req.stdin.is_some() || req.keep_stdin {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            }
+            ChildIo::Terminal(tty) => {
+                let dup = || {
+                    tty.try_clone().map(Stdio::from).map_err(|err| {
+                        (
+                            io_code(&err),
+                            format!("cannot hand the terminal to {argv0}: {err}"),
+                        )
+                    })
+                };
+                cmd.stdin(dup()?).stdout(dup()?).stderr(dup()?);
+            }
+        }
         let filter = self.filter.clone();
         let as_user = req.user == BoxUser::User;
         let cgroup = self.cgroup.clone();
@@ -230,6 +302,11 @@ impl Executor {
                     cgroup.join_from_child()?;
                 }
                 seal_user_child(as_user, BOX_USER_UID, &filter)?;
+                // The new session (seal_user_child made it) takes its stdin, the PTY, as
+                // its controlling terminal: job control, ^C and SIGWINCH then work.
+                if on_terminal && libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
                 if libc::chdir(cwd.as_ptr()) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -283,6 +360,46 @@ impl Executor {
             exit,
         })
     }
+}
+
+/// How a new process's standard streams are set up.
+enum ChildIo<'a> {
+    /// Pipes to `berth-init` (stdin: a pipe or `/dev/null`).
+    Pipes,
+    /// All three on this PTY slave, which becomes the controlling terminal.
+    Terminal(&'a OwnedFd),
+}
+
+/// Checks a command before anything starts: a program, and no NUL byte or bad variable
+/// name anywhere.
+fn check_command(
+    argv: &[String],
+    env: &BTreeMap<String, String>,
+    cwd: Option<&String>,
+) -> Result<(), ApiError> {
+    if argv.first().is_none_or(|p| p.is_empty()) {
+        return Err(ApiError::EmptyArgv);
+    }
+    let has_nul = |s: &String| s.contains('\0');
+    if argv.iter().any(has_nul)
+        || env
+            .iter()
+            .any(|(k, v)| has_nul(k) || has_nul(v) || k.is_empty() || k.contains('='))
+        || cwd.is_some_and(has_nul)
+    {
+        return Err(ApiError::NulInExec);
+    }
+    Ok(())
+}
+
+/// A login shell: bash when the box has it, else sh.
+fn login_shell() -> Vec<String> {
+    let shell = if Path::new("/bin/bash").is_file() {
+        "/bin/bash"
+    } else {
+        "/bin/sh"
+    };
+    vec![shell.to_owned(), "-l".to_owned()]
 }
 
 /// A started process: its pid (also its process group), pipes and exit status.
@@ -358,7 +475,7 @@ async fn drive(
 }
 
 /// Reads one chunk; `None` at EOF or error. Pending forever when the pipe is closed.
-async fn read_some(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> Option<usize> {
+pub async fn read_some(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> Option<usize> {
     match pipe {
         Some(p) => match p.read(buf).await {
             Ok(0) | Err(_) => None,

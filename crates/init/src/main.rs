@@ -25,6 +25,8 @@ mod exec;
 mod files;
 mod harness;
 mod listener;
+mod ports;
+mod process;
 mod query;
 mod reaper;
 mod sandbox_cgroup;
@@ -33,6 +35,7 @@ mod server;
 mod slots;
 mod stop;
 mod stream;
+mod terminal;
 mod thread_caps;
 mod user_filter;
 mod vm;
@@ -250,6 +253,8 @@ async fn run(args: Args) -> Result<(), BootError> {
     let agent = Arc::new(Agent {
         token,
         boot,
+        terminals: terminal::Terminals::new(exec.clone()),
+        processes: process::Processes::new(exec.clone(), harness.clone()),
         exec,
         harness: harness.clone(),
         shutdown: shutdown.clone(),

@@ -51,16 +51,51 @@ pub fn file_query(raw: Option<&str>) -> Result<FileQuery, ApiError> {
 
 /// The `after` of `GET /v1/events` (a seq; absent means 0).
 pub fn after_query(raw: Option<&str>) -> Result<u64, ApiError> {
-    let mut after = 0;
-    for pair in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        if let Some(value) = pair.strip_prefix("after=") {
-            after = value.parse().map_err(|_| ApiError::BadQuery {
-                name: "after",
-                reason: "must be a sequence number",
-            })?;
+    Ok(number(raw, "after", "must be a sequence number")?.unwrap_or(0))
+}
+
+/// The `offset` of a terminal attachment, if given.
+pub fn offset_query(raw: Option<&str>) -> Result<Option<u64>, ApiError> {
+    number(raw, "offset", "must be a byte offset")
+}
+
+/// The `close` of a stdin write (absent: false).
+pub fn close_query(raw: Option<&str>) -> Result<bool, ApiError> {
+    let mut close = false;
+    for pair in raw.unwrap_or("").split('&') {
+        if let Some(value) = pair.strip_prefix("close") {
+            close = match value {
+                "" | "=true" | "=1" => true,
+                "=false" | "=0" => false,
+                _ => {
+                    return Err(ApiError::BadQuery {
+                        name: "close",
+                        reason: "must be true or false",
+                    })
+                }
+            };
         }
     }
-    Ok(after)
+    Ok(close)
+}
+
+/// The number named `name` in a query (the last one given).
+fn number(
+    raw: Option<&str>,
+    name: &'static str,
+    reason: &'static str,
+) -> Result<Option<u64>, ApiError> {
+    let mut found = None;
+    for pair in raw.unwrap_or("").split('&') {
+        if let Some(value) = pair.strip_prefix(name).and_then(|v| v.strip_prefix('=')) {
+            found = Some(
+                value
+                    .parse()
+                    .map_err(|_| ApiError::BadQuery { name, reason })?,
+            );
+        }
+    }
+    Ok(found)
 }
 
 fn flag(value: &str) -> Result<bool, ApiError> {

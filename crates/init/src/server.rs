@@ -8,6 +8,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use berth_protocol::guest::{Info, MAX_FILE_BYTES};
+use berth_protocol::ports::PORT_UPGRADE;
+use berth_protocol::process::Busy;
+use berth_protocol::terminal::{OFFSET_HEADER, TERMINAL_UPGRADE};
 use berth_protocol::version::VERSION_HEADER;
 use berth_protocol::{negotiate, PROTOCOL_VERSION};
 use bytes::Bytes;
@@ -15,6 +18,7 @@ use http::{header, HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::service::service_fn;
+use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::sync::{mpsc, Notify};
 
@@ -26,13 +30,18 @@ use crate::exec::Executor;
 use crate::files::{self, Chunk, FsIdentity};
 use crate::harness::{self, Harness};
 use crate::listener::Listener;
-use crate::query::{after_query, file_query};
+use crate::ports;
+use crate::process::{self, Processes};
+use crate::query::{after_query, close_query, file_query, offset_query};
+use crate::terminal::Terminals;
 use crate::watch;
 
 /// Largest `POST /v1/exec` body (the request carries the stdin text).
 const MAX_EXEC_BODY: u64 = 64 * 1024 * 1024;
 /// Largest `POST /v1/messages` body.
 const MAX_MESSAGE_BODY: u64 = 4 * 1024 * 1024;
+/// Largest body of a terminal call (a command line and its environment).
+const MAX_CONTROL_BODY: u64 = 1024 * 1024;
 
 /// Everything the handlers share.
 #[derive(Debug)]
@@ -41,6 +50,8 @@ pub struct Agent {
     pub boot: BootRecord,
     pub exec: Arc<Executor>,
     pub harness: Arc<Harness>,
+    pub terminals: Arc<Terminals>,
+    pub processes: Arc<Processes>,
     pub shutdown: Arc<Notify>,
 }
 
@@ -74,6 +85,7 @@ pub async fn serve<L: Listener>(listener: L, agent: Arc<Agent>) {
             let service = service_fn(move |req| handle(agent.clone(), req));
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades()
                 .await;
         });
     }
@@ -86,11 +98,30 @@ async fn handle(agent: Arc<Agent>, req: Request<Incoming>) -> Result<Response<Bo
     }))
 }
 
-async fn route(agent: &Arc<Agent>, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+async fn route(agent: &Arc<Agent>, mut req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
     authorize(&agent.token, req.headers())?;
     check_version(req.headers())?;
+    let upgrade = req
+        .headers()
+        .contains_key(header::UPGRADE)
+        .then(|| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
     let query = parts.uri.query();
+    if let Some(rest) = parts.uri.path().strip_prefix("/v1/processes/") {
+        return process_route(agent, &parts, rest, body).await;
+    }
+    if let Some(rest) = parts.uri.path().strip_prefix("/v1/terminals/") {
+        return terminal_route(agent, &parts, rest, body, upgrade).await;
+    }
+    if let Some(port) = parts.uri.path().strip_prefix("/v1/ports/") {
+        if parts.method != Method::GET {
+            return Err(no_route(&parts));
+        }
+        let stream = ports::connect(port).await?;
+        let upgrade = upgrade_of(&parts, upgrade, PORT_UPGRADE)?;
+        tokio::spawn(ports::splice(upgrade, stream));
+        return Ok(switching(PORT_UPGRADE));
+    }
     match (&parts.method, parts.uri.path()) {
         (&Method::GET, "/v1/info") => json(&agent.info()),
         (&Method::POST, "/v1/exec") => {
@@ -169,6 +200,19 @@ async fn route(agent: &Arc<Agent>, req: Request<Incoming>) -> Result<Response<Bo
             ))
         }
         (&Method::GET, "/v1/harness") => json(&agent.harness.status()),
+        (&Method::GET, "/v1/busy") => json(&Busy {
+            terminals: agent.terminals.busy(),
+            processes: agent.processes.busy(),
+        }),
+        (&Method::POST, "/v1/processes") => {
+            let bytes = collect(body, &parts.headers, MAX_EXEC_BODY).await?;
+            json(&agent.processes.start(&bytes)?)
+        }
+        (&Method::GET, "/v1/processes") => json(&agent.processes.list()),
+        (&Method::POST, "/v1/terminals") => {
+            let bytes = collect(body, &parts.headers, MAX_CONTROL_BODY).await?;
+            json(&agent.terminals.open(&bytes)?)
+        }
         (&Method::POST, "/v1/shutdown") => {
             agent.shutdown.notify_one();
             Ok(respond(
@@ -177,11 +221,139 @@ async fn route(agent: &Arc<Agent>, req: Request<Incoming>) -> Result<Response<Bo
                 Body::full(b"{}".to_vec()),
             ))
         }
-        (method, path) => Err(ApiError::NoRoute {
-            method: method.clone(),
-            path: path.to_owned(),
-        }),
+        _ => Err(no_route(&parts)),
     }
+}
+
+/// The calls under `/v1/processes/{id}`.
+async fn process_route(
+    agent: &Arc<Agent>,
+    parts: &http::request::Parts,
+    rest: &str,
+    mut body: Incoming,
+) -> Result<Response<Body>, ApiError> {
+    let (id, verb) = rest.split_once('/').unwrap_or((rest, ""));
+    let process = agent.processes.get(id)?;
+    match (&parts.method, verb) {
+        (&Method::GET, "output") => Ok(respond(
+            StatusCode::OK,
+            "application/x-ndjson",
+            Body::Stream(process::follow(
+                process,
+                offset_query(parts.uri.query())?.unwrap_or(0),
+            )),
+        )),
+        (&Method::POST, "signal") => {
+            process.signal(&collect(body, &parts.headers, MAX_CONTROL_BODY).await?)?;
+            Ok(no_content())
+        }
+        (&Method::POST, "stdin") => {
+            let close = close_query(parts.uri.query())?;
+            let (tx, rx) = mpsc::channel(4);
+            let writer = {
+                let process = process.clone();
+                tokio::spawn(async move { process::write_stdin(&process, rx, close).await })
+            };
+            // Once the writer has given up, the rest of the body is still read and dropped,
+            // so the client sees the answer rather than a broken pipe.
+            let mut failed = None;
+            while let Some(frame) = body.frame().await {
+                match frame.map(Frame::into_data) {
+                    Err(err) => {
+                        failed = Some(ApiError::Body(err));
+                        break;
+                    }
+                    Ok(Ok(data)) => {
+                        let _ = tx.send(data).await;
+                    }
+                    Ok(Err(_trailers)) => {}
+                }
+            }
+            drop(tx);
+            let written = writer.await.map_err(|_| ApiError::Worker)?;
+            match failed {
+                Some(err) => Err(err),
+                None => written.map(|()| no_content()),
+            }
+        }
+        _ => Err(no_route(parts)),
+    }
+}
+
+/// `/v1/terminals/{id}` and the calls under it.
+async fn terminal_route(
+    agent: &Arc<Agent>,
+    parts: &http::request::Parts,
+    rest: &str,
+    body: Incoming,
+    upgrade: Option<OnUpgrade>,
+) -> Result<Response<Body>, ApiError> {
+    let (id, verb) = rest.split_once('/').unwrap_or((rest, ""));
+    let terminal = agent.terminals.get(id)?;
+    match (&parts.method, verb) {
+        (&Method::GET, "") => json(&terminal.info()),
+        (&Method::GET, "attach") => {
+            let upgrade = upgrade_of(parts, upgrade, TERMINAL_UPGRADE)?;
+            let attachment = terminal.attach(offset_query(parts.uri.query())?);
+            let mut response = switching(TERMINAL_UPGRADE);
+            response
+                .headers_mut()
+                .insert(OFFSET_HEADER, header::HeaderValue::from(attachment.start()));
+            tokio::spawn(async move {
+                match upgrade.await {
+                    Ok(upgraded) => attachment.run(TokioIo::new(upgraded)).await,
+                    Err(_) => attachment.detach(),
+                }
+            });
+            Ok(response)
+        }
+        (&Method::POST, "resize") => {
+            terminal.resize(&collect(body, &parts.headers, MAX_CONTROL_BODY).await?)?;
+            Ok(no_content())
+        }
+        (&Method::POST, "signal") => {
+            terminal.signal(&collect(body, &parts.headers, MAX_CONTROL_BODY).await?)?;
+            Ok(no_content())
+        }
+        _ => Err(no_route(parts)),
+    }
+}
+
+fn no_route(parts: &http::request::Parts) -> ApiError {
+    ApiError::NoRoute {
+        method: parts.method.clone(),
+        path: parts.uri.path().to_owned(),
+    }
+}
+
+/// The pending upgrade of a request that asked for `protocol`, or why it cannot be one.
+fn upgrade_of(
+    parts: &http::request::Parts,
+    upgrade: Option<OnUpgrade>,
+    protocol: &'static str,
+) -> Result<OnUpgrade, ApiError> {
+    let asked = parts
+        .headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case(protocol));
+    match upgrade {
+        Some(upgrade) if asked => Ok(upgrade),
+        _ => Err(ApiError::NeedsUpgrade { protocol }),
+    }
+}
+
+/// `101 Switching Protocols` to `protocol`.
+fn switching(protocol: &'static str) -> Response<Body> {
+    let mut response = Response::new(Body::Full(None));
+    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("upgrade"),
+    );
+    headers.insert(header::UPGRADE, header::HeaderValue::from_static(protocol));
+    response
 }
 
 fn authorize(token: &Token, headers: &HeaderMap) -> Result<(), ApiError> {

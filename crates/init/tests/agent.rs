@@ -61,6 +61,9 @@ impl Agent {
             .arg(&home)
             .arg("--memory")
             .arg(dir.path().join("memory"))
+            // Not the host's /var/lib/berth: the agent journals its events there.
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
             .args(["--egress-tls", egress[0], "--egress-proxy", egress[1]])
             .spawn()
             .unwrap();
@@ -709,3 +712,7 @@ async fn read_tar(c: &GuestClient, q: &FileQuery) -> Result<Vec<u8>, GuestError>
     }
     Ok(bytes)
 }
+#[path = "agent/process.rs"]
+mod process;
+#[path = "agent/terminal.rs"]
+mod terminal;

@@ -491,8 +491,14 @@ async fn a_box_without_a_harness_refuses_messages() {
     assert_eq!(status.state, HarnessState::None);
     let err = agent.deliver("msg_1", "hi").await.unwrap_err();
     assert_eq!(remote(err), (503, ErrorCode::Unavailable));
-    // The state dir is not touched without a harness.
-    assert_eq!(std::fs::read_dir(dirs.path("state")).unwrap().count(), 0);
+    // Without a harness the state dir holds only the journals (the event journal also
+    // carries background processes' exits), and no message was journalled.
+    let messages = std::fs::read(dirs.path("state").join("messages.jsonl")).unwrap();
+    assert!(
+        messages.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&messages)
+    );
 }
 
 fn rss_peak_kib(pid: u32) -> u64 {

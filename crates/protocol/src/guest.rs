@@ -342,7 +342,7 @@ pub struct FileQuery {
     pub mode: Option<u32>,
 }
 
-mod base64_bytes {
+pub(crate) mod base64_bytes {
     use base64::engine::general_purpose::STANDARD;
     use base64::Engine as _;
     use serde::{Deserialize, Deserializer, Serializer};

@@ -22,7 +22,10 @@ use async_trait::async_trait;
 use berth_protocol::BoxId;
 
 pub use error::{error_chain, RuntimeError};
-pub use guest_client::{EventStream, ExecStream, GuestAddr, GuestClient, GuestError, NdjsonStream};
+pub use guest_client::{
+    EventStream, ExecStream, GuestAddr, GuestClient, GuestError, GuestStream, NdjsonStream,
+    ProcessOutput, TerminalStream,
+};
 pub use layer::{LayerError, TargetError};
 pub use spec::{BootToken, BoxSpec, EgressSetup, IdMap, Layer, Limits, Rootfs, DEFAULT_DISK_MIB};
 pub use volume_image::volume_image;

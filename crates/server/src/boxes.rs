@@ -11,10 +11,10 @@ use berth_protocol::BoxId;
 use berth_runtime::GuestClient;
 use berth_store::EventListener;
 use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
 
 use crate::egress::EgressTask;
 use crate::lifecycle::ExitWatch;
-use crate::pumps::Pumps;
 
 /// The live part of one box, behind its lifecycle lock.
 #[derive(Debug, Default)]
@@ -40,6 +40,25 @@ impl Live {
         self.pumps = None;
         self.egress = None;
         self.exit_watch = None;
+    }
+}
+
+/// The pumps of one boot (`crate::pumps::start` starts them; defined here, with the rest of
+/// a boot's live state, so this table needs nothing of the pumps' own). Dropping it aborts
+/// their tasks.
+#[derive(Debug)]
+pub struct Pumps {
+    /// Only for a boot that runs a harness.
+    pub(crate) delivery: Option<JoinHandle<()>>,
+    pub(crate) events: JoinHandle<()>,
+}
+
+impl Drop for Pumps {
+    fn drop(&mut self) {
+        if let Some(delivery) = &self.delivery {
+            delivery.abort();
+        }
+        self.events.abort();
     }
 }
 

@@ -91,7 +91,7 @@ impl Ctx {
     /// (nothing leaves), never the template's wider one.
     pub fn box_egress(&self, record: &BoxRecord) -> EgressPolicy {
         match &record.egress {
-            Some(json) => crate::ops::box_create::stored_egress(&record.id, json),
+            Some(json) => EgressPolicy::from_stored(&record.id, json),
             None => self
                 .templates
                 .get(&record.template)

@@ -48,6 +48,32 @@ pub enum OpError {
     #[error("invalid exec request: {rule}")]
     InvalidExec { rule: &'static str },
 
+    #[error("invalid terminal request: {rule}")]
+    InvalidTerminal { rule: &'static str },
+
+    #[error("no process {id}: the box is not running, and its processes ended with it")]
+    NoSuchProcess { id: String },
+
+    #[error("invalid label {key:?}: {rule}")]
+    InvalidLabel { key: String, rule: &'static str },
+
+    #[error("invalid env variable {name:?}: {rule}")]
+    InvalidEnv { name: String, rule: &'static str },
+
+    #[error("a box has at most {max} {what}, got {count}")]
+    TooMany {
+        what: &'static str,
+        count: usize,
+        max: usize,
+    },
+
+    #[error("invalid box filter {filter:?}: {rule}")]
+    InvalidFilter { filter: String, rule: &'static str },
+
+    /// A volume only grows: the file system inside is never shrunk.
+    #[error("disk_mib {asked_mib} is below the box's volume size {current_mib} MiB: a volume only grows")]
+    DiskShrink { current_mib: u64, asked_mib: u64 },
+
     #[error("invalid `egress`")]
     InvalidEgress(#[source] crate::egress::policy::PolicyError),
 

@@ -9,6 +9,8 @@
 
 pub mod admission;
 pub mod api;
+pub mod box_env;
+pub mod box_labels;
 pub mod boxes;
 pub mod config;
 pub mod ctx;

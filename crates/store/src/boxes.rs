@@ -1,10 +1,13 @@
 //! Box rows. Every lookup a client can trigger is scoped by tenant; the unscoped ones
 //! (`get_box`, `list_all_boxes`) are for the daemon itself (reconciliation, shutdown).
 
+use std::collections::BTreeMap;
+
 use berth_protocol::{BoxId, TenantId};
 use rusqlite::{params, OptionalExtension, Row};
 use time::OffsetDateTime;
 
+use crate::box_settings::{labels_json, BoxLimits};
 use crate::error::{sql, StoreError};
 use crate::events::STATE_EVENT;
 use crate::quota::{self, Quota, QuotaLimit, TemplateDisk};
@@ -30,6 +33,10 @@ pub struct NewBox {
     pub runtime: String,
     /// The box's own volume size; `None`: its template's.
     pub disk_mib: Option<u64>,
+    /// The tenant's key/value labels (the daemon validates them).
+    pub labels: BTreeMap<String, String>,
+    /// Variables for the box's processes; not secrets (stored in plain text).
+    pub env: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -61,11 +68,31 @@ pub struct BoxRecord {
     pub runtime: String,
     /// The box's own volume size; `None`: its template's.
     pub disk_mib: Option<u64>,
+    pub labels: BTreeMap<String, String>,
+    pub env: BTreeMap<String, String>,
+    /// Limits set while the box may have processes: its next start applies them.
+    pub pending_limits: Option<BoxLimits>,
 }
 
-const COLUMNS: &str = "id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
+impl BoxRecord {
+    /// The limits the box's processes run under now (or would, stopped).
+    pub fn limits(&self) -> BoxLimits {
+        BoxLimits {
+            memory_mib: self.memory_mib,
+            pids: self.pids,
+            cpus: self.cpus,
+        }
+    }
+
+    /// The limits the box's next start applies.
+    pub fn next_limits(&self) -> BoxLimits {
+        self.pending_limits.unwrap_or_else(|| self.limits())
+    }
+}
+
+pub(crate) const COLUMNS: &str = "id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
                        cpus, id_slot, generation, created_at, updated_at, idle_timeout_s, egress, runtime, \
-                       disk_mib";
+                       disk_mib, labels, env, pending_memory_mib, pending_pids, pending_cpus";
 
 /// What a new box is admitted against besides its tenant's quota.
 #[derive(Clone, Copy)]
@@ -125,8 +152,8 @@ impl Store {
         let inserted = tx.execute(
             "INSERT INTO boxes (id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
              cpus, id_slot, generation, created_at, updated_at, idle_timeout_s, egress, runtime, \
-             disk_mib) \
-             VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9, 1, ?10, ?10, ?11, ?12, ?13, ?14)",
+             disk_mib, labels, env) \
+             VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9, 1, ?10, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
             params![
                 new.id.as_str(),
                 new.tenant_id.as_str(),
@@ -142,6 +169,8 @@ impl Store {
                 new.egress,
                 new.runtime,
                 new.disk_mib.map(|d| d as i64),
+                labels_json(&new.labels),
+                labels_json(&new.env),
             ],
         );
         match inserted {
@@ -180,6 +209,9 @@ impl Store {
             egress: new.egress.clone(),
             runtime: new.runtime.clone(),
             disk_mib: new.disk_mib,
+            labels: new.labels.clone(),
+            env: new.env.clone(),
+            pending_limits: None,
         })
     }
 
@@ -455,7 +487,7 @@ impl Store {
 }
 
 /// A row as SQLite returns it, before the typed parse.
-struct RawBox {
+pub(crate) struct RawBox {
     id: String,
     tenant_id: String,
     name: String,
@@ -473,10 +505,13 @@ struct RawBox {
     egress: Option<String>,
     runtime: String,
     disk_mib: Option<i64>,
+    labels: String,
+    env: String,
+    pending: (Option<i64>, Option<i64>, Option<f64>),
 }
 
 impl RawBox {
-    fn from_row(row: &Row<'_>) -> rusqlite::Result<RawBox> {
+    pub(crate) fn from_row(row: &Row<'_>) -> rusqlite::Result<RawBox> {
         Ok(RawBox {
             id: row.get(0)?,
             tenant_id: row.get(1)?,
@@ -495,10 +530,13 @@ impl RawBox {
             egress: row.get(14)?,
             runtime: row.get(15)?,
             disk_mib: row.get(16)?,
+            labels: row.get(17)?,
+            env: row.get(18)?,
+            pending: (row.get(19)?, row.get(20)?, row.get(21)?),
         })
     }
 
-    fn into_record(self) -> Result<BoxRecord, StoreError> {
+    pub(crate) fn into_record(self) -> Result<BoxRecord, StoreError> {
         Ok(BoxRecord {
             id: self.id.parse().map_err(|source| StoreError::CorruptId {
                 column: "boxes.id",
@@ -526,6 +564,16 @@ impl RawBox {
             egress: self.egress,
             runtime: self.runtime,
             disk_mib: self.disk_mib.map(|d| d as u64),
+            labels: parse_map("boxes.labels", &self.labels)?,
+            env: parse_map("boxes.env", &self.env)?,
+            pending_limits: match self.pending {
+                (Some(memory_mib), Some(pids), Some(cpus)) => Some(BoxLimits {
+                    memory_mib: memory_mib as u64,
+                    pids: pids as u64,
+                    cpus,
+                }),
+                _ => None,
+            },
         })
     }
 }
@@ -544,6 +592,10 @@ fn free_slot(tx: &rusqlite::Transaction<'_>, limit: u32) -> Result<u32, StoreErr
         .ok()
         .filter(|slot| *slot < limit)
         .ok_or(StoreError::NoIdSlot { limit })
+}
+
+fn parse_map(column: &'static str, s: &str) -> Result<BTreeMap<String, String>, StoreError> {
+    serde_json::from_str(s).map_err(|source| StoreError::CorruptJson { column, source })
 }
 
 fn parse_state(s: &str) -> Result<BoxState, StoreError> {

@@ -36,6 +36,8 @@ pub(crate) fn insert_box(store: &Store, tenant: TenantId, name: &str) -> BoxReco
             egress: None,
             runtime: "sandbox".into(),
             disk_mib: None,
+            labels: Default::default(),
+            env: Default::default(),
         })
         .unwrap();
     assert_eq!(record.idle_timeout_s, 60);

@@ -10,6 +10,7 @@
 //! per call (`spawn_blocking`) would cost about as much as the call itself.
 
 mod api_keys;
+mod box_settings;
 mod boxes;
 mod error;
 mod events;
@@ -31,6 +32,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 pub use api_keys::{ApiKeyMeta, NewApiKey};
+pub use box_settings::{BoxChange, BoxLimits};
 pub use boxes::{Admission, BoxRecord, NewBox};
 pub use error::StoreError;
 pub use events::{
@@ -152,6 +154,8 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+#[cfg(test)]
+mod box_settings_tests;
 #[cfg(test)]
 mod event_retention_tests;
 #[cfg(test)]

@@ -17,6 +17,7 @@ const MIGRATIONS: &[(u32, &str)] = &[
         include_str!("../migrations/0006_tenant_quotas_and_keys.sql"),
     ),
     (7, include_str!("../migrations/0007_event_retention.sql")),
+    (8, include_str!("../migrations/0008_box_record.sql")),
 ];
 
 /// Applies every migration newer than the database's; returns the version reached.

@@ -15,7 +15,8 @@ pub struct Quota {
     pub max_boxes: Option<u64>,
     /// Boxes that may have processes (starting, running, paused, stopping).
     pub max_running: Option<u64>,
-    /// The sum of its boxes' memory limits.
+    /// The sum of its boxes' memory limits (a limit pending for a box's next start counts
+    /// when it is the larger).
     pub max_memory_mib: Option<u64>,
     /// The sum of its boxes' volume sizes.
     pub max_disk_mib: Option<u64>,
@@ -141,7 +142,8 @@ pub(crate) fn usage(
 ) -> Result<Usage, StoreError> {
     let mut stmt = tx
         .prepare_cached(
-            "SELECT state IN ('starting', 'running', 'stopping', 'paused'), memory_mib, disk_mib, template \
+            "SELECT state IN ('starting', 'running', 'stopping', 'paused'), \
+             MAX(memory_mib, COALESCE(pending_memory_mib, 0)), disk_mib, template \
              FROM boxes WHERE tenant_id = ?1",
         )
         .map_err(sql("read a tenant's usage"))?;

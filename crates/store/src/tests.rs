@@ -19,6 +19,8 @@ pub(crate) fn new_box(tenant: &TenantId, name: &str) -> NewBox {
         egress: None,
         runtime: "sandbox".into(),
         disk_mib: None,
+        labels: Default::default(),
+        env: Default::default(),
     }
 }
 

@@ -32,6 +32,7 @@
 //! | `perl` | `perl` under `/usr` (Debian's `perl-base`) |
 //! | `claude-code` | Claude Code from npm (`scripts/install-deps.sh --tests` with npm) |
 //! | `box-tools` | a tool inside the box's rootfs (the `minimal` test image has no python3, no curl) |
+//! | `shells` | `zsh` and `fish`, which parse `berth completion`'s scripts for them |
 
 use std::io::Write;
 
@@ -59,6 +60,7 @@ pub const PARTS: &[&str] = &[
     "perl",
     "claude-code",
     "box-tools",
+    "shells",
 ];
 
 /// The variable naming the parts a run requires.

@@ -218,6 +218,18 @@ impl Daemon {
         }
     }
 
+    /// A daemon that offers qemu ([`Daemon::offer_qemu`]); `None` (a skip, said and
+    /// recorded) where the host cannot run boxes or VMs.
+    pub fn start_offering_qemu() -> Option<Daemon> {
+        if let Some(reason) = e2e_skip_reason() {
+            berth_testkit::skip("sandbox", &reason);
+            return None;
+        }
+        let daemon = Daemon::start();
+        daemon.offer_qemu()?;
+        Some(daemon)
+    }
+
     /// Makes the daemon's VM images (from the shared test image cache, through `berth image
     /// build`) and waits until the running daemon offers qemu; `None` (a `qemu` skip, said
     /// and recorded: `berth_testkit::skip`) without QEMU, vhost-device-vsock or the Debian
@@ -242,8 +254,15 @@ impl Daemon {
             .map(PathBuf::from)
             .unwrap_or_else(|| "/var/tmp/berth-test-images".into())
             .join("images");
-        fs::create_dir_all(&cache).unwrap();
-        std::os::unix::fs::symlink(&cache, self.dir().join("images")).unwrap();
+        // The built images are shared (content-addressed, so tests with different
+        // berth-init builds never clash); what the daemon reads as built, `built.json`, is
+        // this daemon's own: tests running side by side may build with other binaries.
+        let images = self.dir().join("images");
+        fs::create_dir_all(&images).unwrap();
+        for part in ["apt", "initramfs", "kernel", "layers", "rootfs", "tmp"] {
+            fs::create_dir_all(cache.join(part)).unwrap();
+            std::os::unix::fs::symlink(cache.join(part), images.join(part)).unwrap();
+        }
         let built = self.berth(&["image", "build"]);
         if !built.status.success() {
             let err = stderr(&built);
@@ -403,4 +422,82 @@ pub fn vm_processes(dir: &Path) -> Vec<(i32, String)> {
         .into_iter()
         .filter(|(_, cmd)| cmd.contains("qemu-system") || cmd.contains("vhost-device"))
         .collect()
+}
+
+/// A long-running `berth` child whose stdout lines are collected; killed on drop.
+pub struct Follower {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Follower {
+    pub fn spawn(daemon: &Daemon, args: &[&str]) -> Follower {
+        let mut child = berth()
+            .arg("--data-dir")
+            .arg(daemon.dir())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Follower {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    pub fn wait_for_line(&mut self, wanted: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let hit = wanted(&line);
+                    self.seen.push(line);
+                    if hit {
+                        return;
+                    }
+                }
+                Err(e) => panic!("no such line ({e}); saw:\n{}", self.seen.join("\n")),
+            }
+        }
+    }
+
+    /// SIGINT, then the exit status (within 10 s).
+    pub fn interrupt(&mut self) -> Option<i32> {
+        // SAFETY: kill(2) on our own child's pid (not yet reaped); it touches no memory.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGINT);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("berth ignored SIGINT for 10 s");
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -69,10 +69,9 @@ fn read_config(run_dir: &Path) -> Found {
 
 pub fn load(opts: Options<'_>) -> Result<Harness, HarnessBootError> {
     let found = read_config(opts.run_dir);
-    let journals = match &found {
-        Found::Absent => None,
-        Found::Valid(_) | Found::Invalid(_) => Some(open_journals(opts.state_dir)?),
-    };
+    // Always: the event journal carries more than the harness's events (a background
+    // process's exit), so a box without a harness has one too.
+    let journals = Some(open_journals(opts.state_dir)?);
     if let (Some(j), Found::Valid(config)) = (&journals, &found) {
         if config.ack == AckMode::Replay {
             let mut messages = super::lock(&j.messages);

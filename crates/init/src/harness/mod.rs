@@ -9,7 +9,7 @@
 
 pub mod boot;
 pub mod deliver;
-mod event_log;
+pub mod event_log;
 mod lines;
 mod message_log;
 mod recover;

@@ -7,11 +7,8 @@ use berth_protocol::files::{ArchiveWritten, WatchEvent};
 use berth_protocol::guest::{Call, FileQuery, MAX_JSON_ANSWER_BYTES};
 use bytes::Bytes;
 use http::Method;
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::BodyExt;
-use hyper::client::conn::http1::SendRequest;
 
-use super::body::{collect_limited, send_upload, FileDownload, RequestBody};
+use super::body::{collect_limited, FileDownload, Upload};
 use super::error::{BodyError, GuestError};
 use super::{file_uri, GuestClient, NdjsonStream};
 
@@ -20,19 +17,17 @@ pub type WatchStream = NdjsonStream<WatchEvent>;
 
 /// A `PUT` of a tar on an open connection to the agent, waiting for its body.
 pub struct ArchiveUpload {
-    sender: SendRequest<RequestBody>,
-    request: http::request::Builder,
+    upload: Upload,
 }
 
 impl ArchiveUpload {
     /// Streams `body` to the agent as hyper asks for it, and returns what was extracted.
-    pub async fn send<B>(mut self, body: B) -> Result<ArchiveWritten, GuestError>
+    pub async fn send<B>(self, body: B) -> Result<ArchiveWritten, GuestError>
     where
         B: hyper::body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BodyError>,
     {
-        let body = UnsyncBoxBody::new(body.map_err(Into::into));
-        let response = send_upload(&mut self.sender, self.request, body).await?;
+        let response = self.upload.send_answered(body).await?;
         let bytes = collect_limited(response, MAX_JSON_ANSWER_BYTES, "JSON answer").await?;
         Ok(serde_json::from_slice(&bytes)?)
     }
@@ -56,8 +51,12 @@ impl GuestClient {
     pub async fn open_archive_upload(&self, q: &FileQuery) -> Result<ArchiveUpload, GuestError> {
         self.require(Call::FileArchiveWrite).await?;
         Ok(ArchiveUpload {
-            sender: self.connection().await?,
-            request: self.builder(Method::PUT, &file_uri("/v1/files/archive", q)),
+            upload: Upload {
+                sender: self.connection().await?,
+                request: self.builder(Method::PUT, &file_uri("/v1/files/archive", q)),
+                // A tree has no limit of its own: the box's volume bounds it.
+                limit: None,
+            },
         })
     }
 

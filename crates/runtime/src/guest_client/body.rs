@@ -117,50 +117,62 @@ impl FileDownload {
     }
 }
 
-/// A `PUT` of a file on an open connection to the agent, waiting for its body.
-pub struct FileUpload {
+/// A request on an open connection to the agent, waiting for its streamed body: a file's
+/// `PUT`, a process's stdin.
+pub struct Upload {
     pub(super) sender: SendRequest<RequestBody>,
     pub(super) request: http::request::Builder,
+    /// The most bytes the body may carry: [`MAX_FILE_BYTES`] for a file; none for stdin.
+    pub(super) limit: Option<u64>,
 }
 
-impl FileUpload {
+impl Upload {
     /// Streams `body` to the agent as hyper asks for it (the source is read only as fast as
-    /// the guest takes it), cut with an error past [`MAX_FILE_BYTES`].
-    pub async fn send<B>(mut self, body: B) -> Result<(), GuestError>
+    /// the guest takes it), cut with an error past the limit.
+    pub async fn send<B>(self, body: B) -> Result<(), GuestError>
     where
         B: hyper::body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BodyError>,
     {
-        let limit = usize::try_from(MAX_FILE_BYTES).unwrap_or(usize::MAX);
-        let body = UnsyncBoxBody::new(Limited::new(body, limit));
-        send_upload(&mut self.sender, self.request, body)
-            .await
-            .map(drop)
+        self.send_answered(body).await.map(drop)
     }
-}
 
-/// Sends an upload's request and checks the answer's status.
-pub(super) async fn send_upload(
-    sender: &mut SendRequest<RequestBody>,
-    request: http::request::Builder,
-    body: RequestBody,
-) -> Result<http::Response<Incoming>, GuestError> {
-    let request = request
-        .body(body)
-        .expect("a request built from a valid method and path");
-    let response = sender.send_request(request).await.map_err(upload_error)?;
-    super::check_status(response).await
+    /// Like [`Upload::send`], returning the agent's (successful) answer to read.
+    pub(super) async fn send_answered<B>(
+        mut self,
+        body: B,
+    ) -> Result<http::Response<Incoming>, GuestError>
+    where
+        B: hyper::body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BodyError>,
+    {
+        let body = match self.limit {
+            Some(limit) => UnsyncBoxBody::new(Limited::new(
+                body,
+                usize::try_from(limit).unwrap_or(usize::MAX),
+            )),
+            None => UnsyncBoxBody::new(body.map_err(Into::into)),
+        };
+        let request = self
+            .request
+            .body(body)
+            .expect("a request built from a valid method and path");
+        let response = self
+            .sender
+            .send_request(request)
+            .await
+            .map_err(|e| upload_error(e, self.limit))?;
+        super::check_status(response).await
+    }
 }
 
 /// A failed upload: the source body's own failure (over the limit, or broken) is told apart
 /// from the channel's.
-fn upload_error(err: hyper::Error) -> GuestError {
+fn upload_error(err: hyper::Error, limit: Option<u64>) -> GuestError {
     let over_limit = std::error::Error::source(&err)
         .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
-    if over_limit {
-        return GuestError::UploadTooLarge {
-            limit_bytes: MAX_FILE_BYTES,
-        };
+    if let (true, Some(limit_bytes)) = (over_limit, limit) {
+        return GuestError::UploadTooLarge { limit_bytes };
     }
     if err.is_user() {
         return GuestError::UploadBody(Box::new(err));

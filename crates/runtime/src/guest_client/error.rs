@@ -52,6 +52,9 @@ pub enum GuestError {
     /// The upload's own body failed (the client went away, or sent a broken body).
     #[error("cannot read the upload")]
     UploadBody(#[source] BodyError),
+    /// An upgrade call did not become a stream as the protocol says.
+    #[error("the box's agent broke an upgrade: {reason}")]
+    BadUpgrade { reason: &'static str },
 }
 
 impl GuestError {
@@ -67,7 +70,9 @@ impl GuestError {
                 ErrorCode::PayloadTooLarge
             }
             GuestError::UploadBody(_) => ErrorCode::InvalidRequest,
-            GuestError::Decode(_) | GuestError::Version { .. } => ErrorCode::Internal,
+            GuestError::Decode(_) | GuestError::Version { .. } | GuestError::BadUpgrade { .. } => {
+                ErrorCode::Internal
+            }
         }
     }
 }

@@ -13,8 +13,10 @@ mod archive;
 mod body;
 mod error;
 mod ndjson;
+mod process;
 #[cfg(test)]
 mod tests;
+mod upgrade;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,9 +40,11 @@ use crate::spec::BootToken;
 use body::{collect_limited, full, RequestBody};
 
 pub use archive::{ArchiveUpload, WatchStream};
-pub use body::{FileDownload, FileUpload};
+pub use body::{FileDownload, Upload};
 pub use error::{BodyError, GuestError};
 pub use ndjson::NdjsonStream;
+pub use process::ProcessOutput;
+pub use upgrade::{GuestStream, TerminalStream};
 
 /// Where the agent listens, seen from the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,13 +171,14 @@ impl GuestClient {
         Ok(Bytes::from(bytes))
     }
 
-    /// Connects for a file write; [`FileUpload::send`] then streams the bytes. Split in
+    /// Connects for a file write; [`Upload::send`] then streams the bytes. Split in
     /// two so a caller can retry the connect without having spent the body.
-    pub async fn open_upload(&self, q: &FileQuery) -> Result<FileUpload, GuestError> {
+    pub async fn open_upload(&self, q: &FileQuery) -> Result<Upload, GuestError> {
         self.require(Call::FileWrite).await?;
-        Ok(FileUpload {
+        Ok(Upload {
             sender: self.connection().await?,
             request: self.builder(Method::PUT, &file_uri("/v1/files", q)),
+            limit: Some(berth_protocol::guest::MAX_FILE_BYTES),
         })
     }
 

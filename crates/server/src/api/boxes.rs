@@ -1,4 +1,6 @@
-//! `/v1/boxes`: create, list, get, delete, start, stop.
+//! `/v1/boxes`: create, list, get, delete, start, stop (`PATCH`: `box_update.rs`).
+
+use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
@@ -8,8 +10,9 @@ use serde::Deserialize;
 
 use crate::api::auth::Caller;
 use crate::api::error::ApiError;
-use crate::api::extract::{ApiJson, OptionalJson};
+use crate::api::extract::{ApiJson, ApiQuery, OptionalJson};
 use crate::api::view::{BoxListView, BoxView};
+use crate::box_labels::BoxFilter;
 use crate::ctx::Ctx;
 use crate::egress::policy::EgressPolicy;
 use crate::ops::{box_create, box_delete, box_find, box_move, box_start, box_stop};
@@ -39,6 +42,13 @@ pub struct CreateBody {
     /// is at each start.
     #[serde(default)]
     disk_mib: Option<u64>,
+    /// Key/value labels (rules as in `PATCH /v1/boxes/{ref}`).
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    /// Variables for the box's exec, terminals and harness; not secrets (stored and shown
+    /// in plain text). Rules as in `PATCH /v1/boxes/{ref}`.
+    #[serde(default)]
+    env: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -54,39 +64,48 @@ pub struct LimitsBody {
     cpus: Option<f64>,
 }
 
+impl From<LimitsBody> for LimitsInput {
+    fn from(l: LimitsBody) -> Self {
+        LimitsInput {
+            memory_mib: l.memory_mib,
+            pids: l.pids,
+            cpus: l.cpus,
+        }
+    }
+}
+
 #[utoipa::path(post, path = "/v1/boxes", tag = "boxes", summary = "Create a box (stopped)", request_body = CreateBody, responses((status = 201, body = crate::api::view::BoxView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 409, description = "a box of that name exists", body = berth_protocol::ErrorBody), (status = 507, description = "the data dir's disk is below its free-space threshold", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn create(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
     ApiJson(body): ApiJson<CreateBody>,
 ) -> Result<Response, ApiError> {
-    let limits = body.limits.unwrap_or_default();
     let record = box_create::create_box(
         &ctx,
         &who.tenant_id,
         box_create::CreateBox {
             name: body.name,
             template: body.template,
-            limits: LimitsInput {
-                memory_mib: limits.memory_mib,
-                pids: limits.pids,
-                cpus: limits.cpus,
-            },
+            limits: body.limits.unwrap_or_default().into(),
             idle_timeout_s: body.idle_timeout_s,
             egress: body.egress,
             runtime: body.runtime,
             disk_mib: body.disk_mib,
+            labels: body.labels,
+            env: body.env,
         },
     )?;
     Ok((StatusCode::CREATED, Json(BoxView::new(&ctx, record, &who))).into_response())
 }
 
-#[utoipa::path(get, path = "/v1/boxes", tag = "boxes", summary = "List your boxes", responses((status = 200, body = crate::api::view::BoxListView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+#[utoipa::path(get, path = "/v1/boxes", tag = "boxes", summary = "List your boxes", params(("label" = Option<Vec<String>>, Query, description = "`KEY=VALUE`; repeatable, every one must match"), ("state" = Option<String>, Query, description = "only boxes in this state")), responses((status = 200, body = crate::api::view::BoxListView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn list(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
+    ApiQuery(query): ApiQuery<Vec<(String, String)>>,
 ) -> Result<Json<BoxListView>, ApiError> {
-    let boxes = box_find::list_boxes(&ctx, &who.tenant_id)?;
+    let filter = BoxFilter::from_query(query)?;
+    let boxes = box_find::list_matching(&ctx, &who.tenant_id, &filter)?;
     Ok(Json(BoxListView {
         boxes: boxes
             .into_iter()

@@ -121,6 +121,12 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::LimitOutOfRange { .. }
         | OpError::InvalidPath { .. }
         | OpError::InvalidExec { .. }
+        | OpError::InvalidTerminal { .. }
+        | OpError::InvalidLabel { .. }
+        | OpError::InvalidEnv { .. }
+        | OpError::InvalidFilter { .. }
+        | OpError::TooMany { .. }
+        | OpError::DiskShrink { .. }
         | OpError::InvalidEgress(_)
         | OpError::EgressEnvClash { .. }
         | OpError::InvalidMessageId(_)
@@ -140,7 +146,8 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         ),
         OpError::BoxNotFound { .. }
         | OpError::TenantNotFound { .. }
-        | OpError::KeyNotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+        | OpError::KeyNotFound { .. }
+        | OpError::NoSuchProcess { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
         OpError::QuotaExceeded(_) => (StatusCode::FORBIDDEN, ErrorCode::QuotaExceeded),
         OpError::AdminKeyRequired => (StatusCode::FORBIDDEN, ErrorCode::PermissionDenied),
         OpError::LastAdminKey { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),

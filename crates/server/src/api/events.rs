@@ -113,14 +113,11 @@ pub async fn events(
         };
         return Ok(Json(view).into_response());
     }
+    // Watching is not work: an open stream does not keep the box awake, so a screen that
+    // watches many boxes does not pin them all. A reclaim shows on the stream as its
+    // `state` events (`stopping`, `stopped`); the stream stays open for the next wake.
     let feed = EventFeed::open(&ctx, &who.tenant_id, &box_ref, after)?;
-    // An open stream keeps the box from being reclaimed as idle.
-    let guard = ctx.activity.begin(&feed.id);
-    let stream = sse_stream(feed).map(move |event| {
-        let _ = &guard;
-        event
-    });
-    Ok(Sse::new(stream)
+    Ok(Sse::new(sse_stream(feed))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response())
 }

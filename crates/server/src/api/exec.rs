@@ -22,6 +22,7 @@ use crate::error::error_chain;
 use crate::lifecycle::ActivityGuard;
 use crate::ops::box_find;
 use crate::ops::exec::{exec_collect, exec_stream, ExecCommand};
+use crate::ops::process::{self, Background};
 
 pub const NDJSON: &str = "application/x-ndjson";
 
@@ -38,24 +39,53 @@ pub struct ExecBody {
     stdin: Option<String>,
     #[serde(default)]
     user: BoxUser,
+    /// Seconds before the process is killed: default 60, or none for a background one.
     #[serde(default)]
     timeout_s: Option<u64>,
+    /// Answer at once with the process (201): it runs on whoever watches, its output kept
+    /// for `GET …/processes/{id}/output`.
+    #[serde(default)]
+    background: bool,
+    /// With `background`: whether the running process keeps the box awake (default true).
+    #[serde(default)]
+    keep_awake: Option<bool>,
+    /// With `background`: keep stdin open for `POST …/processes/{id}/stdin`.
+    #[serde(default)]
+    open_stdin: bool,
 }
 
-impl From<ExecBody> for ExecCommand {
-    fn from(b: ExecBody) -> Self {
-        ExecCommand {
-            cmd: b.cmd,
-            env: b.env,
-            cwd: b.cwd,
-            stdin: b.stdin,
-            user: b.user,
-            timeout_s: b.timeout_s,
+impl ExecBody {
+    /// The background process this body asks for, if it does; the options that only go
+    /// with `background` are refused without it.
+    fn background(self) -> Result<Result<Background, ExecCommand>, ApiError> {
+        let (background, keep_awake, open_stdin) =
+            (self.background, self.keep_awake, self.open_stdin);
+        let command = ExecCommand {
+            cmd: self.cmd,
+            env: self.env,
+            cwd: self.cwd,
+            stdin: self.stdin,
+            user: self.user,
+            timeout_s: self.timeout_s,
+        };
+        if background {
+            return Ok(Ok(Background {
+                command,
+                keep_awake: keep_awake.unwrap_or(true),
+                open_stdin,
+            }));
         }
+        if keep_awake.is_some() || open_stdin {
+            return Err(ApiError::Malformed {
+                part: "body",
+                detail: "keep_awake and open_stdin go with background: true".into(),
+            });
+        }
+        Ok(Err(command))
     }
 }
 
-#[utoipa::path(post, path = "/v1/boxes/{box_ref}/exec", tag = "exec", summary = "Run a command in the box (wakes it); NDJSON frames with Accept: application/x-ndjson", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), request_body = ExecBody, responses((status = 200, description = "the collected result, or NDJSON `ExecFrame`s when asked for", content((crate::ops::exec::ExecOutput = "application/json"), (berth_protocol::guest::ExecFrame = "application/x-ndjson"))), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 429, description = "too many collected execs at once, for the tenant or the daemon (`too_many_requests`); retry after `Retry-After` seconds, or stream", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+#[utoipa::path(post, path = "/v1/boxes/{box_ref}/exec", tag = "exec", summary = "Run a command in the box (wakes it); NDJSON frames with Accept: application/x-ndjson", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), request_body = ExecBody, responses((status = 200, description = "the collected result, or NDJSON `ExecFrame`s when asked for", content((crate::ops::exec::ExecOutput = "application/json"), (berth_protocol::guest::ExecFrame = "application/x-ndjson"))), (status = 201, description = "`background`: the process, started", body = berth_protocol::process::ProcessInfo), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 429, description = "too many collected execs at once, for the tenant or the daemon (`too_many_requests`); retry after `Retry-After` seconds, or stream", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn exec(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -64,6 +94,13 @@ pub async fn exec(
     ApiJson(body): ApiJson<ExecBody>,
 ) -> Result<Response, ApiError> {
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
+    let body = match body.background()? {
+        Ok(background) => {
+            let started = process::start(&ctx, &record.id, background).await?;
+            return Ok((http::StatusCode::CREATED, Json(started)).into_response());
+        }
+        Err(command) => command,
+    };
     let wants_stream = headers
         .get_all(http::header::ACCEPT)
         .iter()
@@ -72,7 +109,7 @@ pub async fn exec(
     if wants_stream {
         // The box is in use until the response body is done or dropped.
         let busy = ctx.activity.begin(&record.id);
-        let stream = exec_stream(&ctx, &record.id, body.into()).await?;
+        let stream = exec_stream(&ctx, &record.id, body).await?;
         Ok((
             [(http::header::CONTENT_TYPE, NDJSON)],
             Body::from_stream(frames(stream, busy)),
@@ -80,7 +117,7 @@ pub async fn exec(
             .into_response())
     } else {
         let _slot = ctx.collected_execs.take(&who.tenant_id)?;
-        Ok(Json(exec_collect(&ctx, &record.id, body.into()).await?).into_response())
+        Ok(Json(exec_collect(&ctx, &record.id, body).await?).into_response())
     }
 }
 

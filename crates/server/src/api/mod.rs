@@ -1,6 +1,7 @@
 //! The public HTTP API (docs/api.md): routes, and the request log.
 
 pub mod auth;
+pub mod box_update;
 pub mod boxes;
 pub mod caller_scope;
 pub mod egress;
@@ -13,10 +14,12 @@ pub mod files_archive;
 pub mod files_watch;
 pub mod messages;
 pub mod openapi;
+pub mod processes;
 pub mod runtimes;
 pub mod secrets;
 pub mod templates;
 pub mod tenants;
+pub mod terminals;
 pub mod view;
 
 use std::time::Instant;
@@ -35,10 +38,29 @@ pub fn router(ctx: Ctx) -> Router {
         .route("/v1/health", get(health))
         .route("/openapi.json", get(openapi_json))
         .route("/v1/boxes", post(boxes::create).get(boxes::list))
-        .route("/v1/boxes/{box_ref}", get(boxes::get).delete(boxes::delete))
+        .route(
+            "/v1/boxes/{box_ref}",
+            get(boxes::get)
+                .delete(boxes::delete)
+                .patch(box_update::update),
+        )
         .route("/v1/boxes/{box_ref}/start", post(boxes::start))
         .route("/v1/boxes/{box_ref}/stop", post(boxes::stop))
         .route("/v1/boxes/{box_ref}/exec", post(exec::exec))
+        .route("/v1/boxes/{box_ref}/pty", get(terminals::pty))
+        .route("/v1/boxes/{box_ref}/processes", get(processes::list))
+        .route(
+            "/v1/boxes/{box_ref}/processes/{id}/output",
+            get(processes::output),
+        )
+        .route(
+            "/v1/boxes/{box_ref}/processes/{id}/stdin",
+            post(processes::stdin),
+        )
+        .route(
+            "/v1/boxes/{box_ref}/processes/{id}/signal",
+            post(processes::signal),
+        )
         .route(
             "/v1/boxes/{box_ref}/files",
             get(files::read).put(files::write).delete(files::remove),

@@ -6,8 +6,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    boxes, egress, events, exec, files, files_archive, files_watch, messages, runtimes, secrets,
-    templates, tenants,
+    box_update, boxes, egress, events, exec, files, files_archive, files_watch, messages,
+    processes, runtimes, secrets, templates, tenants, terminals,
 };
 
 #[derive(OpenApi)]
@@ -22,9 +22,15 @@ use super::{
         boxes::list,
         boxes::get,
         boxes::delete,
+        box_update::update,
         boxes::start,
         boxes::stop,
         exec::exec,
+        terminals::pty,
+        processes::list,
+        processes::output,
+        processes::stdin,
+        processes::signal,
         files::read,
         files::write,
         files::list,
@@ -104,7 +110,7 @@ mod tests {
         let paths = doc["paths"].as_object().unwrap();
         for (path, methods) in [
             ("/v1/boxes", &["post", "get"][..]),
-            ("/v1/boxes/{box_ref}", &["get", "delete"]),
+            ("/v1/boxes/{box_ref}", &["get", "delete", "patch"]),
             ("/v1/boxes/{box_ref}/exec", &["post"]),
             ("/v1/boxes/{box_ref}/files", &["get", "put", "delete"]),
             ("/v1/boxes/{box_ref}/files/archive", &["get", "put"]),

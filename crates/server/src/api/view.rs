@@ -1,6 +1,8 @@
 //! The public JSON shape of a box (docs/api.md).
 
-use berth_store::{BoxRecord, BoxState, Principal};
+use std::collections::BTreeMap;
+
+use berth_store::{BoxLimits, BoxRecord, BoxState, Principal};
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 
@@ -16,8 +18,18 @@ pub struct BoxView {
     /// `stopped`, `starting`, `running`, `stopping`, `paused` or `failed`.
     #[schema(value_type = String)]
     pub state: BoxState,
+    /// The limits the box's processes run under (a stopped box: its next start's).
     pub limits: LimitsView,
+    /// Limits changed while the box may have processes: its next start applies them.
+    /// Absent when nothing is pending.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending_limits: Option<LimitsView>,
     pub idle_timeout_s: u64,
+    /// The tenant's key/value labels (`GET /v1/boxes?label=k=v` filters on them).
+    pub labels: BTreeMap<String, String>,
+    /// Variables for the box's exec, terminals and harness. Not secrets: stored and shown
+    /// in plain text.
+    pub env: BTreeMap<String, String>,
     pub created_at: String,
     pub state_reason: Option<String>,
     /// The egress policy the box's next start applies (canonical form): its own, else its
@@ -75,6 +87,16 @@ pub struct LimitsView {
     pub cpus: f64,
 }
 
+impl From<BoxLimits> for LimitsView {
+    fn from(l: BoxLimits) -> Self {
+        LimitsView {
+            memory_mib: l.memory_mib,
+            pids: l.pids,
+            cpus: l.cpus,
+        }
+    }
+}
+
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct BoxListView {
     pub boxes: Vec<BoxView>,
@@ -91,6 +113,7 @@ impl BoxView {
             None => EgressSource::Template,
         };
         let disk_mib = box_disk_mib(ctx, &r);
+        let limits = r.limits().into();
         let disk_source = match r.disk_mib {
             Some(_) => EgressSource::Box,
             None => EgressSource::Template,
@@ -105,12 +128,11 @@ impl BoxView {
             name: r.name,
             template: r.template,
             state: r.state,
-            limits: LimitsView {
-                memory_mib: r.memory_mib,
-                pids: r.pids,
-                cpus: r.cpus,
-            },
+            limits,
+            pending_limits: r.pending_limits.map(LimitsView::from),
             idle_timeout_s: r.idle_timeout_s,
+            labels: r.labels,
+            env: r.env,
             created_at: r.created_at.format(&Rfc3339).unwrap_or_default(),
             state_reason,
             egress,

@@ -141,7 +141,7 @@ pub enum PolicyError {
 
 /// Variables every box process gets from `berth-init` (docs/protocol.md): a placeholder
 /// there would switch off the box's egress or its trust bundle.
-const RESERVED_ENV: &[&str] = &[
+pub(crate) const RESERVED_ENV: &[&str] = &[
     "HTTPS_PROXY",
     "https_proxy",
     "NO_PROXY",
@@ -161,6 +161,24 @@ const RESERVED_ENV: &[&str] = &[
 ];
 
 impl EgressPolicy {
+    /// A box's own policy as the store keeps it (`ops::box_create::own_egress` wrote it).
+    /// Fails closed: JSON that no longer parses or validates (a hand-edited row, a rule a
+    /// newer check refuses) is logged and yields the empty policy, never the template's
+    /// wider one.
+    pub fn from_stored(id: &berth_protocol::BoxId, json: &str) -> EgressPolicy {
+        let policy = match serde_json::from_str::<EgressPolicy>(json) {
+            Ok(policy) => policy,
+            Err(e) => {
+                tracing::error!(box_id = %id, error = %e, "the box's stored egress policy is not JSON of a policy; nothing leaves the box");
+                return EgressPolicy::default();
+            }
+        };
+        policy.validated().unwrap_or_else(|e| {
+            tracing::error!(box_id = %id, error = %e, "the box's stored egress policy is refused; nothing leaves the box");
+            EgressPolicy::default()
+        })
+    }
+
     /// Checks every entry and returns the policy in canonical form (host names lower case
     /// without a trailing dot, header names lower case), so equal policies compare equal.
     pub fn validated(&self) -> Result<EgressPolicy, PolicyError> {

@@ -1,8 +1,8 @@
 //! Who is using a box right now, and since when nobody has.
 //!
-//! Every call that uses a box (exec for its whole stream, a file call, an open event
-//! stream, a message being delivered) holds an [`ActivityGuard`] from
-//! [`Activity::begin`]; dropping the guard ends the use. A box is idle when no guard is
+//! Every call that does work in a box (exec for its whole stream, a file call, a message
+//! being delivered) holds an [`ActivityGuard`] from [`Activity::begin`]; dropping the guard
+//! ends the use. An open event stream holds none: watching a box is not using it. A box is idle when no guard is
 //! held and the last one was dropped at least `idle_timeout_s` ago. The idle reclaimer
 //! (`lifecycle/idle.rs`) reads this; nothing here is durable.
 

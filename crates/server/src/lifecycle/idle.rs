@@ -2,10 +2,12 @@
 //! `idle_timeout_s` is stopped through the normal stop (`stopping` → `stopped`: the
 //! processes die, the volume stays). The next call that needs it wakes it cold.
 //!
-//! Idle means: no [`ActivityGuard`](super::ActivityGuard) held (exec, file call, open
-//! event stream, message delivery), none dropped within the timeout, no message waiting in
-//! the store, and a harness with no turn in flight. The last two cost a query and a guest
-//! call, so they are asked only once the cheap check says the timeout has passed, and again
+//! Idle means: no [`ActivityGuard`](super::ActivityGuard) held (exec, file call, attached
+//! terminal, message delivery; an open event stream is watching, not work, and holds
+//! none), none dropped within the timeout, no message waiting in the store, a harness with
+//! no turn in flight, and no work inside the box that keeps it awake (a terminal within
+//! its grace, a background process). The last three cost a query and guest calls, so they
+//! are asked only once the cheap check says the timeout has passed, and again
 //! under the box's lifecycle lock right before the stop, so a concurrent wake is never cut.
 //! Paused boxes are left alone.
 
@@ -91,7 +93,7 @@ pub async fn reclaim(ctx: &Ctx, id: &BoxId) -> Result<bool, OpError> {
     if record.state != BoxState::Running || !timed_out(ctx, &record) {
         return Ok(false);
     }
-    if harness_busy(&live, id).await || messages_waiting(ctx, id)? {
+    if harness_busy(&live, id).await || work_inside(&live, id).await || messages_waiting(ctx, id)? {
         // Busy after all: the clock starts again from now.
         ctx.activity.touch(id);
         return Ok(false);
@@ -117,6 +119,26 @@ async fn harness_busy(live: &Live, id: &BoxId) -> bool {
         }
         Err(_) => {
             tracing::warn!(box_id = %id, "idle reclaimer: the harness status did not come in time; counting the box as busy");
+            true
+        }
+    }
+}
+
+/// Whether work inside the box keeps it awake: a terminal attached or detached within its
+/// grace, a background process that asked to. An agent that cannot say (older, or not
+/// answering) has none.
+async fn work_inside(live: &Live, id: &BoxId) -> bool {
+    let Some(client) = live.client.clone() else {
+        return false;
+    };
+    match tokio::time::timeout(HARNESS_STATUS_TIMEOUT, client.busy()).await {
+        Ok(Ok(busy)) => busy.is_busy(),
+        Ok(Err(e)) => {
+            tracing::debug!(box_id = %id, error = %error_chain(&e), "idle reclaimer: the box cannot say what work it has");
+            false
+        }
+        Err(_) => {
+            tracing::warn!(box_id = %id, "idle reclaimer: the box did not say in time what work it has; counting it as busy");
             true
         }
     }

@@ -7,6 +7,8 @@
 //! policy, unless the client gives the box its own, which then replaces the template's
 //! whole (allowlist and credential rules) for the box's life.
 
+use std::collections::BTreeMap;
+
 use berth_protocol::{BoxId, TenantId};
 use berth_runtime::IdMap;
 use berth_store::{Admission, BoxRecord, NewBox};
@@ -31,6 +33,9 @@ pub struct CreateBox {
     pub runtime: Option<String>,
     /// The box's own volume size; `None`: its template's, at each start.
     pub disk_mib: Option<u64>,
+    pub labels: BTreeMap<String, String>,
+    /// Variables for the box's processes (`box_env.rs`).
+    pub env: BTreeMap<String, String>,
 }
 
 pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRecord, OpError> {
@@ -75,6 +80,8 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
         Some(value) => validate::idle_timeout_s(value)?,
         None => template.idle_timeout_s,
     };
+    crate::box_labels::validate(&req.labels)?;
+    crate::box_env::validate(&req.env, req.egress.as_ref().unwrap_or(&template.egress))?;
     let egress = req
         .egress
         .map(|policy| own_egress(&policy, &name, template.harness.as_ref()))
@@ -97,6 +104,8 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
         egress,
         runtime,
         disk_mib,
+        labels: req.labels,
+        env: req.env,
     };
     // The tenant's quota is checked in the insert's own transaction.
     let record = ctx.store.admit_box(&new, admission)?;
@@ -144,23 +153,6 @@ fn own_egress(
     Ok(serde_json::to_string(&policy).expect("a policy serialises"))
 }
 
-/// A box's own policy as the store keeps it ([`own_egress`] wrote it). Fails closed: JSON
-/// that no longer parses or validates (a hand-edited row, a rule a newer check refuses) is
-/// logged and yields the empty policy, never the template's wider one.
-pub fn stored_egress(id: &BoxId, json: &str) -> EgressPolicy {
-    let policy = match serde_json::from_str::<EgressPolicy>(json) {
-        Ok(policy) => policy,
-        Err(e) => {
-            tracing::error!(box_id = %id, error = %e, "the box's stored egress policy is not JSON of a policy; nothing leaves the box");
-            return EgressPolicy::default();
-        }
-    };
-    policy.validated().unwrap_or_else(|e| {
-        tracing::error!(box_id = %id, error = %e, "the box's stored egress policy is refused; nothing leaves the box");
-        EgressPolicy::default()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,7 +165,10 @@ mod tests {
             credentials: Vec::new(),
         };
         let json = own_egress(&policy, "host", None).unwrap();
-        assert_eq!(stored_egress(&id, &json), policy.validated().unwrap());
+        assert_eq!(
+            EgressPolicy::from_stored(&id, &json),
+            policy.validated().unwrap()
+        );
         let empty = EgressPolicy::default();
         for bad in [
             "",
@@ -181,7 +176,7 @@ mod tests {
             r#"{"allow":["a.test"],"extra":1}"#,
             r#"{"allow":["10.0.0.1"]}"#,
         ] {
-            assert_eq!(stored_egress(&id, bad), empty, "{bad}");
+            assert_eq!(EgressPolicy::from_stored(&id, bad), empty, "{bad}");
         }
     }
 }

@@ -4,6 +4,7 @@
 use berth_protocol::{BoxId, TenantId};
 use berth_store::BoxRecord;
 
+use crate::box_labels::BoxFilter;
 use crate::ctx::Ctx;
 use crate::error::OpError;
 
@@ -20,6 +21,18 @@ pub fn find_box(ctx: &Ctx, tenant: &TenantId, reference: &str) -> Result<BoxReco
 
 pub fn list_boxes(ctx: &Ctx, tenant: &TenantId) -> Result<Vec<BoxRecord>, OpError> {
     Ok(ctx.store.list_boxes(tenant)?)
+}
+
+/// The tenant's boxes that `filter` selects. A tenant has few boxes: they are filtered
+/// here rather than in SQL over the labels' JSON.
+pub fn list_matching(
+    ctx: &Ctx,
+    tenant: &TenantId,
+    filter: &BoxFilter,
+) -> Result<Vec<BoxRecord>, OpError> {
+    let mut boxes = list_boxes(ctx, tenant)?;
+    boxes.retain(|b| filter.matches(b));
+    Ok(boxes)
 }
 
 /// The current row of a box the caller already found (after a lifecycle change).

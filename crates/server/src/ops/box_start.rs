@@ -19,7 +19,6 @@ use crate::ops::box_disk;
 use crate::ops::box_find::reload;
 use crate::ops::box_rootfs::rootfs_for;
 use crate::ops::detached;
-use crate::pumps::Pumps;
 use crate::templates::Template;
 
 /// Starts the box if needed; returns its current row (`running`).
@@ -146,6 +145,11 @@ async fn boot(
     live: &mut Live,
     record: BoxRecord,
 ) -> Result<GuestClient, OpError> {
+    // Limits changed while the box ran apply now (`box_update.rs`).
+    let record = match record.pending_limits {
+        Some(_) => ctx.store.apply_pending_limits(&record.id)?,
+        None => record,
+    };
     // The template as it is now, by the box's stored name: a reload applies at the next
     // start. A missing or unusable one fails the start below, with the reason recorded.
     let template = ctx.templates.get(&record.template);
@@ -218,7 +222,7 @@ async fn boot(
         boot_token: BootToken::from_random(random),
         id_map,
         layers: template.layers.clone(),
-        harness: template.harness.clone(),
+        harness: crate::box_env::harness_with(template.harness.clone(), &record.env),
         egress: egress.setup.clone(),
         env: egress.env.clone(),
         disk_mib: box_disk::volume_mib_for_start(ctx, &record, template.disk_mib),
@@ -258,10 +262,16 @@ async fn boot(
             {
                 tracing::error!(box_id = %record.id, error = %error_chain(&e), "cannot store the boot token");
             }
-            // Messages and events flow only to and from a harness this boot runs.
-            if spec.harness.is_some() {
-                live.pumps = Some(Pumps::start(ctx, &record.id, client.clone(), live.boot));
-            }
+            // Messages go only to a harness this boot runs; events come from every box.
+            let harness = spec.harness.is_some();
+            live.pumps = Some(crate::pumps::start(
+                ctx,
+                &record.id,
+                client.clone(),
+                live.boot,
+                harness,
+                wake_if_dead,
+            ));
             Ok(client)
         }
         Err(source) => {
@@ -312,4 +322,23 @@ fn record_failed(ctx: &Ctx, record: &BoxRecord, generation: u64, reason: &str) {
     {
         tracing::error!(box_id = %record.id, error = %error_chain(&e), "cannot record a failed start");
     }
+}
+
+/// In a task of its own (the pumps call it; stopping the boot aborts them): if boot `boot`
+/// is over, record it and wake the box again so its queue drains.
+pub fn wake_if_dead(ctx: &Ctx, id: &BoxId, boot: u64) {
+    let (ctx, id) = (ctx.clone(), id.clone());
+    tokio::spawn(async move {
+        match forget_if_dead(&ctx, &id, boot).await {
+            Ok(true) => {
+                if let Err(e) = ensure_running(&ctx, &id).await {
+                    tracing::error!(box_id = %id, error = %error_chain(&e), "cannot wake the box again");
+                }
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::error!(box_id = %id, error = %error_chain(&e), "cannot check whether the box is still running")
+            }
+        }
+    });
 }

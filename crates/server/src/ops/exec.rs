@@ -39,15 +39,22 @@ pub struct ExecOutput {
 }
 
 impl ExecCommand {
-    /// Checks the command and turns it into the guest channel's request.
+    /// Checks the command and turns it into the guest channel's request; no `timeout_s`
+    /// is [`DEFAULT_TIMEOUT_S`].
     pub fn into_request(self) -> Result<ExecRequest, OpError> {
+        self.into_request_with(Some(DEFAULT_TIMEOUT_S))
+    }
+
+    /// As [`ExecCommand::into_request`], with `default_timeout_s` when the command sets
+    /// none (`None`: no limit, for a background process).
+    pub fn into_request_with(self, default_timeout_s: Option<u64>) -> Result<ExecRequest, OpError> {
         if self.cmd.is_empty() || self.cmd[0].is_empty() {
             return Err(OpError::InvalidExec {
                 rule: "cmd needs a program",
             });
         }
-        let timeout_s = self.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S);
-        if !(1..=MAX_TIMEOUT_S).contains(&timeout_s) {
+        let timeout_s = self.timeout_s.or(default_timeout_s);
+        if timeout_s.is_some_and(|t| !(1..=MAX_TIMEOUT_S).contains(&t)) {
             return Err(OpError::InvalidExec {
                 rule: "timeout_s must be between 1 and 86400",
             });
@@ -61,7 +68,7 @@ impl ExecCommand {
             cwd: self.cwd,
             user: self.user,
             stdin: self.stdin,
-            timeout_ms: Some(timeout_s * 1000),
+            timeout_ms: timeout_s.map(|t| t * 1000),
         })
     }
 }
@@ -72,8 +79,9 @@ impl ExecCommand {
 pub async fn exec_stream(
     ctx: &Ctx,
     id: &BoxId,
-    command: ExecCommand,
+    mut command: ExecCommand,
 ) -> Result<ExecStream, OpError> {
+    command.env = crate::box_env::env_for_box(ctx, id, std::mem::take(&mut command.env))?;
     let request = command.into_request()?;
     with_guest(ctx, id, |client| {
         let request = request.clone();

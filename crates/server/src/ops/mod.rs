@@ -12,6 +12,7 @@ pub mod box_move;
 pub mod box_rootfs;
 pub mod box_start;
 pub mod box_stop;
+pub mod box_update;
 pub mod events_read;
 pub mod exec;
 pub mod files;
@@ -19,11 +20,13 @@ pub mod files_archive;
 pub mod files_watch;
 pub mod message_list;
 pub mod message_post;
+pub mod process;
 pub mod reconcile;
 pub mod secrets;
 pub mod tenant_create;
 pub mod tenant_keys;
 pub mod tenant_update;
+pub mod terminal;
 
 use std::future::Future;
 

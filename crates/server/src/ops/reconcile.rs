@@ -18,7 +18,6 @@ use crate::error::{error_chain, OpError};
 use crate::lifecycle::ExitWatch;
 use crate::ops::box_stop::stop_box;
 use crate::ops::message_post;
-use crate::pumps::Pumps;
 
 /// How long a reattach waits for the agent's `info`.
 const REATTACH_TIMEOUT: Duration = Duration::from_secs(2);
@@ -167,9 +166,15 @@ async fn reattach(
         runtime.clone(),
         live.boot,
     ));
-    if ctx.box_has_harness(record) {
-        live.pumps = Some(Pumps::start(ctx, &record.id, client, live.boot));
-    }
+    let harness = ctx.box_has_harness(record);
+    live.pumps = Some(crate::pumps::start(
+        ctx,
+        &record.id,
+        client,
+        live.boot,
+        harness,
+        crate::ops::box_start::wake_if_dead,
+    ));
     tracing::info!(box_id = %record.id, name = %record.name, "reconcile: reattached a running box");
     Ok(true)
 }

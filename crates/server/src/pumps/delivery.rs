@@ -2,8 +2,8 @@
 //! order, and marks each delivered once `berth-init` has answered (a `duplicate` answer
 //! means an earlier try got there: delivered too). A failed or timed-out try is repeated
 //! with backoff: `berth-init` deduplicates by message id, so repeating is safe. When the
-//! box cannot be reached and its processes are gone, the box is recorded stopped and woken
-//! again, which starts a fresh pump.
+//! box cannot be reached, `recover` (the lifecycle's: recorded stopped and woken again if
+//! its processes are gone, which starts a fresh pump) is called.
 
 use std::time::Duration;
 
@@ -14,14 +14,13 @@ use berth_store::MessageRecord;
 
 use crate::ctx::Ctx;
 use crate::error::error_chain;
-use crate::ops::box_start::{ensure_running, forget_if_dead};
-use crate::pumps::Backoff;
+use crate::pumps::{Backoff, Recover};
 
 /// How long one delivery may take (the harness may be busy with a long turn before it
 /// reads the next line); after that it is tried again.
 const DELIVER_TIMEOUT: Duration = Duration::from_secs(60);
 
-pub(crate) async fn run(ctx: Ctx, id: BoxId, client: GuestClient, boot: u64) {
+pub(crate) async fn run(ctx: Ctx, id: BoxId, client: GuestClient, boot: u64, recover: Recover) {
     let slot = ctx.boxes.slot(&id);
     let mut backoff = Backoff::new();
     loop {
@@ -82,23 +81,4 @@ async fn deliver(client: &GuestClient, message: &MessageRecord) -> Result<bool, 
         Ok(Err(e)) => Err(Failure::Guest(e)),
         Err(_) => Err(Failure::Timeout),
     }
-}
-
-/// In a task of its own (stopping the boot aborts this pump): if the boot is over, record
-/// it and wake the box again so its queue drains.
-fn recover(ctx: &Ctx, id: &BoxId, boot: u64) {
-    let (ctx, id) = (ctx.clone(), id.clone());
-    tokio::spawn(async move {
-        match forget_if_dead(&ctx, &id, boot).await {
-            Ok(true) => {
-                if let Err(e) = ensure_running(&ctx, &id).await {
-                    tracing::error!(box_id = %id, error = %error_chain(&e), "delivery: cannot wake the box again");
-                }
-            }
-            Ok(false) => {}
-            Err(e) => {
-                tracing::error!(box_id = %id, error = %error_chain(&e), "delivery: cannot check the box")
-            }
-        }
-    });
 }

@@ -10,35 +10,40 @@ use std::time::Duration;
 
 use berth_protocol::BoxId;
 use berth_runtime::GuestClient;
-use tokio::task::JoinHandle;
 
+use crate::boxes::Pumps;
 use crate::ctx::Ctx;
 
 /// First wait after a failed call; doubled up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
-/// The pumps of one boot. Dropping it aborts both tasks.
-#[derive(Debug)]
-pub struct Pumps {
-    delivery: JoinHandle<()>,
-    events: JoinHandle<()>,
-}
+/// What a pump calls when the box's agent cannot be reached during boot `boot`: the
+/// lifecycle's own recovery, handed in so the pumps need nothing of the lifecycle.
+pub type Recover = fn(&Ctx, &BoxId, u64);
 
-impl Pumps {
-    /// Starts both pumps for boot `boot` of the box, talking to it through `client`.
-    pub fn start(ctx: &Ctx, id: &BoxId, client: GuestClient, boot: u64) -> Pumps {
-        let delivery = tokio::spawn(delivery::run(ctx.clone(), id.clone(), client.clone(), boot));
-        let events = tokio::spawn(events::run(ctx.clone(), id.clone(), client));
-        Pumps { delivery, events }
-    }
-}
-
-impl Drop for Pumps {
-    fn drop(&mut self) {
-        self.delivery.abort();
-        self.events.abort();
-    }
+/// Starts the pumps for boot `boot` of the box, talking to it through `client`: events
+/// always (the box's journal also carries events of its own, a background process's exit),
+/// delivery only for a boot that runs a harness (messages go to nothing else).
+pub fn start(
+    ctx: &Ctx,
+    id: &BoxId,
+    client: GuestClient,
+    boot: u64,
+    harness: bool,
+    recover: Recover,
+) -> Pumps {
+    let delivery = harness.then(|| {
+        tokio::spawn(delivery::run(
+            ctx.clone(),
+            id.clone(),
+            client.clone(),
+            boot,
+            recover,
+        ))
+    });
+    let events = tokio::spawn(events::run(ctx.clone(), id.clone(), client));
+    Pumps { delivery, events }
 }
 
 /// Exponential backoff between retries of one pump.

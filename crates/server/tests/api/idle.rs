@@ -14,19 +14,19 @@ use serde_json::{json, Value};
 use crate::fake::FakeRuntime;
 use crate::harness::{error_code, TestServer};
 
-async fn with_fake() -> (TestServer, Arc<FakeRuntime>) {
+pub(crate) async fn with_fake() -> (TestServer, Arc<FakeRuntime>) {
     let data = tempfile::tempdir().unwrap();
     let fake = Arc::new(FakeRuntime::new(data.path().to_owned()));
     (TestServer::start(fake.clone(), None, data).await, fake)
 }
 
-async fn create(server: &TestServer, body: Value) -> Value {
+pub(crate) async fn create(server: &TestServer, body: Value) -> Value {
     let (status, created) = server.call(Method::POST, "/v1/boxes", Some(body)).await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
     created
 }
 
-async fn state(server: &TestServer, name: &str) -> String {
+pub(crate) async fn state(server: &TestServer, name: &str) -> String {
     let (status, body) = server
         .call(Method::GET, &format!("/v1/boxes/{name}"), None)
         .await;
@@ -35,7 +35,12 @@ async fn state(server: &TestServer, name: &str) -> String {
 }
 
 /// Polls until the box is in `want`; how long that took.
-async fn wait_state(server: &TestServer, name: &str, want: &str, within: Duration) -> Duration {
+pub(crate) async fn wait_state(
+    server: &TestServer,
+    name: &str,
+    want: &str,
+    within: Duration,
+) -> Duration {
     let began = Instant::now();
     loop {
         let now = state(server, name).await;
@@ -51,7 +56,7 @@ async fn wait_state(server: &TestServer, name: &str, want: &str, within: Duratio
 }
 
 /// The box stays in `want` for all of `period`.
-async fn stays(server: &TestServer, name: &str, want: &str, period: Duration) {
+pub(crate) async fn stays(server: &TestServer, name: &str, want: &str, period: Duration) {
     let began = Instant::now();
     while began.elapsed() < period {
         assert_eq!(

@@ -352,6 +352,8 @@ async fn start_reconciles_the_store_and_the_runtime() {
                     egress: None,
                     runtime: "fake".into(),
                     disk_mib: None,
+                    labels: Default::default(),
+                    env: Default::default(),
                 })
                 .unwrap();
             let mut generation = record.generation;

@@ -10,6 +10,8 @@
 //! Every server's guard stops and deletes the OCI containers of its data dir on drop, even
 //! when the test panics.
 
+mod box_record;
+mod box_record_e2e;
 mod disk_full;
 mod egress_policy;
 mod end_to_end;
@@ -21,6 +23,7 @@ mod idle;
 mod isolation;
 mod lifecycle;
 mod messages;
+mod processes;
 mod requests;
 mod runtimes;
 mod secrets;
@@ -31,3 +34,4 @@ mod templates;
 mod tenant_keys;
 mod tenant_quotas;
 mod tenants;
+mod terminals;

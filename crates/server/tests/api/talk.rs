@@ -10,7 +10,7 @@ use crate::end_to_end::with_sandbox;
 use crate::harness::TestServer;
 use crate::sse::{open_sse, SseEvent};
 
-async fn post(server: &TestServer, name: &str, content: &str) -> Value {
+pub(crate) async fn post(server: &TestServer, name: &str, content: &str) -> Value {
     let (status, posted) = server
         .call(
             Method::POST,
@@ -23,7 +23,7 @@ async fn post(server: &TestServer, name: &str, content: &str) -> Value {
 }
 
 /// Reads the stream until a `result` event; every event seen, in order.
-async fn until_result(sse: &mut crate::sse::SseReader) -> Vec<SseEvent> {
+pub(crate) async fn until_result(sse: &mut crate::sse::SseReader) -> Vec<SseEvent> {
     let mut seen = Vec::new();
     loop {
         let event = sse.next().await;

@@ -1,0 +1,66 @@
+//! `PATCH /v1/boxes/{ref}`: change a box's record (docs/api.md, "Changing a box").
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, State};
+use axum::Json;
+use serde::Deserialize;
+
+use crate::api::auth::Caller;
+use crate::api::boxes::LimitsBody;
+use crate::api::error::ApiError;
+use crate::api::extract::ApiJson;
+use crate::api::view::BoxView;
+use crate::ctx::Ctx;
+use crate::ops::box_find;
+use crate::ops::box_update::{self, BoxUpdate};
+
+/// Any subset of the fields; an absent (or `null`) field stays as it is.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = UpdateBox)]
+pub struct UpdateBody {
+    /// 1..=604800; applies at once.
+    #[serde(default)]
+    idle_timeout_s: Option<u64>,
+    /// Over the limits the next start would apply; applied at the box's next start (while
+    /// the box runs, the view shows them as `pending_limits`).
+    #[serde(default)]
+    limits: Option<LimitsBody>,
+    /// The box's own volume size in MiB; only grows; the next start grows the volume.
+    #[serde(default)]
+    disk_mib: Option<u64>,
+    /// Replaces every label (`{}` removes them all). Keys: 1..=63 of `A-Za-z0-9._-/`,
+    /// starting with a letter or digit; values: at most 255 bytes, no control characters;
+    /// at most 64 labels.
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    /// Replaces the box's whole environment (`{}` clears it). Not secrets: stored and
+    /// shown in plain text. Names `[A-Za-z_][A-Za-z0-9_]*`; at most 128 variables.
+    #[serde(default)]
+    env: Option<BTreeMap<String, String>>,
+}
+
+impl From<UpdateBody> for BoxUpdate {
+    fn from(b: UpdateBody) -> Self {
+        BoxUpdate {
+            idle_timeout_s: b.idle_timeout_s,
+            limits: b.limits.map(Into::into),
+            disk_mib: b.disk_mib,
+            labels: b.labels,
+            env: b.env,
+        }
+    }
+}
+
+#[utoipa::path(patch, path = "/v1/boxes/{box_ref}", tag = "boxes", summary = "Change a box's idle timeout, limits, disk size, labels or env", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), request_body = UpdateBody, responses((status = 200, body = crate::api::view::BoxView), (status = 400, description = "invalid request (a value out of range, a bad label or variable, a smaller disk)", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 403, description = "more memory or disk than the tenant's quota allows (`quota_exceeded`)", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 507, description = "the data dir's disk cannot promise a larger volume", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+pub async fn update(
+    State(ctx): State<Ctx>,
+    Caller(who): Caller,
+    Path(reference): Path<String>,
+    ApiJson(body): ApiJson<UpdateBody>,
+) -> Result<Json<BoxView>, ApiError> {
+    let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
+    let updated = box_update::update_box(&ctx, &record, body.into()).await?;
+    Ok(Json(BoxView::new(&ctx, updated, &who)))
+}
