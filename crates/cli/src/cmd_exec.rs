@@ -86,6 +86,23 @@ pub struct ExecArgs {
     pub cmd: Vec<String>,
 }
 
+/// The first bytes of berth's stdin, or `None` at once when it is empty.
+fn first_chunk_of_stdin() -> anyhow::Result<Option<bytes::Bytes>> {
+    use std::io::Read as _;
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        match std::io::stdin().lock().read(&mut buf) {
+            Ok(0) => return Ok(None),
+            Ok(n) => {
+                buf.truncate(n);
+                return Ok(Some(bytes::Bytes::from(buf)));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(anyhow::Error::new(e).context("reading stdin")),
+        }
+    }
+}
+
 /// Body of `POST /v1/boxes/{ref}/exec`. Absent options are left out: the daemon's defaults.
 #[derive(Debug, Serialize)]
 struct ExecBody<'a> {
@@ -166,7 +183,13 @@ pub async fn run(client: &Client, args: ExecArgs) -> anyhow::Result<u8> {
         };
         return crate::cmd_shell::run(client, shell).await;
     }
-    let streams_stdin = !args.background && !args.no_stdin && !std::io::stdin().is_terminal();
+    // A piped stdin streams to the command; an empty one (</dev/null, a script's closed
+    // stdin) is no stdin at all, so the command runs as a plain exec.
+    let first_stdin = if !args.background && !args.no_stdin && !std::io::stdin().is_terminal() {
+        first_chunk_of_stdin()?
+    } else {
+        None
+    };
     let mut body = ExecBody {
         cmd: &args.cmd,
         env: args
@@ -197,13 +220,14 @@ pub async fn run(client: &Client, args: ExecArgs) -> anyhow::Result<u8> {
         }
         return Ok(0);
     }
-    if streams_stdin {
+    if let Some(first) = first_stdin {
         // Any length, any bytes, in constant memory: the command runs as a background
         // process with stdin open while berth streams its own stdin to it.
         body.background = true;
         body.open_stdin = true;
         body.timeout_s = Some(args.timeout.unwrap_or(DEFAULT_TIMEOUT_S));
-        return crate::cmd_process::exec_streaming(client, &args.name, &body, args.json).await;
+        return crate::cmd_process::exec_streaming(client, &args.name, &body, first, args.json)
+            .await;
     }
     let json = serde_json::to_vec(&body).context("encoding the exec request")?;
     let response = client

@@ -5,6 +5,7 @@ use std::io::Write as _;
 
 use anyhow::Context as _;
 use berth_protocol::process::{OutputStream, ProcessExit, ProcessFrame, ProcessInfo, ProcessList};
+use berth_protocol::ErrorCode;
 use bytes::Bytes;
 use clap::{Args, Subcommand};
 use http::Method;
@@ -13,7 +14,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use crate::args::box_path;
-use crate::client::{empty, path_segment, Client, ReqBody};
+use crate::client::{empty, path_segment, Client, ClientError, ReqBody};
 use crate::output;
 use crate::table::table;
 
@@ -236,6 +237,17 @@ fn write_output(stream: OutputStream, data: &[u8]) -> anyhow::Result<()> {
 
 /// Streams berth's stdin to the process (any length: read as the box takes it).
 pub async fn send_stdin(client: &Client, name: &str, id: &str, close: bool) -> anyhow::Result<()> {
+    send_stdin_after(client, name, id, close, None).await
+}
+
+/// As [`send_stdin`], `first` (what was already read from stdin) going first.
+async fn send_stdin_after(
+    client: &Client,
+    name: &str,
+    id: &str,
+    close: bool,
+    first: Option<Bytes>,
+) -> anyhow::Result<()> {
     let mut path = process_path(name, id, "/stdin");
     if close {
         path.push_str("?close=true");
@@ -247,7 +259,7 @@ pub async fn send_stdin(client: &Client, name: &str, id: &str, close: bool) -> a
             "application/json",
             Some("application/octet-stream"),
             None,
-            stdin_body(),
+            stdin_body(first),
         )
         .await?;
     Ok(())
@@ -255,10 +267,15 @@ pub async fn send_stdin(client: &Client, name: &str, id: &str, close: bool) -> a
 
 /// berth's stdin as a request body, read on a thread of its own (a blocking read), a few
 /// chunks ahead at most.
-fn stdin_body() -> ReqBody {
+fn stdin_body(first: Option<Bytes>) -> ReqBody {
     let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(4);
     std::thread::spawn(move || {
         use std::io::Read as _;
+        if let Some(first) = first {
+            if tx.blocking_send(Ok(first)).is_err() {
+                return;
+            }
+        }
         let mut stdin = std::io::stdin().lock();
         loop {
             let mut buf = vec![0u8; 256 * 1024];
@@ -285,24 +302,30 @@ fn stdin_body() -> ReqBody {
     http_body_util::StreamBody::new(frames).boxed()
 }
 
-/// `berth exec` with a piped stdin: the command starts as a background process with stdin
-/// open, berth's stdin streams to it while its output is printed, and ^C is sent on to it.
+/// `berth exec` with a piped stdin whose first bytes, `first`, are already read: the
+/// command starts as a background process with stdin open, the rest of berth's stdin
+/// streams to it while its output is printed, and ^C is sent on to it.
 pub async fn exec_streaming(
     client: &Client,
     name: &str,
     body: &impl Serialize,
+    first: Bytes,
     json: bool,
 ) -> anyhow::Result<u8> {
-    let started: ProcessInfo = client
+    let started: ProcessInfo = match client
         .json(
             Method::POST,
             &box_path(name, "/exec"),
             Some(body),
             "the started process",
         )
-        .await?;
+        .await
+    {
+        Ok(started) => started,
+        Err(e) => return Err(start_failure(client, name, e).await),
+    };
     let id = started.id;
-    let feed = send_stdin(client, name, &id, true);
+    let feed = send_stdin_after(client, name, &id, true, Some(first));
     let watch = follow(client, name, &id, 0, json);
     tokio::pin!(feed, watch);
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
@@ -325,4 +348,27 @@ pub async fn exec_streaming(
             }
         }
     }
+}
+
+/// A start refused as `not_found` is the program or its working directory, as exec's
+/// `error` frame would say (exit 127), when the box itself is there; else the error as it
+/// came (no such box: exit 1).
+async fn start_failure(client: &Client, name: &str, error: ClientError) -> anyhow::Error {
+    if let ClientError::Api {
+        code: ErrorCode::NotFound,
+        message,
+        ..
+    } = &error
+    {
+        let the_box: Result<serde_json::Value, _> = client
+            .json(Method::GET, &box_path(name, ""), None::<&()>, "a box")
+            .await;
+        if the_box.is_ok() {
+            return anyhow::Error::new(crate::cmd_exec::ExecFailed {
+                code: ErrorCode::NotFound,
+                message: message.clone(),
+            });
+        }
+    }
+    error.into()
 }

@@ -324,7 +324,7 @@ pub async fn firecracker_entry(data_dir: PathBuf, unjailed: bool) -> RuntimeEntr
     let data_dir = data_dir.as_path();
     let built = match crate::images::BuiltImages::load(data_dir) {
         Ok(built) => built,
-        Err(e) => return RuntimeEntry::unavailable("firecracker", crate::error::error_chain(&e)),
+        Err(e) => return RuntimeEntry::unavailable("firecracker", berth_runtime::error_chain(&e)),
     };
     let (Some(kernel), Some(initramfs)) = (&built.vmlinux, &built.initramfs) else {
         return RuntimeEntry::unavailable(
@@ -347,7 +347,7 @@ pub async fn firecracker_entry(data_dir: PathBuf, unjailed: bool) -> RuntimeEntr
             }
             entry
         }
-        Err(e) => RuntimeEntry::unavailable("firecracker", crate::error::error_chain(&e)),
+        Err(e) => RuntimeEntry::unavailable("firecracker", berth_runtime::error_chain(&e)),
     }
 }
 
@@ -360,7 +360,7 @@ pub async fn qemu_entry(data_dir: std::path::PathBuf) -> RuntimeEntry {
 
     let built = match crate::images::BuiltImages::load(data_dir) {
         Ok(built) => built,
-        Err(e) => return RuntimeEntry::unavailable("qemu", crate::error::error_chain(&e)),
+        Err(e) => return RuntimeEntry::unavailable("qemu", berth_runtime::error_chain(&e)),
     };
     let (Some(kernel), Some(initramfs)) = (&built.kernel, &built.initramfs) else {
         return RuntimeEntry::unavailable(
@@ -378,7 +378,7 @@ pub async fn qemu_entry(data_dir: std::path::PathBuf) -> RuntimeEntry {
             let details = serde_json::to_value(qemu.describe()).ok();
             RuntimeEntry::ready(Arc::new(qemu), details)
         }
-        Err(e) => RuntimeEntry::unavailable("qemu", crate::error::error_chain(&e)),
+        Err(e) => RuntimeEntry::unavailable("qemu", berth_runtime::error_chain(&e)),
     }
 }
 

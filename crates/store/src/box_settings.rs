@@ -12,18 +12,10 @@ use std::collections::BTreeMap;
 use berth_protocol::BoxId;
 use rusqlite::{params, OptionalExtension};
 
-use crate::boxes::COLUMNS;
+use crate::boxes::{labels_json, BoxLimits, COLUMNS};
 use crate::error::{sql, StoreError};
 use crate::quota::{self, QuotaLimit, TemplateDisk};
 use crate::{format_time, now, BoxRecord, Store};
-
-/// The limits a box's processes run under.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BoxLimits {
-    pub memory_mib: u64,
-    pub pids: u64,
-    pub cpus: f64,
-}
 
 /// What a change sets; `None` keeps the field. The daemon validates every value.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -37,11 +29,6 @@ pub struct BoxChange {
     pub labels: Option<BTreeMap<String, String>>,
     /// Replaces the whole environment.
     pub env: Option<BTreeMap<String, String>>,
-}
-
-/// A map of strings as the store keeps it.
-pub(crate) fn labels_json(map: &BTreeMap<String, String>) -> String {
-    serde_json::to_string(map).expect("a map of strings serialises")
 }
 
 impl Store {

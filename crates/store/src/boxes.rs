@@ -7,7 +7,6 @@ use berth_protocol::{BoxId, TenantId};
 use rusqlite::{params, OptionalExtension, Row};
 use time::OffsetDateTime;
 
-use crate::box_settings::{labels_json, BoxLimits};
 use crate::error::{sql, StoreError};
 use crate::events::STATE_EVENT;
 use crate::quota::{self, Quota, QuotaLimit, TemplateDisk};
@@ -37,6 +36,19 @@ pub struct NewBox {
     pub labels: BTreeMap<String, String>,
     /// Variables for the box's processes; not secrets (stored in plain text).
     pub env: BTreeMap<String, String>,
+}
+
+/// The limits a box's processes run under.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BoxLimits {
+    pub memory_mib: u64,
+    pub pids: u64,
+    pub cpus: f64,
+}
+
+/// A map of strings as the store keeps it.
+pub(crate) fn labels_json(map: &BTreeMap<String, String>) -> String {
+    serde_json::to_string(map).expect("a map of strings serialises")
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -32,8 +32,8 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 pub use api_keys::{ApiKeyMeta, NewApiKey};
-pub use box_settings::{BoxChange, BoxLimits};
-pub use boxes::{Admission, BoxRecord, NewBox};
+pub use box_settings::BoxChange;
+pub use boxes::{Admission, BoxLimits, BoxRecord, NewBox};
 pub use error::StoreError;
 pub use events::{
     Appended, EventGap, EventListener, EventPage, EventRecord, EventRetention, PageLimit, Pruned,

@@ -138,7 +138,7 @@ fn init_env(spec: &BoxSpec) -> Vec<String> {
 pub fn write(input: &BundleInput<'_>) -> Result<(), RuntimeError> {
     let path = input.paths.config_json();
     let json = serde_json::to_vec(&build(input)).expect("an OCI spec serialises");
-    std::fs::write(&path, json).map_err(super::rootfs::io("write", &path))
+    std::fs::write(&path, json).map_err(crate::error::io("write", &path))
 }
 
 fn linux(spec: &BoxSpec) -> oci_spec::runtime::Linux {

@@ -10,8 +10,9 @@ use std::path::Path;
 use berth_protocol::guest::EGRESS_SOCKET;
 
 use super::paths::BoxPaths;
-use super::rootfs::{io, mkdir_all, set_mode};
+use crate::error::io;
 use crate::fs::remove_if_exists;
+use crate::fs::{mkdir_all, set_mode};
 use crate::{guest_etc, EgressListener, EgressSetup, IdMap, RuntimeError};
 
 /// Binds the egress socket and moves it into the run dir, owned by the box's root (mode

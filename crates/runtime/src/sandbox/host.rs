@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{ready, rootfs};
+use super::ready;
 use crate::RuntimeError;
 
 /// A console log past this is truncated at the next start.
@@ -36,12 +36,12 @@ pub fn package_of(runtime: &str) -> &str {
 pub fn allow_traverse(dir: &Path) -> Result<(), RuntimeError> {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(dir)
-        .map_err(rootfs::io("stat", dir))?
+        .map_err(crate::error::io("stat", dir))?
         .permissions()
         .mode()
         & 0o7777;
     if mode & 0o011 != 0o011 {
-        rootfs::set_mode(dir, mode | 0o011)?;
+        crate::fs::set_mode(dir, mode | 0o011)?;
     }
     Ok(())
 }
@@ -55,7 +55,7 @@ pub fn open_console(path: &Path) -> Result<std::fs::File, RuntimeError> {
     }
     options
         .open(path)
-        .map_err(rootfs::io("open the console log", path))
+        .map_err(crate::error::io("open the console log", path))
 }
 
 /// Puts the console log's tail (where the OCI runtime wrote why) into a run error.

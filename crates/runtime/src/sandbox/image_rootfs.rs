@@ -30,8 +30,7 @@ use super::volume_error::VolumeError;
 use super::volume_mount::canonical;
 use crate::{BoxSpec, IdMap, RuntimeError};
 
-/// Where a box's rootfs image is mounted in its box dir.
-pub const MOUNT_NAME: &str = "rootfs";
+use super::paths::ROOTFS_MOUNT_NAME as MOUNT_NAME;
 
 /// Directories the bundle mounts over, besides the layers' targets.
 const DIRS: &[&str] = &[

@@ -83,7 +83,7 @@ fn migrate(
     if size_mib > disk_mib {
         tracing::warn!(dir = %dir.display(), disk_mib, size_mib, "the directory volume holds more than the box's disk size: its image is larger");
     }
-    let made = staging.join(super::volume_mount::IMAGE_NAME);
+    let made = staging.join(super::paths::VOLUME_IMAGE_NAME);
     berth_image::create_volume_from_dir(&tree, &made, size_mib).map_err(|source| {
         VolumeError::Image {
             action: "make the volume image from the directory volume into",

@@ -137,13 +137,13 @@ impl SandboxRuntime {
             layout.oci_root(),
             layout.boxes_dir(),
         ] {
-            rootfs::mkdir_all(&dir)?;
+            crate::fs::mkdir_all(&dir)?;
         }
         // The boxes' mapped ids must traverse the data dir to reach their bind sources.
         for dir in [layout.data_dir().to_path_buf(), layout.boxes_dir()] {
             host::allow_traverse(&dir)?;
         }
-        rootfs::set_mode(&layout.oci_root(), 0o700)?;
+        crate::fs::set_mode(&layout.oci_root(), 0o700)?;
         rootfs::ensure_host_rootfs(&layout.host_rootfs())?;
         let oci = OciCli::new(program, layout.oci_root());
         // A daemon killed with boxes up left their volumes mounted: release those whose box

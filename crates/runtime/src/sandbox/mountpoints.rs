@@ -7,7 +7,8 @@
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 
-use super::rootfs::{io, set_mode};
+use crate::error::io;
+use crate::fs::set_mode;
 use crate::layer::LayerError;
 use crate::{BoxSpec, RuntimeError};
 

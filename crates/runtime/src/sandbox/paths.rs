@@ -27,6 +27,13 @@ use std::path::{Path, PathBuf};
 use berth_protocol::guest::{AGENT_SOCKET, BOX_ENV_FILE, EGRESS_SOCKET, HARNESS_FILE, TOKEN_FILE};
 use berth_protocol::BoxId;
 
+/// The volume image's file name in a box dir (the name the VM backends use too).
+pub use crate::volume_image::VOLUME_IMAGE_NAME;
+/// Where the volume image is mounted in a box dir.
+pub const VOLUME_MOUNT_NAME: &str = "mnt";
+/// Where a box's rootfs image is mounted in its box dir.
+pub const ROOTFS_MOUNT_NAME: &str = "rootfs";
+
 /// The data directory's layout as the sandbox backend uses it.
 #[derive(Debug, Clone)]
 pub struct Layout {
@@ -142,17 +149,17 @@ impl BoxPaths {
 
     /// The box's volume image (the same file a VM backend boots the box with).
     pub fn volume_image(&self) -> PathBuf {
-        self.dir.join(super::volume_mount::IMAGE_NAME)
+        self.dir.join(VOLUME_IMAGE_NAME)
     }
 
     /// Where the volume image is mounted while the box runs.
     pub fn volume_mount(&self) -> PathBuf {
-        self.dir.join(super::volume_mount::MOUNT_NAME)
+        self.dir.join(VOLUME_MOUNT_NAME)
     }
 
     /// Where an image rootfs is mounted while the box runs (`image_rootfs.rs`).
     pub fn rootfs_mount(&self) -> PathBuf {
-        self.dir.join(super::image_rootfs::MOUNT_NAME)
+        self.dir.join(ROOTFS_MOUNT_NAME)
     }
 
     /// How the box's last berth-init ended, when this daemon reaped it.

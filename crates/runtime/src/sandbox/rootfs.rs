@@ -6,8 +6,8 @@
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-pub(crate) use crate::error::io;
-pub(crate) use crate::fs::{mkdir_all, set_mode};
+use crate::error::io;
+use crate::fs::{mkdir_all, set_mode};
 use crate::RuntimeError;
 
 /// Empty directories the bundle mounts over (and the box's fixed top level).

@@ -13,8 +13,9 @@ use std::path::Path;
 use berth_protocol::harness::HarnessConfig;
 
 use super::paths::BoxPaths;
-use super::rootfs::{io, mkdir_all, set_mode};
+use crate::error::io;
 use crate::fs::remove_if_exists;
+use crate::fs::{mkdir_all, set_mode};
 use crate::{BootToken, IdMap, RuntimeError};
 
 /// Creates the box dir and the run dir if missing, and clears what a previous boot left in

@@ -26,10 +26,7 @@ use super::paths::{BoxPaths, Layout};
 use super::volume_error::VolumeError;
 use crate::IdMap;
 
-/// The image's file name in a box dir (the name the VM backends use too).
-pub use crate::volume_image::VOLUME_IMAGE_NAME as IMAGE_NAME;
-/// Where the image is mounted in a box dir.
-pub const MOUNT_NAME: &str = "mnt";
+use super::paths::{VOLUME_IMAGE_NAME as IMAGE_NAME, VOLUME_MOUNT_NAME as MOUNT_NAME};
 
 /// Puts the box's volume in place for a start (blocking): see the module doc. On error
 /// nothing stays mounted or bound.

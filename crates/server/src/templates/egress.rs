@@ -8,7 +8,7 @@ use std::ops::Range;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::parse::Source;
+use super::source::Source;
 use super::{TemplateError, TemplateErrorKind};
 use crate::egress::policy::{CredentialSpec, EgressPolicy, PolicyError};
 

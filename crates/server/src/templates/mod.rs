@@ -13,6 +13,7 @@ mod egress;
 mod error;
 mod parse;
 mod registry;
+mod source;
 #[cfg(test)]
 mod tests;
 

@@ -2,7 +2,7 @@
 //! Every error carries the line of the offending key or value (toml's spans).
 
 use std::collections::BTreeMap;
-use std::ops::{Range, RangeInclusive};
+use std::ops::RangeInclusive;
 use std::path::Path;
 
 use berth_protocol::harness::{AckMode, HarnessConfig};
@@ -12,6 +12,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::egress::{egress, RawEgress};
+use super::source::Source;
 use super::{Base, LayerSpec, Origin, Template, TemplateError, TemplateErrorKind};
 // A template's defaults are limits a box may have: the same ranges.
 use crate::validate::{label_rule, CPUS_RANGE, DISK_MIB_RANGE, MEMORY_MIB_RANGE, PIDS_RANGE};
@@ -81,43 +82,10 @@ struct RawHarness {
     max_restarts: Option<Spanned<u32>>,
 }
 
-/// Where in the text the error is: a byte range turned into a 1-based line.
-pub(super) struct Source<'a> {
-    file: &'a Path,
-    text: &'a str,
-}
-
-impl Source<'_> {
-    fn line_of(&self, span: Range<usize>) -> usize {
-        let end = span.start.min(self.text.len());
-        self.text.as_bytes()[..end]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
-            + 1
-    }
-
-    pub(super) fn error(
-        &self,
-        span: Option<Range<usize>>,
-        kind: TemplateErrorKind,
-    ) -> TemplateError {
-        TemplateError {
-            file: self.file.to_path_buf(),
-            line: span.map(|s| self.line_of(s)),
-            kind: Box::new(kind),
-        }
-    }
-
-    fn at<T>(&self, value: &Spanned<T>, kind: TemplateErrorKind) -> TemplateError {
-        self.error(Some(value.span()), kind)
-    }
-}
-
 /// Parses and validates the template in `text`, read from `file` (whose stem must be its
 /// name). Does not check built-in names: the registry does.
 pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError> {
-    let src = Source { file, text };
+    let src = Source::new(file, text);
     let raw: RawTemplate = toml::from_str(text)
         .map_err(|e| src.error(Some(e.span().unwrap_or(0..0)), TemplateErrorKind::Syntax(e)))?;
 

@@ -189,3 +189,34 @@ async fn an_attached_terminal_keeps_the_box_awake_and_a_detached_one_only_for_it
         "the box slept {slept_after:?} after the detach, inside the terminal's grace"
     );
 }
+
+#[tokio::test]
+async fn a_reattach_brings_the_new_clients_window_size() {
+    let Some(server) = with_sandbox().await else {
+        return;
+    };
+    let (status, body) = server
+        .call(Method::POST, "/v1/boxes", Some(json!({"name": "t1"})))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let script = "trap 'stty size' WINCH; echo ready; while :; do sleep 0.05; done";
+    let query = format!(
+        "cmd=sh&cmd=-c&cmd={}&cols=80&rows=24",
+        form_urlencoded::byte_serialize(script.as_bytes()).collect::<String>()
+    );
+    let mut socket = connect(&server, &query).await.unwrap();
+    let mut seen = Seen::default();
+    read_until(&mut socket, &mut seen, |s| s.text().contains("ready")).await;
+    drop(socket);
+    let received = seen.bytes.len();
+    let query = format!("id={}&offset={received}&cols=99&rows=11", seen.id);
+    let mut socket = connect(&server, &query).await.unwrap();
+    let mut after = Seen::default();
+    read_until(&mut socket, &mut after, |s| s.text().contains("11 99")).await;
+    // A reattach that names a new terminal's parameter is refused by name.
+    let (status, body) = connect(&server, &format!("id={}&cmd=sh", seen.id))
+        .await
+        .unwrap_err();
+    assert_eq!(status, 400);
+    assert!(body.contains("cmd"), "{body}");
+}
