@@ -39,8 +39,9 @@ test: test-deps init
 	./scripts/skip-tally.sh $(SKIP_LOG); \
 	exit $$status
 
-## bench: cold start, exec round-trip, wake latency, message throughput and egress (gateway
-## vs direct vs nginx), each against a baseline measured in the same run
+## bench: cold start, exec round-trip, wake latency, message throughput, egress (gateway
+## vs direct vs nginx) and the ports proxy (vs the same server on the host), each against a
+## baseline measured in the same run
 bench: deps init
 	@./scripts/install-deps.sh --bench
 	$(CARGO) bench -p berth-benches

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use berth_benches::daemon::{count, BenchResult, Daemon, OCI_RUNTIME};
 use berth_benches::floor::TrivialBundle;
-use berth_benches::http::Client;
+use berth_benches::http::{expect, Client};
 use berth_benches::sse::EventStream;
 use berth_benches::stats::{ms, ratio, Summary};
 use http::{Method, StatusCode};
@@ -222,17 +222,4 @@ async fn ingress(
         total += task.await??;
     }
     Ok(total as f64 / started.elapsed().as_secs_f64())
-}
-
-fn expect(
-    got: StatusCode,
-    want: StatusCode,
-    what: &str,
-    body: &serde_json::Value,
-) -> Result<(), String> {
-    if got == want {
-        Ok(())
-    } else {
-        Err(format!("{what}: expected {want}, got {got}: {body}"))
-    }
 }

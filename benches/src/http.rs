@@ -68,3 +68,17 @@ impl Client {
         Ok((status, value))
     }
 }
+
+/// `Ok` when the answer's status is the one wanted, else what went wrong, with the body.
+pub fn expect(
+    got: StatusCode,
+    want: StatusCode,
+    what: &str,
+    body: &serde_json::Value,
+) -> Result<(), String> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!("{what}: expected {want}, got {got}: {body}"))
+    }
+}

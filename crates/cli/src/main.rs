@@ -14,6 +14,7 @@ mod cmd_egress;
 mod cmd_exec;
 mod cmd_image;
 mod cmd_logs;
+mod cmd_port;
 mod cmd_process;
 mod cmd_runtime;
 mod cmd_secret;
@@ -83,6 +84,10 @@ pub enum Command {
     Logs(cmd_logs::LogsArgs),
     /// Print a box's egress audit log: every connection it made or was refused.
     Egress(cmd_egress::EgressArgs),
+    /// Reach a box's ports through berth: print a port's URL, make, list and revoke share
+    /// links.
+    #[command(subcommand)]
+    Port(cmd_port::PortCommand),
     /// List templates and reload the user ones.
     #[command(subcommand)]
     Template(cmd_template::TemplateCommand),
@@ -150,6 +155,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Tenant(command) => {
             client_main(async { cmd_tenant::run(&connect()?, command).await })
         }
+        Command::Port(command) => client_main(async { cmd_port::run(&connect()?, command).await }),
         Command::Secret(command) => {
             client_main(async { cmd_secret::run(&connect()?, command).await })
         }

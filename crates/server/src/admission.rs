@@ -37,6 +37,16 @@ pub fn event_streams(per_tenant: usize) -> Limits {
     }
 }
 
+/// Proxied requests and WebSocket connections to boxes' ports, from `[ports]`. Each holds
+/// two connections and hyper's buffers, not a body.
+pub fn port_connections(config: &crate::ports::config::PortsHostConfig) -> Limits {
+    Limits {
+        what: "connections to box ports",
+        per_tenant: config.max_connections_per_tenant,
+        daemon: config.max_connections,
+    }
+}
+
 /// Limits of one kind of call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {

@@ -47,6 +47,12 @@ pub struct Ctx {
     pub uploads: Arc<Slots>,
     /// Collected execs ([`crate::admission::COLLECTED_EXECS`]).
     pub collected_execs: Arc<Slots>,
+    /// `[ports]` of berth.toml.
+    pub ports: Arc<crate::ports::config::PortsHostConfig>,
+    /// Proxied requests and WebSocket connections to boxes' ports (`[ports]` limits).
+    pub port_connections: Arc<Slots>,
+    /// Keep-alive connections to apps in boxes, reused across proxied requests.
+    pub app_pool: Arc<crate::ports::pool::AppPool>,
     /// Keeps each box's event log within `[events]`; told when a box's log grows.
     pub event_pruner: Arc<EventPruner>,
 }

@@ -98,6 +98,31 @@ pub enum OpError {
     #[error("message id {id} was already used for a message with different content")]
     IdempotencyConflict { id: berth_store::MessageId },
 
+    #[error("invalid port {port:?}: a port is a number from 1 to 65535")]
+    InvalidPort { port: String },
+
+    /// Nothing listened on the port for as long as a request waits.
+    #[error("nothing listens on port {port} in box {name} (waited {waited_s}s); start a server on 127.0.0.1:{port} or 0.0.0.0:{port} in the box")]
+    PortNotListening {
+        name: String,
+        port: u16,
+        waited_s: u64,
+    },
+
+    /// The app on the port broke HTTP (or went away before answering).
+    #[error(transparent)]
+    PortProxy(Box<crate::ports::proxy::ProxyError>),
+
+    /// A share link (or the cookie it opened) that opens nothing.
+    #[error(transparent)]
+    LinkRefused(crate::ops::port_links::LinkRefusal),
+
+    #[error("no share link {link_id} for this box")]
+    PortLinkNotFound { link_id: String },
+
+    #[error("box {box_id} already has {max} live share links; revoke one first")]
+    TooManyPortLinks { box_id: BoxId, max: usize },
+
     #[error("no box {reference:?}")]
     BoxNotFound { reference: String },
 
@@ -293,6 +318,10 @@ impl From<StoreError> for OpError {
             StoreError::KeyNotFound { key_id, .. } => OpError::KeyNotFound { key_id },
             StoreError::LastAdminKey { key_id } => OpError::LastAdminKey { key_id },
             StoreError::NoIdSlot { limit } => OpError::NoIdSlot { limit },
+            StoreError::PortLinkNotFound { link_id, .. } => OpError::PortLinkNotFound { link_id },
+            StoreError::TooManyPortLinks { box_id, max } => {
+                OpError::TooManyPortLinks { box_id, max }
+            }
             other => OpError::Store(Box::new(other)),
         }
     }

@@ -55,6 +55,9 @@ pub struct HostConfig {
     pub events: EventsHostConfig,
     #[serde(default)]
     pub server: ServerHostConfig,
+    /// `[ports]`: a box's ports through berth (`crate::ports::config`).
+    #[serde(default)]
+    pub ports: crate::ports::config::PortsHostConfig,
 }
 
 /// `[events]`: how much of each box's event log the store keeps (the harness's own
@@ -314,6 +317,12 @@ pub enum HostConfigError {
     MinFreeOutOfRange { path: PathBuf, value: f64 },
     #[error("{}: [storage] overcommit must be between 1 and 100, got {value}", path.display())]
     OvercommitOutOfRange { path: PathBuf, value: f64 },
+    #[error("{}: [ports] base_domain {value:?} {rule}", path.display())]
+    BaseDomain {
+        path: PathBuf,
+        value: String,
+        rule: &'static str,
+    },
     #[error("{}: {key} must be between {min} and {max}, got {value}", path.display())]
     OutOfRange {
         path: PathBuf,
@@ -425,7 +434,7 @@ impl HostConfig {
                 1 << 20,
             ),
         ];
-        for (key, value, min, max) in checks {
+        for (key, value, min, max) in checks.into_iter().chain(self.ports.limits()) {
             if !(min..=max).contains(&value) {
                 return Err(HostConfigError::OutOfRange {
                     path: path.to_path_buf(),
@@ -435,6 +444,13 @@ impl HostConfig {
                     max,
                 });
             }
+        }
+        if let Some(rule) = self.ports.base_domain_rule() {
+            return Err(HostConfigError::BaseDomain {
+                path: path.to_path_buf(),
+                value: self.ports.base_domain.clone().unwrap_or_default(),
+                rule,
+            });
         }
         Ok(())
     }
@@ -620,5 +636,34 @@ min_free_percent = 10
                 "{bad}: {err}"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod ports_tests {
+    use super::*;
+
+    #[test]
+    fn ports_settings_are_read_and_checked() {
+        let path = Path::new("berth.toml");
+        let config = HostConfig::parse(
+            path,
+            "[ports]\nbase_domain = \"boxes.example.com\"\nlisten_wait_s = 5\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.ports.base_domain.as_deref(),
+            Some("boxes.example.com")
+        );
+        assert_eq!(config.ports.listen_wait_s, 5);
+        assert_eq!(config.ports.max_connections_per_tenant, 64);
+        let err = HostConfig::parse(path, "[ports]\nbase_domain = \"Example\"\n").unwrap_err();
+        assert!(matches!(err, HostConfigError::BaseDomain { .. }), "{err}");
+        let err = HostConfig::parse(path, "[ports]\nlisten_wait_s = 601\n").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("[ports] listen_wait_s must be between 0 and 600"),
+            "{err}"
+        );
     }
 }

@@ -22,6 +22,7 @@ pub mod host_config;
 pub mod images;
 pub mod lifecycle;
 pub mod ops;
+pub mod ports;
 pub mod pumps;
 pub mod runtimes;
 pub mod secrets;

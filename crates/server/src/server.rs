@@ -98,6 +98,9 @@ impl Server {
             )),
             uploads: Slots::new(admission::UPLOADS),
             collected_execs: Slots::new(admission::COLLECTED_EXECS),
+            ports: Arc::new(config.host.ports.clone()),
+            port_connections: Slots::new(admission::port_connections(&config.host.ports)),
+            app_pool: Default::default(),
             event_pruner: Arc::new(EventPruner::new(&config.host.events)),
         };
         if let Err(e) = reconcile::reconcile(&ctx).await {

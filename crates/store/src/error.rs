@@ -124,6 +124,18 @@ pub enum StoreError {
         key_id: String,
     },
 
+    #[error("box {box_id} already has {max} live share links; revoke one first")]
+    TooManyPortLinks {
+        box_id: berth_protocol::BoxId,
+        max: usize,
+    },
+
+    #[error("box {box_id} has no share link {link_id}")]
+    PortLinkNotFound {
+        box_id: berth_protocol::BoxId,
+        link_id: String,
+    },
+
     /// Revoking it would leave the daemon with no admin key.
     #[error("API key {key_id} is the last admin key; add another admin key first")]
     LastAdminKey { key_id: String },

@@ -16,6 +16,7 @@ mod error;
 mod events;
 mod messages;
 mod migrations;
+mod port_links;
 mod quota;
 mod read_pool;
 mod secrets;
@@ -42,6 +43,7 @@ pub use events::{
 pub use messages::{
     InvalidMessageId, MessageId, MessageRecord, MessageState, Posted, MAX_MESSAGE_ID_CHARS,
 };
+pub use port_links::{NewLinkSession, NewPortLink, PortLink};
 pub use quota::{Quota, QuotaChange, QuotaExceeded, QuotaLimit, TemplateDisk, Usage};
 pub use secrets::{PutSecret, SealedSecret, SecretMeta};
 pub use state::{check_transition, BoxState, InvalidTransition, UnknownState};
@@ -160,6 +162,8 @@ mod box_settings_tests;
 mod event_retention_tests;
 #[cfg(test)]
 mod ingress_tests;
+#[cfg(test)]
+mod port_links_tests;
 #[cfg(test)]
 mod quota_tests;
 #[cfg(test)]

@@ -230,6 +230,22 @@ impl Daemon {
         Some(daemon)
     }
 
+    /// A daemon with a stopped qemu box `name` of the `minimal` template; `None` (a skip,
+    /// said and recorded) where the host cannot run boxes or VMs.
+    pub fn start_with_qemu_box(name: &str) -> Option<Daemon> {
+        let daemon = Daemon::start_offering_qemu()?;
+        daemon.berth_ok(&[
+            "box",
+            "create",
+            name,
+            "--runtime",
+            "qemu",
+            "--template",
+            "minimal",
+        ]);
+        Some(daemon)
+    }
+
     /// Makes the daemon's VM images (from the shared test image cache, through `berth image
     /// build`) and waits until the running daemon offers qemu; `None` (a `qemu` skip, said
     /// and recorded: `berth_testkit::skip`) without QEMU, vhost-device-vsock or the Debian

@@ -8,6 +8,7 @@ use berth_runtime::GuestError;
 use http::StatusCode;
 
 use crate::error::{error_chain, OpError};
+use crate::ops::port_links::LinkRefusal;
 use crate::secrets::SecretError;
 
 /// Everything a handler can fail with.
@@ -18,6 +19,10 @@ pub enum ApiError {
 
     #[error("a valid API key is required: Authorization: Bearer <key>")]
     Unauthorized,
+
+    /// A port's URL without a key or a share link's cookie.
+    #[error("a valid API key (Authorization: Bearer <key>) or a share link is required")]
+    NoPortAccess,
 
     #[error("this call needs an admin API key")]
     AdminRequired,
@@ -46,7 +51,9 @@ impl ApiError {
     pub fn status_and_code(&self) -> (StatusCode, ErrorCode) {
         match self {
             ApiError::Op(op) => op_status(op),
-            ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),
+            ApiError::Unauthorized | ApiError::NoPortAccess => {
+                (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized)
+            }
             ApiError::AdminRequired => (StatusCode::FORBIDDEN, ErrorCode::PermissionDenied),
             ApiError::Malformed { .. } | ApiError::Body(_) => {
                 (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest)
@@ -63,7 +70,7 @@ impl ApiError {
 
     /// What the client reads. Client errors and `unavailable` carry the whole cause chain
     /// (it is about their request or their box); internal errors point to the log.
-    fn message(&self, status: StatusCode) -> String {
+    pub(crate) fn message(&self, status: StatusCode) -> String {
         if let ApiError::Op(OpError::Guest(guest)) = self {
             if let GuestError::Remote { body, .. } = guest.as_ref() {
                 if !status.is_server_error() {
@@ -122,6 +129,8 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::InvalidPath { .. }
         | OpError::InvalidExec { .. }
         | OpError::InvalidTerminal { .. }
+        | OpError::InvalidPort { .. }
+        | OpError::TooManyPortLinks { .. }
         | OpError::InvalidLabel { .. }
         | OpError::InvalidEnv { .. }
         | OpError::InvalidFilter { .. }
@@ -147,7 +156,20 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         OpError::BoxNotFound { .. }
         | OpError::TenantNotFound { .. }
         | OpError::KeyNotFound { .. }
-        | OpError::NoSuchProcess { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+        | OpError::NoSuchProcess { .. }
+        | OpError::PortLinkNotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+        OpError::PortNotListening { .. } => {
+            (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable)
+        }
+        OpError::PortProxy(_) => (StatusCode::BAD_GATEWAY, ErrorCode::Unavailable),
+        OpError::LinkRefused(refusal) => match refusal {
+            LinkRefusal::Unknown | LinkRefusal::SessionEnded => {
+                (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized)
+            }
+            LinkRefusal::Expired | LinkRefusal::Revoked | LinkRefusal::Elsewhere => {
+                (StatusCode::FORBIDDEN, ErrorCode::PermissionDenied)
+            }
+        },
         OpError::QuotaExceeded(_) => (StatusCode::FORBIDDEN, ErrorCode::QuotaExceeded),
         OpError::AdminKeyRequired => (StatusCode::FORBIDDEN, ErrorCode::PermissionDenied),
         OpError::LastAdminKey { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),

@@ -14,6 +14,8 @@ pub mod files_archive;
 pub mod files_watch;
 pub mod messages;
 pub mod openapi;
+pub mod port_links;
+pub mod ports;
 pub mod processes;
 pub mod runtimes;
 pub mod secrets;
@@ -27,7 +29,7 @@ use std::time::Instant;
 use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{delete, get, post};
+use axum::routing::{any, delete, get, post};
 use axum::{Json, Router};
 
 use crate::api::error::ApiError;
@@ -79,6 +81,26 @@ pub fn router(ctx: Ctx) -> Router {
         )
         .route("/v1/boxes/{box_ref}/events", get(events::events))
         .route("/v1/boxes/{box_ref}/egress", get(egress::audit))
+        .route("/v1/boxes/{box_ref}/ports", get(port_links::urls))
+        .route("/v1/boxes/{box_ref}/ports/{port}", any(ports::add_slash))
+        .route("/v1/boxes/{box_ref}/ports/{port}/", any(ports::by_path))
+        .route(
+            "/v1/boxes/{box_ref}/ports/{port}/{*path}",
+            any(ports::by_path),
+        )
+        .route(
+            "/v1/boxes/{box_ref}/ports/{port}/links",
+            post(port_links::create).get(port_links::list_port),
+        )
+        .route(
+            "/v1/boxes/{box_ref}/ports/{port}/links/{link_id}",
+            delete(port_links::revoke_port),
+        )
+        .route("/v1/boxes/{box_ref}/links", get(port_links::list_box))
+        .route(
+            "/v1/boxes/{box_ref}/links/{link_id}",
+            delete(port_links::revoke_box),
+        )
         .route("/v1/runtimes", get(runtimes::list))
         .route("/v1/templates", get(templates::list))
         .route("/v1/templates/reload", post(templates::reload))
@@ -99,6 +121,8 @@ pub fn router(ctx: Ctx) -> Router {
         .route("/v1/secrets/{name}", delete(secrets::delete))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
+        // Before the routes: a port's host name goes to the port whatever its path.
+        .layer(middleware::from_fn_with_state(ctx.clone(), ports::by_host))
         .layer(middleware::from_fn(log_request))
         .with_state(ctx)
 }

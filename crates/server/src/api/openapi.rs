@@ -7,7 +7,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     box_update, boxes, egress, events, exec, files, files_archive, files_watch, messages,
-    processes, runtimes, secrets, templates, tenants, terminals,
+    port_links, ports, processes, runtimes, secrets, templates, tenants, terminals,
 };
 
 #[derive(OpenApi)]
@@ -44,6 +44,13 @@ use super::{
         messages::list,
         events::events,
         egress::audit,
+        ports::proxy,
+        port_links::urls,
+        port_links::create,
+        port_links::list_port,
+        port_links::revoke_port,
+        port_links::list_box,
+        port_links::revoke_box,
         templates::list,
         templates::reload,
         runtimes::list,

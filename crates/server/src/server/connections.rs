@@ -98,8 +98,13 @@ async fn serve_one(
 ) {
     let _ = stream.set_nodelay(true);
     let idle = limits.body_idle_timeout;
+    // The client's address, for `X-Forwarded-For` of the ports proxy.
+    let peer = stream.peer_addr().ok().map(axum::extract::ConnectInfo);
     let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
-        let req = req.map(|body| Body::new(IdleTimeoutBody::new(body, idle)));
+        let mut req = req.map(|body| Body::new(IdleTimeoutBody::new(body, idle)));
+        if let Some(peer) = peer {
+            req.extensions_mut().insert(peer);
+        }
         app.clone().call(req)
     });
     let conn = http1::Builder::new()

@@ -23,6 +23,7 @@ mod idle;
 mod isolation;
 mod lifecycle;
 mod messages;
+mod ports;
 mod processes;
 mod requests;
 mod runtimes;
