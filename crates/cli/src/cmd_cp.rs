@@ -18,6 +18,7 @@ use tokio::io::{AsyncRead, AsyncWriteExt as _, ReadBuf};
 use crate::args::box_path;
 use crate::args::UserArg;
 use crate::client::{query_value, Client};
+use crate::cmd_cp_dir;
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -27,14 +28,24 @@ that contains ':' can be written ./a:b. LOCAL '-' is stdout (download only). If 
 directory, the file keeps its name inside it.
 
 Uploads keep the local file's permission bits and are written atomically in the box; they \
-are limited to 256 MiB. Only single files are copied: directories are not supported yet.
+are limited to 256 MiB.
+
+With -r, SRC is a directory, copied whole (regular files with their modes and mtimes, \
+directories, symlinks as links; sockets, FIFOs and devices are skipped; setuid/setgid bits \
+are dropped, except in the box with --user root), with no size limit. DST becomes the copy, merged into what is there; a box \
+DST ending in '/' (or empty), or a LOCAL DST that is an existing directory or ends in '/', \
+takes SRC's name inside it. Entries that would land outside DST (absolute names, '..', \
+links out) are refused in either direction. Progress goes to stderr every half second when \
+it is a terminal, and a summary line ends the copy.
 
 Examples:
   berth cp ./report.csv alice:data/report.csv
   berth cp alice:/home/user/out.txt .
-  berth cp alice:out.txt - | less")]
+  berth cp alice:out.txt - | less
+  berth cp -r ./project alice:            # -> /home/user/project
+  berth cp -r alice:project ./backup      # ./backup is the copy")]
 pub struct CpArgs {
-    /// Where to copy from: a local file, or NAME:PATH in a box.
+    /// Where to copy from: a local file (a directory with -r), or NAME:PATH in a box.
     #[arg(value_name = "SRC")]
     pub src: String,
     /// Where to copy to: a local path ('-' for stdout), or NAME:PATH in a box.
@@ -43,6 +54,9 @@ pub struct CpArgs {
     /// Who reads or writes the file in the box: `user` (uid 1001) or `root` (the box's root).
     #[arg(long, value_enum, default_value_t = UserArg::User)]
     pub user: UserArg,
+    /// Copy a whole directory (as one tar stream), with its symlinks and modes.
+    #[arg(short = 'r', long)]
+    pub recursive: bool,
 }
 
 /// One side of a copy.
@@ -93,7 +107,7 @@ fn absolute_box_path(typed: &str, file_name: Option<&str>) -> anyhow::Result<Str
     if path.ends_with('/') {
         match file_name {
             Some(name) => path.push_str(name),
-            None => bail!("box path {typed:?} names a directory; give a file path (directories are not supported yet)"),
+            None => bail!("box path {typed:?} names a directory; give a file path, or copy the directory with -r"),
         }
     }
     Ok(path)
@@ -104,6 +118,7 @@ fn absolute_box_path(typed: &str, file_name: Option<&str>) -> anyhow::Result<Str
 pub struct Plan {
     direction: Direction,
     user: BoxUser,
+    recursive: bool,
 }
 
 #[derive(Debug)]
@@ -123,19 +138,26 @@ enum Direction {
 impl Plan {
     pub fn new(args: &CpArgs) -> anyhow::Result<Plan> {
         Ok(Plan {
-            direction: direction(&args.src, &args.dst)?,
+            direction: direction(&args.src, &args.dst, args.recursive)?,
             user: args.user.into(),
+            recursive: args.recursive,
         })
     }
 }
 
-fn direction(src: &str, dst: &str) -> anyhow::Result<Direction> {
+fn direction(src: &str, dst: &str, recursive: bool) -> anyhow::Result<Direction> {
     match (parse_location(src), parse_location(dst)) {
         (Location::Local(local), Location::Box { name, path }) => {
             if local.as_os_str() == "-" {
                 bail!("uploading from stdin is not supported yet; give a file");
             }
-            let file_name = local
+            // `.` and `..` have no name of their own: the directory's real one.
+            let named = if recursive {
+                std::fs::canonicalize(&local).unwrap_or_else(|_| local.clone())
+            } else {
+                local.clone()
+            };
+            let file_name = named
                 .file_name()
                 .and_then(|n| n.to_str())
                 .map(str::to_string);
@@ -143,6 +165,15 @@ fn direction(src: &str, dst: &str) -> anyhow::Result<Direction> {
             Ok(Direction::Upload { local, name, path })
         }
         (Location::Box { name, path }, Location::Local(local)) => {
+            if recursive {
+                if local.as_os_str() == "-" {
+                    bail!("a directory cannot go to stdout; give a local directory");
+                }
+                let path = absolute_box_path(path.trim_end_matches('/'), None)
+                    .or_else(|_| absolute_box_path("/home/user", None))?;
+                let local = crate::cmd_cp_dir::download_target(&local, &path);
+                return Ok(Direction::Download { name, path, local });
+            }
             let path = absolute_box_path(&path, None)?;
             Ok(Direction::Download { name, path, local })
         }
@@ -158,6 +189,16 @@ fn direction(src: &str, dst: &str) -> anyhow::Result<Direction> {
 
 pub async fn run(client: &Client, plan: Plan) -> anyhow::Result<()> {
     let user = plan.user.as_str();
+    if plan.recursive {
+        return match plan.direction {
+            Direction::Upload { local, name, path } => {
+                cmd_cp_dir::upload(client, &local, &name, &path, user).await
+            }
+            Direction::Download { name, path, local } => {
+                cmd_cp_dir::download(client, &name, &path, &local, user).await
+            }
+        };
+    }
     match plan.direction {
         Direction::Upload { local, name, path } => upload(client, &local, &name, &path, user).await,
         Direction::Download { name, path, local } => {
@@ -181,10 +222,7 @@ async fn upload(
         .await
         .with_context(|| format!("cannot stat {}", local.display()))?;
     if meta.is_dir() {
-        bail!(
-            "{} is a directory; directories are not supported yet",
-            local.display()
-        );
+        bail!("{} is a directory; copy it with -r", local.display());
     }
     if !meta.is_file() {
         bail!("{} is not a regular file", local.display());
@@ -404,18 +442,41 @@ mod tests {
     #[test]
     fn copies_need_exactly_one_box_side() {
         assert!(matches!(
-            direction("f.txt", "alice:").unwrap(),
+            direction("f.txt", "alice:", false).unwrap(),
             Direction::Upload { ref path, ref name, .. } if path == "/home/user/f.txt" && name == "alice"
         ));
         assert!(matches!(
-            direction("alice:x/y", "-").unwrap(),
+            direction("alice:x/y", "-", false).unwrap(),
             Direction::Download { ref path, .. } if path == "/home/user/x/y"
         ));
-        let err = direction("a", "b").unwrap_err().to_string();
+        let err = direction("a", "b", false).unwrap_err().to_string();
         assert!(err.contains("NAME:PATH"), "{err}");
-        let err = direction("a:x", "b:y").unwrap_err().to_string();
+        let err = direction("a:x", "b:y", false).unwrap_err().to_string();
         assert!(err.contains("between boxes"), "{err}");
-        assert!(direction("-", "alice:x").is_err());
+        assert!(direction("-", "alice:x", false).is_err());
+    }
+
+    #[test]
+    fn recursive_copies_name_their_destination_like_cp_r() {
+        let dir = tempfile::tempdir().unwrap();
+        let proj = dir.path().join("proj");
+        std::fs::create_dir(&proj).unwrap();
+        // A box path ending in '/' (or empty) takes the local directory's name.
+        let up = direction(proj.to_str().unwrap(), "alice:", true).unwrap();
+        assert!(matches!(up, Direction::Upload { ref path, .. } if path == "/home/user/proj"));
+        let up = direction(proj.to_str().unwrap(), "alice:work/p2", true).unwrap();
+        assert!(matches!(up, Direction::Upload { ref path, .. } if path == "/home/user/work/p2"));
+        // An existing local directory takes the box directory's name inside it; a new path
+        // is the copy itself.
+        let down = direction("alice:data/", dir.path().to_str().unwrap(), true).unwrap();
+        assert!(
+            matches!(down, Direction::Download { ref path, ref local, .. }
+                if path == "/home/user/data" && *local == dir.path().join("data"))
+        );
+        let fresh = dir.path().join("fresh");
+        let down = direction("alice:data", fresh.to_str().unwrap(), true).unwrap();
+        assert!(matches!(down, Direction::Download { ref local, .. } if *local == fresh));
+        assert!(direction("alice:data", "-", true).is_err());
     }
 
     #[tokio::test]

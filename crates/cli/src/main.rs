@@ -9,6 +9,7 @@ mod cmd_box;
 mod cmd_box_set;
 mod cmd_completion;
 mod cmd_cp;
+mod cmd_cp_dir;
 mod cmd_egress;
 mod cmd_exec;
 mod cmd_image;
@@ -28,6 +29,7 @@ mod output;
 mod raw_terminal;
 mod sse;
 mod table;
+mod tar_bounds;
 mod target;
 
 use std::future::Future;
@@ -73,7 +75,8 @@ pub enum Command {
     Process(cmd_process::ProcessCommand),
     /// Open a terminal in a box (a login shell, or CMD); exits with its status.
     Shell(cmd_shell::ShellArgs),
-    /// Copy a file into a box (LOCAL NAME:PATH) or out of one (NAME:PATH LOCAL).
+    /// Copy a file, or with -r a directory, into a box (LOCAL NAME:PATH) or out of one
+    /// (NAME:PATH LOCAL).
     Cp(cmd_cp::CpArgs),
     /// Send a message to a box's agent (waking the box) and print the answer as it streams.
     Send(cmd_send::SendArgs),

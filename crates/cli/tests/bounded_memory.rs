@@ -28,6 +28,8 @@ const MEMORY_LIMIT: u64 = 512 * MIB;
 /// Uploads sent at once: more than the daemon's cap, so some must be refused.
 const UPLOADS: usize = 8;
 const UPLOAD_BYTES: u64 = 64 * MIB;
+/// The one file of the archive streamed in and out.
+const ARCHIVE_FILE_BYTES: u64 = 320 * MIB;
 
 #[test]
 fn the_daemon_survives_unbounded_bodies_within_a_memory_cgroup() {
@@ -145,6 +147,15 @@ fn the_daemon_survives_unbounded_bodies_within_a_memory_cgroup() {
         }
     });
 
+    measure("a large archive in and out", &|| {
+        let answer = api.put_archive("/home/user/tarred", ARCHIVE_FILE_BYTES);
+        assert_eq!(answer.status, 200, "{answer:?}");
+        let written: serde_json::Value = serde_json::from_slice(&answer.body_prefix).unwrap();
+        assert_eq!(written["bytes"], ARCHIVE_FILE_BYTES, "{written}");
+        let answer = api.get("/v1/boxes/a/files/archive?path=/home/user/tarred");
+        assert_eq!(answer.status, 200, "{answer:?}");
+        assert!(answer.body_len > ARCHIVE_FILE_BYTES, "{answer:?}");
+    });
     // 1 GiB through `berth exec`'s stdin: streamed to the box as it reads, so the daemon
     // holds a few chunks at a time (issue 12: growth under 64 MiB).
     reset_peak_rss(pid);
@@ -299,16 +310,7 @@ const READ_CAP: u64 = 512 * MIB;
 
 impl Api {
     fn of(daemon: &Daemon) -> Api {
-        let url = fs::read_to_string(daemon.dir().join("berth.url")).unwrap();
-        let addr = url
-            .trim()
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .to_owned();
-        let key = fs::read_to_string(daemon.dir().join("admin.key"))
-            .unwrap()
-            .trim()
-            .to_owned();
+        let (addr, key) = daemon.api_endpoint();
         Api { addr, key }
     }
 
@@ -328,11 +330,48 @@ impl Api {
     }
 
     fn get_file(&self, path: &str) -> Answer {
+        self.get(&format!("/v1/boxes/a/files?path={path}"))
+    }
+
+    fn get(&self, target: &str) -> Answer {
         let mut stream = self.connect();
-        let target = format!("/v1/boxes/a/files?path={path}");
         stream
-            .write_all(self.head("GET", &target, "").as_bytes())
+            .write_all(self.head("GET", target, "").as_bytes())
             .unwrap();
+        read_answer(&mut BufReader::new(stream))
+    }
+
+    /// A tar of one file of `bytes` zeros, streamed into directory `path` of box `a`.
+    fn put_archive(&self, path: &str, bytes: u64) -> Answer {
+        let mut header = [0u8; 512];
+        header[..3].copy_from_slice(b"big");
+        header[100..107].copy_from_slice(b"0000644");
+        header[108..115].copy_from_slice(b"0000000");
+        header[116..123].copy_from_slice(b"0000000");
+        header[124..135].copy_from_slice(format!("{bytes:011o}").as_bytes());
+        header[136..147].copy_from_slice(b"00000000000");
+        header[156] = b'0';
+        header[257..263].copy_from_slice(b"ustar\0");
+        header[263..265].copy_from_slice(b"00");
+        header[148..156].copy_from_slice(b"        ");
+        let sum: u32 = header.iter().map(|&b| u32::from(b)).sum();
+        header[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+        let padded = bytes.next_multiple_of(512);
+        let total = 512 + padded + 1024;
+        let extra = format!("Content-Type: application/x-tar\r\nContent-Length: {total}\r\n");
+        let mut stream = self.connect();
+        let target = format!("/v1/boxes/a/files/archive?path={path}");
+        stream
+            .write_all(self.head("PUT", &target, &extra).as_bytes())
+            .unwrap();
+        stream.write_all(&header).unwrap();
+        let chunk = vec![0u8; MIB as usize];
+        let mut left = padded + 1024;
+        while left > 0 {
+            let n = left.min(MIB);
+            stream.write_all(&chunk[..n as usize]).unwrap();
+            left -= n;
+        }
         read_answer(&mut BufReader::new(stream))
     }
 

@@ -134,7 +134,7 @@ fn bad_cp_specs_are_clear_errors() {
         .env("BERTH_API_KEY", "berth_x")
         .output()
         .unwrap();
-    assert_one_line_error(&out, 1, &["directories are not supported yet"]);
+    assert_one_line_error(&out, 1, &["is a directory; copy it with -r"]);
 }
 
 #[test]

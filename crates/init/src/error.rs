@@ -48,6 +48,16 @@ pub enum ApiError {
     NotRegularFile { path: String },
     #[error("the file worker stopped unexpectedly")]
     Worker,
+    #[error("archive entry {entry:?} {reason}: nothing was written for it or after it")]
+    UnsafeEntry { entry: String, reason: &'static str },
+    #[error("not a valid tar archive")]
+    BadArchive(#[source] io::Error),
+    #[error("archive entry {entry:?}: {reason}")]
+    UnsupportedEntry { entry: String, reason: &'static str },
+    #[error("cannot watch")]
+    Watch(#[source] io::Error),
+    #[error("{limit} {what} are running already; try again when one has ended")]
+    Busy { what: &'static str, limit: usize },
     #[error("the harness is unavailable: {reason}")]
     HarnessUnavailable { reason: String },
     #[error("the harness did not take message {id} within {after_ms} ms")]
@@ -105,6 +115,9 @@ impl ApiError {
             | ApiError::EmptyArgv
             | ApiError::NulInExec
             | ApiError::RemoveRoot
+            | ApiError::UnsafeEntry { .. }
+            | ApiError::BadArchive(_)
+            | ApiError::UnsupportedEntry { .. }
             | ApiError::Body(_)
             | ApiError::NeedsUpgrade { .. }
             | ApiError::ReservedPort { .. }
@@ -124,6 +137,8 @@ impl ApiError {
             ApiError::TooLarge { .. } => ErrorCode::PayloadTooLarge,
             ApiError::Fs { source, .. } => io_code(source),
             ApiError::Worker | ApiError::Journal { .. } => ErrorCode::Internal,
+            ApiError::Watch(source) => io_code(source),
+            ApiError::Busy { .. } => ErrorCode::TooManyRequests,
             ApiError::HarnessUnavailable { .. } => ErrorCode::Unavailable,
             ApiError::DeliverTimeout { .. } => ErrorCode::Timeout,
         }

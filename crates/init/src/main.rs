@@ -14,6 +14,7 @@
 //! agent in a temporary directory, not as PID 1 (with `127.0.0.1:0` for the egress
 //! listeners).
 
+mod archive;
 mod boot;
 mod box_cgroup;
 mod box_env;
@@ -31,6 +32,7 @@ mod reaper;
 mod sandbox_cgroup;
 mod seal;
 mod server;
+mod slots;
 mod stop;
 mod stream;
 mod terminal;
@@ -39,6 +41,7 @@ mod user_filter;
 mod vm;
 mod volume;
 mod vsock;
+mod watch;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

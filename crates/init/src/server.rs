@@ -22,6 +22,7 @@ use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::sync::{mpsc, Notify};
 
+use crate::archive;
 use crate::boot::BootRecord;
 use crate::channel::Token;
 use crate::error::ApiError;
@@ -33,6 +34,7 @@ use crate::ports;
 use crate::process::{self, Processes};
 use crate::query::{after_query, close_query, file_query, offset_query};
 use crate::terminal::Terminals;
+use crate::watch;
 
 /// Largest `POST /v1/exec` body (the request carries the stdin text).
 const MAX_EXEC_BODY: u64 = 64 * 1024 * 1024;
@@ -150,6 +152,26 @@ async fn route(agent: &Arc<Agent>, mut req: Request<Incoming>) -> Result<Respons
             let q = file_query(query)?;
             files::run_as(q.user, move || files::remove(q.path.as_ref(), q.recursive)).await?;
             Ok(no_content())
+        }
+        (&Method::GET, "/v1/files/archive") => {
+            let chunks = archive::read(file_query(query)?).await?;
+            Ok(respond(
+                StatusCode::OK,
+                "application/x-tar",
+                Body::Fallible(chunks),
+            ))
+        }
+        (&Method::PUT, "/v1/files/archive") => {
+            json(&write_archive(file_query(query)?, body).await?)
+        }
+        (&Method::GET, "/v1/files/watch") => {
+            let q = file_query(query)?;
+            let events = watch::open(q).await?;
+            Ok(respond(
+                StatusCode::OK,
+                "application/x-ndjson",
+                Body::Stream(events),
+            ))
         }
         (&Method::GET, "/v1/files/list") => {
             let q = file_query(query)?;
@@ -360,20 +382,43 @@ fn check_version(headers: &HeaderMap) -> Result<(), ApiError> {
 /// Streams a `PUT` body into [`files::write_atomic`] on a blocking thread.
 async fn write(
     q: berth_protocol::guest::FileQuery,
-    mut body: Incoming,
+    body: Incoming,
     headers: &HeaderMap,
 ) -> Result<(), ApiError> {
-    let too_large = ApiError::TooLarge {
-        limit_bytes: MAX_FILE_BYTES,
-    };
     if content_length(headers).is_some_and(|n| n > MAX_FILE_BYTES) {
-        return Err(too_large);
+        return Err(ApiError::TooLarge {
+            limit_bytes: MAX_FILE_BYTES,
+        });
     }
     let (tx, rx) = mpsc::channel(4);
     let worker = tokio::task::spawn_blocking(move || {
         let _identity = FsIdentity::enter(q.user);
         files::write_atomic(&q, rx)
     });
+    let fed = feed(body, tx, MAX_FILE_BYTES).await;
+    let written = worker.await.map_err(|_| ApiError::Worker)?;
+    fed.and(written)
+}
+
+/// Streams a `PUT` body (a tar) into [`archive::start_write`]'s thread.
+async fn write_archive(
+    q: berth_protocol::guest::FileQuery,
+    body: Incoming,
+) -> Result<berth_protocol::files::ArchiveWritten, ApiError> {
+    let (tx, rx) = mpsc::channel(4);
+    let worker = archive::start_write(q, rx)?;
+    let fed = feed(body, tx, u64::MAX).await;
+    let written = worker.await.map_err(|_| ApiError::Worker)?;
+    // The worker's refusal names the entry; it is the answer even when the body was cut
+    // short because of it.
+    let written = written?;
+    fed.map(|()| written)
+}
+
+/// Sends a request body's chunks to a blocking worker, then [`Chunk::End`] when the whole
+/// body came and stayed within `limit`. The channel holds a few chunks: the body is read
+/// only as fast as the worker takes it.
+async fn feed(mut body: Incoming, tx: mpsc::Sender<Chunk>, limit: u64) -> Result<(), ApiError> {
     let mut total = 0u64;
     let mut failed = None;
     // Once the worker has given up (a full volume, a denied path), the rest of the body is
@@ -386,8 +431,8 @@ async fn write(
             Ok(Err(_trailers)) => continue,
             Ok(Ok(data)) => {
                 total += data.len() as u64;
-                if total > MAX_FILE_BYTES {
-                    failed = Some(too_large);
+                if total > limit {
+                    failed = Some(ApiError::TooLarge { limit_bytes: limit });
                 } else {
                     if !discarding && tx.send(Chunk::Data(data)).await.is_err() {
                         discarding = true;
@@ -398,14 +443,12 @@ async fn write(
         }
         break;
     }
-    if failed.is_none() {
-        let _ = tx.send(Chunk::End).await;
-    }
-    drop(tx);
-    let written = worker.await.map_err(|_| ApiError::Worker)?;
     match failed {
         Some(err) => Err(err),
-        None => written,
+        None => {
+            let _ = tx.send(Chunk::End).await;
+            Ok(())
+        }
     }
 }
 
@@ -462,10 +505,13 @@ fn respond(status: StatusCode, content_type: &'static str, body: Body) -> Respon
 /// A response body: a whole buffer, chunks as they come (exec frames, events), or chunks
 /// of a length announced up front (a file read: hyper sends it as `Content-Length` and
 /// fails the connection if fewer bytes come). Dropping a streamed body (the client went
-/// away) closes its channel, which is how the producer learns of a disconnect.
+/// away) closes its channel, which is how the producer learns of a disconnect. A
+/// fallible stream (a tar) ends with an error when its producer fails, which cuts the
+/// connection: the peer never takes a partial stream for a whole one.
 pub enum Body {
     Full(Option<Bytes>),
     Stream(mpsc::Receiver<Bytes>),
+    Fallible(mpsc::Receiver<std::io::Result<Bytes>>),
     Sized {
         chunks: mpsc::Receiver<Bytes>,
         len: u64,
@@ -480,13 +526,16 @@ impl Body {
 
 impl hyper::body::Body for Body {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = std::io::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         match self.get_mut() {
+            Body::Fallible(rx) => rx
+                .poll_recv(cx)
+                .map(|chunk| chunk.map(|b| b.map(Frame::data))),
             Body::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             Body::Stream(rx) | Body::Sized { chunks: rx, .. } => rx
                 .poll_recv(cx)
@@ -501,7 +550,7 @@ impl hyper::body::Body for Body {
     fn size_hint(&self) -> SizeHint {
         match self {
             Body::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
-            Body::Stream(_) => SizeHint::default(),
+            Body::Stream(_) | Body::Fallible(_) => SizeHint::default(),
             Body::Sized { len, .. } => SizeHint::with_exact(*len),
         }
     }

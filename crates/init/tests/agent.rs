@@ -663,6 +663,55 @@ async fn exec_round_trip_is_fast() {
     );
     assert!(p50 < Duration::from_millis(100), "p50 {p50:?}");
 }
+
+/// An archive read as the box user that meets a file only root may read is cut, never
+/// finished as if the file were not there; as root the same tree comes out whole.
+#[tokio::test]
+async fn an_archive_the_user_cannot_read_whole_is_cut() {
+    let agent = Agent::start();
+    let tree = agent.home().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    std::fs::write(tree.join("a"), vec![b'a'; 256 * 1024]).unwrap();
+    std::fs::write(tree.join("secret"), "s3cret").unwrap();
+    std::fs::set_permissions(tree.join("secret"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let c = &agent.client;
+    assert!(
+        read_tar(c, &agent.query("tree", BoxUser::User))
+            .await
+            .is_err(),
+        "a cut tar ended cleanly"
+    );
+    let whole = read_tar(c, &agent.query("tree", BoxUser::Root))
+        .await
+        .unwrap();
+    // Two entries of data and headers, then the end-of-archive blocks.
+    assert!(
+        whole.len() >= 256 * 1024 + 3 * 512 + 1024,
+        "{}",
+        whole.len()
+    );
+    assert!(whole.ends_with(&[0; 1024]));
+    // The tree's own directory, unreadable: the call's error, before any tar.
+    let (status, code) = remote_code(
+        c.download_archive(&FileQuery {
+            path: "/root".into(),
+            ..Default::default()
+        })
+        .await
+        .err()
+        .unwrap(),
+    );
+    assert_eq!((status, code), (403, ErrorCode::PermissionDenied));
+}
+
+async fn read_tar(c: &GuestClient, q: &FileQuery) -> Result<Vec<u8>, GuestError> {
+    let mut tar = c.download_archive(q).await?;
+    let mut bytes = Vec::new();
+    while let Some(chunk) = tar.next_chunk().await? {
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
 #[path = "agent/process.rs"]
 mod process;
 #[path = "agent/terminal.rs"]

@@ -36,6 +36,8 @@
 
 use std::io::Write;
 
+pub mod raw_tar;
+
 /// Every part a test may skip for; `BERTH_REQUIRE` names only these (or `all`).
 pub const PARTS: &[&str] = &[
     "root",

@@ -305,6 +305,21 @@ impl Daemon {
         }
     }
 
+    /// The daemon's `host:port` and admin key, for tests that speak HTTP to it directly.
+    pub fn api_endpoint(&self) -> (String, String) {
+        let url = fs::read_to_string(self.dir().join("berth.url")).unwrap();
+        let addr = url
+            .trim()
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_owned();
+        let key = fs::read_to_string(self.dir().join("admin.key"))
+            .unwrap()
+            .trim()
+            .to_owned();
+        (addr, key)
+    }
+
     pub fn berth_ok(&self, args: &[&str]) -> String {
         let out = self.berth(args);
         assert!(

@@ -82,6 +82,17 @@ impl FileDownload {
         })
     }
 
+    /// A stream with no length and no limit of its own (a tar of a whole tree, which the
+    /// box's volume bounds): still read a chunk at a time, never held whole.
+    pub(super) fn unbounded(response: http::Response<Incoming>) -> Self {
+        FileDownload {
+            len: None,
+            limit: u64::MAX,
+            received: 0,
+            body: response.into_body(),
+        }
+    }
+
     /// The file's size when the agent opened it, if it said.
     pub fn len(&self) -> Option<u64> {
         self.len
@@ -118,7 +129,19 @@ pub struct Upload {
 impl Upload {
     /// Streams `body` to the agent as hyper asks for it (the source is read only as fast as
     /// the guest takes it), cut with an error past the limit.
-    pub async fn send<B>(mut self, body: B) -> Result<(), GuestError>
+    pub async fn send<B>(self, body: B) -> Result<(), GuestError>
+    where
+        B: hyper::body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BodyError>,
+    {
+        self.send_answered(body).await.map(drop)
+    }
+
+    /// Like [`Upload::send`], returning the agent's (successful) answer to read.
+    pub(super) async fn send_answered<B>(
+        mut self,
+        body: B,
+    ) -> Result<http::Response<Incoming>, GuestError>
     where
         B: hyper::body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BodyError>,
@@ -139,7 +162,7 @@ impl Upload {
             .send_request(request)
             .await
             .map_err(|e| upload_error(e, self.limit))?;
-        super::check_status(response).await.map(drop)
+        super::check_status(response).await
     }
 }
 

@@ -9,6 +9,7 @@
 //! with the agent (asked once, at the first call that needs it) and refuses a call the
 //! agent's version lacks ([`GuestError::Unsupported`]).
 
+mod archive;
 mod body;
 mod error;
 mod ndjson;
@@ -38,6 +39,7 @@ use tokio::sync::OnceCell;
 use crate::spec::BootToken;
 use body::{collect_limited, full, RequestBody};
 
+pub use archive::{ArchiveUpload, WatchStream};
 pub use body::{FileDownload, Upload};
 pub use error::{BodyError, GuestError};
 pub use ndjson::NdjsonStream;

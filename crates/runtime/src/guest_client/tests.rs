@@ -363,3 +363,87 @@ fn endless_body(
     }
     Endless(Bytes::from(vec![0u8; chunk]))
 }
+
+#[tokio::test]
+async fn directory_calls_need_protocol_3() {
+    let agent = FakeAgent::start(2, |_| json_reply("{}"));
+    let q = query("/home/user");
+    for err in [
+        agent.client.download_archive(&q).await.err(),
+        agent.client.open_archive_upload(&q).await.err(),
+        agent.client.watch(&q).await.err(),
+    ] {
+        assert!(
+            matches!(
+                err,
+                Some(GuestError::Unsupported {
+                    needs: 3,
+                    agent: 2,
+                    ..
+                })
+            ),
+            "{err:?}"
+        );
+    }
+    assert_eq!(agent.calls.load(Ordering::SeqCst), 0, "nothing was sent");
+}
+
+#[tokio::test]
+async fn a_tar_the_agent_cuts_ends_in_an_error_not_a_clean_end() {
+    let mut raw = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+    raw.extend(chunk_of(512, 0));
+    // The connection closes here: no final chunk.
+    let agent = FakeAgent::start(PROTOCOL_VERSION, move |_| Reply::Raw(raw.clone()));
+    let mut tar = agent.client.download_archive(&query("/d")).await.unwrap();
+    assert_eq!(tar.next_chunk().await.unwrap().unwrap().len(), 512);
+    assert!(
+        tar.next_chunk().await.is_err(),
+        "a cut tar must not end cleanly"
+    );
+}
+
+#[tokio::test]
+async fn watch_events_are_read_and_keepalives_skipped() {
+    let body = "\n{\"type\":\"create\",\"path\":\"a\",\"dir\":false}\n\n{\"type\":\"overflow\"}\n{\"type\":\"later\"}\n";
+    let raw = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let agent = FakeAgent::start(PROTOCOL_VERSION, move |_| {
+        Reply::Raw(raw.clone().into_bytes())
+    });
+    let mut watch = agent.client.watch(&query("/d")).await.unwrap();
+    use berth_protocol::files::WatchEvent;
+    let mut events = Vec::new();
+    while let Some(event) = watch.next_frame().await.unwrap() {
+        events.push(event);
+    }
+    assert_eq!(
+        events,
+        [
+            WatchEvent::Create {
+                path: "a".into(),
+                dir: false
+            },
+            WatchEvent::Overflow,
+            WatchEvent::Unknown
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_archive_upload_answers_what_was_written() {
+    let agent = FakeAgent::start(PROTOCOL_VERSION, |_| {
+        json_reply(r#"{"files":2,"dirs":1,"links":0,"bytes":9}"#)
+    });
+    let upload = agent
+        .client
+        .open_archive_upload(&query("/d"))
+        .await
+        .unwrap();
+    let written = upload
+        .send(http_body_util::Full::new(Bytes::from_static(&[0; 1024])))
+        .await
+        .unwrap();
+    assert_eq!((written.files, written.dirs, written.bytes), (2, 1, 9));
+}

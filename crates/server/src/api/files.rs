@@ -61,10 +61,10 @@ pub async fn read(
     Ok(response)
 }
 
-/// The file's bytes as the box sends them. A failure mid-file (the box went away, or sent
-/// more than it announced) ends the body with an error, which cuts the connection: the
-/// client sees a short body, never a file that looks whole.
-fn chunks(
+/// The file's (or tar's) bytes as the box sends them. A failure mid-stream (the box went
+/// away, or sent more than it announced) ends the body with an error, which cuts the
+/// connection: the client sees a short body, never a file that looks whole.
+pub(crate) fn chunks(
     read: FileRead,
 ) -> impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send {
     futures_util::stream::unfold(Some(read), |state| async move {

@@ -10,6 +10,8 @@ pub mod events;
 pub mod exec;
 pub mod extract;
 pub mod files;
+pub mod files_archive;
+pub mod files_watch;
 pub mod messages;
 pub mod openapi;
 pub mod port_links;
@@ -65,6 +67,11 @@ pub fn router(ctx: Ctx) -> Router {
             "/v1/boxes/{box_ref}/files",
             get(files::read).put(files::write).delete(files::remove),
         )
+        .route(
+            "/v1/boxes/{box_ref}/files/archive",
+            get(files_archive::read).put(files_archive::write),
+        )
+        .route("/v1/boxes/{box_ref}/files/watch", get(files_watch::watch))
         .route("/v1/boxes/{box_ref}/files/list", get(files::list))
         .route("/v1/boxes/{box_ref}/files/stat", get(files::stat))
         .route("/v1/boxes/{box_ref}/files/mkdir", post(files::mkdir))

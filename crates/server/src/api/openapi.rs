@@ -6,8 +6,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    box_update, boxes, egress, events, exec, files, messages, port_links, ports, processes,
-    runtimes, secrets, templates, tenants, terminals,
+    box_update, boxes, egress, events, exec, files, files_archive, files_watch, messages,
+    port_links, ports, processes, runtimes, secrets, templates, tenants, terminals,
 };
 
 #[derive(OpenApi)]
@@ -37,6 +37,9 @@ use super::{
         files::stat,
         files::mkdir,
         files::remove,
+        files_archive::read,
+        files_archive::write,
+        files_watch::watch,
         messages::post,
         messages::list,
         events::events,
@@ -117,6 +120,8 @@ mod tests {
             ("/v1/boxes/{box_ref}", &["get", "delete", "patch"]),
             ("/v1/boxes/{box_ref}/exec", &["post"]),
             ("/v1/boxes/{box_ref}/files", &["get", "put", "delete"]),
+            ("/v1/boxes/{box_ref}/files/archive", &["get", "put"]),
+            ("/v1/boxes/{box_ref}/files/watch", &["get"]),
             ("/v1/boxes/{box_ref}/messages", &["post", "get"]),
             ("/v1/boxes/{box_ref}/events", &["get"]),
             ("/v1/templates/reload", &["post"]),

@@ -23,7 +23,7 @@ pub struct FileTarget {
 }
 
 impl FileTarget {
-    fn query(&self) -> Result<FileQuery, OpError> {
+    pub(crate) fn query(&self) -> Result<FileQuery, OpError> {
         validate::box_path(&self.path)?;
         Ok(FileQuery {
             path: self.path.clone(),

@@ -16,6 +16,8 @@ pub mod box_update;
 pub mod events_read;
 pub mod exec;
 pub mod files;
+pub mod files_archive;
+pub mod files_watch;
 pub mod message_list;
 pub mod message_post;
 pub mod port_connect;

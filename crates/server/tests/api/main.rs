@@ -17,6 +17,7 @@ mod egress_policy;
 mod end_to_end;
 mod event_limits;
 mod fake;
+mod files_dirs;
 mod harness;
 mod idle;
 mod isolation;

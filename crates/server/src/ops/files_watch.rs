@@ -1,0 +1,19 @@
+//! Watching a directory in a box. A watch is watching, not work: like the event stream,
+//! it does not keep the box awake (a box that goes to sleep ends its watches).
+
+use berth_protocol::BoxId;
+use berth_runtime::guest_client::WatchStream;
+
+use crate::ctx::Ctx;
+use crate::error::OpError;
+use crate::ops::box_start::with_guest;
+use crate::ops::files::FileTarget;
+
+pub async fn watch(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<WatchStream, OpError> {
+    let q = target.query()?;
+    with_guest(ctx, id, |c| {
+        let q = q.clone();
+        async move { c.watch(&q).await }
+    })
+    .await
+}
