@@ -40,8 +40,8 @@ test: test-deps init
 	exit $$status
 
 ## bench: cold start, exec round-trip, wake latency, message throughput, egress (gateway
-## vs direct vs nginx) and the ports proxy (vs the same server on the host), each against a
-## baseline measured in the same run
+## vs direct vs nginx), the ports proxy (vs the same server on the host) and terminal
+## keystroke echo (vs a PTY on the host), each against a baseline measured in the same run
 bench: deps init
 	@./scripts/install-deps.sh --bench
 	$(CARGO) bench -p berth-benches
