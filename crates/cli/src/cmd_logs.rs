@@ -14,6 +14,9 @@ const SUMMARY_CHARS: usize = 120;
 const FOLLOW_RECONNECTS: u32 = 1000;
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Events the box's retention pruned before they were read show as one `gap` line (with \
+--json: {\"type\":\"gap\",\"first\",\"last\"}), so a hole never passes for the whole log.")]
 pub struct LogsArgs {
     /// The box's name or id (`bx_…`).
     pub name: String,
@@ -33,6 +36,9 @@ pub async fn run(client: &Client, args: LogsArgs) -> anyhow::Result<u8> {
     let mut after = args.after;
     loop {
         let page = events::page(client, &args.name, after).await?;
+        if let Some(gap) = page.gap {
+            writeln!(out, "{}", gap_line(gap, args.json))?;
+        }
         for event in &page.events {
             writeln!(out, "{}", line(event, args.json))?;
         }
@@ -62,6 +68,18 @@ pub async fn run(client: &Client, args: LogsArgs) -> anyhow::Result<u8> {
     }
 }
 
+/// Where pruned events were: said, so a reader never takes a hole for the whole log.
+fn gap_line(gap: events::Gap, json: bool) -> String {
+    if json {
+        serde_json::json!({"type": "gap", "first": gap.first, "last": gap.last}).to_string()
+    } else {
+        format!(
+            "{:>6} {:<14} events {}-{} were pruned (the box's event retention) before this read",
+            "...", "gap", gap.first, gap.last
+        )
+    }
+}
+
 /// `SEQ TYPE summary`, or the event's JSON.
 fn line(event: &Event, json: bool) -> String {
     if json {
@@ -86,6 +104,21 @@ fn line(event: &Event, json: bool) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_pruned_stretch_is_said() {
+        let gap = events::Gap { first: 3, last: 9 };
+        assert!(gap_line(gap, false).contains("events 3-9 were pruned"));
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&gap_line(gap, true)).unwrap(),
+            json!({"type":"gap","first":3,"last":9})
+        );
+        let page: events::EventPage = serde_json::from_value(
+            json!({"events":[],"next_after":9,"more":false,"gap":{"first":3,"last":9}}),
+        )
+        .unwrap();
+        assert_eq!(page.gap, Some(gap));
+    }
 
     #[test]
     fn lines_are_aligned_or_json() {

@@ -29,6 +29,15 @@ pub struct Event {
 pub struct EventPage {
     pub events: Vec<Event>,
     pub next_after: u64,
+    /// Events `first..=last` were pruned (retention) before this read.
+    #[serde(default)]
+    pub gap: Option<Gap>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, serde::Serialize, PartialEq, Eq)]
+pub struct Gap {
+    pub first: u64,
+    pub last: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
