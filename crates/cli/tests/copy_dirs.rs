@@ -333,23 +333,9 @@ fn end_to_end_cp_r_round_trip_on_a_sandbox_box() {
 
 #[test]
 fn end_to_end_cp_r_round_trip_on_a_qemu_box() {
-    if let Some(reason) = e2e_skip_reason() {
-        berth_testkit::skip("sandbox", &reason);
+    let Some(daemon) = Daemon::start_with_qemu_box("vmdirs") else {
         return;
-    }
-    let daemon = Daemon::start();
-    if daemon.offer_qemu().is_none() {
-        return;
-    }
-    daemon.berth_ok(&[
-        "box",
-        "create",
-        "vmdirs",
-        "--runtime",
-        "qemu",
-        "--template",
-        "minimal",
-    ]);
+    };
     round_trip(&daemon, "vmdirs");
     // An emulated (TCG) guest is many times slower than a sandbox.
     watch_sees_an_exec(&daemon, "vmdirs", Duration::from_secs(180));

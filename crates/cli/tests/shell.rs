@@ -188,23 +188,9 @@ fn berth_shell_on_a_sandbox_box() {
 
 #[test]
 fn berth_shell_on_a_qemu_box() {
-    if let Some(reason) = e2e_skip_reason() {
-        berth_testkit::skip("qemu", &reason);
+    let Some(daemon) = Daemon::start_with_qemu_box("vm1") else {
         return;
-    }
-    let daemon = Daemon::start();
-    if daemon.offer_qemu().is_none() {
-        return;
-    }
-    daemon.berth_ok(&[
-        "box",
-        "create",
-        "vm1",
-        "--runtime",
-        "qemu",
-        "--template",
-        "minimal",
-    ]);
+    };
     // A TCG guest answers slower; the waits scale, the checks do not.
     drive_a_shell(&daemon, "vm1", Duration::from_secs(120));
     drive_processes(&daemon, "vm1");
