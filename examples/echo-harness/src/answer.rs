@@ -47,6 +47,21 @@ pub enum Hook {
     Flood(usize),
     /// `sleep MS`: wait MS milliseconds before answering.
     Sleep(u64),
+    /// `stream N`: answer in N `assistant` lines, [`STREAM_PAUSE`] apart, so a client can
+    /// watch an answer arrive over time (and lose its network in the middle of one).
+    Stream(usize),
+}
+
+/// The pause between two chunks of a `stream N` answer.
+pub const STREAM_PAUSE: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// Most chunks a `stream N` answer has (a typo must not hold the harness for hours).
+pub const STREAM_MAX: usize = 1000;
+
+/// The `i`th (from 1) of `n` chunks of a `stream N` answer: each names itself, so a
+/// reader can tell a missing chunk from a doubled one.
+pub fn stream_chunk(i: usize, n: usize) -> String {
+    format!("chunk {i:03} of {n:03}. ")
 }
 
 pub fn hook(content: &str) -> Option<Hook> {
@@ -58,6 +73,12 @@ pub fn hook(content: &str) -> Option<Hook> {
     match word {
         "flood" => arg.trim().parse().ok().map(Hook::Flood),
         "sleep" => arg.trim().parse().ok().map(Hook::Sleep),
+        "stream" => arg
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| (1..=STREAM_MAX).contains(n))
+            .map(Hook::Stream),
         _ => None,
     }
 }
@@ -98,5 +119,9 @@ mod tests {
         assert_eq!(hook("flood many"), None);
         assert_eq!(hook("crash now"), None);
         assert_eq!(hook("hello"), None);
+        assert_eq!(hook("stream 3"), Some(Hook::Stream(3)));
+        assert_eq!(hook("stream 0"), None);
+        assert_eq!(hook("stream 1001"), None);
+        assert_eq!(stream_chunk(7, 20), "chunk 007 of 020. ");
     }
 }

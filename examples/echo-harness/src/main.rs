@@ -15,6 +15,7 @@
 //!
 //! Test hooks: content `crash` exits with status 3 after the replay, before answering;
 //! `flood N` prints one non-JSON line of N bytes first; `sleep MS` waits MS ms first;
+//! `stream N` answers in N `assistant` lines 300 ms apart (`chunk 001 of 00N. `…);
 //! `ECHO_HARNESS_DEAF=1` never reads stdin.
 
 mod answer;
@@ -27,7 +28,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::answer::{answer, hook, user_text, Hook};
+use crate::answer::{answer, hook, stream_chunk, user_text, Hook, STREAM_PAUSE};
 use crate::session::Session;
 
 fn main() {
@@ -96,23 +97,34 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         // The replay is the acknowledgement: the line exactly as it came.
         writeln!(out, "{line}")?;
         out.flush()?;
+        let mut streamed = None;
         match hook(&content) {
             Some(Hook::Crash) => std::process::exit(3),
             Some(Hook::Flood(n)) => flood(&mut out, n)?,
             Some(Hook::Sleep(ms)) => std::thread::sleep(Duration::from_millis(ms)),
+            Some(Hook::Stream(n)) => streamed = Some(n),
             None => {}
         }
-        let text = answer(&content, &session.user_messages);
+        let parts: Vec<String> = match streamed {
+            Some(n) => (1..=n).map(|i| stream_chunk(i, n)).collect(),
+            None => vec![answer(&content, &session.user_messages)],
+        };
+        let text = parts.concat();
         session.record(&content, &text)?;
         if let Err(err) = timeline::append(&memory, &content, &text) {
             eprintln!("echo-harness: cannot append to the timeline: {err}");
         }
-        let message_id = format!("msg_echo_{}_{}", session.id, session.turns);
-        emit(
-            &mut out,
-            &json!({"type":"assistant","message":{"id":message_id,"type":"message","role":"assistant",
-                    "content":[{"type":"text","text":text}],"model":"echo"},"session_id":session.id}),
-        )?;
+        for (i, part) in parts.iter().enumerate() {
+            if i > 0 {
+                std::thread::sleep(STREAM_PAUSE);
+            }
+            let message_id = format!("msg_echo_{}_{}_{i}", session.id, session.turns);
+            emit(
+                &mut out,
+                &json!({"type":"assistant","message":{"id":message_id,"type":"message","role":"assistant",
+                        "content":[{"type":"text","text":part}],"model":"echo"},"session_id":session.id}),
+            )?;
+        }
         emit(
             &mut out,
             &json!({"type":"result","subtype":"success","is_error":false,"result":text,
