@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what berth needs when it is missing: Debian packages (root installs them; anyone
-# else is told what to install). With --tests, also what the tests need: python3 (the
-# model stand-in), tmux and vi (terminals), qemu, and Claude Code from the npm registry
-# (the harness test). With --bench, also nginx with its stream module (the egress
+# else is told what to install), Node and npm among them (berth embeds its web app, built
+# from web/ with npm packages). With --tests, also what the tests need: python3 (the
+# model stand-in), tmux and vi (terminals), qemu, chromium (the web app's browser tests),
+# and Claude Code from the npm registry (the harness test). With --bench, also nginx with its stream module (the egress
 # benchmark's comparison).
 set -euo pipefail
 for_tests=false
@@ -24,6 +25,9 @@ declare -A needed=(
   [mkfs.ext4]=e2fsprogs
   [depmod]=kmod
   [debootstrap]=debootstrap
+  # the web app's build (crates/webapp runs web/build.mjs, its npm packages from the lockfile)
+  [node]=nodejs
+  [npm]=npm
 )
 missing=()
 for cmd in "${!needed[@]}"; do
@@ -44,6 +48,9 @@ if $for_tests; then
   command -v fish >/dev/null 2>&1 || missing+=(fish)
   # the qemu runtime's tests boot microVMs
   command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
+  # the web app's end-to-end tests drive Debian's chromium (web/e2e), screenshots need a font
+  [ -x /usr/bin/chromium ] || missing+=(chromium)
+  [ -d /usr/share/fonts/truetype/dejavu ] || missing+=(fonts-dejavu-core)
 fi
 
 # The egress bench runs its own nginx from a config in a temp dir (stream module,

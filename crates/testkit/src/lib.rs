@@ -33,9 +33,11 @@
 //! | `claude-code` | Claude Code from npm (`scripts/install-deps.sh --tests` with npm) |
 //! | `box-tools` | a tool inside the box's rootfs (the `minimal` test image has no python3, no curl) |
 //! | `shells` | `zsh` and `fish`, which parse `berth completion`'s scripts for them |
+//! | `browser` | what the web app's end-to-end tests drive: Debian's `chromium` and `node` with `npm` ([`browser`]) |
 
 use std::io::Write;
 
+pub mod browser;
 pub mod raw_tar;
 
 /// Every part a test may skip for; `BERTH_REQUIRE` names only these (or `all`).
@@ -61,6 +63,7 @@ pub const PARTS: &[&str] = &[
     "claude-code",
     "box-tools",
     "shells",
+    "browser",
 ];
 
 /// The variable naming the parts a run requires.

@@ -1,0 +1,211 @@
+//! The web app end to end: a real daemon (sandbox boxes of the `echo` template, TLS with a
+//! test certificate once `berth up` has `--tls-cert`), Debian's chromium driven by
+//! Playwright from `web/e2e/run.mjs` as a 390×844 phone, and a Web Push service of the
+//! test's own. The scenarios, their screenshots (`target/web-screenshots/`) and timings are
+//! printed by run.mjs; this test starts what it needs, streams that output, and fails when
+//! any scenario did.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{berth, closed_port, e2e_skip_reason, Daemon};
+
+/// A whole run of run.mjs: boxes wake on a loaded 2-core host, and one scenario waits for
+/// an idle reclaim. Past this something hangs, and the run is killed.
+const RUN_LIMIT: Duration = Duration::from_secs(15 * 60);
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `npm ci` in web/e2e when its packages are missing: the versions its lockfile pins.
+fn install_e2e_packages(npm: &Path, dir: &Path) {
+    if dir.join("node_modules/playwright-core").is_dir()
+        && dir.join("node_modules/axe-core").is_dir()
+    {
+        return;
+    }
+    let status = Command::new(npm)
+        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(dir)
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "npm ci in {} failed: {status}",
+        dir.display()
+    );
+}
+
+/// Whether this `berth up` serves TLS itself (`--tls-cert`).
+fn serves_tls() -> bool {
+    let help = berth().args(["up", "--help"]).output().unwrap();
+    String::from_utf8_lossy(&help.stdout).contains("--tls-cert")
+}
+
+/// A self-signed certificate for 127.0.0.1 in `dir`: (cert.pem, key.pem).
+fn test_certificate(dir: &Path) -> (PathBuf, PathBuf) {
+    let made =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .unwrap();
+    let (cert, key) = (dir.join("web-cert.pem"), dir.join("web-key.pem"));
+    fs::write(&cert, made.cert.pem()).unwrap();
+    fs::write(&key, made.key_pair.serialize_pem()).unwrap();
+    (cert, key)
+}
+
+/// The daemon for the web app: the sandbox runtime, `[push]` letting the test's push
+/// service on `push_port` be an endpoint, and TLS with `tls` (cert, key) when given.
+fn start_daemon(push_port: u16, tls: Option<(&Path, &Path)>, dir: tempfile::TempDir) -> Daemon {
+    fs::write(
+        dir.path().join("berth.toml"),
+        format!("[push]\nallow_endpoints = [\"http://127.0.0.1:{push_port}\"]\n"),
+    )
+    .unwrap();
+    let log = dir.path().join("daemon.stderr");
+    let out = dir.path().join("daemon.stdout");
+    let listen = format!("127.0.0.1:{}", closed_port());
+    let file = |path: &Path| {
+        fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap()
+    };
+    let mut cmd = berth();
+    cmd.args(["up", "--listen", &listen, "--data-dir"])
+        .arg(dir.path())
+        .stdout(file(&out))
+        .stderr(file(&log));
+    if let Some((cert, key)) = tls {
+        cmd.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
+    }
+    let child = cmd.spawn().unwrap();
+    let mut daemon = Daemon {
+        child,
+        data_dir: dir,
+        log,
+        out,
+    };
+    // Plain TCP: the port answers once the daemon is up, TLS or not.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(&listen).is_err() {
+        if let Some(status) = daemon.child.try_wait().unwrap() {
+            panic!("berth up exited ({status}):\n{}", daemon.logs());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "berth up did not listen in 60 s:\n{}",
+            daemon.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let url_file = daemon.dir().join("berth.url");
+    while !url_file.is_file() {
+        assert!(
+            Instant::now() < deadline,
+            "no berth.url in 60 s:\n{}",
+            daemon.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    daemon
+}
+
+/// Every box of the daemon is deleted when this is dropped, so a failed run leaves none.
+struct RemoveBoxes<'a>(&'a Daemon);
+
+impl Drop for RemoveBoxes<'_> {
+    fn drop(&mut self) {
+        let out = self.0.berth(&["box", "ls", "--json"]);
+        let listed: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        let boxes = listed
+            .get("boxes")
+            .and_then(|b| b.as_array())
+            .or(listed.as_array())
+            .cloned()
+            .unwrap_or_default();
+        for name in boxes.iter().filter_map(|b| b["name"].as_str()) {
+            self.0.berth(&["box", "rm", name]);
+        }
+    }
+}
+
+/// Waits for `child` up to `limit`; kills it (and says so) past that.
+fn wait_within(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("web/e2e/run.mjs still ran after {limit:?}: killed");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn the_web_app_works_on_a_phone_end_to_end() {
+    if let Some(reason) = e2e_skip_reason() {
+        berth_testkit::skip("sandbox", &reason);
+        return;
+    }
+    let browser = match berth_testkit::browser::find() {
+        Ok(browser) => browser,
+        Err(reason) => {
+            berth_testkit::skip("browser", reason);
+            return;
+        }
+    };
+    let root = repo_root();
+    let e2e = root.join("web/e2e");
+    install_e2e_packages(&browser.npm, &e2e);
+
+    let dir = tempfile::tempdir().unwrap();
+    let tls = serves_tls().then(|| test_certificate(dir.path()));
+    let push_port = closed_port();
+    let daemon = start_daemon(
+        push_port,
+        tls.as_ref().map(|(c, k)| (c.as_path(), k.as_path())),
+        dir,
+    );
+    let _cleanup = RemoveBoxes(&daemon);
+    let url = fs::read_to_string(daemon.dir().join("berth.url")).unwrap();
+    let admin_key = fs::read_to_string(daemon.dir().join("admin.key")).unwrap();
+    let screenshots = root.join("target/web-screenshots");
+
+    let mut run = Command::new(&browser.node);
+    run.arg(e2e.join("run.mjs"))
+        .current_dir(&e2e)
+        .env("BERTH_URL", url.trim())
+        .env("BERTH_ADMIN_KEY", admin_key.trim())
+        .env("BERTH_BIN", common::BERTH)
+        .env("BERTH_DATA_DIR", daemon.dir())
+        .env("BERTH_SCREENSHOTS", &screenshots)
+        .env("BERTH_PUSH_PORT", push_port.to_string())
+        .env("BERTH_CHROMIUM", &browser.chromium)
+        .env_remove("BERTH_API_KEY")
+        .stdin(Stdio::null());
+    if let Some((cert, _)) = &tls {
+        // node's fetch (the test's own API calls) trusts the test certificate too.
+        run.env("BERTH_TLS_CERT", cert)
+            .env("NODE_EXTRA_CA_CERTS", cert);
+    }
+    // stdout and stderr are inherited: the scenarios' PASS/FAIL lines stream as they come.
+    let mut child = run.spawn().unwrap();
+    let status = wait_within(&mut child, RUN_LIMIT);
+    assert!(
+        status.success(),
+        "web/e2e/run.mjs failed ({status}); screenshots in {}\n{}",
+        screenshots.display(),
+        daemon.logs()
+    );
+}
