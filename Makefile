@@ -1,5 +1,6 @@
-# berth: `make up` runs the daemon, `make test` runs every test. Both install what is
-# missing first (Debian packages, as root) and build berth-init statically.
+# berth: `make up` runs the daemon (and serves its web app), `make test` runs every test,
+# the web app's browser tests among them. Both install what is missing first (Debian
+# packages, as root: Node and npm build the web app) and build berth-init statically.
 
 CARGO ?= cargo
 HOST_TRIPLE := $(shell rustc -vV | sed -n 's/^host: //p')
@@ -15,14 +16,15 @@ export ECHO_HARNESS_BIN := $(CURDIR)/$(ECHO_BIN)
 
 .PHONY: up test bench deps test-deps init build install clean
 
-## up: install what is missing, build, and run `berth up $(ARGS)`
+## up: install what is missing, build (the web app too, embedded), and run `berth up $(ARGS)`
 up: deps init
 	$(CARGO) build --release -p berth
 	cp $(INIT_BIN) $(ECHO_BIN) target/release/
 	target/release/berth up $(ARGS)
 
 ## test: install what is missing, build, and run all tests (cargo nextest when installed:
-## one process per test; else cargo test), then the tally of the tests that skipped (each
+## one process per test; else cargo test; the web app's in chromium, screenshots in
+## target/web-screenshots), then the tally of the tests that skipped (each
 ## appends to $(SKIP_LOG); `BERTH_REQUIRE=sandbox,qemu make test` fails a required part's
 ## skip: crates/testkit). Exits non-zero when a test failed.
 test: export BERTH_SKIP_LOG := $(SKIP_LOG)
@@ -46,11 +48,12 @@ bench: deps init
 	@./scripts/install-deps.sh --bench
 	$(CARGO) bench -p berth-benches
 
-## deps: the Debian packages berth needs (runc), installed when missing and running as root
+## deps: the Debian packages berth needs (runc; nodejs and npm for the web app), installed
+## when missing and running as root
 deps:
 	@./scripts/install-deps.sh
 
-## test-deps: deps, and what the tests need (python3; Claude Code from npm, when npm exists)
+## test-deps: deps, and what the tests need (python3, qemu, chromium; Claude Code from npm)
 test-deps:
 	@./scripts/install-deps.sh --tests
 
