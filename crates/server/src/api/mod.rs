@@ -23,6 +23,7 @@ pub mod templates;
 pub mod tenants;
 pub mod terminals;
 pub mod view;
+pub mod webapp;
 
 use std::time::Instant;
 
@@ -37,6 +38,12 @@ use crate::ctx::Ctx;
 
 pub fn router(ctx: Ctx) -> Router {
     Router::new()
+        .route("/", get(webapp::serve))
+        .route("/index.html", get(webapp::serve))
+        .route("/sw.js", get(webapp::serve))
+        .route("/manifest.webmanifest", get(webapp::serve))
+        .route("/icons/{*file}", get(webapp::serve))
+        .route("/assets/{*file}", get(webapp::serve))
         .route("/v1/health", get(health))
         .route("/openapi.json", get(openapi_json))
         .route("/v1/boxes", post(boxes::create).get(boxes::list))

@@ -1,0 +1,134 @@
+// One box: its name and state, Stop and Delete, and the Chat, Files and Terminal tabs.
+import { api, boxPath, message, type BoxView } from "./api";
+import { chatPanel } from "./chat";
+import { clear, h } from "./dom";
+import { filesPanel } from "./files";
+import type { Route } from "./main";
+import { go, handleError } from "./nav";
+import { stateLabel } from "./state";
+
+export interface BoxContext {
+  name: string;
+  /** The box as last seen; panels update it from the events they see. */
+  box: BoxView | null;
+  setState(state: BoxView["state"], reason: string | null): void;
+}
+
+const TABS = [
+  ["chat", "Chat"],
+  ["files", "Files"],
+  ["terminal", "Terminal"],
+] as const;
+
+export function boxScreen(root: HTMLElement, route: Route): () => void {
+  const name = route.box ?? "";
+  const tab = route.tab ?? "chat";
+  const stateEl = h("span", { class: "state" }, "");
+  const ctx: BoxContext = {
+    name,
+    box: null,
+    setState(state, reason) {
+      if (ctx.box) ctx.box = { ...ctx.box, state, state_reason: reason };
+      stateEl.className = `state state-${state}`;
+      stateEl.textContent = stateLabel({ state, state_reason: reason });
+    },
+  };
+  const stop = h("button", { type: "button", onclick: () => void stopBox(ctx, stop) }, "Stop");
+  const del = h("button", { type: "button", class: "danger", onclick: () => confirmDelete(root, name) }, "Delete");
+  const panel = h("section", { class: "panel", id: "panel", role: "tabpanel", "aria-labelledby": `tab-${tab}` });
+  root.append(
+    h(
+      "div",
+      { class: "box-head" },
+      h("a", { href: "#/boxes", class: "back", "aria-label": "All boxes" }, "‹"),
+      h("div", { class: "box-title" }, h("h1", null, name), stateEl),
+      h("div", { class: "box-actions" }, stop, del),
+    ),
+    h(
+      "nav",
+      { class: "tabs", role: "tablist", "aria-label": "Box views" },
+      TABS.map(([id, label]) =>
+        h("a", { role: "tab", id: `tab-${id}`, href: `#/boxes/${encodeURIComponent(name)}/${id}`, "aria-selected": String(id === tab), "aria-controls": "panel", class: id === tab ? "tab current" : "tab" }, label),
+      ),
+    ),
+    panel,
+  );
+  root.classList.add("box-screen");
+
+  let closed = false;
+  api<BoxView>("GET", boxPath(name))
+    .then((box) => {
+      if (closed) return;
+      ctx.box = box;
+      ctx.setState(box.state, box.state_reason);
+    })
+    .catch(handleError);
+
+  let panelCleanup: () => void = () => {};
+  if (tab === "chat") {
+    panelCleanup = chatPanel(panel, ctx);
+  } else if (tab === "files") {
+    panelCleanup = filesPanel(panel, ctx, route.query.get("path") ?? "/home/user");
+  } else {
+    panel.append(h("p", { class: "muted" }, "Loading the terminal…"));
+    // xterm.js is loaded only here, so the rest of the app stays small.
+    import("./terminal")
+      .then((m) => {
+        if (closed) return;
+        clear(panel);
+        panelCleanup = m.terminalPanel(panel, ctx);
+      })
+      .catch((err: unknown) => clear(panel, h("p", { class: "error", role: "alert" }, message(err))));
+  }
+  return () => {
+    closed = true;
+    root.classList.remove("box-screen");
+    panelCleanup();
+  };
+}
+
+async function stopBox(ctx: BoxContext, button: HTMLButtonElement): Promise<void> {
+  button.disabled = true;
+  try {
+    const box = await api<BoxView>("POST", boxPath(ctx.name, "/stop"));
+    ctx.box = box;
+    ctx.setState(box.state, box.state_reason);
+  } catch (err) {
+    handleError(err);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+function confirmDelete(root: HTMLElement, name: string): void {
+  const error = h("p", { class: "error", role: "alert", hidden: true });
+  const confirm = h("button", { type: "button", class: "danger" }, "Delete box");
+  const dialog = h(
+    "dialog",
+    { "aria-labelledby": "del-title" },
+    h(
+      "div",
+      { class: "dialog-form" },
+      h("h2", { id: "del-title" }, `Delete ${name}?`),
+      h("p", null, "The box, its files and its conversation are deleted for good."),
+      error,
+      h("div", { class: "dialog-actions" }, h("button", { type: "button", onclick: () => dialog.close() }, "Cancel"), confirm),
+    ),
+  );
+  confirm.addEventListener("click", () => {
+    confirm.disabled = true;
+    api("DELETE", boxPath(name))
+      .then(() => {
+        dialog.close();
+        go("#/boxes");
+      })
+      .catch((err: unknown) => {
+        error.textContent = message(err);
+        error.hidden = false;
+        confirm.disabled = false;
+      });
+  });
+  dialog.addEventListener("close", () => dialog.remove());
+  root.append(dialog);
+  dialog.showModal();
+}

@@ -1,0 +1,120 @@
+// The app's entry: the session check, the hash router and the frame around each screen.
+import "./style.css";
+import { api, ApiError, message, type Session } from "./api";
+import { boxesScreen } from "./boxes";
+import { boxScreen } from "./box";
+import { h, clear } from "./dom";
+import { go, handleError, notice, notify, setNavHooks } from "./nav";
+import { enablePush } from "./push";
+import { signInScreen, pair } from "./signin";
+import { trackViewport } from "./viewport";
+
+export type Cleanup = () => void;
+
+export interface Route {
+  screen: "signin" | "pair" | "boxes" | "box";
+  code?: string;
+  box?: string;
+  tab?: "chat" | "files" | "terminal";
+  query: URLSearchParams;
+}
+
+export function parseRoute(hash: string): Route {
+  const [pathPart, queryPart = ""] = hash.replace(/^#/, "").split("?", 2) as [string, string?];
+  const query = new URLSearchParams(queryPart);
+  const parts = pathPart.split("/").filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === "pair" && parts[1]) return { screen: "pair", code: parts[1], query };
+  if (parts[0] === "signin") return { screen: "signin", query };
+  if (parts[0] === "boxes" && parts[1]) {
+    const tab = parts[2] === "files" || parts[2] === "terminal" ? parts[2] : "chat";
+    return { screen: "box", box: parts[1], tab, query };
+  }
+  return { screen: "boxes", query };
+}
+
+let session: Session | null = null;
+let cleanup: Cleanup | null = null;
+const bar = h("header", { class: "bar" });
+const main = h("main", { id: "main" });
+
+function renderBar(): void {
+  clear(
+    bar,
+    h("a", { class: "brand", href: "#/boxes" }, h("img", { src: "/icons/icon.svg", alt: "", width: 28, height: 28 }), "berth"),
+    session
+      ? h(
+          "div",
+          { class: "bar-actions" },
+          h("button", { type: "button", class: "ghost", onclick: () => void enablePush(notify) }, "Notifications"),
+          h("button", { type: "button", class: "ghost", onclick: () => void signOut() }, "Sign out"),
+        )
+      : null,
+  );
+}
+
+async function signOut(): Promise<void> {
+  try {
+    await api("DELETE", "/v1/web/session");
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 401)) return handleError(err);
+  }
+  session = null;
+  go("#/signin", true);
+}
+
+async function render(): Promise<void> {
+  cleanup?.();
+  cleanup = null;
+  const route = parseRoute(location.hash);
+  if (route.screen === "pair" && route.code) {
+    const code = route.code;
+    // The code must not stay in the address bar or history.
+    history.replaceState(null, "", "#/signin");
+    session = await pair(code, notify);
+    if (session) history.replaceState(null, "", "#/boxes");
+    return render();
+  }
+  if (!session && route.screen !== "signin") {
+    try {
+      session = await api<Session>("GET", "/v1/web/session");
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 401)) notify(message(err), "error");
+      history.replaceState(null, "", "#/signin");
+      return render();
+    }
+  }
+  renderBar();
+  clear(main);
+  if (route.screen === "signin") {
+    cleanup = signInScreen(main, (s) => {
+      session = s;
+      go("#/boxes", true);
+    });
+  } else if (route.screen === "box" && route.box) {
+    cleanup = boxScreen(main, route);
+  } else {
+    cleanup = boxesScreen(main);
+  }
+  document.title = route.box ? `${route.box} · berth` : "berth";
+}
+
+function start(): void {
+  document.body.append(bar, notice, main);
+  trackViewport();
+  setNavHooks(
+    () => void render(),
+    () => {
+      session = null;
+      go("#/signin", true);
+    },
+  );
+  window.addEventListener("hashchange", () => void render());
+  if ("serviceWorker" in navigator && window.isSecureContext) {
+    navigator.serviceWorker.register("/sw.js", { scope: "/" }).catch(() => {
+      // Without a service worker the app still works online; nothing to tell the user.
+    });
+  }
+  void render();
+}
+
+start();

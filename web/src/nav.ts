@@ -1,0 +1,47 @@
+// Navigation and the notice line, shared by every screen.
+import { ApiError, message } from "./api";
+import { clear, h } from "./dom";
+
+export const notice = h("div", { class: "notice", "aria-live": "polite" });
+
+/** A short message under the bar; `error` ones are alerts. */
+export function notify(text: string, kind: "info" | "error" = "info"): void {
+  clear(
+    notice,
+    text
+      ? h(
+          "p",
+          { class: kind, role: kind === "error" ? "alert" : null },
+          h("span", null, text),
+          h("button", { class: "dismiss", type: "button", "aria-label": "Dismiss", onclick: () => notify("") }, "×"),
+        )
+      : null,
+  );
+}
+
+let rerender: () => void = () => {};
+let onSignedOut: () => void = () => {};
+
+export function setNavHooks(render: () => void, signedOut: () => void): void {
+  rerender = render;
+  onSignedOut = signedOut;
+}
+
+export function go(hash: string, replace = false): void {
+  if (replace) {
+    history.replaceState(null, "", hash);
+    rerender();
+  } else {
+    location.hash = hash;
+  }
+}
+
+/** The session ended (signed out, revoked or expired). */
+export function signedOut(): void {
+  onSignedOut();
+}
+
+export function handleError(err: unknown): void {
+  if (err instanceof ApiError && err.status === 401) signedOut();
+  else notify(message(err), "error");
+}

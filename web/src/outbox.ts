@@ -1,0 +1,60 @@
+// Messages waiting to be sent, kept in IndexedDB so that one typed offline survives a
+// reload and is sent once when the network is back. Each carries its idempotency key, so a
+// retry after a lost answer is the same message to berth, never a second one.
+
+export interface Outgoing {
+  id: string;
+  box: string;
+  content: string;
+  created_at: string;
+}
+
+const DB = "berth";
+const STORE = "outbox";
+let opening: Promise<IDBDatabase | null> | null = null;
+
+function request<T>(req: IDBRequest<T>): Promise<T> {
+  return new Promise((resolve, reject) => {
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = () => reject(req.error ?? new Error("IndexedDB request failed"));
+  });
+}
+
+/** The database, or null where IndexedDB is unavailable (then messages are only in memory). */
+function db(): Promise<IDBDatabase | null> {
+  opening ??= new Promise((resolve) => {
+    if (!("indexedDB" in window)) return resolve(null);
+    const req = indexedDB.open(DB, 1);
+    req.onupgradeneeded = () => {
+      const store = req.result.createObjectStore(STORE, { keyPath: "id" });
+      store.createIndex("box", "box");
+    };
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = () => resolve(null);
+    req.onblocked = () => resolve(null);
+  });
+  return opening;
+}
+
+const memory = new Map<string, Outgoing>();
+
+export async function put(item: Outgoing): Promise<void> {
+  memory.set(item.id, item);
+  const d = await db();
+  if (d) await request(d.transaction(STORE, "readwrite").objectStore(STORE).put(item));
+}
+
+export async function remove(id: string): Promise<void> {
+  memory.delete(id);
+  const d = await db();
+  if (d) await request(d.transaction(STORE, "readwrite").objectStore(STORE).delete(id));
+}
+
+/** The box's waiting messages, oldest first. */
+export async function waiting(box: string): Promise<Outgoing[]> {
+  const d = await db();
+  const items = d
+    ? await request(d.transaction(STORE, "readonly").objectStore(STORE).index("box").getAll(box) as IDBRequest<Outgoing[]>)
+    : [...memory.values()].filter((m) => m.box === box);
+  return items.sort((a, b) => a.created_at.localeCompare(b.created_at));
+}
