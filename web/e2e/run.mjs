@@ -200,6 +200,8 @@ async function scenarios(browser, push) {
     const dialog = await createBox(page, CHAT);
     await shoot(page, 'new-box');
     await dialog.getByRole('button', { name: 'Create' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    await page.goto(`${BASE}/#/boxes`);
     await page.getByRole('list', { name: 'Boxes' }).getByRole('link', { name: CHAT, exact: true }).waitFor();
     await shoot(page, 'boxes');
     await openChat(page, CHAT);
@@ -212,11 +214,28 @@ async function scenarios(browser, push) {
 
     await admin.patch(CHAT, { idle_timeout_s: 1 });
     await until(`${CHAT} reclaimed`, 60_000, async () => (await admin.box(CHAT)).state === 'stopped');
+    // A sandbox box wakes in well under a second, too fast to photograph: the message is
+    // held in the browser while the waking state is shot, then let go to wake the box.
+    let release;
+    const held = new Promise((resolve) => { release = resolve; });
+    const messages = /\/v1\/boxes\/[^/]+\/messages$/;
+    await page.route(messages, async (route) => {
+      if (route.request().method() === 'POST') await held;
+      await route.continue();
+    });
+    const before = (await admin.events(CHAT)).length;
     await send(page, 'what did I say?');
     const waking = page.getByRole('status').filter({ hasText: /^\s*Waking your agent/ });
-    await waking.first().waitFor({ timeout: 30_000 });
-    await shoot(page, 'waking', { axeCheck: false });
+    try {
+      await waking.first().waitFor({ timeout: 30_000 });
+      await shoot(page, 'waking');
+    } finally {
+      release();
+    }
     await shows(page, 'You said: remember 42');
+    await page.unroute(messages);
+    const woke = (await admin.events(CHAT)).slice(before).filter((e) => e.type === 'state').map((e) => e.data.state);
+    check(woke.includes('starting') && woke.includes('running'), `the message did not wake the box: states ${woke.join(', ')}`);
     await admin.patch(CHAT, { idle_timeout_s: 300 });
   });
 
@@ -227,12 +246,15 @@ async function scenarios(browser, push) {
     const put = await fetch(`${BASE}/v1/boxes/${CHAT}/files?path=/memory/README.md`, { method: 'PUT', headers: { Authorization: `Bearer ${ADMIN}` }, body: readme });
     check(put.status === 204, `PUT README.md: ${put.status} ${await put.text()}`);
     await page.getByRole('tab', { name: 'Files' }).click();
-    await page.evaluate((box) => { location.hash = `#/boxes/${box}/files?path=${encodeURIComponent('/memory')}`; }, CHAT);
-    await page.getByRole('link', { name: 'README.md' }).or(page.getByRole('button', { name: 'README.md' })).first().waitFor();
+    await page.getByRole('link', { name: '/memory', exact: true }).click();
+    const entry = page.getByRole('link', { name: 'README.md', exact: true });
+    await entry.waitFor();
     await shoot(page, 'files');
-    await page.getByRole('link', { name: 'README.md' }).or(page.getByRole('button', { name: 'README.md' })).first().click();
+    await entry.click();
     await page.getByRole('heading', { name: 'Memory of chat-e2e' }).waitFor();
     check((await page.locator('strong', { hasText: 'bold' }).count()) > 0, 'the markdown **bold** is not rendered bold');
+    const wiki = await page.getByRole('link', { name: 'notes', exact: true }).getAttribute('href');
+    check(decodeURIComponent(wiki ?? '').endsWith('files?path=/memory/notes.md'), `[[notes]] links to ${wiki}, not /memory/notes.md`);
     await shoot(page, 'markdown');
   });
 

@@ -26,6 +26,7 @@ export async function offlineScenario({ page, context, admin, appConsole, create
   const OFFLINE_TEXT = 'typed while offline 7c1';
   const dialog = await createBox(page, BOX);
   await dialog.getByRole('button', { name: 'Create' }).click();
+  await dialog.waitFor({ state: 'detached' });
   await openChat(page, BOX);
   await send(page, 'stream 20');
   await shows(page, 'chunk 003 of 020.');
@@ -95,16 +96,27 @@ export async function renderCheck(page, { send, shows, log }) {
   return 'no script ran, no onerror, no javascript: URL';
 }
 
-/** The gzipped size of index.html and everything it loads (scripts, styles, preloads). */
+/**
+ * The gzipped size of the app shell: index.html, what it loads (scripts, styles, preloads)
+ * and the modules those scripts import statically (not the `import()`ed ones, loaded on
+ * demand).
+ */
 export async function shellSize(base) {
   const index = await (await fetch(`${base}/`)).text();
-  const refs = [...index.matchAll(/<(?:script|link)\b[^>]*?(?:src|href)="([^"]+)"[^>]*>/g)]
+  const queue = [...index.matchAll(/<(?:script|link)\b[^>]*?(?:src|href)="([^"]+)"[^>]*>/g)]
     .filter((m) => /<script|rel="(?:stylesheet|modulepreload|preload)"/.test(m[0]))
-    .map((m) => m[1]);
+    .map((m) => new URL(m[1], `${base}/`).href);
   const parts = [{ path: '/', gz: zlib.gzipSync(index, { level: 9 }).length }];
-  for (const ref of refs) {
-    const body = Buffer.from(await (await fetch(new URL(ref, `${base}/`))).arrayBuffer());
-    parts.push({ path: ref, gz: zlib.gzipSync(body, { level: 9 }).length });
+  const seen = new Set(queue);
+  while (queue.length) {
+    const url = queue.shift();
+    const body = Buffer.from(await (await fetch(url)).arrayBuffer());
+    parts.push({ path: new URL(url).pathname, gz: zlib.gzipSync(body, { level: 9 }).length });
+    if (!url.endsWith('.js')) continue;
+    for (const m of body.toString('utf8').matchAll(/\b(?:from|import)\s*"(\.{1,2}\/[^"]+)"/g)) {
+      const next = new URL(m[1], url).href;
+      if (!seen.has(next)) queue.push(next), seen.add(next);
+    }
   }
   return { total: parts.reduce((sum, p) => sum + p.gz, 0), parts };
 }
