@@ -169,6 +169,13 @@ async function scenarios(browser, push) {
     return `${(total / 1024).toFixed(1)} KB`;
   });
   await step('g. sign-in screen', () => shoot(coldPage, 'signin'));
+  await step('a. sign in by pasting an API key', async () => {
+    await coldPage.getByLabel('API key').fill(ADMIN);
+    await coldPage.getByRole('button', { name: 'Sign in' }).click();
+    await coldPage.getByRole('button', { name: 'New box' }).waitFor();
+    const stored = await coldPage.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }) + location.href);
+    check(!stored.includes(ADMIN), 'the API key is kept in web storage or the address');
+  });
   await cold.close();
 
   const context = await browser.newContext(phone);
