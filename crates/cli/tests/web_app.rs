@@ -204,8 +204,15 @@ fn the_web_app_works_on_a_phone_end_to_end() {
     let status = wait_within(&mut child, RUN_LIMIT);
     assert!(
         status.success(),
-        "web/e2e/run.mjs failed ({status}); screenshots in {}\n{}",
+        "web/e2e/run.mjs failed ({status}); screenshots in {}; the daemon's log ends:\n{}",
         screenshots.display(),
-        daemon.logs()
+        log_tail(&daemon.log, 80)
     );
+}
+
+/// The last `lines` lines of the daemon's log: a whole run's request lines would bury why.
+fn log_tail(log: &Path, lines: usize) -> String {
+    let text = fs::read_to_string(log).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
