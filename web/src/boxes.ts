@@ -60,7 +60,7 @@ function renderList(list: HTMLElement, boxes: BoxView[]): void {
 }
 
 function openNewBox(root: HTMLElement): void {
-  const name = h("input", { id: "new-name", name: "name", required: true, pattern: "[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", autocomplete: "off", autocapitalize: "none", spellcheck: "false", "aria-describedby": "new-name-hint" });
+  const name = h("input", { id: "new-name", name: "name", required: true, pattern: "[a-z0-9]([a-z0-9\\-]{0,61}[a-z0-9])?", autocomplete: "off", autocapitalize: "none", spellcheck: "false", "aria-describedby": "new-name-hint" });
   const template = h("select", { id: "new-template", name: "template" });
   const error = h("p", { class: "error", role: "alert", hidden: true });
   const create = h("button", { type: "submit", class: "primary" }, "Create");

@@ -26,16 +26,17 @@ export function chatPanel(root: HTMLElement, ctx: BoxContext): () => void {
   root.classList.add("chat");
 
   const timeline: Timeline = renderTimeline(log, ctx.name, {
-    onState(state, reason, live, at) {
+    onState(state, reason, live) {
       ctx.setState(state, reason);
       if (!live) return;
+      // Timed by this page's clock: the events' times are too coarse for a wake of ~1 s.
       if (state === "starting") {
-        wakeStartedAt = at;
+        wakeStartedAt ??= performance.now();
         showStatus("Waking your agent…");
       } else if (state === "running" && wakeStartedAt !== null) {
-        showStatus(`Woke in ${((at - wakeStartedAt) / 1000).toFixed(1)} s`);
+        showStatus(`Woke in ${((performance.now() - wakeStartedAt) / 1000).toFixed(1)} s`);
         wakeStartedAt = null;
-      } else if (state === "failed" || state === "stopped") {
+      } else if (state === "failed") {
         wakeStartedAt = null;
         showStatus("");
       }
@@ -94,6 +95,11 @@ export function chatPanel(root: HTMLElement, ctx: BoxContext): () => void {
     flushing ??= (async () => {
       for (const item of await outbox.waiting(ctx.name)) {
         if (closed) break;
+        if (!navigator.onLine) {
+          // Known offline: wait for the "online" event rather than fail a request.
+          pending.get(item.id)?.classList.add("queued");
+          continue;
+        }
         try {
           await api("POST", boxPath(ctx.name, "/messages"), { content: item.content, id: item.id });
           await outbox.remove(item.id);
@@ -119,6 +125,7 @@ export function chatPanel(root: HTMLElement, ctx: BoxContext): () => void {
   const showPending = (item: outbox.Outgoing, queued: boolean): void => {
     const bubble = timeline.pending(item.content, () => pending.delete(item.id));
     bubble.classList.toggle("queued", queued);
+    bubble.scrollIntoView({ block: "end" });
     pending.set(item.id, bubble);
   };
 
@@ -131,7 +138,10 @@ export function chatPanel(root: HTMLElement, ctx: BoxContext): () => void {
     const item = { id: randomId(), box: ctx.name, content, created_at: new Date().toISOString() };
     showPending(item, !navigator.onLine);
     if (ctx.box && (ctx.box.state === "stopped" || ctx.box.state === "failed") && navigator.onLine) {
+      wakeStartedAt = performance.now();
       showStatus("Waking your agent…");
+    } else if (wakeStartedAt === null) {
+      showStatus("");
     }
     holdAwake();
     outbox

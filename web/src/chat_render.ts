@@ -14,7 +14,7 @@ export interface Timeline {
 }
 
 interface Hooks {
-  onState(state: BoxView["state"], reason: string | null, live: boolean, atMs: number): void;
+  onState(state: BoxView["state"], reason: string | null, live: boolean): void;
   onTurnEnd(): void;
 }
 
@@ -54,7 +54,6 @@ export function renderTimeline(log: HTMLElement, box: string, hooks: Hooks): Tim
   const links = wikiLinks(box);
   const waiting: { content: string; el: HTMLElement; onMatched: () => void }[] = [];
   let streaming: { el: HTMLElement; text: string } | null = null;
-  let stateStartedAt: number | null = null;
 
   const nearBottom = (): boolean => log.scrollHeight - log.scrollTop - log.clientHeight < 80;
   const push = (el: HTMLElement): void => {
@@ -135,14 +134,8 @@ export function renderTimeline(log: HTMLElement, box: string, hooks: Hooks): Tim
   const state = (ev: BerthEvent, live: boolean): void => {
     const data = ev.data as { state?: BoxView["state"]; reason?: string | null };
     if (!data.state) return;
-    const at = Date.parse(ev.created_at) || Date.now();
-    if (data.state === "starting") stateStartedAt = at;
-    if (data.state === "running" && stateStartedAt !== null && !live) {
-      push(h("p", { class: "row-note" }, `Woke in ${((at - stateStartedAt) / 1000).toFixed(1)} s`));
-      stateStartedAt = null;
-    }
     if (data.state === "failed") push(errorRow(`The box failed: ${data.reason ?? "no reason given"}`));
-    hooks.onState(data.state, data.reason ?? null, live, at);
+    hooks.onState(data.state, data.reason ?? null, live);
   };
 
   return {

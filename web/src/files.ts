@@ -96,7 +96,7 @@ async function showDir(body: HTMLElement, box: string, path: string): Promise<vo
             h(
               "li",
               null,
-              h("a", { href: filesHash(box, join(path, e.name)) }, h("span", { class: `kind kind-${e.kind}`, "aria-hidden": "true" }, e.kind === "dir" ? "📁" : "📄"), e.name),
+              h("a", { href: filesHash(box, join(path, e.name)) }, h("span", { class: `kind kind-${e.kind === "dir" ? "dir" : "file"}`, "aria-hidden": "true" }), e.kind === "dir" ? `${e.name}/` : e.name),
               e.kind === "file" ? h("span", { class: "muted" }, size(e.size)) : null,
             ),
           ),

@@ -3,6 +3,13 @@
 import DOMPurify from "dompurify";
 import { marked } from "marked";
 
+// Raw HTML in markdown is shown as text, never parsed: even an inert parse of
+// `<img onerror=…>` makes Chrome report a CSP violation, and an agent's answer has no need
+// for HTML. DOMPurify still cleans what marked itself writes (links, images).
+const escapeHtml = (text: string): string =>
+  text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] ?? c);
+marked.use({ renderer: { html: ({ text }) => escapeHtml(text) } });
+
 const SAFE_SCHEME = /^(https?:|mailto:|#|\/(?!\/))/i;
 
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {
