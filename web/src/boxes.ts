@@ -17,6 +17,7 @@ export function boxesScreen(root: HTMLElement): () => void {
   const refresh = async (): Promise<void> => {
     window.clearTimeout(timer);
     if (stopped) return;
+    if (!navigator.onLine) return; // polled again by the "online" event
     try {
       const { boxes } = await api<{ boxes: BoxView[] }>("GET", "/v1/boxes");
       if (stopped) return;
@@ -31,11 +32,13 @@ export function boxesScreen(root: HTMLElement): () => void {
     if (document.visibilityState === "visible") void refresh();
   };
   document.addEventListener("visibilitychange", onVisible);
+  window.addEventListener("online", onVisible);
   void refresh();
   return () => {
     stopped = true;
     window.clearTimeout(timer);
     document.removeEventListener("visibilitychange", onVisible);
+    window.removeEventListener("online", onVisible);
   };
 }
 

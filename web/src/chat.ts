@@ -79,7 +79,15 @@ export function chatPanel(root: HTMLElement, ctx: BoxContext): () => void {
       // EventSource retries by itself (with Last-Event-ID) unless the server refused it.
       if (es.readyState === EventSource.CLOSED) {
         closeStream();
-        reopenTimer = window.setTimeout(openStream, REOPEN_MS);
+        // Refused: find out why (a 401 means the session ended) before trying again.
+        api("GET", boxPath(ctx.name))
+          .then(() => {
+            if (!closed) reopenTimer = window.setTimeout(openStream, REOPEN_MS);
+          })
+          .catch((err: unknown) => {
+            if (isNetworkError(err)) reopenTimer = window.setTimeout(openStream, REOPEN_MS);
+            else handleError(err);
+          });
       }
     };
     source = es;

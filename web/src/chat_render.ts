@@ -55,9 +55,15 @@ export function renderTimeline(log: HTMLElement, box: string, hooks: Hooks): Tim
   const waiting: { content: string; el: HTMLElement; onMatched: () => void }[] = [];
   let streaming: { el: HTMLElement; text: string } | null = null;
 
+  // The event the rows being added come from: its first row carries `data-seq`.
+  let seqToMark: number | null = null;
   const nearBottom = (): boolean => log.scrollHeight - log.scrollTop - log.clientHeight < 80;
   const push = (el: HTMLElement): void => {
     const stick = nearBottom();
+    if (seqToMark !== null) {
+      el.dataset.seq = String(seqToMark);
+      seqToMark = null;
+    }
     // Rows of ours still waiting stay last, after what berth has already recorded.
     const firstWaiting = waiting[0]?.el;
     if (firstWaiting && firstWaiting.parentElement === log) log.insertBefore(el, firstWaiting);
@@ -140,6 +146,7 @@ export function renderTimeline(log: HTMLElement, box: string, hooks: Hooks): Tim
 
   return {
     add(ev, live) {
+      seqToMark = ev.seq;
       switch (ev.type) {
         case "user":
           return user(ev);

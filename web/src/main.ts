@@ -108,7 +108,10 @@ function start(): void {
       go("#/signin", true);
     },
   );
-  window.addEventListener("hashchange", () => void render());
+  window.addEventListener("hashchange", () => {
+    notify(""); // a message belongs to the screen it was shown on
+    void render();
+  });
   if ("serviceWorker" in navigator && window.isSecureContext) {
     navigator.serviceWorker.register("/sw.js", { scope: "/" }).catch(() => {
       // Without a service worker the app still works online; nothing to tell the user.
