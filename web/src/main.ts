@@ -37,10 +37,28 @@ let cleanup: Cleanup | null = null;
 const bar = h("header", { class: "bar" });
 const main = h("main", { id: "main" });
 
+/** The icon, drawn in the page so the bar never waits for an image. */
+function logo(): SVGSVGElement {
+  const ns = "http://www.w3.org/2000/svg";
+  const el = <K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, string>): SVGElementTagNameMap[K] => {
+    const node = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+    return node;
+  };
+  const svg = el("svg", { viewBox: "0 0 100 100", width: "28", height: "28", "aria-hidden": "true" });
+  svg.append(
+    el("rect", { width: "100", height: "100", rx: "20", fill: "#0f4c5c" }),
+    el("path", { d: "M20 56h60l-8 10H28z", fill: "#fff" }),
+    el("path", { d: "M52 16v36h20zM48 26v26H34z", fill: "#fff" }),
+    el("path", { d: "M12 74q8-5 16 0t16 0 16 0 16 0 12 0", stroke: "#5ec8d6", "stroke-width": "5", fill: "none" }),
+  );
+  return svg;
+}
+
 function renderBar(): void {
   clear(
     bar,
-    h("a", { class: "brand", href: "#/boxes" }, h("img", { src: "/icons/icon.svg", alt: "", width: 28, height: 28 }), "berth"),
+    h("a", { class: "brand", href: "#/boxes" }, logo(), "berth"),
     session
       ? h(
           "div",
