@@ -28,14 +28,15 @@ self.addEventListener("fetch", (event) => {
   const request = event.request;
   const url = new URL(request.url);
   if (request.method !== "GET" || url.origin !== self.location.origin) return;
-  if (request.mode === "navigate") {
+  if (request.mode === "navigate" && (url.pathname === "/" || url.pathname === "/index.html")) {
     // The network first, so a new version shows at once; offline, the cached shell.
     event.respondWith(
       fetch(request).catch(async () => (await caches.match("/", { cacheName: CACHE })) ?? Response.error()),
     );
     return;
   }
-  if (!__SHELL__.includes(url.pathname)) return; // the API and everything else: not ours to cache
+  // The API, downloads, a box's port pages and everything else: straight to the network.
+  if (!__SHELL__.includes(url.pathname)) return;
   event.respondWith(caches.match(request, { cacheName: CACHE }).then((hit) => hit ?? fetch(request)));
 });
 
