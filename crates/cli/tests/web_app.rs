@@ -19,7 +19,12 @@ use common::{berth, closed_port, e2e_skip_reason, Daemon};
 const RUN_LIMIT: Duration = Duration::from_secs(15 * 60);
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    // crates/cli → the workspace
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
 }
 
 /// `npm ci` in web/e2e when its packages are missing: the versions its lockfile pins.
