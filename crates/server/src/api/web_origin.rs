@@ -5,7 +5,8 @@
 //! counts too (a browser sets `Host` and `Origin` itself: page script cannot forge either).
 //! Only `host[:port]` is compared, as one port serves one scheme.
 //!
-//! Without `--public-url`, a pairing link is built from the request's `Host`, `https` when
+//! Without `--public-url`, a pairing link is built from the request's `Host`: `https` when
+//! the request came over berth's own TLS ([`OverTls`] in its extensions) or
 //! `X-Forwarded-Proto: https` says a TLS proxy is in front, else `http`. That header is
 //! trusted only to build the link shown to the API key's holder, never for a check.
 
@@ -65,14 +66,22 @@ impl PublicUrl {
     }
 }
 
+/// Marks a request that came over a TLS connection of berth's own listener (the listener
+/// inserts it into the request's extensions).
+#[derive(Debug, Clone, Copy)]
+pub struct OverTls;
+
 /// The base of links to berth's own pages: `--public-url`, else from the request.
-pub fn base_url(ctx: &Ctx, headers: &HeaderMap) -> String {
+pub fn base_url(ctx: &Ctx, headers: &HeaderMap, over_tls: bool) -> String {
     if let Some(url) = &ctx.ports.public_url {
         return url.to_string();
     }
-    let scheme = match header(headers, "x-forwarded-proto") {
-        Some(proto) if proto.eq_ignore_ascii_case("https") => "https",
-        _ => "http",
+    let proxied_tls = header(headers, "x-forwarded-proto")
+        .is_some_and(|proto| proto.eq_ignore_ascii_case("https"));
+    let scheme = if over_tls || proxied_tls {
+        "https"
+    } else {
+        "http"
     };
     let host = header(headers, HOST.as_str()).unwrap_or("localhost");
     format!("{scheme}://{}", host.to_ascii_lowercase())

@@ -4,7 +4,7 @@
 
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use berth_store::WebSession;
 use http::header::{SET_COOKIE, USER_AGENT};
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -78,6 +78,7 @@ pub async fn pair(
     State(ctx): State<Ctx>,
     caller: Caller,
     headers: HeaderMap,
+    tls: Option<Extension<web_origin::OverTls>>,
     ApiJson(body): ApiJson<PairBody>,
 ) -> Result<Response, ApiError> {
     // A signed-in browser does not mint sign-ins: a stolen cookie must not outlive its
@@ -93,7 +94,7 @@ pub async fn pair(
     let view = PairingView {
         url: format!(
             "{}/#/pair/{}",
-            web_origin::base_url(&ctx, &headers),
+            web_origin::base_url(&ctx, &headers, tls.is_some()),
             pairing.code
         ),
         code: pairing.code,
