@@ -133,6 +133,10 @@ mod tests {
             ("/v1/templates/reload", &["post"]),
             ("/v1/runtimes", &["get"]),
             ("/v1/tenants", &["post"]),
+            ("/v1/web/pairings", &["post"]),
+            ("/v1/web/sessions", &["post", "get"]),
+            ("/v1/web/session", &["get", "delete"]),
+            ("/v1/web/sessions/{id}", &["delete"]),
         ] {
             for method in methods {
                 assert!(
