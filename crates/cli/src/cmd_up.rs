@@ -38,6 +38,12 @@ pub struct UpArgs {
     /// jailer cannot run; the daemon logs a warning and `berth runtime ls` shows it.
     #[arg(long)]
     pub firecracker_unjailed: bool,
+    /// berth's address as browsers reach it, e.g. https://berth.example.com: `berth pair`
+    /// links are built on it, and a signed-in browser's requests may come from it (as from
+    /// the Host they name). Default: the request's Host, with https only behind a proxy
+    /// that sends X-Forwarded-Proto: https.
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<berth_server::api::web_origin::PublicUrl>,
 }
 
 pub fn run(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
@@ -54,10 +60,11 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
     // Listen for the signals before anything starts, so none is missed.
     let shutdown = shutdown_signal().context("installing the SIGINT/SIGTERM handlers")?;
 
-    let host = match &args.config {
+    let mut host = match &args.config {
         Some(path) => berth_server::HostConfig::load(path),
         None => berth_server::HostConfig::load_default(&data_dir),
     }?;
+    host.ports.public_url = args.public_url.clone();
     let init_bin = berth_runtime::init_binary()?;
     // Both runtimes are tried; one that cannot run is offered as unavailable with the
     // reason (`berth runtime ls`), and only the default must work. qemu's KVM probe boots

@@ -14,11 +14,13 @@ mod cmd_egress;
 mod cmd_exec;
 mod cmd_image;
 mod cmd_logs;
+mod cmd_pair;
 mod cmd_port;
 mod cmd_process;
 mod cmd_runtime;
 mod cmd_secret;
 mod cmd_send;
+mod cmd_session;
 mod cmd_shell;
 mod cmd_template;
 mod cmd_tenant;
@@ -105,6 +107,11 @@ pub enum Command {
     /// adds to a box's requests; boxes only see placeholders).
     #[command(subcommand)]
     Secret(cmd_secret::SecretCommand),
+    /// Print a one-time link (and its QR code) that signs a browser in to the web app.
+    Pair(cmd_pair::PairArgs),
+    /// List and revoke the browsers signed in to the web app.
+    #[command(subcommand)]
+    Session(cmd_session::SessionCommand),
     /// Print the shell completion script for berth (bash, zsh, fish).
     Completion(cmd_completion::CompletionArgs),
 }
@@ -158,6 +165,10 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Port(command) => client_main(async { cmd_port::run(&connect()?, command).await }),
         Command::Secret(command) => {
             client_main(async { cmd_secret::run(&connect()?, command).await })
+        }
+        Command::Pair(args) => client_main(async { cmd_pair::run(&connect()?, args).await }),
+        Command::Session(command) => {
+            client_main(async { cmd_session::run(&connect()?, command).await })
         }
     }
 }

@@ -179,7 +179,9 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | ErrorCode::NotARegularFile => StatusCode::BAD_REQUEST,
         ErrorCode::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
-        ErrorCode::PermissionDenied | ErrorCode::QuotaExceeded => StatusCode::FORBIDDEN,
+        ErrorCode::PermissionDenied | ErrorCode::QuotaExceeded | ErrorCode::BadOrigin => {
+            StatusCode::FORBIDDEN
+        }
         ErrorCode::NotFound => StatusCode::NOT_FOUND,
         ErrorCode::AlreadyExists | ErrorCode::Conflict | ErrorCode::NotEmpty => {
             StatusCode::CONFLICT

@@ -30,6 +30,9 @@ pub enum ErrorCode {
     InsufficientStorage,
     /// The call would take the tenant past a limit of its quota (set by the admin).
     QuotaExceeded,
+    /// A cookie-authenticated request that changes state (or opens a WebSocket) came from
+    /// another origin than berth's own: a cross-site request forgery, refused.
+    BadOrigin,
     Internal,
     /// A code this build does not know (a newer peer). Lenient inside.
     #[serde(other)]
@@ -56,6 +59,7 @@ impl ErrorCode {
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::InsufficientStorage => "insufficient_storage",
             ErrorCode::QuotaExceeded => "quota_exceeded",
+            ErrorCode::BadOrigin => "bad_origin",
             ErrorCode::Internal => "internal",
             ErrorCode::Unknown => "unknown",
         }

@@ -89,6 +89,7 @@ impl Store {
         Ok(Some(Principal {
             tenant_id,
             is_admin,
+            web_session: None,
         }))
     }
 

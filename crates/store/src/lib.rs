@@ -22,6 +22,7 @@ mod read_pool;
 mod secrets;
 mod state;
 mod tenants;
+mod web_sessions;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -48,6 +49,7 @@ pub use quota::{Quota, QuotaChange, QuotaExceeded, QuotaLimit, TemplateDisk, Usa
 pub use secrets::{PutSecret, SealedSecret, SecretMeta};
 pub use state::{check_transition, BoxState, InvalidTransition, UnknownState};
 pub use tenants::{Principal, Tenant, TenantInfo, DEFAULT_TENANT};
+pub use web_sessions::{NewPairing, NewWebSession, WebSession, MAX_WEB_SESSIONS_PER_TENANT};
 
 /// The database file's name inside the data directory.
 pub const DB_FILE: &str = "berth.db";
@@ -170,3 +172,5 @@ mod quota_tests;
 mod read_latency_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod web_sessions_tests;

@@ -19,6 +19,7 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (7, include_str!("../migrations/0007_event_retention.sql")),
     (8, include_str!("../migrations/0008_box_record.sql")),
     (9, include_str!("../migrations/0009_port_links.sql")),
+    (10, include_str!("../migrations/0010_web_sessions.sql")),
 ];
 
 /// Applies every migration newer than the database's; returns the version reached.

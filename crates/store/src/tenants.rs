@@ -16,11 +16,13 @@ pub struct Tenant {
     pub name: String,
 }
 
-/// Who an API key speaks for.
+/// Who an API key (or a web session) speaks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     pub tenant_id: TenantId,
     pub is_admin: bool,
+    /// `Some(ws_…)` when a browser's session cookie authenticated the call (never admin).
+    pub web_session: Option<String>,
 }
 
 impl Store {

@@ -1,15 +1,22 @@
-//! `Authorization: Bearer <api key>` → the caller's [`Principal`]; anything else is 401.
+//! Who is calling: `Authorization: Bearer <api key>`, or a signed-in browser's
+//! `berth_session` cookie (docs/api.md, "Web sessions and pairing"); anything else is 401.
+//!
+//! A cookie is sent by the browser whoever's page made the request, so a cookie-authenticated
+//! request that changes state, or opens a WebSocket, must carry berth's own `Origin`
+//! (`api/web_origin.rs`): else `403 bad_origin`. A key is never sent by a browser on its own,
+//! so a bearer request needs no such check. A web session is never admin.
 
 use axum::extract::FromRequestParts;
 use berth_store::Principal;
 use http::request::Parts;
 
-use crate::api::caller_scope;
 use crate::api::error::ApiError;
+use crate::api::{caller_scope, web_origin};
 use crate::ctx::Ctx;
 use crate::error::OpError;
+use crate::ports::cookie;
 
-/// The authenticated caller of a request.
+/// The authenticated caller of a request (`.0.web_session` says how).
 #[derive(Debug, Clone)]
 pub struct Caller(pub Principal);
 
@@ -22,29 +29,62 @@ impl FromRequestParts<Ctx> for Caller {
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .ok_or(ApiError::Unauthorized)?;
-        match ctx
-            .store
-            .authenticate(key)
-            .map_err(|e| ApiError::Op(OpError::Store(Box::new(e))))?
-        {
-            Some(principal) => {
-                caller_scope::record_admin(principal.is_admin);
-                Ok(Caller(principal))
-            }
-            None => Err(ApiError::Unauthorized),
-        }
+            .map(str::trim);
+        let principal = match key {
+            Some(key) => by_key(ctx, key)?,
+            None => by_cookie(ctx, parts)?,
+        };
+        let principal = principal.ok_or(ApiError::Unauthorized)?;
+        caller_scope::record_admin(principal.is_admin);
+        Ok(Caller(principal))
     }
 }
 
+fn by_key(ctx: &Ctx, key: &str) -> Result<Option<Principal>, ApiError> {
+    ctx.store
+        .authenticate(key)
+        .map_err(|e| ApiError::Op(OpError::Store(Box::new(e))))
+}
+
+fn by_cookie(ctx: &Ctx, parts: &Parts) -> Result<Option<Principal>, ApiError> {
+    let Some(principal) = web_session(ctx, &parts.headers)? else {
+        return Ok(None);
+    };
+    if web_origin::needs_check(&parts.method, &parts.headers) {
+        web_origin::require_own(ctx, &parts.headers)?;
+    }
+    Ok(Some(principal))
+}
+
+/// The principal of a live `berth_session` cookie, if the request has one.
+pub fn web_session(ctx: &Ctx, headers: &http::HeaderMap) -> Result<Option<Principal>, ApiError> {
+    let Some(token) = cookie::web_session_token(headers) else {
+        return Ok(None);
+    };
+    let session = ctx
+        .store
+        .web_session_by_token(&token)
+        .map_err(|e| ApiError::Op(OpError::Store(Box::new(e))))?;
+    Ok(session.map(|s| Principal {
+        tenant_id: s.tenant_id,
+        is_admin: false,
+        web_session: Some(s.id),
+    }))
+}
+
 impl Caller {
-    /// Only an admin key may go on: anyone else gets 403 `permission_denied`.
+    /// Only an admin key may go on: anyone else (a web session too) gets 403
+    /// `permission_denied`.
     pub fn require_admin(&self) -> Result<&Principal, ApiError> {
-        if self.0.is_admin {
+        if self.0.is_admin && self.0.web_session.is_none() {
             Ok(&self.0)
         } else {
             Err(ApiError::AdminRequired)
         }
+    }
+
+    /// The web session that authenticated the call; `None` for an API key.
+    pub fn web_session(&self) -> Option<&str> {
+        self.0.web_session.as_deref()
     }
 }

@@ -27,6 +27,21 @@ pub enum ApiError {
     #[error("this call needs an admin API key")]
     AdminRequired,
 
+    /// A cookie-authenticated request that changes state, or opens a WebSocket, whose
+    /// `Origin` is not berth's own (or is missing).
+    #[error("the request's Origin {origin:?} is not this server's: a signed-in browser's changes must come from berth's own pages")]
+    BadOrigin { origin: Option<String> },
+
+    /// A pairing code or API key that opens no web session (unknown, used or expired).
+    #[error("the pairing code or API key is unknown, already used or expired")]
+    SignInRefused,
+
+    #[error("this call needs a signed-in browser (the berth_session cookie)")]
+    NoWebSession,
+
+    #[error("no web session {id} for this tenant")]
+    WebSessionNotFound { id: String },
+
     /// The body, query or path did not parse; `detail` is the parser's message.
     #[error("invalid {part}: {detail}")]
     Malformed { part: &'static str, detail: String },
@@ -55,6 +70,11 @@ impl ApiError {
                 (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized)
             }
             ApiError::AdminRequired => (StatusCode::FORBIDDEN, ErrorCode::PermissionDenied),
+            ApiError::BadOrigin { .. } => (StatusCode::FORBIDDEN, ErrorCode::BadOrigin),
+            ApiError::SignInRefused | ApiError::NoWebSession => {
+                (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized)
+            }
+            ApiError::WebSessionNotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
             ApiError::Malformed { .. } | ApiError::Body(_) => {
                 (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest)
             }
@@ -245,6 +265,7 @@ pub fn guest_status(code: ErrorCode) -> (StatusCode, ErrorCode) {
         // The agent refusing our own boot token, or an answer we cannot place: our bug.
         ErrorCode::Unauthorized
         | ErrorCode::QuotaExceeded
+        | ErrorCode::BadOrigin
         | ErrorCode::Internal
         | ErrorCode::Unknown => {
             return (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal);

@@ -23,6 +23,8 @@ pub mod templates;
 pub mod tenants;
 pub mod terminals;
 pub mod view;
+pub mod web_origin;
+pub mod web_sessions;
 pub mod webapp;
 
 use std::time::Instant;
@@ -126,6 +128,16 @@ pub fn router(ctx: Ctx) -> Router {
         )
         .route("/v1/secrets", post(secrets::set).get(secrets::list))
         .route("/v1/secrets/{name}", delete(secrets::delete))
+        .route("/v1/web/pairings", post(web_sessions::pair))
+        .route(
+            "/v1/web/sessions",
+            post(web_sessions::sign_in).get(web_sessions::list),
+        )
+        .route(
+            "/v1/web/session",
+            get(web_sessions::current).delete(web_sessions::sign_out),
+        )
+        .route("/v1/web/sessions/{id}", delete(web_sessions::revoke))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         // Before the routes: a port's host name goes to the port whatever its path.

@@ -7,7 +7,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     box_update, boxes, egress, events, exec, files, files_archive, files_watch, messages,
-    port_links, ports, processes, runtimes, secrets, templates, tenants, terminals,
+    port_links, ports, processes, runtimes, secrets, templates, tenants, terminals, web_sessions,
 };
 
 #[derive(OpenApi)]
@@ -64,6 +64,12 @@ use super::{
         secrets::set,
         secrets::list,
         secrets::delete,
+        web_sessions::pair,
+        web_sessions::sign_in,
+        web_sessions::current,
+        web_sessions::sign_out,
+        web_sessions::list,
+        web_sessions::revoke,
     ),
     modifiers(&BearerKey)
 )]
@@ -127,6 +133,10 @@ mod tests {
             ("/v1/templates/reload", &["post"]),
             ("/v1/runtimes", &["get"]),
             ("/v1/tenants", &["post"]),
+            ("/v1/web/pairings", &["post"]),
+            ("/v1/web/sessions", &["post", "get"]),
+            ("/v1/web/session", &["get", "delete"]),
+            ("/v1/web/sessions/{id}", &["delete"]),
         ] {
             for method in methods {
                 assert!(

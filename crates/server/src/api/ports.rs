@@ -1,7 +1,10 @@
 //! A box's ports through berth: `/v1/boxes/{ref}/ports/{port}/<path>` (any method), and
 //! `<port>-<box name>.<base_domain>` at `/` when `[ports] base_domain` is set.
 //!
-//! Who may: the tenant's API key (`Authorization: Bearer`), or a share link. A request
+//! Who may: the tenant's API key (`Authorization: Bearer`), a signed-in browser's
+//! `berth_session` cookie (writes and upgrades from berth's own origin only), or a share
+//! link. Answers by path (under berth's origin) get a sandbox CSP: the app's pages run in
+//! an opaque origin, never with berth's. A request
 //! with `?berth_link=<token>` is checked and answered with a redirect to the same URL
 //! without the token, setting a cookie whose own token is short-lived and ends with the
 //! link; later requests carry the cookie. Errors are JSON, or a short HTML page when the
@@ -18,6 +21,7 @@ use http::header::{self, HeaderValue};
 use http::StatusCode;
 
 use crate::api::error::ApiError;
+use crate::api::{auth, web_origin};
 use crate::ctx::Ctx;
 use crate::error::OpError;
 use crate::ops::box_find::find_box;
@@ -25,7 +29,7 @@ use crate::ops::port_connect::parse_port;
 use crate::ops::{port_links, port_proxy};
 use crate::ports::cookie;
 use crate::ports::host::{match_host, HostMatch};
-use crate::ports::proxy::Forwarding;
+use crate::ports::proxy::{self, Forwarding};
 
 /// The port a request is for, and how the app sees its path.
 #[derive(Debug)]
@@ -161,6 +165,7 @@ async fn serve_or_fail(ctx: Ctx, target: Target, request: Request) -> Result<Res
         return open_link(&ctx, &target, request.uri().path(), &token, rest);
     }
     let (tenant, record) = access(&ctx, &target, &request)?;
+    let path_mode = target.prefix.is_some();
     let forwarding = Forwarding {
         port: target.port,
         path_and_query: target.path_and_query,
@@ -170,7 +175,11 @@ async fn serve_or_fail(ctx: Ctx, target: Target, request: Request) -> Result<Res
             .get::<ConnectInfo<SocketAddr>>()
             .map(|c| c.0.ip()),
     };
-    Ok(port_proxy::forward(&ctx, &tenant, &record, request, &forwarding).await?)
+    let mut response = port_proxy::forward(&ctx, &tenant, &record, request, &forwarding).await?;
+    if path_mode {
+        proxy::sandbox(response.headers_mut());
+    }
+    Ok(response)
 }
 
 /// Who the request is for: the API key's tenant and its box, or a live session's link
@@ -193,6 +202,13 @@ fn access(
             .authenticate(key)
             .map_err(|e| ApiError::Op(OpError::Store(Box::new(e))))?
             .ok_or(ApiError::Unauthorized)?;
+        let record = find_box(ctx, &principal.tenant_id, &target.reference)?;
+        return Ok((principal.tenant_id, record));
+    }
+    if let Some(principal) = auth::web_session(ctx, headers)? {
+        if web_origin::needs_check(request.method(), headers) {
+            web_origin::require_own(ctx, headers)?;
+        }
         let record = find_box(ctx, &principal.tenant_id, &target.reference)?;
         return Ok((principal.tenant_id, record));
     }

@@ -1,11 +1,14 @@
 //! The cookie a share link opens (`berth_port`): HttpOnly, SameSite=Lax, scoped to one
 //! port's path (or, under `base_domain`, to the port's own host name, which a host-only
-//! cookie without `Domain` is), and never forwarded to the app.
+//! cookie without `Domain` is), and never forwarded to the app. Nor is the web app's
+//! session cookie (`berth_session`): it signs a browser in to the whole API.
 
 use http::header::COOKIE;
 use http::{HeaderMap, HeaderValue};
 
 pub const NAME: &str = "berth_port";
+/// A signed-in browser's cookie (`api/web_sessions.rs`).
+pub const WEB_SESSION: &str = "berth_session";
 /// The query parameter that carries a share link's token.
 pub const LINK_PARAM: &str = "berth_link";
 
@@ -19,15 +22,24 @@ pub fn set_cookie(token: &str, path: &str, max_age_s: i64) -> String {
 
 /// The session token in the request's cookies, if any.
 pub fn session_token(headers: &HeaderMap) -> Option<String> {
+    named(headers, NAME)
+}
+
+/// The web session token in the request's cookies, if any.
+pub fn web_session_token(headers: &HeaderMap) -> Option<String> {
+    named(headers, WEB_SESSION)
+}
+
+fn named(headers: &HeaderMap, wanted: &str) -> Option<String> {
     pairs(headers)
-        .find(|(name, _)| *name == NAME)
+        .find(|(name, _)| *name == wanted)
         .map(|(_, value)| value.to_owned())
 }
 
-/// The `Cookie` header without berth's own cookie (`None`: nothing left to send).
+/// The `Cookie` header without berth's own cookies (`None`: nothing left to send).
 pub fn without_ours(headers: &HeaderMap) -> Option<HeaderValue> {
     let kept: Vec<String> = pairs(headers)
-        .filter(|(name, _)| *name != NAME)
+        .filter(|(name, _)| *name != NAME && *name != WEB_SESSION)
         .map(|(name, value)| format!("{name}={value}"))
         .collect();
     if kept.is_empty() {
@@ -56,8 +68,9 @@ mod tests {
     fn ours_is_read_and_taken_out_and_the_apps_are_kept() {
         let mut headers = HeaderMap::new();
         headers.append(COOKIE, "theme=dark; berth_port=bps_1".parse().unwrap());
-        headers.append(COOKIE, "sid=abc".parse().unwrap());
+        headers.append(COOKIE, "sid=abc; berth_session=bws_1".parse().unwrap());
         assert_eq!(session_token(&headers).as_deref(), Some("bps_1"));
+        assert_eq!(web_session_token(&headers).as_deref(), Some("bws_1"));
         assert_eq!(without_ours(&headers).unwrap(), "theme=dark; sid=abc");
         let mut only_ours = HeaderMap::new();
         only_ours.insert(COOKIE, "berth_port=bps_1".parse().unwrap());

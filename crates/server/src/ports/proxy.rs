@@ -29,6 +29,21 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use crate::ports::cookie;
 use crate::ports::pool::{AppKey, AppPool};
 
+/// What a path-mode answer's page may do: run its scripts, but in an opaque origin of its
+/// own, never berth's (where it could call the API with the browser's session cookie).
+pub const SANDBOX_CSP: &str =
+    "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads";
+
+/// Puts an app's answer served under berth's own origin (path mode) in the sandbox,
+/// replacing whatever policy the app set (one the app chose could leave it out).
+pub fn sandbox(headers: &mut HeaderMap) {
+    headers.remove(header::CONTENT_SECURITY_POLICY);
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(SANDBOX_CSP),
+    );
+}
+
 /// The most bytes of response head (status line and headers) taken from an app.
 pub const MAX_RESPONSE_HEAD_BYTES: usize = 64 * 1024;
 

@@ -36,4 +36,5 @@ mod tenant_keys;
 mod tenant_quotas;
 mod tenants;
 mod terminals;
+mod web_sessions;
 mod webapp;

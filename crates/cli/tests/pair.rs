@@ -1,0 +1,151 @@
+//! `berth pair` and `berth session ls|revoke` against a real `berth up`: the printed link's
+//! code signs a browser in (traded over HTTP, as the web app does), the QR code is printed,
+//! and a revoked session's cookie stops working. No box is started.
+
+mod common;
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::{assert_one_line_error, Daemon};
+
+/// One HTTP/1.1 request: the status, the `Set-Cookie` header if any, and the body.
+fn http(
+    daemon: &Daemon,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Option<String>, String) {
+    let (authority, _) = daemon.api_endpoint();
+    let mut stream = TcpStream::connect(&authority).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let set_cookie = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(name, _)| name.eq_ignore_ascii_case("set-cookie"))
+        .map(|(_, value)| value.trim().to_owned());
+    (status, set_cookie, body.to_owned())
+}
+
+#[test]
+fn a_printed_link_signs_a_browser_in_and_its_session_is_listed_and_revoked() {
+    let daemon = Daemon::start();
+    let (authority, _) = daemon.api_endpoint();
+    let printed = daemon.berth_ok(&["pair"]);
+
+    // The QR block: lines of half blocks (a pipe gets them without colours).
+    let qr_lines = printed
+        .lines()
+        .filter(|l| l.chars().any(|c| matches!(c, '█' | '▀' | '▄')))
+        .count();
+    assert!(qr_lines >= 10, "no QR code in:\n{printed}");
+    assert!(!printed.contains('\x1b'), "colours in a pipe:\n{printed}");
+    assert!(printed.contains("until "), "no expiry in:\n{printed}");
+
+    let prefix = format!("http://{authority}/#/pair/");
+    let link = printed
+        .split_whitespace()
+        .find(|w| w.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no link {prefix}… in:\n{printed}"));
+    let code = &link[prefix.len()..];
+
+    let (status, set_cookie, body) = http(
+        &daemon,
+        "POST",
+        "/v1/web/sessions",
+        &[("Origin", &format!("http://{authority}"))],
+        &format!(r#"{{"pairing_code":"{code}","device":"test phone"}}"#),
+    );
+    assert_eq!(status, 201, "{body}");
+    let set_cookie = set_cookie.unwrap();
+    let cookie = set_cookie.split(';').next().unwrap().to_owned();
+    let (status, _, body) = http(&daemon, "GET", "/v1/boxes", &[("Cookie", &cookie)], "");
+    assert_eq!(status, 200, "{body}");
+
+    let table = daemon.berth_ok(&["session", "ls"]);
+    let header = table.lines().next().unwrap();
+    for column in ["ID", "TENANT", "DEVICE", "CREATED", "LAST USED"] {
+        assert!(header.contains(column), "{table}");
+    }
+    let row = table
+        .lines()
+        .find(|l| l.contains("test phone"))
+        .unwrap_or_else(|| panic!("{table}"));
+    let id = row.split_whitespace().next().unwrap().to_owned();
+    assert!(id.starts_with("ws_") && row.contains("default"), "{table}");
+    let json: serde_json::Value =
+        serde_json::from_str(&daemon.berth_ok(&["session", "ls", "--json"])).unwrap();
+    assert_eq!(json["sessions"][0]["id"], id.as_str());
+
+    let out = daemon.berth_ok(&["session", "revoke", &id]);
+    assert!(out.contains(&id), "{out}");
+    let (status, _, _) = http(&daemon, "GET", "/v1/boxes", &[("Cookie", &cookie)], "");
+    assert_eq!(status, 401);
+    assert_one_line_error(
+        &daemon.berth(&["session", "revoke", &id]),
+        1,
+        &["no web session"],
+    );
+
+    // The code was used up; --json prints the daemon's answer; a bad --ttl is one line.
+    let (status, _, _) = http(
+        &daemon,
+        "POST",
+        "/v1/web/sessions",
+        &[],
+        &format!(r#"{{"pairing_code":"{code}"}}"#),
+    );
+    assert_eq!(status, 401);
+    let json: serde_json::Value =
+        serde_json::from_str(&daemon.berth_ok(&["pair", "--json", "--ttl", "1m"])).unwrap();
+    assert!(json["code"].as_str().unwrap().starts_with("bwp_"), "{json}");
+    assert!(
+        json["expires_at"].is_string() && json["url"].is_string(),
+        "{json}"
+    );
+    assert_one_line_error(&daemon.berth(&["pair", "--ttl", "5s"]), 1, &["ttl_s"]);
+    assert_one_line_error(
+        &daemon.berth(&["pair", "--tenant", "nobody"]),
+        1,
+        &["no tenant"],
+    );
+}
+
+#[test]
+fn completion_knows_pair_and_session() {
+    let out = common::berth()
+        .args(["completion", "bash"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let script = String::from_utf8_lossy(&out.stdout);
+    for function in [
+        "berth__subcmd__pair)",
+        "berth__subcmd__session__subcmd__ls)",
+        "berth__subcmd__session__subcmd__revoke)",
+    ] {
+        assert!(
+            script.contains(function),
+            "no {function} in the bash script"
+        );
+    }
+}

@@ -1,0 +1,530 @@
+//! Web sessions over real HTTP: pairing, signing in with a key, the `berth_session` cookie
+//! on the API, Origin checks against cross-site requests, revocation and sign-out; and on a
+//! real sandbox box, the cookie kept from a box's app and the app's pages sandboxed, and a
+//! cross-origin terminal WebSocket refused.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth_server::Runtimes;
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+use serde_json::{json, Value};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::end_to_end::sandbox;
+use crate::harness::{error_code, NoBoxes, TestServer};
+
+/// The harness's requests name `Host: berth`: berth's own origin is then this.
+const OWN: &str = "http://berth";
+const EVIL: &str = "https://evil.example";
+
+async fn call(
+    server: &TestServer,
+    method: Method,
+    path: &str,
+    key: Option<&str>,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+) -> (StatusCode, HeaderMap, Value) {
+    let body = body.map(|v| Bytes::from(v.to_string())).unwrap_or_default();
+    let (status, headers, bytes) = server.raw(method, path, key, headers, body).await;
+    let value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {bytes:?}"))
+    };
+    (status, headers, value)
+}
+
+/// A browser's call: its cookie, and the page's origin if any.
+async fn as_browser(
+    server: &TestServer,
+    method: Method,
+    path: &str,
+    cookie: &str,
+    origin: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, HeaderMap, Value) {
+    let mut headers = vec![("cookie", cookie)];
+    headers.extend(origin.map(|o| ("origin", o)));
+    call(server, method, path, None, &headers, body).await
+}
+
+/// A sign-in with no key and no cookie.
+async fn try_sign_in(
+    server: &TestServer,
+    headers: &[(&str, &str)],
+    body: Value,
+) -> (StatusCode, Value) {
+    let (status, _, answer) = sign_in_call(server, headers, body).await;
+    (status, answer)
+}
+
+async fn sign_in_call(
+    server: &TestServer,
+    headers: &[(&str, &str)],
+    body: Value,
+) -> (StatusCode, HeaderMap, Value) {
+    call(
+        server,
+        Method::POST,
+        "/v1/web/sessions",
+        None,
+        headers,
+        Some(body),
+    )
+    .await
+}
+
+/// A pairing code made with the admin key.
+async fn pairing(server: &TestServer, body: Value) -> Value {
+    let (status, headers, made) = call(
+        server,
+        Method::POST,
+        "/v1/web/pairings",
+        Some(&server.key),
+        &[],
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    assert_eq!(headers["cache-control"], "no-store");
+    made
+}
+
+/// Signs in; the answer and the `Cookie` header value to send back.
+async fn sign_in(server: &TestServer, body: Value, headers: &[(&str, &str)]) -> (Value, String) {
+    let (status, answer_headers, session) = sign_in_call(server, headers, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    let set = answer_headers["set-cookie"].to_str().unwrap();
+    let (pair, flags) = set.split_once("; ").unwrap();
+    assert_eq!(flags, "HttpOnly; Secure; SameSite=Strict; Path=/", "{set}");
+    let token = pair.strip_prefix("berth_session=").unwrap();
+    assert!(token.starts_with("bws_") && token.len() == 4 + 64, "{set}");
+    (session, pair.to_owned())
+}
+
+async fn boxes_with(server: &TestServer, cookie: &str) -> StatusCode {
+    as_browser(server, Method::GET, "/v1/boxes", cookie, None, None)
+        .await
+        .0
+}
+
+#[tokio::test]
+async fn a_pairing_link_signs_one_browser_in_once() {
+    let server = TestServer::without_runtime().await;
+    let made = pairing(&server, json!({})).await;
+    let code = made["code"].as_str().unwrap();
+    assert!(code.starts_with("bwp_") && code.len() == 4 + 64, "{made}");
+    // The code rides in the fragment: never sent to a server, never in a log or Referer.
+    assert_eq!(made["url"], format!("{OWN}/#/pair/{code}"));
+    let expires: time::OffsetDateTime = time::OffsetDateTime::parse(
+        made["expires_at"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let left = expires - time::OffsetDateTime::now_utc();
+    assert!(left > time::Duration::minutes(9) && left <= time::Duration::minutes(10));
+
+    let android = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Mobile Safari/537.36";
+    let (session, cookie) = sign_in(
+        &server,
+        json!({"pairing_code": code}),
+        &[("origin", OWN), ("user-agent", android)],
+    )
+    .await;
+    assert!(session["id"].as_str().unwrap().starts_with("ws_"));
+    assert_eq!(session["tenant"], "default");
+    assert_eq!(session["device"], "Chrome on Android");
+    assert_eq!(boxes_with(&server, &cookie).await, StatusCode::OK);
+
+    // One use: the same code again, from anywhere, opens nothing.
+    let (status, body) = try_sign_in(&server, &[], json!({"pairing_code": code})).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_eq!(error_code(&body), "unauthorized");
+
+    // This browser's session, and the tenant's list, with device and last use.
+    let (status, _, me) =
+        as_browser(&server, Method::GET, "/v1/web/session", &cookie, None, None).await;
+    assert_eq!(status, StatusCode::OK, "{me}");
+    assert_eq!(me["id"], session["id"]);
+    assert!(me["last_used_at"].is_string() && me["created_at"].is_string());
+    let (status, list) = server.call(Method::GET, "/v1/web/sessions", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let listed = &list["sessions"][0];
+    assert_eq!(
+        (&listed["id"], &listed["device"]),
+        (&session["id"], &session["device"])
+    );
+    assert!(listed["last_used_at"].is_string());
+    // With a key, there is no "this browser".
+    let (status, _) = server.call(Method::GET, "/v1/web/session", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn a_pairing_code_expires() {
+    let server = TestServer::without_runtime().await;
+    let (status, body) = server
+        .call(Method::POST, "/v1/web/pairings", Some(json!({"ttl_s": 5})))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let made = pairing(&server, json!({"ttl_s": 10})).await;
+    let expires = time::OffsetDateTime::parse(
+        made["expires_at"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    // The condition is the clock passing the expiry (a try would use the code up).
+    while time::OffsetDateTime::now_utc() <= expires {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, body) = try_sign_in(&server, &[], json!({"pairing_code": made["code"]})).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+}
+
+#[tokio::test]
+async fn an_api_key_signs_in_and_a_wrong_one_is_refused() {
+    let server = TestServer::without_runtime().await;
+    let (session, cookie) = sign_in(
+        &server,
+        json!({"api_key": server.key, "device": "my laptop"}),
+        &[],
+    )
+    .await;
+    assert_eq!(session["device"], "my laptop");
+    assert_eq!(boxes_with(&server, &cookie).await, StatusCode::OK);
+
+    for bad in [
+        json!({"api_key": "berth_0000"}),
+        json!({"api_key": ""}),
+        json!({"pairing_code": "bwp_00"}),
+    ] {
+        let (status, body) = try_sign_in(&server, &[], bad).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+        assert_eq!(error_code(&body), "unauthorized");
+        assert!(body["error"]["message"].is_string());
+    }
+    for malformed in [json!({}), json!({"api_key": "x", "pairing_code": "y"})] {
+        let (status, body) = try_sign_in(&server, &[], malformed).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    }
+    // Login CSRF: another site cannot sign this browser in as someone else.
+    let (status, body) =
+        try_sign_in(&server, &[("origin", EVIL)], json!({"api_key": server.key})).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(error_code(&body), "bad_origin");
+}
+
+#[tokio::test]
+async fn cookie_writes_need_berths_origin_and_a_session_is_never_admin() {
+    let server = TestServer::without_runtime().await;
+    let (_, cookie) = sign_in(&server, json!({"api_key": server.key}), &[]).await;
+    let create = |name: &str| Some(json!({ "name": name }));
+
+    for origin in [
+        Some(EVIL),
+        Some("null"),
+        Some("http://berth.evil.example"),
+        None,
+    ] {
+        let (status, _, body) = as_browser(
+            &server,
+            Method::POST,
+            "/v1/boxes",
+            &cookie,
+            origin,
+            create("a"),
+        )
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{origin:?}: {body}");
+        assert_eq!(error_code(&body), "bad_origin");
+    }
+    let (status, boxes) = server.call(Method::GET, "/v1/boxes", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(boxes["boxes"].as_array().unwrap().len(), 0, "{boxes}");
+
+    let (status, _, body) = as_browser(
+        &server,
+        Method::POST,
+        "/v1/boxes",
+        &cookie,
+        Some(OWN),
+        create("a"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    // Never admin, even signed in with the admin key.
+    let (status, _, body) = as_browser(
+        &server,
+        Method::POST,
+        "/v1/tenants",
+        &cookie,
+        Some(OWN),
+        Some(json!({"name": "other"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(error_code(&body), "permission_denied");
+    // Nor does a browser mint pairing codes.
+    let (status, _, _) = as_browser(
+        &server,
+        Method::POST,
+        "/v1/web/pairings",
+        &cookie,
+        Some(OWN),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn revoking_or_signing_out_ends_the_cookie_at_once() {
+    let server = TestServer::without_runtime().await;
+    let (first, first_cookie) = sign_in(&server, json!({"api_key": server.key}), &[]).await;
+    let (_, second_cookie) = sign_in(&server, json!({"api_key": server.key}), &[]).await;
+
+    let path = format!("/v1/web/sessions/{}", first["id"].as_str().unwrap());
+    let (status, _) = server.call(Method::DELETE, &path, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        boxes_with(&server, &first_cookie).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(boxes_with(&server, &second_cookie).await, StatusCode::OK);
+    let (status, body) = server.call(Method::DELETE, &path, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+
+    // Sign out: from another site refused; from berth's own page, done and cleared.
+    let (status, _, _) = as_browser(
+        &server,
+        Method::DELETE,
+        "/v1/web/session",
+        &second_cookie,
+        Some(EVIL),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, headers, _) = as_browser(
+        &server,
+        Method::DELETE,
+        "/v1/web/session",
+        &second_cookie,
+        Some(OWN),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let cleared = headers["set-cookie"].to_str().unwrap();
+    assert!(
+        cleared.starts_with("berth_session=;") && cleared.contains("Max-Age=0"),
+        "{cleared}"
+    );
+    assert_eq!(
+        boxes_with(&server, &second_cookie).await,
+        StatusCode::UNAUTHORIZED
+    );
+    let (_, list) = server.call(Method::GET, "/v1/web/sessions", None).await;
+    assert_eq!(list["sessions"], json!([]));
+}
+
+#[tokio::test]
+async fn the_public_url_builds_links_and_counts_as_berths_origin() {
+    let mut host = berth_server::HostConfig::default();
+    host.ports.public_url = Some("https://berth.example.com".parse().unwrap());
+    let server = TestServer::start_with_host(
+        Runtimes::single(Arc::new(NoBoxes)),
+        None,
+        tempfile::tempdir().unwrap(),
+        host,
+    )
+    .await;
+    let made = pairing(&server, json!({})).await;
+    assert_eq!(
+        made["url"],
+        format!(
+            "https://berth.example.com/#/pair/{}",
+            made["code"].as_str().unwrap()
+        )
+    );
+    let (_, cookie) = sign_in(
+        &server,
+        json!({"pairing_code": made["code"]}),
+        &[("origin", "https://berth.example.com")],
+    )
+    .await;
+    let (status, _, body) = as_browser(
+        &server,
+        Method::POST,
+        "/v1/boxes",
+        &cookie,
+        Some("https://berth.example.com"),
+        Some(json!({"name": "a"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+}
+
+#[tokio::test]
+async fn without_a_public_url_links_follow_the_host_and_a_tls_proxy() {
+    let server = TestServer::without_runtime().await;
+    let (status, _, made) = call(
+        &server,
+        Method::POST,
+        "/v1/web/pairings",
+        Some(&server.key),
+        &[("x-forwarded-proto", "https")],
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(
+        made["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("https://berth/#/pair/bwp_"),
+        "{made}"
+    );
+}
+
+/// The attack on the port proxy: a box's app, reached by path under berth's own origin
+/// with a signed-in browser's cookie, must never see the cookie, and its page must never
+/// run in berth's origin (where its script could call the API as the user). And a
+/// terminal WebSocket opened from another site with the cookie is refused.
+#[tokio::test]
+async fn a_boxs_app_never_gets_the_cookie_nor_berths_origin() {
+    let data = tempfile::tempdir().unwrap();
+    let runtime = match sandbox(data.path()) {
+        Ok(runtime) => runtime,
+        Err(reason) => {
+            berth_testkit::skip("sandbox", &reason);
+            return;
+        }
+    };
+    let server = TestServer::start_with(Runtimes::single(runtime), Some("runc".into()), data).await;
+    let (status, body) = server
+        .call(Method::POST, "/v1/boxes", Some(json!({"name": "web"})))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    // An app that shows what cookies reached it, and sets a policy of its own.
+    let app = r#"import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ('cookie=' + (self.headers.get('Cookie') or '')).encode()
+        self.send_response(200)
+        self.send_header('Content-Security-Policy', "default-src *; script-src * 'unsafe-inline'")
+        self.send_header('Content-Type', 'text/html')
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+http.server.HTTPServer(('127.0.0.1', 8000), H).serve_forever()
+"#;
+    let (status, _, body) = server
+        .raw(
+            Method::PUT,
+            "/v1/boxes/web/files?path=/home/user/app.py",
+            Some(&server.key),
+            &[],
+            Bytes::from(app),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body:?}");
+    let (status, started) = server
+        .call(
+            Method::POST,
+            "/v1/boxes/web/exec",
+            Some(json!({"cmd": ["python3", "/home/user/app.py"], "background": true})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{started}");
+
+    let (_, session_cookie) = sign_in(&server, json!({"api_key": server.key}), &[]).await;
+    let cookies = format!("theme=dark; {session_cookie}");
+    // The proxy waits for the app to listen (`[ports] listen_wait_s`).
+    let (status, headers, page) = server
+        .raw(
+            Method::GET,
+            "/v1/boxes/web/ports/8000/",
+            None,
+            &[("cookie", &cookies)],
+            Bytes::new(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page:?}");
+    assert_eq!(String::from_utf8_lossy(&page), "cookie=theme=dark");
+    let policies: Vec<_> = headers
+        .get_all("content-security-policy")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        policies,
+        ["sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"]
+    );
+    // The key's way in gets the same sandbox: the page is under berth's origin either way.
+    let (status, headers, _) = server
+        .raw(
+            Method::GET,
+            "/v1/boxes/web/ports/8000/",
+            Some(&server.key),
+            &[],
+            Bytes::new(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(headers["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .starts_with("sandbox "));
+
+    // A terminal WebSocket with the cookie: from another site (or no site) refused.
+    let pty = |origin: Option<&'static str>| {
+        let (addr, cookie) = (server.addr, session_cookie.clone());
+        async move {
+            let url = format!("ws://{addr}/v1/boxes/web/pty");
+            let mut request = url.into_client_request().unwrap();
+            request
+                .headers_mut()
+                .insert("cookie", cookie.parse().unwrap());
+            if let Some(origin) = origin {
+                let origin = if origin == "own" {
+                    format!("http://{addr}")
+                } else {
+                    origin.into()
+                };
+                request
+                    .headers_mut()
+                    .insert("origin", origin.parse().unwrap());
+            }
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            match tokio_tungstenite::client_async(request, tcp).await {
+                Ok((socket, response)) => Ok((socket, response.status().as_u16())),
+                Err(tokio_tungstenite::tungstenite::Error::Http(response)) => Err((
+                    response.status().as_u16(),
+                    String::from_utf8_lossy(response.body().as_deref().unwrap_or_default())
+                        .into_owned(),
+                )),
+                Err(e) => panic!("WebSocket connect: {e}"),
+            }
+        }
+    };
+    for origin in [Some(EVIL), None] {
+        match pty(origin).await {
+            Err((status, body)) => {
+                assert_eq!(status, 403, "{body}");
+                assert!(body.contains("bad_origin"), "{body}");
+            }
+            Ok(_) => panic!("a cross-origin terminal opened ({origin:?})"),
+        }
+    }
+    let (mut socket, status) = pty(Some("own"))
+        .await
+        .expect("a same-origin terminal opens");
+    assert_eq!(status, 101);
+    socket.close(None).await.ok();
+}

@@ -1,0 +1,297 @@
+//! Web sessions (a browser signed in to the web app as a tenant) and the one-time pairing
+//! codes that open them.
+//!
+//! A pairing code (`bwp_` + 64 hex characters) and a session token (`bws_` + 64 hex), each
+//! 32 OS-random bytes, are shown once; only their SHA-256 is stored, so a copy of the
+//! database opens nothing. A code is taken by one `UPDATE … WHERE used = 0` on the one write
+//! connection: two browsers racing with the same code get exactly one session. A session
+//! unused for [`SESSION_IDLE_LIFE`] is over; its `last_used_at` is written at most once a
+//! minute (signing in stays a read). A tenant keeps at most [`MAX_WEB_SESSIONS_PER_TENANT`]
+//! sessions: the next sign-in ends the least recently used one.
+
+use berth_protocol::TenantId;
+use rusqlite::{params, OptionalExtension, Row, Transaction};
+use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
+
+use crate::error::{sql, StoreError};
+use crate::{format_time, hex, now, parse_time, random, Store};
+
+const CODE_PREFIX: &str = "bwp_";
+const TOKEN_PREFIX: &str = "bws_";
+/// A session not used for this long is over.
+pub const SESSION_IDLE_LIFE: time::Duration = time::Duration::days(30);
+/// `last_used_at` is written at most this often per session.
+const LAST_USED_EVERY: time::Duration = time::Duration::minutes(1);
+/// Sessions a tenant keeps; one more sign-in ends the least recently used.
+pub const MAX_WEB_SESSIONS_PER_TENANT: usize = 100;
+/// Unused pairing codes a tenant keeps; one more ends the oldest (so making codes in a
+/// loop cannot grow the table without bound).
+const MAX_PAIRINGS_PER_TENANT: usize = 100;
+
+/// One web session as listings show it; never its token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebSession {
+    /// `ws_` + 16 hex characters.
+    pub id: String,
+    pub tenant_id: TenantId,
+    pub tenant_name: String,
+    pub device: String,
+    pub created_at: OffsetDateTime,
+    /// To the minute.
+    pub last_used_at: OffsetDateTime,
+}
+
+/// A new session: its token (for the cookie, stored nowhere) and what listings show.
+#[derive(Debug, Clone)]
+pub struct NewWebSession {
+    pub token: String,
+    pub session: WebSession,
+}
+
+/// A new pairing code (shown once) and when it stops working.
+#[derive(Debug, Clone)]
+pub struct NewPairing {
+    pub code: String,
+    pub expires_at: OffsetDateTime,
+}
+
+const COLUMNS: &str =
+    "s.id, s.tenant_id, t.name, s.device, s.created_at, s.last_used_at FROM web_sessions s \
+     JOIN tenants t ON t.id = s.tenant_id";
+
+impl Store {
+    /// Makes a one-time pairing code for `tenant` that works for `ttl`.
+    pub fn create_pairing(
+        &self,
+        tenant: &TenantId,
+        ttl: time::Duration,
+    ) -> Result<NewPairing, StoreError> {
+        let at = now();
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
+        tx.execute(
+            "DELETE FROM web_pairings WHERE used = 1 OR expires_at <= ?1",
+            params![format_time(at)?],
+        )
+        .map_err(sql("prune pairing codes"))?;
+        tx.execute(
+            "DELETE FROM web_pairings WHERE code_hash IN (SELECT code_hash FROM web_pairings \
+             WHERE tenant_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?2)",
+            params![tenant.as_str(), MAX_PAIRINGS_PER_TENANT - 1],
+        )
+        .map_err(sql("bound a tenant's pairing codes"))?;
+        let code = format!("{CODE_PREFIX}{}", hex(&random::<32>()?));
+        let expires_at = at + ttl;
+        tx.execute(
+            "INSERT INTO web_pairings (code_hash, tenant_id, created_at, expires_at) \
+             VALUES (?1, ?2, ?3, ?4)",
+            params![
+                digest(&code),
+                tenant.as_str(),
+                format_time(at)?,
+                format_time(expires_at)?
+            ],
+        )
+        .map_err(sql("create a pairing code"))?;
+        tx.commit().map_err(sql("commit a pairing code"))?;
+        Ok(NewPairing { code, expires_at })
+    }
+
+    /// Takes a live, unused pairing code and opens a session for its tenant. `None`: the
+    /// code is unknown, used or expired (the caller cannot tell which, on purpose).
+    pub fn pair_web_session(
+        &self,
+        code: &str,
+        device: &str,
+    ) -> Result<Option<NewWebSession>, StoreError> {
+        if !code.starts_with(CODE_PREFIX) {
+            return Ok(None);
+        }
+        let at = now();
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
+        let tenant: Option<String> = tx
+            .query_row(
+                "UPDATE web_pairings SET used = 1 \
+                 WHERE code_hash = ?1 AND used = 0 AND expires_at > ?2 RETURNING tenant_id",
+                params![digest(code), format_time(at)?],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(sql("take a pairing code"))?;
+        let Some(tenant) = tenant else {
+            return Ok(None);
+        };
+        let tenant = parse_tenant("web_pairings.tenant_id", tenant)?;
+        let new = insert(&tx, &tenant, device, at)?;
+        tx.commit().map_err(sql("commit a web session"))?;
+        Ok(Some(new))
+    }
+
+    /// Opens a session for `tenant` (signing in with one of its API keys).
+    pub fn open_web_session(
+        &self,
+        tenant: &TenantId,
+        device: &str,
+    ) -> Result<NewWebSession, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
+        let new = insert(&tx, tenant, device, now())?;
+        tx.commit().map_err(sql("commit a web session"))?;
+        Ok(new)
+    }
+
+    /// The live session whose token this is; records its use (at most once a minute).
+    pub fn web_session_by_token(&self, token: &str) -> Result<Option<WebSession>, StoreError> {
+        if !token.starts_with(TOKEN_PREFIX) {
+            return Ok(None);
+        }
+        let hash = digest(token);
+        let found = self
+            .read()
+            .query_row(
+                &format!("SELECT {COLUMNS} WHERE s.token_hash = ?1"),
+                params![hash],
+                raw,
+            )
+            .optional()
+            .map_err(sql("look up a web session"))?
+            .map(Raw::parse)
+            .transpose()?;
+        let Some(mut session) = found else {
+            return Ok(None);
+        };
+        let at = now();
+        if at - session.last_used_at >= SESSION_IDLE_LIFE {
+            return Ok(None);
+        }
+        if at - session.last_used_at >= LAST_USED_EVERY {
+            // Only if still there: a revocation in between must not be undone.
+            self.conn()
+                .execute(
+                    "UPDATE web_sessions SET last_used_at = ?1 WHERE token_hash = ?2",
+                    params![format_time(at)?, hash],
+                )
+                .map_err(sql("record a web session's use"))?;
+            session.last_used_at = at;
+        }
+        Ok(Some(session))
+    }
+
+    /// The tenant's live sessions, most recently used first.
+    pub fn list_web_sessions(&self, tenant: &TenantId) -> Result<Vec<WebSession>, StoreError> {
+        let cutoff = format_time(now() - SESSION_IDLE_LIFE)?;
+        let conn = self.read();
+        let mut stmt = conn
+            .prepare(&format!(
+                "SELECT {COLUMNS} WHERE s.tenant_id = ?1 AND s.last_used_at > ?2 \
+                 ORDER BY s.last_used_at DESC, s.rowid DESC"
+            ))
+            .map_err(sql("list web sessions"))?;
+        let rows = stmt
+            .query_map(params![tenant.as_str(), cutoff], raw)
+            .map_err(sql("list web sessions"))?;
+        rows.map(|row| row.map_err(sql("list web sessions"))?.parse())
+            .collect()
+    }
+
+    /// Ends the tenant's session `id` at once. `false`: the tenant has no such session.
+    pub fn revoke_web_session(&self, tenant: &TenantId, id: &str) -> Result<bool, StoreError> {
+        let changed = self
+            .conn()
+            .execute(
+                "DELETE FROM web_sessions WHERE tenant_id = ?1 AND id = ?2",
+                params![tenant.as_str(), id],
+            )
+            .map_err(sql("revoke a web session"))?;
+        Ok(changed > 0)
+    }
+}
+
+/// Inserts a session, first deleting the tenant's idle-expired sessions and, at the cap,
+/// its least recently used.
+fn insert(
+    tx: &Transaction<'_>,
+    tenant: &TenantId,
+    device: &str,
+    at: OffsetDateTime,
+) -> Result<NewWebSession, StoreError> {
+    tx.execute(
+        "DELETE FROM web_sessions WHERE tenant_id = ?1 AND last_used_at <= ?2",
+        params![tenant.as_str(), format_time(at - SESSION_IDLE_LIFE)?],
+    )
+    .map_err(sql("prune idle web sessions"))?;
+    tx.execute(
+        "DELETE FROM web_sessions WHERE id IN (SELECT id FROM web_sessions WHERE tenant_id = ?1 \
+         ORDER BY last_used_at DESC, rowid DESC LIMIT -1 OFFSET ?2)",
+        params![tenant.as_str(), MAX_WEB_SESSIONS_PER_TENANT - 1],
+    )
+    .map_err(sql("end the least recently used web session"))?;
+    let token = format!("{TOKEN_PREFIX}{}", hex(&random::<32>()?));
+    let id = format!("ws_{}", hex(&random::<8>()?));
+    tx.execute(
+        "INSERT INTO web_sessions (id, tenant_id, token_hash, device, created_at, last_used_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+        params![
+            id,
+            tenant.as_str(),
+            digest(&token),
+            device,
+            format_time(at)?
+        ],
+    )
+    .map_err(sql("open a web session"))?;
+    let session = tx
+        .query_row(
+            &format!("SELECT {COLUMNS} WHERE s.id = ?1"),
+            params![id],
+            raw,
+        )
+        .map_err(sql("read a web session"))?
+        .parse()?;
+    Ok(NewWebSession { token, session })
+}
+
+/// A row as read, parsed outside rusqlite's closure (so parse errors are ours).
+struct Raw {
+    id: String,
+    tenant_id: String,
+    tenant_name: String,
+    device: String,
+    created_at: String,
+    last_used_at: String,
+}
+
+fn raw(row: &Row<'_>) -> rusqlite::Result<Raw> {
+    Ok(Raw {
+        id: row.get(0)?,
+        tenant_id: row.get(1)?,
+        tenant_name: row.get(2)?,
+        device: row.get(3)?,
+        created_at: row.get(4)?,
+        last_used_at: row.get(5)?,
+    })
+}
+
+impl Raw {
+    fn parse(self) -> Result<WebSession, StoreError> {
+        Ok(WebSession {
+            id: self.id,
+            tenant_id: parse_tenant("web_sessions.tenant_id", self.tenant_id)?,
+            tenant_name: self.tenant_name,
+            device: self.device,
+            created_at: parse_time("web_sessions.created_at", &self.created_at)?,
+            last_used_at: parse_time("web_sessions.last_used_at", &self.last_used_at)?,
+        })
+    }
+}
+
+fn parse_tenant(column: &'static str, id: String) -> Result<TenantId, StoreError> {
+    id.parse()
+        .map_err(|source| StoreError::CorruptId { column, source })
+}
+
+fn digest(secret: &str) -> String {
+    hex(&Sha256::digest(secret.as_bytes()))
+}
