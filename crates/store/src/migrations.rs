@@ -19,6 +19,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (7, include_str!("../migrations/0007_event_retention.sql")),
     (8, include_str!("../migrations/0008_box_record.sql")),
     (9, include_str!("../migrations/0009_port_links.sql")),
+    (
+        11,
+        include_str!("../migrations/0011_push_subscriptions.sql"),
+    ),
 ];
 
 /// Applies every migration newer than the database's; returns the version reached.
