@@ -7,7 +7,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     box_update, boxes, egress, events, exec, files, files_archive, files_watch, messages,
-    port_links, ports, processes, runtimes, secrets, templates, tenants, terminals,
+    port_links, ports, processes, push, runtimes, secrets, templates, tenants, terminals,
 };
 
 #[derive(OpenApi)]
@@ -64,6 +64,10 @@ use super::{
         secrets::set,
         secrets::list,
         secrets::delete,
+        push::key,
+        push::subscribe,
+        push::list,
+        push::unsubscribe,
     ),
     modifiers(&BearerKey)
 )]
