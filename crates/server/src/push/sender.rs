@@ -2,7 +2,9 @@
 //! subscription and POSTs it to the push service (RFC 8030), with VAPID auth. A full
 //! queue drops the push with a warning (a notification is a nicety; memory is not), and
 //! each delivery has 10 s. A push service that says the subscription is gone (404, 410)
-//! has it deleted; other failures are logged.
+//! has it deleted; one that is busy or failing (429, 5xx, no answer) gets the push once
+//! more after its `Retry-After` (1 to 60 s; 10 s when it names none), while at most
+//! [`MAX_PENDING_RETRIES`] wait; other failures are logged.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,6 +34,12 @@ pub const QUEUE: usize = 256;
 /// One delivery's whole time: resolve, connect, TLS, request, answer.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Pushes waiting to be tried again; past this a failed push is not retried.
+pub const MAX_PENDING_RETRIES: usize = 64;
+
+/// The wait before a retry when the push service names none.
+const RETRY_AFTER: Duration = Duration::from_secs(10);
+
 /// How long a push service keeps a message for a browser that is offline (RFC 8030 `TTL`).
 const TTL_S: &str = "86400";
 
@@ -40,6 +48,18 @@ const TTL_S: &str = "86400";
 pub struct Outgoing {
     pub subscription: PushSubscription,
     pub plaintext: Vec<u8>,
+    /// Already tried once (a push is retried at most once).
+    retried: bool,
+}
+
+impl Outgoing {
+    pub fn new(subscription: PushSubscription, plaintext: Vec<u8>) -> Outgoing {
+        Outgoing {
+            subscription,
+            plaintext,
+            retried: false,
+        }
+    }
 }
 
 /// The queue's sending end.
@@ -73,20 +93,41 @@ impl Worker {
     pub fn spawn(self) -> Sender {
         let (queue, mut rx) = mpsc::channel(QUEUE);
         let tls = Arc::new(tls_config());
+        // Weak: the worker must not keep its own queue open (it ends with the daemon).
+        let requeue = queue.downgrade();
+        let retries = Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_RETRIES));
         tokio::spawn(async move {
             while let Some(outgoing) = rx.recv().await {
-                self.deliver(&tls, outgoing).await;
+                if let Some((outgoing, after)) = self.deliver(&tls, outgoing).await {
+                    retry_later(&requeue, &retries, outgoing, after);
+                }
             }
         });
         Sender { queue }
     }
 
-    async fn deliver(&self, tls: &Arc<rustls::ClientConfig>, outgoing: Outgoing) {
+    /// Delivers one push; the push and when to retry it, if it should be.
+    async fn deliver(
+        &self,
+        tls: &Arc<rustls::ClientConfig>,
+        outgoing: Outgoing,
+    ) -> Option<(Outgoing, Duration)> {
         let sub = &outgoing.subscription;
         let sent = tokio::time::timeout(TIMEOUT, self.post(tls, &outgoing))
             .await
             .unwrap_or(Err(SendError::Timeout));
-        match sent {
+        let retry = match &sent {
+            Ok((status, after))
+                if *status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() =>
+            {
+                Some(after.unwrap_or(RETRY_AFTER))
+            }
+            Err(SendError::Timeout | SendError::Connect(_) | SendError::Http(_)) => {
+                Some(RETRY_AFTER)
+            }
+            _ => None,
+        };
+        match sent.map(|(status, _)| status) {
             Ok(status) if status.is_success() => {
                 tracing::debug!(subscription = %sub.id, %status, "push delivered");
             }
@@ -103,13 +144,16 @@ impl Worker {
                 tracing::warn!(subscription = %sub.id, error = %error_chain(&e), "push not delivered")
             }
         }
+        retry
+            .filter(|_| !outgoing.retried)
+            .map(|after| (outgoing, after))
     }
 
     async fn post(
         &self,
         tls: &Arc<rustls::ClientConfig>,
         outgoing: &Outgoing,
-    ) -> Result<StatusCode, SendError> {
+    ) -> Result<(StatusCode, Option<Duration>), SendError> {
         let sub = &outgoing.subscription;
         // Checked again: `[push] allow_endpoints` may have shrunk since it was subscribed.
         let endpoint = endpoint::check(&sub.endpoint, &self.config)?;
@@ -169,9 +213,46 @@ async fn connect(endpoint: &Endpoint) -> Result<tokio::net::TcpStream, SendError
         .map_err(SendError::Connect)
 }
 
-/// Sends the request on its own HTTP/1.1 connection; the answer's status (its body is not
-/// read: nothing from a push service is kept).
-async fn send<IO>(io: IO, request: http::Request<Full<Bytes>>) -> Result<StatusCode, SendError>
+/// Tries `outgoing` once more after `after`, unless [`MAX_PENDING_RETRIES`] already wait.
+fn retry_later(
+    requeue: &mpsc::WeakSender<Outgoing>,
+    retries: &Arc<tokio::sync::Semaphore>,
+    mut outgoing: Outgoing,
+    after: Duration,
+) {
+    let Ok(permit) = retries.clone().try_acquire_owned() else {
+        tracing::warn!(subscription = %outgoing.subscription.id, "push not retried: too many retries wait");
+        return;
+    };
+    outgoing.retried = true;
+    let requeue = requeue.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        if let Some(queue) = requeue.upgrade() {
+            Sender { queue }.send(outgoing);
+        }
+        drop(permit);
+    });
+}
+
+/// `Retry-After` in seconds (a date is not worth parsing here), within 1 to 60 s.
+fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
+    let seconds: u64 = headers
+        .get(header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(seconds.clamp(1, 60)))
+}
+
+/// Sends the request on its own HTTP/1.1 connection; the answer's status and
+/// `Retry-After` (its body is not read: nothing from a push service is kept).
+async fn send<IO>(
+    io: IO,
+    request: http::Request<Full<Bytes>>,
+) -> Result<(StatusCode, Option<Duration>), SendError>
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -181,7 +262,8 @@ where
     let conn = tokio::spawn(conn);
     let response = sender.send_request(request).await.map_err(SendError::Http);
     conn.abort();
-    Ok(response?.status())
+    let response = response?;
+    Ok((response.status(), retry_after(response.headers())))
 }
 
 fn host_header(endpoint: &Endpoint) -> String {
@@ -235,4 +317,35 @@ enum SendError {
     Http(#[source] hyper::Error),
     #[error("no answer from the push service within {} s", TIMEOUT.as_secs())]
     Timeout,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(host: &str, port: u16, allowed_by_config: bool) -> Endpoint {
+        Endpoint {
+            https: !allowed_by_config,
+            host: host.to_owned(),
+            port,
+            origin: format!("https://{host}:{port}"),
+            path_and_query: "/".to_owned(),
+            allowed_by_config,
+        }
+    }
+
+    /// A name that passed the endpoint check but resolves to the host's own network (DNS
+    /// re-pointed, or `/etc/hosts`) is refused before any connection.
+    #[tokio::test]
+    async fn a_name_resolving_to_a_private_address_is_not_dialled() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        match connect(&endpoint("localhost", port, false)).await {
+            Err(SendError::Forbidden { addr, .. }) => assert!(addr.ip().is_loopback(), "{addr}"),
+            other => panic!("dialled: {other:?}"),
+        }
+        // Only an origin the operator listed reaches it.
+        let stream = connect(&endpoint("127.0.0.1", port, true)).await.unwrap();
+        assert_eq!(stream.peer_addr().unwrap().port(), port);
+    }
 }

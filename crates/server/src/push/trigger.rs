@@ -56,10 +56,9 @@ fn turn_ended(ctx: &Ctx, id: &BoxId, answer: &str) {
     }
     let plaintext = payload(&record.name, answer).to_string().into_bytes();
     for subscription in subscriptions {
-        ctx.push.sender.send(Outgoing {
-            subscription,
-            plaintext: plaintext.clone(),
-        });
+        ctx.push
+            .sender
+            .send(Outgoing::new(subscription, plaintext.clone()));
     }
 }
 

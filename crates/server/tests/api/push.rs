@@ -32,7 +32,8 @@ struct Received {
     body: Bytes,
 }
 
-/// The local push service: answers `410 Gone` on paths ending in `/gone`, else `201`.
+/// The local push service: answers `410 Gone` on paths ending in `/gone`, `503` with
+/// `Retry-After: 1` the first time a path ending in `/flaky` is pushed to, else `201`.
 struct PushService {
     addr: SocketAddr,
     received: mpsc::Receiver<Received>,
@@ -50,20 +51,25 @@ impl PushService {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (tx, received) = mpsc::channel(64);
+        let flaked = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
-                let tx = tx.clone();
+                let (tx, flaked) = (tx.clone(), flaked.clone());
                 let service = hyper::service::service_fn(move |req: http::Request<_>| {
-                    let tx = tx.clone();
+                    let (tx, flaked) = (tx.clone(), flaked.clone());
                     async move {
                         let path = req.uri().path().to_owned();
                         let headers = req.headers().clone();
                         let body: Bytes = BodyExt::collect(req.into_body()).await?.to_bytes();
                         let status = if path.ends_with("/gone") {
                             StatusCode::GONE
+                        } else if path.ends_with("/flaky")
+                            && !flaked.swap(true, std::sync::atomic::Ordering::SeqCst)
+                        {
+                            StatusCode::SERVICE_UNAVAILABLE
                         } else {
                             StatusCode::CREATED
                         };
@@ -76,6 +82,7 @@ impl PushService {
                             .await;
                         let answer = http::Response::builder()
                             .status(status)
+                            .header("retry-after", "1")
                             .body(Full::new(Bytes::new()))
                             .unwrap();
                         Ok::<_, hyper::Error>(answer)
@@ -451,29 +458,36 @@ async fn a_turn_nobody_watches_is_pushed_encrypted_and_a_gone_subscription_is_de
     let vapid_public = key["public_key"].as_str().unwrap().to_owned();
     let phone = Browser::new(format!("{}/push/phone", service.origin()));
     let gone = Browser::new(format!("{}/push/gone", service.origin()));
-    for browser in [&phone, &gone] {
+    let flaky = Browser::new(format!("{}/push/flaky", service.origin()));
+    for browser in [&phone, &gone, &flaky] {
         let (status, answer) = subscribe(&server, browser.subscription()).await;
         assert_eq!(status, StatusCode::CREATED, "{answer}");
     }
 
-    // A turn with no stream open: one push to each subscription. The answer is longer
-    // than a notification shows.
+    // A turn with no stream open: one push to each subscription, and the one the service
+    // answered 503 once more after its Retry-After. The answer is longer than a
+    // notification shows.
     let long = "4".repeat(200);
     post(&server, "pushy", &format!("remember {long}")).await;
-    let (mut to_phone, mut to_gone) = (Vec::new(), 0);
-    while to_phone.is_empty() || to_gone == 0 {
+    let (mut to_phone, mut to_gone, mut to_flaky) = (Vec::new(), 0, Vec::new());
+    while to_phone.is_empty() || to_gone == 0 || to_flaky.len() < 2 {
         let push = service.next().await;
+        let origin = service.origin();
         match push.path.as_str() {
-            "/push/phone" => {
-                to_phone.push(open_push(&push, &phone, &vapid_public, &service.origin()))
-            }
+            "/push/phone" => to_phone.push(open_push(&push, &phone, &vapid_public, &origin)),
+            "/push/flaky" => to_flaky.push(open_push(&push, &flaky, &vapid_public, &origin)),
             "/push/gone" => {
-                open_push(&push, &gone, &vapid_public, &service.origin());
+                open_push(&push, &gone, &vapid_public, &origin);
                 to_gone += 1;
             }
             other => panic!("a push to {other}"),
         }
     }
+    assert_eq!(
+        to_flaky[0], to_flaky[1],
+        "the retry is the same notification"
+    );
+    assert_eq!(to_flaky[0], to_phone[0]);
     let answer = results(&server, "pushy").await.pop().unwrap_or_default();
     assert!(answer.starts_with("OK, I will remember 4444"), "{answer}");
     let expected: String = answer.chars().take(140).collect();
@@ -489,7 +503,7 @@ async fn a_turn_nobody_watches_is_pushed_encrypted_and_a_gone_subscription_is_de
             .call(Method::GET, "/v1/web/push/subscriptions", None)
             .await;
         let hosts = list["subscriptions"].as_array().unwrap().len();
-        if hosts == 1 {
+        if hosts == 2 {
             break;
         }
         assert!(
@@ -548,11 +562,12 @@ async fn a_turn_nobody_watches_is_pushed_encrypted_and_a_gone_subscription_is_de
         later.push(push);
     }
     for push in &later {
-        assert_eq!(
-            push.path, "/push/phone",
-            "the gone subscription gets nothing more"
-        );
-        let opened = open_push(push, &phone, &vapid_public, &service.origin());
+        let browser = match push.path.as_str() {
+            "/push/phone" => &phone,
+            "/push/flaky" => &flaky,
+            other => panic!("a push to {other}: the gone subscription gets nothing more"),
+        };
+        let opened = open_push(push, browser, &vapid_public, &service.origin());
         let body = opened["body"].as_str().unwrap();
         assert!(body.starts_with("echo: unwatched turn "), "{opened}");
     }
