@@ -56,30 +56,16 @@ impl VapidKey {
     pub fn load_or_create(data_dir: &Path) -> Result<VapidKey, VapidError> {
         let path = data_dir.join(VAPID_KEY_FILE);
         let rng = SystemRandom::new();
-        let io = |action, source| VapidError::Io {
-            action,
+        let missing = matches!(std::fs::symlink_metadata(&path), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+        if missing {
+            create(&path, &rng)?;
+            tracing::info!(path = %path.display(), "first start: VAPID key created");
+        }
+        let text = std::fs::read_to_string(&path).map_err(|source| VapidError::Io {
+            action: "read",
             path: path.clone(),
             source,
-        };
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-        {
-            Ok(mut file) => {
-                let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
-                    .map_err(|_| VapidError::Generate)?;
-                let text = pem::encode(&pem::Pem::new(PEM_TAG, pkcs8.as_ref().to_vec()));
-                file.write_all(text.as_bytes())
-                    .and_then(|()| file.sync_all())
-                    .map_err(|e| io("write", e))?;
-                tracing::info!(path = %path.display(), "first start: VAPID key created");
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(io("create", e)),
-        }
-        let text = std::fs::read_to_string(&path).map_err(|e| io("read", e))?;
+        })?;
         let corrupt = |why: String| VapidError::Corrupt {
             path: path.clone(),
             why,
@@ -125,6 +111,39 @@ impl VapidKey {
             self.public_key_b64()
         ))
     }
+}
+
+/// Writes a new key beside `path` and renames it there, so a crash never leaves a partial
+/// key file behind (the data dir's lock keeps a second daemon from racing this).
+fn create(path: &Path, rng: &SystemRandom) -> Result<(), VapidError> {
+    let io = |action, source| VapidError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    };
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, rng)
+        .map_err(|_| VapidError::Generate)?;
+    let text = pem::encode(&pem::Pem::new(PEM_TAG, pkcs8.as_ref().to_vec()));
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&partial)
+        .map_err(|e| io("create", e))?;
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|e| io("write", e))?;
+    std::fs::rename(&partial, path).map_err(|e| io("create", e))?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io("sync the directory of", e))?;
+    }
+    Ok(())
 }
 
 /// The origin as RFC 8292 wants `aud`: the default port left out.
