@@ -216,6 +216,7 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::ExecCut => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable),
         OpError::Guest(e) => guest_status(e.code()),
         OpError::Secret(e) => secret_status(e),
+        OpError::Push(e) => crate::api::push::status(e),
         OpError::ExecRefused { code, .. } => guest_status(*code),
         OpError::Runtime { .. }
         | OpError::AuditRead { .. }
