@@ -55,6 +55,8 @@ pub struct Ctx {
     pub app_pool: Arc<crate::ports::pool::AppPool>,
     /// Keeps each box's event log within `[events]`; told when a box's log grows.
     pub event_pruner: Arc<EventPruner>,
+    /// Web Push: the VAPID key, who watches which box, the send queue.
+    pub push: Arc<crate::push::Push>,
 }
 
 impl Ctx {

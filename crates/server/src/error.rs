@@ -260,6 +260,9 @@ pub enum OpError {
     #[error("the store failed")]
     Store(#[source] Box<StoreError>),
 
+    #[error(transparent)]
+    Push(#[from] crate::push::PushError),
+
     /// The secret store refused or failed (a bad name or value, no such secret, a row
     /// that does not open).
     #[error(transparent)]
@@ -353,6 +356,9 @@ pub enum ServerError {
 
     #[error("cannot start the egress gateway")]
     Egress(#[from] crate::egress::EgressSetupError),
+
+    #[error("cannot load the VAPID key for Web Push")]
+    Push(#[from] crate::push::vapid::VapidError),
 
     #[error("another berth daemon is already running with the data directory {}", path.display())]
     DataDirInUse { path: PathBuf },

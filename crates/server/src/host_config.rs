@@ -58,6 +58,9 @@ pub struct HostConfig {
     /// `[ports]`: a box's ports through berth (`crate::ports::config`).
     #[serde(default)]
     pub ports: crate::ports::config::PortsHostConfig,
+    /// `[push]`: Web Push (`crate::push::config`).
+    #[serde(default)]
+    pub push: crate::push::config::PushHostConfig,
 }
 
 /// `[events]`: how much of each box's event log the store keeps (the harness's own

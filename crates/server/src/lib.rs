@@ -24,6 +24,7 @@ pub mod lifecycle;
 pub mod ops;
 pub mod ports;
 pub mod pumps;
+pub mod push;
 pub mod runtimes;
 pub mod secrets;
 pub mod server;

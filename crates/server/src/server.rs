@@ -84,6 +84,7 @@ impl Server {
         }
         let ctx = Ctx {
             data_dir: data.clone(),
+            push: crate::push::Push::start(data, &config.host.push, store.clone())?,
             store,
             runtimes: Arc::new(config.runtimes.clone()),
             boxes: Arc::new(BoxTable::default()),

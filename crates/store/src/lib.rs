@@ -17,6 +17,7 @@ mod events;
 mod messages;
 mod migrations;
 mod port_links;
+pub mod push_subscriptions;
 mod quota;
 mod read_pool;
 mod secrets;
@@ -166,6 +167,8 @@ mod event_retention_tests;
 mod ingress_tests;
 #[cfg(test)]
 mod port_links_tests;
+#[cfg(test)]
+mod push_subscriptions_tests;
 #[cfg(test)]
 mod quota_tests;
 #[cfg(test)]

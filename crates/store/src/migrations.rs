@@ -20,6 +20,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (8, include_str!("../migrations/0008_box_record.sql")),
     (9, include_str!("../migrations/0009_port_links.sql")),
     (10, include_str!("../migrations/0010_web_sessions.sql")),
+    (
+        11,
+        include_str!("../migrations/0011_push_subscriptions.sql"),
+    ),
 ];
 
 /// Applies every migration newer than the database's; returns the version reached.

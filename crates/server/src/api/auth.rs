@@ -83,6 +83,15 @@ impl Caller {
         }
     }
 
+    /// Only an API key may manage API keys: a browser's session cannot mint a key that would
+    /// outlive its own revocation (a script injected into a page could otherwise keep access).
+    pub fn require_api_key(&self) -> Result<&Principal, ApiError> {
+        match self.0.web_session {
+            None => Ok(&self.0),
+            Some(_) => Err(ApiError::ApiKeyRequired),
+        }
+    }
+
     /// The web session that authenticated the call; `None` for an API key.
     pub fn web_session(&self) -> Option<&str> {
         self.0.web_session.as_deref()

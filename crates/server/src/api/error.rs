@@ -27,6 +27,12 @@ pub enum ApiError {
     #[error("this call needs an admin API key")]
     AdminRequired,
 
+    /// API keys are managed with an API key, never from a browser's web session.
+    #[error(
+        "API keys are managed with an API key (`berth tenant key …`), not from a signed-in browser"
+    )]
+    ApiKeyRequired,
+
     /// A cookie-authenticated request that changes state, or opens a WebSocket, whose
     /// `Origin` is not berth's own (or is missing).
     #[error("the request's Origin {origin:?} is not this server's: a signed-in browser's changes must come from berth's own pages")]
@@ -69,7 +75,9 @@ impl ApiError {
             ApiError::Unauthorized | ApiError::NoPortAccess => {
                 (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized)
             }
-            ApiError::AdminRequired => (StatusCode::FORBIDDEN, ErrorCode::PermissionDenied),
+            ApiError::AdminRequired | ApiError::ApiKeyRequired => {
+                (StatusCode::FORBIDDEN, ErrorCode::PermissionDenied)
+            }
             ApiError::BadOrigin { .. } => (StatusCode::FORBIDDEN, ErrorCode::BadOrigin),
             ApiError::SignInRefused | ApiError::NoWebSession => {
                 (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized)
@@ -208,6 +216,7 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::ExecCut => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable),
         OpError::Guest(e) => guest_status(e.code()),
         OpError::Secret(e) => secret_status(e),
+        OpError::Push(e) => crate::api::push::status(e),
         OpError::ExecRefused { code, .. } => guest_status(*code),
         OpError::Runtime { .. }
         | OpError::AuditRead { .. }

@@ -117,7 +117,9 @@ pub async fn events(
     // watches many boxes does not pin them all. A reclaim shows on the stream as its
     // `state` events (`stopping`, `stopped`); the stream stays open for the next wake.
     let feed = EventFeed::open(&ctx, &who.tenant_id, &box_ref, after)?;
-    Ok(Sse::new(sse_stream(feed))
+    // While the stream is open its turns need no push notification.
+    let watching = ctx.push.watchers.watch(&who.tenant_id, &feed.id);
+    Ok(Sse::new(sse_stream(feed, watching))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response())
 }
@@ -139,10 +141,14 @@ fn resume_after(headers: &HeaderMap, after: Option<u64>) -> Result<u64, ApiError
     text.parse::<u64>().map_err(|_| malformed())
 }
 
-fn sse_stream(feed: EventFeed) -> impl Stream<Item = Result<Event, Infallible>> {
-    stream::unfold(feed, |mut feed| async move {
+/// `watching` lives as long as the stream (it drops when the client goes away).
+fn sse_stream(
+    feed: EventFeed,
+    watching: crate::push::watchers::Watching,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    stream::unfold((feed, watching), |(mut feed, watching)| async move {
         match feed.next().await {
-            Ok(Some(page)) => Some((page, feed)),
+            Ok(Some(page)) => Some((page, (feed, watching))),
             Ok(None) => None,
             Err(e) => {
                 tracing::error!(box_id = %feed.id, error = %error_chain(&e), "event stream ended");

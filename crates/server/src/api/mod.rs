@@ -17,6 +17,7 @@ pub mod openapi;
 pub mod port_links;
 pub mod ports;
 pub mod processes;
+pub mod push;
 pub mod runtimes;
 pub mod secrets;
 pub mod templates;
@@ -138,6 +139,12 @@ pub fn router(ctx: Ctx) -> Router {
             get(web_sessions::current).delete(web_sessions::sign_out),
         )
         .route("/v1/web/sessions/{id}", delete(web_sessions::revoke))
+        .route("/v1/web/push/key", get(push::key))
+        .route(
+            "/v1/web/push/subscriptions",
+            post(push::subscribe).get(push::list),
+        )
+        .route("/v1/web/push/subscriptions/{id}", delete(push::unsubscribe))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         // Before the routes: a port's host name goes to the port whatever its path.

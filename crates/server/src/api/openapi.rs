@@ -7,7 +7,8 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     box_update, boxes, egress, events, exec, files, files_archive, files_watch, messages,
-    port_links, ports, processes, runtimes, secrets, templates, tenants, terminals, web_sessions,
+    port_links, ports, processes, push, runtimes, secrets, templates, tenants, terminals,
+    web_sessions,
 };
 
 #[derive(OpenApi)]
@@ -70,6 +71,10 @@ use super::{
         web_sessions::sign_out,
         web_sessions::list,
         web_sessions::revoke,
+        push::key,
+        push::subscribe,
+        push::list,
+        push::unsubscribe,
     ),
     modifiers(&BearerKey)
 )]

@@ -217,9 +217,10 @@ pub struct AddKeyBody {
 #[utoipa::path(get, path = "/v1/tenants/{tenant}/keys", tag = "tenants", summary = "List a tenant's API keys (admin, or the tenant itself)", params(("tenant" = String, Path, description = "tenant id (`tn_…`) or name")), responses((status = 200, body = KeyListView), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such tenant (or not yours)", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn list_keys(
     State(ctx): State<Ctx>,
-    Caller(who): Caller,
+    caller: Caller,
     Path(reference): Path<String>,
 ) -> Result<Json<KeyListView>, ApiError> {
+    let who = caller.require_api_key()?;
     let tenant = tenant_update::find_tenant(&ctx, &who, &reference)?;
     let keys = tenant_keys::list_keys(&ctx, &tenant)?;
     Ok(Json(KeyListView {
@@ -230,10 +231,11 @@ pub async fn list_keys(
 #[utoipa::path(post, path = "/v1/tenants/{tenant}/keys", tag = "tenants", summary = "Add an API key (admin, or the tenant itself): rotation is an add, then a delete of the old key", params(("tenant" = String, Path, description = "tenant id (`tn_…`) or name")), request_body(content = AddKeyBody, description = "optional"), responses((status = 201, body = NewKeyView), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 403, description = "an admin key asked for by a tenant", body = berth_protocol::ErrorBody), (status = 404, description = "no such tenant (or not yours)", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn add_key(
     State(ctx): State<Ctx>,
-    Caller(who): Caller,
+    caller: Caller,
     Path(reference): Path<String>,
     OptionalJson(body): OptionalJson<AddKeyBody>,
 ) -> Result<Response, ApiError> {
+    let who = caller.require_api_key()?;
     let tenant = tenant_update::find_tenant(&ctx, &who, &reference)?;
     let key = tenant_keys::add_key(&ctx, &who, &tenant, body.admin)?;
     let view = NewKeyView {
@@ -246,9 +248,10 @@ pub async fn add_key(
 #[utoipa::path(delete, path = "/v1/tenants/{tenant}/keys/{key_id}", tag = "tenants", summary = "Revoke an API key at once (admin, or the tenant itself)", params(("tenant" = String, Path, description = "tenant id (`tn_…`) or name"), ("key_id" = String, Path, description = "the key's id (`key_…`)")), responses((status = 204, description = "revoked"), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such tenant or key", body = berth_protocol::ErrorBody), (status = 409, description = "the last admin key", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn revoke_key(
     State(ctx): State<Ctx>,
-    Caller(who): Caller,
+    caller: Caller,
     Path((reference, key_id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
+    let who = caller.require_api_key()?;
     let tenant = tenant_update::find_tenant(&ctx, &who, &reference)?;
     tenant_keys::revoke_key(&ctx, &tenant, &key_id)?;
     Ok(StatusCode::NO_CONTENT)

@@ -19,6 +19,11 @@ use crate::ctx::Ctx;
 use crate::ops::web_sessions::{self as ops, PairError};
 use crate::ports::cookie::WEB_SESSION;
 
+/// The cookie outlives any session (400 days, the most browsers keep): the server ends an
+/// idle or revoked session, while a cookie without `Max-Age` would die with the browser
+/// (an installed app on iOS loses it whenever it is killed).
+const COOKIE_MAX_AGE_S: u32 = 400 * 24 * 3600;
+
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PairBody {
@@ -103,7 +108,7 @@ pub async fn pair(
     Ok((StatusCode::CREATED, no_store(), Json(view)).into_response())
 }
 
-#[utoipa::path(post, path = "/v1/web/sessions", tag = "web", summary = "Sign a browser in with a pairing code or an API key: sets the berth_session cookie (no key needed)", request_body = SignInBody, responses((status = 201, description = "signed in; `Set-Cookie: berth_session=…; HttpOnly; Secure; SameSite=Strict; Path=/`", body = WebSessionView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "the code or key is unknown, used or expired", body = berth_protocol::ErrorBody), (status = 403, description = "`bad_origin`: sent from another site's page", body = berth_protocol::ErrorBody)))]
+#[utoipa::path(post, path = "/v1/web/sessions", tag = "web", summary = "Sign a browser in with a pairing code or an API key: sets the berth_session cookie (no key needed)", request_body = SignInBody, responses((status = 201, description = "signed in; `Set-Cookie: berth_session=…; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=34560000`", body = WebSessionView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "the code or key is unknown, used or expired", body = berth_protocol::ErrorBody), (status = 403, description = "`bad_origin`: sent from another site's page", body = berth_protocol::ErrorBody)))]
 pub async fn sign_in(
     State(ctx): State<Ctx>,
     headers: HeaderMap,
@@ -125,7 +130,7 @@ pub async fn sign_in(
     };
     let new = new.ok_or(ApiError::SignInRefused)?;
     let cookie = format!(
-        "{WEB_SESSION}={}; HttpOnly; Secure; SameSite=Strict; Path=/",
+        "{WEB_SESSION}={}; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age={COOKIE_MAX_AGE_S}",
         new.token
     );
     let mut response = (StatusCode::CREATED, no_store(), Json(view(&new.session))).into_response();

@@ -25,6 +25,7 @@ mod lifecycle;
 mod messages;
 mod ports;
 mod processes;
+mod push;
 mod requests;
 mod runtimes;
 mod secrets;

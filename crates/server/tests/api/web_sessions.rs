@@ -100,7 +100,10 @@ async fn sign_in(server: &TestServer, body: Value, headers: &[(&str, &str)]) -> 
     assert_eq!(status, StatusCode::CREATED, "{session}");
     let set = answer_headers["set-cookie"].to_str().unwrap();
     let (pair, flags) = set.split_once("; ").unwrap();
-    assert_eq!(flags, "HttpOnly; Secure; SameSite=Strict; Path=/", "{set}");
+    assert_eq!(
+        flags, "HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=34560000",
+        "{set}"
+    );
     let token = pair.strip_prefix("berth_session=").unwrap();
     assert!(token.starts_with("bws_") && token.len() == 4 + 64, "{set}");
     (session, pair.to_owned())
@@ -221,7 +224,7 @@ async fn an_api_key_signs_in_and_a_wrong_one_is_refused() {
 #[tokio::test]
 async fn cookie_writes_need_berths_origin_and_a_session_is_never_admin() {
     let server = TestServer::without_runtime().await;
-    let (_, cookie) = sign_in(&server, json!({"api_key": server.key}), &[]).await;
+    let (session, cookie) = sign_in(&server, json!({"api_key": server.key}), &[]).await;
     let create = |name: &str| Some(json!({ "name": name }));
 
     for origin in [
@@ -269,6 +272,15 @@ async fn cookie_writes_need_berths_origin_and_a_session_is_never_admin() {
     .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert_eq!(error_code(&body), "permission_denied");
+    // Nor does it mint or list API keys, even its own tenant's: a key would outlive the
+    // session's revocation.
+    let keys = format!("/v1/tenants/{}/keys", session["tenant"].as_str().unwrap());
+    for method in [Method::POST, Method::GET] {
+        let (status, _, body) =
+            as_browser(&server, method, &keys, &cookie, Some(OWN), Some(json!({}))).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        assert_eq!(error_code(&body), "permission_denied");
+    }
     // Nor does a browser mint pairing codes.
     let (status, _, _) = as_browser(
         &server,
