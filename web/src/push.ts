@@ -15,6 +15,7 @@ export async function enablePush(notify: (text: string, kind?: "info" | "error")
     return notify("Notifications need the app opened over HTTPS in a browser that supports Web Push (on iPhone: add it to the Home Screen first).", "error");
   }
   try {
+    if (Notification.permission === "default") notify("Asking this browser for permission to notify you…");
     const permission = await Notification.requestPermission();
     if (permission !== "granted") {
       return notify("Notifications are blocked for this site: allow them in the browser's site settings.", "error");
