@@ -148,6 +148,7 @@ export function chatPanel(root: HTMLElement, ctx: BoxContext): () => void {
     if (ctx.box && (ctx.box.state === "stopped" || ctx.box.state === "failed") && navigator.onLine) {
       wakeStartedAt = performance.now();
       showStatus("Waking your agent…");
+      ctx.setState("starting", null);
     } else if (wakeStartedAt === null) {
       showStatus("");
     }
