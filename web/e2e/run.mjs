@@ -326,8 +326,11 @@ async function scenarios(browser, push) {
     return `notification "${shown.title}: ${shown.body}"`;
   });
 
-  await step('a. delete with confirmation', async () => {
+  await step('a. stop, then delete with confirmation', async () => {
     await openChat(page, CHAT);
+    await until(`${CHAT} running`, 60_000, async () => (await admin.box(CHAT)).state === 'running');
+    await page.getByRole('button', { name: 'Stop', exact: true }).click();
+    await until(`${CHAT} stopped by Stop`, 60_000, async () => (await admin.box(CHAT)).state === 'stopped');
     await page.getByRole('button', { name: 'Delete', exact: true }).click();
     await page.getByRole('button', { name: 'Delete box' }).waitFor();
     await shoot(page, 'delete');
