@@ -7,6 +7,7 @@ import { h, clear } from "./dom";
 import { go, handleError, notice, notify, setNavHooks } from "./nav";
 import { enablePush } from "./push";
 import { signInScreen, pair } from "./signin";
+import * as outbox from "./outbox";
 import { trackViewport } from "./viewport";
 
 export type Cleanup = () => void;
@@ -116,6 +117,25 @@ async function render(): Promise<void> {
   document.title = route.box ? `${route.box} · berth` : "berth";
 }
 
+/** Sends what waits in the outbox for boxes whose chat is not open (the open chat sends its
+ * own); the idempotency key makes a message sent by both one message. */
+async function sendWaiting(): Promise<void> {
+  if (!session || !navigator.onLine) return;
+  const route = parseRoute(location.hash);
+  for (const item of await outbox.all().catch(() => [])) {
+    if (route.screen === "box" && route.tab === "chat" && route.box === item.box) continue;
+    try {
+      await api("POST", `/v1/boxes/${encodeURIComponent(item.box)}/messages`, { content: item.content, id: item.id });
+      await outbox.remove(item.id);
+    } catch (err) {
+      if (err instanceof TypeError) return; // offline again: the next "online" retries
+      if (err instanceof ApiError && err.status === 401) return;
+      await outbox.remove(item.id); // refused for good (box deleted, too large): drop it
+      notify(`A message to ${item.box} was not sent: ${message(err)}`, "error");
+    }
+  }
+}
+
 function start(): void {
   document.body.append(bar, notice, main);
   trackViewport();
@@ -135,7 +155,8 @@ function start(): void {
       // Without a service worker the app still works online; nothing to tell the user.
     });
   }
-  void render();
+  window.addEventListener("online", () => void sendWaiting());
+  void render().then(sendWaiting);
 }
 
 start();

@@ -58,3 +58,10 @@ export async function waiting(box: string): Promise<Outgoing[]> {
     : [...memory.values()].filter((m) => m.box === box);
   return items.sort((a, b) => a.created_at.localeCompare(b.created_at));
 }
+
+/** Every waiting message, of every box, oldest first. */
+export async function all(): Promise<Outgoing[]> {
+  const d = await db();
+  const items = d ? await request(d.transaction(STORE, "readonly").objectStore(STORE).getAll() as IDBRequest<Outgoing[]>) : [...memory.values()];
+  return items.sort((a, b) => a.created_at.localeCompare(b.created_at));
+}
