@@ -36,6 +36,7 @@ fs.mkdirSync(SHOTS, { recursive: true });
 for (const f of fs.readdirSync(SHOTS)) if (f.endsWith('.png')) fs.rmSync(`${SHOTS}/${f}`);
 
 const admin = api(BASE, ADMIN);
+console.log(`berth at ${BASE}${process.env.BERTH_TLS_CERT ? ', its test certificate trusted by key' : ''}`);
 const failures = [];
 const axeProblems = [];
 const consoles = [];
