@@ -73,8 +73,9 @@ self.addEventListener("notificationclick", (event) => {
     self.clients.matchAll({ type: "window", includeUncontrolled: true }).then(async (windows) => {
       const open = windows.find((w) => new URL(w.url).origin === self.location.origin);
       if (open) {
-        await open.focus();
-        if (open.url !== target) await open.navigate(target).catch(() => null);
+        // Navigate first: focus() may be refused (no user activation) and must not stop it.
+        const shown = open.url === target ? open : ((await open.navigate(target).catch(() => null)) ?? open);
+        await shown.focus().catch(() => null);
         return;
       }
       await self.clients.openWindow(target);
