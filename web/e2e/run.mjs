@@ -298,10 +298,16 @@ async function scenarios(browser, push) {
     }, { endpoint: sub.endpoint, expirationTime: null, keys: sub.keys });
     check(registered.status === 201, `POST /v1/web/push/subscriptions: ${registered.status} ${registered.body}`);
     const { public_key: vapidKey } = await admin.call('GET', '/v1/web/push/key');
-    // No screen watches the box now: the turn's end is pushed.
+    // While the chat is on screen, a turn's end is not pushed: the screen shows it.
+    await openChat(page, CHAT);
+    await admin.send(CHAT, 'watched turn 3d');
+    await shows(page, 'echo: watched turn 3d');
+    // No screen watches the box now: the turn's end is pushed. Pushes leave in turn order,
+    // so had the watched turn been pushed, it would arrive first.
     await page.goto('about:blank');
     await admin.send(CHAT, 'push probe 9f');
     const got = await push.next(sub.id, 90_000);
+    check(!got.plaintext?.includes('watched turn 3d'), `a turn the chat showed was pushed too: ${got.plaintext}`);
     check(!got.error, `the push service refused berth's push: ${got.error}`);
     check(got.vapidKey === vapidKey, `VAPID k ${got.vapidKey} is not GET /v1/web/push/key's ${vapidKey}`);
     check(got.headers.urgency === 'normal', `Urgency: ${got.headers.urgency}`);
