@@ -196,7 +196,7 @@ async function scenarios(browser, push) {
     const stored = await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }));
     check(!stored.includes(code) && !stored.includes(ADMIN), `web storage holds a secret: ${stored}`);
     const cookie = (await context.cookies()).find((c) => c.name === 'berth_session');
-    check(cookie?.httpOnly && cookie.sameSite === 'Strict', `session cookie: ${JSON.stringify(cookie)}`);
+    check(cookie?.httpOnly && cookie.sameSite === 'Strict' && cookie.secure, `session cookie: ${JSON.stringify(cookie)}`);
     // The code is one use: a second browser cannot sign in with it.
     const again = await fetch(`${BASE}/v1/web/sessions`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ pairing_code: code }) });
     check(again.status === 401, `the used code signed in again: ${again.status}`);
@@ -330,6 +330,8 @@ async function scenarios(browser, push) {
       return list.find((n) => n.title === CHAT);
     });
     check(shown.body.startsWith('echo: push probe 9f'), `notification body ${shown.body}`);
+    // What a tap opens (the worker's notificationclick navigates to it).
+    check(shown.data?.url === `/#/boxes/${CHAT}/chat`, `the notification opens ${JSON.stringify(shown.data)}`);
     return `notification "${shown.title}: ${shown.body}"`;
   });
 
