@@ -17,9 +17,14 @@ pub struct Browser {
 
 /// The browser and node, or why the host lacks them (for [`crate::skip`] with `browser`).
 pub fn find() -> Result<Browser, String> {
-    let chromium = std::env::var_os("BERTH_CHROMIUM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| DEFAULT_CHROMIUM.into());
+    find_with(
+        std::env::var_os("BERTH_CHROMIUM")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| DEFAULT_CHROMIUM.into()),
+    )
+}
+
+fn find_with(chromium: PathBuf) -> Result<Browser, String> {
     if !is_executable(&chromium) {
         return Err(format!(
             "no chromium at {} (scripts/install-deps.sh --tests, or set BERTH_CHROMIUM)",
@@ -56,10 +61,7 @@ mod tests {
 
     #[test]
     fn a_missing_chromium_is_named_in_the_reason() {
-        // The variable is read by `find` only; no other test of this crate reads it.
-        std::env::set_var("BERTH_CHROMIUM", "/nonexistent/chromium");
-        let err = find().unwrap_err();
-        std::env::remove_var("BERTH_CHROMIUM");
+        let err = find_with("/nonexistent/chromium".into()).unwrap_err();
         assert!(err.contains("/nonexistent/chromium"), "{err}");
     }
 
