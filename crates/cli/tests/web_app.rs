@@ -8,6 +8,7 @@
 mod common;
 
 use std::fs;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -141,7 +142,8 @@ impl Drop for RemoveBoxes<'_> {
     }
 }
 
-/// Waits for `child` up to `limit`; kills it (and says so) past that.
+/// Waits for `child` (the leader of its own process group) up to `limit`; past that kills
+/// its whole group, the browser it started included, and says so.
 fn wait_within(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
     let deadline = Instant::now() + limit;
     loop {
@@ -149,7 +151,11 @@ fn wait_within(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
             return status;
         }
         if Instant::now() > deadline {
-            let _ = child.kill();
+            // SAFETY: kill(2) on the process group our child leads (not yet reaped, so its
+            // id is still ours); it touches no memory.
+            unsafe {
+                libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+            }
             let _ = child.wait();
             panic!("web/e2e/run.mjs still ran after {limit:?}: killed");
         }
@@ -198,7 +204,8 @@ fn the_web_app_works_on_a_phone_end_to_end() {
         .env("BERTH_PUSH_PORT", push_port.to_string())
         .env("BERTH_CHROMIUM", &browser.chromium)
         .env_remove("BERTH_API_KEY")
-        .stdin(Stdio::null());
+        .stdin(Stdio::null())
+        .process_group(0);
     if let Some((cert, _)) = &tls {
         // node's fetch (the test's own API calls) trusts the test certificate too.
         run.env("BERTH_TLS_CERT", cert)
