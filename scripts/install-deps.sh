@@ -48,11 +48,9 @@ if $for_tests; then
   command -v fish >/dev/null 2>&1 || missing+=(fish)
   # the qemu runtime's tests boot microVMs
   command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
-  # the web app's end-to-end tests drive Debian's chromium (web/e2e); its screenshots show
-  # text and emoji as a phone would
+  # the web app's end-to-end tests drive Debian's chromium (web/e2e), screenshots need a font
   [ -x /usr/bin/chromium ] || missing+=(chromium)
   [ -d /usr/share/fonts/truetype/dejavu ] || missing+=(fonts-dejavu-core)
-  [ -f /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf ] || missing+=(fonts-noto-color-emoji)
 fi
 
 # The egress bench runs its own nginx from a config in a temp dir (stream module,
