@@ -36,3 +36,4 @@ mod tenant_keys;
 mod tenant_quotas;
 mod tenants;
 mod terminals;
+mod tls;
