@@ -331,8 +331,11 @@ fn challenge_cert(domain: &str, digest: &[u8]) -> Result<Arc<CertifiedKey>, TlsE
     params.custom_extensions = vec![rcgen::CustomExtension::new_acme_identifier(digest)];
     let cert = params.self_signed(&key).map_err(AcmeError::from)?;
     let chain: Vec<CertificateDer<'static>> = vec![cert.der().clone()];
-    pem_files::certified(chain, PrivatePkcs8KeyDer::from(key.serialize_der()).into())
-        .map_err(|_| AcmeError::Issued.into())
+    let key = PrivatePkcs8KeyDer::from(key.serialize_der()).into();
+    // Not `pem_files::certified`: its key check parses the certificate with webpki, which
+    // refuses the critical acmeIdentifier extension this certificate must carry.
+    let signer = rustls::crypto::ring::sign::any_supported_type(&key).map_err(TlsError::Rustls)?;
+    Ok(Arc::new(CertifiedKey::new(chain, signer)))
 }
 
 fn private_dir(dir: &Path) -> Result<(), TlsError> {
@@ -367,4 +370,21 @@ fn write_private(path: &Path, contents: &[u8]) -> Result<(), TlsError> {
     file.write_all(contents).map_err(io)?;
     file.sync_all().map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renewal_comes_with_a_third_of_the_lifetime_left() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["a.test".into()]).unwrap();
+        params.not_before = rcgen::date_time_ymd(2030, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2030, 4, 1); // 90 days
+        let cert = params.self_signed(&key).unwrap();
+        let stored = parse_issued(&cert.pem(), &key.serialize_pem()).unwrap();
+        let at = stored.renew_at();
+        assert_eq!((at.year(), at.month() as u8, at.day()), (2030, 3, 2));
+    }
 }

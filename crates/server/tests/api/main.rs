@@ -37,3 +37,4 @@ mod tenant_quotas;
 mod tenants;
 mod terminals;
 mod tls;
+mod tls_acme;

@@ -51,7 +51,7 @@ impl TestCa {
 }
 
 /// Writes a pair as a deploy tool would: each file replaced by a rename.
-fn install(dir: &Path, cert_pem: &str, key_pem: &str) -> (PathBuf, PathBuf) {
+pub fn install(dir: &Path, cert_pem: &str, key_pem: &str) -> (PathBuf, PathBuf) {
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     for (path, text) in [(&key, key_pem), (&cert, cert_pem)] {
         let tmp = path.with_extension("tmp");
@@ -62,13 +62,18 @@ fn install(dir: &Path, cert_pem: &str, key_pem: &str) -> (PathBuf, PathBuf) {
 }
 
 fn tls_config(data: &Path, cert: PathBuf, key: PathBuf) -> ServerConfig {
+    config_with(data, TlsConfig::Files { cert, key })
+}
+
+/// A daemon without boxes serving `tls`.
+pub fn config_with(data: &Path, tls: TlsConfig) -> ServerConfig {
     ServerConfig {
         data_dir: data.to_owned(),
         listen: "127.0.0.1:0".parse().unwrap(),
         runtimes: Runtimes::single(Arc::new(NoBoxes)),
         idle_check: Duration::from_secs(1),
         host: Default::default(),
-        tls: Some(TlsConfig::Files { cert, key }),
+        tls: Some(tls),
     }
 }
 
@@ -117,6 +122,16 @@ async fn get_tls(
     ca: &CertificateDer<'static>,
     path: &str,
 ) -> Result<(StatusCode, HeaderMap, CertificateDer<'static>), std::io::Error> {
+    get_tls_as(addr, ca, "localhost", path).await
+}
+
+/// [`get_tls`] for the server name `name`.
+pub async fn get_tls_as(
+    addr: SocketAddr,
+    ca: &CertificateDer<'static>,
+    name: &str,
+    path: &str,
+) -> Result<(StatusCode, HeaderMap, CertificateDer<'static>), std::io::Error> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(ca.clone()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -128,7 +143,7 @@ async fn get_tls(
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let tcp = TcpStream::connect(addr).await?;
     let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .connect(ServerName::try_from(name.to_owned()).unwrap(), tcp)
         .await?;
     let presented = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
@@ -137,7 +152,7 @@ async fn get_tls(
         .map_err(std::io::Error::other)?;
     tokio::spawn(conn);
     let request = http::Request::get(path)
-        .header("host", format!("localhost:{}", addr.port()))
+        .header("host", format!("{name}:{}", addr.port()))
         .body(Empty::<bytes::Bytes>::new())
         .unwrap();
     let response = sender
