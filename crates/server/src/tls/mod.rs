@@ -97,7 +97,7 @@ pub enum TlsError {
         source: std::io::Error,
     },
 
-    #[error("the ACME client")]
+    #[error(transparent)]
     Acme(#[from] acme::AcmeError),
 }
 
@@ -131,8 +131,14 @@ impl Tls {
             }
             TlsConfig::Acme(acme) => {
                 alpn.push(ALPN_ACME_TLS.to_vec());
-                if let Some(stored) = acme::load_stored(acme, data_dir)? {
-                    resolver.set(stored.certified);
+                match acme::load_stored(acme, data_dir) {
+                    Ok(Some(stored)) => resolver.set(stored.certified),
+                    Ok(None) => {}
+                    // A damaged store is no reason to stay down: a new order replaces it.
+                    Err(e) => tracing::warn!(
+                        error = %crate::error::error_chain(&e),
+                        "the stored ACME certificate is unreadable; a new one will be ordered"
+                    ),
                 }
             }
         }

@@ -86,8 +86,14 @@ struct TlsDaemon {
 
 impl TlsDaemon {
     async fn start(cert: PathBuf, key: PathBuf) -> TlsDaemon {
+        TlsDaemon::start_with(cert, key, Default::default()).await
+    }
+
+    async fn start_with(cert: PathBuf, key: PathBuf, host: berth_server::HostConfig) -> TlsDaemon {
         let data = tempfile::tempdir().unwrap();
-        let server = Server::bind(tls_config(data.path(), cert, key))
+        let mut config = tls_config(data.path(), cert, key);
+        config.host = host;
+        let server = Server::bind(config)
             .await
             .expect("the daemon binds with TLS");
         let addr = server.local_addr();
@@ -241,7 +247,11 @@ async fn a_silent_or_slow_tls_client_does_not_hold_up_others() {
     let files = tempfile::tempdir().unwrap();
     let (cert_pem, key_pem, _) = ca.leaf();
     let (cert, key) = install(files.path(), &cert_pem, &key_pem);
-    let daemon = TlsDaemon::start(cert, key).await;
+    // A handshake timeout far longer than this test waits: only handshakes that do not
+    // wait on each other can pass.
+    let mut host = berth_server::HostConfig::default();
+    host.server.header_timeout_s = 300;
+    let daemon = TlsDaemon::start_with(cert, key, host).await;
 
     // One connects and says nothing; another sends half a ClientHello and stalls.
     let silent = TcpStream::connect(daemon.addr).await.unwrap();
