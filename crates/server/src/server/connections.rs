@@ -102,7 +102,7 @@ async fn serve_one(
     limits: Limits,
     tls: Option<TlsAcceptor>,
     _slot: OwnedSemaphorePermit,
-    stopping: watch::Receiver<bool>,
+    mut stopping: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
     // The client's address, for `X-Forwarded-For` of the ports proxy.
@@ -110,7 +110,13 @@ async fn serve_one(
     let Some(acceptor) = tls else {
         return serve_http(stream, app, limits, peer, false, stopping).await;
     };
-    let stream = match tokio::time::timeout(limits.header_timeout, acceptor.accept(stream)).await {
+    let handshake = tokio::time::timeout(limits.header_timeout, acceptor.accept(stream));
+    let accepted = tokio::select! {
+        accepted = handshake => accepted,
+        // No request is in flight yet: a shutdown need not wait for this client.
+        () = stopped(&mut stopping) => return,
+    };
+    let stream = match accepted {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => {
             // Plain HTTP on the TLS port, an untrusted certificate, a scanner: the client's.
