@@ -77,11 +77,44 @@ pub fn config_with(data: &Path, tls: TlsConfig) -> ServerConfig {
     }
 }
 
-struct TlsDaemon {
-    addr: SocketAddr,
-    data: tempfile::TempDir,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+/// A daemon serving in the background until stopped or dropped.
+pub struct Serving {
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<Result<(), berth_server::ServerError>>,
+}
+
+impl Serving {
+    pub fn start(server: Server) -> Serving {
+        let addr = server.local_addr();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server.serve(async move {
+            let _ = rx.await;
+        }));
+        Serving {
+            addr,
+            stop: Some(tx),
+            task,
+        }
+    }
+
+    /// A graceful shutdown, which must end cleanly.
+    pub async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        (&mut self.task).await.unwrap().unwrap();
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A daemon without boxes serving certificate files, with its data dir.
+struct TlsDaemon {
+    serving: Serving,
+    data: tempfile::TempDir,
 }
 
 impl TlsDaemon {
@@ -96,28 +129,38 @@ impl TlsDaemon {
         let server = Server::bind(config)
             .await
             .expect("the daemon binds with TLS");
-        let addr = server.local_addr();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(server.serve(async move {
-            let _ = rx.await;
-        }));
         TlsDaemon {
-            addr,
+            serving: Serving::start(server),
             data,
-            shutdown: Some(tx),
-            task,
         }
     }
 
-    async fn stop(mut self) {
-        let _ = self.shutdown.take().unwrap().send(());
-        (&mut self.task).await.unwrap().unwrap();
+    fn addr(&self) -> SocketAddr {
+        self.serving.addr
+    }
+
+    async fn stop(self) {
+        self.serving.stop().await
     }
 }
 
-impl Drop for TlsDaemon {
-    fn drop(&mut self) {
-        self.task.abort();
+/// Waits (bounded) until `berth.cert` leads with `cert`: the file follows the served
+/// certificate a moment after the switch.
+pub async fn wait_pinned(data: &Path, cert: &CertificateDer<'static>) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read(data.join("berth.cert")).unwrap_or_default();
+        let leaf = pem::parse_many(&text)
+            .ok()
+            .and_then(|b| b.into_iter().next());
+        if leaf.is_some_and(|leaf| leaf.contents() == cert.as_ref()) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "berth.cert does not hold the served certificate"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -194,7 +237,9 @@ async fn https_serves_the_api_and_reloads_swapped_certificate_files() {
     let (cert, key) = install(files.path(), &cert_pem, &key_pem);
     let daemon = TlsDaemon::start(cert, key).await;
 
-    let (status, headers, presented) = get_tls(daemon.addr, &ca.der(), "/v1/health").await.unwrap();
+    let (status, headers, presented) = get_tls(daemon.addr(), &ca.der(), "/v1/health")
+        .await
+        .unwrap();
     assert_eq!(status, StatusCode::OK);
     assert_eq!(presented, first);
     assert_eq!(headers["strict-transport-security"], "max-age=31536000");
@@ -207,12 +252,12 @@ async fn https_serves_the_api_and_reloads_swapped_certificate_files() {
 
     // The CLI on this host finds an https URL and the certificate to pin.
     let url = std::fs::read_to_string(daemon.data.path().join("berth.url")).unwrap();
-    assert_eq!(url.trim(), format!("https://{}", daemon.addr));
+    assert_eq!(url.trim(), format!("https://{}", daemon.addr()));
     let pinned = std::fs::read_to_string(daemon.data.path().join("berth.cert")).unwrap();
     assert_eq!(pinned.trim(), cert_pem.trim());
 
     // Plain HTTP on the TLS port gets no HTTP answer.
-    let mut plain = TcpStream::connect(daemon.addr).await.unwrap();
+    let mut plain = TcpStream::connect(daemon.addr()).await.unwrap();
     plain
         .write_all(b"GET /v1/health HTTP/1.1\r\nhost: x\r\n\r\n")
         .await
@@ -228,16 +273,8 @@ async fn https_serves_the_api_and_reloads_swapped_certificate_files() {
     // A renewed pair dropped in place is served on the next handshake, no restart.
     let (cert_pem, key_pem, second) = ca.leaf();
     install(files.path(), &cert_pem, &key_pem);
-    wait_for_cert(daemon.addr, &ca.der(), &second).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::fs::read_to_string(daemon.data.path().join("berth.cert"))
-        .unwrap()
-        .trim()
-        != cert_pem.trim()
-    {
-        assert!(Instant::now() < deadline, "berth.cert was not rewritten");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_cert(daemon.addr(), &ca.der(), &second).await;
+    wait_pinned(daemon.data.path(), &second).await;
     daemon.stop().await;
 }
 
@@ -254,8 +291,8 @@ async fn a_silent_or_slow_tls_client_does_not_hold_up_others() {
     let daemon = TlsDaemon::start_with(cert, key, host).await;
 
     // One connects and says nothing; another sends half a ClientHello and stalls.
-    let silent = TcpStream::connect(daemon.addr).await.unwrap();
-    let mut stalled = TcpStream::connect(daemon.addr).await.unwrap();
+    let silent = TcpStream::connect(daemon.addr()).await.unwrap();
+    let mut stalled = TcpStream::connect(daemon.addr()).await.unwrap();
     stalled
         .write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01])
         .await
@@ -263,7 +300,7 @@ async fn a_silent_or_slow_tls_client_does_not_hold_up_others() {
 
     let (status, _, _) = tokio::time::timeout(
         Duration::from_secs(20),
-        get_tls(daemon.addr, &ca.der(), "/v1/health"),
+        get_tls(daemon.addr(), &ca.der(), "/v1/health"),
     )
     .await
     .expect("a third client is served while two stall their handshakes")

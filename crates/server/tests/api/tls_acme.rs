@@ -14,9 +14,10 @@ use berth_server::config::TlsConfig;
 use berth_server::tls::AcmeConfig;
 use berth_server::{Server, ServerConfig};
 use http::StatusCode;
+use rustls::pki_types::CertificateDer;
 use tokio::process::{Child, Command};
 
-use crate::tls::{config_with, get_tls_as, install, TestCa};
+use crate::tls::{config_with, get_tls_as, install, wait_pinned, Serving, TestCa};
 
 const NAME: &str = "box.berth.test";
 
@@ -45,88 +46,134 @@ async fn wait_listening(addr: SocketAddr, what: &str) {
     }
 }
 
-#[tokio::test]
-async fn a_certificate_from_pebble_through_tls_alpn_01_on_the_api_listener() {
-    for tool in ["pebble", "pebble-challtestsrv"] {
-        if which(tool).is_none() {
-            berth_testkit::skip("pebble", format!("no `{tool}` (apt-get install pebble)"));
-            return;
+/// Pebble and its mock DNS, under a test CA for Pebble's own HTTPS that the daemon is told
+/// of; stopped on drop.
+struct Pebble {
+    work: tempfile::TempDir,
+    ca: TestCa,
+    ca_file: std::path::PathBuf,
+    acme_port: u16,
+    mgmt_port: u16,
+    children: Vec<Child>,
+}
+
+impl Pebble {
+    /// The ports and files, before the daemon's port (which Pebble validates on) is known;
+    /// `None` (skipped) without Pebble.
+    fn prepare() -> Option<Pebble> {
+        for tool in ["pebble", "pebble-challtestsrv"] {
+            if which(tool).is_none() {
+                berth_testkit::skip("pebble", format!("no `{tool}` (apt-get install pebble)"));
+                return None;
+            }
         }
+        let work = tempfile::tempdir().unwrap();
+        let ca = TestCa::new();
+        let ca_file = work.path().join("ca.pem");
+        std::fs::write(&ca_file, ca_pem(&ca)).unwrap();
+        Some(Pebble {
+            work,
+            ca,
+            ca_file,
+            acme_port: free_port(),
+            mgmt_port: free_port(),
+            children: Vec::new(),
+        })
     }
-    let work = tempfile::tempdir().unwrap();
-    // Pebble's own HTTPS (directory and management) under a test CA the daemon is told of.
-    let ca = TestCa::new();
-    let (cert_pem, key_pem, _) = ca.leaf();
-    let (pebble_cert, pebble_key) = install(work.path(), &cert_pem, &key_pem);
-    let ca_file = work.path().join("ca.pem");
-    std::fs::write(&ca_file, ca_pem(&ca)).unwrap();
 
-    let (acme_port, mgmt_port, dns_port) = (free_port(), free_port(), free_port());
-    let data = tempfile::tempdir().unwrap();
-    let server = Server::bind(config_for(data.path(), acme_port, &ca_file))
-        .await
-        .expect("the daemon binds with ACME and no certificate yet");
-    let addr = server.local_addr();
+    /// Starts Pebble validating TLS-ALPN-01 on `tls_port`, issuing certificates valid for
+    /// `validity_s`; returns its root once it answers.
+    async fn run(&mut self, tls_port: u16, validity_s: u64) -> CertificateDer<'static> {
+        let (cert_pem, key_pem, _) = self.ca.leaf();
+        let (cert, key) = install(self.work.path(), &cert_pem, &key_pem);
+        let dns_port = free_port();
+        let config = serde_json::json!({"pebble": {
+            "listenAddress": format!("127.0.0.1:{}", self.acme_port),
+            "managementListenAddress": format!("127.0.0.1:{}", self.mgmt_port),
+            "certificate": cert,
+            "privateKey": key,
+            // Pebble's validator dials the daemon's own port: TLS-ALPN-01 on the API listener.
+            "tlsPort": tls_port,
+            "httpPort": free_port(),
+            "ocspResponderURL": "",
+            "externalAccountBindingRequired": false,
+            "certificateValidityPeriod": validity_s,
+        }});
+        let config_file = self.work.path().join("pebble.json");
+        std::fs::write(&config_file, config.to_string()).unwrap();
+        self.children.push(spawn(
+            Command::new("pebble-challtestsrv")
+                .args(["-dns01", &format!("127.0.0.1:{dns_port}")])
+                .args(["-defaultIPv4", "127.0.0.1", "-defaultIPv6", ""])
+                .args(["-http01", "", "-https01", "", "-tlsalpn01", ""])
+                .args(["-management", &format!("127.0.0.1:{}", free_port())]),
+            &self.work.path().join("challtestsrv.log"),
+        ));
+        self.children.push(spawn(
+            Command::new("pebble")
+                .arg("-config")
+                .arg(&config_file)
+                .args(["-dnsserver", &format!("127.0.0.1:{dns_port}")])
+                .env("PEBBLE_VA_NOSLEEP", "1")
+                .env("PEBBLE_WFE_NONCEREJECT", "0"),
+            &self.work.path().join("pebble.log"),
+        ));
+        wait_listening(([127, 0, 0, 1], self.acme_port).into(), "pebble").await;
+        wait_listening(
+            ([127, 0, 0, 1], self.mgmt_port).into(),
+            "pebble's management",
+        )
+        .await;
+        pebble_root(self.mgmt_port, &self.ca).await
+    }
 
-    let config = serde_json::json!({"pebble": {
-        "listenAddress": format!("127.0.0.1:{acme_port}"),
-        "managementListenAddress": format!("127.0.0.1:{mgmt_port}"),
-        "certificate": pebble_cert,
-        "privateKey": pebble_key,
-        // Pebble's validator dials the daemon's own port: TLS-ALPN-01 on the API listener.
-        "tlsPort": addr.port(),
-        "httpPort": free_port(),
-        "ocspResponderURL": "",
-        "externalAccountBindingRequired": false,
-    }});
-    let config_file = work.path().join("pebble.json");
-    std::fs::write(&config_file, config.to_string()).unwrap();
-    let _dns = spawn(
-        Command::new("pebble-challtestsrv")
-            .args(["-dns01", &format!("127.0.0.1:{dns_port}")])
-            .args(["-defaultIPv4", "127.0.0.1", "-defaultIPv6", ""])
-            .args(["-http01", "", "-https01", "", "-tlsalpn01", ""])
-            .args(["-management", &format!("127.0.0.1:{}", free_port())]),
-        &work.path().join("challtestsrv.log"),
-    );
-    let _pebble = spawn(
-        Command::new("pebble")
-            .arg("-config")
-            .arg(&config_file)
-            .args(["-dnsserver", &format!("127.0.0.1:{dns_port}")])
-            .env("PEBBLE_VA_NOSLEEP", "1")
-            .env("PEBBLE_WFE_NONCEREJECT", "0"),
-        &work.path().join("pebble.log"),
-    );
-    wait_listening(([127, 0, 0, 1], acme_port).into(), "pebble").await;
-    wait_listening(([127, 0, 0, 1], mgmt_port).into(), "pebble's management").await;
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.work.path().join("pebble.log")).unwrap_or_default()
+    }
+}
 
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(server.serve(async move {
-        let _ = rx.await;
-    }));
-
-    // The issued certificate, presented for the name to a client trusting Pebble's root.
-    let root = pebble_root(mgmt_port, &ca).await;
+/// Waits (bounded) until a handshake for [`NAME`] trusting only `root` presents a
+/// certificate other than `not`.
+async fn wait_for_issued(
+    daemon: &Serving,
+    root: &CertificateDer<'static>,
+    not: Option<&CertificateDer<'static>>,
+    pebble: &Pebble,
+) -> CertificateDer<'static> {
     let deadline = Instant::now() + Duration::from_secs(120);
-    let presented = loop {
-        if data.path().join("berth.cert").exists() {
-            if let Ok((status, headers, cert)) = get_tls_as(addr, &root, NAME, "/v1/health").await {
+    loop {
+        if let Ok((status, headers, cert)) = get_tls_as(daemon.addr, root, NAME, "/v1/health").await
+        {
+            if Some(&cert) != not {
                 assert_eq!(status, StatusCode::OK);
                 assert_eq!(headers["strict-transport-security"], "max-age=31536000");
-                break cert;
+                return cert;
             }
         }
         assert!(
             Instant::now() < deadline,
-            "no certificate from pebble within 120s; pebble log:\n{}",
-            std::fs::read_to_string(work.path().join("pebble.log")).unwrap_or_default()
+            "no new certificate from pebble within 120s; pebble log:\n{}",
+            pebble.log()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_certificate_from_pebble_through_tls_alpn_01_on_the_api_listener() {
+    let Some(mut pebble) = Pebble::prepare() else {
+        return;
     };
-    let pinned = std::fs::read_to_string(data.path().join("berth.cert")).unwrap();
-    let leaf = pem::parse_many(&pinned).unwrap().remove(0);
-    assert_eq!(leaf.contents(), presented.as_ref());
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::bind(config_for(data.path(), pebble.acme_port, &pebble.ca_file))
+        .await
+        .expect("the daemon binds with ACME and no certificate yet");
+    let root = pebble.run(server.local_addr().port(), 157_766_400).await;
+    let daemon = Serving::start(server);
+
+    // The issued certificate, presented for the name to a client trusting Pebble's root.
+    let presented = wait_for_issued(&daemon, &root, None, &pebble).await;
+    wait_pinned(data.path(), &presented).await;
 
     // The account and the certificate are the daemon's user's alone.
     let acme = data.path().join("acme");
@@ -134,28 +181,38 @@ async fn a_certificate_from_pebble_through_tls_alpn_01_on_the_api_listener() {
     for file in ["account.json", "certificate.json"] {
         assert_eq!(mode(&acme.join(file)), 0o600, "{file}");
     }
-
-    let _ = tx.send(());
-    task.await.unwrap().unwrap();
+    daemon.stop().await;
 
     // A restart serves the stored certificate from its first handshake, with no new order.
-    let again = Server::bind(config_for(
-        data.path(),
-        acme_port,
-        &work.path().join("ca.pem"),
-    ))
-    .await
-    .unwrap();
-    let addr = again.local_addr();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(again.serve(async move {
-        let _ = rx.await;
-    }));
-    let (status, _, cert) = get_tls_as(addr, &root, NAME, "/v1/health").await.unwrap();
+    let again = Server::bind(config_for(data.path(), pebble.acme_port, &pebble.ca_file))
+        .await
+        .unwrap();
+    let daemon = Serving::start(again);
+    let (status, _, cert) = get_tls_as(daemon.addr, &root, NAME, "/v1/health")
+        .await
+        .unwrap();
     assert_eq!(status, StatusCode::OK);
     assert_eq!(cert, presented);
-    let _ = tx.send(());
-    task.await.unwrap().unwrap();
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_certificate_is_renewed_before_it_expires_without_a_restart() {
+    let Some(mut pebble) = Pebble::prepare() else {
+        return;
+    };
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::bind(config_for(data.path(), pebble.acme_port, &pebble.ca_file))
+        .await
+        .unwrap();
+    // 30-second certificates: due for renewal 20 seconds after issue.
+    let root = pebble.run(server.local_addr().port(), 30).await;
+    let daemon = Serving::start(server);
+    let first = wait_for_issued(&daemon, &root, None, &pebble).await;
+    let renewed = wait_for_issued(&daemon, &root, Some(&first), &pebble).await;
+    assert_ne!(renewed, first);
+    wait_pinned(data.path(), &renewed).await;
+    daemon.stop().await;
 }
 
 fn config_for(data: &Path, acme_port: u16, ca_file: &Path) -> ServerConfig {
