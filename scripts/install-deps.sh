@@ -44,6 +44,7 @@ if $for_tests; then
   command -v fish >/dev/null 2>&1 || missing+=(fish)
   # the qemu runtime's tests boot microVMs
   command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
+  command -v pebble >/dev/null 2>&1 || missing+=(pebble) # ACME tests: a real ACME CA and its mock DNS
 fi
 
 # The egress bench runs its own nginx from a config in a temp dir (stream module,

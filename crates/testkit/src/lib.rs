@@ -61,6 +61,7 @@ pub const PARTS: &[&str] = &[
     "claude-code",
     "box-tools",
     "shells",
+    "pebble",
 ];
 
 /// The variable naming the parts a run requires.
