@@ -51,6 +51,7 @@ if $for_tests; then
   # the web app's end-to-end tests drive Debian's chromium (web/e2e), screenshots need a font
   [ -x /usr/bin/chromium ] || missing+=(chromium)
   [ -d /usr/share/fonts/truetype/dejavu ] || missing+=(fonts-dejavu-core)
+  command -v pebble >/dev/null 2>&1 || missing+=(pebble) # ACME tests: a real ACME CA and its mock DNS
 fi
 
 # The egress bench runs its own nginx from a config in a temp dir (stream module,

@@ -61,6 +61,7 @@ impl Daemon {
             runtimes: berth_server::Runtimes::single(Arc::new(runtime)),
             idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
             host: Default::default(),
+            tls: None,
         })
         .await?;
         let addr = server.local_addr();

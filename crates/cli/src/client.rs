@@ -1,5 +1,5 @@
-//! A small HTTP/1.1 client for berth's public API, on hyper's connection API (one TCP
-//! connection per call; plain http). Request bodies may stream (file uploads) and responses
+//! A small HTTP/1.1 client for berth's public API, on hyper's connection API (one
+//! connection per call, plain or TLS through [`crate::connector`]). Request bodies may stream (file uploads) and responses
 //! are handed back unread, so callers can stream them too (exec frames, downloads).
 
 use std::time::Duration;
@@ -18,6 +18,7 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::WebSocketStream;
 
+use crate::connector::{self, DaemonStream, Trust};
 use crate::target::{DaemonUrl, Target};
 
 /// A request body: empty, a JSON document, or a stream (uploads).
@@ -44,6 +45,14 @@ pub enum ClientError {
 
     #[error("connecting to the berth daemon timed out after {}s; is `berth up` running? (tried {url})", CONNECT_TIMEOUT.as_secs())]
     ConnectTimeout { url: DaemonUrl },
+
+    #[error("TLS with the berth daemon at {url} failed{}", tls_hint(trust))]
+    Tls {
+        url: DaemonUrl,
+        trust: Trust,
+        #[source]
+        source: std::io::Error,
+    },
 
     #[error("talking to the berth daemon at {url}")]
     Http {
@@ -101,6 +110,7 @@ impl ClientError {
             | ClientError::Body(_)
             | ClientError::WebSocket { .. } => true,
             ClientError::Request(_)
+            | ClientError::Tls { .. }
             | ClientError::Api { .. }
             | ClientError::UnexpectedStatus { .. }
             | ClientError::Decode { .. } => false,
@@ -198,10 +208,11 @@ impl Client {
     pub async fn websocket(
         &self,
         path_and_query: &str,
-    ) -> Result<WebSocketStream<TcpStream>, ClientError> {
+    ) -> Result<WebSocketStream<DaemonStream>, ClientError> {
         use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
         let url = &self.target.url;
-        let mut request = format!("ws://{}{path_and_query}", url.authority())
+        let scheme = if url.is_tls() { "wss" } else { "ws" };
+        let mut request = format!("{scheme}://{}{path_and_query}", url.authority())
             .into_client_request()
             .map_err(|e| ClientError::WebSocket {
                 url: url.clone(),
@@ -226,8 +237,8 @@ impl Client {
         }
     }
 
-    /// A TCP connection to the daemon.
-    async fn dial(&self) -> Result<TcpStream, ClientError> {
+    /// A connection to the daemon: TCP, with TLS for `https://`.
+    async fn dial(&self) -> Result<DaemonStream, ClientError> {
         let url = &self.target.url;
         let stream = match tokio::time::timeout(
             CONNECT_TIMEOUT,
@@ -246,7 +257,20 @@ impl Client {
         };
         // Exec frames and keystrokes are small and interactive; no Nagle delay for them.
         let _ = stream.set_nodelay(true);
-        Ok(stream)
+        if !url.is_tls() {
+            return Ok(DaemonStream::Plain(stream));
+        }
+        let trust = &self.target.trust;
+        let handshake = connector::tls(stream, url.host(), trust);
+        match tokio::time::timeout(CONNECT_TIMEOUT, handshake).await {
+            Ok(Ok(stream)) => Ok(stream),
+            Ok(Err(source)) => Err(ClientError::Tls {
+                url: url.clone(),
+                trust: trust.clone(),
+                source,
+            }),
+            Err(_elapsed) => Err(ClientError::ConnectTimeout { url: url.clone() }),
+        }
     }
 
     fn bearer(&self) -> Result<HeaderValue, ClientError> {
@@ -342,6 +366,17 @@ impl Client {
     }
 }
 
+/// What to check when a handshake fails, by what the certificate was held against.
+fn tls_hint(trust: &Trust) -> &'static str {
+    match trust {
+        Trust::Pinned(_) => {
+            " (the local daemon's certificate is not the one in berth.cert: is another \
+             server on that port, or did `berth up` restart with other files?)"
+        }
+        Trust::WebRoots => " (its certificate is not valid for that name from a public root)",
+    }
+}
+
 /// `connection refused` rather than `Connection refused (os error 111)`.
 fn describe_io(err: &std::io::Error) -> String {
     match err.kind() {
@@ -424,6 +459,7 @@ mod tests {
             url: DaemonUrl::parse(&addr.to_string(), "test").unwrap(),
             api_key: "berth_k".into(),
             key_source: "/d/admin.key".into(),
+            trust: Trust::WebRoots,
         };
         (Client::new(target), server)
     }

@@ -153,7 +153,7 @@ fn pty_path(args: &ShellArgs, size: TerminalSize) -> String {
 /// Copies between the local terminal and the WebSocket until the program ends, the
 /// connection drops, or berth is told to end (SIGTERM, SIGHUP).
 async fn attached(
-    socket: tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+    socket: tokio_tungstenite::WebSocketStream<crate::connector::DaemonStream>,
     mut size: TerminalSize,
 ) -> anyhow::Result<Ending> {
     let (mut to_box, mut from_box) = socket.split();

@@ -16,7 +16,15 @@ Needs root, an OCI runtime and the static berth-init binary ($BERTH_INIT_BIN, el
 berth-init beside this executable). On its first start the daemon creates an admin API \
 key, prints it once and keeps it in <data dir>/admin.key (mode 0600); it writes its URL to \
 <data dir>/berth.url so that client commands on this host find it. Logs go to stderr \
-(filter with RUST_LOG; default info). SIGINT or SIGTERM stops it gracefully.")]
+(filter with RUST_LOG; default info). SIGINT or SIGTERM stops it gracefully.
+
+HTTPS: --tls-cert and --tls-key serve a certificate you made (PEM files, reloaded within \
+seconds when they change; a bad new pair is logged and the old one kept). --acme-domain \
+gets one from an ACME CA (Let's Encrypt unless --acme-directory), validated with \
+TLS-ALPN-01 on this listener, so the CA must reach it on port 443 (--listen 0.0.0.0:443); \
+the account and certificate live in <data dir>/acme/ and it is renewed with a third of its \
+life left. With TLS, berth.url holds https:// and <data dir>/berth.cert the certificate \
+served, which client commands on this host pin. See docs/tls.md.")]
 pub struct UpArgs {
     /// The address the HTTP API listens on (port 0 picks a free port).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7070")]
@@ -40,10 +48,54 @@ pub struct UpArgs {
     pub firecracker_unjailed: bool,
     /// berth's address as browsers reach it, e.g. https://berth.example.com: `berth pair`
     /// links are built on it, and a signed-in browser's requests may come from it (as from
-    /// the Host they name). Default: the request's Host, with https only behind a proxy
-    /// that sends X-Forwarded-Proto: https.
+    /// the Host they name). Default: the request's Host, with https when served over TLS
+    /// (or behind a proxy that sends X-Forwarded-Proto: https).
     #[arg(long, value_name = "URL")]
     pub public_url: Option<berth_server::api::web_origin::PublicUrl>,
+    /// Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        conflicts_with = "acme_domain"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve HTTPS with a certificate for NAME from an ACME CA (repeat for more names).
+    #[arg(long, value_name = "NAME")]
+    pub acme_domain: Vec<String>,
+    /// The ACME directory URL.
+    #[arg(long, value_name = "URL", default_value = berth_server::tls::acme::LETS_ENCRYPT, requires = "acme_domain")]
+    pub acme_directory: String,
+    /// A contact email for the ACME account (the CA's expiry warnings go there).
+    #[arg(long, value_name = "EMAIL", requires = "acme_domain")]
+    pub acme_email: Option<String>,
+    /// A PEM root certificate that the ACME directory's own HTTPS is trusted by, besides the
+    /// public roots (a private or test CA such as Pebble).
+    #[arg(long, value_name = "FILE", requires = "acme_domain")]
+    pub acme_directory_ca: Option<PathBuf>,
+}
+
+impl UpArgs {
+    fn tls(&self) -> Option<berth_server::config::TlsConfig> {
+        use berth_server::config::TlsConfig;
+        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
+            return Some(TlsConfig::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            });
+        }
+        (!self.acme_domain.is_empty()).then(|| {
+            TlsConfig::Acme(berth_server::tls::AcmeConfig {
+                domains: self.acme_domain.clone(),
+                directory: self.acme_directory.clone(),
+                email: self.acme_email.clone(),
+                directory_ca: self.acme_directory_ca.clone(),
+            })
+        })
+    }
 }
 
 pub fn run(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
@@ -57,6 +109,10 @@ pub fn run(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
 }
 
 async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
+    let tls = args.tls();
+    if let Some(tls) = &tls {
+        berth_server::tls::check(tls)?;
+    }
     // Listen for the signals before anything starts, so none is missed.
     let shutdown = shutdown_signal().context("installing the SIGINT/SIGTERM handlers")?;
 
@@ -102,6 +158,7 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
         runtimes,
         idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
         host,
+        tls,
     };
     let server = berth_server::Server::bind(config)
         .await

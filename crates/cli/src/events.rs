@@ -414,6 +414,7 @@ mod tests {
             url: crate::target::DaemonUrl::parse(&addr.to_string(), "test").unwrap(),
             api_key: "berth_k".into(),
             key_source: "test".into(),
+            trust: crate::connector::Trust::WebRoots,
         };
         (Client::new(target), server)
     }

@@ -25,6 +25,7 @@ mod cmd_shell;
 mod cmd_template;
 mod cmd_tenant;
 mod cmd_up;
+mod connector;
 mod data_dir;
 mod events;
 mod output;

@@ -354,7 +354,7 @@ mod tests {
         let socket = dir.path().join("sock");
         let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
         for path in [Path::new("/dev/zero"), &fifo, &link, &socket] {
-            let err = read_all(path).await.err().expect("refused");
+            let err = read_all(path).await.expect_err("refused");
             assert_eq!(
                 err.code(),
                 berth_protocol::ErrorCode::NotARegularFile,

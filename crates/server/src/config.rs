@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::host_config::HostConfig;
 use crate::runtimes::Runtimes;
+pub use crate::tls::TlsConfig;
 
 /// Everything the daemon needs; the CLI builds it from flags.
 #[derive(Clone)]
@@ -22,6 +23,8 @@ pub struct ServerConfig {
     pub idle_check: Duration,
     /// `berth.toml`: the gateway's overrides and extra roots, the secret store's key.
     pub host: HostConfig,
+    /// Serve HTTPS instead of HTTP: certificate files or ACME (`None`: plain HTTP).
+    pub tls: Option<TlsConfig>,
 }
 
 /// The idle reclaimer's default tick.
@@ -35,10 +38,11 @@ impl std::fmt::Debug for ServerConfig {
             .field("runtimes", &self.runtimes)
             .field("idle_check", &self.idle_check)
             .field("host", &self.host)
+            .field("tls", &self.tls)
             .finish()
     }
 }
 
-/// File names inside the data directory.
+/// File names inside the data directory (`berth.cert`: [`crate::tls::CERT_FILE`]).
 pub const ADMIN_KEY_FILE: &str = "admin.key";
 pub const URL_FILE: &str = "berth.url";

@@ -362,6 +362,9 @@ pub enum ServerError {
 
     #[error("another berth daemon is already running with the data directory {}", path.display())]
     DataDirInUse { path: PathBuf },
+
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// Why a link or its cookie opens nothing.

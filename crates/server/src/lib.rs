@@ -29,6 +29,7 @@ pub mod runtimes;
 pub mod secrets;
 pub mod server;
 pub mod templates;
+pub mod tls;
 pub mod validate;
 
 pub use config::{ServerConfig, ADMIN_KEY_FILE, URL_FILE};

@@ -37,6 +37,8 @@ pub struct Server {
     idle_check: std::time::Duration,
     /// What one connection may hold (`[server]` in berth.toml).
     limits: connections::Limits,
+    /// HTTPS: the acceptor and what keeps its certificate current; `None` serves HTTP.
+    tls: Option<crate::tls::Tls>,
     /// Held while the server lives: one daemon per data directory.
     _lock: DataDirLock,
     /// The admin key made on this first start (also in `<data>/admin.key`, mode 0600), for
@@ -70,6 +72,14 @@ impl Server {
             not_listable(&dir)?;
         }
         let lock = DataDirLock::acquire(data)?;
+        // Bad certificate files stop the start before anything else is touched.
+        let tls = match &config.tls {
+            Some(tls) => Some(crate::tls::Tls::load(tls.clone(), data)?),
+            None => {
+                crate::tls::forget_cert_file(data)?;
+                None
+            }
+        };
         let store = Arc::new(Store::open(&data.join(DB_FILE))?);
         let admin_key_created = store.ensure_admin_key()?;
         // Before listening: a key that does not match the stored secrets stops the start.
@@ -125,15 +135,16 @@ impl Server {
                 source,
             })?;
         let url_path = data.join(URL_FILE);
-        fs::write(&url_path, format!("http://{}\n", reachable(local_addr))).map_err(|source| {
-            ServerError::Io {
-                action: "write",
-                path: url_path,
-                source,
-            }
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{}\n", reachable(local_addr));
+        fs::write(&url_path, url).map_err(|source| ServerError::Io {
+            action: "write",
+            path: url_path,
+            source,
         })?;
         tracing::info!(%local_addr, runtimes = ?ctx.runtimes, "berth listening");
         Ok(Server {
+            tls,
             _lock: lock,
             listener,
             local_addr,
@@ -170,8 +181,10 @@ impl Server {
             (*self.ctx.runtimes).clone(),
             self.ctx.data_dir.clone(),
         ));
+        let _tls_upkeep = self.tls.as_ref().map(|t| AbortOnDrop(t.spawn_upkeep()));
+        let acceptor = self.tls.as_ref().map(|t| t.acceptor.clone());
         let (stop, stopping) = tokio::sync::watch::channel(false);
-        let serving = connections::serve(self.listener, app, self.limits, stopping);
+        let serving = connections::serve(self.listener, app, self.limits, acceptor, stopping);
         let mut serving = std::pin::pin!(serving);
         tokio::select! {
             () = &mut serving => {}

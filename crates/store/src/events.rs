@@ -201,6 +201,23 @@ impl Store {
             .ok_or_else(|| StoreError::BoxNotFound { id: box_id.clone() })
     }
 
+    /// When the box last did something: its newest event that is not a state change
+    /// (a message, an answer, a process's exit), or `None` before any.
+    pub fn last_activity_at(&self, box_id: &BoxId) -> Result<Option<OffsetDateTime>, StoreError> {
+        let at: Option<String> = self
+            .read()
+            .query_row(
+                "SELECT created_at FROM events WHERE box_id = ?1 AND type != 'state'
+                 ORDER BY seq DESC LIMIT 1",
+                params![box_id.as_str()],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(sql("read a box's last activity"))?;
+        at.map(|at| parse_time("events.created_at", &at))
+            .transpose()
+    }
+
     /// The box's newest event seq (0: none yet).
     pub fn last_event_seq(&self, box_id: &BoxId) -> Result<u64, StoreError> {
         let conn = self.read();

@@ -64,6 +64,7 @@ pub const PARTS: &[&str] = &[
     "box-tools",
     "shells",
     "browser",
+    "pebble",
 ];
 
 /// The variable naming the parts a run requires.

@@ -94,7 +94,7 @@ impl FileDownload {
     }
 
     /// The file's size when the agent opened it, if it said.
-    pub fn len(&self) -> Option<u64> {
+    pub fn size_bytes(&self) -> Option<u64> {
         self.len
     }
 

@@ -222,7 +222,7 @@ async fn an_endless_ndjson_line_ends_the_stream_at_the_bound() {
 /// A chunked-encoding chunk of `len` bytes of `byte`.
 fn chunk_of(len: usize, byte: u8) -> Vec<u8> {
     let mut chunk = format!("{len:x}\r\n").into_bytes();
-    chunk.extend(std::iter::repeat(byte).take(len));
+    chunk.extend(std::iter::repeat_n(byte, len));
     chunk.extend_from_slice(b"\r\n");
     chunk
 }
@@ -279,10 +279,10 @@ async fn a_huge_error_body_is_refused() {
 #[tokio::test]
 async fn a_file_body_is_cut_at_its_announced_length() {
     let mut raw = b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n".to_vec();
-    raw.extend(std::iter::repeat(b'x').take(1024 * 1024));
+    raw.extend(std::iter::repeat_n(b'x', 1024 * 1024));
     let agent = FakeAgent::start(PROTOCOL_VERSION, move |_| Reply::Raw(raw.clone()));
     let mut download = agent.client.download_file(&query("/a")).await.unwrap();
-    assert_eq!(download.len(), Some(10));
+    assert_eq!(download.size_bytes(), Some(10));
     let mut got = Vec::new();
     while let Some(chunk) = download.next_chunk().await.unwrap() {
         got.extend_from_slice(&chunk);
@@ -300,7 +300,7 @@ async fn a_file_announced_over_the_limit_or_sent_past_it_is_refused() {
         _ => Reply::Raw(Vec::new()),
     });
     let mut download = agent.client.download_file(&query("/a")).await.unwrap();
-    assert_eq!(download.len(), None);
+    assert_eq!(download.size_bytes(), None);
     let mut received = 0u64;
     let err = loop {
         match download.next_chunk().await {

@@ -48,7 +48,7 @@ pub async fn read(
 ) -> Result<Response, ApiError> {
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
     let read = files::read(&ctx, &record.id, &params.into()).await?;
-    let read_len = read.download.len();
+    let read_len = read.download.size_bytes();
     let mut response = Response::new(Body::from_stream(chunks(read)));
     let headers = response.headers_mut();
     headers.insert(

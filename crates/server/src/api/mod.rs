@@ -20,6 +20,7 @@ pub mod processes;
 pub mod push;
 pub mod runtimes;
 pub mod secrets;
+pub mod security_headers;
 pub mod templates;
 pub mod tenants;
 pub mod terminals;
@@ -147,6 +148,7 @@ pub fn router(ctx: Ctx) -> Router {
         .route("/v1/web/push/subscriptions/{id}", delete(push::unsubscribe))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn(security_headers::add))
         // Before the routes: a port's host name goes to the port whatever its path.
         .layer(middleware::from_fn_with_state(ctx.clone(), ports::by_host))
         .layer(middleware::from_fn(log_request))

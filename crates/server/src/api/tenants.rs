@@ -221,7 +221,7 @@ pub async fn list_keys(
     Path(reference): Path<String>,
 ) -> Result<Json<KeyListView>, ApiError> {
     let who = caller.require_api_key()?;
-    let tenant = tenant_update::find_tenant(&ctx, &who, &reference)?;
+    let tenant = tenant_update::find_tenant(&ctx, who, &reference)?;
     let keys = tenant_keys::list_keys(&ctx, &tenant)?;
     Ok(Json(KeyListView {
         keys: keys.into_iter().map(KeyView::from).collect(),
@@ -236,8 +236,8 @@ pub async fn add_key(
     OptionalJson(body): OptionalJson<AddKeyBody>,
 ) -> Result<Response, ApiError> {
     let who = caller.require_api_key()?;
-    let tenant = tenant_update::find_tenant(&ctx, &who, &reference)?;
-    let key = tenant_keys::add_key(&ctx, &who, &tenant, body.admin)?;
+    let tenant = tenant_update::find_tenant(&ctx, who, &reference)?;
+    let key = tenant_keys::add_key(&ctx, who, &tenant, body.admin)?;
     let view = NewKeyView {
         key: key.meta.into(),
         api_key: key.key,
@@ -252,7 +252,7 @@ pub async fn revoke_key(
     Path((reference, key_id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let who = caller.require_api_key()?;
-    let tenant = tenant_update::find_tenant(&ctx, &who, &reference)?;
+    let tenant = tenant_update::find_tenant(&ctx, who, &reference)?;
     tenant_keys::revoke_key(&ctx, &tenant, &key_id)?;
     Ok(StatusCode::NO_CONTENT)
 }

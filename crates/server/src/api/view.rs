@@ -31,6 +31,9 @@ pub struct BoxView {
     /// in plain text.
     pub env: BTreeMap<String, String>,
     pub created_at: String,
+    /// When the box last did something: its newest event that is not a state change (a
+    /// message, an answer, a process's exit); `null` before any.
+    pub last_activity_at: Option<String>,
     pub state_reason: Option<String>,
     /// The egress policy the box's next start applies (canonical form): its own, else its
     /// template's current one. Empty: nothing leaves.
@@ -123,6 +126,13 @@ impl BoxView {
             reason => reason,
         };
         let volume = VolumeView::of(ctx, &r.id);
+        let last_activity_at = match ctx.store.last_activity_at(&r.id) {
+            Ok(at) => at.and_then(|at| at.format(&Rfc3339).ok()),
+            Err(e) => {
+                tracing::warn!(box_id = %r.id, error = %e, "reading the box's last activity");
+                None
+            }
+        };
         BoxView {
             id: r.id.to_string(),
             name: r.name,
@@ -134,6 +144,7 @@ impl BoxView {
             labels: r.labels,
             env: r.env,
             created_at: r.created_at.format(&Rfc3339).unwrap_or_default(),
+            last_activity_at,
             state_reason,
             egress,
             egress_source,

@@ -66,10 +66,7 @@ impl PublicUrl {
     }
 }
 
-/// Marks a request that came over a TLS connection of berth's own listener (the listener
-/// inserts it into the request's extensions).
-#[derive(Debug, Clone, Copy)]
-pub struct OverTls;
+pub use crate::tls::ServedOverTls as OverTls;
 
 /// The base of links to berth's own pages: `--public-url`, else from the request.
 pub fn base_url(ctx: &Ctx, headers: &HeaderMap, over_tls: bool) -> String {

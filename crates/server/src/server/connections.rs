@@ -3,7 +3,9 @@
 //! which is bounded, until one closes), request headers and an idle keep-alive
 //! connection's next request must arrive within `header_timeout` (a slowloris client is
 //! cut), and a request body that sends nothing for `body_idle_timeout` while the daemon
-//! waits for it is cut (a large upload that keeps flowing is fine).
+//! waits for it is cut (a large upload that keeps flowing is fine). With TLS, the
+//! handshake runs in the connection's own task under the same `header_timeout`, so a
+//! client that connects and says nothing holds only its own slot.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,11 +19,14 @@ use bytes::Bytes;
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio_rustls::TlsAcceptor;
 use tower_service::Service;
 
 use crate::host_config::ServerHostConfig;
+use crate::tls::{ServedOverTls, ALPN_ACME_TLS};
 
 /// A failed accept (out of file descriptors, say) is retried after this pause.
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
@@ -49,6 +54,7 @@ pub(super) async fn serve(
     listener: TcpListener,
     app: Router,
     limits: Limits,
+    tls: Option<TlsAcceptor>,
     mut stopping: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -68,6 +74,7 @@ pub(super) async fn serve(
                     stream,
                     app.clone(),
                     limits,
+                    tls.clone(),
                     slot,
                     stopping.clone(),
                 ));
@@ -93,17 +100,60 @@ async fn serve_one(
     stream: TcpStream,
     app: Router,
     limits: Limits,
+    tls: Option<TlsAcceptor>,
     _slot: OwnedSemaphorePermit,
     mut stopping: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
-    let idle = limits.body_idle_timeout;
     // The client's address, for `X-Forwarded-For` of the ports proxy.
     let peer = stream.peer_addr().ok().map(axum::extract::ConnectInfo);
+    let Some(acceptor) = tls else {
+        return serve_http(stream, app, limits, peer, false, stopping).await;
+    };
+    let handshake = tokio::time::timeout(limits.header_timeout, acceptor.accept(stream));
+    let accepted = tokio::select! {
+        accepted = handshake => accepted,
+        // No request is in flight yet: a shutdown need not wait for this client.
+        () = stopped(&mut stopping) => return,
+    };
+    let stream = match accepted {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            // Plain HTTP on the TLS port, an untrusted certificate, a scanner: the client's.
+            tracing::debug!(error = %e, "TLS handshake failed");
+            return;
+        }
+        Err(_elapsed) => {
+            tracing::debug!("TLS handshake timed out");
+            return;
+        }
+    };
+    if stream.get_ref().1.alpn_protocol() == Some(ALPN_ACME_TLS) {
+        // An ACME validation: the handshake was the whole exchange (RFC 8737).
+        return;
+    }
+    serve_http(stream, app, limits, peer, true, stopping).await
+}
+
+/// HTTP/1.1 (with upgrades) on one connection until it closes or the daemon stops.
+async fn serve_http<S>(
+    stream: S,
+    app: Router,
+    limits: Limits,
+    peer: Option<axum::extract::ConnectInfo<std::net::SocketAddr>>,
+    over_tls: bool,
+    mut stopping: watch::Receiver<bool>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let idle = limits.body_idle_timeout;
     let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
         let mut req = req.map(|body| Body::new(IdleTimeoutBody::new(body, idle)));
         if let Some(peer) = peer {
             req.extensions_mut().insert(peer);
+        }
+        if over_tls {
+            req.extensions_mut().insert(ServedOverTls);
         }
         app.clone().call(req)
     });

@@ -126,6 +126,7 @@ impl TestServer {
             // Short, so idle-reclaim tests wait little.
             idle_check: Duration::from_millis(200),
             host,
+            tls: None,
         };
         let server = Server::bind(config).await.expect("the daemon binds");
         let key = server.admin_key_created.clone().unwrap_or_else(|| {

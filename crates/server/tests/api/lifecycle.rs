@@ -377,6 +377,7 @@ async fn start_reconciles_the_store_and_the_runtime() {
         runtimes: berth_server::Runtimes::single(fake.clone()),
         idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
         host: Default::default(),
+        tls: None,
     })
     .await
     .unwrap();

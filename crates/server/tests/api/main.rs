@@ -37,5 +37,7 @@ mod tenant_keys;
 mod tenant_quotas;
 mod tenants;
 mod terminals;
+mod tls;
+mod tls_acme;
 mod web_sessions;
 mod webapp;

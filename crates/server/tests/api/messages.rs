@@ -285,9 +285,15 @@ fn server_tenant(db: &Store) -> berth_protocol::TenantId {
 async fn sse_streams_stored_then_live_events_and_resumes_after_the_last_id() {
     let (server, _fake) = with_fake().await;
     create(&server, "alice").await;
+    let (_, before) = server.call(Method::GET, "/v1/boxes/alice", None).await;
+    assert!(before["last_activity_at"].is_null(), "{before}");
     post(&server, "alice", json!({"content": "one"})).await;
     let stored = wait_events(&server, "alice", |e| count(e, "result") == 1).await;
     let last = stored.len() as u64;
+    // The box's last activity is its newest event that is not a state change.
+    let (_, after) = server.call(Method::GET, "/v1/boxes/alice", None).await;
+    let newest = stored.iter().rev().find(|e| e["type"] != "state").unwrap();
+    assert_eq!(after["last_activity_at"], newest["created_at"], "{after}");
 
     let (status, mut sse) = open_sse(&server, "/v1/boxes/alice/events", &[]).await;
     assert_eq!(status, StatusCode::OK);

@@ -38,6 +38,7 @@ async fn first_start_writes_the_admin_key_and_url_and_later_starts_do_not() {
         runtimes: berth_server::Runtimes::single(Arc::new(NoBoxes)),
         idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
         host: Default::default(),
+        tls: None,
     })
     .await
     .unwrap();

@@ -199,6 +199,7 @@ fn config(data: &std::path::Path) -> ServerConfig {
         runtimes: berth_server::Runtimes::single(Arc::new(NoBoxes)),
         idle_check: Duration::from_secs(1),
         host: Default::default(),
+        tls: None,
     }
 }
 
