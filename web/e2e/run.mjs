@@ -42,6 +42,8 @@ const axeProblems = [];
 const consoles = [];
 const boxesMade = new Set();
 
+let browserRef = null;
+
 async function step(name, body) {
   const started = Date.now();
   try {
@@ -51,6 +53,12 @@ async function step(name, body) {
   } catch (e) {
     failures.push(name);
     console.log(`FAIL ${name} (${Date.now() - started} ms): ${e.stack ?? e}`);
+    // What the phone showed when it failed, beside the screens' shots.
+    const pages = (browserRef?.contexts() ?? []).flatMap((c) => c.pages());
+    for (const [i, page] of pages.entries()) {
+      const file = `${SHOTS}/failed-${failures.length}-${i}.png`;
+      if (await page.screenshot({ path: file }).then(() => true, () => false)) console.log(`  what it showed: ${file} (${page.url()})`);
+    }
     return false;
   }
 }
@@ -124,6 +132,7 @@ async function main() {
     headless: true,
     args: chromiumArgs(),
   });
+  browserRef = browser;
   const push = await startPushService(PUSH_PORT);
   try {
     await scenarios(browser, push);
