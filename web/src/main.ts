@@ -97,9 +97,16 @@ async function render(): Promise<void> {
     try {
       session = await api<Session>("GET", "/v1/web/session");
     } catch (err) {
-      if (!(err instanceof ApiError && err.status === 401)) notify(message(err), "error");
-      history.replaceState(null, "", "#/signin");
-      return render();
+      if (err instanceof TypeError) {
+        // Offline (a reload on a train): the session cannot be checked, but the screen can
+        // be shown from the cached shell, and the chat keeps what waits in the outbox.
+        // Check again once the network is back.
+        window.addEventListener("online", () => void checkSessionAgain(), { once: true });
+      } else {
+        if (!(err instanceof ApiError && err.status === 401)) notify(message(err), "error");
+        history.replaceState(null, "", "#/signin");
+        return render();
+      }
     }
   }
   renderBar();
@@ -115,6 +122,23 @@ async function render(): Promise<void> {
     cleanup = boxesScreen(main);
   }
   document.title = route.box ? `${route.box} · berth` : "berth";
+}
+
+/** The session check that could not run offline: signed in, the bar gets its actions and
+ * the outbox is sent; signed out, the sign-in screen. */
+async function checkSessionAgain(): Promise<void> {
+  try {
+    session = await api<Session>("GET", "/v1/web/session");
+    renderBar();
+    await sendWaiting();
+  } catch (err) {
+    if (err instanceof TypeError) {
+      window.addEventListener("online", () => void checkSessionAgain(), { once: true });
+    } else {
+      session = null;
+      go("#/signin", true);
+    }
+  }
 }
 
 /** Sends what waits in the outbox for boxes whose chat is not open (the open chat sends its
