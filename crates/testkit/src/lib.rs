@@ -34,6 +34,7 @@
 //! | `box-tools` | a tool inside the box's rootfs (the `minimal` test image has no python3, no curl) |
 //! | `shells` | `zsh` and `fish`, which parse `berth completion`'s scripts for them |
 //! | `browser` | what the web app's end-to-end tests drive: Debian's `chromium` and `node` with `npm` ([`browser`]) |
+//! | `pebble` | Debian's `pebble` and `pebble-challtestsrv`, the ACME test CA the TLS tests order from |
 
 use std::io::Write;
 
