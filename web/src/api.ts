@@ -18,6 +18,8 @@ export interface BoxView {
   state: "stopped" | "starting" | "running" | "stopping" | "paused" | "failed";
   state_reason: string | null;
   created_at: string;
+  /** The box's newest event that is not a state change; null before any. */
+  last_activity_at: string | null;
   runtime: string;
 }
 

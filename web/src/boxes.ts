@@ -1,6 +1,6 @@
 // The box list: live state (polled while the page is visible), a "New box" dialog.
 import { api, message, type BoxView, type Template } from "./api";
-import { clear, h, shortTime } from "./dom";
+import { ago, clear, h, shortTime } from "./dom";
 import { go, handleError } from "./nav";
 import { stateLabel } from "./state";
 
@@ -43,7 +43,9 @@ export function boxesScreen(root: HTMLElement): () => void {
 }
 
 function renderList(list: HTMLElement, boxes: BoxView[]): void {
-  const sorted = [...boxes].sort((a, b) => a.name.localeCompare(b.name));
+  // The box used last comes first: that is the one a phone opens the app for.
+  const latest = (box: BoxView): string => box.last_activity_at ?? box.created_at;
+  const sorted = [...boxes].sort((a, b) => latest(b).localeCompare(latest(a)) || a.name.localeCompare(b.name));
   clear(
     list,
     sorted.map((box) =>
@@ -55,7 +57,13 @@ function renderList(list: HTMLElement, boxes: BoxView[]): void {
           "div",
           { class: "box-meta" },
           h("span", { class: `state state-${box.state}` }, stateLabel(box)),
-          h("span", { class: "muted" }, `${box.template} · created ${shortTime(box.created_at)}`),
+          h(
+            "span",
+            { class: "muted" },
+            box.last_activity_at
+              ? `${box.template} · active ${ago(box.last_activity_at)}`
+              : `${box.template} · created ${shortTime(box.created_at)}`,
+          ),
         ),
       ),
     ),

@@ -47,6 +47,17 @@ export function shortTime(iso: string): string {
   return date.toLocaleDateString(undefined, { day: "numeric", month: "short" });
 }
 
+/** "just now", "5 min. ago", "3 hr. ago", else the day: how long ago `iso` was. */
+export function ago(iso: string): string {
+  const seconds = (Date.now() - new Date(iso).getTime()) / 1000;
+  if (Number.isNaN(seconds)) return "";
+  if (seconds < 60) return "just now";
+  const relative = new Intl.RelativeTimeFormat(undefined, { numeric: "auto", style: "short" });
+  if (seconds < 3600) return relative.format(-Math.floor(seconds / 60), "minute");
+  if (seconds < 86400) return relative.format(-Math.floor(seconds / 3600), "hour");
+  return shortTime(iso);
+}
+
 /** Whether the error is the network failing (offline), not an answer from berth. */
 export function isNetworkError(err: unknown): boolean {
   return err instanceof TypeError;
