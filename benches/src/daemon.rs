@@ -62,6 +62,7 @@ impl Daemon {
             idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
             host: Default::default(),
             tls: None,
+            public_url: None,
         })
         .await?;
         let addr = server.local_addr();

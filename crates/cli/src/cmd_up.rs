@@ -51,7 +51,7 @@ pub struct UpArgs {
     /// the Host they name). Default: the request's Host, with https when served over TLS
     /// (or behind a proxy that sends X-Forwarded-Proto: https).
     #[arg(long, value_name = "URL")]
-    pub public_url: Option<berth_server::api::web_origin::PublicUrl>,
+    pub public_url: Option<berth_server::public_url::PublicUrl>,
     /// Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key.
     #[arg(
         long,
@@ -116,11 +116,10 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
     // Listen for the signals before anything starts, so none is missed.
     let shutdown = shutdown_signal().context("installing the SIGINT/SIGTERM handlers")?;
 
-    let mut host = match &args.config {
+    let host = match &args.config {
         Some(path) => berth_server::HostConfig::load(path),
         None => berth_server::HostConfig::load_default(&data_dir),
     }?;
-    host.ports.public_url = args.public_url.clone();
     let init_bin = berth_runtime::init_binary()?;
     // Both runtimes are tried; one that cannot run is offered as unavailable with the
     // reason (`berth runtime ls`), and only the default must work. qemu's KVM probe boots
@@ -136,7 +135,7 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
         init_bin,
     }) {
         Ok(sandbox) => RuntimeEntry::ready(Arc::new(sandbox), None),
-        Err(e) => RuntimeEntry::unavailable("sandbox", berth_server::error::error_chain(&e)),
+        Err(e) => RuntimeEntry::unavailable("sandbox", berth_runtime::error_chain(&e)),
     };
     let qemu = qemu.await.context("preparing the qemu runtime")?;
     let firecracker = firecracker
@@ -159,6 +158,7 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
         idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
         host,
         tls,
+        public_url: args.public_url.clone(),
     };
     let server = berth_server::Server::bind(config)
         .await

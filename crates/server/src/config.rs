@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::host_config::HostConfig;
+use crate::public_url::PublicUrl;
 use crate::runtimes::Runtimes;
 pub use crate::tls::TlsConfig;
 
@@ -25,6 +26,9 @@ pub struct ServerConfig {
     pub host: HostConfig,
     /// Serve HTTPS instead of HTTP: certificate files or ACME (`None`: plain HTTP).
     pub tls: Option<TlsConfig>,
+    /// berth's origin as browsers reach it (`--public-url`): pairing links are built on
+    /// it; `None`: from each request's `Host`.
+    pub public_url: Option<PublicUrl>,
 }
 
 /// The idle reclaimer's default tick.
@@ -39,6 +43,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("idle_check", &self.idle_check)
             .field("host", &self.host)
             .field("tls", &self.tls)
+            .field("public_url", &self.public_url)
             .finish()
     }
 }

@@ -49,6 +49,8 @@ pub struct Ctx {
     pub collected_execs: Arc<Slots>,
     /// `[ports]` of berth.toml.
     pub ports: Arc<crate::ports::config::PortsHostConfig>,
+    /// berth's origin as browsers reach it (`berth up --public-url`), if given.
+    pub public_url: Option<crate::public_url::PublicUrl>,
     /// Proxied requests and WebSocket connections to boxes' ports (`[ports]` limits).
     pub port_connections: Arc<Slots>,
     /// Keep-alive connections to apps in boxes, reused across proxied requests.

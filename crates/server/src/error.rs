@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use berth_protocol::{BoxId, ErrorCode};
-pub use berth_runtime::error_chain;
+use berth_runtime::error_chain;
 use berth_runtime::{GuestError, RuntimeError};
 use berth_store::StoreError;
 

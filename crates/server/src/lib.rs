@@ -23,6 +23,7 @@ pub mod images;
 pub mod lifecycle;
 pub mod ops;
 pub mod ports;
+pub mod public_url;
 pub mod pumps;
 pub mod push;
 pub mod runtimes;

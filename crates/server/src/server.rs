@@ -21,12 +21,13 @@ use crate::config::{ServerConfig, ADMIN_KEY_FILE, URL_FILE};
 use crate::ctx::Ctx;
 use crate::data_dir_lock::DataDirLock;
 use crate::egress::EgressHost;
-use crate::error::{error_chain, ServerError};
+use crate::error::ServerError;
 use crate::lifecycle::event_retention::EventPruner;
 use crate::lifecycle::Activity;
 use crate::ops::reconcile;
 use crate::secrets::SecretStore;
 use crate::templates::{self, SharedTemplates, TemplateRegistry};
+use berth_runtime::error_chain;
 
 /// A daemon bound to its address, not yet serving.
 pub struct Server {
@@ -110,6 +111,7 @@ impl Server {
             uploads: Slots::new(admission::UPLOADS),
             collected_execs: Slots::new(admission::COLLECTED_EXECS),
             ports: Arc::new(config.host.ports.clone()),
+            public_url: config.public_url.clone(),
             port_connections: Slots::new(admission::port_connections(&config.host.ports)),
             app_pool: Default::default(),
             event_pruner: Arc::new(EventPruner::new(&config.host.events)),

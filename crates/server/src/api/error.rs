@@ -4,11 +4,11 @@
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use berth_protocol::{ErrorBody, ErrorCode};
-use berth_runtime::GuestError;
+use berth_runtime::{error_chain, GuestError};
 use http::StatusCode;
 
-use crate::error::LinkRefusal;
-use crate::error::{error_chain, OpError};
+use crate::error::{LinkRefusal, OpError};
+use crate::push::PushError;
 use crate::secrets::SecretError;
 
 /// Everything a handler can fail with.
@@ -216,7 +216,7 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::ExecCut => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable),
         OpError::Guest(e) => guest_status(e.code()),
         OpError::Secret(e) => secret_status(e),
-        OpError::Push(e) => crate::api::push::status(e),
+        OpError::Push(e) => push_status(e),
         OpError::ExecRefused { code, .. } => guest_status(*code),
         OpError::Runtime { .. }
         | OpError::AuditRead { .. }
@@ -224,6 +224,17 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::Store(_)
         | OpError::Random(_)
         | OpError::TaskPanicked { .. } => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
+    }
+}
+
+/// How [`PushError`]s answer.
+fn push_status(e: &PushError) -> (StatusCode, ErrorCode) {
+    match e {
+        PushError::Endpoint(_) | PushError::InvalidKey { .. } => {
+            (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest)
+        }
+        PushError::TooMany { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
+        PushError::NotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
     }
 }
 

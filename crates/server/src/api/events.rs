@@ -21,8 +21,8 @@ use crate::api::auth::Caller;
 use crate::api::error::ApiError;
 use crate::api::extract::ApiQuery;
 use crate::ctx::Ctx;
-use crate::error::error_chain;
 use crate::ops::events_read::{self, EventFeed};
+use berth_runtime::error_chain;
 
 /// The type of the event that stands in for pruned events on a stream.
 const GAP_EVENT: &str = "gap";

@@ -18,11 +18,11 @@ use crate::api::auth::Caller;
 use crate::api::error::ApiError;
 use crate::api::extract::ApiJson;
 use crate::ctx::Ctx;
-use crate::error::error_chain;
 use crate::lifecycle::ActivityGuard;
 use crate::ops::box_find;
 use crate::ops::exec::{exec_collect, exec_stream, ExecCommand};
 use crate::ops::process::{self, Background};
+use berth_runtime::error_chain;
 
 pub const NDJSON: &str = "application/x-ndjson";
 

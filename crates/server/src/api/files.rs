@@ -12,9 +12,9 @@ use crate::api::auth::Caller;
 use crate::api::error::ApiError;
 use crate::api::extract::{ApiQuery, Upload};
 use crate::ctx::Ctx;
-use crate::error::error_chain;
 use crate::ops::box_find;
 use crate::ops::files::{self, FileRead, FileTarget};
+use berth_runtime::error_chain;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -17,10 +17,10 @@ use crate::api::error::ApiError;
 use crate::api::exec::NDJSON;
 use crate::api::extract::ApiQuery;
 use crate::ctx::Ctx;
-use crate::error::error_chain;
 use crate::ops::box_find;
 use crate::ops::files::FileTarget;
 use crate::ops::files_watch;
+use berth_runtime::error_chain;
 
 /// An empty line this often keeps proxies from closing a quiet watch, and shows the daemon
 /// a client that left.

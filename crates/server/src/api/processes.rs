@@ -17,9 +17,9 @@ use crate::api::error::ApiError;
 use crate::api::exec::NDJSON;
 use crate::api::extract::{ApiJson, ApiQuery};
 use crate::ctx::Ctx;
-use crate::error::error_chain;
 use crate::ops::box_find;
 use crate::ops::process;
+use berth_runtime::error_chain;
 
 #[utoipa::path(get, path = "/v1/boxes/{box_ref}/processes", tag = "processes", summary = "The box's background processes (none when it is not running; does not wake it)", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), responses((status = 200, body = ProcessList), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn list(

@@ -4,7 +4,6 @@
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use berth_protocol::ErrorCode;
 use berth_store::push_subscriptions::PushSubscription;
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
@@ -15,7 +14,6 @@ use crate::api::error::ApiError;
 use crate::api::extract::ApiJson;
 use crate::ctx::Ctx;
 use crate::push::subscriptions::{self, endpoint_host, Subscription};
-use crate::push::PushError;
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PushKeyView {
@@ -119,16 +117,5 @@ fn view(row: &PushSubscription) -> PushSubscriptionView {
         id: row.id.clone(),
         endpoint_host: endpoint_host(&row.endpoint),
         created_at: Some(row.created_at.format(&Rfc3339).unwrap_or_default()),
-    }
-}
-
-/// How [`PushError`]s answer (called from `api/error.rs`, the one place errors become HTTP).
-pub(crate) fn status(e: &PushError) -> (StatusCode, ErrorCode) {
-    match e {
-        PushError::Endpoint(_) | PushError::InvalidKey { .. } => {
-            (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest)
-        }
-        PushError::TooMany { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
-        PushError::NotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
     }
 }

@@ -12,8 +12,8 @@ use crate::api::error::ApiError;
 use crate::api::view::redact_host_paths;
 use crate::ctx::Ctx;
 use crate::egress::policy::EgressPolicy;
-use crate::error::error_chain;
 use crate::templates::{Base, Origin, Template, TemplateError, TemplateRegistry};
+use berth_runtime::error_chain;
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TemplateView {

@@ -201,7 +201,7 @@ async fn bridge(socket: WebSocket, attached: Attached, busy: ActivityGuard) {
                 None => json!({"detached": {"reason": "another client attached to this terminal"}}),
             },
             Err(e) => {
-                json!({"error": {"code": ErrorCode::Unavailable, "message": format!("the box stopped: {}", crate::error::error_chain(&e))}})
+                json!({"error": {"code": ErrorCode::Unavailable, "message": format!("the box stopped: {}", berth_runtime::error_chain(&e))}})
             }
         };
         let _ = to_client.send(text(&last)).await;
@@ -232,7 +232,7 @@ async fn control(client: &GuestClient, id: &str, message: &str) -> Result<(), se
         Control::Resize(size) => client.terminal_resize(id, size).await,
         Control::Signal(signal) => client.terminal_signal(id, &signal).await,
     };
-    result.map_err(|e| problem(e.code(), crate::error::error_chain(&e)))
+    result.map_err(|e| problem(e.code(), berth_runtime::error_chain(&e)))
 }
 
 fn text(value: &serde_json::Value) -> Message {

@@ -10,67 +10,18 @@
 //! `X-Forwarded-Proto: https` says a TLS proxy is in front, else `http`. That header is
 //! trusted only to build the link shown to the API key's holder, never for a check.
 
-use std::fmt;
-use std::str::FromStr;
-
 use http::header::{HOST, ORIGIN, UPGRADE};
 use http::{HeaderMap, Method};
 
 use crate::api::error::ApiError;
 use crate::ctx::Ctx;
-
-/// `scheme://host[:port]`, lowercase, without a default port or a trailing slash.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PublicUrl(String);
-
-#[derive(Debug, thiserror::Error)]
-#[error("{value:?} is not an origin: expected http(s)://host[:port], with no path")]
-pub struct InvalidPublicUrl {
-    value: String,
-}
-
-impl FromStr for PublicUrl {
-    type Err = InvalidPublicUrl;
-
-    fn from_str(value: &str) -> Result<PublicUrl, InvalidPublicUrl> {
-        let invalid = || InvalidPublicUrl {
-            value: value.to_owned(),
-        };
-        let lower = value.trim().to_ascii_lowercase();
-        let (scheme, rest) = lower.split_once("://").ok_or_else(invalid)?;
-        if scheme != "http" && scheme != "https" {
-            return Err(invalid());
-        }
-        let authority = rest.strip_suffix('/').unwrap_or(rest);
-        let authority = authority_without_default_port(scheme, authority);
-        let well_formed = !authority.is_empty()
-            && authority
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b));
-        if !well_formed {
-            return Err(invalid());
-        }
-        Ok(PublicUrl(format!("{scheme}://{authority}")))
-    }
-}
-
-impl fmt::Display for PublicUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl PublicUrl {
-    fn authority(&self) -> &str {
-        self.0.split_once("://").map_or("", |(_, a)| a)
-    }
-}
+use crate::public_url::{authority_without_default_port, PublicUrl};
 
 pub use crate::tls::ServedOverTls as OverTls;
 
 /// The base of links to berth's own pages: `--public-url`, else from the request.
 pub fn base_url(ctx: &Ctx, headers: &HeaderMap, over_tls: bool) -> String {
-    if let Some(url) = &ctx.ports.public_url {
+    if let Some(url) = &ctx.public_url {
         return url.to_string();
     }
     let proxied_tls = header(headers, "x-forwarded-proto")
@@ -115,20 +66,15 @@ fn is_own(ctx: &Ctx, headers: &HeaderMap, origin: &str) -> bool {
     let Ok(origin) = origin.parse::<PublicUrl>() else {
         return false;
     };
-    if ctx.ports.public_url.as_ref() == Some(&origin) {
+    if ctx.public_url.as_ref() == Some(&origin) {
         return true;
     }
     let Some(host) = header(headers, HOST.as_str()) else {
         return false;
     };
-    let scheme = origin.0.split_once("://").map_or("", |(s, _)| s);
+    let scheme = origin.scheme();
     let host = host.to_ascii_lowercase();
     authority_without_default_port(scheme, &host) == origin.authority()
-}
-
-fn authority_without_default_port<'a>(scheme: &str, authority: &'a str) -> &'a str {
-    let default = if scheme == "https" { ":443" } else { ":80" };
-    authority.strip_suffix(default).unwrap_or(authority)
 }
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -142,26 +88,6 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn public_urls_are_origins() {
-        let url: PublicUrl = "HTTPS://Berth.Example:443/".parse().unwrap();
-        assert_eq!(url.to_string(), "https://berth.example");
-        assert_eq!(
-            "http://10.0.0.2:7070".parse::<PublicUrl>().unwrap().0,
-            "http://10.0.0.2:7070"
-        );
-        for bad in [
-            "berth.example",
-            "ftp://x",
-            "https://x/app",
-            "https://",
-            "null",
-            "https://a b",
-        ] {
-            assert!(bad.parse::<PublicUrl>().is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn only_writes_and_upgrades_are_checked() {

@@ -9,8 +9,8 @@ use berth_store::{EventRetention, Store};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::error::error_chain;
 use crate::host_config::EventsHostConfig;
+use berth_runtime::error_chain;
 
 const DAY: Duration = Duration::from_secs(24 * 3600);
 

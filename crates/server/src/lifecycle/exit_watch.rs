@@ -19,8 +19,9 @@ use berth_store::BoxState;
 use tokio::task::JoinHandle;
 
 use crate::ctx::{Ctx, STOP_GRACE};
-use crate::error::{error_chain, OpError};
+use crate::error::OpError;
 use crate::ops::box_find::reload;
+use berth_runtime::error_chain;
 
 /// The reason a box that powered itself off is `stopped` with.
 pub const SHUT_ITSELF_DOWN: &str = "the box shut itself down";

@@ -21,10 +21,11 @@ use berth_store::{BoxRecord, BoxState};
 
 use crate::boxes::Live;
 use crate::ctx::Ctx;
-use crate::error::{error_chain, OpError};
+use crate::error::OpError;
 use crate::lifecycle::Use;
 use crate::ops::box_find::reload;
 use crate::ops::box_stop::stop_held;
+use berth_runtime::error_chain;
 
 /// How long the reclaimer waits for a harness to say whether it is busy.
 const HARNESS_STATUS_TIMEOUT: Duration = Duration::from_secs(2);

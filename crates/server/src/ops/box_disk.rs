@@ -7,7 +7,8 @@ use std::os::unix::fs::MetadataExt;
 use berth_store::BoxRecord;
 
 use crate::ctx::Ctx;
-use crate::error::{error_chain, OpError};
+use crate::error::OpError;
+use berth_runtime::error_chain;
 
 /// The volume size of a box of template `name` that gives none of its own: the template's
 /// now (the default when the template is gone).

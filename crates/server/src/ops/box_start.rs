@@ -13,13 +13,14 @@ use berth_store::{BoxRecord, BoxState};
 
 use crate::boxes::Live;
 use crate::ctx::{Ctx, STOP_GRACE};
-use crate::error::{error_chain, OpError, TemplateProblem};
+use crate::error::{OpError, TemplateProblem};
 use crate::lifecycle::ExitWatch;
 use crate::ops::box_disk;
 use crate::ops::box_find::reload;
 use crate::ops::box_rootfs::rootfs_for;
 use crate::ops::detached;
 use crate::templates::Template;
+use berth_runtime::error_chain;
 
 /// Starts the box if needed; returns its current row (`running`).
 pub async fn start_box(ctx: &Ctx, id: &BoxId) -> Result<BoxRecord, OpError> {

@@ -5,9 +5,10 @@ use berth_protocol::BoxId;
 use berth_store::{BoxRecord, BoxState};
 
 use crate::ctx::{Ctx, STOP_GRACE};
-use crate::error::{error_chain, OpError};
+use crate::error::OpError;
 use crate::ops::box_find::reload;
 use crate::ops::detached;
+use berth_runtime::error_chain;
 
 /// Stops the box (a stopped box stays as it is); returns its current row.
 pub async fn stop_box(ctx: &Ctx, id: &BoxId) -> Result<BoxRecord, OpError> {

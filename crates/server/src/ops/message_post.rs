@@ -5,9 +5,10 @@ use berth_protocol::TenantId;
 use berth_store::{MessageId, Posted};
 
 use crate::ctx::Ctx;
-use crate::error::{error_chain, OpError};
+use crate::error::OpError;
 use crate::ops::box_find::find_box;
 use crate::ops::box_start::ensure_running;
+use berth_runtime::error_chain;
 
 /// Largest message content.
 pub const MAX_CONTENT_BYTES: usize = 256 * 1024;

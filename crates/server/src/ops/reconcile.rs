@@ -14,10 +14,11 @@ use berth_runtime::{BootToken, IdMap, Runtime};
 use berth_store::{BoxRecord, BoxState};
 
 use crate::ctx::{Ctx, STOP_GRACE};
-use crate::error::{error_chain, OpError};
+use crate::error::OpError;
 use crate::lifecycle::ExitWatch;
 use crate::ops::box_stop::stop_box;
 use crate::ops::message_post;
+use berth_runtime::error_chain;
 
 /// How long a reattach waits for the agent's `info`.
 const REATTACH_TIMEOUT: Duration = Duration::from_secs(2);

@@ -28,11 +28,6 @@ pub struct PortsHostConfig {
     pub max_connections_per_tenant: usize,
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
-    /// berth's own origin (`berth up --public-url`, not a berth.toml key): pairing links
-    /// are built on it and a signed-in browser's requests may come from it. Kept here
-    /// because every handler reaches it through `ctx.ports`.
-    #[serde(skip)]
-    pub public_url: Option<crate::api::web_origin::PublicUrl>,
 }
 
 impl Default for PortsHostConfig {
@@ -42,7 +37,6 @@ impl Default for PortsHostConfig {
             listen_wait_s: default_listen_wait_s(),
             max_connections_per_tenant: default_max_connections_per_tenant(),
             max_connections: default_max_connections(),
-            public_url: None,
         }
     }
 }

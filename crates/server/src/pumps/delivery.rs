@@ -13,8 +13,8 @@ use berth_runtime::{GuestClient, GuestError};
 use berth_store::MessageRecord;
 
 use crate::ctx::Ctx;
-use crate::error::error_chain;
 use crate::pumps::{Backoff, Recover};
+use berth_runtime::error_chain;
 
 /// How long one delivery may take (the harness may be busy with a long turn before it
 /// reads the next line); after that it is tried again.

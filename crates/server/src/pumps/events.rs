@@ -8,8 +8,8 @@ use berth_runtime::GuestClient;
 use futures_util::FutureExt;
 
 use crate::ctx::Ctx;
-use crate::error::error_chain;
 use crate::pumps::Backoff;
+use berth_runtime::error_chain;
 
 /// Most events stored in one transaction.
 const MAX_BATCH: usize = 256;

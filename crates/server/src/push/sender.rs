@@ -26,7 +26,7 @@ use super::config::PushHostConfig;
 use super::encrypt::{self, EncryptError};
 use super::endpoint::{self, Endpoint, EndpointRefused};
 use super::vapid::{VapidError, VapidKey};
-use crate::error::error_chain;
+use berth_runtime::error_chain;
 
 /// Pushes waiting for the worker; more are dropped.
 pub const QUEUE: usize = 256;

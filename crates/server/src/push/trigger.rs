@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::sender::Outgoing;
 use crate::ctx::Ctx;
-use crate::error::error_chain;
+use berth_runtime::error_chain;
 
 /// Characters of the answer a notification shows.
 pub const BODY_CHARS: usize = 140;

@@ -46,7 +46,7 @@ pub fn builtins(data_dir: &Path) -> Vec<Template> {
     let unavailable = match prepare_echo_layer(&data_dir) {
         Ok(_) => None,
         Err(e) => {
-            let reason = crate::error::error_chain(&e);
+            let reason = berth_runtime::error_chain(&e);
             tracing::warn!(reason = %reason, "the echo template is unavailable");
             Some(reason)
         }

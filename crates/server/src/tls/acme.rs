@@ -22,7 +22,7 @@ use time::OffsetDateTime;
 
 use super::resolver::CertResolver;
 use super::{pem_files, TlsError};
-use crate::error::error_chain;
+use berth_runtime::error_chain;
 
 /// Let's Encrypt's production directory, the default `--acme-directory`.
 pub const LETS_ENCRYPT: &str = "https://acme-v02.api.letsencrypt.org/directory";

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::pem_files;
 use super::resolver::CertResolver;
-use crate::error::error_chain;
+use berth_runtime::error_chain;
 
 /// How often the files are looked at; a stat of two files is cheap.
 pub const POLL: Duration = Duration::from_secs(2);

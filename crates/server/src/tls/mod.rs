@@ -136,7 +136,7 @@ impl Tls {
                     Ok(None) => {}
                     // A damaged store is no reason to stay down: a new order replaces it.
                     Err(e) => tracing::warn!(
-                        error = %crate::error::error_chain(&e),
+                        error = %berth_runtime::error_chain(&e),
                         "the stored ACME certificate is unreadable; a new one will be ordered"
                     ),
                 }

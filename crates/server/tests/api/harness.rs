@@ -119,7 +119,19 @@ impl TestServer {
         data: tempfile::TempDir,
         host: berth_server::HostConfig,
     ) -> TestServer {
-        let config = ServerConfig {
+        TestServer::start_configured(runtimes, oci_runtime, data, host, |_| ()).await
+    }
+
+    /// A daemon with these `berth.toml` settings, and `configure` applied to the rest of
+    /// its configuration (`berth up`'s flags).
+    pub async fn start_configured(
+        runtimes: Runtimes,
+        oci_runtime: Option<String>,
+        data: tempfile::TempDir,
+        host: berth_server::HostConfig,
+        configure: impl FnOnce(&mut ServerConfig),
+    ) -> TestServer {
+        let mut config = ServerConfig {
             data_dir: data.path().to_owned(),
             listen: "127.0.0.1:0".parse().unwrap(),
             runtimes,
@@ -127,7 +139,9 @@ impl TestServer {
             idle_check: Duration::from_millis(200),
             host,
             tls: None,
+            public_url: None,
         };
+        configure(&mut config);
         let server = Server::bind(config).await.expect("the daemon binds");
         let key = server.admin_key_created.clone().unwrap_or_else(|| {
             std::fs::read_to_string(data.path().join("admin.key"))

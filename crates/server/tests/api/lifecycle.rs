@@ -378,6 +378,7 @@ async fn start_reconciles_the_store_and_the_runtime() {
         idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
         host: Default::default(),
         tls: None,
+        public_url: None,
     })
     .await
     .unwrap();

@@ -39,6 +39,7 @@ async fn first_start_writes_the_admin_key_and_url_and_later_starts_do_not() {
         idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
         host: Default::default(),
         tls: None,
+        public_url: None,
     })
     .await
     .unwrap();

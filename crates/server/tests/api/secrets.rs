@@ -200,6 +200,7 @@ fn config(data: &std::path::Path) -> ServerConfig {
         idle_check: Duration::from_secs(1),
         host: Default::default(),
         tls: None,
+        public_url: None,
     }
 }
 
@@ -218,7 +219,7 @@ async fn the_daemon_refuses_to_start_with_another_key_or_none() {
     }
     let before = std::fs::read(&key_path).unwrap();
     let err = Server::bind(config(data.path())).await.unwrap_err();
-    let text = berth_server::error::error_chain(&err);
+    let text = berth_runtime::error_chain(&err);
     assert!(matches!(err, ServerError::Secrets(_)), "{text}");
     assert!(
         text.contains("00112233aabbccdd") && text.contains("restore the key file"),
@@ -226,7 +227,7 @@ async fn the_daemon_refuses_to_start_with_another_key_or_none() {
     );
     std::fs::remove_file(&key_path).unwrap();
     let err = Server::bind(config(data.path())).await.unwrap_err();
-    let text = berth_server::error::error_chain(&err);
+    let text = berth_runtime::error_chain(&err);
     assert!(text.contains("missing"), "{text}");
     assert!(
         !key_path.exists(),
@@ -241,8 +242,8 @@ async fn the_daemon_refuses_to_start_with_another_key_or_none() {
     .unwrap();
     let err = Server::bind(config(data.path())).await.unwrap_err();
     assert!(
-        berth_server::error::error_chain(&err).contains("chmod 600"),
+        berth_runtime::error_chain(&err).contains("chmod 600"),
         "{}",
-        berth_server::error::error_chain(&err)
+        berth_runtime::error_chain(&err)
     );
 }

@@ -74,6 +74,7 @@ pub fn config_with(data: &Path, tls: TlsConfig) -> ServerConfig {
         idle_check: Duration::from_secs(1),
         host: Default::default(),
         tls: Some(tls),
+        public_url: None,
     }
 }
 

@@ -347,13 +347,12 @@ async fn revoking_or_signing_out_ends_the_cookie_at_once() {
 
 #[tokio::test]
 async fn the_public_url_builds_links_and_counts_as_berths_origin() {
-    let mut host = berth_server::HostConfig::default();
-    host.ports.public_url = Some("https://berth.example.com".parse().unwrap());
-    let server = TestServer::start_with_host(
+    let server = TestServer::start_configured(
         Runtimes::single(Arc::new(NoBoxes)),
         None,
         tempfile::tempdir().unwrap(),
-        host,
+        Default::default(),
+        |config| config.public_url = Some("https://berth.example.com".parse().unwrap()),
     )
     .await;
     let made = pairing(&server, json!({})).await;
