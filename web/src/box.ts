@@ -3,16 +3,10 @@ import { api, boxPath, message, type BoxView } from "./api";
 import { chatPanel } from "./chat";
 import { clear, h } from "./dom";
 import { filesPanel } from "./files";
-import type { Route } from "./main";
+import type { Route } from "./route";
+import type { BoxContext } from "./box_context";
 import { go, handleError } from "./nav";
 import { stateLabel } from "./state";
-
-export interface BoxContext {
-  name: string;
-  /** The box as last seen; panels update it from the events they see. */
-  box: BoxView | null;
-  setState(state: BoxView["state"], reason: string | null): void;
-}
 
 const TABS = [
   ["chat", "Chat"],

@@ -2,7 +2,7 @@
 // closed while the page is hidden or offline and resumed after the last seq seen), and a
 // composer whose messages go through the outbox.
 import { api, ApiError, boxPath, message, type BerthEvent } from "./api";
-import type { BoxContext } from "./box";
+import type { BoxContext } from "./box_context";
 import { h, isNetworkError, randomId } from "./dom";
 import { renderTimeline, type Timeline } from "./chat_render";
 import { handleError } from "./nav";

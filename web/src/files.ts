@@ -1,7 +1,7 @@
 // Files: browse /home/user and /memory, view markdown rendered (with [[links]] followed) and
 // text as text, edit and save text, upload and download.
 import { api, apiBytes, apiPut, boxPath, message, type FileEntry } from "./api";
-import type { BoxContext } from "./box";
+import type { BoxContext } from "./box_context";
 import { clear, h } from "./dom";
 import { renderMarkdown, wikiLinks } from "./markdown";
 import { go, handleError } from "./nav";

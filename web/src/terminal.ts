@@ -2,7 +2,7 @@
 // "Terminals", reattached with id and offset after a drop, and a key row for phones.
 import { FitAddon } from "@xterm/addon-fit";
 import { Terminal } from "@xterm/xterm";
-import type { BoxContext } from "./box";
+import type { BoxContext } from "./box_context";
 import { h } from "./dom";
 import { boxPath } from "./api";
 
