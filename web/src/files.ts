@@ -82,7 +82,8 @@ async function showDir(body: HTMLElement, box: string, path: string): Promise<vo
     h(
       "div",
       { class: "files-actions" },
-      path !== "/" ? h("a", { href: filesHash(box, parent(path)), class: "button" }, "Up") : null,
+      // The roots are the top: the app browses the box's own folders, not its system.
+      ROOTS.includes(path) ? null : h("a", { href: filesHash(box, parent(path)), class: "button" }, "Up"),
       h("label", { for: "upload", class: "button" }, "Upload"),
       upload,
     ),
