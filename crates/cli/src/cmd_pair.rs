@@ -64,7 +64,27 @@ pub async fn run(client: &Client, args: PairArgs) -> anyhow::Result<u8> {
         pairing.expires_at, pairing.url
     )?;
     out.flush().context("writing to stdout")?;
+    if only_this_host(&pairing.url) {
+        eprintln!(
+            "note: this link reaches berth only from this host; for a phone, start berth up \
+             with --public-url (and TLS: docs/tls.md)"
+        );
+    }
     Ok(0)
+}
+
+/// Whether the link names a loopback address, which a phone cannot reach.
+fn only_this_host(url: &str) -> bool {
+    let authority = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = authority.split(['/', '#']).next().unwrap_or("");
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.split(':').next().unwrap_or(""),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Modules of light around the code: a scanner finds the code's edges by it.
@@ -107,6 +127,24 @@ fn half_blocks(code: &QrCode, colored: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_links_are_told_apart() {
+        for url in [
+            "http://127.0.0.1:7070/#/pair/bwp_x",
+            "https://localhost/#/pair/bwp_x",
+            "http://[::1]:7070/#/pair/bwp_x",
+        ] {
+            assert!(only_this_host(url), "{url}");
+        }
+        for url in [
+            "https://berth.example.com/#/pair/bwp_x",
+            "https://192.168.1.20:7443/#/pair/bwp_x",
+            "http://[fd00::2]:7070/#/pair/bwp_x",
+        ] {
+            assert!(!only_this_host(url), "{url}");
+        }
+    }
 
     /// Reads the blocks back into modules: what a phone's camera would see.
     fn modules_of(text: &str) -> Vec<Vec<bool>> {
