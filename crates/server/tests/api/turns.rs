@@ -194,3 +194,33 @@ async fn a_turn_without_a_result_ends_at_its_timeout_and_is_not_redelivered() {
     wait_state(&server, "mute", "stopped", Duration::from_secs(60)).await;
     server.shut_down().await;
 }
+
+#[tokio::test]
+async fn a_replayed_turn_that_never_ends_stops_keeping_the_box_awake_at_its_timeout() {
+    let Some(mut server) = with_sandbox().await else {
+        return;
+    };
+    quiet_template(&server, "endless", r#"ECHO_HARNESS_NO_RESULT = "1""#, 3).await;
+    create(&server, "endless", "endless").await;
+    let posted = post(&server, "endless", "hello").await;
+    let id = posted["id"].as_str().unwrap().to_owned();
+    // The replay acknowledges the message at once; the turn it starts never ends by itself.
+    wait_message_state(&server, "endless", &id, "delivered").await;
+    let events = wait_events(&server, "endless", |e| count(e, "user") == 1).await;
+    assert_eq!(count(&events, "turn_timeout"), 0, "{events:?}");
+    wait_state(&server, "endless", "stopped", Duration::from_secs(60)).await;
+    let events = wait_events(&server, "endless", |e| count(e, "turn_timeout") == 1).await;
+    let timeout = events.iter().find(|e| e["type"] == "turn_timeout").unwrap();
+    assert_eq!(timeout["data"]["message_id"], id.as_str(), "{timeout}");
+    assert_eq!(count(&events, "result"), 0);
+    // The turn kept the box up until it timed out: the reclaim came after, not before.
+    let stopping = events
+        .iter()
+        .find(|e| e["type"] == "state" && e["data"]["state"] == "stopping")
+        .unwrap();
+    assert!(
+        stopping["seq"].as_u64() > timeout["seq"].as_u64(),
+        "{events:?}"
+    );
+    server.shut_down().await;
+}
