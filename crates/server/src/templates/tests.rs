@@ -221,6 +221,7 @@ fn validation_errors_point_at_the_offending_key() {
         ("name = \"v\"\n[harness]\ncommand = [\"a\"]\nack = \"later\"\n", 4, "\"replay\" or \"write\""),
         ("name = \"v\"\n[harness]\ncommand = [\"a\"]\nenv = { \"A=B\" = \"x\" }\n", 4, "variable name"),
         ("name = \"v\"\n[harness]\ncommand = [\"a\"]\nsession = \"\"\n", 4, "harness.session"),
+        ("name = \"v\"\n[harness]\ncommand = [\"a\"]\nturn_timeout_s = 86401\n", 4, "`harness.turn_timeout_s` = 86401 is out of range 0..=86400"),
     ] {
         data.write("v.toml", text);
         let (registry, errors) = data.load();
