@@ -55,10 +55,31 @@ pub struct HarnessConfig {
     /// Exits in a row (with no `result` event between) before the harness is given up.
     #[serde(default = "default_max_restarts")]
     pub max_restarts: u32,
+    /// A turn (a message written to the harness, no `result` since) older than this is
+    /// ended by berth-init with a `turn_timeout` event; 0: never. Optional within version
+    /// 2: absent means the default and the default is not written, so a default config is
+    /// byte for byte the frozen version-2 file and an older berth-init ignores the field.
+    #[serde(
+        default = "default_turn_timeout_s",
+        skip_serializing_if = "is_default_turn_timeout_s"
+    )]
+    pub turn_timeout_s: u64,
 }
 
 fn default_max_restarts() -> u32 {
     5
+}
+
+/// Half an hour: longer than any sane agent turn, short enough that a harness which never
+/// says `result` does not keep its box awake for good.
+pub const DEFAULT_TURN_TIMEOUT_S: u64 = 1800;
+
+fn default_turn_timeout_s() -> u64 {
+    DEFAULT_TURN_TIMEOUT_S
+}
+
+fn is_default_turn_timeout_s(s: &u64) -> bool {
+    *s == DEFAULT_TURN_TIMEOUT_S
 }
 
 /// When a delivered message counts as received by the harness.
@@ -182,6 +203,11 @@ mod tests {
             serde_json::to_value(&config).unwrap(),
             json!({"command":["agent"],"resume_args":[],"session":null,"env":{},"ack":"replay","max_restarts":5})
         );
+        // The optional turn timeout: absent is the default, a set one round-trips.
+        assert_eq!(config.turn_timeout_s, DEFAULT_TURN_TIMEOUT_S);
+        let short: HarnessConfig =
+            serde_json::from_value(json!({"command": ["agent"], "turn_timeout_s": 3})).unwrap();
+        assert_eq!(serde_json::to_value(&short).unwrap()["turn_timeout_s"], 3);
         assert_eq!(
             serde_json::to_value(DeliverRequest {
                 id: "msg_1".into(),

@@ -200,6 +200,28 @@ impl Store {
         Ok(n as u64)
     }
 
+    /// The ids of the box's oldest `limit` messages waiting for delivery, oldest first.
+    pub fn undelivered_ids(
+        &self,
+        box_id: &BoxId,
+        limit: u32,
+    ) -> Result<Vec<MessageId>, StoreError> {
+        let conn = self.read();
+        let mut stmt = conn
+            .prepare(
+                "SELECT id FROM messages WHERE box_id = ?1 AND state = 'queued' \
+                 ORDER BY seq LIMIT ?2",
+            )
+            .map_err(sql("list queued messages"))?;
+        let ids = stmt
+            .query_map(params![box_id.as_str(), limit], |row| {
+                row.get::<_, String>(0)
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(sql("list queued messages"))?;
+        Ok(ids.into_iter().map(MessageId).collect())
+    }
+
     /// Records that the box has the message. Marking a delivered message again is `Ok(false)`.
     pub fn mark_delivered(&self, box_id: &BoxId, id: &MessageId) -> Result<bool, StoreError> {
         let at = format_time(now())?;

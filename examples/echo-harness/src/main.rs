@@ -16,7 +16,9 @@
 //! Test hooks: content `crash` exits with status 3 after the replay, before answering;
 //! `flood N` prints one non-JSON line of N bytes first; `sleep MS` waits MS ms first;
 //! `stream N` answers in N `assistant` lines 300 ms apart (`chunk 001 of 00N. `…);
-//! `ECHO_HARNESS_DEAF=1` never reads stdin.
+//! `ECHO_HARNESS_DEAF=1` never reads stdin; `ECHO_HARNESS_NO_REPLAY=1` answers without
+//! replaying the user line (like Claude Code without `--replay-user-messages`);
+//! `ECHO_HARNESS_NO_RESULT=1` never prints a `result` line (a turn that never ends).
 
 mod answer;
 mod session;
@@ -76,11 +78,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         &json!({"type":"system","subtype":"init","session_id":session.id,
                 "cwd":cwd.to_string_lossy(),"tools":[],"model":"echo"}),
     )?;
-    if std::env::var("ECHO_HARNESS_DEAF").is_ok_and(|v| v == "1") {
+    if env_flag("ECHO_HARNESS_DEAF") {
         loop {
             std::thread::sleep(Duration::from_secs(3600));
         }
     }
+    let replay = !env_flag("ECHO_HARNESS_NO_REPLAY");
+    let result = !env_flag("ECHO_HARNESS_NO_RESULT");
     for line in io::stdin().lock().lines() {
         let line = line?;
         if line.trim().is_empty() {
@@ -94,9 +98,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             eprintln!("echo-harness: ignoring a line that is not a user message");
             continue;
         };
-        // The replay is the acknowledgement: the line exactly as it came.
-        writeln!(out, "{line}")?;
-        out.flush()?;
+        if replay {
+            // The replay is the acknowledgement: the line exactly as it came.
+            writeln!(out, "{line}")?;
+            out.flush()?;
+        }
         let mut streamed = None;
         match hook(&content) {
             Some(Hook::Crash) => std::process::exit(3),
@@ -125,6 +131,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                         "content":[{"type":"text","text":part}],"model":"echo"},"session_id":session.id}),
             )?;
         }
+        if !result {
+            continue;
+        }
         emit(
             &mut out,
             &json!({"type":"result","subtype":"success","is_error":false,"result":text,
@@ -132,6 +141,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         )?;
     }
     Ok(())
+}
+
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v == "1")
 }
 
 /// One line of `n` bytes (`x`s), written in chunks.

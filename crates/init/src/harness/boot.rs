@@ -99,7 +99,7 @@ pub fn load(opts: Options<'_>) -> Result<Harness, HarnessBootError> {
             pid: None,
             reason,
             stdin: None,
-            in_flight: 0,
+            turns: Default::default(),
             exits_in_a_row: 0,
             stopping: false,
         }),

@@ -83,7 +83,7 @@ fn step(h: &Harness, req: &DeliverRequest, first: bool) -> Result<Step, ApiError
             id: req.id.clone(),
             line: user_message_line(&req.content),
         });
-        live.in_flight += 1;
+        live.turns.push(&req.id);
     }
     Ok(Step::Wait)
 }

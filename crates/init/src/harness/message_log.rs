@@ -150,6 +150,21 @@ impl MessageLog {
         Ok(true)
     }
 
+    /// Acks every message written before event `seq` was journalled (its `after_seq` is
+    /// lower): what a `result` answers when the harness never replays. Returns their ids.
+    pub fn ack_written_before(&mut self, seq: u64) -> io::Result<Vec<String>> {
+        let ids: Vec<String> = self
+            .unacked
+            .iter()
+            .filter(|p| p.after_seq < seq)
+            .map(|p| p.id.clone())
+            .collect();
+        for id in &ids {
+            self.ack(id)?;
+        }
+        Ok(ids)
+    }
+
     fn mark_acked(&mut self, id: String) {
         self.unacked.retain(|p| p.id != id);
         if self.acked.insert(id.clone()) {
@@ -234,6 +249,18 @@ mod tests {
         assert!(log.is_unacked("m3"));
         let text = std::fs::read_to_string(dir.path().join(MESSAGES_FILE)).unwrap();
         assert_eq!(text.lines().count(), 4);
+    }
+
+    #[test]
+    fn a_result_acks_only_what_was_written_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = MessageLog::open(dir.path()).unwrap();
+        log.write("m1", "one", 3).unwrap();
+        log.write("m2", "two", 5).unwrap();
+        log.write("m3", "three", 9).unwrap();
+        assert_eq!(log.ack_written_before(6).unwrap(), ["m1", "m2"]);
+        assert!(log.is_acked("m1") && log.is_acked("m2") && log.is_unacked("m3"));
+        assert!(log.ack_written_before(6).unwrap().is_empty());
     }
 
     #[test]

@@ -17,9 +17,10 @@ mod resume;
 pub mod stream;
 pub mod supervisor;
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use berth_protocol::harness::{HarnessConfig, HarnessState, HarnessStatus};
 use tokio::sync::{mpsc, watch, Notify};
@@ -46,11 +47,49 @@ pub struct Live {
     pub reason: Option<String>,
     /// The running harness's stdin writer.
     pub stdin: Option<mpsc::UnboundedSender<StdinLine>>,
-    /// Messages written to this harness minus `result` events seen.
-    pub in_flight: u32,
+    /// Turns this harness owes a `result` for: one per message written to it, oldest first.
+    pub turns: Turns,
     /// Exits in a row without a `result` event.
     pub exits_in_a_row: u32,
     pub stopping: bool,
+}
+
+/// The messages written to the running harness that no `result` has answered yet, and
+/// since when the oldest of them has been its turn (the turn timeout counts from then).
+#[derive(Debug, Default)]
+pub struct Turns {
+    ids: VecDeque<String>,
+    since: Option<Instant>,
+}
+
+impl Turns {
+    /// A message written to the harness: a turn owed after the ones already owed.
+    pub fn push(&mut self, id: &str) {
+        if self.ids.is_empty() {
+            self.since = Some(Instant::now());
+        }
+        self.ids.push_back(id.to_owned());
+    }
+
+    /// `n` results: the oldest `n` turns are over, the next (if any) starts now.
+    pub fn end(&mut self, n: usize) {
+        self.ids.drain(..n.min(self.ids.len()));
+        self.since = (!self.ids.is_empty()).then(Instant::now);
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// The current turn's message and how long it has run.
+    pub fn current(&self) -> Option<(&str, Duration)> {
+        Some((self.ids.front()?.as_str(), self.since?.elapsed()))
+    }
+
+    pub fn clear(&mut self) {
+        self.ids.clear();
+        self.since = None;
+    }
 }
 
 /// The journals; absent when the box has no harness (the state dir is not touched then).
@@ -90,7 +129,7 @@ impl Harness {
         HarnessStatus {
             state: live.state,
             pid: live.pid,
-            turns_in_flight: live.in_flight,
+            turns_in_flight: u32::try_from(live.turns.len()).unwrap_or(u32::MAX),
             last_seq: *self.last_seq.borrow(),
             reason: live.reason.clone(),
         }

@@ -4,7 +4,9 @@
 //! and then the message is journalled as acked. A box that dies between the two would,
 //! on its next boot, write the message to the harness again, though the harness already
 //! had it. So at boot, before anything is delivered, the event journal is read for replays
-//! of the messages still unacked: each one found acks its message.
+//! of the messages still unacked: each one found acks its message. The same holds for the
+//! other two acknowledgements journalled as events: a `result` acks every message written
+//! before it, a `turn_timeout` the message it names.
 
 use std::io;
 use std::path::Path;
@@ -14,9 +16,11 @@ use berth_protocol::harness::GuestEvent;
 use super::deliver::replayed_content;
 use super::event_log::read_file_after;
 use super::message_log::MessageLog;
+use super::supervisor::TURN_TIMEOUT;
 
-/// Acks every unacked message (oldest first) whose replay the event journal holds after
-/// the point it was written.
+/// Acks every unacked message the event journal holds an acknowledgement of after the
+/// point it was written: its replay (oldest first), a later `result`, or a `turn_timeout`
+/// naming it.
 pub fn acks_from_replays(messages: &mut MessageLog, events_file: &Path) -> io::Result<()> {
     let Some(first) = messages.oldest_unacked() else {
         return Ok(());
@@ -33,12 +37,23 @@ pub fn acks_from_replays(messages: &mut MessageLog, events_file: &Path) -> io::R
         let Ok(event) = serde_json::from_slice::<GuestEvent>(&line) else {
             continue;
         };
-        if event.seq > next.after_seq
-            && event.kind == "user"
-            && replayed_content(&event.data).as_deref() == Some(next.content.as_str())
-        {
-            let id = next.id.clone();
-            messages.ack(&id)?;
+        match event.kind.as_str() {
+            "user"
+                if event.seq > next.after_seq
+                    && replayed_content(&event.data).as_deref() == Some(next.content.as_str()) =>
+            {
+                let id = next.id.clone();
+                messages.ack(&id)?;
+            }
+            "result" => {
+                messages.ack_written_before(event.seq)?;
+            }
+            TURN_TIMEOUT => {
+                if let Some(id) = event.data.get("message_id").and_then(|v| v.as_str()) {
+                    messages.ack(id)?;
+                }
+            }
+            _ => {}
         }
     }
     Ok(())
@@ -55,6 +70,16 @@ mod tests {
             "user".into(),
             json!({"type":"user","message":{"role":"user","content":text}}),
         )
+    }
+
+    /// Reopens the journal as a boot does and repairs it from the events: `a` and `b` are
+    /// acked, `c` is not (`why`).
+    fn assert_a_and_b_acked_after_boot(dir: &Path, why: &str) {
+        let mut messages = MessageLog::open(dir).unwrap();
+        acks_from_replays(&mut messages, &dir.join(EVENTS_FILE)).unwrap();
+        assert!(messages.is_acked("a"));
+        assert!(messages.is_acked("b"));
+        assert!(messages.is_unacked("c"), "{why}");
     }
 
     #[test]
@@ -76,11 +101,32 @@ mod tests {
             ])
             .unwrap();
         drop(messages);
+        assert_a_and_b_acked_after_boot(dir.path(), "c was never replayed");
+    }
+
+    #[test]
+    fn a_journalled_result_or_turn_timeout_acks_what_came_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut events = EventLog::open(dir.path()).unwrap();
         let mut messages = MessageLog::open(dir.path()).unwrap();
-        acks_from_replays(&mut messages, &dir.path().join(EVENTS_FILE)).unwrap();
-        assert!(messages.is_acked("a"));
-        assert!(messages.is_acked("b"));
-        assert!(messages.is_unacked("c"), "c was never replayed");
+        messages.write("a", "never echoed", 0).unwrap();
+        // The harness answered a without replaying it; the box died before the ack.
+        events
+            .append(vec![
+                ("assistant".into(), json!({})),
+                ("result".into(), json!({})),
+            ])
+            .unwrap();
+        messages.write("b", "no result", 2).unwrap();
+        messages.write("c", "after", 2).unwrap();
+        events
+            .append(vec![(
+                TURN_TIMEOUT.into(),
+                json!({"message_id":"b","after_s":3}),
+            )])
+            .unwrap();
+        drop(messages);
+        assert_a_and_b_acked_after_boot(dir.path(), "nothing acknowledged c");
     }
 
     #[test]

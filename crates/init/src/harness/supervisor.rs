@@ -26,7 +26,17 @@ const BACKOFF_CAP: Duration = Duration::from_secs(10);
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 const READ_CHUNK: usize = 64 * 1024;
 /// Kinds only berth-init may emit: a harness line claiming one becomes a `log` event.
-const RESERVED: [&str; 4] = ["log", "harness_start", "harness_exit", "harness_failed"];
+const RESERVED: [&str; 5] = [
+    "log",
+    "harness_start",
+    "harness_exit",
+    "harness_failed",
+    TURN_TIMEOUT,
+];
+/// The event that ends a turn the harness never answered with a `result`.
+pub const TURN_TIMEOUT: &str = "turn_timeout";
+/// How often overdue turns are looked for (the timeout is whole seconds).
+const TURN_CHECK: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stream {
@@ -46,6 +56,10 @@ impl Stream {
 /// Starts supervising when the box has a (valid) harness; returns at once.
 pub fn start(h: &Arc<Harness>, exec: &Arc<Executor>) {
     if let Some(config) = h.config.clone() {
+        if config.turn_timeout_s > 0 {
+            let limit = Duration::from_secs(config.turn_timeout_s);
+            tokio::spawn(watch_turns(h.clone(), limit));
+        }
         tokio::spawn(supervise(h.clone(), exec.clone(), config));
     }
 }
@@ -97,7 +111,7 @@ async fn supervise(h: Arc<Harness>, exec: Arc<Executor>, config: HarnessConfig) 
             let mut live = lock(&h.live);
             live.stdin = None;
             live.pid = None;
-            live.in_flight = 0;
+            live.turns.clear();
             live.exits_in_a_row += 1;
             (live.exits_in_a_row, live.stopping)
         };
@@ -170,7 +184,7 @@ async fn run_once(
                     id: pending.id.clone(),
                     line,
                 });
-                live.in_flight += 1;
+                live.turns.push(&pending.id);
             }
         }
         live.stdin = Some(tx);
@@ -253,25 +267,33 @@ async fn read_output(pipe: Option<pipe::Receiver>, h: Arc<Harness>, stream: Stre
 }
 
 /// Journals a batch of lines as events, then acts on them: a replayed user message
-/// acknowledges the oldest unacknowledged one; a `result` ends a turn.
+/// acknowledges the oldest unacknowledged one; a `result` ends a turn and (with `ack =
+/// "replay"`) acknowledges every message written before it, so a harness that never
+/// echoes still gets its messages counted as received once it has answered them.
 fn on_lines(h: &Harness, stream: Stream, lines: Vec<Line>) {
     let batch: Vec<(String, Value)> = lines
         .into_iter()
         .filter_map(|line| to_event(stream, line))
         .collect();
     let mut replayed = Vec::new();
-    let mut results = 0u32;
-    for (kind, data) in &batch {
+    let mut results = 0usize;
+    // Index in the batch of the last `result`: its seq bounds what it acknowledges.
+    let mut last_result = None;
+    for (i, (kind, data)) in batch.iter().enumerate() {
         match kind.as_str() {
             "user" => replayed.extend(replayed_content(data)),
-            "result" => results += 1,
+            "result" => {
+                results += 1;
+                last_result = Some(i);
+            }
             _ => {}
         }
     }
-    emit(h, batch);
+    let len = batch.len() as u64;
+    let last_seq = emit(h, batch);
     if results > 0 {
         let mut live = lock(&h.live);
-        live.in_flight = live.in_flight.saturating_sub(results);
+        live.turns.end(results);
         live.exits_in_a_row = 0;
     }
     let replay = h.config.as_ref().is_some_and(|c| c.ack == AckMode::Replay);
@@ -287,10 +309,55 @@ fn on_lines(h: &Harness, stream: Stream, lines: Vec<Line>) {
                 acknowledge(h, &id);
             }
         }
+        if let (Some(i), Some(last), Some(j)) = (last_result, last_seq, &h.journals) {
+            let result_seq = last - (len - 1 - i as u64);
+            if let Err(err) = lock(&j.messages).ack_written_before(result_seq) {
+                eprintln!("berth-init: cannot journal the acknowledgements of a result: {err}");
+            }
+        }
     }
     if results > 0 {
         h.notify_changed();
     }
+}
+
+/// Ends turns that ran past `limit` without a `result`, until the box stops.
+async fn watch_turns(h: Arc<Harness>, limit: Duration) {
+    let mut tick = tokio::time::interval(TURN_CHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if lock(&h.live).stopping {
+            return;
+        }
+        end_overdue_turn(&h, limit);
+    }
+}
+
+/// The current turn, when older than `limit`, is over: a `turn_timeout` event says so
+/// (journalled first, so a crash before the acknowledgement is repaired at boot) and its
+/// message counts as received, never written to the harness again.
+fn end_overdue_turn(h: &Harness, limit: Duration) {
+    let (id, ran) = {
+        let mut live = lock(&h.live);
+        let Some((id, ran)) = live.turns.current() else {
+            return;
+        };
+        if ran < limit {
+            return;
+        }
+        let id = id.to_owned();
+        live.turns.end(1);
+        (id, ran)
+    };
+    emit(
+        h,
+        vec![(
+            TURN_TIMEOUT.to_owned(),
+            json!({"message_id": id, "after_s": ran.as_secs()}),
+        )],
+    );
+    acknowledge(h, &id);
 }
 
 fn to_event(stream: Stream, line: Line) -> Option<(String, Value)> {
@@ -336,17 +403,22 @@ fn life_event(kind: &str, life: &HarnessLife) -> (String, Value) {
     )
 }
 
-/// Journals and publishes events (they are on disk before any reader sees them).
-pub fn emit(h: &Harness, batch: Vec<(String, Value)>) {
-    let Some(j) = &h.journals else { return };
+/// Journals and publishes events (they are on disk before any reader sees them); returns
+/// the seq of the last one.
+pub fn emit(h: &Harness, batch: Vec<(String, Value)>) -> Option<u64> {
+    let j = h.journals.as_ref()?;
     if batch.is_empty() {
-        return;
+        return None;
     }
     match lock(&j.events).append(batch) {
         Ok(seq) => {
             h.last_seq.send_replace(seq);
+            Some(seq)
         }
-        Err(err) => eprintln!("berth-init: cannot journal harness events: {err}"),
+        Err(err) => {
+            eprintln!("berth-init: cannot journal harness events: {err}");
+            None
+        }
     }
 }
 

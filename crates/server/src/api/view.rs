@@ -8,6 +8,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::ctx::Ctx;
 use crate::egress::policy::EgressPolicy;
+use crate::lifecycle::awake::{awake_because, AwakeReason};
 use crate::ops::box_disk::box_disk_mib;
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -47,6 +48,10 @@ pub struct BoxView {
     pub disk_source: EgressSource,
     /// The volume image as it is now; `null` before the box's first start made it.
     pub volume: Option<VolumeView>,
+    /// What keeps the running box from being reclaimed as idle right now, as the host
+    /// knows it (empty: nothing the host knows of; the box may still hold a harness turn
+    /// or a terminal, which the reclaimer asks it about). Empty unless `running`.
+    pub awake_because: Vec<AwakeReason>,
 }
 
 /// A box's volume image (`<data>/boxes/<id>/volume.ext4`), read without mounting it.
@@ -111,6 +116,7 @@ impl BoxView {
     /// carries no host paths.
     pub fn new(ctx: &Ctx, r: BoxRecord, who: &Principal) -> BoxView {
         let egress = ctx.box_egress(&r);
+        let awake_because = awake_because(ctx, &r);
         let egress_source = match r.egress {
             Some(_) => EgressSource::Box,
             None => EgressSource::Template,
@@ -152,6 +158,7 @@ impl BoxView {
             disk_mib,
             disk_source,
             volume,
+            awake_because,
         }
     }
 }

@@ -75,6 +75,17 @@ impl Activity {
         }
     }
 
+    /// Like [`Activity::state`], for reading only: a box never seen is `None` (and stays
+    /// unseen, so looking does not restart its clock).
+    pub fn peek(&self, id: &BoxId) -> Option<Use> {
+        let boxes = self.lock();
+        let entry = boxes.get(id)?;
+        Some(match entry.in_flight {
+            0 => Use::IdleFor(entry.last_active.elapsed()),
+            n => Use::Busy(n),
+        })
+    }
+
     /// Drops what is known about a deleted box.
     pub fn forget(&self, id: &BoxId) {
         self.lock().remove(id);

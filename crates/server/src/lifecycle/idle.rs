@@ -5,11 +5,13 @@
 //! Idle means: no [`ActivityGuard`](super::ActivityGuard) held (exec, file call, attached
 //! terminal, message delivery; an open event stream is watching, not work, and holds
 //! none), none dropped within the timeout, no message waiting in the store, a harness with
-//! no turn in flight, and no work inside the box that keeps it awake (a terminal within
+//! no turn in flight (a turn ends at its `result` or, in berth-init, at the template's
+//! `turn_timeout_s`), and no work inside the box that keeps it awake (a terminal within
 //! its grace, a background process). The last three cost a query and guest calls, so they
 //! are asked only once the cheap check says the timeout has passed, and again
 //! under the box's lifecycle lock right before the stop, so a concurrent wake is never cut.
-//! Paused boxes are left alone.
+//! Paused boxes are left alone. The box view shows the host-side part of this
+//! ([`super::awake`]).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

@@ -12,7 +12,7 @@ use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use berth_protocol::harness::{AckMode, HarnessConfig};
+use berth_protocol::harness::{AckMode, HarnessConfig, DEFAULT_TURN_TIMEOUT_S};
 use berth_runtime::Limits;
 
 use super::parse::{DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_RESTARTS};
@@ -102,6 +102,7 @@ fn echo(data_dir: &Path, unavailable: Option<String>) -> Template {
             env: BTreeMap::new(),
             ack: AckMode::Replay,
             max_restarts: DEFAULT_MAX_RESTARTS,
+            turn_timeout_s: DEFAULT_TURN_TIMEOUT_S,
         }),
         egress: EgressPolicy::default(),
         origin: Origin::Builtin,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 use std::path::Path;
 
-use berth_protocol::harness::{AckMode, HarnessConfig};
+use berth_protocol::harness::{AckMode, HarnessConfig, DEFAULT_TURN_TIMEOUT_S};
 use berth_runtime::layer::{check_source, check_target};
 use berth_runtime::{LayerError, Limits};
 use serde::Deserialize;
@@ -23,6 +23,8 @@ pub const IDLE_TIMEOUT_S_RANGE: RangeInclusive<u64> = 10..=604_800;
 /// The protocol's default (a test checks they agree).
 pub const DEFAULT_MAX_RESTARTS: u32 = 5;
 const MAX_RESTARTS_RANGE: RangeInclusive<u32> = 0..=1000;
+/// Off (0) up to a day: a turn longer than that is a harness that forgot to say `result`.
+const TURN_TIMEOUT_S_RANGE: RangeInclusive<u64> = 0..=86_400;
 const MAX_LAYERS: usize = 32;
 const MAX_ARGS: usize = 256;
 const MAX_ENV: usize = 256;
@@ -80,6 +82,8 @@ struct RawHarness {
     ack: Option<Spanned<String>>,
     #[serde(default)]
     max_restarts: Option<Spanned<u32>>,
+    #[serde(default)]
+    turn_timeout_s: Option<Spanned<u64>>,
 }
 
 /// Parses and validates the template in `text`, read from `file` (whose stem must be its
@@ -312,6 +316,10 @@ fn harness(src: &Source<'_>, raw: &RawHarness) -> Result<HarnessConfig, Template
         Some(v) => in_range(src, v, "harness.max_restarts", MAX_RESTARTS_RANGE)?,
         None => DEFAULT_MAX_RESTARTS,
     };
+    let turn_timeout_s = match &raw.turn_timeout_s {
+        Some(v) => in_range(src, v, "harness.turn_timeout_s", TURN_TIMEOUT_S_RANGE)?,
+        None => DEFAULT_TURN_TIMEOUT_S,
+    };
     Ok(HarnessConfig {
         command: command.clone(),
         resume_args,
@@ -319,6 +327,7 @@ fn harness(src: &Source<'_>, raw: &RawHarness) -> Result<HarnessConfig, Template
         env,
         ack,
         max_restarts,
+        turn_timeout_s,
     })
 }
 

@@ -86,6 +86,7 @@ session = "main"
 env = {{ LANG = "C.UTF-8" }}
 ack = "write"
 max_restarts = 3
+turn_timeout_s = 60
 "#,
             layer.display()
         ),
@@ -112,7 +113,10 @@ max_restarts = 3
     assert_eq!(h.resume_args, ["--resume", "{session}"]);
     assert_eq!(h.session.as_deref(), Some("main"));
     assert_eq!(h.env["LANG"], "C.UTF-8");
-    assert_eq!((h.ack, h.max_restarts), (AckMode::Write, 3));
+    assert_eq!(
+        (h.ack, h.max_restarts, h.turn_timeout_s),
+        (AckMode::Write, 3, 60)
+    );
     assert!(t.unavailable.is_none());
     let names: Vec<String> = registry.list().iter().map(|t| t.name.clone()).collect();
     assert_eq!(names, ["host", "mine"]);
@@ -132,7 +136,10 @@ fn a_minimal_file_gets_the_documented_defaults() {
     assert_eq!(t.idle_timeout_s, DEFAULT_IDLE_TIMEOUT_S);
     assert_eq!(t.limits, berth_runtime::Limits::default());
     let h = t.harness.as_ref().unwrap();
-    assert_eq!((h.ack, h.max_restarts), (AckMode::Replay, 5));
+    assert_eq!(
+        (h.ack, h.max_restarts, h.turn_timeout_s),
+        (AckMode::Replay, 5, 1800)
+    );
     // The protocol's own default agrees.
     let protocol: berth_protocol::harness::HarnessConfig =
         serde_json::from_str(r#"{"command":["agent"]}"#).unwrap();
@@ -214,6 +221,7 @@ fn validation_errors_point_at_the_offending_key() {
         ("name = \"v\"\n[harness]\ncommand = [\"a\"]\nack = \"later\"\n", 4, "\"replay\" or \"write\""),
         ("name = \"v\"\n[harness]\ncommand = [\"a\"]\nenv = { \"A=B\" = \"x\" }\n", 4, "variable name"),
         ("name = \"v\"\n[harness]\ncommand = [\"a\"]\nsession = \"\"\n", 4, "harness.session"),
+        ("name = \"v\"\n[harness]\ncommand = [\"a\"]\nturn_timeout_s = 86401\n", 4, "`harness.turn_timeout_s` = 86401 is out of range 0..=86400"),
     ] {
         data.write("v.toml", text);
         let (registry, errors) = data.load();

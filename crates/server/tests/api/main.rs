@@ -39,5 +39,6 @@ mod tenants;
 mod terminals;
 mod tls;
 mod tls_acme;
+mod turns;
 mod web_sessions;
 mod webapp;

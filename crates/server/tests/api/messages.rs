@@ -72,7 +72,7 @@ async fn wait_delivered(server: &TestServer, name: &str, n: usize) -> Vec<Value>
 }
 
 /// The stored events (JSON page), polling until `done` holds (10 s at most).
-async fn wait_events(
+pub(crate) async fn wait_events(
     server: &TestServer,
     name: &str,
     done: impl Fn(&[Value]) -> bool,
