@@ -309,6 +309,8 @@ async function scenarios(browser, push) {
     const { public_key: vapidKey } = await admin.call('GET', '/v1/web/push/key');
     // While the chat is on screen, a turn's end is not pushed: the screen shows it.
     await openChat(page, CHAT);
+    // Watching starts when the chat's event stream is open, not when the screen is drawn.
+    await page.locator('[role="log"][data-live]').waitFor();
     await admin.send(CHAT, 'watched turn 3d');
     await shows(page, 'echo: watched turn 3d');
     // No screen watches the box now: the turn's end is pushed. Pushes leave in turn order,

@@ -75,7 +75,11 @@ export function chatPanel(root: HTMLElement, ctx: BoxContext): () => void {
     if (source || closed || document.visibilityState !== "visible" || !navigator.onLine) return;
     const es = new EventSource(boxPath(ctx.name, `/events?after=${lastSeq}`), { withCredentials: true });
     for (const type of EVENT_TYPES) es.addEventListener(type, onMessage as EventListener);
+    // While the stream is open the daemon counts this screen as watching the box (no push
+    // for what it shows); the attribute lets a test know when that starts.
+    es.onopen = () => log.setAttribute("data-live", "");
     es.onerror = () => {
+      log.removeAttribute("data-live");
       // EventSource retries by itself (with Last-Event-ID) unless the server refused it.
       if (es.readyState === EventSource.CLOSED) {
         closeStream();
@@ -95,6 +99,7 @@ export function chatPanel(root: HTMLElement, ctx: BoxContext): () => void {
   const closeStream = (): void => {
     source?.close();
     source = null;
+    log.removeAttribute("data-live");
   };
 
   const pending = new Map<string, HTMLElement>();
