@@ -33,6 +33,9 @@ use crate::slots::Slots;
 const KEEPALIVE: Duration = Duration::from_secs(10);
 /// How often the thread wakes to see whether its client is still there.
 const POLL_MS: libc::c_int = 1000;
+/// How long a lone `IN_MOVED_FROM` waits for its `IN_MOVED_TO` (the kernel queues both in
+/// one rename, so only a read that falls between them makes it wait at all).
+const MOVE_PAIR_MS: libc::c_int = 50;
 /// Most directories one recursive watch holds.
 pub const MAX_WATCHES: usize = 8192;
 /// Watches open at once (each holds a thread and an inotify instance; the kernel allows a
@@ -196,9 +199,21 @@ impl Watcher {
             events: libc::POLLIN,
             revents: 0,
         };
+        // A rename's two halves can be read apart (a read between them on a busy host):
+        // a lone IN_MOVED_FROM waits a moment for its IN_MOVED_TO before it is a delete.
+        let wait_ms = if self.moved_from.is_some() {
+            MOVE_PAIR_MS
+        } else {
+            POLL_MS
+        };
         // SAFETY: one valid pollfd, for the length given.
-        let ready = unsafe { libc::poll(&mut pfd, 1, POLL_MS) };
+        let ready = unsafe { libc::poll(&mut pfd, 1, wait_ms) };
         if ready <= 0 {
+            let mut out = Vec::new();
+            self.flush_moved_from(&mut out);
+            for event in &out {
+                queue.push(event)?;
+            }
             return queue.idle();
         }
         let events = match self.inotify.read_events() {
@@ -206,6 +221,8 @@ impl Watcher {
             Err(nix::Error::EAGAIN | nix::Error::EINTR) => return Ok(()),
             Err(_) => return Err(Closed),
         };
+        // A move out that waited through one read already has no partner coming.
+        let waited = self.moved_from.as_ref().map(|(cookie, _, _)| *cookie);
         let mut out = Vec::new();
         for event in events {
             if !self.translate(event, &mut out) {
@@ -217,7 +234,9 @@ impl Watcher {
                 return Err(Closed);
             }
         }
-        self.flush_moved_from(&mut out);
+        if waited.is_some() && self.moved_from.as_ref().map(|(cookie, _, _)| *cookie) == waited {
+            self.flush_moved_from(&mut out);
+        }
         if std::mem::take(&mut self.unwatched) {
             out.push(WatchEvent::Overflow);
         }
@@ -280,7 +299,7 @@ impl Watcher {
         true
     }
 
-    /// A move out of the tree (no `IN_MOVED_TO` followed in the same read): a delete.
+    /// A move out of the tree (no `IN_MOVED_TO` within [`MOVE_PAIR_MS`]): a delete.
     fn flush_moved_from(&mut self, out: &mut Vec<WatchEvent>) {
         if let Some((_, path, dir)) = self.moved_from.take() {
             if dir {

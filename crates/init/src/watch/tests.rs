@@ -132,23 +132,30 @@ fn a_full_queue_drops_events_and_then_says_overflow() {
     assert_eq!(next, [WatchEvent::Overflow, create("after", false)]);
 }
 
-fn inotify_fds() -> usize {
-    fs::read_dir("/proc/self/fd")
+/// Whether an inotify descriptor of this process watches `dir` (by its inode, from
+/// `/proc/self/fdinfo`): other tests' watches, in threads of the same process, do not count.
+fn watched(dir: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let ino = format!(" ino:{:x} ", fs::metadata(dir).unwrap().ino());
+    fs::read_dir("/proc/self/fdinfo")
         .unwrap()
         .flatten()
-        .filter(|e| fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy().contains("inotify")))
-        .count()
+        .filter_map(|e| fs::read_to_string(e.path()).ok())
+        .any(|info| {
+            info.lines()
+                .any(|l| l.starts_with("inotify") && l.contains(&ino))
+        })
 }
 
 #[tokio::test]
 async fn a_client_that_leaves_ends_the_watch_and_its_descriptor() {
     let dir = tempfile::tempdir().unwrap();
-    let before = inotify_fds();
+    assert!(!watched(dir.path()));
     let rx = open(query(dir.path(), true)).await.unwrap();
-    assert!(inotify_fds() > before);
+    assert!(watched(dir.path()));
     drop(rx);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while inotify_fds() > before {
+    while watched(dir.path()) {
         assert!(
             Instant::now() < deadline,
             "the inotify descriptor stayed open"
