@@ -113,7 +113,8 @@ pub fn disk_mib(value: u64) -> Result<u64, OpError> {
     }
 }
 
-fn range(field: &'static str, value: f64, min: f64, max: f64) -> Result<(), OpError> {
+/// `value` of `field` within `min..=max`, else `LimitOutOfRange` naming both.
+pub fn range(field: &'static str, value: f64, min: f64, max: f64) -> Result<(), OpError> {
     // `!(a && b)` also refuses NaN.
     if !(value >= min && value <= max) {
         return Err(OpError::LimitOutOfRange {

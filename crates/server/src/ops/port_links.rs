@@ -24,14 +24,8 @@ pub fn create(
     port: u16,
     ttl_s: u64,
 ) -> Result<(BoxRecord, NewPortLink), OpError> {
-    if !TTL_S_RANGE.contains(&ttl_s) {
-        return Err(OpError::LimitOutOfRange {
-            field: "ttl_s",
-            value: ttl_s as f64,
-            min: *TTL_S_RANGE.start() as f64,
-            max: *TTL_S_RANGE.end() as f64,
-        });
-    }
+    let (min, max) = (*TTL_S_RANGE.start(), *TTL_S_RANGE.end());
+    crate::validate::range("ttl_s", ttl_s as f64, min as f64, max as f64)?;
     let record = find_box(ctx, tenant, reference)?;
     let ttl = time::Duration::seconds(ttl_s as i64);
     let link = ctx

@@ -31,15 +31,8 @@ pub fn pair(
     ttl_s: Option<u64>,
 ) -> Result<NewPairing, PairError> {
     let ttl_s = ttl_s.unwrap_or(DEFAULT_TTL_S);
-    if !TTL_S_RANGE.contains(&ttl_s) {
-        return Err(OpError::LimitOutOfRange {
-            field: "ttl_s",
-            value: ttl_s as f64,
-            min: *TTL_S_RANGE.start() as f64,
-            max: *TTL_S_RANGE.end() as f64,
-        }
-        .into());
-    }
+    let (min, max) = (*TTL_S_RANGE.start(), *TTL_S_RANGE.end());
+    crate::validate::range("ttl_s", ttl_s as f64, min as f64, max as f64)?;
     let tenant = match tenant {
         None => who.tenant_id.clone(),
         Some(reference) => {
