@@ -4,9 +4,11 @@
 //! (`berth_protocol::vm::READY_MARK`): a vsock connection that reaches the guest while its
 //! vsock driver comes up can wedge it (seen with vhost-device-vsock 0.3.0: one boot in ~30
 //! when the host tried every 10 ms). Watching the console file costs the guest nothing, so
-//! it is read every few ms and the agent is found as soon as it is up. A berth-init that
-//! does not print the line (an initramfs from an older berth) is still tried every
-//! [`BLIND_TRY`].
+//! it is read every few ms and the agent is found as soon as it is up. There is no blind
+//! try before the line: a first try at boot would sit in vhost-device-vsock's queue until
+//! the guest's driver came up, and a slow (TCG, loaded) boot outlasts one attempt, so the
+//! host would drop a forwarded connection and wedge the backend for the whole boot. The
+//! initramfs ships with the daemon, so every berth-init prints the line.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -19,8 +21,6 @@ const CONSOLE_POLL: Duration = Duration::from_millis(5);
 /// After the line: how long between tries of `info` (the listener is up: the first try
 /// normally answers).
 const RETRY: Duration = Duration::from_millis(10);
-/// Without the line: how long between tries.
-const BLIND_TRY: Duration = Duration::from_millis(500);
 
 /// What [`wait_ready`] waits on.
 pub(crate) struct ReadyWait<'a> {
@@ -44,14 +44,13 @@ pub(crate) async fn wait_ready(
 ) -> Result<(), RuntimeError> {
     let started = Instant::now();
     let mut console = ConsoleWatch::new(wait.console_log, wait.console_from);
-    let (mut next_try, mut announced) = (started, false);
+    let mut next_try = None;
     let mut last = "berth-init has not said it listens yet".to_owned();
     loop {
-        if !announced && console.has_ready_mark() {
-            announced = true;
-            next_try = Instant::now();
+        if next_try.is_none() && console.has_ready_mark() {
+            next_try = Some(Instant::now());
         }
-        if Instant::now() >= next_try {
+        if next_try.is_some_and(|at| Instant::now() >= at) {
             let attempt = wait
                 .attempt
                 .min(wait.deadline.saturating_sub(started.elapsed()));
@@ -62,7 +61,7 @@ pub(crate) async fn wait_ready(
                 Ok(Err(e)) => error_chain(&e),
                 Err(_) => format!("no answer within {} ms", attempt.as_millis()),
             };
-            next_try = Instant::now() + if announced { RETRY } else { BLIND_TRY };
+            next_try = Some(Instant::now() + RETRY);
         }
         let gone = !crate::process::pid_alive(wait.vmm_pid);
         if gone || started.elapsed() >= wait.deadline {
