@@ -17,10 +17,32 @@ use crate::error::{sql, StoreError};
 use crate::quota::{self, QuotaLimit, TemplateDisk};
 use crate::{format_time, now, BoxRecord, Store};
 
+/// A box's sleep ladder: idle seconds before each rung (0: never), and whether a call
+/// wakes a sleeping box.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SleepSettings {
+    pub pause_after_s: u64,
+    pub snapshot_after_s: u64,
+    pub stop_after_s: u64,
+    pub auto_resume: bool,
+}
+
+impl BoxRecord {
+    pub fn sleep(&self) -> SleepSettings {
+        SleepSettings {
+            pause_after_s: self.pause_after_s,
+            snapshot_after_s: self.snapshot_after_s,
+            stop_after_s: self.stop_after_s,
+            auto_resume: self.auto_resume,
+        }
+    }
+}
+
 /// What a change sets; `None` keeps the field. The daemon validates every value.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BoxChange {
-    pub idle_timeout_s: Option<u64>,
+    /// The sleep ladder, each rung at once (the daemon checks them against each other).
+    pub sleep: Option<SleepSettings>,
     /// All three limits as the box's next start should apply them.
     pub limits: Option<BoxLimits>,
     /// The box's own volume size (the daemon allows growth only).
@@ -90,12 +112,20 @@ impl Store {
             )
             .map_err(sql("change a box's volume size"))?;
         }
-        if let Some(idle_timeout_s) = change.idle_timeout_s {
+        if let Some(sleep) = change.sleep {
             tx.execute(
-                "UPDATE boxes SET idle_timeout_s = ?1, updated_at = ?2 WHERE id = ?3",
-                params![idle_timeout_s as i64, at, id.as_str()],
+                "UPDATE boxes SET pause_after_s = ?1, snapshot_after_s = ?2, stop_after_s = ?3, \
+                 auto_resume = ?4, updated_at = ?5 WHERE id = ?6",
+                params![
+                    sleep.pause_after_s as i64,
+                    sleep.snapshot_after_s as i64,
+                    sleep.stop_after_s as i64,
+                    sleep.auto_resume,
+                    at,
+                    id.as_str()
+                ],
             )
-            .map_err(sql("change a box's idle timeout"))?;
+            .map_err(sql("change a box's sleep settings"))?;
         }
         for (column, map) in [("labels", &change.labels), ("env", &change.env)] {
             if let Some(map) = map {

@@ -44,7 +44,12 @@ fn labels_and_env_are_kept_from_creation_and_replaced_whole() {
                 &record.id,
                 &BoxChange {
                     labels: Some(map(&[("team", "blue")])),
-                    idle_timeout_s: Some(42),
+                    sleep: Some(crate::SleepSettings {
+                        pause_after_s: 5,
+                        snapshot_after_s: 0,
+                        stop_after_s: 42,
+                        auto_resume: false,
+                    }),
                     ..BoxChange::default()
                 },
                 NO_TEMPLATE_DISK,
@@ -52,7 +57,8 @@ fn labels_and_env_are_kept_from_creation_and_replaced_whole() {
             .unwrap();
         assert_eq!(changed.labels, map(&[("team", "blue")]));
         assert_eq!(changed.env, map(&[("GREETING", "hello world")]));
-        assert_eq!(changed.idle_timeout_s, 42);
+        assert_eq!(changed.stop_after_s, 42);
+        assert_eq!((changed.pause_after_s, changed.auto_resume), (5, false));
         // Settings are not lifecycle state: the generation stays.
         assert_eq!(changed.generation, record.generation);
         record.id
@@ -62,7 +68,7 @@ fn labels_and_env_are_kept_from_creation_and_replaced_whole() {
     let record = store.get_box(&id).unwrap().unwrap();
     assert_eq!(record.labels, map(&[("team", "blue")]));
     assert_eq!(record.env, map(&[("GREETING", "hello world")]));
-    assert_eq!(record.idle_timeout_s, 42);
+    assert_eq!(record.stop_after_s, 42);
 }
 
 #[test]

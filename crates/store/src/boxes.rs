@@ -7,6 +7,7 @@ use berth_protocol::{BoxId, TenantId};
 use rusqlite::{params, OptionalExtension, Row};
 use time::OffsetDateTime;
 
+use crate::box_settings::SleepSettings;
 use crate::error::{sql, StoreError};
 use crate::events::STATE_EVENT;
 use crate::quota::{self, Quota, QuotaLimit, TemplateDisk};
@@ -23,8 +24,7 @@ pub struct NewBox {
     pub memory_mib: u64,
     pub pids: u64,
     pub cpus: f64,
-    /// Seconds without activity before the box is reclaimed.
-    pub idle_timeout_s: u64,
+    pub sleep: SleepSettings,
     /// The box's own egress policy as JSON (the daemon validates and serialises it; the
     /// store does not look inside). `None`: the box uses its template's.
     pub egress: Option<String>,
@@ -63,8 +63,13 @@ pub struct BoxRecord {
     pub memory_mib: u64,
     pub pids: u64,
     pub cpus: f64,
-    /// Seconds without activity before the box is reclaimed.
-    pub idle_timeout_s: u64,
+    /// Idle seconds before the box is stopped (0: never).
+    pub stop_after_s: u64,
+    /// Idle seconds before the box is paused, and before it is snapshotted (0: never).
+    pub pause_after_s: u64,
+    pub snapshot_after_s: u64,
+    /// Whether a call that needs a paused or snapshotted box wakes it.
+    pub auto_resume: bool,
     /// Stable for the box's life: the runtime's uid range. Another box gets it only after
     /// this one's row is deleted, which the daemon does once its files, mounts and
     /// processes are gone.
@@ -103,8 +108,9 @@ impl BoxRecord {
 }
 
 pub(crate) const COLUMNS: &str = "id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
-                       cpus, id_slot, generation, created_at, updated_at, idle_timeout_s, egress, runtime, \
-                       disk_mib, labels, env, pending_memory_mib, pending_pids, pending_cpus";
+                       cpus, id_slot, generation, created_at, updated_at, stop_after_s, egress, runtime, \
+                       disk_mib, labels, env, pending_memory_mib, pending_pids, pending_cpus, pause_after_s, \
+                       snapshot_after_s, auto_resume";
 
 /// What a new box is admitted against besides its tenant's quota.
 #[derive(Clone, Copy)]
@@ -163,9 +169,10 @@ impl Store {
         let at_text = format_time(at)?;
         let inserted = tx.execute(
             "INSERT INTO boxes (id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
-             cpus, id_slot, generation, created_at, updated_at, idle_timeout_s, egress, runtime, \
-             disk_mib, labels, env) \
-             VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9, 1, ?10, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+             cpus, id_slot, generation, created_at, updated_at, stop_after_s, egress, runtime, \
+             disk_mib, labels, env, pause_after_s, snapshot_after_s, auto_resume) \
+             VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9, 1, ?10, ?10, ?11, ?12, ?13, ?14, ?15, ?16, \
+             ?17, ?18, ?19)",
             params![
                 new.id.as_str(),
                 new.tenant_id.as_str(),
@@ -177,12 +184,15 @@ impl Store {
                 new.cpus,
                 slot,
                 at_text,
-                new.idle_timeout_s as i64,
+                new.sleep.stop_after_s as i64,
                 new.egress,
                 new.runtime,
                 new.disk_mib.map(|d| d as i64),
                 labels_json(&new.labels),
                 labels_json(&new.env),
+                new.sleep.pause_after_s as i64,
+                new.sleep.snapshot_after_s as i64,
+                new.sleep.auto_resume,
             ],
         );
         match inserted {
@@ -213,7 +223,10 @@ impl Store {
             memory_mib: new.memory_mib,
             pids: new.pids,
             cpus: new.cpus,
-            idle_timeout_s: new.idle_timeout_s,
+            stop_after_s: new.sleep.stop_after_s,
+            pause_after_s: new.sleep.pause_after_s,
+            snapshot_after_s: new.sleep.snapshot_after_s,
+            auto_resume: new.sleep.auto_resume,
             id_slot: slot,
             generation: 1,
             created_at: at,
@@ -356,10 +369,11 @@ impl Store {
             tx.execute("DELETE FROM boxes WHERE id = ?1", params![id.as_str()])
                 .map_err(sql("delete a box"))?;
         } else {
-            // The boot token lives only while the box runs (or is paused).
+            // The boot token lives only while the box runs, is paused, or is snapshotted (a
+            // restore hands the new boot's token over on a channel the old one opens).
             tx.execute(
                 "UPDATE boxes SET state = ?1, state_reason = ?2, generation = generation + 1, updated_at = ?3, \
-                 boot_token = CASE WHEN ?1 IN ('running', 'paused') THEN boot_token ELSE NULL END \
+                 boot_token = CASE WHEN ?1 IN ('running', 'paused', 'snapshotted') THEN boot_token ELSE NULL END \
                  WHERE id = ?4 AND generation = ?5",
                 params![to.as_str(), reason, format_time(now())?, id.as_str(), generation as i64],
             )
@@ -513,13 +527,15 @@ pub(crate) struct RawBox {
     generation: i64,
     created_at: String,
     updated_at: String,
-    idle_timeout_s: i64,
+    stop_after_s: i64,
     egress: Option<String>,
     runtime: String,
     disk_mib: Option<i64>,
     labels: String,
     env: String,
     pending: (Option<i64>, Option<i64>, Option<f64>),
+    /// `pause_after_s`, `snapshot_after_s`, `auto_resume`.
+    sleep: (i64, i64, bool),
 }
 
 impl RawBox {
@@ -538,13 +554,14 @@ impl RawBox {
             generation: row.get(10)?,
             created_at: row.get(11)?,
             updated_at: row.get(12)?,
-            idle_timeout_s: row.get(13)?,
+            stop_after_s: row.get(13)?,
             egress: row.get(14)?,
             runtime: row.get(15)?,
             disk_mib: row.get(16)?,
             labels: row.get(17)?,
             env: row.get(18)?,
             pending: (row.get(19)?, row.get(20)?, row.get(21)?),
+            sleep: (row.get(22)?, row.get(23)?, row.get(24)?),
         })
     }
 
@@ -568,7 +585,10 @@ impl RawBox {
             memory_mib: self.memory_mib as u64,
             pids: self.pids as u64,
             cpus: self.cpus,
-            idle_timeout_s: self.idle_timeout_s as u64,
+            stop_after_s: self.stop_after_s as u64,
+            pause_after_s: self.sleep.0 as u64,
+            snapshot_after_s: self.sleep.1 as u64,
+            auto_resume: self.sleep.2,
             id_slot: self.id_slot,
             generation: self.generation as u64,
             created_at: parse_time("boxes.created_at", &self.created_at)?,

@@ -32,7 +32,12 @@ pub(crate) fn insert_box(store: &Store, tenant: TenantId, name: &str) -> BoxReco
             memory_mib: 512,
             pids: 256,
             cpus: 1.0,
-            idle_timeout_s: 60,
+            sleep: crate::SleepSettings {
+                pause_after_s: 0,
+                snapshot_after_s: 0,
+                stop_after_s: 60,
+                auto_resume: true,
+            },
             egress: None,
             runtime: "sandbox".into(),
             disk_mib: None,
@@ -40,7 +45,7 @@ pub(crate) fn insert_box(store: &Store, tenant: TenantId, name: &str) -> BoxReco
             env: Default::default(),
         })
         .unwrap();
-    assert_eq!(record.idle_timeout_s, 60);
+    assert_eq!(record.stop_after_s, 60);
     record
 }
 

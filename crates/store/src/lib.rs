@@ -35,7 +35,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 pub use api_keys::{ApiKeyMeta, NewApiKey};
-pub use box_settings::BoxChange;
+pub use box_settings::{BoxChange, SleepSettings};
 pub use boxes::{Admission, BoxLimits, BoxRecord, NewBox};
 pub use error::StoreError;
 pub use events::{

@@ -24,7 +24,41 @@ const MIGRATIONS: &[(u32, &str)] = &[
         11,
         include_str!("../migrations/0011_push_subscriptions.sql"),
     ),
+    (12, include_str!("../migrations/0012_sleep_ladder.sql")),
 ];
+
+/// Migrations that rebuild a table other tables reference: they run with foreign keys off
+/// (SQLite ignores the pragma inside a transaction, and with keys on, dropping the old
+/// table would cascade into every row that names it), then the keys are checked.
+const REBUILDS: &[u32] = &[12];
+
+fn apply_one(
+    conn: &mut Connection,
+    version: u32,
+    script: &str,
+    rebuild: bool,
+) -> Result<(), rusqlite::Error> {
+    let tx = conn.transaction()?;
+    tx.execute_batch(script)?;
+    if rebuild {
+        // Inside the transaction: a dangling reference rolls the whole rebuild back.
+        let dangling: i64 =
+            tx.query_row("SELECT COUNT(*) FROM pragma_foreign_key_check", [], |row| {
+                row.get(0)
+            })?;
+        if dangling > 0 {
+            return Err(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY),
+                Some(format!("{dangling} rows name a row that is gone")),
+            ));
+        }
+    }
+    tx.execute(
+        "INSERT INTO schema_migrations (version) VALUES (?1)",
+        params![version],
+    )?;
+    tx.commit()
+}
 
 /// Applies every migration newer than the database's; returns the version reached.
 pub(crate) fn apply(conn: &mut Connection) -> Result<u32, StoreError> {
@@ -45,14 +79,17 @@ pub(crate) fn apply(conn: &mut Connection) -> Result<u32, StoreError> {
     let mut reached = current;
     for &(version, script) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
         let failed = |source| StoreError::Migration { version, source };
-        let tx = conn.transaction().map_err(failed)?;
-        tx.execute_batch(script).map_err(failed)?;
-        tx.execute(
-            "INSERT INTO schema_migrations (version) VALUES (?1)",
-            params![version],
-        )
-        .map_err(failed)?;
-        tx.commit().map_err(failed)?;
+        let rebuild = REBUILDS.contains(&version);
+        if rebuild {
+            conn.pragma_update(None, "foreign_keys", "OFF")
+                .map_err(failed)?;
+        }
+        let applied = apply_one(conn, version, script, rebuild);
+        if rebuild {
+            conn.pragma_update(None, "foreign_keys", "ON")
+                .map_err(failed)?;
+        }
+        applied.map_err(failed)?;
         reached = version;
     }
     Ok(reached)

@@ -19,7 +19,11 @@ pub enum BoxState {
     Starting,
     Running,
     Stopping,
+    /// Frozen in memory: every process stopped where it was, its RAM still held.
     Paused,
+    /// Saved to disk (memory and device state next to the volume), holding no RAM: the
+    /// next wake restores it with every process as it was.
+    Snapshotted,
     /// The last start or stop failed; the box's `state_reason` says why.
     Failed,
     Deleted,
@@ -41,12 +45,13 @@ pub struct UnknownState {
 }
 
 impl BoxState {
-    pub const ALL: [BoxState; 7] = [
+    pub const ALL: [BoxState; 8] = [
         BoxState::Stopped,
         BoxState::Starting,
         BoxState::Running,
         BoxState::Stopping,
         BoxState::Paused,
+        BoxState::Snapshotted,
         BoxState::Failed,
         BoxState::Deleted,
     ];
@@ -58,6 +63,7 @@ impl BoxState {
             BoxState::Running => "running",
             BoxState::Stopping => "stopping",
             BoxState::Paused => "paused",
+            BoxState::Snapshotted => "snapshotted",
             BoxState::Failed => "failed",
             BoxState::Deleted => "deleted",
         }
@@ -67,7 +73,9 @@ impl BoxState {
     pub fn may_have_processes(self) -> bool {
         match self {
             BoxState::Starting | BoxState::Running | BoxState::Stopping | BoxState::Paused => true,
-            BoxState::Stopped | BoxState::Failed | BoxState::Deleted => false,
+            BoxState::Stopped | BoxState::Snapshotted | BoxState::Failed | BoxState::Deleted => {
+                false
+            }
         }
     }
 }
@@ -78,9 +86,18 @@ pub fn check_transition(from: BoxState, to: BoxState) -> Result<(), InvalidTrans
     let allowed = match from {
         Stopped => matches!(to, Starting | Deleted),
         Starting => matches!(to, Running | Failed | Stopped | Deleted),
-        Running => matches!(to, Stopping | Paused | Failed | Stopped | Deleted),
+        Running => matches!(
+            to,
+            Stopping | Paused | Snapshotted | Failed | Stopped | Deleted
+        ),
         Stopping => matches!(to, Stopped | Failed | Deleted),
-        Paused => matches!(to, Running | Stopping | Stopped | Failed | Deleted),
+        Paused => matches!(
+            to,
+            Running | Snapshotted | Stopping | Stopped | Failed | Deleted
+        ),
+        // A restore goes through `starting` like a cold boot (the same quota check); a
+        // stop only deletes the snapshot.
+        Snapshotted => matches!(to, Starting | Stopped | Failed | Deleted),
         Failed => matches!(to, Starting | Stopped | Deleted),
         Deleted => false,
     };
@@ -129,6 +146,10 @@ mod tests {
             (Stopping, Stopped),
             (Running, Paused),
             (Paused, Running),
+            (Running, Snapshotted),
+            (Paused, Snapshotted),
+            (Snapshotted, Starting),
+            (Snapshotted, Stopped),
             (Starting, Failed),
             (Failed, Starting),
         ] {

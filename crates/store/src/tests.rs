@@ -2,7 +2,7 @@
 
 use berth_protocol::{BoxId, TenantId};
 
-use crate::{BoxState, NewBox, Store, StoreError, DB_FILE};
+use crate::{BoxState, NewBox, SleepSettings, Store, StoreError, DB_FILE};
 
 pub(crate) fn new_box(tenant: &TenantId, name: &str) -> NewBox {
     let mut random = [0u8; 20];
@@ -15,7 +15,12 @@ pub(crate) fn new_box(tenant: &TenantId, name: &str) -> NewBox {
         memory_mib: 512,
         pids: 256,
         cpus: 1.5,
-        idle_timeout_s: 300,
+        sleep: SleepSettings {
+            pause_after_s: 0,
+            snapshot_after_s: 0,
+            stop_after_s: 300,
+            auto_resume: true,
+        },
         egress: None,
         runtime: "sandbox".into(),
         disk_mib: None,
@@ -263,11 +268,24 @@ fn a_box_from_before_the_egress_column_reads_as_none() {
             [id.as_str(), tenant.as_str()],
         )
         .unwrap();
+        conn.execute(
+            "INSERT INTO messages (box_id, seq, id, content, state, created_at) VALUES \
+             (?1, 1, 'msg_old', 'still here', 'queued', '2026-01-01T00:00:00Z')",
+            [id.as_str()],
+        )
+        .unwrap();
     }
     let store = open(&dir);
     let old = store.get_box(&id).unwrap().unwrap();
     assert_eq!(old.egress, None);
-    assert_eq!((old.name.as_str(), old.idle_timeout_s), ("old", 60));
+    // Migration 12 rebuilt the table: the idle timeout is the stop rung, the other rungs
+    // are off, and the box's messages were not dropped with the old table.
+    assert_eq!((old.name.as_str(), old.stop_after_s), ("old", 60));
+    assert_eq!(
+        (old.pause_after_s, old.snapshot_after_s, old.auto_resume),
+        (0, 0, true)
+    );
+    assert_eq!(store.count_undelivered(&id).unwrap(), 1);
     // Migration 5: an old box ran on the sandbox, with its template's disk.
     assert_eq!((old.runtime.as_str(), old.disk_mib), ("sandbox", None));
 }
