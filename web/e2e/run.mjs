@@ -229,7 +229,7 @@ async function scenarios(browser, push) {
     await shows(page, 'OK, I will remember 42.', 15_000);
     await shows(page, 'remember 42', 1000);
 
-    await admin.patch(CHAT, { idle_timeout_s: 1 });
+    await admin.patch(CHAT, { stop_after_s: 1 });
     await until(`${CHAT} reclaimed`, 60_000, async () => (await admin.box(CHAT)).state === 'stopped');
     // A sandbox box wakes in well under a second, too fast to photograph: the message is
     // held in the browser while the waking state is shot, then let go to wake the box.
@@ -253,7 +253,7 @@ async function scenarios(browser, push) {
     await page.unroute(messages);
     const woke = (await admin.events(CHAT)).slice(before).filter((e) => e.type === 'state').map((e) => e.data.state);
     check(woke.includes('starting') && woke.includes('running'), `the message did not wake the box: states ${woke.join(', ')}`);
-    await admin.patch(CHAT, { idle_timeout_s: 300 });
+    await admin.patch(CHAT, { stop_after_s: 300 });
   });
 
   await step('d. markup in an answer renders inert', () => renderCheck(page, { send, shows, log }));

@@ -62,6 +62,61 @@ impl LimitsBody {
 }
 
 /// Seconds from `90`, `90s`, `30m`, `2h` or `1d`.
+/// A box's sleep ladder as flags: each rung an idle time (`0` or `never`: off), and whether
+/// calls wake a sleeping box. Absent flags keep what the box (or its template) has.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SleepArgs {
+    /// Idle time before the box is paused (frozen in memory; resumes in milliseconds):
+    /// seconds, or 90s, 30m, 2h, 1d; 0 or never: off.
+    #[arg(long, value_name = "DURATION", value_parser = parse_rung)]
+    pub pause_after: Option<u64>,
+    /// Idle time before the box is snapshotted (memory saved to disk, no RAM held; VM
+    /// runtimes only); 0 or never: off.
+    #[arg(long, value_name = "DURATION", value_parser = parse_rung)]
+    pub snapshot_after: Option<u64>,
+    /// Idle time before the box is stopped (processes end, files stay); 0 or never: off.
+    /// Work keeps a box awake: a message, exec, file call, terminal or background process;
+    /// an open event stream does not.
+    #[arg(long, value_name = "DURATION", value_parser = parse_rung)]
+    pub stop_after: Option<u64>,
+    /// Whether a call (exec, files, a message) wakes a paused or snapshotted box: true
+    /// (the default) or false (calls are refused until `berth box resume`).
+    #[arg(long, value_name = "BOOL")]
+    pub auto_resume: Option<bool>,
+}
+
+/// The ladder's fields of a create or change body; absent ones are left out.
+#[derive(Debug, Clone, Default, serde::Serialize, PartialEq)]
+pub struct SleepBody {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pause_after_s: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_after_s: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_after_s: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto_resume: Option<bool>,
+}
+
+impl SleepArgs {
+    pub fn body(&self) -> SleepBody {
+        SleepBody {
+            pause_after_s: self.pause_after,
+            snapshot_after_s: self.snapshot_after,
+            stop_after_s: self.stop_after,
+            auto_resume: self.auto_resume,
+        }
+    }
+}
+
+/// A rung's idle time: a duration, or `never` for off (as `0`).
+pub fn parse_rung(raw: &str) -> Result<u64, String> {
+    match raw {
+        "never" | "off" => Ok(0),
+        _ => parse_duration_s(raw),
+    }
+}
+
 pub fn parse_duration_s(raw: &str) -> Result<u64, String> {
     let bad = || format!("expected seconds or a duration like 90s, 30m, 2h, 1d; got {raw:?}");
     let (digits, unit) = match raw.find(|c: char| !c.is_ascii_digit()) {

@@ -1,5 +1,5 @@
-//! `berth box …`: create, list, show, start, stop, change (`cmd_box_set.rs`) and remove
-//! boxes.
+//! `berth box …`: create, list, show, start, stop, pause, resume, snapshot, change
+//! (`cmd_box_set.rs`) and remove boxes.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use http::Method;
 use serde::{Deserialize, Serialize};
 
-use crate::args::{box_path, parse_duration_s, parse_env, LimitsBody};
+use crate::args::{box_path, parse_env, LimitsBody, SleepArgs, SleepBody};
 use crate::client::{query_value, Client};
 use crate::cmd_box_set::SetArgs;
 use crate::output;
@@ -24,7 +24,8 @@ pub enum BoxCommand {
         /// Only boxes with this label (repeatable: every one must match).
         #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_env)]
         labels: Vec<(String, String)>,
-        /// Only boxes in this state (stopped, starting, running, stopping, paused, failed).
+        /// Only boxes in this state (stopped, starting, running, stopping, paused,
+        /// snapshotted, failed).
         #[arg(long, value_name = "STATE")]
         state: Option<String>,
         /// Print the daemon's raw JSON answer instead of a table.
@@ -39,7 +40,7 @@ pub enum BoxCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Change a box's idle timeout, limits, disk size, labels or env.
+    /// Change a box's sleep ladder, limits, disk size, labels or env.
     Set(SetArgs),
     /// Start a box and wait until it is running.
     Start {
@@ -55,6 +56,31 @@ pub enum BoxCommand {
     },
     /// Stop a box: every process in it ends; its files stay.
     Stop {
+        /// The box's name or id (`bx_…`).
+        name: String,
+        /// Print the daemon's JSON answer (the box) instead of a summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pause a running box: every process frozen in memory (resumes in milliseconds).
+    Pause {
+        /// The box's name or id (`bx_…`).
+        name: String,
+        /// Print the daemon's JSON answer (the box) instead of a summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Wake a paused or snapshotted box with its processes as they were.
+    Resume {
+        /// The box's name or id (`bx_…`).
+        name: String,
+        /// Print the daemon's JSON answer (the box) instead of a summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Save a running or paused box's memory to disk and free it (VM runtimes); the next
+    /// wake restores every process as it was.
+    Snapshot {
         /// The box's name or id (`bx_…`).
         name: String,
         /// Print the daemon's JSON answer (the box) instead of a summary.
@@ -89,11 +115,9 @@ pub struct CreateArgs {
     /// CPU share in cores, 0.1-256 (the daemon's default is 1.0).
     #[arg(long, value_name = "F")]
     pub cpus: Option<f64>,
-    /// Time without work (a message, exec, file call, terminal or background process)
-    /// before the box is reclaimed (stopped, files kept): seconds, or 90s, 30m, 2h, 1d; the
-    /// template's by default. An open event stream does not keep a box awake.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_s)]
-    pub idle_timeout: Option<u64>,
+    /// The box's sleep ladder; the template's by default.
+    #[command(flatten)]
+    pub sleep: SleepArgs,
     /// A host the box may reach on port 443: an exact name or a `*.suffix` wildcard
     /// (repeatable). Gives the box its own egress policy of just these hosts, replacing the
     /// template's whole, credential rules included (rules: templates or the API only).
@@ -120,6 +144,13 @@ pub struct CreateArgs {
     pub json: bool,
 }
 
+/// `POST` to one of the box's ladder verbs (`/pause`, `/resume`, `/snapshot`).
+async fn ladder_call(client: &Client, name: &str, verb: &str) -> anyhow::Result<serde_json::Value> {
+    Ok(client
+        .json(Method::POST, &box_path(name, verb), None::<&()>, "a box")
+        .await?)
+}
+
 /// Body of `POST /v1/boxes`. Absent fields are left out: the daemon applies its defaults.
 #[derive(Debug, Serialize, PartialEq)]
 struct CreateBody<'a> {
@@ -128,8 +159,8 @@ struct CreateBody<'a> {
     template: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     limits: Option<LimitsBody>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    idle_timeout_s: Option<u64>,
+    #[serde(flatten)]
+    sleep: SleepBody,
     #[serde(skip_serializing_if = "Option::is_none")]
     egress: Option<EgressBody<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -155,7 +186,7 @@ impl CreateArgs {
             name: &self.name,
             template: self.template.as_deref(),
             limits,
-            idle_timeout_s: self.idle_timeout,
+            sleep: self.sleep.body(),
             egress: (!self.allow.is_empty()).then_some(EgressBody { allow: &self.allow }),
             runtime: self.runtime.as_deref(),
             disk_mib: self.disk_mib,
@@ -258,6 +289,18 @@ pub async fn run(client: &Client, command: BoxCommand) -> anyhow::Result<()> {
                 .await?;
             print_box(&mut out, view, json)?;
         }
+        BoxCommand::Pause { name, json } => {
+            let view = ladder_call(&client, &name, "/pause").await?;
+            print_box(&mut out, view, json)?;
+        }
+        BoxCommand::Resume { name, json } => {
+            let view = ladder_call(&client, &name, "/resume").await?;
+            print_box(&mut out, view, json)?;
+        }
+        BoxCommand::Snapshot { name, json } => {
+            let view = ladder_call(&client, &name, "/snapshot").await?;
+            print_box(&mut out, view, json)?;
+        }
         BoxCommand::Rm { name, json } => {
             client
                 .no_content(Method::DELETE, &box_path(&name, ""), None::<&()>)
@@ -358,7 +401,7 @@ mod tests {
             memory_mib: None,
             pids: None,
             cpus: None,
-            idle_timeout: None,
+            sleep: Default::default(),
             allow: Vec::new(),
             runtime: None,
             disk_mib: None,
@@ -376,7 +419,7 @@ mod tests {
             memory_mib: Some(256),
             pids: None,
             cpus: Some(0.5),
-            idle_timeout: Some(30),
+            sleep: SleepArgs { stop_after: Some(30), ..Default::default() },
             allow: vec!["api.anthropic.com".into(), "*.github.com".into()],
             runtime: Some("qemu".into()),
             disk_mib: Some(2048),
@@ -386,7 +429,7 @@ mod tests {
         };
         assert_eq!(
             serde_json::to_value(args.body()).unwrap(),
-            serde_json::json!({"name":"a","template":"host","limits":{"memory_mib":256,"cpus":0.5},"idle_timeout_s":30,"egress":{"allow":["api.anthropic.com","*.github.com"]},"runtime":"qemu","disk_mib":2048,"labels":{"team":"red"},"env":{"DEBUG":"1"}})
+            serde_json::json!({"name":"a","template":"host","limits":{"memory_mib":256,"cpus":0.5},"stop_after_s":30,"egress":{"allow":["api.anthropic.com","*.github.com"]},"runtime":"qemu","disk_mib":2048,"labels":{"team":"red"},"env":{"DEBUG":"1"}})
         );
     }
 

@@ -1,4 +1,4 @@
-//! `berth box set NAME …`: change a box's idle timeout, limits, disk size, labels or env
+//! `berth box set NAME …`: change a box's sleep ladder, limits, disk size, labels or env
 //! (`PATCH /v1/boxes/{ref}`).
 //!
 //! The API replaces a box's labels (and env) whole; `--label`/`--unlabel` (and
@@ -14,29 +14,30 @@ use clap::{ArgGroup, Args};
 use http::Method;
 use serde::{Deserialize, Serialize};
 
-use crate::args::{box_path, parse_duration_s, parse_env, LimitsBody};
+use crate::args::{box_path, parse_env, LimitsBody, SleepArgs, SleepBody};
 use crate::client::Client;
 
 #[derive(Debug, Args)]
 #[command(
-    group(ArgGroup::new("change").required(true).multiple(true)),
+    // The ladder's flags come from `SleepArgs` (flattened): named here to join the group.
+    group(ArgGroup::new("change").required(true).multiple(true)
+        .args(["pause_after", "snapshot_after", "stop_after", "auto_resume"])),
     after_help = "\
-The idle timeout applies at once. Limits apply at the box's next start: while it runs, \
+The sleep ladder (--pause-after, --snapshot-after, --stop-after, --auto-resume) applies at once. Limits apply at the box's next start: while it runs, \
 `berth box show` lists them under pending_limits. A disk only grows (at the next start). \
 Env variables reach the next exec at once and the agent at the next start; they are not \
 secrets (stored and shown in plain text; use `berth secret` for credentials).
 
 Examples:
-  berth box set alice --idle-timeout 30m --label team=red
+  berth box set alice --stop-after 30m --label team=red
   berth box set alice --env DEBUG=1 --unset-env OLD --memory-mib 1024"
 )]
 pub struct SetArgs {
     /// The box's name or id (`bx_…`).
     pub name: String,
-    /// Time without work (a message, exec, file call, terminal or background process)
-    /// before the box is reclaimed: seconds, or with a unit (90s, 30m, 2h, 1d); 1 s to 7 days.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_s, group = "change")]
-    pub idle_timeout: Option<u64>,
+    /// The box's sleep ladder (each rung at most 7 days; later rungs after earlier ones).
+    #[command(flatten)]
+    pub sleep: SleepArgs,
     /// Memory limit in MiB, 64-65536 (at the next start).
     #[arg(long, value_name = "N", group = "change")]
     pub memory_mib: Option<u64>,
@@ -69,8 +70,8 @@ pub struct SetArgs {
 /// Body of `PATCH /v1/boxes/{ref}`: only what changes.
 #[derive(Debug, Default, Serialize, PartialEq)]
 struct PatchBody {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    idle_timeout_s: Option<u64>,
+    #[serde(flatten)]
+    sleep: SleepBody,
     #[serde(skip_serializing_if = "Option::is_none")]
     limits: Option<LimitsBody>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -102,7 +103,7 @@ impl SetArgs {
     /// The body for a box whose maps are `now`.
     fn body(&self, now: Maps) -> PatchBody {
         PatchBody {
-            idle_timeout_s: self.idle_timeout,
+            sleep: self.sleep.body(),
             limits: LimitsBody::of(self.memory_mib, self.pids, self.cpus),
             disk_mib: self.disk_mib,
             labels: self
@@ -176,6 +177,7 @@ mod tests {
 
     #[test]
     fn durations_take_units() {
+        use crate::args::{parse_duration_s, parse_rung};
         for (raw, s) in [
             ("90", 90),
             ("90s", 90),
@@ -188,6 +190,8 @@ mod tests {
         for bad in ["", "m", "5x", "-5", "1.5h", "99999999999999999999d"] {
             assert!(parse_duration_s(bad).is_err(), "{bad}");
         }
+        assert_eq!(parse_rung("never"), Ok(0));
+        assert_eq!(parse_rung("10m"), Ok(600));
     }
 
     #[test]
@@ -198,7 +202,7 @@ mod tests {
             "team=red",
             "--unlabel",
             "old",
-            "--idle-timeout",
+            "--stop-after",
             "30m",
             "--memory-mib",
             "1024",
@@ -212,7 +216,7 @@ mod tests {
         };
         assert_eq!(
             serde_json::to_value(a.body(now)).unwrap(),
-            serde_json::json!({"idle_timeout_s": 1800, "limits": {"memory_mib": 1024},
+            serde_json::json!({"stop_after_s": 1800, "limits": {"memory_mib": 1024},
                                "labels": {"keep": "y", "team": "red"}})
         );
         let e = args(&["alice", "--env", "A=1=2", "--unset-env", "B"]);

@@ -35,7 +35,7 @@ pub struct TemplateView {
     #[serde(default)]
     pub base: String,
     #[serde(default)]
-    pub idle_timeout_s: Option<u64>,
+    pub stop_after_s: Option<u64>,
     #[serde(default)]
     pub harness: Option<HarnessView>,
     #[serde(default)]
@@ -148,7 +148,7 @@ fn template_table(templates: &[TemplateView]) -> String {
                     .map(|h| h.command.join(" "))
                     .filter(|c| !c.is_empty())
                     .unwrap_or_else(|| "-".into()),
-                t.idle_timeout_s
+                t.stop_after_s
                     .map(|s| format!("{s}s"))
                     .unwrap_or_else(|| "-".into()),
                 t.origin.clone(),
@@ -166,8 +166,8 @@ mod tests {
     #[test]
     fn templates_are_a_table() {
         let list: TemplateList = serde_json::from_value(json!({"templates":[
-            {"name":"host","base":"host","idle_timeout_s":300,"limits":{},"layers":[],"harness":null,"origin":"builtin"},
-            {"name":"echo","base":"host","idle_timeout_s":60,"layers":[],
+            {"name":"host","base":"host","stop_after_s":300,"limits":{},"layers":[],"harness":null,"origin":"builtin"},
+            {"name":"echo","base":"host","stop_after_s":60,"layers":[],
              "harness":{"command":["/opt/echo/echo-harness","--x"],"resume_args":[],"env":{}},"origin":"builtin"}
         ]}))
         .unwrap();

@@ -261,7 +261,7 @@ mod tests {
                 "bob",
                 "--template",
                 "echo",
-                "--idle-timeout",
+                "--stop-after",
                 "5",
             ],
             &["berth", "send", "bob", "hi", "--id", "k1", "--no-wait"],
@@ -282,7 +282,7 @@ mod tests {
                 "box",
                 "set",
                 "alice",
-                "--idle-timeout",
+                "--stop-after",
                 "30m",
                 "--label",
                 "a=b",
@@ -335,7 +335,7 @@ mod tests {
             &["berth", "frobnicate"],
             &["berth", "send", "bob"],
             &["berth", "logs", "bob", "--after", "-1"],
-            &["berth", "box", "create", "a", "--idle-timeout", "soon"],
+            &["berth", "box", "create", "a", "--stop-after", "soon"],
             &["berth", "template"],
         ] {
             let err = Cli::try_parse_from(args).unwrap_err();

@@ -116,7 +116,7 @@ fn end_to_end_labels_env_set_filters_and_json() {
     ]));
     assert_eq!(created["labels"], serde_json::json!({"team": "red"}));
     assert_eq!(created["env"], serde_json::json!({"GREETING": "hi there"}));
-    let id = daemon.berth_ok(&["box", "create", "bob", "--idle-timeout", "2m"]);
+    let id = daemon.berth_ok(&["box", "create", "bob", "--stop-after", "2m"]);
     assert!(id.trim().starts_with("bx_"), "{id}");
 
     // The table has the runtime and the labels; the filters select.
@@ -173,7 +173,7 @@ fn end_to_end_labels_env_set_filters_and_json() {
         "team",
         "--env",
         "X=1",
-        "--idle-timeout",
+        "--stop-after",
         "30m",
         "--pids",
         "100",
@@ -184,7 +184,7 @@ fn end_to_end_labels_env_set_filters_and_json() {
         changed["env"],
         serde_json::json!({"GREETING": "hi there", "X": "1"})
     );
-    assert_eq!(changed["idle_timeout_s"], 1800);
+    assert_eq!(changed["stop_after_s"], 1800);
     assert_eq!(changed["pending_limits"]["pids"], 100);
     let said = daemon.berth_ok(&["box", "set", "alice", "--unset-env", "GREETING"]);
     assert!(
@@ -201,7 +201,7 @@ fn end_to_end_labels_env_set_filters_and_json() {
     assert_one_line_error(&out, 1, &["1X"]);
     let out = daemon.berth(&["box", "ls", "--state", "asleep"]);
     assert_one_line_error(&out, 1, &["state"]);
-    let out = daemon.berth(&["box", "set", "alice", "--idle-timeout", "soon"]);
+    let out = daemon.berth(&["box", "set", "alice", "--stop-after", "soon"]);
     assert_eq!(out.status.code(), Some(2));
 
     // `exec --json`: the daemon's frames, one a line, ending with the exit; the status is
@@ -345,7 +345,7 @@ fn end_to_end_the_record_on_a_qemu_box() {
 
     // Watched, and idle for its (now short) timeout: reclaimed all the same.
     let mut follower = Follower::spawn(&daemon, &["logs", "vm", "-f", "--json"]);
-    daemon.berth_ok(&["box", "set", "vm", "--idle-timeout", "2s"]);
+    daemon.berth_ok(&["box", "set", "vm", "--stop-after", "2s"]);
     daemon.wait_for_box("vm", std::time::Duration::from_secs(60), |b| {
         b["state"] == "stopped"
     });

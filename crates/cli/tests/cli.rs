@@ -149,7 +149,7 @@ fn usage_errors_exit_2() {
     for args in [
         &["send", "alice"][..],
         &["logs", "alice", "--after", "x"],
-        &["box", "create", "a", "--idle-timeout", "-3"],
+        &["box", "create", "a", "--stop-after", "-3"],
         &["template", "frob"],
         &["tenant", "create"],
     ] {
@@ -392,7 +392,7 @@ fn end_to_end_send_resume_logs_templates_tenants() {
         "sleepy",
         "--template",
         "echo",
-        "--idle-timeout",
+        "--stop-after",
         "2",
     ]);
     let answer = daemon.berth_ok(&["send", "sleepy", "remember 7"]);
@@ -417,7 +417,7 @@ fn end_to_end_send_resume_logs_templates_tenants() {
     fs::create_dir_all(&dir).unwrap();
     fs::write(
         dir.join("mine.toml"),
-        "name = \"mine\"\nbase = \"host\"\nidle_timeout_s = 60\n",
+        "name = \"mine\"\nbase = \"host\"\nstop_after_s = 60\n",
     )
     .unwrap();
     fs::write(dir.join("broken.toml"), "name = \"broken\"\nbase = = 1\n").unwrap();

@@ -156,6 +156,26 @@ pub enum OpError {
         source: crate::runtimes::RuntimeLookupError,
     },
 
+    /// A sleep ladder whose rungs are out of order.
+    #[error(transparent)]
+    SleepOrder(#[from] crate::validate::SleepOrderError),
+
+    /// A box asked for a rung its runtime does not have.
+    #[error("{field}: the {runtime} runtime cannot take a box to that rung (see its capabilities in GET /v1/runtimes); set it to 0")]
+    RungUnsupported { field: &'static str, runtime: String },
+
+    /// A call needs a box that sleeps and its `auto_resume` is off.
+    #[error("box {name} is {state} and does not wake on calls (auto_resume is off): resume it with POST /v1/boxes/{name}/resume")]
+    Asleep { name: String, state: berth_store::BoxState },
+
+    /// The runtime cannot take the box to that rung, or the box is in no state to go there.
+    #[error("box {name} cannot be {action}: {why}")]
+    CannotSleep {
+        name: String,
+        action: &'static str,
+        why: String,
+    },
+
     /// `disk_mib` out of its range.
     #[error("disk_mib must be between {min} and {max}, got {value}")]
     DiskOutOfRange { value: u64, min: u64, max: u64 },
@@ -287,7 +307,7 @@ pub enum TemplateProblem {
     #[error("is unavailable: {reason}")]
     Unavailable { reason: String },
     #[error("cannot give the box its rootfs: {}", error_chain(.0))]
-    Rootfs(Box<crate::ops::box_rootfs::RootfsError>),
+    Rootfs(Box<crate::lifecycle::rootfs::RootfsError>),
 }
 
 impl From<GuestError> for OpError {

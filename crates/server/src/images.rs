@@ -3,7 +3,7 @@
 //! downloads at start (the kernel and Debian images come from the mirror): it reads this
 //! record, and a VM runtime without its images is unavailable with "run `berth image build`".
 //! Bases that build in seconds from what the host has (`minimal`, `dir:`, `tarball:`) are
-//! built at a box's first start instead (`ops/box_rootfs.rs`).
+//! built at a box's first start instead (`lifecycle/rootfs.rs`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

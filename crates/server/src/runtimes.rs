@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
+use berth_runtime::Capabilities;
 use berth_runtime::Runtime;
 use serde::Serialize;
 
@@ -166,6 +167,19 @@ impl Runtimes {
             RuntimeState::Unavailable { reason } => Err(RuntimeLookupError::Unavailable {
                 name: name.into(),
                 reason: reason.clone(),
+            }),
+        }
+    }
+
+    /// What the runtime `name` can do: the ready backend's own answer (a host may lack
+    /// what the backend could do elsewhere), else what berth's backend of that name can.
+    pub fn capabilities(&self, name: &str) -> Capabilities {
+        match self.get(name) {
+            Ok(runtime) => runtime.capabilities(),
+            Err(_) => berth_runtime::backend_capabilities(name).unwrap_or(Capabilities {
+                pause: false,
+                snapshot: false,
+                host_rootfs: false,
             }),
         }
     }

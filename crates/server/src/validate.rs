@@ -1,6 +1,7 @@
 //! Checks on client input that do not need the store or a box.
 
-use berth_runtime::Limits;
+use berth_runtime::{Capabilities, Limits};
+use berth_store::SleepSettings;
 use std::ops::RangeInclusive;
 
 use crate::error::OpError;
@@ -84,20 +85,104 @@ pub fn limits_over(defaults: Limits, input: LimitsInput) -> Result<Limits, OpErr
     Ok(out)
 }
 
-/// Shortest and longest idle timeout a client may ask for.
-pub const IDLE_TIMEOUT_S_MIN: u64 = 1;
-/// The same longest timeout as a template file's.
-pub const IDLE_TIMEOUT_S_MAX: u64 = 7 * 86_400;
+/// Each rung of a box's sleep ladder, in idle seconds: off (0) or up to a week.
+pub const SLEEP_RUNG_RANGE: std::ops::RangeInclusive<u64> = 0..=604_800;
 
-/// An idle timeout in seconds: 1 s to 7 days.
-pub fn idle_timeout_s(value: u64) -> Result<u64, OpError> {
-    range(
-        "idle_timeout_s",
-        value as f64,
-        IDLE_TIMEOUT_S_MIN as f64,
-        IDLE_TIMEOUT_S_MAX as f64,
-    )?;
-    Ok(value)
+/// Rungs of a sleep ladder out of order: a later rung must come after an earlier one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{later}` ({later_s} s) must be longer than `{earlier}` ({earlier_s} s): a box is paused, then snapshotted, then stopped (0 turns a rung off)")]
+pub struct SleepOrderError {
+    pub earlier: &'static str,
+    pub earlier_s: u64,
+    pub later: &'static str,
+    pub later_s: u64,
+}
+
+/// The rungs that are on come in ladder order.
+pub fn sleep_order(sleep: &SleepSettings) -> Result<(), SleepOrderError> {
+    let rungs = [
+        ("pause_after_s", sleep.pause_after_s),
+        ("snapshot_after_s", sleep.snapshot_after_s),
+        ("stop_after_s", sleep.stop_after_s),
+    ];
+    let on: Vec<_> = rungs.into_iter().filter(|(_, s)| *s > 0).collect();
+    for pair in on.windows(2) {
+        let ((earlier, earlier_s), (later, later_s)) = (pair[0], pair[1]);
+        if later_s <= earlier_s {
+            return Err(SleepOrderError {
+                earlier,
+                earlier_s,
+                later,
+                later_s,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The rungs a client gives, each `None` to keep what the box (or its template) has.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SleepInput {
+    pub pause_after_s: Option<u64>,
+    pub snapshot_after_s: Option<u64>,
+    pub stop_after_s: Option<u64>,
+    pub auto_resume: Option<bool>,
+}
+
+impl SleepInput {
+    pub fn is_empty(&self) -> bool {
+        *self == SleepInput::default()
+    }
+
+    /// `base` with what this input sets.
+    pub fn over(self, base: SleepSettings) -> SleepSettings {
+        SleepSettings {
+            pause_after_s: self.pause_after_s.unwrap_or(base.pause_after_s),
+            snapshot_after_s: self.snapshot_after_s.unwrap_or(base.snapshot_after_s),
+            stop_after_s: self.stop_after_s.unwrap_or(base.stop_after_s),
+            auto_resume: self.auto_resume.unwrap_or(base.auto_resume),
+        }
+    }
+}
+
+/// A template's ladder as a box on `caps` takes it: the rungs the runtime lacks are off.
+pub fn template_sleep(template: SleepSettings, caps: Capabilities) -> SleepSettings {
+    SleepSettings {
+        pause_after_s: if caps.pause { template.pause_after_s } else { 0 },
+        snapshot_after_s: if caps.snapshot { template.snapshot_after_s } else { 0 },
+        ..template
+    }
+}
+
+/// A box's sleep ladder: each rung in [`SLEEP_RUNG_RANGE`], in order, and only rungs its
+/// runtime has (a template's rung a runtime lacks is skipped instead: the template does not
+/// know which runtime a box picks).
+pub fn sleep(sleep: SleepSettings, runtime: &str, caps: Capabilities) -> Result<SleepSettings, OpError> {
+    for (field, value) in [
+        ("pause_after_s", sleep.pause_after_s),
+        ("snapshot_after_s", sleep.snapshot_after_s),
+        ("stop_after_s", sleep.stop_after_s),
+    ] {
+        range(
+            field,
+            value as f64,
+            *SLEEP_RUNG_RANGE.start() as f64,
+            *SLEEP_RUNG_RANGE.end() as f64,
+        )?;
+    }
+    sleep_order(&sleep)?;
+    for (field, value, has) in [
+        ("pause_after_s", sleep.pause_after_s, caps.pause),
+        ("snapshot_after_s", sleep.snapshot_after_s, caps.snapshot),
+    ] {
+        if value > 0 && !has {
+            return Err(OpError::RungUnsupported {
+                field,
+                runtime: runtime.to_owned(),
+            });
+        }
+    }
+    Ok(sleep)
 }
 
 /// A box's own volume size, in [`DISK_MIB_RANGE`].
@@ -217,11 +302,26 @@ mod tests {
     }
 
     #[test]
-    fn idle_timeouts_are_1_s_to_7_days() {
-        assert_eq!(idle_timeout_s(1).unwrap(), 1);
-        assert_eq!(idle_timeout_s(604_800).unwrap(), 604_800);
-        assert!(idle_timeout_s(0).is_err());
-        assert!(idle_timeout_s(604_801).is_err());
+    fn sleep_ladders_are_in_order_within_a_week_and_on_rungs_the_runtime_has() {
+        let caps = |snapshot| Capabilities {
+            pause: true,
+            snapshot,
+            host_rootfs: true,
+        };
+        let ladder = |pause_after_s, snapshot_after_s, stop_after_s| SleepSettings {
+            pause_after_s,
+            snapshot_after_s,
+            stop_after_s,
+            auto_resume: true,
+        };
+        assert!(sleep(ladder(10, 60, 600), "qemu", caps(true)).is_ok());
+        assert!(sleep(ladder(0, 0, 0), "sandbox", caps(false)).is_ok(), "never sleeps");
+        assert!(sleep(ladder(10, 0, 604_800), "sandbox", caps(false)).is_ok());
+        assert!(sleep(ladder(0, 0, 604_801), "sandbox", caps(false)).is_err());
+        let order = sleep(ladder(60, 0, 60), "sandbox", caps(false)).unwrap_err();
+        assert!(order.to_string().contains("`stop_after_s` (60 s) must be longer than `pause_after_s` (60 s)"), "{order}");
+        let lacks = sleep(ladder(0, 60, 600), "sandbox", caps(false)).unwrap_err();
+        assert!(matches!(lacks, OpError::RungUnsupported { field: "snapshot_after_s", .. }), "{lacks}");
     }
 
     #[test]

@@ -14,15 +14,29 @@ use crate::api::view::BoxView;
 use crate::ctx::Ctx;
 use crate::ops::box_find;
 use crate::ops::box_update::{self, BoxUpdate};
+use crate::validate::SleepInput;
 
 /// Any subset of the fields; an absent (or `null`) field stays as it is.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = UpdateBox)]
 pub struct UpdateBody {
-    /// 1..=604800; applies at once.
+    /// Idle seconds before the box is paused (frozen in memory), 0..=604800; 0: never.
     #[serde(default)]
-    idle_timeout_s: Option<u64>,
+    pause_after_s: Option<u64>,
+    /// Idle seconds before the box is snapshotted (memory saved to disk, no RAM held);
+    /// 0: never. Only on runtimes whose `capabilities.snapshot` is true.
+    #[serde(default)]
+    snapshot_after_s: Option<u64>,
+    /// Idle seconds before the box is stopped (its processes end, its disk stays); 0: never.
+    /// Rungs that are on must grow: pause, then snapshot, then stop.
+    #[serde(default)]
+    stop_after_s: Option<u64>,
+    /// Whether a call that needs a paused or snapshotted box wakes it ; false:
+    /// such calls get 409 until `POST /v1/boxes/{ref}/resume`.
+    #[serde(default)]
+    auto_resume: Option<bool>,
+    /// (The ladder applies at once.)
     /// Over the limits the next start would apply; applied at the box's next start (while
     /// the box runs, the view shows them as `pending_limits`).
     #[serde(default)]
@@ -44,7 +58,12 @@ pub struct UpdateBody {
 impl From<UpdateBody> for BoxUpdate {
     fn from(b: UpdateBody) -> Self {
         BoxUpdate {
-            idle_timeout_s: b.idle_timeout_s,
+            sleep: SleepInput {
+                pause_after_s: b.pause_after_s,
+                snapshot_after_s: b.snapshot_after_s,
+                stop_after_s: b.stop_after_s,
+                auto_resume: b.auto_resume,
+            },
             limits: b.limits.map(Into::into),
             disk_mib: b.disk_mib,
             labels: b.labels,
@@ -53,7 +72,7 @@ impl From<UpdateBody> for BoxUpdate {
     }
 }
 
-#[utoipa::path(patch, path = "/v1/boxes/{box_ref}", tag = "boxes", summary = "Change a box's idle timeout, limits, disk size, labels or env", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), request_body = UpdateBody, responses((status = 200, body = crate::api::view::BoxView), (status = 400, description = "invalid request (a value out of range, a bad label or variable, a smaller disk)", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 403, description = "more memory or disk than the tenant's quota allows (`quota_exceeded`)", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 507, description = "the data dir's disk cannot promise a larger volume", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+#[utoipa::path(patch, path = "/v1/boxes/{box_ref}", tag = "boxes", summary = "Change a box's sleep ladder, limits, disk size, labels or env", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), request_body = UpdateBody, responses((status = 200, body = crate::api::view::BoxView), (status = 400, description = "invalid request (a value out of range, a bad label or variable, a smaller disk)", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 403, description = "more memory or disk than the tenant's quota allows (`quota_exceeded`)", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 507, description = "the data dir's disk cannot promise a larger volume", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn update(
     State(ctx): State<Ctx>,
     Caller(who): Caller,

@@ -15,8 +15,8 @@ use crate::api::view::{BoxListView, BoxView};
 use crate::box_labels::BoxFilter;
 use crate::ctx::Ctx;
 use crate::egress::policy::EgressPolicy;
-use crate::ops::{box_create, box_delete, box_find, box_move, box_start, box_stop};
-use crate::validate::LimitsInput;
+use crate::ops::{box_create, box_delete, box_find, box_move};
+use crate::validate::{LimitsInput, SleepInput};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -28,8 +28,21 @@ pub struct CreateBody {
     template: Option<String>,
     #[serde(default)]
     limits: Option<LimitsBody>,
+    /// Idle seconds before the box is paused (frozen in memory), 0..=604800; 0: never.
     #[serde(default)]
-    idle_timeout_s: Option<u64>,
+    pause_after_s: Option<u64>,
+    /// Idle seconds before the box is snapshotted (memory saved to disk, no RAM held);
+    /// 0: never. Only on runtimes whose `capabilities.snapshot` is true.
+    #[serde(default)]
+    snapshot_after_s: Option<u64>,
+    /// Idle seconds before the box is stopped (its processes end, its disk stays); 0: never.
+    /// Rungs that are on must grow: pause, then snapshot, then stop.
+    #[serde(default)]
+    stop_after_s: Option<u64>,
+    /// Whether a call that needs a paused or snapshotted box wakes it (default true); false:
+    /// such calls get 409 until `POST /v1/boxes/{ref}/resume`.
+    #[serde(default)]
+    auto_resume: Option<bool>,
     /// The box's own egress policy, replacing its template's whole (allowlist and
     /// credential rules); absent: the template's, as it is at each start.
     #[serde(default)]
@@ -87,7 +100,12 @@ pub async fn create(
             name: body.name,
             template: body.template,
             limits: body.limits.unwrap_or_default().into(),
-            idle_timeout_s: body.idle_timeout_s,
+            sleep: SleepInput {
+                pause_after_s: body.pause_after_s,
+                snapshot_after_s: body.snapshot_after_s,
+                stop_after_s: body.stop_after_s,
+                auto_resume: body.auto_resume,
+            },
             egress: body.egress,
             runtime: body.runtime,
             disk_mib: body.disk_mib,
@@ -121,7 +139,7 @@ pub async fn get(
     Path(reference): Path<String>,
 ) -> Result<Json<BoxView>, ApiError> {
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
-    Ok(Json(BoxView::new(&ctx, record, &who)))
+    Ok(Json(BoxView::new(&ctx, record, &who).with_usage(&ctx).await))
 }
 
 #[utoipa::path(delete, path = "/v1/boxes/{box_ref}", tag = "boxes", summary = "Stop a box and delete it with its volume", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), responses((status = 204, description = "deleted"), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
@@ -155,7 +173,7 @@ pub async fn start(
     if let Some(runtime) = &body.runtime {
         box_move::move_box(&ctx, &record.id, runtime).await?;
     }
-    let started = box_start::start_box(&ctx, &record.id).await?;
+    let started = ctx.lifecycle().start(&record.id).await?;
     Ok(Json(BoxView::new(&ctx, started, &who)))
 }
 
@@ -166,6 +184,6 @@ pub async fn stop(
     Path(reference): Path<String>,
 ) -> Result<Json<BoxView>, ApiError> {
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
-    let stopped = box_stop::stop_box(&ctx, &record.id).await?;
+    let stopped = ctx.lifecycle().stop(&record.id).await?;
     Ok(Json(BoxView::new(&ctx, stopped, &who)))
 }

@@ -154,6 +154,8 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::DiskOutOfRange { .. }
         | OpError::BaseNotOnRuntime { .. }
         | OpError::LimitOutOfRange { .. }
+        | OpError::SleepOrder(_)
+        | OpError::RungUnsupported { .. }
         | OpError::InvalidPath { .. }
         | OpError::InvalidExec { .. }
         | OpError::InvalidTerminal { .. }
@@ -205,7 +207,10 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         OpError::NameTaken { .. } | OpError::TenantNameTaken { .. } => {
             (StatusCode::CONFLICT, ErrorCode::AlreadyExists)
         }
-        OpError::Conflict { .. } | OpError::VolumeNotMigrated { .. } => {
+        OpError::Conflict { .. }
+        | OpError::VolumeNotMigrated { .. }
+        | OpError::Asleep { .. }
+        | OpError::CannotSleep { .. } => {
             (StatusCode::CONFLICT, ErrorCode::Conflict)
         }
         OpError::StartFailed { .. }

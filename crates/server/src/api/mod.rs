@@ -1,6 +1,7 @@
 //! The public HTTP API (docs/api.md): routes, and the request log.
 
 pub mod auth;
+pub mod box_sleep;
 pub mod box_update;
 pub mod boxes;
 pub mod caller_scope;
@@ -59,6 +60,9 @@ pub fn router(ctx: Ctx) -> Router {
         )
         .route("/v1/boxes/{box_ref}/start", post(boxes::start))
         .route("/v1/boxes/{box_ref}/stop", post(boxes::stop))
+        .route("/v1/boxes/{box_ref}/pause", post(box_sleep::pause))
+        .route("/v1/boxes/{box_ref}/resume", post(box_sleep::resume))
+        .route("/v1/boxes/{box_ref}/snapshot", post(box_sleep::snapshot))
         .route("/v1/boxes/{box_ref}/exec", post(exec::exec))
         .route("/v1/boxes/{box_ref}/pty", get(terminals::pty))
         .route("/v1/boxes/{box_ref}/processes", get(processes::list))

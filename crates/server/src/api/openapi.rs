@@ -6,7 +6,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    box_update, boxes, egress, events, exec, files, files_archive, files_watch, messages,
+    box_sleep, box_update, boxes, egress, events, exec, files, files_archive, files_watch, messages,
     port_links, ports, processes, push, runtimes, secrets, templates, tenants, terminals,
     web_sessions,
 };
@@ -26,6 +26,9 @@ use super::{
         box_update::update,
         boxes::start,
         boxes::stop,
+        box_sleep::pause,
+        box_sleep::resume,
+        box_sleep::snapshot,
         exec::exec,
         terminals::pty,
         processes::list,

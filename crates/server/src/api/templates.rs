@@ -24,7 +24,12 @@ pub struct TemplateView {
     /// The runtimes its base runs on (`host`: the sandbox only; an image: every one), whether
     /// or not this daemon has them (`GET /v1/runtimes`).
     pub runtimes: Vec<String>,
-    pub idle_timeout_s: u64,
+    /// The sleep ladder of its boxes: idle seconds before each rung (0: never; a rung a
+    /// box's runtime lacks is skipped), and whether calls wake a sleeping box.
+    pub pause_after_s: u64,
+    pub snapshot_after_s: u64,
+    pub stop_after_s: u64,
+    pub auto_resume: bool,
     /// The volume size of its boxes, unless a box gives its own.
     pub disk_mib: u64,
     #[schema(value_type = crate::api::view::LimitsView)]
@@ -104,7 +109,10 @@ impl From<&Template> for TemplateView {
                 .filter(|r| crate::runtimes::runs_base(r, t.base.is_image()))
                 .map(str::to_owned)
                 .collect(),
-            idle_timeout_s: t.idle_timeout_s,
+            pause_after_s: t.sleep.pause_after_s,
+            snapshot_after_s: t.sleep.snapshot_after_s,
+            stop_after_s: t.sleep.stop_after_s,
+            auto_resume: t.sleep.auto_resume,
             disk_mib: t.disk_mib,
             limits: t.limits,
             layers: t

@@ -16,7 +16,8 @@ pub struct BoxView {
     pub id: String,
     pub name: String,
     pub template: String,
-    /// `stopped`, `starting`, `running`, `stopping`, `paused` or `failed`.
+    /// `stopped`, `starting`, `running`, `stopping`, `paused`, `snapshotted` or `failed`:
+    /// `running`, `paused`, `snapshotted` and `stopped` are the rungs of the sleep ladder.
     #[schema(value_type = String)]
     pub state: BoxState,
     /// The limits the box's processes run under (a stopped box: its next start's).
@@ -25,7 +26,19 @@ pub struct BoxView {
     /// Absent when nothing is pending.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending_limits: Option<LimitsView>,
-    pub idle_timeout_s: u64,
+    /// Idle seconds before the box is paused, snapshotted, stopped (0: never), and whether
+    /// a call wakes a paused or snapshotted box.
+    pub pause_after_s: u64,
+    pub snapshot_after_s: u64,
+    pub stop_after_s: u64,
+    pub auto_resume: bool,
+    /// Host memory the box holds now (its processes, or its VM); absent in lists and when
+    /// it holds none or the runtime cannot say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// Disk its snapshot takes (`snapshotted` boxes); absent in lists and when it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_bytes: Option<u64>,
     /// The tenant's key/value labels (`GET /v1/boxes?label=k=v` filters on them).
     pub labels: BTreeMap<String, String>,
     /// Variables for the box's exec, terminals and harness. Not secrets: stored and shown
@@ -146,7 +159,12 @@ impl BoxView {
             state: r.state,
             limits,
             pending_limits: r.pending_limits.map(LimitsView::from),
-            idle_timeout_s: r.idle_timeout_s,
+            pause_after_s: r.pause_after_s,
+            snapshot_after_s: r.snapshot_after_s,
+            stop_after_s: r.stop_after_s,
+            auto_resume: r.auto_resume,
+            memory_bytes: None,
+            snapshot_bytes: None,
             labels: r.labels,
             env: r.env,
             created_at: r.created_at.format(&Rfc3339).unwrap_or_default(),
@@ -160,6 +178,28 @@ impl BoxView {
             volume,
             awake_because,
         }
+    }
+}
+
+impl BoxView {
+    /// The view with what the box holds on the host now (memory, snapshot disk), which
+    /// costs the runtime a look: single-box answers carry it, lists do not.
+    pub async fn with_usage(mut self, ctx: &Ctx) -> BoxView {
+        let Ok(id) = self.id.parse::<berth_protocol::BoxId>() else {
+            return self;
+        };
+        let Ok(runtime) = ctx.runtimes.get(&self.runtime) else {
+            return self;
+        };
+        let measured = |what: &str, got: Result<Option<u64>, berth_runtime::RuntimeError>| {
+            got.unwrap_or_else(|e| {
+                tracing::warn!(box_id = %id, error = %berth_runtime::error_chain(&e), "cannot measure the box's {what}");
+                None
+            })
+        };
+        self.memory_bytes = measured("memory", runtime.memory_held(&id).await);
+        self.snapshot_bytes = measured("snapshot", runtime.snapshot_size(&id).await);
+        self
     }
 }
 

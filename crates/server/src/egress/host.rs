@@ -260,6 +260,46 @@ impl EgressHost {
     where
         F: FnMut(&str) -> Result<Option<String>, SecretLookupError>,
     {
+        let Some(saved) = self.read_saved(id)? else {
+            return Ok(None);
+        };
+        self.boot_saved(id, saved, secret).map(Some)
+    }
+
+    /// The boot of a box restored from its snapshot, under `policy` (the box's policy now):
+    /// the saved CA and placeholders, which the restored box trusts and holds. `None` when
+    /// nothing was saved, or `policy` has a credential rule the snapshotted boot holds no
+    /// placeholder for (only a cold boot can give the box one).
+    pub fn restore_under<F>(
+        &self,
+        id: &BoxId,
+        policy: &EgressPolicy,
+        secret: F,
+    ) -> Result<Option<BootEgress>, EgressBootError>
+    where
+        F: FnMut(&str) -> Result<Option<String>, SecretLookupError>,
+    {
+        let Some(mut saved) = self.read_saved(id)? else {
+            return Ok(None);
+        };
+        let held = |name: &String| saved.placeholders.contains_key(name);
+        if !policy.credentials.iter().all(|rule| held(&rule.name))
+            || (!policy.credentials.is_empty() && saved.ca.is_none())
+        {
+            return Ok(None);
+        }
+        saved
+            .placeholders
+            .retain(|name, _| policy.credentials.iter().any(|rule| &rule.name == name));
+        saved.policy = policy.clone();
+        let file = serde_json::to_vec(&saved).expect("the saved boot serialises");
+        let boot = self.boot_saved(id, saved, secret)?;
+        self.save(id, &file)?;
+        Ok(Some(boot))
+    }
+
+    /// The saved boot of `id`, its policy checked again; `None` when nothing was saved.
+    fn read_saved(&self, id: &BoxId) -> Result<Option<SavedBoot>, EgressBootError> {
         let path = self.boot_file(id);
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
@@ -283,13 +323,25 @@ impl EgressHost {
             .policy
             .validated()
             .map_err(|source| EgressBootError::SavedPolicy { path, source })?;
+        Ok(Some(saved))
+    }
+
+    fn boot_saved<F>(
+        &self,
+        id: &BoxId,
+        saved: SavedBoot,
+        secret: F,
+    ) -> Result<BootEgress, EgressBootError>
+    where
+        F: FnMut(&str) -> Result<Option<String>, SecretLookupError>,
+    {
         let ca = saved
             .ca
             .as_ref()
             .map(|c| BoxCa::restore(id, c))
             .transpose()
             .map_err(EgressBootError::Ca)?;
-        self.boot(id, saved, ca, secret).map(Some)
+        self.boot(id, saved, ca, secret)
     }
 
     fn boot<F>(

@@ -3,7 +3,7 @@
 //! Every call that does work in a box (exec for its whole stream, a file call, a message
 //! being delivered) holds an [`ActivityGuard`] from [`Activity::begin`]; dropping the guard
 //! ends the use. An open event stream holds none: watching a box is not using it. A box is idle when no guard is
-//! held and the last one was dropped at least `idle_timeout_s` ago. The idle reclaimer
+//! held and the last one was dropped at least `stop_after_s` ago. The idle reclaimer
 //! (`lifecycle/idle.rs`) reads this; nothing here is durable.
 
 use std::collections::HashMap;

@@ -25,7 +25,7 @@ pub enum AwakeReason {
     Message { id: String },
     /// Calls using the box now: exec streams, file calls, attached terminals, a delivery.
     Calls { count: u32 },
-    /// Nothing uses it, but it was used `idle_s` ago, less than its `idle_timeout_s`.
+    /// Nothing uses it, but it was used `idle_s` ago, less than its `stop_after_s`.
     RecentUse { idle_s: u64 },
 }
 
@@ -47,7 +47,7 @@ pub fn awake_because(ctx: &Ctx, r: &BoxRecord) -> Vec<AwakeReason> {
     };
     match ctx.activity.peek(&r.id) {
         Some(Use::Busy(count)) => reasons.push(AwakeReason::Calls { count }),
-        Some(Use::IdleFor(idle)) if idle < Duration::from_secs(r.idle_timeout_s) => {
+        Some(Use::IdleFor(idle)) if idle < Duration::from_secs(r.stop_after_s) => {
             reasons.push(AwakeReason::RecentUse {
                 idle_s: idle.as_secs(),
             })

@@ -1,6 +1,8 @@
-//! The idle reclaimer: every tick, a running box that nobody used for its
-//! `idle_timeout_s` is stopped through the normal stop (`stopping` → `stopped`: the
-//! processes die, the volume stays). The next call that needs it wakes it cold.
+//! The idle reclaimer: every tick, a box nobody used is taken down its sleep ladder to the
+//! deepest rung its idle time has reached: paused after `pause_after_s`, snapshotted after
+//! `snapshot_after_s`, stopped after `stop_after_s` (each 0: never; a rung the box's runtime
+//! lacks is skipped). The next call that needs the box wakes it by the cheapest rung
+//! (`super::wake`).
 //!
 //! Idle means: no [`ActivityGuard`](super::ActivityGuard) held (exec, file call, attached
 //! terminal, message delivery; an open event stream is watching, not work, and holds
@@ -10,8 +12,9 @@
 //! its grace, a background process). The last three cost a query and guest calls, so they
 //! are asked only once the cheap check says the timeout has passed, and again
 //! under the box's lifecycle lock right before the stop, so a concurrent wake is never cut.
-//! Paused boxes are left alone. The box view shows the host-side part of this
-//! ([`super::awake`]).
+//! A paused or snapshotted box went through those checks on its way down and has run
+//! nothing since, so it goes further down on its idle time alone. The box view shows the
+//! host-side part of this ([`super::awake`]).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -26,7 +29,8 @@ use crate::ctx::Ctx;
 use crate::error::OpError;
 use crate::lifecycle::Use;
 use crate::ops::box_find::reload;
-use crate::ops::box_stop::stop_held;
+use crate::lifecycle::sleep::{pause_held, snapshot_held};
+use crate::lifecycle::stop::stop_held;
 use berth_runtime::error_chain;
 
 /// How long the reclaimer waits for a harness to say whether it is busy.
@@ -55,7 +59,7 @@ fn sweep(ctx: &Ctx, reclaiming: &Arc<Mutex<HashSet<BoxId>>>) {
         }
     };
     for record in records {
-        if record.state != BoxState::Running || !timed_out(ctx, &record) {
+        if rung_due(ctx, &record).is_none() {
             continue;
         }
         if !reclaiming
@@ -69,7 +73,7 @@ fn sweep(ctx: &Ctx, reclaiming: &Arc<Mutex<HashSet<BoxId>>>) {
         tokio::spawn(async move {
             let id = record.id.clone();
             if let Err(e) = reclaim(&ctx, &id).await {
-                tracing::error!(box_id = %id, error = %error_chain(&e), "idle reclaimer: cannot stop box");
+                tracing::error!(box_id = %id, error = %error_chain(&e), "idle reclaimer: cannot take the box down its ladder");
             }
             reclaiming
                 .lock()
@@ -79,31 +83,64 @@ fn sweep(ctx: &Ctx, reclaiming: &Arc<Mutex<HashSet<BoxId>>>) {
     }
 }
 
-/// The cheap check: no call in flight and none for the box's idle timeout.
-fn timed_out(ctx: &Ctx, record: &BoxRecord) -> bool {
-    match ctx.activity.state(&record.id) {
-        Use::Busy(_) => false,
-        Use::IdleFor(elapsed) => elapsed >= Duration::from_secs(record.idle_timeout_s),
+/// A rung of the ladder below the box's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rung {
+    Pause,
+    Snapshot,
+    Stop,
+}
+
+/// The cheap check: the deepest rung the box's idle time has reached (no call in flight,
+/// none for that long) that is below where it is now, if any.
+pub fn rung_due(ctx: &Ctx, record: &BoxRecord) -> Option<Rung> {
+    let Use::IdleFor(idle) = ctx.activity.state(&record.id) else {
+        return None;
+    };
+    let caps = ctx.runtimes.capabilities(&record.runtime);
+    let reached = |after_s: u64| after_s > 0 && idle >= Duration::from_secs(after_s);
+    let (running, paused, snapshotted) = (
+        record.state == BoxState::Running,
+        record.state == BoxState::Paused,
+        record.state == BoxState::Snapshotted,
+    );
+    if (running || paused || snapshotted) && reached(record.stop_after_s) {
+        Some(Rung::Stop)
+    } else if (running || paused) && caps.snapshot && reached(record.snapshot_after_s) {
+        Some(Rung::Snapshot)
+    } else if running && caps.pause && reached(record.pause_after_s) {
+        Some(Rung::Pause)
+    } else {
+        None
     }
 }
 
-/// Under the box's lifecycle lock: checks again, then stops the box. `Ok(true)` when it
-/// was stopped.
-pub async fn reclaim(ctx: &Ctx, id: &BoxId) -> Result<bool, OpError> {
+/// Under the box's lifecycle lock: checks again, then takes the box to the rung due.
+/// `Ok(Some(rung))` when it went there.
+pub async fn reclaim(ctx: &Ctx, id: &BoxId) -> Result<Option<Rung>, OpError> {
     let slot = ctx.boxes.slot(id);
     let mut live = slot.lifecycle.lock().await;
     let record = reload(ctx, id)?;
-    if record.state != BoxState::Running || !timed_out(ctx, &record) {
-        return Ok(false);
-    }
-    if harness_busy(&live, id).await || work_inside(&live, id).await || messages_waiting(ctx, id)? {
+    let Some(rung) = rung_due(ctx, &record) else {
+        return Ok(None);
+    };
+    if record.state == BoxState::Running
+        && (harness_busy(&live, id).await
+            || work_inside(&live, id).await
+            || messages_waiting(ctx, id)?)
+    {
         // Busy after all: the clock starts again from now.
         ctx.activity.touch(id);
-        return Ok(false);
+        return Ok(None);
     }
-    tracing::info!(box_id = %id, name = %record.name, idle_timeout_s = record.idle_timeout_s, "box idle: reclaiming");
-    stop_held(ctx, id, &mut live).await?;
-    Ok(true)
+    let reason = Some("idle");
+    tracing::info!(box_id = %id, name = %record.name, from = %record.state, to = ?rung, "box idle: taking it down its ladder");
+    match rung {
+        Rung::Pause => pause_held(ctx, id, &mut live, reason).await?,
+        Rung::Snapshot => snapshot_held(ctx, id, &mut live, reason).await?,
+        Rung::Stop => stop_held(ctx, id, &mut live).await?,
+    }
+    Ok(Some(rung))
 }
 
 /// Whether the box's harness has a turn in flight. A box that does not answer (no

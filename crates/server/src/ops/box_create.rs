@@ -19,14 +19,14 @@ use crate::error::OpError;
 use crate::ops::box_disk;
 use crate::runtimes::{boots_images, runs_base};
 use crate::templates::Base;
-use crate::validate::{self, LimitsInput, DEFAULT_TEMPLATE, DEFAULT_VM_TEMPLATE};
+use crate::validate::{self, LimitsInput, SleepInput, DEFAULT_TEMPLATE, DEFAULT_VM_TEMPLATE};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct CreateBox {
     pub name: String,
     pub template: Option<String>,
     pub limits: LimitsInput,
-    pub idle_timeout_s: Option<u64>,
+    pub sleep: SleepInput,
     /// The box's own egress policy; `None`: its template's.
     pub egress: Option<EgressPolicy>,
     /// `None`: the daemon's default runtime.
@@ -76,10 +76,13 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
     let promised = box_disk::promised_bytes(ctx)? + (disk_mib.unwrap_or(template.disk_mib) << 20);
     ctx.disk.check_promised("create a box", promised)?;
     let limits = validate::limits_over(template.limits, req.limits)?;
-    let idle_timeout_s = match req.idle_timeout_s {
-        Some(value) => validate::idle_timeout_s(value)?,
-        None => template.idle_timeout_s,
-    };
+    let caps = ctx.runtimes.capabilities(&runtime);
+    let sleep = validate::sleep(
+        req.sleep
+            .over(validate::template_sleep(template.sleep, caps)),
+        &runtime,
+        caps,
+    )?;
     crate::box_labels::validate(&req.labels)?;
     crate::box_env::validate(&req.env, req.egress.as_ref().unwrap_or(&template.egress))?;
     let egress = req
@@ -100,7 +103,7 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
         memory_mib: limits.memory_mib,
         pids: limits.pids,
         cpus: limits.cpus,
-        idle_timeout_s,
+        sleep,
         egress,
         runtime,
         disk_mib,

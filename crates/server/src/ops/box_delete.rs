@@ -7,7 +7,7 @@ use berth_store::BoxState;
 use crate::ctx::Ctx;
 use crate::error::OpError;
 use crate::ops::box_find::reload;
-use crate::ops::detached;
+use crate::lifecycle::detached;
 
 pub async fn delete_box(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
     let (ctx, task_id) = (ctx.clone(), id.clone());

@@ -11,7 +11,7 @@ use crate::ctx::{Ctx, STOP_GRACE};
 use crate::error::OpError;
 use crate::ops::box_create::check_base;
 use crate::ops::box_find::reload;
-use crate::ops::detached;
+use crate::lifecycle::detached;
 use berth_runtime::error_chain;
 
 /// Moves the box to `runtime` (a no-op when it is there already); the box must be stopped

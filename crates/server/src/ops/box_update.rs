@@ -1,7 +1,8 @@
 //! `PATCH /v1/boxes/{ref}`: changes to a box's record after creation.
 //!
-//! - `idle_timeout_s` applies at once: the idle reclaimer reads the record at every tick
-//!   (a timeout shorter than the box has been idle reclaims it at the next tick).
+//! - The sleep ladder (`pause_after_s`, `snapshot_after_s`, `stop_after_s`, `auto_resume`)
+//!   applies at once: the reclaimer reads the record at every tick (a rung shorter than the
+//!   box has been idle takes it there at the next tick).
 //! - `limits` apply at the box's next start. While the box may have processes the new
 //!   ones are pending (the view shows both); a stopped box takes them at once.
 //! - `disk_mib` only grows (a volume's file system is never shrunk); the next start grows
@@ -10,7 +11,7 @@
 //!   the next exec at once and the harness at the next start (`box_env.rs`).
 //!
 //! A change of limits or disk holds the box's lifecycle lock, so it never lands between a
-//! start's read of the record and the runtime's use of it; labels, env and the timeout do
+//! start's read of the record and the runtime's use of it; labels, env and the ladder do
 //! not wait for a start in progress.
 
 use std::collections::BTreeMap;
@@ -22,12 +23,12 @@ use crate::ctx::Ctx;
 use crate::error::OpError;
 use crate::ops::box_disk;
 use crate::ops::box_find::reload;
-use crate::validate::{self, LimitsInput};
+use crate::validate::{self, LimitsInput, SleepInput};
 
 /// What a client changes; `None` keeps the field.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BoxUpdate {
-    pub idle_timeout_s: Option<u64>,
+    pub sleep: SleepInput,
     /// Over the limits the box's next start would apply.
     pub limits: Option<LimitsInput>,
     pub disk_mib: Option<u64>,
@@ -42,10 +43,16 @@ pub async fn update_box(
     record: &BoxRecord,
     update: BoxUpdate,
 ) -> Result<BoxRecord, OpError> {
-    let idle_timeout_s = update
-        .idle_timeout_s
-        .map(validate::idle_timeout_s)
-        .transpose()?;
+    let sleep = if update.sleep.is_empty() {
+        None
+    } else {
+        let caps = ctx.runtimes.capabilities(&record.runtime);
+        Some(validate::sleep(
+            update.sleep.over(record.sleep()),
+            &record.runtime,
+            caps,
+        )?)
+    };
     if let Some(labels) = &update.labels {
         crate::box_labels::validate(labels)?;
     }
@@ -54,7 +61,7 @@ pub async fn update_box(
     }
     let disk_mib = update.disk_mib.map(validate::disk_mib).transpose()?;
     let mut change = BoxChange {
-        idle_timeout_s,
+        sleep,
         limits: None,
         disk_mib: None,
         labels: update.labels,

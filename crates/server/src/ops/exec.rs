@@ -9,7 +9,6 @@ use berth_runtime::ExecStream;
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
-use crate::ops::box_start::with_guest;
 
 pub const DEFAULT_TIMEOUT_S: u64 = 60;
 pub const MAX_TIMEOUT_S: u64 = 86_400;
@@ -83,7 +82,7 @@ pub async fn exec_stream(
 ) -> Result<ExecStream, OpError> {
     command.env = crate::box_env::env_for_box(ctx, id, std::mem::take(&mut command.env))?;
     let request = command.into_request()?;
-    with_guest(ctx, id, |client| {
+    ctx.lifecycle().with_guest(id, |client| {
         let request = request.clone();
         async move { client.exec(&request).await }
     })

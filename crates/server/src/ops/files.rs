@@ -10,7 +10,6 @@ use bytes::Bytes;
 use crate::ctx::Ctx;
 use crate::error::OpError;
 use crate::lifecycle::ActivityGuard;
-use crate::ops::box_start::with_guest;
 use crate::validate;
 
 /// Which file, as whom, and the call's options.
@@ -43,7 +42,7 @@ pub struct FileRead {
 pub async fn read(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileRead, OpError> {
     let q = target.query()?;
     let busy = ctx.activity.begin(id);
-    let download = with_guest(ctx, id, |c| {
+    let download = ctx.lifecycle().with_guest(id, |c| {
         let q = q.clone();
         async move { c.download_file(&q).await }
     })
@@ -61,7 +60,7 @@ where
     let _busy = ctx.activity.begin(id);
     // Only the connect is retried (a box found dead is woken again): the body can be sent
     // once.
-    let upload = with_guest(ctx, id, |c| {
+    let upload = ctx.lifecycle().with_guest(id, |c| {
         let q = q.clone();
         async move { c.open_upload(&q).await }
     })
@@ -72,7 +71,7 @@ where
 pub async fn list(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileList, OpError> {
     let q = target.query()?;
     let _busy = ctx.activity.begin(id);
-    with_guest(ctx, id, |c| {
+    ctx.lifecycle().with_guest(id, |c| {
         let q = q.clone();
         async move { c.list_files(&q).await }
     })
@@ -82,7 +81,7 @@ pub async fn list(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileList
 pub async fn stat(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileEntry, OpError> {
     let q = target.query()?;
     let _busy = ctx.activity.begin(id);
-    with_guest(ctx, id, |c| {
+    ctx.lifecycle().with_guest(id, |c| {
         let q = q.clone();
         async move { c.stat(&q).await }
     })
@@ -92,7 +91,7 @@ pub async fn stat(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileEntr
 pub async fn mkdir(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<(), OpError> {
     let q = target.query()?;
     let _busy = ctx.activity.begin(id);
-    with_guest(ctx, id, |c| {
+    ctx.lifecycle().with_guest(id, |c| {
         let q = q.clone();
         async move { c.mkdir(&q).await }
     })
@@ -102,7 +101,7 @@ pub async fn mkdir(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<(), OpE
 pub async fn remove(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<(), OpError> {
     let q = target.query()?;
     let _busy = ctx.activity.begin(id);
-    with_guest(ctx, id, |c| {
+    ctx.lifecycle().with_guest(id, |c| {
         let q = q.clone();
         async move { c.remove(&q).await }
     })

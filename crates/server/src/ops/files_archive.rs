@@ -9,7 +9,6 @@ use bytes::Bytes;
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
-use crate::ops::box_start::with_guest;
 use crate::ops::files::{FileRead, FileTarget};
 
 /// A tar being read out of a box (a [`FileRead`] with no length). The box counts as busy
@@ -17,7 +16,7 @@ use crate::ops::files::{FileRead, FileTarget};
 pub async fn read(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileRead, OpError> {
     let q = target.query()?;
     let busy = ctx.activity.begin(id);
-    let download = with_guest(ctx, id, |c| {
+    let download = ctx.lifecycle().with_guest(id, |c| {
         let q = q.clone();
         async move { c.download_archive(&q).await }
     })
@@ -41,7 +40,7 @@ where
     let _busy = ctx.activity.begin(id);
     // Only the connect is retried (a box found dead is woken again): the body can be sent
     // once.
-    let upload = with_guest(ctx, id, |c| {
+    let upload = ctx.lifecycle().with_guest(id, |c| {
         let q = q.clone();
         async move { c.open_archive_upload(&q).await }
     })

@@ -6,12 +6,11 @@ use berth_runtime::guest_client::WatchStream;
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
-use crate::ops::box_start::with_guest;
 use crate::ops::files::FileTarget;
 
 pub async fn watch(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<WatchStream, OpError> {
     let q = target.query()?;
-    with_guest(ctx, id, |c| {
+    ctx.lifecycle().with_guest(id, |c| {
         let q = q.clone();
         async move { c.watch(&q).await }
     })

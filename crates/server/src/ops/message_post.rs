@@ -7,8 +7,6 @@ use berth_store::{MessageId, Posted};
 use crate::ctx::Ctx;
 use crate::error::OpError;
 use crate::ops::box_find::find_box;
-use crate::ops::box_start::ensure_running;
-use berth_runtime::error_chain;
 
 /// Largest message content.
 pub const MAX_CONTENT_BYTES: usize = 256 * 1024;
@@ -47,20 +45,6 @@ pub fn post_message(
     if posted.created {
         tracing::debug!(box_id = %record.id, seq = posted.seq, "message accepted");
     }
-    wake(ctx, &record.id);
+    ctx.lifecycle().wake_for_messages(&record.id);
     Ok(posted)
-}
-
-/// Starts the box if it sleeps and tells a running delivery pump to look at the queue,
-/// without making the caller wait for either.
-pub(crate) fn wake(ctx: &Ctx, id: &berth_protocol::BoxId) {
-    ctx.boxes.slot(id).delivery.notify_one();
-    // One wake per post: they queue on the box's lifecycle lock, and each after the first
-    // finds the box running (a wake racing a stop still leaves the box running after).
-    let (ctx, id) = (ctx.clone(), id.clone());
-    tokio::spawn(async move {
-        if let Err(e) = ensure_running(&ctx, &id).await {
-            tracing::warn!(box_id = %id, error = %error_chain(&e), "cannot wake the box for its messages");
-        }
-    });
 }

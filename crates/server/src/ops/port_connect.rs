@@ -10,7 +10,6 @@ use tokio::time::Instant;
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
-use crate::ops::box_start::with_guest;
 
 /// The first pause after a refused connection; it doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(50);
@@ -38,8 +37,7 @@ pub async fn connect(
     let deadline = Instant::now() + wait;
     let mut pause = FIRST_PAUSE;
     loop {
-        let result = with_guest(
-            ctx,
+        let result = ctx.lifecycle().with_guest(
             id,
             |client| async move { client.port_connect(port).await },
         )

@@ -10,7 +10,6 @@ use berth_store::BoxRecord;
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
-use crate::ops::box_start;
 use crate::ops::port_connect;
 use crate::ports::pool::AppKey;
 use crate::ports::proxy::{self, Failed, Forwarding, ProxyError};
@@ -31,7 +30,7 @@ pub async fn forward(
     let mut prepared = proxy::prepare(request, to).map_err(proxy_error)?;
     let mut hold: proxy::Hold = Box::new((slot, busy));
     // Wakes (or resumes) the box first: a pooled connection to a paused box would hang.
-    let (_, boot) = box_start::ensure_running(ctx, &record.id).await?;
+    let (_, boot) = ctx.lifecycle().wake(&record.id).await?;
     let key = AppKey {
         box_id: record.id.clone(),
         boot,

@@ -9,7 +9,6 @@ use bytes::Bytes;
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
-use crate::ops::box_start::with_guest;
 use crate::ops::exec::ExecCommand;
 
 /// How a background process is started.
@@ -34,7 +33,7 @@ pub async fn start(
         open_stdin: background.open_stdin,
     };
     let _busy = ctx.activity.begin(id);
-    with_guest(ctx, id, |client| {
+    ctx.lifecycle().with_guest(id, |client| {
         let request = request.clone();
         async move { client.process_start(&request).await }
     })

@@ -1,7 +1,9 @@
 //! Bringing the runtime in line with the store at daemon start, and stopping every box at
 //! daemon shutdown. A box recorded `running` whose stored boot token still reaches its
 //! agent is reattached (client and pumps restored); every other box that may have
-//! processes is stopped and wakes cold on its next call, with the same disk. Boxes with
+//! processes is stopped and wakes cold on its next call, with the same disk (a paused box
+//! is resumed and reattached first; a snapshotted one has no processes and keeps its
+//! snapshot). Boxes with
 //! queued messages are woken, so no accepted message waits for a later call.
 
 use std::collections::HashSet;
@@ -10,14 +12,12 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use berth_protocol::BoxId;
-use berth_runtime::{BootToken, IdMap, Runtime};
+use berth_runtime::{IdMap, Runtime};
 use berth_store::{BoxRecord, BoxState};
 
 use crate::ctx::{Ctx, STOP_GRACE};
 use crate::error::OpError;
 use crate::lifecycle::ExitWatch;
-use crate::ops::box_stop::stop_box;
-use crate::ops::message_post;
 use berth_runtime::error_chain;
 
 /// How long a reattach waits for the agent's `info`.
@@ -54,6 +54,11 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), OpError> {
         if !record.state.may_have_processes() {
             continue;
         }
+        // A paused box is thawed to be reached; the reclaimer pauses it again when idle.
+        let record = &match record.state {
+            BoxState::Paused => thaw(ctx, &runtime, record).await?,
+            _ => record.clone(),
+        };
         if record.state == BoxState::Running && reattach(ctx, &runtime, record).await? {
             continue;
         }
@@ -81,7 +86,7 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), OpError> {
     }
     for id in ctx.store.boxes_with_queued_messages()? {
         tracing::info!(box_id = %id, "reconcile: waking a box with queued messages");
-        message_post::wake(ctx, &id);
+        ctx.lifecycle().wake_for_messages(&id);
     }
     Ok(())
 }
@@ -107,6 +112,22 @@ async fn remove_unknown(runtime: &dyn Runtime, known: &HashSet<&BoxId>) {
     }
 }
 
+/// A box the old daemon left paused, resumed and recorded `running` (unchanged if the
+/// runtime cannot resume it: it is stopped then, like any box that cannot be reached).
+async fn thaw(
+    ctx: &Ctx,
+    runtime: &Arc<dyn Runtime>,
+    record: &BoxRecord,
+) -> Result<BoxRecord, OpError> {
+    if let Err(e) = runtime.resume(&record.id).await {
+        tracing::info!(box_id = %record.id, error = %error_chain(&e), "reconcile: cannot resume the paused box; stopping it");
+        return Ok(record.clone());
+    }
+    ctx.store
+        .update_box_state(&record.id, record.generation, BoxState::Running, None)?;
+    Ok(crate::ops::box_find::reload(ctx, &record.id)?)
+}
+
 /// Reaches the box's agent with its stored boot token; on an answer, restores the
 /// client and the pumps. `false`: the box must be stopped.
 async fn reattach(
@@ -117,7 +138,7 @@ async fn reattach(
     let Some(token) = ctx
         .store
         .boot_token(&record.id)?
-        .and_then(|t| parse_token(&t))
+        .and_then(|t| crate::lifecycle::parse_token(&t))
     else {
         return Ok(false);
     };
@@ -174,7 +195,6 @@ async fn reattach(
         client,
         live.boot,
         harness,
-        crate::ops::box_start::wake_if_dead,
     ));
     tracing::info!(box_id = %record.id, name = %record.name, "reconcile: reattached a running box");
     Ok(true)
@@ -185,20 +205,6 @@ fn id_map(record: &BoxRecord) -> Result<IdMap, OpError> {
         id: record.id.clone(),
         slot: record.id_slot,
     })
-}
-
-/// The stored token (64 hex characters) as a [`BootToken`].
-fn parse_token(hex: &str) -> Option<BootToken> {
-    if hex.len() != 64 {
-        return None;
-    }
-    let mut bytes = [0u8; 32];
-    for (i, byte) in bytes.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    let token = BootToken::from_random(bytes);
-    // Tokens are written lowercase; anything else was not written by this daemon.
-    (token.as_str() == hex).then_some(token)
 }
 
 /// At shutdown: end open event streams and stop every box that may run. Errors are
@@ -213,7 +219,7 @@ pub async fn stop_all(ctx: &Ctx) {
         }
     };
     for record in records.iter().filter(|r| r.state.may_have_processes()) {
-        if let Err(e) = stop_box(ctx, &record.id).await {
+        if let Err(e) = ctx.lifecycle().stop(&record.id).await {
             tracing::error!(box_id = %record.id, error = %error_chain(&e), "shutdown: cannot stop box");
         }
     }
@@ -225,10 +231,10 @@ mod tests {
     fn stored_tokens_round_trip() {
         let token = berth_runtime::BootToken::from_random([0x5a; 32]);
         assert_eq!(
-            super::parse_token(token.as_str()).map(|t| t.as_str().to_owned()),
+            crate::lifecycle::parse_token(token.as_str()).map(|t| t.as_str().to_owned()),
             Some(token.as_str().to_owned())
         );
-        assert!(super::parse_token("zz").is_none());
-        assert!(super::parse_token(&"G".repeat(64)).is_none());
+        assert!(crate::lifecycle::parse_token("zz").is_none());
+        assert!(crate::lifecycle::parse_token(&"G".repeat(64)).is_none());
     }
 }

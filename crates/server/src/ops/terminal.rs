@@ -10,7 +10,6 @@ use berth_runtime::{GuestClient, TerminalStream};
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
-use crate::ops::box_start::with_guest;
 
 /// A program to start on a new terminal, as a client asked for it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -106,7 +105,7 @@ pub async fn attach(ctx: &Ctx, id: &BoxId, target: TerminalTarget) -> Result<Att
             (None, Some((id, offset, size)))
         }
     };
-    with_guest(ctx, id, |client| {
+    ctx.lifecycle().with_guest(id, |client| {
         let (request, existing) = (request.clone(), existing.clone());
         async move {
             let (terminal, offset) = match (request, existing) {

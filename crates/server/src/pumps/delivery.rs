@@ -2,8 +2,8 @@
 //! order, and marks each delivered once `berth-init` has answered (a `duplicate` answer
 //! means an earlier try got there: delivered too). A failed or timed-out try is repeated
 //! with backoff: `berth-init` deduplicates by message id, so repeating is safe. When the
-//! box cannot be reached, `recover` (the lifecycle's: recorded stopped and woken again if
-//! its processes are gone, which starts a fresh pump) is called.
+//! box cannot be reached, the lifecycle's owner is told (`wake_if_dead`: recorded stopped
+//! and woken again if its processes are gone, which starts a fresh pump).
 
 use std::time::Duration;
 
@@ -13,14 +13,14 @@ use berth_runtime::{GuestClient, GuestError};
 use berth_store::MessageRecord;
 
 use crate::ctx::Ctx;
-use crate::pumps::{Backoff, Recover};
+use crate::pumps::Backoff;
 use berth_runtime::error_chain;
 
 /// How long one delivery may take (the harness may be busy with a long turn before it
 /// reads the next line); after that it is tried again.
 const DELIVER_TIMEOUT: Duration = Duration::from_secs(60);
 
-pub(crate) async fn run(ctx: Ctx, id: BoxId, client: GuestClient, boot: u64, recover: Recover) {
+pub(crate) async fn run(ctx: Ctx, id: BoxId, client: GuestClient, boot: u64) {
     let slot = ctx.boxes.slot(&id);
     let mut backoff = Backoff::new();
     loop {
@@ -51,7 +51,7 @@ pub(crate) async fn run(ctx: Ctx, id: BoxId, client: GuestClient, boot: u64, rec
             }
             Err(Failure::Guest(GuestError::Connect { .. })) => {
                 tracing::warn!(box_id = %id, seq = message.seq, "delivery: the box's agent cannot be reached");
-                recover(&ctx, &id, boot);
+                ctx.lifecycle().wake_if_dead(&id, boot);
                 backoff.wait().await;
             }
             Err(failure) => {

@@ -85,7 +85,7 @@ fn give_up(ctx: &Ctx, id: &BoxId, event: &GuestEvent) {
     let reason = format!("the harness gave up: {why}");
     let (ctx, id) = (ctx.clone(), id.clone());
     tokio::spawn(async move {
-        if let Err(e) = crate::ops::box_stop::fail_box(&ctx, &id, &reason).await {
+        if let Err(e) = ctx.lifecycle().fail(&id, &reason).await {
             tracing::error!(box_id = %id, error = %error_chain(&e), "cannot fail the box of a failed harness");
         }
     });

@@ -18,10 +18,6 @@ use crate::ctx::Ctx;
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
-/// What a pump calls when the box's agent cannot be reached during boot `boot`: the
-/// lifecycle's own recovery, handed in so the pumps need nothing of the lifecycle.
-pub type Recover = fn(&Ctx, &BoxId, u64);
-
 /// Starts the pumps for boot `boot` of the box, talking to it through `client`: events
 /// always (the box's journal also carries events of its own, a background process's exit),
 /// delivery only for a boot that runs a harness (messages go to nothing else).
@@ -31,7 +27,6 @@ pub fn start(
     client: GuestClient,
     boot: u64,
     harness: bool,
-    recover: Recover,
 ) -> Pumps {
     let delivery = harness.then(|| {
         tokio::spawn(delivery::run(
@@ -39,7 +34,6 @@ pub fn start(
             id.clone(),
             client.clone(),
             boot,
-            recover,
         ))
     });
     let events = tokio::spawn(events::run(ctx.clone(), id.clone(), client));

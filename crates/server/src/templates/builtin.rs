@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use berth_protocol::harness::{AckMode, HarnessConfig, DEFAULT_TURN_TIMEOUT_S};
 use berth_runtime::Limits;
 
-use super::parse::{DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_RESTARTS};
+use super::parse::{DEFAULT_MAX_RESTARTS, DEFAULT_SLEEP};
 use super::{Base, LayerSpec, Origin, Template};
 use crate::egress::policy::EgressPolicy;
 
@@ -74,7 +74,7 @@ fn image_base(name: &str, base: Base) -> Template {
         name: name.into(),
         base,
         disk_mib: berth_runtime::DEFAULT_DISK_MIB,
-        idle_timeout_s: DEFAULT_IDLE_TIMEOUT_S,
+        sleep: DEFAULT_SLEEP,
         limits: Limits::default(),
         layers: Vec::new(),
         harness: None,
@@ -89,7 +89,7 @@ fn echo(data_dir: &Path, unavailable: Option<String>) -> Template {
         name: "echo".into(),
         base: Base::Host,
         disk_mib: berth_runtime::DEFAULT_DISK_MIB,
-        idle_timeout_s: DEFAULT_IDLE_TIMEOUT_S,
+        sleep: DEFAULT_SLEEP,
         limits: Limits::default(),
         layers: vec![LayerSpec {
             source: echo_layer_dir(data_dir),
@@ -270,7 +270,7 @@ mod tests {
         assert_eq!(h.command, ["/opt/harness/bin/echo-harness"]);
         assert_eq!(h.resume_args, ["--resume", "{session}"]);
         assert_eq!(h.ack, AckMode::Replay);
-        assert_eq!(t.idle_timeout_s, 300);
+        assert_eq!(t.sleep.stop_after_s, 300);
         assert_eq!(t.layers[0].source, dir.path().join("layers/echo"));
         assert_eq!(t.layers[0].target, "/opt/harness");
         berth_runtime::layer::check_target(&t.layers[0].target).unwrap();

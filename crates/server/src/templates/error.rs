@@ -70,6 +70,9 @@ pub enum TemplateErrorKind {
     #[error("`{key}` {rule}")]
     BadValue { key: String, rule: &'static str },
 
+    #[error("{0}")]
+    SleepOrder(crate::validate::SleepOrderError),
+
     /// An `[egress]` entry the policy check refused (the error names the entry).
     #[error("egress.{0}")]
     Egress(PolicyError),

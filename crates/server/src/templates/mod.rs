@@ -1,5 +1,5 @@
 //! The template registry: what a box is made from (base rootfs, layers, harness, limits,
-//! idle timeout, egress policy). Built-in templates ship with berth (`builtin.rs`); user templates are
+//! sleep ladder, egress policy). Built-in templates ship with berth (`builtin.rs`); user templates are
 //! `<data-dir>/templates/NAME.toml` files (`parse.rs`; the format is in `docs/templates.md`).
 //!
 //! Loading never half-loads a file: a file that does not parse or validate is reported
@@ -26,7 +26,7 @@ pub use builtin::{
     ECHO_LAYER_TARGET,
 };
 pub use error::{TemplateError, TemplateErrorKind};
-pub use parse::{parse_template, DEFAULT_IDLE_TIMEOUT_S, IDLE_TIMEOUT_S_RANGE};
+pub use parse::{parse_template, DEFAULT_SLEEP};
 pub use registry::MAX_FILE_BYTES;
 pub use registry::{templates_dir, SharedTemplates, TemplateRegistry};
 
@@ -44,8 +44,8 @@ pub struct Template {
     /// A DNS label; for a file, its stem.
     pub name: String,
     pub base: Base,
-    /// Seconds without activity before the box is reclaimed.
-    pub idle_timeout_s: u64,
+    /// The sleep ladder of its boxes (a box may give its own).
+    pub sleep: berth_store::SleepSettings,
     /// Defaults for boxes of this template (a box may override each).
     pub limits: Limits,
     /// The volume size of its boxes (a box may give its own).

@@ -15,11 +15,19 @@ use super::egress::{egress, RawEgress};
 use super::source::Source;
 use super::{Base, LayerSpec, Origin, Template, TemplateError, TemplateErrorKind};
 // A template's defaults are limits a box may have: the same ranges.
-use crate::validate::{label_rule, CPUS_RANGE, DISK_MIB_RANGE, MEMORY_MIB_RANGE, PIDS_RANGE};
+use crate::validate::{
+    label_rule, CPUS_RANGE, DISK_MIB_RANGE, MEMORY_MIB_RANGE, PIDS_RANGE, SLEEP_RUNG_RANGE,
+};
+use berth_store::SleepSettings;
 
-pub const DEFAULT_IDLE_TIMEOUT_S: u64 = 300;
-/// Ten seconds to a week.
-pub const IDLE_TIMEOUT_S_RANGE: RangeInclusive<u64> = 10..=604_800;
+pub const DEFAULT_STOP_AFTER_S: u64 = 300;
+/// The ladder's defaults: a box is stopped after five idle minutes and takes no other rung.
+pub const DEFAULT_SLEEP: SleepSettings = SleepSettings {
+    pause_after_s: 0,
+    snapshot_after_s: 0,
+    stop_after_s: DEFAULT_STOP_AFTER_S,
+    auto_resume: true,
+};
 /// The protocol's default (a test checks they agree).
 pub const DEFAULT_MAX_RESTARTS: u32 = 5;
 const MAX_RESTARTS_RANGE: RangeInclusive<u32> = 0..=1000;
@@ -37,7 +45,13 @@ struct RawTemplate {
     #[serde(default)]
     base: Option<Spanned<String>>,
     #[serde(default)]
-    idle_timeout_s: Option<Spanned<u64>>,
+    pause_after_s: Option<Spanned<u64>>,
+    #[serde(default)]
+    snapshot_after_s: Option<Spanned<u64>>,
+    #[serde(default)]
+    stop_after_s: Option<Spanned<u64>>,
+    #[serde(default)]
+    auto_resume: Option<bool>,
     #[serde(default)]
     disk_mib: Option<Spanned<u64>>,
     #[serde(default)]
@@ -121,10 +135,7 @@ pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError
         None => berth_runtime::DEFAULT_DISK_MIB,
         Some(v) => in_range(&src, v, "disk_mib", DISK_MIB_RANGE)?,
     };
-    let idle_timeout_s = match &raw.idle_timeout_s {
-        None => DEFAULT_IDLE_TIMEOUT_S,
-        Some(v) => in_range(&src, v, "idle_timeout_s", IDLE_TIMEOUT_S_RANGE)?,
-    };
+    let sleep = sleep(&src, &raw)?;
     let limits = limits(&src, raw.limits.as_ref())?;
     let layers = layers(&src, &raw.layers)?;
     let harness = raw.harness.as_ref().map(|h| harness(&src, h)).transpose()?;
@@ -132,7 +143,7 @@ pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError
     Ok(Template {
         name: name.clone(),
         base,
-        idle_timeout_s,
+        sleep,
         limits,
         disk_mib,
         layers,
@@ -141,6 +152,32 @@ pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError
         origin: Origin::File(file.to_path_buf()),
         unavailable: None,
     })
+}
+
+/// The ladder's rungs: each off (0) or up to a week, and later rungs after earlier ones.
+fn sleep(src: &Source<'_>, raw: &RawTemplate) -> Result<SleepSettings, TemplateError> {
+    let rung = |value: &Option<Spanned<u64>>, key: &'static str, default: u64| match value {
+        None => Ok(default),
+        Some(v) => in_range(src, v, key, SLEEP_RUNG_RANGE),
+    };
+    let sleep = SleepSettings {
+        pause_after_s: rung(&raw.pause_after_s, "pause_after_s", 0)?,
+        snapshot_after_s: rung(&raw.snapshot_after_s, "snapshot_after_s", 0)?,
+        stop_after_s: rung(&raw.stop_after_s, "stop_after_s", DEFAULT_STOP_AFTER_S)?,
+        auto_resume: raw.auto_resume.unwrap_or(true),
+    };
+    if let Err(order) = crate::validate::sleep_order(&sleep) {
+        let at = [&raw.stop_after_s, &raw.snapshot_after_s, &raw.pause_after_s]
+            .into_iter()
+            .flatten()
+            .next();
+        let kind = TemplateErrorKind::SleepOrder(order);
+        return Err(match at {
+            Some(v) => src.at(v, kind),
+            None => src.error(None, kind),
+        });
+    }
+    Ok(sleep)
 }
 
 fn limits(src: &Source<'_>, raw: Option<&RawLimits>) -> Result<Limits, TemplateError> {

@@ -44,7 +44,7 @@ fn builtin_host() -> Template {
         name: "host".into(),
         base: Base::Host,
         disk_mib: berth_runtime::DEFAULT_DISK_MIB,
-        idle_timeout_s: 300,
+        sleep: DEFAULT_SLEEP,
         limits: berth_runtime::Limits::default(),
         layers: Vec::new(),
         harness: None,
@@ -68,7 +68,7 @@ fn a_full_file_loads_with_every_key() {
         &format!(
             r#"name = "mine"
 base = "host"
-idle_timeout_s = 600
+stop_after_s = 600
 
 [limits]
 memory_mib = 1024
@@ -96,7 +96,7 @@ turn_timeout_s = 60
     let t = registry.get("mine").expect("mine loaded");
     assert_eq!(t.origin, Origin::File(file.clone()));
     assert_eq!(t.origin.to_string(), file.display().to_string());
-    assert_eq!((t.base.clone(), t.idle_timeout_s), (Base::Host, 600));
+    assert_eq!((t.base.clone(), t.sleep.stop_after_s), (Base::Host, 600));
     assert_eq!(
         (t.limits.memory_mib, t.limits.pids, t.limits.cpus),
         (1024, 128, 2.0)
@@ -133,7 +133,7 @@ fn a_minimal_file_gets_the_documented_defaults() {
     assert!(errors.is_empty(), "{errors:?}");
     let t = registry.get("tiny").unwrap();
     assert_eq!(t.base, Base::Host);
-    assert_eq!(t.idle_timeout_s, DEFAULT_IDLE_TIMEOUT_S);
+    assert_eq!(t.sleep, DEFAULT_SLEEP);
     assert_eq!(t.limits, berth_runtime::Limits::default());
     let h = t.harness.as_ref().unwrap();
     assert_eq!(
@@ -151,7 +151,7 @@ fn a_syntax_error_is_reported_at_its_line() {
     let data = Data::new();
     let file = data.write(
         "broken.toml",
-        "name = \"broken\"\nidle_timeout_s = 300\n[limits\nmemory_mib = 512\n",
+        "name = \"broken\"\nstop_after_s = 300\n[limits\nmemory_mib = 512\n",
     );
     let (registry, errors) = data.load();
     let e = only_error(&errors);
@@ -195,7 +195,8 @@ fn validation_errors_point_at_the_offending_key() {
         ("name = \"v\"\nbase = \"dir:rel\"\n", 2, "must be absolute"),
         ("name = \"v\"\nbase = \"tarball:/a/../b.tar\"\n", 2, "no `..`"),
         ("name = \"v\"\ndisk_mib = 10\n", 2, "`disk_mib` = 10 is out of range 64..=1048576"),
-        ("name = \"v\"\n\nidle_timeout_s = 5\n", 3, "out of range 10..=604800"),
+        ("name = \"v\"\n\nstop_after_s = 604801\n", 3, "`stop_after_s` = 604801 is out of range 0..=604800"),
+        ("name = \"v\"\npause_after_s = 60\nstop_after_s = 30\n", 3, "`stop_after_s` (30 s) must be longer than `pause_after_s` (60 s)"),
         ("name = \"v\"\n[limits]\npids = 1\n", 3, "limits.pids"),
         ("name = \"v\"\n[limits]\ncpus = 0.0\n", 3, "limits.cpus"),
         ("name = \"v\"\n[limits]\nmemory_mib = 70000\n", 3, "limits.memory_mib"),
@@ -237,7 +238,7 @@ fn validation_errors_point_at_the_offending_key() {
 fn a_bad_file_is_skipped_and_the_good_ones_load() {
     let data = Data::new();
     data.write("good.toml", "name = \"good\"\n");
-    data.write("bad.toml", "name = \"bad\"\nidle_timeout_s = \"soon\"\n");
+    data.write("bad.toml", "name = \"bad\"\nstop_after_s = \"soon\"\n");
     data.write("Bad_Name.toml", "name = \"Bad_Name\"\n");
     // Not templates: other extensions, hidden files, the runtime's rootfs dir.
     data.write("notes.txt", "not toml");
@@ -259,7 +260,7 @@ fn a_file_may_not_redefine_a_builtin() {
     let data = Data::new();
     data.write(
         "host.toml",
-        "# mine\nname = \"host\"\nidle_timeout_s = 60\n",
+        "# mine\nname = \"host\"\nstop_after_s = 60\n",
     );
     let (registry, errors) = data.load();
     let e = only_error(&errors);
@@ -269,7 +270,7 @@ fn a_file_may_not_redefine_a_builtin() {
     );
     assert_eq!(e.line, Some(2));
     let host = registry.get("host").unwrap();
-    assert_eq!((&host.origin, host.idle_timeout_s), (&Origin::Builtin, 300));
+    assert_eq!((&host.origin, host.sleep.stop_after_s), (&Origin::Builtin, 300));
 }
 
 #[test]
@@ -281,18 +282,18 @@ fn reload_picks_up_new_files_and_drops_deleted_ones() {
     assert!(shared.get("a").is_some());
 
     std::fs::remove_file(&a).unwrap();
-    data.write("b.toml", "name = \"b\"\nidle_timeout_s = 42\n");
+    data.write("b.toml", "name = \"b\"\nstop_after_s = 42\n");
     data.write("c.toml", "name = \"c\"\nnope = 1\n");
     let (now, errors) = shared.reload();
     assert_eq!(errors.len(), 1);
     assert!(now.get("a").is_none() && now.get("c").is_none());
-    assert_eq!(shared.get("b").unwrap().idle_timeout_s, 42);
+    assert_eq!(shared.get("b").unwrap().sleep.stop_after_s, 42);
     assert!(shared.get("host").is_some(), "built-ins survive a reload");
     // A snapshot taken before the reload is unchanged.
     assert!(before.get("a").is_some() && before.get("b").is_none());
 
     // A file that breaks keeps nothing of itself, not even its old version.
-    data.write("b.toml", "name = \"b\"\nidle_timeout_s = 1\n");
+    data.write("b.toml", "name = \"b\"\nstop_after_s = 604801\n");
     let (now, errors) = shared.reload();
     assert_eq!(errors.len(), 2);
     assert!(now.get("b").is_none());

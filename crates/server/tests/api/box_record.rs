@@ -80,7 +80,8 @@ async fn bad_changes_and_filters_are_400_and_change_nothing() {
         json!({"env": {"1X": "v"}}),
         json!({"env": {"X": "a\u{0}b"}}),
         json!({"env": {"HTTPS_PROXY": "http://elsewhere"}}),
-        json!({"idle_timeout_s": 0}),
+        json!({"stop_after_s": 604_801}),
+        json!({"pause_after_s": 400}),
         json!({"limits": {"memory_mib": 1}}),
         json!({"limits": {"vcpus": 1}}),
         json!({"disk_mib": 10}),
@@ -99,7 +100,7 @@ async fn bad_changes_and_filters_are_400_and_change_nothing() {
     }
     let (_, a) = server.call(Method::GET, "/v1/boxes/a", None).await;
     assert_eq!(a["labels"], json!({"keep": "me"}));
-    assert_eq!(a["idle_timeout_s"], 300);
+    assert_eq!(a["stop_after_s"], 300);
 
     // Creation checks the same rules.
     let (status, body) = server
@@ -230,15 +231,15 @@ async fn a_shorter_idle_timeout_applies_to_a_running_box_at_once() {
     let (status, _) = server.call(Method::POST, "/v1/boxes/a/start", None).await;
     assert_eq!(status, StatusCode::OK);
     stays(&server, "a", "running", Duration::from_millis(1500)).await;
-    let (status, a) = patch(&server, "a", json!({"idle_timeout_s": 1})).await;
-    assert_eq!((status, &a["idle_timeout_s"]), (StatusCode::OK, &json!(1)));
+    let (status, a) = patch(&server, "a", json!({"stop_after_s": 1})).await;
+    assert_eq!((status, &a["stop_after_s"]), (StatusCode::OK, &json!(1)));
     wait_state(&server, "a", "stopped", Duration::from_secs(10)).await;
 }
 
 #[tokio::test]
 async fn an_open_event_stream_does_not_keep_a_box_awake() {
     let (server, _fake) = with_fake().await;
-    watched_box_idles_out(&server, json!({"name": "watched", "idle_timeout_s": 1})).await;
+    watched_box_idles_out(&server, json!({"name": "watched", "stop_after_s": 1})).await;
 }
 
 /// Creates and starts the box `create_body` describes, holds its event stream open, and

@@ -126,7 +126,7 @@ async fn an_open_event_stream_does_not_keep_a_real_box_awake() {
     };
     watched_box_idles_out(
         &server,
-        json!({"name": "watched", "template": "echo", "idle_timeout_s": 1}),
+        json!({"name": "watched", "template": "echo", "stop_after_s": 1}),
     )
     .await;
     server.shut_down().await;

@@ -320,7 +320,7 @@ async fn end_to_end_a_watch_alone_does_not_keep_a_box_awake() {
     let Some(mut server) = with_sandbox().await else {
         return;
     };
-    create_box(&server, json!({"name":"idle", "idle_timeout_s": 2})).await;
+    create_box(&server, json!({"name":"idle", "stop_after_s": 2})).await;
     let out = exec(&server, "idle", &["mkdir", "-p", "/home/user/w"]).await;
     assert_eq!(out["exit_code"], 0, "{out}");
     let mut watch = Lines::open(&server, "/v1/boxes/idle/files/watch?path=/home/user/w").await;
@@ -348,7 +348,7 @@ async fn end_to_end_an_archive_being_read_keeps_its_box_awake() {
     let Some(mut server) = with_sandbox().await else {
         return;
     };
-    create_box(&server, json!({"name":"busy", "idle_timeout_s": 1})).await;
+    create_box(&server, json!({"name":"busy", "stop_after_s": 1})).await;
     let out = exec(
         &server,
         "busy",

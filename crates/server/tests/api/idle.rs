@@ -1,4 +1,4 @@
-//! Idle reclaim against the fake runtime: a box nobody uses for its `idle_timeout_s` is
+//! Idle reclaim against the fake runtime: a box nobody uses for its `stop_after_s` is
 //! stopped (volume kept); an open exec stream keeps it up; the next call wakes it again.
 //! The test daemons check every 200 ms (`harness.rs`).
 
@@ -73,15 +73,17 @@ pub(crate) async fn stays(server: &TestServer, name: &str, want: &str, period: D
 async fn idle_timeouts_default_to_the_templates_and_are_checked() {
     let (server, _fake) = with_fake().await;
     let created = create(&server, json!({"name": "plain"})).await;
-    assert_eq!(created["idle_timeout_s"], 300, "{created}");
-    let created = create(&server, json!({"name": "quick", "idle_timeout_s": 1})).await;
-    assert_eq!(created["idle_timeout_s"], 1);
-    for bad in [json!(0), json!(604_801), json!(-1), json!("5")] {
+    assert_eq!(created["stop_after_s"], 300, "{created}");
+    let created = create(&server, json!({"name": "quick", "stop_after_s": 1})).await;
+    assert_eq!(created["stop_after_s"], 1);
+    let never = create(&server, json!({"name": "awake", "stop_after_s": 0})).await;
+    assert_eq!(never["stop_after_s"], 0, "0: never stopped");
+    for bad in [json!(604_801), json!(-1), json!("5")] {
         let (status, body) = server
             .call(
                 Method::POST,
                 "/v1/boxes",
-                Some(json!({"name": "bad", "idle_timeout_s": bad})),
+                Some(json!({"name": "bad", "stop_after_s": bad})),
             )
             .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
@@ -92,7 +94,7 @@ async fn idle_timeouts_default_to_the_templates_and_are_checked() {
 #[tokio::test]
 async fn an_idle_box_is_stopped_after_its_timeout_and_wakes_on_the_next_call() {
     let (server, fake) = with_fake().await;
-    let created = create(&server, json!({"name": "napper", "idle_timeout_s": 1})).await;
+    let created = create(&server, json!({"name": "napper", "stop_after_s": 1})).await;
     let id = created["id"].as_str().unwrap().to_owned();
     let (status, body) = server
         .call(Method::POST, "/v1/boxes/napper/start", None)
@@ -129,7 +131,7 @@ async fn an_idle_box_is_stopped_after_its_timeout_and_wakes_on_the_next_call() {
 #[tokio::test]
 async fn an_open_exec_stream_keeps_a_box_from_idling() {
     let (server, _fake) = with_fake().await;
-    create(&server, json!({"name": "worker", "idle_timeout_s": 1})).await;
+    create(&server, json!({"name": "worker", "stop_after_s": 1})).await;
     // `hang` runs until the box stops; the stream stays open meanwhile.
     let stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -161,7 +163,7 @@ async fn an_open_exec_stream_keeps_a_box_from_idling() {
 #[tokio::test]
 async fn file_calls_restart_the_idle_clock() {
     let (server, _fake) = with_fake().await;
-    create(&server, json!({"name": "files", "idle_timeout_s": 2})).await;
+    create(&server, json!({"name": "files", "stop_after_s": 2})).await;
     let began = Instant::now();
     // A file call every 500 ms for 3 s: never 2 s without activity.
     while began.elapsed() < Duration::from_secs(3) {

@@ -348,7 +348,12 @@ async fn start_reconciles_the_store_and_the_runtime() {
                     memory_mib: 512,
                     pids: 256,
                     cpus: 1.0,
-                    idle_timeout_s: 300,
+                    sleep: berth_store::SleepSettings {
+                        pause_after_s: 0,
+                        snapshot_after_s: 0,
+                        stop_after_s: 300,
+                        auto_resume: true,
+                    },
                     egress: None,
                     runtime: "fake".into(),
                     disk_mib: None,

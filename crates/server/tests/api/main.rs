@@ -30,6 +30,7 @@ mod requests;
 mod runtimes;
 mod secrets;
 mod server_limits;
+mod sleep_ladder;
 mod sse;
 mod talk;
 mod templates;

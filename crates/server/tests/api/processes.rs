@@ -167,7 +167,7 @@ async fn a_running_background_process_keeps_the_box_awake_unless_it_asked_not_to
     let Some(server) = with_sandbox().await else {
         return;
     };
-    create(&server, json!({"name": "p1", "idle_timeout_s": 1})).await;
+    create(&server, json!({"name": "p1", "stop_after_s": 1})).await;
     let awake = start(
         &server,
         json!({"cmd": ["sleep", "600"], "background": true}),

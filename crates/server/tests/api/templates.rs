@@ -62,7 +62,7 @@ async fn the_builtin_templates_are_host_echo_minimal_and_debian() {
     );
     assert_eq!(host["harness"], Value::Null);
     assert_eq!(host["origin"], "builtin");
-    assert_eq!(host["idle_timeout_s"], 300);
+    assert_eq!(host["stop_after_s"], 300);
     assert_eq!(
         host["limits"],
         json!({"memory_mib":512,"pids":256,"cpus":1.0})
@@ -90,13 +90,13 @@ async fn reload_loads_good_files_reports_bad_ones_and_is_admin_only() {
     write_template(
         &server,
         "mine.toml",
-        "name = \"mine\"\nidle_timeout_s = 60\n[limits]\nmemory_mib = 256\npids = 100\n\
+        "name = \"mine\"\nstop_after_s = 60\n[limits]\nmemory_mib = 256\npids = 100\n\
          [harness]\ncommand = [\"/bin/agent\"]\n",
     );
     write_template(
         &server,
         "broken.toml",
-        "name = \"broken\"\n\nidle_timeout_s = \"soon\"\n",
+        "name = \"broken\"\n\nstop_after_s = \"soon\"\n",
     );
     let key = new_tenant(&server, "acme").await;
     let (status, body) = call_as(&server, &key, Method::POST, "/v1/templates/reload", None).await;
@@ -109,7 +109,7 @@ async fn reload_loads_good_files_reports_bad_ones_and_is_admin_only() {
         ["debian", "echo", "host", "mine", "minimal"]
     );
     let mine = find(&body["templates"], "mine");
-    assert_eq!(mine["idle_timeout_s"], 60);
+    assert_eq!(mine["stop_after_s"], 60);
     assert_eq!(
         mine["limits"],
         json!({"memory_mib":256,"pids":100,"cpus":1.0})
@@ -136,7 +136,7 @@ async fn boxes_take_their_templates_defaults_and_may_override_them() {
     write_template(
         &server,
         "mine.toml",
-        "name = \"mine\"\nidle_timeout_s = 60\n[limits]\nmemory_mib = 256\ncpus = 0.5\n",
+        "name = \"mine\"\nstop_after_s = 60\n[limits]\nmemory_mib = 256\ncpus = 0.5\n",
     );
     reload(&server).await;
     let (status, a) = server
@@ -148,17 +148,17 @@ async fn boxes_take_their_templates_defaults_and_may_override_them() {
         .await;
     assert_eq!(status, StatusCode::CREATED, "{a}");
     assert_eq!(a["template"], "mine");
-    assert_eq!(a["idle_timeout_s"], 60);
+    assert_eq!(a["stop_after_s"], 60);
     assert_eq!(a["limits"], json!({"memory_mib":256,"pids":256,"cpus":0.5}));
     let (status, b) = server
         .call(
             Method::POST,
             "/v1/boxes",
-            Some(json!({"name":"b","template":"mine","idle_timeout_s":5,"limits":{"cpus":2.0}})),
+            Some(json!({"name":"b","template":"mine","stop_after_s":5,"limits":{"cpus":2.0}})),
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{b}");
-    assert_eq!(b["idle_timeout_s"], 5);
+    assert_eq!(b["stop_after_s"], 5);
     assert_eq!(b["limits"], json!({"memory_mib":256,"pids":256,"cpus":2.0}));
     let (status, e) = server
         .call(
@@ -295,7 +295,7 @@ async fn end_to_end_idle_boxes_are_reclaimed_and_busy_ones_are_not() {
             .call(
                 Method::POST,
                 "/v1/boxes",
-                Some(json!({"name": name, "idle_timeout_s": timeout})),
+                Some(json!({"name": name, "stop_after_s": timeout})),
             )
             .await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
@@ -401,7 +401,7 @@ async fn end_to_end_a_harness_still_answering_keeps_its_box_up() {
         .call(
             Method::POST,
             "/v1/boxes",
-            Some(json!({"name": "thinker", "template": "slow", "idle_timeout_s": 1})),
+            Some(json!({"name": "thinker", "template": "slow", "stop_after_s": 1})),
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");

@@ -170,7 +170,7 @@ async fn an_attached_terminal_keeps_the_box_awake_and_a_detached_one_only_for_it
         .call(
             Method::POST,
             "/v1/boxes",
-            Some(json!({"name": "t1", "idle_timeout_s": 1})),
+            Some(json!({"name": "t1", "stop_after_s": 1})),
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");

@@ -48,7 +48,7 @@ async fn create(server: &TestServer, name: &str, template: &str) {
         .call(
             Method::POST,
             "/v1/boxes",
-            Some(json!({"name": name, "template": template, "idle_timeout_s": 2})),
+            Some(json!({"name": name, "template": template, "stop_after_s": 2})),
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");

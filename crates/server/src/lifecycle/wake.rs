@@ -1,5 +1,7 @@
-//! Waking a box: `POST /v1/boxes/{ref}/start`, and every call that needs the box (exec,
-//! files). Under the box's lifecycle lock, so concurrent wakes start it once.
+//! Waking a box by its cheapest rung: `POST /v1/boxes/{ref}/start|resume`, and every call
+//! that needs the box (exec, files, a message). A paused box is thawed, a snapshotted one
+//! restored (a cold boot if the restore fails), a stopped or failed one cold-started. Under
+//! the box's lifecycle lock, so concurrent wakes wake it once.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -14,17 +16,25 @@ use berth_store::{BoxRecord, BoxState};
 use crate::boxes::Live;
 use crate::ctx::{Ctx, STOP_GRACE};
 use crate::error::{OpError, TemplateProblem};
-use crate::lifecycle::ExitWatch;
+use crate::lifecycle::rootfs::rootfs_for;
+use crate::lifecycle::{detached, ExitWatch};
 use crate::ops::box_disk;
 use crate::ops::box_find::reload;
-use crate::ops::box_rootfs::rootfs_for;
-use crate::ops::detached;
 use crate::templates::Template;
 use berth_runtime::error_chain;
 
-/// Starts the box if needed; returns its current row (`running`).
-pub async fn start_box(ctx: &Ctx, id: &BoxId) -> Result<BoxRecord, OpError> {
-    ensure_running(ctx, id).await?;
+/// Who wants the box awake: whether a box asleep with `auto_resume` off wakes for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Waker {
+    /// `start` or `resume`: always.
+    Caller,
+    /// A call that needs the box (exec, files, a message): per the box's `auto_resume`.
+    Call,
+}
+
+/// Wakes the box if needed; returns its current row (`running`).
+pub(super) async fn start_box(ctx: &Ctx, id: &BoxId, waker: Waker) -> Result<BoxRecord, OpError> {
+    ensure_running(ctx, id, waker).await?;
     reload(ctx, id)
 }
 
@@ -32,31 +42,55 @@ pub async fn start_box(ctx: &Ctx, id: &BoxId) -> Result<BoxRecord, OpError> {
 /// reached and the runtime says the box is no longer running (its processes died), the
 /// box is recorded as stopped, woken again, and the call made once more: a refused
 /// connection means the call never reached the box, so it is safe to repeat.
-pub async fn with_guest<T, F, Fut>(ctx: &Ctx, id: &BoxId, call: F) -> Result<T, OpError>
+pub(super) async fn with_guest<T, F, Fut>(ctx: &Ctx, id: &BoxId, call: F) -> Result<T, OpError>
 where
     F: Fn(GuestClient) -> Fut,
     Fut: Future<Output = Result<T, GuestError>>,
 {
-    let (client, boot) = ensure_running(ctx, id).await?;
+    let (client, boot) = ensure_running(ctx, id, Waker::Call).await?;
     match call(client).await {
         Err(GuestError::Connect { .. }) if forget_if_dead(ctx, id, boot).await? => {
-            let (client, _) = ensure_running(ctx, id).await?;
+            let (client, _) = ensure_running(ctx, id, Waker::Call).await?;
             Ok(call(client).await?)
         }
         other => Ok(other?),
     }
 }
 
-/// The guest client of the running box and its boot number: resumes a paused box,
-/// cold-starts a stopped or failed one.
-pub async fn ensure_running(ctx: &Ctx, id: &BoxId) -> Result<(GuestClient, u64), OpError> {
+/// The guest client of the running box and its boot number, waking it by its cheapest
+/// rung.
+pub(super) async fn ensure_running(
+    ctx: &Ctx,
+    id: &BoxId,
+    waker: Waker,
+) -> Result<(GuestClient, u64), OpError> {
     let (ctx, task_id) = (ctx.clone(), id.clone());
-    detached(id, async move { wake_locked(&ctx, &task_id).await }).await
+    detached(id, async move { wake_locked(&ctx, &task_id, waker).await }).await
+}
+
+/// Wakes the box for its queued messages without making the caller wait, and tells a
+/// running delivery pump to look at the queue.
+pub(super) fn wake_for_messages(ctx: &Ctx, id: &BoxId) {
+    ctx.boxes.slot(id).delivery.notify_one();
+    // One wake per post: they queue on the box's lifecycle lock, and each after the first
+    // finds the box running (a wake racing a stop still leaves the box running after).
+    let (ctx, id) = (ctx.clone(), id.clone());
+    tokio::spawn(async move {
+        match ensure_running(&ctx, &id, Waker::Call).await {
+            Ok(_) => {}
+            Err(OpError::Asleep { .. }) => {
+                tracing::debug!(box_id = %id, "the box sleeps with auto_resume off: its messages wait for a resume");
+            }
+            Err(e) => {
+                tracing::warn!(box_id = %id, error = %error_chain(&e), "cannot wake the box for its messages");
+            }
+        }
+    });
 }
 
 /// After boot `boot` of the box could not be reached: `true` when that boot is over (the
 /// runtime no longer runs it, or another boot replaced it), so a new wake makes sense.
-pub(crate) async fn forget_if_dead(ctx: &Ctx, id: &BoxId, boot: u64) -> Result<bool, OpError> {
+pub(super) async fn forget_if_dead(ctx: &Ctx, id: &BoxId, boot: u64) -> Result<bool, OpError> {
     let (ctx, id) = (ctx.clone(), id.clone());
     detached(&id.clone(), async move {
         let slot = ctx.boxes.slot(&id);
@@ -87,11 +121,22 @@ pub(crate) async fn forget_if_dead(ctx: &Ctx, id: &BoxId, boot: u64) -> Result<b
     .await
 }
 
-async fn wake_locked(ctx: &Ctx, id: &BoxId) -> Result<(GuestClient, u64), OpError> {
+async fn wake_locked(
+    ctx: &Ctx,
+    id: &BoxId,
+    waker: Waker,
+) -> Result<(GuestClient, u64), OpError> {
     let slot = ctx.boxes.slot(id);
     let mut live = slot.lifecycle.lock().await;
     let mut record = reload(ctx, id)?;
     let runtime = ctx.runtime_of(&record)?.clone();
+    let asleep = matches!(record.state, BoxState::Paused | BoxState::Snapshotted);
+    if asleep && !record.auto_resume && waker == Waker::Call {
+        return Err(OpError::Asleep {
+            name: record.name,
+            state: record.state,
+        });
+    }
     match record.state {
         BoxState::Running => {
             if let Some(client) = &live.client {
@@ -110,8 +155,15 @@ async fn wake_locked(ctx: &Ctx, id: &BoxId) -> Result<(GuestClient, u64), OpErro
                     })?;
                 ctx.store
                     .update_box_state(id, record.generation, BoxState::Running, None)?;
+                // The idle clock starts again at the wake, as after a cold start.
+                ctx.activity.touch(id);
+                tracing::info!(box_id = %id, name = %record.name, "box resumed");
                 return Ok((client, live.boot));
             }
+        }
+        BoxState::Snapshotted => {
+            let client = boot(ctx, &runtime, &mut live, record).await?;
+            return Ok((client, live.boot));
         }
         BoxState::Stopped
         | BoxState::Failed
@@ -139,7 +191,8 @@ async fn wake_locked(ctx: &Ctx, id: &BoxId) -> Result<(GuestClient, u64), OpErro
     Ok((client, live.boot))
 }
 
-/// Cold start of a `stopped` or `failed` box, with the lifecycle lock held.
+/// A new boot of a `stopped`, `failed` or `snapshotted` box, with the lifecycle lock held:
+/// a restore from the snapshot if there is one, else (or if the restore fails) a cold start.
 async fn boot(
     ctx: &Ctx,
     runtime: &Arc<dyn Runtime>,
@@ -161,6 +214,14 @@ async fn boot(
     // A fresh token at every start: a client of an earlier boot can never reach this one.
     let mut random = [0u8; 32];
     getrandom::fill(&mut random).map_err(OpError::Random)?;
+    // The snapshot's boot token opens the channel that hands the new one over; read before
+    // `starting`, which clears it from the row.
+    let snapshot_token = match record.state {
+        BoxState::Snapshotted => ctx.store
+            .boot_token(&record.id)?
+            .and_then(|t| super::parse_token(&t)),
+        _ => None,
+    };
     // Every wake that cold-starts (start, exec, files, a message) comes here: the tenant's
     // `max_running` is checked in the same transaction as the change to `starting`.
     let generation = ctx.store.begin_start(&record.id, record.generation)?;
@@ -194,14 +255,29 @@ async fn boot(
             ))
         }
     };
-    // A fresh CA and fresh placeholders at every start; the secrets as they are now.
+    // A restore keeps the snapshotted boot's CA and placeholders (the box trusts and holds
+    // them) under the box's policy now; a cold start gets fresh ones. The secrets are read
+    // as they are now either way.
     let policy = ctx.box_egress(&record);
-    let egress =
-        match ctx
-            .egress
-            .prepare(&record.id, &policy, ctx.tenant_secrets(&record.tenant_id))
-        {
-            Ok(egress) => egress,
+    let secrets = || ctx.tenant_secrets(&record.tenant_id);
+    let restoring = match snapshot_token {
+        None => None,
+        Some(old) => match ctx.egress.restore_under(&record.id, &policy, secrets()) {
+            Ok(Some(egress)) => Some((old, egress)),
+            Ok(None) => {
+                tracing::info!(box_id = %record.id, "the snapshot's egress does not fit the box's policy now (a new credential rule); it starts cold");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(box_id = %record.id, error = %error_chain(&e), "cannot restore the snapshot's egress; the box starts cold");
+                None
+            }
+        },
+    };
+    let (snapshot_token, egress) = match restoring {
+        Some((old, egress)) => (Some(old), egress),
+        None => match ctx.egress.prepare(&record.id, &policy, secrets()) {
+            Ok(egress) => (None, egress),
             Err(source) => {
                 let error = OpError::StartEgress {
                     name: record.name.clone(),
@@ -210,7 +286,8 @@ async fn boot(
                 record_failed(ctx, &record, generation, &error_chain(&error));
                 return Err(error);
             }
-        };
+        },
+    };
     let spec = BoxSpec {
         id: record.id.clone(),
         hostname: record.name.clone(),
@@ -229,7 +306,18 @@ async fn boot(
         disk_mib: box_disk::volume_mib_for_start(ctx, &record, template.disk_mib),
     };
     let began = Instant::now();
-    match runtime.start(&spec).await {
+    let started = match snapshot_token {
+        Some(old) => restore_or_start(runtime, &spec, &old).await,
+        None => {
+            // Whatever snapshot is left (its egress no longer fits) must not be restored
+            // later over this boot.
+            if let Err(e) = runtime.discard_snapshot(&record.id).await {
+                tracing::warn!(box_id = %record.id, error = %error_chain(&e), "cannot delete the box's old snapshot");
+            }
+            runtime.start(&spec).await
+        }
+    };
+    match started {
         Ok(Booted {
             client,
             egress: listener,
@@ -271,7 +359,6 @@ async fn boot(
                 client.clone(),
                 live.boot,
                 harness,
-                wake_if_dead,
             ));
             Ok(client)
         }
@@ -284,6 +371,29 @@ async fn boot(
             })
         }
     }
+}
+
+/// Restores the box from its snapshot; if that fails, the snapshot is dropped and the box
+/// cold-starts (its disk is all it keeps then, as after a stop).
+async fn restore_or_start(
+    runtime: &Arc<dyn Runtime>,
+    spec: &BoxSpec,
+    old: &BootToken,
+) -> Result<Booted, berth_runtime::RuntimeError> {
+    let began = Instant::now();
+    match runtime.restore(spec, old).await {
+        Ok(booted) => {
+            tracing::info!(box_id = %spec.id, elapsed_ms = began.elapsed().as_millis() as u64, "box restored from its snapshot");
+            return Ok(booted);
+        }
+        Err(e) => {
+            tracing::warn!(box_id = %spec.id, error = %error_chain(&e), "cannot restore the box from its snapshot; it starts cold");
+        }
+    }
+    if let Err(e) = runtime.discard_snapshot(&spec.id).await {
+        tracing::warn!(box_id = %spec.id, error = %error_chain(&e), "cannot delete the snapshot that did not restore");
+    }
+    runtime.start(spec).await
 }
 
 /// Whether boxes can start from `template` now.
@@ -327,12 +437,12 @@ fn record_failed(ctx: &Ctx, record: &BoxRecord, generation: u64, reason: &str) {
 
 /// In a task of its own (the pumps call it; stopping the boot aborts them): if boot `boot`
 /// is over, record it and wake the box again so its queue drains.
-pub fn wake_if_dead(ctx: &Ctx, id: &BoxId, boot: u64) {
+pub(super) fn wake_if_dead(ctx: &Ctx, id: &BoxId, boot: u64) {
     let (ctx, id) = (ctx.clone(), id.clone());
     tokio::spawn(async move {
         match forget_if_dead(&ctx, &id, boot).await {
             Ok(true) => {
-                if let Err(e) = ensure_running(&ctx, &id).await {
+                if let Err(e) = ensure_running(&ctx, &id, Waker::Call).await {
                     tracing::error!(box_id = %id, error = %error_chain(&e), "cannot wake the box again");
                 }
             }

@@ -1,17 +1,17 @@
-//! `POST /v1/boxes/{ref}/stop`, and the daemon's shutdown: the processes die, the volume
-//! stays.
+//! `POST /v1/boxes/{ref}/stop`, the reclaimer's last rung, and the daemon's shutdown: the
+//! processes die (or the snapshot is deleted), the volume stays.
 
 use berth_protocol::BoxId;
 use berth_store::{BoxRecord, BoxState};
 
 use crate::ctx::{Ctx, STOP_GRACE};
 use crate::error::OpError;
+use crate::lifecycle::detached;
 use crate::ops::box_find::reload;
-use crate::ops::detached;
 use berth_runtime::error_chain;
 
 /// Stops the box (a stopped box stays as it is); returns its current row.
-pub async fn stop_box(ctx: &Ctx, id: &BoxId) -> Result<BoxRecord, OpError> {
+pub(super) async fn stop_box(ctx: &Ctx, id: &BoxId) -> Result<BoxRecord, OpError> {
     let (ctx, task_id) = (ctx.clone(), id.clone());
     detached(id, async move {
         stop_locked(&ctx, &task_id).await?;
@@ -28,7 +28,7 @@ async fn stop_locked(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
 
 /// Stops the box with its lifecycle lock already held (the idle reclaimer re-checks
 /// idleness under the lock, then stops).
-pub(crate) async fn stop_held(
+pub(super) async fn stop_held(
     ctx: &Ctx,
     id: &BoxId,
     live: &mut crate::boxes::Live,
@@ -38,7 +38,7 @@ pub(crate) async fn stop_held(
 
 /// Stops the box with its lifecycle lock held and leaves it `stopped`, or `failed` with
 /// `failure` as the reason.
-pub(crate) async fn stop_held_as(
+async fn stop_held_as(
     ctx: &Ctx,
     id: &BoxId,
     live: &mut crate::boxes::Live,
@@ -54,11 +54,19 @@ pub(crate) async fn stop_held_as(
                 .update_box_state(id, record.generation, BoxState::Stopping, None)?
         }
         // Nothing to announce: go straight to `stopped` once the runtime is done.
-        BoxState::Failed | BoxState::Starting | BoxState::Stopping => record.generation,
+        BoxState::Failed | BoxState::Starting | BoxState::Stopping | BoxState::Snapshotted => {
+            record.generation
+        }
     };
     live.end_boot();
     ctx.egress.end(id);
-    if let Err(source) = ctx.runtime_of(&record)?.stop(id, STOP_GRACE).await {
+    let runtime = ctx.runtime_of(&record)?;
+    // A stopped box starts cold: it keeps no snapshot.
+    let stopped = match runtime.stop(id, STOP_GRACE).await {
+        Ok(()) => runtime.discard_snapshot(id).await,
+        Err(e) => Err(e),
+    };
+    if let Err(source) = stopped {
         let reason = format!("stop failed: {}", error_chain(&source));
         if record.state != BoxState::Failed {
             if let Err(e) =
@@ -92,7 +100,7 @@ pub(crate) async fn stop_held_as(
 /// The box's harness gave up (too many exits in a row): its processes are stopped and the
 /// box is `failed` with the harness's reason. Its queued messages wait; the next call that
 /// needs the box starts it again, with a fresh harness.
-pub(crate) async fn fail_box(ctx: &Ctx, id: &BoxId, reason: &str) -> Result<(), OpError> {
+pub(super) async fn fail_box(ctx: &Ctx, id: &BoxId, reason: &str) -> Result<(), OpError> {
     let (ctx, task_id, reason) = (ctx.clone(), id.clone(), reason.to_owned());
     detached(id, async move {
         let slot = ctx.boxes.slot(&task_id);
