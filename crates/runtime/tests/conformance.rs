@@ -34,6 +34,8 @@ mod lifecycle;
 mod limits;
 #[path = "conformance/storage.rs"]
 mod storage;
+#[path = "conformance/token.rs"]
+mod token;
 
 use std::time::Duration;
 
@@ -91,6 +93,7 @@ macro_rules! every_backend_checks {
             storage::volume_is_disk_mib_and_grows_at_the_next_start,
             storage::files_keep_owners_and_modes_across_stop_and_start,
             egress::egress_leaves_only_through_the_channel,
+            token::rotate_token_refuses_the_old_token_and_sets_the_clock,
             $($extra::$extra_check,)*
         );
     };
