@@ -383,8 +383,13 @@ impl Runtime for FirecrackerRuntime {
         CAPABILITIES
     }
 
+    /// A cold boot changes the volume under any snapshot, which could then never be
+    /// restored safely: it is discarded first.
     async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {
         let status = self.state(&spec.id).await?;
+        if status == RuntimeStatus::Stopped {
+            self.discard(&spec.id)?;
+        }
         let paths = self.box_paths(&spec.id);
         crate::vm::start_or_clean(
             spec,

@@ -222,4 +222,15 @@ async fn a_failed_load_keeps_the_snapshot_and_discard_removes_it() {
     runtime.discard_snapshot(id).await.unwrap();
     assert_eq!(runtime.snapshot_size(id).await.unwrap(), None);
     runtime.discard_snapshot(id).await.unwrap();
+
+    // A cold boot changes the volume under a snapshot: it goes first.
+    crate::vm::make_private_dir(&kept).unwrap();
+    std::fs::write(kept.join("state"), "{}").unwrap();
+    std::fs::write(kept.join("memory"), "").unwrap();
+    drop(api);
+    let booting = stand_ins(&paths, Some(Arc::new(Mutex::new(None))));
+    runtime.start(&spec).await.unwrap();
+    let _stand_ins = booting.await.unwrap();
+    assert!(!kept.exists());
+    runtime.stop(id, Duration::from_secs(1)).await.unwrap();
 }
