@@ -29,6 +29,7 @@ pub async fn memory_held_is_measured_while_running_and_none_once_stopped(fx: &Fi
     )
     .await;
     let after = fx.runtime.memory_held(&spec.id).await.unwrap().unwrap();
+    eprintln!("memory held: {before} bytes idle, {after} bytes with 40 MiB more");
     let floor = if fx.is_vm() {
         40 << 20
     } else {
