@@ -54,6 +54,10 @@ impl std::fmt::Debug for Token {
 }
 
 impl Token {
+    pub fn from_bytes(bytes: Vec<u8>) -> Self {
+        Token(bytes)
+    }
+
     /// Whether `candidate` is the token. Time depends only on the lengths.
     pub fn matches(&self, candidate: &[u8]) -> bool {
         if candidate.len() != self.0.len() {

@@ -16,6 +16,7 @@
 
 mod archive;
 mod boot;
+mod boot_token;
 mod box_cgroup;
 mod box_env;
 mod channel;
@@ -251,7 +252,7 @@ async fn run(args: Args) -> Result<(), BootError> {
 
     let shutdown = Arc::new(Notify::new());
     let agent = Arc::new(Agent {
-        token,
+        token: boot_token::BootTokens::new(token),
         boot,
         terminals: terminal::Terminals::new(exec.clone()),
         processes: process::Processes::new(exec.clone(), harness.clone()),

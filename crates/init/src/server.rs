@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, Notify};
 
 use crate::archive;
 use crate::boot::BootRecord;
-use crate::channel::Token;
+use crate::boot_token::BootTokens;
 use crate::error::ApiError;
 use crate::exec::Executor;
 use crate::files::{self, Chunk, FsIdentity};
@@ -46,7 +46,7 @@ const MAX_CONTROL_BODY: u64 = 1024 * 1024;
 /// Everything the handlers share.
 #[derive(Debug)]
 pub struct Agent {
-    pub token: Token,
+    pub token: BootTokens,
     pub boot: BootRecord,
     pub exec: Arc<Executor>,
     pub harness: Arc<Harness>,
@@ -213,6 +213,11 @@ async fn route(agent: &Arc<Agent>, mut req: Request<Incoming>) -> Result<Respons
             let bytes = collect(body, &parts.headers, MAX_CONTROL_BODY).await?;
             json(&agent.terminals.open(&bytes)?)
         }
+        (&Method::POST, "/v1/boot/token") => {
+            let bytes = collect(body, &parts.headers, MAX_CONTROL_BODY).await?;
+            agent.token.rotate(&bytes, agent.boot.environment)?;
+            Ok(no_content())
+        }
         (&Method::POST, "/v1/shutdown") => {
             agent.shutdown.notify_one();
             Ok(respond(
@@ -356,7 +361,7 @@ fn switching(protocol: &'static str) -> Response<Body> {
     response
 }
 
-fn authorize(token: &Token, headers: &HeaderMap) -> Result<(), ApiError> {
+fn authorize(token: &BootTokens, headers: &HeaderMap) -> Result<(), ApiError> {
     let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))

@@ -20,6 +20,7 @@
 //! | [`Call::Deliver`] | `POST /v1/messages` | [`DeliverRequest`] | [`DeliverResponse`] |
 //! | [`Call::Events`] | `GET /v1/events?after=N` | - | NDJSON of [`GuestEvent`], open until the client leaves |
 //! | [`Call::HarnessStatus`] | `GET /v1/harness` | - | [`HarnessStatus`] |
+//! | [`Call::BootToken`] | `POST /v1/boot/token` | [`BootTokenRequest`] | 204; the old token is refused from then on |
 //!
 //! The harness calls (version 2) are described in `harness` below and in `docs/protocol.md`.
 //! Version 3 makes the box a place to work in: terminals ([`crate::terminal`]), processes
@@ -136,6 +137,8 @@ pub enum Call {
     FileArchiveWrite,
     FileWatch,
     PortConnect,
+    /// A restored (or claimed) box's new boot: the token changes and the clock is set.
+    BootToken,
 }
 
 impl Call {
@@ -165,10 +168,26 @@ impl Call {
             | Call::FileArchiveRead
             | Call::FileArchiveWrite
             | Call::FileWatch
-            | Call::PortConnect => 3,
+            | Call::PortConnect
+            | Call::BootToken => 3,
         }
     }
 }
+
+/// Body of `POST /v1/boot/token`: a box restored from a snapshot (or claimed from a warm
+/// pool) is a new boot to the outside, so the host hands over a fresh token on the channel
+/// the old one authenticates. In a VM `berth-init` also sets the guest clock to `unix_ms`
+/// (a restored guest's clock stood still while it slept); a sandbox shares the host's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BootTokenRequest {
+    pub token: String,
+    /// The host's wall clock, milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub unix_ms: u64,
+}
+
+/// Longest boot token `berth-init` accepts (the host's are 64 hex digits).
+pub const MAX_BOOT_TOKEN_BYTES: usize = 256;
 
 /// Answer to `GET /v1/info`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

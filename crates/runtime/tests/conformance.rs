@@ -32,8 +32,12 @@ mod isolation;
 mod lifecycle;
 #[path = "conformance/limits.rs"]
 mod limits;
+#[path = "conformance/snapshot.rs"]
+mod snapshot;
 #[path = "conformance/storage.rs"]
 mod storage;
+#[path = "conformance/token.rs"]
+mod token;
 
 use std::time::Duration;
 
@@ -91,6 +95,8 @@ macro_rules! every_backend_checks {
             storage::volume_is_disk_mib_and_grows_at_the_next_start,
             storage::files_keep_owners_and_modes_across_stop_and_start,
             egress::egress_leaves_only_through_the_channel,
+            token::rotate_token_refuses_the_old_token_and_sets_the_clock,
+            snapshot::memory_held_is_measured_while_running_and_none_once_stopped,
             $($extra::$extra_check,)*
         );
     };
@@ -104,6 +110,7 @@ every_backend_checks!(sandbox => Sandbox,
     storage::volume_grows_online_while_the_box_runs,
     storage::a_directory_volume_is_migrated_at_the_next_start,
     exit::wait_exit_tells_a_stop_a_shutdown_and_a_kill_apart,
+    snapshot::snapshot_is_refused_with_the_reason_where_unsupported,
 );
 
 // The sandbox on the `minimal` rootfs image the VMs boot (`/` read-only, idmapped): every
@@ -115,7 +122,10 @@ every_backend_checks!(sandbox_image => Sandbox.on_rootfs_image,
     exit::wait_exit_tells_a_stop_a_shutdown_and_a_kill_apart,
 );
 
-every_backend_checks!(qemu => Qemu);
+// QEMU 7.2 cannot migrate the vhost-user-vsock guest channel (qemu/mod.rs, SNAPSHOT_BLOCKER).
+every_backend_checks!(qemu => Qemu,
+    snapshot::snapshot_is_refused_with_the_reason_where_unsupported,
+);
 
 // Skipped with the reason where this host has no `firecracker` binary or no KVM that runs
 // a guest (crates/testkit's part `firecracker`).

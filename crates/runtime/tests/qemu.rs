@@ -602,3 +602,38 @@ async fn egress_reaches_the_listener_over_vsock_and_rebinds() {
     }
     rt.stop(&spec.id, GRACE).await.expect("stop");
 }
+
+/// QEMU itself says why a qemu box has no snapshot: the running VM's migration, which a
+/// snapshot to a file is, is blocked by the vhost-user-vsock guest channel. Should a QEMU or
+/// a device setup make it migratable, this fails and `qemu::SNAPSHOT_BLOCKER` is no longer
+/// true. The refused snapshot leaves the box running.
+#[tokio::test(flavor = "multi_thread")]
+async fn snapshot_is_refused_because_qemu_cannot_migrate_the_guest_channel() {
+    let Some(fx) = fixture("snap").await else {
+        return;
+    };
+    let rt = &fx.runtime;
+    let spec = spec_with_memory(&fx.images, 256);
+    let client = rt.start(&spec).await.expect("start").client;
+    let paths = rt.layout().box_paths(&spec.id);
+    let mut qmp = berth_runtime::qemu::Qmp::connect(&paths.qmp_socket())
+        .await
+        .expect("QMP");
+    let migrate = qmp.execute("query-migrate").await.expect("query-migrate");
+    drop(qmp);
+    let blocked = migrate["blocked-reasons"].to_string();
+    assert!(blocked.contains("vhost-user-vsock"), "{migrate}");
+    let err = rt.snapshot(&spec.id).await.unwrap_err();
+    assert!(
+        matches!(err, RuntimeError::Unsupported { .. })
+            && err.to_string().contains("vhost-user-vsock"),
+        "{err}"
+    );
+    assert!(!rt.capabilities().snapshot);
+    assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Running);
+    assert_eq!(
+        run_ok(&client, &["echo", "ok"], BoxUser::User).await.trim(),
+        "ok"
+    );
+    rt.stop(&spec.id, GRACE).await.unwrap();
+}

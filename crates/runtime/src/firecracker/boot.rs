@@ -15,7 +15,7 @@ use super::{api_failed, drives, FirecrackerRuntime};
 use crate::process::vmm as process;
 use crate::vm::{config_disk, volume};
 use crate::vm::{hybrid_client, prepare_box, rootfs_image, wait_ready, ReadyWait};
-use crate::{Booted, BoxSpec, RuntimeError};
+use crate::{Booted, BoxSpec, EgressListener, RuntimeError};
 
 /// The guest CID. Every VM has its own vsock device behind its own socket, so the CID only
 /// has to be valid (≥ 3), not unique on the host.
@@ -66,12 +66,56 @@ pub fn vcpus(cpus: f64) -> u32 {
     }
 }
 
+/// A Firecracker spawned for a box and listening on its API, not yet given a VM: a cold
+/// boot configures and starts one ([`VmSetup`]), a restore loads a snapshot instead.
+pub(super) struct Launched {
+    pub pid: i32,
+    pub api: ApiClient,
+    pub setup: VmSetup,
+    pub egress: EgressListener,
+    /// Where this boot's output starts in the console log.
+    pub console_from: u64,
+    pub started: Instant,
+}
+
 impl FirecrackerRuntime {
     pub(super) async fn boot(
         &self,
         spec: &BoxSpec,
         paths: &FcPaths,
     ) -> Result<Booted, RuntimeError> {
+        let launched = self.launch(spec, paths).await?;
+        let vm = paths.vm();
+        configure_and_start(&launched.api, &launched.setup)
+            .await
+            .map_err(|e| api_failed("boot", &e, &vm.console_log()))?;
+
+        let client = hybrid_client(paths.vsock_socket(), &spec.boot_token);
+        let wait = ReadyWait {
+            id: &spec.id,
+            client: &client,
+            vmm_pid: launched.pid,
+            deadline: self.config.boot_deadline,
+            attempt: INFO_ATTEMPT,
+            console_log: &vm.console_log(),
+            console_from: launched.console_from,
+        };
+        wait_ready(wait, || "Firecracker exited".to_owned()).await?;
+        tracing::info!(box_id = %spec.id, boot_ms = launched.started.elapsed().as_millis() as u64, "Firecracker VM ready");
+        Ok(Booted {
+            client,
+            egress: launched.egress,
+        })
+    }
+
+    /// Everything of a boot up to a Firecracker listening on its API: disks, config disk,
+    /// the jail, the egress listener, the process. The same for a cold boot and a restore,
+    /// so a snapshot finds every drive where its boot had it.
+    pub(super) async fn launch(
+        &self,
+        spec: &BoxSpec,
+        paths: &FcPaths,
+    ) -> Result<Launched, RuntimeError> {
         let root_image = rootfs_image(spec, "firecracker")?;
         let vm = paths.vm();
         prepare_box(spec, vm).await?;
@@ -176,23 +220,14 @@ impl FirecrackerRuntime {
                 uds_path: paths.vsock_socket().display().to_string(),
             },
         };
-        configure_and_start(&api, &setup)
-            .await
-            .map_err(|e| api_failed("boot", &e, &vm.console_log()))?;
-
-        let client = hybrid_client(paths.vsock_socket(), &spec.boot_token);
-        let wait = ReadyWait {
-            id: &spec.id,
-            client: &client,
-            vmm_pid: pid,
-            deadline: self.config.boot_deadline,
-            attempt: INFO_ATTEMPT,
-            console_log: &vm.console_log(),
+        Ok(Launched {
+            pid,
+            api,
+            setup,
+            egress,
             console_from,
-        };
-        wait_ready(wait, || "Firecracker exited".to_owned()).await?;
-        tracing::info!(box_id = %spec.id, boot_ms = started.elapsed().as_millis() as u64, "Firecracker VM ready");
-        Ok(Booted { client, egress })
+            started,
+        })
     }
 }
 

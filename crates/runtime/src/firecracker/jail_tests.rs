@@ -114,6 +114,7 @@ fn stand_ins(
     let jail_dir = jailer(runtime).jail_dir(&runtime.config.firecracker_bin, id);
     let (api_socket, vsock, pid_file) =
         (paths.api_socket(), paths.vsock_socket(), paths.pid_file());
+    let console = paths.vm().console_log();
     tokio::spawn(async move {
         // The pid file exists before the pid is in it (it is written after it is created):
         // wait for the pid, not the file (under load the read fell in between).
@@ -143,7 +144,7 @@ fn stand_ins(
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let staged = mounts(&jail_dir);
-        let api = FakeApi::serve_at(&api_socket);
+        let api = FakeApi::serve_booting(&api_socket, &console);
         if let Some(path) = fault {
             api.fail(
                 path,

@@ -24,6 +24,9 @@ mod paths;
 mod probe;
 #[cfg(test)]
 mod runtime_tests;
+mod snapshot;
+#[cfg(test)]
+mod snapshot_tests;
 mod stop;
 
 use std::path::{Path, PathBuf};
@@ -53,11 +56,10 @@ pub const DEFAULT_FIRECRACKER: &str = "firecracker";
 /// How long a boot may take to a ready berth-init (Firecracker always runs under KVM).
 pub const BOOT_DEADLINE: Duration = Duration::from_secs(20);
 const REMOVE_GRACE: Duration = Duration::from_secs(5);
-/// Snapshots: the API types are here (`api::SnapshotCreate`/`SnapshotLoad`), the flow
-/// (paths, restore of the vsock and egress sockets) is not.
+/// Snapshots: Firecracker's own create and load (`snapshot.rs`).
 pub const CAPABILITIES: Capabilities = Capabilities {
     pause: true,
-    snapshot: false,
+    snapshot: true,
     host_rootfs: false,
 };
 
@@ -381,8 +383,13 @@ impl Runtime for FirecrackerRuntime {
         CAPABILITIES
     }
 
+    /// A cold boot changes the volume under any snapshot, which could then never be
+    /// restored safely: it is discarded first.
     async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {
         let status = self.state(&spec.id).await?;
+        if status == RuntimeStatus::Stopped {
+            self.discard(&spec.id)?;
+        }
         let paths = self.box_paths(&spec.id);
         crate::vm::start_or_clean(
             spec,
@@ -435,6 +442,29 @@ impl Runtime for FirecrackerRuntime {
 
     fn channel(&self, id: &BoxId, token: &BootToken) -> GuestClient {
         crate::vm::hybrid_client(self.box_paths(id).vsock_socket(), token)
+    }
+
+    async fn snapshot(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        self.take_snapshot(id).await
+    }
+
+    async fn restore(&self, spec: &BoxSpec, old_token: &BootToken) -> Result<Booted, RuntimeError> {
+        self.restore_snapshot(spec, old_token).await
+    }
+
+    async fn snapshot_size(&self, id: &BoxId) -> Result<Option<u64>, RuntimeError> {
+        self.snapshot_bytes(id)
+    }
+
+    async fn discard_snapshot(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        self.discard(id)
+    }
+
+    /// Firecracker's RSS: the guest RAM it has touched plus its own. (Un-jailed it runs in
+    /// no cgroup of berth's; jailed, in the jailer's.)
+    async fn memory_held(&self, id: &BoxId) -> Result<Option<u64>, RuntimeError> {
+        let paths = self.box_paths(id);
+        Ok(process::find(&paths.pid_file(), &paths.vm().vm_dir()).and_then(|vmm| vmm.rss_bytes()))
     }
 
     async fn list(&self) -> Result<Vec<BoxId>, RuntimeError> {

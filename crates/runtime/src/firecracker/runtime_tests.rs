@@ -94,12 +94,23 @@ pub(super) async fn start_faked(
     let paths = runtime.box_paths(&spec.id);
     let (api_socket, vsock, pid_file) =
         (paths.api_socket(), paths.vsock_socket(), paths.pid_file());
+    let console = paths.vm().console_log();
     let stand_ins = tokio::spawn(async move {
         wait_for(&pid_file).await;
-        (FakeApi::serve_at(&api_socket), FakeGuest::serve_at(&vsock))
+        (
+            FakeApi::serve_booting(&api_socket, &console),
+            FakeGuest::serve_at(&vsock),
+        )
     });
-    match runtime.start(spec).await {
-        Ok(_) => Some(stand_ins.await.unwrap()),
+    booted_or_skip(runtime.start(spec).await)?;
+    Some(stand_ins.await.unwrap())
+}
+
+/// What a start (or restore) gave; `None` (the test skips) where the host has no mkfs for
+/// the volume; a panic with the cause chain on any other error.
+pub(super) fn booted_or_skip<T>(result: Result<T, RuntimeError>) -> Option<T> {
+    match result {
+        Ok(booted) => Some(booted),
         Err(RuntimeError::Missing { what, .. }) if what.contains("mkfs") => {
             berth_testkit::skip("e2fsprogs", format!("no mkfs for the volume ({what})"));
             None
@@ -174,9 +185,13 @@ async fn start_pause_resume_stop_and_remove_drive_firecrackers_api() {
     // after the runtime removed the stale sockets).
     let (api_socket, vsock, pid_file) =
         (paths.api_socket(), paths.vsock_socket(), paths.pid_file());
+    let console = paths.vm().console_log();
     let stand_ins = tokio::spawn(async move {
         wait_for(&pid_file).await;
-        (FakeApi::serve_at(&api_socket), FakeGuest::serve_at(&vsock))
+        (
+            FakeApi::serve_booting(&api_socket, &console),
+            FakeGuest::serve_at(&vsock),
+        )
     });
     let booted = match runtime.start(&spec).await {
         Ok(booted) => booted,

@@ -22,8 +22,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use berth_protocol::guest::{
-    Call, ExecFrame, ExecRequest, FileEntry, FileList, FileQuery, Info, MAX_ERROR_BODY_BYTES,
-    MAX_JSON_ANSWER_BYTES,
+    BootTokenRequest, Call, ExecFrame, ExecRequest, FileEntry, FileList, FileQuery, Info,
+    MAX_ERROR_BODY_BYTES, MAX_JSON_ANSWER_BYTES,
 };
 use berth_protocol::harness::{DeliverRequest, DeliverResponse, GuestEvent, HarnessStatus};
 use berth_protocol::version::VERSION_HEADER;
@@ -211,6 +211,23 @@ impl GuestClient {
     pub async fn remove(&self, q: &FileQuery) -> Result<(), GuestError> {
         let uri = file_uri("/v1/files", q);
         self.send(Call::FileRemove, Method::DELETE, &uri, Bytes::new())
+            .await
+            .map(drop)
+    }
+
+    /// Hands the agent this boot's new token (it refuses the old one from the answer on)
+    /// and, in a VM, sets the guest clock to the host's. Callers then talk through a new
+    /// client holding `new`.
+    pub async fn rotate_token(&self, new: &BootToken) -> Result<(), GuestError> {
+        let unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let req = BootTokenRequest {
+            token: new.as_str().to_owned(),
+            unix_ms,
+        };
+        let body = Bytes::from(serde_json::to_vec(&req)?);
+        self.send(Call::BootToken, Method::POST, "/v1/boot/token", body)
             .await
             .map(drop)
     }

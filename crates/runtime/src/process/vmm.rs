@@ -227,6 +227,20 @@ impl VmProcess {
         }
     }
 
+    /// Its resident memory (`VmRSS`), guest RAM it touched included.
+    pub fn rss_bytes(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))?
+            .trim()
+            .strip_suffix("kB")?
+            .trim()
+            .parse()
+            .ok()?;
+        kib.checked_mul(1024)
+    }
+
     /// Whether it is stopped by a signal (`SIGSTOP`: a paused VM).
     pub fn is_stopped(&self) -> bool {
         std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).is_ok_and(|stat| {

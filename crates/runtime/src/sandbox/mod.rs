@@ -323,11 +323,17 @@ impl SandboxRuntime {
 
 /// runc and crun freeze through the cgroup freezer, runsc through its own sentry; a
 /// sandbox may share the host's `/usr` as its root.
+/// No snapshot: a container's processes can only be saved by a checkpointer (CRIU, behind
+/// `runc checkpoint`), and none works here ([`SNAPSHOT_BLOCKER`]).
 pub const CAPABILITIES: Capabilities = Capabilities {
     pause: true,
     snapshot: false,
     host_rootfs: true,
 };
+
+/// Why a sandbox box cannot be snapshotted: its processes could only be saved by
+/// `runc checkpoint`, which needs CRIU.
+pub const SNAPSHOT_BLOCKER: &str = "snapshot: there is no working checkpointer for containers (runc checkpoint needs CRIU, which is not installed here and fails to dump a box on the kernels berth was tried on); pause keeps the box in memory instead";
 
 #[async_trait]
 impl Runtime for SandboxRuntime {
@@ -443,6 +449,19 @@ impl Runtime for SandboxRuntime {
         }
         exit::settle(&paths).await;
         Ok(exit::classify(&paths))
+    }
+
+    async fn snapshot(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        let _ = id;
+        Err(RuntimeError::Unsupported {
+            backend: "sandbox",
+            operation: SNAPSHOT_BLOCKER,
+        })
+    }
+
+    /// The container cgroup's charge (berth-init and the box's own cgroup inside it).
+    async fn memory_held(&self, id: &BoxId) -> Result<Option<u64>, RuntimeError> {
+        crate::vm::cgroup::memory_used(id)
     }
 
     fn channel(&self, id: &BoxId, token: &BootToken) -> GuestClient {

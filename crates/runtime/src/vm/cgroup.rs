@@ -81,6 +81,26 @@ fn memory_bytes(limits: &Limits) -> u64 {
         .saturating_mul(1 << 20)
 }
 
+/// Bytes of memory charged now to the box's `berth/<id>` cgroup (cgroup2 `memory.current`,
+/// v1 `memory.usage_in_bytes`); `None` when it does not exist (nothing of the box runs).
+/// The sandbox's containers live at the same path, so this measures them too.
+pub(crate) fn memory_used(id: &BoxId) -> Result<Option<u64>, RuntimeError> {
+    let rel = relative(id);
+    let file = if is_v2() {
+        Path::new(ROOT).join(rel).join("memory.current")
+    } else {
+        match v1_mount("memory") {
+            Some(mount) => mount.join(rel).join("memory.usage_in_bytes"),
+            None => return Ok(None),
+        }
+    };
+    match std::fs::read_to_string(&file) {
+        Ok(text) => Ok(text.trim().parse().ok()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io("read", &file)(e)),
+    }
+}
+
 impl VmCgroup {
     /// The box's cgroup dirs on this host (whether or not they exist).
     pub(crate) fn of(id: &BoxId) -> VmCgroup {
