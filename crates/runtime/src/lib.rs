@@ -131,48 +131,6 @@ pub trait Runtime: Send + Sync + 'static {
     /// Thaws a paused box.
     async fn resume(&self, id: &BoxId) -> Result<(), RuntimeError>;
 
-    /// Saves a running or paused box's whole memory and device state next to its volume and
-    /// ends its VMM, so the box holds no RAM. `RuntimeError::Unsupported` where this
-    /// backend or host cannot; never a silent success.
-    async fn snapshot(&self, id: &BoxId) -> Result<(), RuntimeError> {
-        let _ = id;
-        Err(RuntimeError::Unsupported {
-            backend: self.name(),
-            operation: "snapshot",
-        })
-    }
-
-    /// Starts the box from its snapshot with every process and its memory as they were.
-    /// `spec.boot_token` is the new boot's token: it is handed to berth-init over the
-    /// channel authenticated by `old_token`, and the guest clock is set. Egress is bound per
-    /// `spec`. The snapshot is deleted once the box runs again. Err when there is none.
-    async fn restore(&self, spec: &BoxSpec, old_token: &BootToken) -> Result<Booted, RuntimeError> {
-        let _ = (spec, old_token);
-        Err(RuntimeError::Unsupported {
-            backend: self.name(),
-            operation: "restore",
-        })
-    }
-
-    /// Bytes the box's snapshot takes on disk; `None` when it has none.
-    async fn snapshot_size(&self, id: &BoxId) -> Result<Option<u64>, RuntimeError> {
-        let _ = id;
-        Ok(None)
-    }
-
-    /// Deletes the box's snapshot (its next start is a cold boot). Ok when there is none.
-    async fn discard_snapshot(&self, id: &BoxId) -> Result<(), RuntimeError> {
-        let _ = id;
-        Ok(())
-    }
-
-    /// Host memory the box holds right now (its cgroup's usage, or the VMM's RSS); `None`
-    /// when it holds none (stopped, snapshotted) or this cannot be measured.
-    async fn memory_held(&self, id: &BoxId) -> Result<Option<u64>, RuntimeError> {
-        let _ = id;
-        Ok(None)
-    }
-
     async fn status(&self, id: &BoxId) -> Result<RuntimeStatus, RuntimeError>;
 
     /// Resolves when the box's current boot has ended (at once when nothing of it runs),
