@@ -419,7 +419,10 @@ mod tests {
             memory_mib: Some(256),
             pids: None,
             cpus: Some(0.5),
-            sleep: SleepArgs { stop_after: Some(30), ..Default::default() },
+            sleep: SleepArgs {
+                stop_after: Some(30),
+                ..Default::default()
+            },
             allow: vec!["api.anthropic.com".into(), "*.github.com".into()],
             runtime: Some("qemu".into()),
             disk_mib: Some(2048),

@@ -162,11 +162,17 @@ pub enum OpError {
 
     /// A box asked for a rung its runtime does not have.
     #[error("{field}: the {runtime} runtime cannot take a box to that rung (see its capabilities in GET /v1/runtimes); set it to 0")]
-    RungUnsupported { field: &'static str, runtime: String },
+    RungUnsupported {
+        field: &'static str,
+        runtime: String,
+    },
 
     /// A call needs a box that sleeps and its `auto_resume` is off.
     #[error("box {name} is {state} and does not wake on calls (auto_resume is off): resume it with POST /v1/boxes/{name}/resume")]
-    Asleep { name: String, state: berth_store::BoxState },
+    Asleep {
+        name: String,
+        state: berth_store::BoxState,
+    },
 
     /// The runtime cannot take the box to that rung, or the box is in no state to go there.
     #[error("box {name} cannot be {action}: {why}")]

@@ -176,11 +176,7 @@ impl Runtimes {
     pub fn capabilities(&self, name: &str) -> Capabilities {
         match self.get(name) {
             Ok(runtime) => runtime.capabilities(),
-            Err(_) => berth_runtime::backend_capabilities(name).unwrap_or(Capabilities {
-                pause: false,
-                snapshot: false,
-                host_rootfs: false,
-            }),
+            Err(_) => known_capabilities(name),
         }
     }
 
@@ -200,17 +196,30 @@ impl Runtimes {
         self.read()
             .iter()
             .map(|e| {
-                let (available, reason, details) = match &e.state {
+                let (available, reason, details, capabilities) = match &e.state {
                     RuntimeState::Ready {
-                        details, notice, ..
-                    } => (true, notice.clone(), details.clone()),
-                    RuntimeState::Unavailable { reason } => (false, Some(reason.clone()), None),
+                        details,
+                        notice,
+                        runtime,
+                    } => (
+                        true,
+                        notice.clone(),
+                        details.clone(),
+                        runtime.capabilities(),
+                    ),
+                    RuntimeState::Unavailable { reason } => (
+                        false,
+                        Some(reason.clone()),
+                        None,
+                        known_capabilities(&e.name),
+                    ),
                 };
                 RuntimeView {
                     name: e.name.clone(),
                     available,
                     reason,
                     default: e.name == self.default,
+                    capabilities,
                     details,
                 }
             })
@@ -260,6 +269,10 @@ pub struct RuntimeView {
     pub reason: Option<String>,
     /// Boxes created without `runtime` get this one.
     pub default: bool,
+    /// The rungs of the sleep ladder it can take a box to (`pause`, `snapshot`), and
+    /// whether it runs boxes on the host's own root (`host_rootfs`).
+    #[schema(value_type = Object)]
+    pub capabilities: Capabilities,
     /// What it runs with (qemu: accelerator and why, binaries, kernel, initramfs, boot
     /// deadline); `null` when unavailable or nothing to say.
     #[schema(value_type = Option<Object>)]
@@ -269,6 +282,15 @@ pub struct RuntimeView {
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct RuntimeListView {
     pub runtimes: Vec<RuntimeView>,
+}
+
+/// What berth's backend `name` can do anywhere; nothing for a name berth has no backend of.
+fn known_capabilities(name: &str) -> Capabilities {
+    berth_runtime::backend_capabilities(name).unwrap_or(Capabilities {
+        pause: false,
+        snapshot: false,
+        host_rootfs: false,
+    })
 }
 
 /// Every runtime berth has, whether or not this daemon can run it.

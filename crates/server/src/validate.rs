@@ -148,8 +148,16 @@ impl SleepInput {
 /// A template's ladder as a box on `caps` takes it: the rungs the runtime lacks are off.
 pub fn template_sleep(template: SleepSettings, caps: Capabilities) -> SleepSettings {
     SleepSettings {
-        pause_after_s: if caps.pause { template.pause_after_s } else { 0 },
-        snapshot_after_s: if caps.snapshot { template.snapshot_after_s } else { 0 },
+        pause_after_s: if caps.pause {
+            template.pause_after_s
+        } else {
+            0
+        },
+        snapshot_after_s: if caps.snapshot {
+            template.snapshot_after_s
+        } else {
+            0
+        },
         ..template
     }
 }
@@ -157,7 +165,11 @@ pub fn template_sleep(template: SleepSettings, caps: Capabilities) -> SleepSetti
 /// A box's sleep ladder: each rung in [`SLEEP_RUNG_RANGE`], in order, and only rungs its
 /// runtime has (a template's rung a runtime lacks is skipped instead: the template does not
 /// know which runtime a box picks).
-pub fn sleep(sleep: SleepSettings, runtime: &str, caps: Capabilities) -> Result<SleepSettings, OpError> {
+pub fn sleep(
+    sleep: SleepSettings,
+    runtime: &str,
+    caps: Capabilities,
+) -> Result<SleepSettings, OpError> {
     for (field, value) in [
         ("pause_after_s", sleep.pause_after_s),
         ("snapshot_after_s", sleep.snapshot_after_s),
@@ -315,13 +327,30 @@ mod tests {
             auto_resume: true,
         };
         assert!(sleep(ladder(10, 60, 600), "qemu", caps(true)).is_ok());
-        assert!(sleep(ladder(0, 0, 0), "sandbox", caps(false)).is_ok(), "never sleeps");
+        assert!(
+            sleep(ladder(0, 0, 0), "sandbox", caps(false)).is_ok(),
+            "never sleeps"
+        );
         assert!(sleep(ladder(10, 0, 604_800), "sandbox", caps(false)).is_ok());
         assert!(sleep(ladder(0, 0, 604_801), "sandbox", caps(false)).is_err());
         let order = sleep(ladder(60, 0, 60), "sandbox", caps(false)).unwrap_err();
-        assert!(order.to_string().contains("`stop_after_s` (60 s) must be longer than `pause_after_s` (60 s)"), "{order}");
+        assert!(
+            order
+                .to_string()
+                .contains("`stop_after_s` (60 s) must be longer than `pause_after_s` (60 s)"),
+            "{order}"
+        );
         let lacks = sleep(ladder(0, 60, 600), "sandbox", caps(false)).unwrap_err();
-        assert!(matches!(lacks, OpError::RungUnsupported { field: "snapshot_after_s", .. }), "{lacks}");
+        assert!(
+            matches!(
+                lacks,
+                OpError::RungUnsupported {
+                    field: "snapshot_after_s",
+                    ..
+                }
+            ),
+            "{lacks}"
+        );
     }
 
     #[test]

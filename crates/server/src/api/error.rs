@@ -210,9 +210,7 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         OpError::Conflict { .. }
         | OpError::VolumeNotMigrated { .. }
         | OpError::Asleep { .. }
-        | OpError::CannotSleep { .. } => {
-            (StatusCode::CONFLICT, ErrorCode::Conflict)
-        }
+        | OpError::CannotSleep { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
         OpError::StartFailed { .. }
         | OpError::StartTemplate { .. }
         | OpError::StartEgress { .. }

@@ -6,8 +6,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    box_sleep, box_update, boxes, egress, events, exec, files, files_archive, files_watch, messages,
-    port_links, ports, processes, push, runtimes, secrets, templates, tenants, terminals,
+    box_sleep, box_update, boxes, egress, events, exec, files, files_archive, files_watch,
+    messages, port_links, ports, processes, push, runtimes, secrets, templates, tenants, terminals,
     web_sessions,
 };
 

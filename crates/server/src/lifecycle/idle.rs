@@ -27,10 +27,10 @@ use berth_store::{BoxRecord, BoxState};
 use crate::boxes::Live;
 use crate::ctx::Ctx;
 use crate::error::OpError;
-use crate::lifecycle::Use;
-use crate::ops::box_find::reload;
 use crate::lifecycle::sleep::{pause_held, snapshot_held};
 use crate::lifecycle::stop::stop_held;
+use crate::lifecycle::Use;
+use crate::ops::box_find::reload;
 use berth_runtime::error_chain;
 
 /// How long the reclaimer waits for a harness to say whether it is busy.

@@ -48,7 +48,13 @@ pub(super) async fn pause_held(
     match record.state {
         BoxState::Paused => return Ok(()),
         BoxState::Running if live.client.is_some() => {}
-        state => return Err(cannot(&record, "paused", format!("it is {state}; only a running box can be"))),
+        state => {
+            return Err(cannot(
+                &record,
+                "paused",
+                format!("it is {state}; only a running box can be"),
+            ))
+        }
     }
     let runtime = ctx.runtime_of(&record)?;
     if !runtime.capabilities().pause {
@@ -75,6 +81,22 @@ pub(super) async fn snapshot_held(
     reason: Option<&str>,
 ) -> Result<(), OpError> {
     let record = reload(ctx, id)?;
+    let runtime = ctx.runtime_of(&record)?;
+    if !runtime.capabilities().snapshot {
+        // The runtime refuses without touching the box, and its refusal names what blocks it.
+        let why = match runtime.snapshot(id).await {
+            Err(e) => error_chain(&e),
+            Ok(()) => format!(
+                "the {} runtime says it cannot snapshot boxes",
+                runtime.name()
+            ),
+        };
+        return Err(cannot(
+            &record,
+            "snapshotted",
+            format!("{why}; pause it instead"),
+        ));
+    }
     match record.state {
         BoxState::Snapshotted => return Ok(()),
         BoxState::Running | BoxState::Paused if live.client.is_some() => {}
@@ -82,14 +104,6 @@ pub(super) async fn snapshot_held(
             let why = format!("it is {state}; only a running or paused box can be");
             return Err(cannot(&record, "snapshotted", why));
         }
-    }
-    let runtime = ctx.runtime_of(&record)?;
-    if !runtime.capabilities().snapshot {
-        let why = format!(
-            "the {} runtime cannot snapshot boxes (GET /v1/runtimes shows what each runtime can do); pause it instead",
-            runtime.name()
-        );
-        return Err(cannot(&record, "snapshotted", why));
     }
     live.pumps = None;
     live.exit_watch = None;
@@ -145,7 +159,9 @@ fn cannot(record: &BoxRecord, action: &'static str, why: String) -> OpError {
 
 fn runtime_error(record: &BoxRecord, action: &'static str, source: RuntimeError) -> OpError {
     match source {
-        RuntimeError::Unsupported { .. } => cannot(record, action_done(action), error_chain(&source)),
+        RuntimeError::Unsupported { .. } => {
+            cannot(record, action_done(action), error_chain(&source))
+        }
         source => OpError::Runtime {
             action,
             id: record.id.clone(),

@@ -121,11 +121,7 @@ pub(super) async fn forget_if_dead(ctx: &Ctx, id: &BoxId, boot: u64) -> Result<b
     .await
 }
 
-async fn wake_locked(
-    ctx: &Ctx,
-    id: &BoxId,
-    waker: Waker,
-) -> Result<(GuestClient, u64), OpError> {
+async fn wake_locked(ctx: &Ctx, id: &BoxId, waker: Waker) -> Result<(GuestClient, u64), OpError> {
     let slot = ctx.boxes.slot(id);
     let mut live = slot.lifecycle.lock().await;
     let mut record = reload(ctx, id)?;
@@ -217,7 +213,8 @@ async fn boot(
     // The snapshot's boot token opens the channel that hands the new one over; read before
     // `starting`, which clears it from the row.
     let snapshot_token = match record.state {
-        BoxState::Snapshotted => ctx.store
+        BoxState::Snapshotted => ctx
+            .store
             .boot_token(&record.id)?
             .and_then(|t| super::parse_token(&t)),
         _ => None,

@@ -6,8 +6,8 @@ use berth_store::BoxState;
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
-use crate::ops::box_find::reload;
 use crate::lifecycle::detached;
+use crate::ops::box_find::reload;
 
 pub async fn delete_box(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
     let (ctx, task_id) = (ctx.clone(), id.clone());

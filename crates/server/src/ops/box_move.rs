@@ -9,9 +9,9 @@ use berth_store::{BoxRecord, BoxState};
 
 use crate::ctx::{Ctx, STOP_GRACE};
 use crate::error::OpError;
+use crate::lifecycle::detached;
 use crate::ops::box_create::check_base;
 use crate::ops::box_find::reload;
-use crate::lifecycle::detached;
 use berth_runtime::error_chain;
 
 /// Moves the box to `runtime` (a no-op when it is there already); the box must be stopped

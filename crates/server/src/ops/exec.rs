@@ -82,11 +82,12 @@ pub async fn exec_stream(
 ) -> Result<ExecStream, OpError> {
     command.env = crate::box_env::env_for_box(ctx, id, std::mem::take(&mut command.env))?;
     let request = command.into_request()?;
-    ctx.lifecycle().with_guest(id, |client| {
-        let request = request.clone();
-        async move { client.exec(&request).await }
-    })
-    .await
+    ctx.lifecycle()
+        .with_guest(id, |client| {
+            let request = request.clone();
+            async move { client.exec(&request).await }
+        })
+        .await
 }
 
 /// Runs the process to its end and collects its output.

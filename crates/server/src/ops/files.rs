@@ -42,11 +42,13 @@ pub struct FileRead {
 pub async fn read(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileRead, OpError> {
     let q = target.query()?;
     let busy = ctx.activity.begin(id);
-    let download = ctx.lifecycle().with_guest(id, |c| {
-        let q = q.clone();
-        async move { c.download_file(&q).await }
-    })
-    .await?;
+    let download = ctx
+        .lifecycle()
+        .with_guest(id, |c| {
+            let q = q.clone();
+            async move { c.download_file(&q).await }
+        })
+        .await?;
     Ok(FileRead { download, busy })
 }
 
@@ -60,50 +62,56 @@ where
     let _busy = ctx.activity.begin(id);
     // Only the connect is retried (a box found dead is woken again): the body can be sent
     // once.
-    let upload = ctx.lifecycle().with_guest(id, |c| {
-        let q = q.clone();
-        async move { c.open_upload(&q).await }
-    })
-    .await?;
+    let upload = ctx
+        .lifecycle()
+        .with_guest(id, |c| {
+            let q = q.clone();
+            async move { c.open_upload(&q).await }
+        })
+        .await?;
     Ok(upload.send(body).await?)
 }
 
 pub async fn list(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileList, OpError> {
     let q = target.query()?;
     let _busy = ctx.activity.begin(id);
-    ctx.lifecycle().with_guest(id, |c| {
-        let q = q.clone();
-        async move { c.list_files(&q).await }
-    })
-    .await
+    ctx.lifecycle()
+        .with_guest(id, |c| {
+            let q = q.clone();
+            async move { c.list_files(&q).await }
+        })
+        .await
 }
 
 pub async fn stat(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileEntry, OpError> {
     let q = target.query()?;
     let _busy = ctx.activity.begin(id);
-    ctx.lifecycle().with_guest(id, |c| {
-        let q = q.clone();
-        async move { c.stat(&q).await }
-    })
-    .await
+    ctx.lifecycle()
+        .with_guest(id, |c| {
+            let q = q.clone();
+            async move { c.stat(&q).await }
+        })
+        .await
 }
 
 pub async fn mkdir(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<(), OpError> {
     let q = target.query()?;
     let _busy = ctx.activity.begin(id);
-    ctx.lifecycle().with_guest(id, |c| {
-        let q = q.clone();
-        async move { c.mkdir(&q).await }
-    })
-    .await
+    ctx.lifecycle()
+        .with_guest(id, |c| {
+            let q = q.clone();
+            async move { c.mkdir(&q).await }
+        })
+        .await
 }
 
 pub async fn remove(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<(), OpError> {
     let q = target.query()?;
     let _busy = ctx.activity.begin(id);
-    ctx.lifecycle().with_guest(id, |c| {
-        let q = q.clone();
-        async move { c.remove(&q).await }
-    })
-    .await
+    ctx.lifecycle()
+        .with_guest(id, |c| {
+            let q = q.clone();
+            async move { c.remove(&q).await }
+        })
+        .await
 }

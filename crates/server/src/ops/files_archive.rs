@@ -16,11 +16,13 @@ use crate::ops::files::{FileRead, FileTarget};
 pub async fn read(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileRead, OpError> {
     let q = target.query()?;
     let busy = ctx.activity.begin(id);
-    let download = ctx.lifecycle().with_guest(id, |c| {
-        let q = q.clone();
-        async move { c.download_archive(&q).await }
-    })
-    .await?;
+    let download = ctx
+        .lifecycle()
+        .with_guest(id, |c| {
+            let q = q.clone();
+            async move { c.download_archive(&q).await }
+        })
+        .await?;
     Ok(FileRead { download, busy })
 }
 
@@ -40,10 +42,12 @@ where
     let _busy = ctx.activity.begin(id);
     // Only the connect is retried (a box found dead is woken again): the body can be sent
     // once.
-    let upload = ctx.lifecycle().with_guest(id, |c| {
-        let q = q.clone();
-        async move { c.open_archive_upload(&q).await }
-    })
-    .await?;
+    let upload = ctx
+        .lifecycle()
+        .with_guest(id, |c| {
+            let q = q.clone();
+            async move { c.open_archive_upload(&q).await }
+        })
+        .await?;
     Ok(upload.send(body).await?)
 }

@@ -10,9 +10,10 @@ use crate::ops::files::FileTarget;
 
 pub async fn watch(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<WatchStream, OpError> {
     let q = target.query()?;
-    ctx.lifecycle().with_guest(id, |c| {
-        let q = q.clone();
-        async move { c.watch(&q).await }
-    })
-    .await
+    ctx.lifecycle()
+        .with_guest(id, |c| {
+            let q = q.clone();
+            async move { c.watch(&q).await }
+        })
+        .await
 }

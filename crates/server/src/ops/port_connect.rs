@@ -37,11 +37,10 @@ pub async fn connect(
     let deadline = Instant::now() + wait;
     let mut pause = FIRST_PAUSE;
     loop {
-        let result = ctx.lifecycle().with_guest(
-            id,
-            |client| async move { client.port_connect(port).await },
-        )
-        .await;
+        let result = ctx
+            .lifecycle()
+            .with_guest(id, |client| async move { client.port_connect(port).await })
+            .await;
         match result {
             Err(OpError::Guest(e)) if nothing_listens(&e) => {
                 if Instant::now() + pause > deadline {

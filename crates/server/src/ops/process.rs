@@ -33,11 +33,12 @@ pub async fn start(
         open_stdin: background.open_stdin,
     };
     let _busy = ctx.activity.begin(id);
-    ctx.lifecycle().with_guest(id, |client| {
-        let request = request.clone();
-        async move { client.process_start(&request).await }
-    })
-    .await
+    ctx.lifecycle()
+        .with_guest(id, |client| {
+            let request = request.clone();
+            async move { client.process_start(&request).await }
+        })
+        .await
 }
 
 /// The box's processes; none when it is not running.

@@ -190,11 +190,7 @@ async fn reattach(
     ));
     let harness = ctx.box_has_harness(record);
     live.pumps = Some(crate::pumps::start(
-        ctx,
-        &record.id,
-        client,
-        live.boot,
-        harness,
+        ctx, &record.id, client, live.boot, harness,
     ));
     tracing::info!(box_id = %record.id, name = %record.name, "reconcile: reattached a running box");
     Ok(true)

@@ -105,28 +105,29 @@ pub async fn attach(ctx: &Ctx, id: &BoxId, target: TerminalTarget) -> Result<Att
             (None, Some((id, offset, size)))
         }
     };
-    ctx.lifecycle().with_guest(id, |client| {
-        let (request, existing) = (request.clone(), existing.clone());
-        async move {
-            let (terminal, offset) = match (request, existing) {
-                (Some(request), _) => (client.terminal_open(&request).await?.id, Some(0)),
-                (None, Some((id, offset, size))) => {
-                    if let Some(size) = size {
-                        client.terminal_resize(&id, size).await?;
+    ctx.lifecycle()
+        .with_guest(id, |client| {
+            let (request, existing) = (request.clone(), existing.clone());
+            async move {
+                let (terminal, offset) = match (request, existing) {
+                    (Some(request), _) => (client.terminal_open(&request).await?.id, Some(0)),
+                    (None, Some((id, offset, size))) => {
+                        if let Some(size) = size {
+                            client.terminal_resize(&id, size).await?;
+                        }
+                        (id, offset)
                     }
-                    (id, offset)
-                }
-                (None, None) => unreachable!("a target is new or existing"),
-            };
-            let stream = client.terminal_attach(&terminal, offset).await?;
-            Ok(Attached {
-                client,
-                id: terminal,
-                stream,
-            })
-        }
-    })
-    .await
+                    (None, None) => unreachable!("a target is new or existing"),
+                };
+                let stream = client.terminal_attach(&terminal, offset).await?;
+                Ok(Attached {
+                    client,
+                    id: terminal,
+                    stream,
+                })
+            }
+        })
+        .await
 }
 
 #[cfg(test)]

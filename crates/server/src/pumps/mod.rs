@@ -21,21 +21,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// Starts the pumps for boot `boot` of the box, talking to it through `client`: events
 /// always (the box's journal also carries events of its own, a background process's exit),
 /// delivery only for a boot that runs a harness (messages go to nothing else).
-pub fn start(
-    ctx: &Ctx,
-    id: &BoxId,
-    client: GuestClient,
-    boot: u64,
-    harness: bool,
-) -> Pumps {
-    let delivery = harness.then(|| {
-        tokio::spawn(delivery::run(
-            ctx.clone(),
-            id.clone(),
-            client.clone(),
-            boot,
-        ))
-    });
+pub fn start(ctx: &Ctx, id: &BoxId, client: GuestClient, boot: u64, harness: bool) -> Pumps {
+    let delivery =
+        harness.then(|| tokio::spawn(delivery::run(ctx.clone(), id.clone(), client.clone(), boot)));
     let events = tokio::spawn(events::run(ctx.clone(), id.clone(), client));
     Pumps { delivery, events }
 }

@@ -258,10 +258,7 @@ fn a_bad_file_is_skipped_and_the_good_ones_load() {
 #[test]
 fn a_file_may_not_redefine_a_builtin() {
     let data = Data::new();
-    data.write(
-        "host.toml",
-        "# mine\nname = \"host\"\nstop_after_s = 60\n",
-    );
+    data.write("host.toml", "# mine\nname = \"host\"\nstop_after_s = 60\n");
     let (registry, errors) = data.load();
     let e = only_error(&errors);
     assert!(
@@ -270,7 +267,10 @@ fn a_file_may_not_redefine_a_builtin() {
     );
     assert_eq!(e.line, Some(2));
     let host = registry.get("host").unwrap();
-    assert_eq!((&host.origin, host.sleep.stop_after_s), (&Origin::Builtin, 300));
+    assert_eq!(
+        (&host.origin, host.sleep.stop_after_s),
+        (&Origin::Builtin, 300)
+    );
 }
 
 #[test]

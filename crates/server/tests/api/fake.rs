@@ -4,6 +4,12 @@
 //! protocol v2 with a [`FakeHarness`] that outlives boots like a volume: a journal of
 //! message ids (duplicates are answered `duplicate: true`), an event journal with its own
 //! seq, and a harness that answers each message with `user`, `assistant`, `result`.
+//!
+//! [`FakeRuntime::snapshotting`] stands in for a VMM that can snapshot (no runtime on this
+//! machine can: QEMU 7.2 cannot migrate its vsock device, and there is no Firecracker): a
+//! snapshot keeps the agent's memory (a counter, `exec count`) and its boot token, a
+//! restore brings them back and takes the new token over `POST /v1/boot/token` like
+//! `berth-init`, a cold start begins from zero.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -80,11 +86,19 @@ impl FakeHarness {
     }
 }
 
-/// A fake box's agent task, and the switch that ends its open exec streams.
+/// A fake box's agent task, the switch that ends its open exec streams, and its memory.
 type RunningAgent = (
     tokio::task::JoinHandle<()>,
     tokio::sync::watch::Sender<bool>,
+    Memory,
 );
+
+/// What a fake box keeps only in memory: its token and a counter.
+#[derive(Debug, Clone, Default)]
+pub struct Memory {
+    token: Arc<Mutex<String>>,
+    counter: Arc<AtomicUsize>,
+}
 
 #[derive(Debug, Default)]
 pub struct FakeRuntime {
@@ -102,9 +116,26 @@ pub struct FakeRuntime {
     agents: Mutex<HashMap<BoxId, RunningAgent>>,
     volume: Volume,
     pub harness: Arc<FakeHarness>,
+    /// Snapshots are taken and restored ([`FakeRuntime::snapshotting`]).
+    snapshots: bool,
+    saved: Mutex<HashMap<BoxId, Memory>>,
+    /// The next restore fails (the daemon must boot the box cold instead).
+    pub fail_restore: std::sync::atomic::AtomicBool,
+    pub restores: AtomicUsize,
+    pub discarded: Mutex<Vec<BoxId>>,
+    /// The interception CA each start or restore was given, in order.
+    pub cas: Mutex<Vec<Option<String>>>,
 }
 
 impl FakeRuntime {
+    /// A fake that snapshots and restores boxes.
+    pub fn snapshotting(dir: PathBuf) -> FakeRuntime {
+        FakeRuntime {
+            snapshots: true,
+            ..FakeRuntime::new(dir)
+        }
+    }
+
     pub fn new(dir: PathBuf) -> FakeRuntime {
         FakeRuntime::with_orphans(dir, Vec::new())
     }
@@ -145,12 +176,42 @@ impl FakeRuntime {
         self.kill(id);
     }
 
-    fn kill(&self, id: &BoxId) {
-        if let Some((agent, alive)) = self.agents.lock().unwrap().remove(id) {
+    fn kill(&self, id: &BoxId) -> Option<Memory> {
+        let killed = self.agents.lock().unwrap().remove(id);
+        let _ = std::fs::remove_file(self.socket(id));
+        killed.map(|(agent, alive, memory)| {
             agent.abort();
             let _ = alive.send(false);
-        }
-        let _ = std::fs::remove_file(self.socket(id));
+            memory
+        })
+    }
+
+    /// Serves an agent for `id` with `memory` (a cold start's is new).
+    fn serve(&self, spec: &BoxSpec, memory: Memory) -> Result<EgressListener, RuntimeError> {
+        self.cas.lock().unwrap().push(spec.egress.ca_pem.clone());
+        let path = self.socket(&spec.id);
+        let _ = std::fs::remove_file(&path);
+        let listener =
+            tokio::net::UnixListener::bind(&path).map_err(|source| RuntimeError::Io {
+                action: "bind",
+                path: path.clone(),
+                source,
+            })?;
+        let (alive, alive_rx) = tokio::sync::watch::channel(true);
+        let agent = agent(
+            memory.clone(),
+            self.volume.clone(),
+            self.harness.clone(),
+            alive_rx,
+        );
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, agent).await;
+        });
+        self.agents
+            .lock()
+            .unwrap()
+            .insert(spec.id.clone(), (task, alive, memory));
+        self.egress_listener(&spec.id)
     }
 }
 
@@ -167,7 +228,7 @@ impl Runtime for FakeRuntime {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             pause: false,
-            snapshot: false,
+            snapshot: self.snapshots,
             // The fake named `qemu` stands in for a VM runtime.
             host_rootfs: self.name != "qemu",
         }
@@ -185,34 +246,70 @@ impl Runtime for FakeRuntime {
             .push(spec.boot_token.as_str().to_owned());
         // A cold start takes a while: concurrent wakes overlap here.
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let path = self.socket(&spec.id);
-        let _ = std::fs::remove_file(&path);
-        let listener =
-            tokio::net::UnixListener::bind(&path).map_err(|source| RuntimeError::Io {
-                action: "bind",
-                path: path.clone(),
-                source,
-            })?;
-        let (alive, alive_rx) = tokio::sync::watch::channel(true);
         self.harness
             .emit("harness_start", serde_json::json!({"pid": 7}));
-        let agent = agent(
-            spec.boot_token.as_str().to_owned(),
-            self.volume.clone(),
-            self.harness.clone(),
-            alive_rx,
-        );
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, agent).await;
-        });
-        self.agents
-            .lock()
-            .unwrap()
-            .insert(spec.id.clone(), (task, alive));
+        let memory = Memory {
+            token: Arc::new(Mutex::new(spec.boot_token.as_str().to_owned())),
+            counter: Arc::default(),
+        };
+        let egress = self.serve(spec, memory)?;
         Ok(Booted {
-            client: GuestClient::new(GuestAddr::Unix(path), spec.boot_token.clone()),
-            egress: self.egress_listener(&spec.id)?,
+            client: self.channel(&spec.id, &spec.boot_token),
+            egress,
         })
+    }
+
+    async fn snapshot(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        if !self.snapshots {
+            return Err(RuntimeError::Unsupported {
+                backend: "fake",
+                operation: "snapshot: this fake has no VMM",
+            });
+        }
+        let memory = self.kill(id).ok_or_else(|| RuntimeError::WrongState {
+            id: id.to_string(),
+            operation: "snapshot",
+            expected: "running",
+            actual: "stopped",
+        })?;
+        self.saved.lock().unwrap().insert(id.clone(), memory);
+        Ok(())
+    }
+
+    async fn restore(&self, spec: &BoxSpec, old: &BootToken) -> Result<Booted, RuntimeError> {
+        self.restores.fetch_add(1, Ordering::SeqCst);
+        if self.fail_restore.swap(false, Ordering::SeqCst) {
+            return Err(RuntimeError::Unsupported {
+                backend: "fake",
+                operation: "restore: told to fail",
+            });
+        }
+        let memory = self.saved.lock().unwrap().remove(&spec.id).ok_or_else(|| {
+            RuntimeError::Unsupported {
+                backend: "fake",
+                operation: "restore: no snapshot",
+            }
+        })?;
+        let egress = self.serve(spec, memory)?;
+        // As the real backends do: the old token opens the channel that hands over the new.
+        self.channel(&spec.id, old)
+            .rotate_token(&spec.boot_token)
+            .await?;
+        Ok(Booted {
+            client: self.channel(&spec.id, &spec.boot_token),
+            egress,
+        })
+    }
+
+    async fn snapshot_size(&self, id: &BoxId) -> Result<Option<u64>, RuntimeError> {
+        Ok(self.saved.lock().unwrap().contains_key(id).then_some(4096))
+    }
+
+    async fn discard_snapshot(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        if self.saved.lock().unwrap().remove(id).is_some() {
+            self.discarded.lock().unwrap().push(id.clone());
+        }
+        Ok(())
     }
 
     async fn rebind_egress(
@@ -270,7 +367,7 @@ impl Runtime for FakeRuntime {
 
 #[derive(Clone)]
 struct Agent {
-    token: String,
+    memory: Memory,
     volume: Volume,
     harness: Arc<FakeHarness>,
     /// Turns `false` when the box is stopped: open exec streams end then.
@@ -278,13 +375,13 @@ struct Agent {
 }
 
 fn agent(
-    token: String,
+    memory: Memory,
     volume: Volume,
     harness: Arc<FakeHarness>,
     alive: tokio::sync::watch::Receiver<bool>,
 ) -> Router {
     let state = Agent {
-        token,
+        memory,
         volume,
         harness,
         alive,
@@ -295,6 +392,7 @@ fn agent(
             get(|| async { Json(serde_json::json!({"protocol_version": berth_protocol::PROTOCOL_VERSION, "boot_id": "fake"})) }),
         )
         .route("/v1/exec", post(exec))
+        .route("/v1/boot/token", post(rotate_token))
         .route("/v1/messages", post(deliver))
         .route("/v1/events", get(events))
         .route(
@@ -315,7 +413,7 @@ fn error(status: StatusCode, code: ErrorCode, message: &str) -> Response {
 }
 
 async fn check_token(State(agent): State<Agent>, req: Request, next: Next) -> Response {
-    let expected = format!("Bearer {}", agent.token);
+    let expected = format!("Bearer {}", agent.memory.token.lock().unwrap());
     if req
         .headers()
         .get("authorization")
@@ -333,6 +431,13 @@ async fn check_token(State(agent): State<Agent>, req: Request, next: Next) -> Re
 
 /// Echoes `<argv> as <user>`; `fail` exits 3 with a line on stderr; `missing` is an
 /// error frame; `hang` runs until the box stops.
+/// `POST /v1/boot/token`: the new token at once, the old one refused from then on.
+async fn rotate_token(State(agent): State<Agent>, body: Bytes) -> StatusCode {
+    let req: berth_protocol::guest::BootTokenRequest = serde_json::from_slice(&body).unwrap();
+    *agent.memory.token.lock().unwrap() = req.token;
+    StatusCode::NO_CONTENT
+}
+
 async fn exec(State(agent): State<Agent>, body: Bytes) -> Response {
     let req: ExecRequest = serde_json::from_slice(&body).unwrap();
     let mut frames = vec![ExecFrame::Started { pid: 42 }];
@@ -348,6 +453,17 @@ async fn exec(State(agent): State<Agent>, body: Bytes) -> Response {
                 Err(std::io::Error::other("the box stopped"))
             }));
             return axum::body::Body::from_stream(stream).into_response();
+        }
+        "count" => {
+            let n = agent.memory.counter.fetch_add(1, Ordering::SeqCst) + 1;
+            frames.push(ExecFrame::Stdout {
+                data: format!("{n}\n").into_bytes(),
+            });
+            frames.push(ExecFrame::Exit {
+                code: Some(0),
+                signal: None,
+                timed_out: false,
+            });
         }
         "missing" => frames.push(ExecFrame::Error {
             code: ErrorCode::NotFound,

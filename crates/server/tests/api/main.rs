@@ -31,6 +31,7 @@ mod runtimes;
 mod secrets;
 mod server_limits;
 mod sleep_ladder;
+mod snapshots;
 mod sse;
 mod talk;
 mod templates;

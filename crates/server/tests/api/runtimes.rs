@@ -85,11 +85,14 @@ async fn get_runtimes_lists_each_with_its_state() {
     assert_eq!(
         body,
         json!({"runtimes": [
-            {"name": "fake", "available": true, "reason": null, "default": true, "details": null},
+            {"name": "fake", "available": true, "reason": null, "default": true, "details": null,
+             "capabilities": {"pause": false, "snapshot": false, "host_rootfs": true}},
             {"name": "qemu", "available": true, "reason": null, "default": false,
-             "details": {"accel": {"accel": "tcg"}}},
+             "details": {"accel": {"accel": "tcg"}},
+             "capabilities": {"pause": false, "snapshot": false, "host_rootfs": false}},
             {"name": "firecracker", "available": false, "reason": "no firecracker binary",
-             "default": false, "details": null},
+             "default": false, "details": null,
+             "capabilities": {"pause": true, "snapshot": true, "host_rootfs": false}},
         ]})
     );
     d.server.shut_down().await;

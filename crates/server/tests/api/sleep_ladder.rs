@@ -14,7 +14,8 @@ use crate::idle::{create, state, wait_state};
 
 /// A counter kept only in a shell's memory, written out every 50 ms: a restart would
 /// start it again from 1.
-const COUNTER: &str = "i=0; while :; do i=$((i+1)); echo \"$$ $i\" > /tmp/counter; sleep 0.05; done";
+const COUNTER: &str =
+    "i=0; while :; do i=$((i+1)); echo \"$$ $i\" > /tmp/counter; sleep 0.05; done";
 
 /// `(pid, count)` the counter process last wrote.
 async fn counter(server: &TestServer, name: &str) -> (u64, u64) {
@@ -73,7 +74,10 @@ async fn a_paused_box_keeps_its_processes_in_memory_and_a_call_resumes_it() {
     // A call wakes it (auto_resume is on by default): the same process, counting on.
     let after = counted_past(&server, "sleepy", before.1).await;
     assert_eq!(after.0, before.0, "the same process after the resume");
-    assert!(after.1 > before.1, "{after:?} after {before:?}: the count went on");
+    assert!(
+        after.1 > before.1,
+        "{after:?} after {before:?}: the count went on"
+    );
     assert_eq!(state(&server, "sleepy").await, "running");
 }
 
@@ -133,16 +137,28 @@ async fn an_idle_box_is_paused_then_stopped_and_the_sandbox_refuses_snapshots() 
         )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    assert!(body["error"]["message"].as_str().unwrap().contains("snapshot_after_s"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("snapshot_after_s"),
+        "{body}"
+    );
     for (ladder, why) in [
-        (json!({"pause_after_s": 60, "stop_after_s": 60}), "must be longer"),
+        (
+            json!({"pause_after_s": 60, "stop_after_s": 60}),
+            "must be longer",
+        ),
         (json!({"pause_after_s": 604_801}), "pause_after_s"),
     ] {
         let mut body = ladder.clone();
         body["name"] = json!("bad");
         let (status, answer) = server.call(Method::POST, "/v1/boxes", Some(body)).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{ladder}: {answer}");
-        assert!(answer["error"]["message"].as_str().unwrap().contains(why), "{answer}");
+        assert!(
+            answer["error"]["message"].as_str().unwrap().contains(why),
+            "{answer}"
+        );
     }
 
     create(
@@ -153,7 +169,10 @@ async fn an_idle_box_is_paused_then_stopped_and_the_sandbox_refuses_snapshots() 
     let (status, body) = post(&server, "ladder", "snapshot").await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert!(
-        body["error"]["message"].as_str().unwrap().contains("cannot snapshot"),
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not support snapshot"),
         "{body}"
     );
     let (status, body) = post(&server, "ladder", "start").await;
@@ -172,11 +191,19 @@ async fn an_idle_box_is_paused_then_stopped_and_the_sandbox_refuses_snapshots() 
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(
-        (&body["pause_after_s"], &body["stop_after_s"], &body["auto_resume"]),
+        (
+            &body["pause_after_s"],
+            &body["stop_after_s"],
+            &body["auto_resume"]
+        ),
         (&json!(0), &json!(600), &json!(false))
     );
     let (status, body) = server
-        .call(Method::PATCH, "/v1/boxes/ladder", Some(json!({"pause_after_s": 900})))
+        .call(
+            Method::PATCH,
+            "/v1/boxes/ladder",
+            Some(json!({"pause_after_s": 900})),
+        )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
 }
