@@ -24,6 +24,7 @@ const MIGRATIONS: &[(u32, &str)] = &[
         11,
         include_str!("../migrations/0011_push_subscriptions.sql"),
     ),
+    (12, include_str!("../migrations/0012_wakeups.sql")),
 ];
 
 /// Applies every migration newer than the database's; returns the version reached.
