@@ -136,6 +136,8 @@ pub enum Call {
     FileArchiveWrite,
     FileWatch,
     PortConnect,
+    /// The host's answer to a box's `wake_request` event ([`crate::wake`]).
+    WakeReply,
 }
 
 impl Call {
@@ -165,7 +167,8 @@ impl Call {
             | Call::FileArchiveRead
             | Call::FileArchiveWrite
             | Call::FileWatch
-            | Call::PortConnect => 3,
+            | Call::PortConnect
+            | Call::WakeReply => 3,
         }
     }
 }
