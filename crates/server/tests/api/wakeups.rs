@@ -310,6 +310,27 @@ async fn berth_wake_inside_the_box_wakes_it_later_and_a_flood_is_refused() {
         "{set:?}"
     );
 
+    // Only the box's user and root may ask: any other uid in the box is refused.
+    let (status, other) = server
+        .call(
+            Method::POST,
+            "/v1/boxes/agent/exec",
+            Some(json!({"user": "root", "cmd": [
+                "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                "berth-wake", "in", "1h", "not mine",
+            ]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{other}");
+    assert_eq!(other["exit_code"], 1, "{other}");
+    assert!(
+        other["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("only the box's user may set wakeups"),
+        "{other}"
+    );
+
     // Limits: too soon (refused before it counts), then a flood (the hour allows 4, one
     // is used).
     let soon = exec(&server, "agent", &["berth-wake", "in", "1s", "now"]).await;
