@@ -108,3 +108,20 @@ fn a_wakeup_due_while_the_daemon_is_killed_fires_once_at_its_next_start() {
         "only the header is left"
     );
 }
+
+/// In a VM the command is there too (a copy: the initramfs it came from is gone), on the
+/// PATH, and its request goes through berth-init to the daemon and back: a box without a
+/// harness is told, in the API's words, that it takes no messages.
+#[test]
+fn berth_wake_runs_in_a_qemu_box() {
+    let Some(daemon) = Daemon::start_with_qemu_box("vm1") else {
+        return;
+    };
+    let out = daemon.berth(&["exec", "vm1", "--", "berth-wake", "in", "2h", "hello"]);
+    assert_eq!(out.status.code(), Some(1), "{}", common::stderr(&out));
+    let said = common::stderr(&out);
+    assert!(
+        said.starts_with("berth-wake: ") && said.contains("has no harness to take messages"),
+        "{said}"
+    );
+}

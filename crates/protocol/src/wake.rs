@@ -10,8 +10,8 @@
 use serde::{Deserialize, Serialize};
 
 /// The directory `berth-init` makes at boot on the box's `/run` tmpfs: `berth-wake` (a
-/// link to berth-init, which acts by the name it was called by) and the socket. It is on
-/// the `PATH` of every process berth starts in the box.
+/// link to berth-init, or a copy in a VM, which acts by the name it was called by) and the
+/// socket. It is on the `PATH` of every process berth starts in the box.
 pub const WAKE_BIN_DIR: &str = "/run/berth-bin";
 /// The command's name (berth-init called by it acts as the command).
 pub const WAKE_COMMAND: &str = "berth-wake";

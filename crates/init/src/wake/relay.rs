@@ -55,14 +55,25 @@ pub fn start(harness: Arc<Harness>) {
 fn install(dir: &Path) -> std::io::Result<UnixListener> {
     std::fs::create_dir_all(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
-    let link = dir.join(WAKE_COMMAND);
-    let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(std::env::current_exe()?, &link)?;
+    place_command(&dir.join(WAKE_COMMAND))?;
     let _ = std::fs::remove_file(WAKE_SOCKET);
     let listener = UnixListener::bind(WAKE_SOCKET)?;
     // Anyone may connect; who may ask is checked by uid per connection.
     std::fs::set_permissions(WAKE_SOCKET, std::fs::Permissions::from_mode(0o666))?;
     Ok(listener)
+}
+
+/// `berth-wake` at `path`: a link to this binary where the box sees it (a sandbox binds it
+/// at `/.berth/berth-init`), else a copy of it (a VM's init came from the initramfs, whose
+/// files are gone after the switch to the box's root).
+fn place_command(path: &Path) -> std::io::Result<()> {
+    let _ = std::fs::remove_file(path);
+    let exe = std::env::current_exe()?;
+    if exe.is_file() {
+        return std::os::unix::fs::symlink(exe, path);
+    }
+    std::fs::copy("/proc/self/exe", path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
 }
 
 async fn serve(listener: UnixListener, harness: Arc<Harness>) {
