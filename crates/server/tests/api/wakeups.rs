@@ -147,6 +147,34 @@ async fn wakeups_fire_once_per_slot_across_a_daemon_kill() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
 
+    // At most `max_pending_per_box` (32) pending: one more is a conflict naming the key.
+    let mut ids = Vec::new();
+    for i in 0..32 {
+        let (status, made) = set(
+            &first,
+            "w",
+            json!({"in_s": 3600, "message": format!("later {i}")}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{made}");
+        ids.push(made["id"].as_str().unwrap().to_owned());
+    }
+    let (status, body) = set(&first, "w", json!({"in_s": 3600, "message": "one more"})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`[wakeups] max_pending_per_box`"),
+        "{body}"
+    );
+    for id in &ids {
+        let (status, body) = first
+            .call(Method::DELETE, &format!("/v1/boxes/w/wakeups/{id}"), None)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+
     // `in_s` and `at`: each fires once; a cancelled one never.
     let (status, one) = set(&first, "w", json!({"in_s": 1, "message": "ping one"})).await;
     assert_eq!(status, StatusCode::CREATED, "{one}");
@@ -182,6 +210,10 @@ async fn wakeups_fire_once_per_slot_across_a_daemon_kill() {
     assert_eq!(fired[1]["wakeup_id"], two["id"]);
     assert_eq!(fired[1]["kind"], "at");
     assert!(pending(&first, "w").await.is_empty());
+    eprintln!(
+        "fired after their slots by (ms): {:?}",
+        fired.iter().map(|f| &f["late_ms"]).collect::<Vec<_>>()
+    );
 
     // A slot comes due while the daemon is dead; the kill came right after the slot's
     // message was posted, before the slot was recorded.
@@ -308,6 +340,21 @@ async fn berth_wake_inside_the_box_wakes_it_later_and_a_flood_is_refused() {
         (set[0]["id"].as_str(), set[0]["created_by"].as_str()),
         (Some(id.as_str()), Some("box")),
         "{set:?}"
+    );
+
+    let timed = exec(
+        &server,
+        "agent",
+        &[
+            "sh",
+            "-c",
+            "a=$(date +%s%N); berth-wake ls >/dev/null; b=$(date +%s%N); echo $(((b - a) / 1000000))",
+        ],
+    )
+    .await;
+    eprintln!(
+        "berth-wake ls round trip through the daemon: {} ms",
+        timed["stdout"].as_str().unwrap().trim()
     );
 
     // Only the box's user and root may ask: any other uid in the box is refused.
