@@ -178,7 +178,7 @@ impl Server {
             self.ctx.clone(),
             self.idle_check,
         ));
-        let _wakeups = AbortOnDrop(crate::lifecycle::wakeups::spawn(self.ctx.clone()));
+        let wakeups = AbortOnDrop(crate::lifecycle::wakeups::spawn(self.ctx.clone()));
         let _disk_watch = AbortOnDrop(self.ctx.disk.clone().watch());
         let _pruner = AbortOnDrop(self.ctx.event_pruner.clone().spawn(self.ctx.store.clone()));
         let _image_watch = AbortOnDrop(crate::runtimes::watch_images(
@@ -195,6 +195,7 @@ impl Server {
             () = shutdown => {
                 tracing::info!("shutting down: stopping every box");
                 reclaimer.0.abort();
+                wakeups.0.abort();
                 // No new connections; open ones finish the request in flight.
                 let _ = stop.send(true);
                 reconcile::stop_all(&self.ctx).await;
