@@ -87,6 +87,9 @@ pub enum BoxCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Messages scheduled for the box: add, ls, rm.
+    #[command(subcommand)]
+    Wakeup(crate::cmd_box_wakeup::WakeupCommand),
     /// Delete a box: stop it and delete its volume (all its files). Cannot be undone.
     #[command(visible_alias = "delete")]
     Rm {
@@ -261,6 +264,10 @@ pub async fn run(client: &Client, command: BoxCommand) -> anyhow::Result<()> {
         BoxCommand::Set(args) => {
             drop(out);
             return crate::cmd_box_set::run(client, args).await;
+        }
+        BoxCommand::Wakeup(command) => {
+            drop(out);
+            return crate::cmd_box_wakeup::run(client, command).await;
         }
         BoxCommand::Start {
             name,

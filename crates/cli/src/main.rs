@@ -7,6 +7,7 @@ mod args;
 mod client;
 mod cmd_box;
 mod cmd_box_set;
+mod cmd_box_wakeup;
 mod cmd_completion;
 mod cmd_cp;
 mod cmd_cp_dir;

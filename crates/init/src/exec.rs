@@ -43,7 +43,9 @@ use crate::error::{io_code, ApiError};
 use crate::reaper::{kill_group, Exit, Reaper};
 use crate::seal::{seal_user_child, UserFilter};
 
-const BASE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// Ends with `berth_protocol::wake::WAKE_BIN_DIR` (`berth-wake`).
+const BASE_PATH: &str =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/run/berth-bin";
 /// How long output is still read after the process exited.
 pub const DRAIN_GRACE: Duration = Duration::from_millis(200);
 pub const READ_CHUNK: usize = 8 * 1024;

@@ -42,6 +42,7 @@ mod user_filter;
 mod vm;
 mod volume;
 mod vsock;
+mod wake;
 mod watch;
 
 use std::net::SocketAddr;
@@ -150,6 +151,9 @@ fn parse_args() -> Result<Args, String> {
 }
 
 fn main() {
+    if wake::called_as_wake() {
+        wake::cli::main()
+    }
     let args = parse_args().unwrap_or_else(|msg| {
         eprintln!(
             "berth-init: {msg}\nusage: berth-init [--run-dir DIR] [--home DIR] [--memory DIR] [--state-dir DIR] [--deliver-timeout-ms MS] [--egress-tls ADDR] [--egress-proxy ADDR]"
@@ -231,6 +235,7 @@ async fn run(args: Args) -> Result<(), BootError> {
             deliver_timeout: args.deliver_timeout,
         })?);
         harness::supervisor::start(&harness, &exec);
+        wake::relay::start(harness.clone());
         Ok::<_, BootError>(harness)
     })?;
 

@@ -218,6 +218,10 @@ async fn route(agent: &Arc<Agent>, mut req: Request<Incoming>) -> Result<Respons
             agent.token.rotate(&bytes, agent.boot.environment)?;
             Ok(no_content())
         }
+        (&Method::POST, "/v1/wake/reply") => {
+            crate::wake::reply(&collect(body, &parts.headers, MAX_CONTROL_BODY).await?)
+                .map(|()| no_content())
+        }
         (&Method::POST, "/v1/shutdown") => {
             agent.shutdown.notify_one();
             Ok(respond(

@@ -139,6 +139,8 @@ pub enum Call {
     PortConnect,
     /// A restored (or claimed) box's new boot: the token changes and the clock is set.
     BootToken,
+    /// The host's answer to a box's `wake_request` event ([`crate::wake`]).
+    WakeReply,
 }
 
 impl Call {
@@ -168,8 +170,8 @@ impl Call {
             | Call::FileArchiveRead
             | Call::FileArchiveWrite
             | Call::FileWatch
-            | Call::PortConnect
-            | Call::BootToken => 3,
+            | Call::PortConnect => 3,
+            Call::BootToken | Call::WakeReply => 4,
         }
     }
 }

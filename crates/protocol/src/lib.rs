@@ -18,6 +18,7 @@ pub mod process;
 pub mod terminal;
 pub mod version;
 pub mod vm;
+pub mod wake;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use ids::{BoxId, IdError, TenantId};

@@ -59,6 +59,8 @@ pub struct Ctx {
     pub event_pruner: Arc<EventPruner>,
     /// Web Push: the VAPID key, who watches which box, the send queue.
     pub push: Arc<crate::push::Push>,
+    /// Scheduled wakeups: `[wakeups]` limits and the scheduler's doorbell.
+    pub wakeups: Arc<crate::lifecycle::wakeups::Wakeups>,
 }
 
 impl Ctx {

@@ -289,6 +289,9 @@ pub enum OpError {
     #[error(transparent)]
     Push(#[from] crate::push::PushError),
 
+    #[error(transparent)]
+    Wakeup(#[from] crate::ops::wakeups::WakeupError),
+
     /// The secret store refused or failed (a bad name or value, no such secret, a row
     /// that does not open).
     #[error(transparent)]

@@ -61,6 +61,9 @@ pub struct HostConfig {
     /// `[push]`: Web Push (`crate::push::config`).
     #[serde(default)]
     pub push: crate::push::config::PushHostConfig,
+    /// `[wakeups]`: limits of scheduled wakeups (`crate::lifecycle::wakeups::config`).
+    #[serde(default)]
+    pub wakeups: crate::lifecycle::wakeups::config::WakeupsHostConfig,
 }
 
 /// `[events]`: how much of each box's event log the store keeps (the harness's own
@@ -437,7 +440,8 @@ impl HostConfig {
                 1 << 20,
             ),
         ];
-        for (key, value, min, max) in checks.into_iter().chain(self.ports.limits()) {
+        let wakeups = self.wakeups.limits();
+        for (key, value, min, max) in checks.into_iter().chain(self.ports.limits()).chain(wakeups) {
             if !(min..=max).contains(&value) {
                 return Err(HostConfigError::OutOfRange {
                     path: path.to_path_buf(),

@@ -115,6 +115,7 @@ impl Server {
             port_connections: Slots::new(admission::port_connections(&config.host.ports)),
             app_pool: Default::default(),
             event_pruner: Arc::new(EventPruner::new(&config.host.events)),
+            wakeups: crate::lifecycle::wakeups::Wakeups::new(&config.host.wakeups),
         };
         if let Err(e) = reconcile::reconcile(&ctx).await {
             // The store failing here fails every request too: refuse to start.
@@ -177,6 +178,7 @@ impl Server {
             self.ctx.clone(),
             self.idle_check,
         ));
+        let wakeups = AbortOnDrop(crate::lifecycle::wakeups::spawn(self.ctx.clone()));
         let _disk_watch = AbortOnDrop(self.ctx.disk.clone().watch());
         let _pruner = AbortOnDrop(self.ctx.event_pruner.clone().spawn(self.ctx.store.clone()));
         let _image_watch = AbortOnDrop(crate::runtimes::watch_images(
@@ -193,6 +195,7 @@ impl Server {
             () = shutdown => {
                 tracing::info!("shutting down: stopping every box");
                 reclaimer.0.abort();
+                wakeups.0.abort();
                 // No new connections; open ones finish the request in flight.
                 let _ = stop.send(true);
                 reconcile::stop_all(&self.ctx).await;

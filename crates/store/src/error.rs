@@ -48,6 +48,9 @@ pub enum StoreError {
     #[error("corrupt message state {value:?}")]
     CorruptMessageState { value: String },
 
+    #[error("corrupt value {value:?} in {column}")]
+    CorruptWakeup { column: &'static str, value: String },
+
     #[error("corrupt JSON in {column}")]
     CorruptJson {
         column: &'static str,

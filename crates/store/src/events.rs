@@ -384,7 +384,7 @@ impl Store {
     }
 }
 
-fn last_seq(tx: &Transaction<'_>, box_id: &BoxId) -> Result<u64, StoreError> {
+pub(crate) fn last_seq(tx: &Transaction<'_>, box_id: &BoxId) -> Result<u64, StoreError> {
     let seq: i64 = tx
         .query_row(
             "SELECT COALESCE(MAX(seq), 0) FROM events WHERE box_id = ?1",

@@ -23,6 +23,7 @@ mod read_pool;
 mod secrets;
 mod state;
 mod tenants;
+mod wakeups;
 mod web_sessions;
 
 use std::path::Path;
@@ -50,6 +51,7 @@ pub use quota::{Quota, QuotaChange, QuotaExceeded, QuotaLimit, TemplateDisk, Usa
 pub use secrets::{PutSecret, SealedSecret, SecretMeta};
 pub use state::{check_transition, BoxState, InvalidTransition, UnknownState};
 pub use tenants::{Principal, Tenant, TenantInfo, DEFAULT_TENANT};
+pub use wakeups::{AddedWakeup, NewWakeup, Wakeup, WakeupKind, WakeupLimits, WakeupOrigin};
 pub use web_sessions::{NewPairing, NewWebSession, WebSession, MAX_WEB_SESSIONS_PER_TENANT};
 
 /// The database file's name inside the data directory.
@@ -175,5 +177,7 @@ mod quota_tests;
 mod read_latency_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wakeups_tests;
 #[cfg(test)]
 mod web_sessions_tests;

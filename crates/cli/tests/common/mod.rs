@@ -114,8 +114,18 @@ impl Daemon {
     /// SIGKILLs the daemon, as a crash would (its boxes keep running), and starts it again
     /// on the same data dir.
     pub fn crash_and_restart(&mut self) {
+        self.kill();
+        self.restart();
+    }
+
+    /// SIGKILLs the daemon, as a crash would (its boxes keep running).
+    pub fn kill(&mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
+    }
+
+    /// Starts the daemon again on the same data dir, after [`Daemon::kill`].
+    pub fn restart(&mut self) {
         let listen = format!("127.0.0.1:{}", closed_port());
         self.child = Daemon::spawn(self.data_dir.path(), &listen, &self.out, &self.log);
         self.wait_healthy(&listen);

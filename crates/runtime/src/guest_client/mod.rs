@@ -17,6 +17,7 @@ mod process;
 #[cfg(test)]
 mod tests;
 mod upgrade;
+mod wake;
 
 use std::path::PathBuf;
 use std::sync::Arc;

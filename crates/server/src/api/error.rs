@@ -220,6 +220,7 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         OpError::Guest(e) => guest_status(e.code()),
         OpError::Secret(e) => secret_status(e),
         OpError::Push(e) => push_status(e),
+        OpError::Wakeup(e) => crate::api::wakeups::status(e),
         OpError::ExecRefused { code, .. } => guest_status(*code),
         OpError::Runtime { .. }
         | OpError::AuditRead { .. }

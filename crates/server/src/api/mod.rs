@@ -26,6 +26,7 @@ pub mod templates;
 pub mod tenants;
 pub mod terminals;
 pub mod view;
+pub mod wakeups;
 pub mod web_origin;
 pub mod web_sessions;
 pub mod webapp;
@@ -115,6 +116,14 @@ pub fn router(ctx: Ctx) -> Router {
         .route(
             "/v1/boxes/{box_ref}/links/{link_id}",
             delete(port_links::revoke_box),
+        )
+        .route(
+            "/v1/boxes/{box_ref}/wakeups",
+            post(wakeups::create).get(wakeups::list),
+        )
+        .route(
+            "/v1/boxes/{box_ref}/wakeups/{wakeup_id}",
+            delete(wakeups::delete),
         )
         .route("/v1/runtimes", get(runtimes::list))
         .route("/v1/templates", get(templates::list))

@@ -8,6 +8,7 @@ use utoipa::{Modify, OpenApi};
 use super::{
     box_sleep, box_update, boxes, egress, events, exec, files, files_archive, files_watch,
     messages, port_links, ports, processes, push, runtimes, secrets, templates, tenants, terminals,
+    wakeups,
     web_sessions,
 };
 
@@ -78,6 +79,9 @@ use super::{
         push::subscribe,
         push::list,
         push::unsubscribe,
+        wakeups::create,
+        wakeups::list,
+        wakeups::delete,
     ),
     modifiers(&BearerKey)
 )]

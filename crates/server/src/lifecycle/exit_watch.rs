@@ -8,7 +8,7 @@
 //!
 //! A stop, idle reclaim or delete by the daemon ends the boot first (`Live::end_boot`),
 //! which aborts the watch, so it is never taken for a crash. A call that races the watch
-//! still finds a dead boot through `box_start::forget_if_dead`.
+//! still finds a dead boot through `Lifecycle::forget_if_dead`.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -21,6 +21,7 @@ pub(crate) mod rootfs;
 mod sleep;
 mod stop;
 mod wake;
+pub mod wakeups;
 
 use std::future::Future;
 
@@ -62,7 +63,13 @@ impl Lifecycle<'_> {
     /// Wakes the box for its queued messages in the background (a post, a scheduled
     /// wakeup). A box asleep with `auto_resume` off keeps them until it is resumed.
     pub fn wake_for_messages(self, id: &BoxId) {
-        wake::wake_for_messages(self.ctx, id);
+        wake::wake_for_messages(self.ctx, id, wake::Waker::Call);
+    }
+
+    /// Wakes the box for a scheduled wakeup's message in the background, whatever its
+    /// `auto_resume`: the wakeup is someone's explicit wish that it wake.
+    pub fn wake_for_wakeup(self, id: &BoxId) {
+        wake::wake_for_messages(self.ctx, id, wake::Waker::Caller);
     }
 
     /// Runs `call` against the box's agent, waking the box first; a call that found the

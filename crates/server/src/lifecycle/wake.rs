@@ -70,13 +70,13 @@ pub(super) async fn ensure_running(
 
 /// Wakes the box for its queued messages without making the caller wait, and tells a
 /// running delivery pump to look at the queue.
-pub(super) fn wake_for_messages(ctx: &Ctx, id: &BoxId) {
+pub(super) fn wake_for_messages(ctx: &Ctx, id: &BoxId, waker: Waker) {
     ctx.boxes.slot(id).delivery.notify_one();
     // One wake per post: they queue on the box's lifecycle lock, and each after the first
     // finds the box running (a wake racing a stop still leaves the box running after).
     let (ctx, id) = (ctx.clone(), id.clone());
     tokio::spawn(async move {
-        match ensure_running(&ctx, &id, Waker::Call).await {
+        match ensure_running(&ctx, &id, waker).await {
             Ok(_) => {}
             Err(OpError::Asleep { .. }) => {
                 tracing::debug!(box_id = %id, "the box sleeps with auto_resume off: its messages wait for a resume");

@@ -27,4 +27,5 @@ pub mod tenant_create;
 pub mod tenant_keys;
 pub mod tenant_update;
 pub mod terminal;
+pub mod wakeups;
 pub mod web_sessions;

@@ -68,6 +68,7 @@ async fn pump(
         let appended = ctx.store.append_guest_events(id, &batch)?;
         ctx.event_pruner.stored(appended.kept_bytes);
         crate::push::trigger::events_stored(ctx, id, &batch);
+        crate::lifecycle::wakeups::relay::requests_stored(ctx, id, client, &batch);
         backoff.reset();
         if let Some(failed) = batch.iter().find(|e| e.kind == "harness_failed") {
             give_up(ctx, id, failed);

@@ -42,5 +42,6 @@ mod terminals;
 mod tls;
 mod tls_acme;
 mod turns;
+mod wakeups;
 mod web_sessions;
 mod webapp;

@@ -85,7 +85,7 @@ async fn wait_message_state(server: &TestServer, name: &str, id: &str, want: &st
 }
 
 /// The texts of the harness's answers.
-fn answers(events: &[Value]) -> Vec<String> {
+pub(crate) fn answers(events: &[Value]) -> Vec<String> {
     events
         .iter()
         .filter(|e| e["type"] == "assistant")

@@ -1,0 +1,374 @@
+//! Scheduled wakeups: a message posted to a box at each of its slots. The store keeps the
+//! next slot of each; the daemon computes slots and fires them (`post_message` with a key
+//! from [`Wakeup::slot_key`], then [`Store::finish_slot`]), so each slot's message is
+//! posted once even across a crash between the two.
+
+use berth_protocol::BoxId;
+use rusqlite::{params, OptionalExtension, Row, Transaction};
+use time::OffsetDateTime;
+
+use crate::error::{sql, StoreError};
+use crate::events::{insert, last_seq};
+use crate::messages::MessageId;
+use crate::{format_time, hex, now, parse_time, random, Store};
+
+/// How a wakeup's slots are given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WakeupKind {
+    /// One slot at a given time.
+    At,
+    /// One slot a given delay after it was made.
+    In,
+    /// A slot at each match of a 5-field expression read in an IANA time zone.
+    Cron { expr: String, tz: String },
+}
+
+impl WakeupKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            WakeupKind::At => "at",
+            WakeupKind::In => "in",
+            WakeupKind::Cron { .. } => "cron",
+        }
+    }
+}
+
+/// Who made a wakeup: a caller of the public API, or the box itself (`berth-wake`), whose
+/// wakeups have limits of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WakeupOrigin {
+    Api,
+    Box,
+}
+
+impl WakeupOrigin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WakeupOrigin::Api => "api",
+            WakeupOrigin::Box => "box",
+        }
+    }
+
+    fn parse(s: &str) -> Result<WakeupOrigin, StoreError> {
+        match s {
+            "api" => Ok(WakeupOrigin::Api),
+            "box" => Ok(WakeupOrigin::Box),
+            other => Err(StoreError::CorruptWakeup {
+                column: "wakeups.created_by",
+                value: other.to_owned(),
+            }),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wakeup {
+    /// `wk_` + 16 hex characters.
+    pub id: String,
+    pub box_id: BoxId,
+    pub message: String,
+    pub kind: WakeupKind,
+    /// The slot not yet fired, Unix milliseconds.
+    pub next_due_ms: i64,
+    /// Slots fired so far.
+    pub fired: u64,
+    pub created_by: WakeupOrigin,
+    pub created_at: OffsetDateTime,
+}
+
+impl Wakeup {
+    /// The idempotency key of the message of slot `slot_ms`: the same slot always posts
+    /// under the same key, so a slot fired again after a crash is deduped.
+    pub fn slot_key(&self, slot_ms: i64) -> MessageId {
+        MessageId::from_key(&format!("wake:{}:{slot_ms}", self.id))
+            .expect("a wakeup id and a number make a valid message key")
+    }
+}
+
+/// What a new wakeup holds.
+#[derive(Debug, Clone)]
+pub struct NewWakeup<'a> {
+    pub box_id: &'a BoxId,
+    pub message: &'a str,
+    pub kind: WakeupKind,
+    pub first_due_ms: i64,
+    pub created_by: WakeupOrigin,
+}
+
+/// The limits a new wakeup is checked against, in the same transaction that adds it.
+#[derive(Debug, Clone, Copy)]
+pub struct WakeupLimits {
+    /// Wakeups a box may have pending.
+    pub max_pending: u64,
+    /// Wakeups the box itself may make per hour (`None`: not counted, for the API's).
+    pub max_per_hour: Option<u64>,
+}
+
+/// What [`Store::add_wakeup`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AddedWakeup {
+    Added(Wakeup),
+    /// The box already has `max` pending wakeups; nothing was stored.
+    TooManyPending {
+        max: u64,
+    },
+    /// The box made `max` wakeups in the last hour; nothing was stored.
+    TooManyPerHour {
+        max: u64,
+    },
+}
+
+const COLUMNS: &str =
+    "id, box_id, message, kind, cron, tz, next_due_ms, fired, created_by, created_at";
+const HOUR_MS: i64 = 3_600_000;
+
+impl Store {
+    /// Adds a wakeup unless the box is at a limit.
+    pub fn add_wakeup(
+        &self,
+        new: NewWakeup<'_>,
+        limits: WakeupLimits,
+    ) -> Result<AddedWakeup, StoreError> {
+        let id = format!("wk_{}", hex(&random::<8>()?));
+        let created_at = now();
+        let now_ms = (created_at.unix_timestamp_nanos() / 1_000_000) as i64;
+        let box_id = new.box_id.as_str();
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
+        let box_exists: bool = tx
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM boxes WHERE id = ?1)",
+                params![box_id],
+                |row| row.get(0),
+            )
+            .map_err(sql("look up a box"))?;
+        if !box_exists {
+            return Err(StoreError::BoxNotFound {
+                id: new.box_id.clone(),
+            });
+        }
+        let pending: i64 = tx
+            .query_row(
+                "SELECT COUNT(*) FROM wakeups WHERE box_id = ?1",
+                params![box_id],
+                |row| row.get(0),
+            )
+            .map_err(sql("count a box's wakeups"))?;
+        if pending as u64 >= limits.max_pending {
+            return Ok(AddedWakeup::TooManyPending {
+                max: limits.max_pending,
+            });
+        }
+        if let Some(max) = limits.max_per_hour {
+            tx.execute(
+                "DELETE FROM wakeup_box_requests WHERE box_id = ?1 AND at_ms <= ?2",
+                params![box_id, now_ms - HOUR_MS],
+            )
+            .map_err(sql("forget old wakeup requests"))?;
+            let made: i64 = tx
+                .query_row(
+                    "SELECT COUNT(*) FROM wakeup_box_requests WHERE box_id = ?1",
+                    params![box_id],
+                    |row| row.get(0),
+                )
+                .map_err(sql("count a box's wakeup requests"))?;
+            if made as u64 >= max {
+                tx.commit().map_err(sql("commit a wakeup"))?;
+                return Ok(AddedWakeup::TooManyPerHour { max });
+            }
+            tx.execute(
+                "INSERT INTO wakeup_box_requests (box_id, at_ms) VALUES (?1, ?2)",
+                params![box_id, now_ms],
+            )
+            .map_err(sql("count a wakeup request"))?;
+        }
+        let (cron, tz) = match &new.kind {
+            WakeupKind::Cron { expr, tz } => (Some(expr.as_str()), Some(tz.as_str())),
+            WakeupKind::At | WakeupKind::In => (None, None),
+        };
+        tx.execute(
+            "INSERT INTO wakeups (id, box_id, message, kind, cron, tz, next_due_ms, created_by, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![
+                id,
+                box_id,
+                new.message,
+                new.kind.as_str(),
+                cron,
+                tz,
+                new.first_due_ms,
+                new.created_by.as_str(),
+                format_time(created_at)?
+            ],
+        )
+        .map_err(sql("add a wakeup"))?;
+        let added = read(&tx, &id)?.ok_or_else(|| StoreError::CorruptWakeup {
+            column: "wakeups.id",
+            value: id.clone(),
+        })?;
+        tx.commit().map_err(sql("commit a wakeup"))?;
+        Ok(AddedWakeup::Added(added))
+    }
+
+    /// The box's pending wakeups, soonest first.
+    pub fn list_wakeups(&self, box_id: &BoxId) -> Result<Vec<Wakeup>, StoreError> {
+        let conn = self.read();
+        let mut stmt = conn
+            .prepare(&format!(
+                "SELECT {COLUMNS} FROM wakeups WHERE box_id = ?1 ORDER BY next_due_ms, rowid"
+            ))
+            .map_err(sql("list wakeups"))?;
+        let rows = stmt
+            .query_map(params![box_id.as_str()], raw)
+            .map_err(sql("list wakeups"))?;
+        rows.map(|row| row.map_err(sql("list wakeups"))?.parse())
+            .collect()
+    }
+
+    /// Cancels the box's wakeup `id`; the wakeup as it was, if there was one.
+    pub fn delete_wakeup(&self, box_id: &BoxId, id: &str) -> Result<Option<Wakeup>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
+        let Some(found) = read(&tx, id)?.filter(|w| &w.box_id == box_id) else {
+            return Ok(None);
+        };
+        tx.execute("DELETE FROM wakeups WHERE id = ?1", params![id])
+            .map_err(sql("delete a wakeup"))?;
+        tx.commit().map_err(sql("commit a wakeup deletion"))?;
+        Ok(Some(found))
+    }
+
+    /// The soonest slot of any box, Unix milliseconds.
+    pub fn next_wakeup_due_ms(&self) -> Result<Option<i64>, StoreError> {
+        self.read()
+            .query_row("SELECT MIN(next_due_ms) FROM wakeups", [], |row| row.get(0))
+            .map_err(sql("find the next wakeup"))
+    }
+
+    /// Wakeups whose slot is at or before `now_ms`, the most overdue first.
+    pub fn due_wakeups(&self, now_ms: i64, limit: u32) -> Result<Vec<Wakeup>, StoreError> {
+        let conn = self.read();
+        let mut stmt = conn
+            .prepare(&format!(
+                "SELECT {COLUMNS} FROM wakeups WHERE next_due_ms <= ?1 \
+                 ORDER BY next_due_ms, rowid LIMIT ?2"
+            ))
+            .map_err(sql("list due wakeups"))?;
+        let rows = stmt
+            .query_map(params![now_ms, limit], raw)
+            .map_err(sql("list due wakeups"))?;
+        rows.map(|row| row.map_err(sql("list due wakeups"))?.parse())
+            .collect()
+    }
+
+    /// Records slot `slot_ms` of wakeup `id` as fired, in one transaction: moves it to
+    /// `next_ms` (or deletes it when `None`) and appends `event` to its box's log. Only if
+    /// the wakeup still waits for that very slot (`false` otherwise: already fired, or
+    /// cancelled), so the event is written once per slot.
+    pub fn finish_slot(
+        &self,
+        wakeup: &Wakeup,
+        slot_ms: i64,
+        next_ms: Option<i64>,
+        event: (&str, &serde_json::Value),
+    ) -> Result<bool, StoreError> {
+        let seq = {
+            let mut conn = self.conn();
+            let tx = conn.transaction().map_err(sql("begin a transaction"))?;
+            let changed = match next_ms {
+                Some(next) => tx.execute(
+                    "UPDATE wakeups SET next_due_ms = ?1, fired = fired + 1 \
+                     WHERE id = ?2 AND next_due_ms = ?3",
+                    params![next, wakeup.id, slot_ms],
+                ),
+                None => tx.execute(
+                    "DELETE FROM wakeups WHERE id = ?1 AND next_due_ms = ?2",
+                    params![wakeup.id, slot_ms],
+                ),
+            }
+            .map_err(sql("finish a wakeup slot"))?;
+            if changed == 0 {
+                return Ok(false);
+            }
+            let seq = last_seq(&tx, &wakeup.box_id)? + 1;
+            insert(&tx, &wakeup.box_id, seq, event.0, event.1, now())?;
+            tx.commit().map_err(sql("commit a wakeup slot"))?;
+            seq
+        };
+        self.notify_appended(&wakeup.box_id, seq);
+        Ok(true)
+    }
+}
+
+fn read(tx: &Transaction<'_>, id: &str) -> Result<Option<Wakeup>, StoreError> {
+    tx.query_row(
+        &format!("SELECT {COLUMNS} FROM wakeups WHERE id = ?1"),
+        params![id],
+        raw,
+    )
+    .optional()
+    .map_err(sql("read a wakeup"))?
+    .map(Raw::parse)
+    .transpose()
+}
+
+/// A row as read, parsed outside rusqlite's closure (so parse errors are ours).
+struct Raw {
+    id: String,
+    box_id: String,
+    message: String,
+    kind: String,
+    cron: Option<String>,
+    tz: Option<String>,
+    next_due_ms: i64,
+    fired: i64,
+    created_by: String,
+    created_at: String,
+}
+
+fn raw(row: &Row<'_>) -> rusqlite::Result<Raw> {
+    Ok(Raw {
+        id: row.get(0)?,
+        box_id: row.get(1)?,
+        message: row.get(2)?,
+        kind: row.get(3)?,
+        cron: row.get(4)?,
+        tz: row.get(5)?,
+        next_due_ms: row.get(6)?,
+        fired: row.get(7)?,
+        created_by: row.get(8)?,
+        created_at: row.get(9)?,
+    })
+}
+
+impl Raw {
+    fn parse(self) -> Result<Wakeup, StoreError> {
+        let kind = match (self.kind.as_str(), self.cron, self.tz) {
+            ("at", _, _) => WakeupKind::At,
+            ("in", _, _) => WakeupKind::In,
+            ("cron", Some(expr), Some(tz)) => WakeupKind::Cron { expr, tz },
+            (other, _, _) => {
+                return Err(StoreError::CorruptWakeup {
+                    column: "wakeups.kind",
+                    value: other.to_owned(),
+                })
+            }
+        };
+        Ok(Wakeup {
+            id: self.id,
+            box_id: self
+                .box_id
+                .parse()
+                .map_err(|source| StoreError::CorruptId {
+                    column: "wakeups.box_id",
+                    source,
+                })?,
+            message: self.message,
+            kind,
+            next_due_ms: self.next_due_ms,
+            fired: self.fired.max(0) as u64,
+            created_by: WakeupOrigin::parse(&self.created_by)?,
+            created_at: parse_time("wakeups.created_at", &self.created_at)?,
+        })
+    }
+}
