@@ -16,7 +16,7 @@ use crate::output;
 
 #[derive(Debug, Subcommand)]
 pub enum BoxCommand {
-    /// Create a box (stopped; it starts on `berth box start` or on first use) and print its id.
+    /// Create a box (stopped; it starts on `berth box start` or on first use; a box from a template's warm pool comes running) and print its id.
     Create(CreateArgs),
     /// List boxes as a table (NAME, ID, STATE, RUNTIME, TEMPLATE, CREATED, LABELS).
     #[command(visible_alias = "list")]

@@ -177,6 +177,7 @@ impl Server {
             self.ctx.clone(),
             self.idle_check,
         ));
+        let _warm_pool = AbortOnDrop(crate::lifecycle::warm_pool::spawn(self.ctx.clone()));
         let _disk_watch = AbortOnDrop(self.ctx.disk.clone().watch());
         let _pruner = AbortOnDrop(self.ctx.event_pruner.clone().spawn(self.ctx.store.clone()));
         let _image_watch = AbortOnDrop(crate::runtimes::watch_images(

@@ -23,6 +23,7 @@ mod read_pool;
 mod secrets;
 mod state;
 mod tenants;
+mod warm_pool;
 mod web_sessions;
 
 use std::path::Path;
@@ -50,6 +51,7 @@ pub use quota::{Quota, QuotaChange, QuotaExceeded, QuotaLimit, TemplateDisk, Usa
 pub use secrets::{PutSecret, SealedSecret, SecretMeta};
 pub use state::{check_transition, BoxState, InvalidTransition, UnknownState};
 pub use tenants::{Principal, Tenant, TenantInfo, DEFAULT_TENANT};
+pub use warm_pool::{warm_pool_tenant, Claim, WARM_POOL_TENANT};
 pub use web_sessions::{NewPairing, NewWebSession, WebSession, MAX_WEB_SESSIONS_PER_TENANT};
 
 /// The database file's name inside the data directory.
@@ -175,5 +177,7 @@ mod quota_tests;
 mod read_latency_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod warm_pool_tests;
 #[cfg(test)]
 mod web_sessions_tests;

@@ -24,6 +24,7 @@ const MIGRATIONS: &[(u32, &str)] = &[
         11,
         include_str!("../migrations/0011_push_subscriptions.sql"),
     ),
+    (13, include_str!("../migrations/0013_warm_pool.sql")),
 ];
 
 /// Applies every migration newer than the database's; returns the version reached.

@@ -58,6 +58,9 @@ fn sweep(ctx: &Ctx, reclaiming: &Arc<Mutex<HashSet<BoxId>>>) {
         if record.state != BoxState::Running || !timed_out(ctx, &record) {
             continue;
         }
+        if super::warm_pool::is_pool_box(&record) {
+            continue;
+        }
         if !reclaiming
             .lock()
             .unwrap_or_else(|p| p.into_inner())

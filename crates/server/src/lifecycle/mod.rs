@@ -9,6 +9,7 @@ pub mod awake;
 pub mod event_retention;
 pub mod exit_watch;
 pub mod idle;
+pub mod warm_pool;
 
 pub use activity::{Activity, ActivityGuard, Use};
 pub use exit_watch::ExitWatch;

@@ -25,6 +25,8 @@ pub const DEFAULT_MAX_RESTARTS: u32 = 5;
 const MAX_RESTARTS_RANGE: RangeInclusive<u32> = 0..=1000;
 /// Off (0) up to a day: a turn longer than that is a harness that forgot to say `result`.
 const TURN_TIMEOUT_S_RANGE: RangeInclusive<u64> = 0..=86_400;
+/// Pool boxes each hold a booted box's memory: a handful per template is what a pool is for.
+pub const WARM_RANGE: RangeInclusive<u64> = 0..=16;
 const MAX_LAYERS: usize = 32;
 const MAX_ARGS: usize = 256;
 const MAX_ENV: usize = 256;
@@ -48,6 +50,8 @@ struct RawTemplate {
     harness: Option<RawHarness>,
     #[serde(default)]
     egress: Option<Spanned<RawEgress>>,
+    #[serde(default)]
+    warm: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -125,6 +129,10 @@ pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError
         None => DEFAULT_IDLE_TIMEOUT_S,
         Some(v) => in_range(&src, v, "idle_timeout_s", IDLE_TIMEOUT_S_RANGE)?,
     };
+    let warm = match &raw.warm {
+        None => 0,
+        Some(v) => in_range(&src, v, "warm", WARM_RANGE)? as usize,
+    };
     let limits = limits(&src, raw.limits.as_ref())?;
     let layers = layers(&src, &raw.layers)?;
     let harness = raw.harness.as_ref().map(|h| harness(&src, h)).transpose()?;
@@ -138,6 +146,7 @@ pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError
         layers,
         harness,
         egress,
+        warm,
         origin: Origin::File(file.to_path_buf()),
         unavailable: None,
     })

@@ -40,5 +40,6 @@ mod terminals;
 mod tls;
 mod tls_acme;
 mod turns;
+mod warm_pool;
 mod web_sessions;
 mod webapp;
