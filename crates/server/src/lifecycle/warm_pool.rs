@@ -11,8 +11,10 @@
 //!
 //! One task per daemon ([`spawn`]) looks every [`FILL_EVERY`]: it boots pool boxes up to
 //! each template's `warm` (waking stopped ones first: a restart after a clean shutdown
-//! reuses them), deletes the extra ones when `warm` went down or the template went away,
-//! deletes failed ones, and backs off per template while its boots keep failing.
+//! reuses them), deletes the extra ones when `warm` went down or the template went away or
+//! changed since they booted, deletes failed ones, and backs off per template while its
+//! boots keep failing. A template with credential rules boots its pool boxes with stand-in
+//! secrets of the pool's tenant (random, nobody's), so the box has its CA and placeholders.
 //!
 //! A claim happens under the box's lifecycle lock: the row moves to the caller's tenant
 //! (its quota checked in the same transaction), a fresh boot token is handed to berth-init
@@ -35,6 +37,7 @@ use crate::ctx::Ctx;
 use crate::error::OpError;
 use crate::ops::box_create::{create_box, CreateBox};
 use crate::ops::box_disk;
+use crate::secrets::SecretValue;
 use crate::templates::Template;
 use crate::validate::LimitsInput;
 
@@ -84,6 +87,9 @@ struct InFlight {
     booting: HashMap<String, usize>,
     /// Per template, boots that failed in a row, and when the last one did.
     failures: HashMap<String, (u32, Instant)>,
+    /// The template each pool box booted from (by this daemon): one booted before a reload
+    /// that changed it is replaced, so a claim never gets an older policy than a boot would.
+    booted_with: HashMap<BoxId, Arc<Template>>,
 }
 
 impl Pool {
@@ -98,16 +104,23 @@ impl Pool {
         let runtime = ctx.runtimes.default_name().to_owned();
         let boxes = ctx.store.list_boxes(&warm_pool_tenant())?;
         let mut state = self.lock();
+        state
+            .booted_with
+            .retain(|id, _| boxes.iter().any(|r| &r.id == id));
         let mut by_template: HashMap<&str, Vec<&BoxRecord>> = HashMap::new();
         for record in &boxes {
             if state.handling.contains(&record.id) {
                 continue;
             }
-            let kept = registry
-                .get(&record.template)
-                .is_some_and(|t| pooled(t, &runtime) > 0)
+            let current = registry.get(&record.template);
+            let stale = match (state.booted_with.get(&record.id), current) {
+                (Some(booted), Some(current)) => **booted != **current,
+                _ => false,
+            };
+            let kept = current.is_some_and(|t| pooled(t, &runtime) > 0)
                 && record.runtime == runtime
-                && record.state != BoxState::Failed;
+                && record.state != BoxState::Failed
+                && !stale;
             if kept {
                 by_template
                     .entry(&record.template)
@@ -136,14 +149,14 @@ impl Pool {
             let waiting = backing_off(&state, &template.name);
             for stopped in down {
                 if live < warm && !waiting {
-                    self.boot(ctx, &mut state, &template.name, Some(stopped.id.clone()));
+                    self.boot(ctx, &mut state, &template, Some(stopped.id.clone()));
                     live += 1;
                 } else if live >= warm {
                     self.retire(ctx, &mut state, stopped);
                 }
             }
             while live < warm && !waiting {
-                self.boot(ctx, &mut state, &template.name, None);
+                self.boot(ctx, &mut state, &template, None);
                 live += 1;
             }
         }
@@ -151,23 +164,24 @@ impl Pool {
     }
 
     /// Boots pool box `id` of `template` (a new one when `None`) in a task of its own.
-    fn boot(&self, ctx: &Ctx, state: &mut InFlight, template: &str, id: Option<BoxId>) {
-        *state.booting.entry(template.to_owned()).or_default() += 1;
+    fn boot(&self, ctx: &Ctx, state: &mut InFlight, template: &Arc<Template>, id: Option<BoxId>) {
+        *state.booting.entry(template.name.clone()).or_default() += 1;
         if let Some(id) = &id {
             state.handling.insert(id.clone());
         }
-        let (ctx, pool, template) = (ctx.clone(), self.clone(), template.to_owned());
+        let (ctx, pool, template) = (ctx.clone(), self.clone(), template.clone());
         tokio::spawn(async move {
+            let name = template.name.clone();
             let made = match id {
                 Some(id) => Ok(id),
-                None => pool.make(&ctx, &template).await,
+                None => pool.make(&ctx, &name).await,
             };
             let booted = match &made {
-                Ok(id) => start_pool_box(&ctx, id).await,
+                Ok(id) => start_pool_box(&ctx, &template, id).await,
                 Err(_) => Ok(()),
             };
             let mut state = pool.lock();
-            if let Some(n) = state.booting.get_mut(&template) {
+            if let Some(n) = state.booting.get_mut(&name) {
                 *n = n.saturating_sub(1);
             }
             if let Ok(id) = &made {
@@ -175,15 +189,13 @@ impl Pool {
             }
             match made.and_then(|id| booted.map(|()| id)) {
                 Ok(id) => {
-                    tracing::info!(box_id = %id, template, "warm pool: a pool box is ready");
-                    state.failures.remove(&template);
+                    tracing::info!(box_id = %id, template = name, "warm pool: a pool box is ready");
+                    state.failures.remove(&name);
+                    state.booted_with.insert(id, template);
                 }
                 Err(e) => {
-                    tracing::warn!(template, error = %error_chain(&e), "warm pool: a pool box did not boot");
-                    let failed = state
-                        .failures
-                        .entry(template)
-                        .or_insert((0, Instant::now()));
+                    tracing::warn!(template = name, error = %error_chain(&e), "warm pool: a pool box did not boot");
+                    let failed = state.failures.entry(name).or_insert((0, Instant::now()));
                     *failed = (failed.0.saturating_add(1), Instant::now());
                 }
             }
@@ -216,15 +228,37 @@ impl Pool {
     }
 }
 
-/// Boots pool box `id`, unless the daemon is shutting down: its shutdown stops every box
-/// once, and this one must not start after that.
-async fn start_pool_box(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
+/// Boots pool box `id` of `template`, unless the daemon is shutting down: its shutdown
+/// stops every box once, and this one must not start after that.
+async fn start_pool_box(ctx: &Ctx, template: &Template, id: &BoxId) -> Result<(), OpError> {
     if *ctx.boxes.closing().borrow() {
         return Ok(());
     }
+    stand_in_secrets(ctx, template)?;
     crate::ops::box_start::ensure_running(ctx, id)
         .await
         .map(drop)
+}
+
+/// Gives the pool's tenant a stand-in value (random, nobody's secret) for each secret the
+/// template's credential rules name, so its boxes boot with the rules' CA and placeholders
+/// in place; a claim serves the channel again with the claiming tenant's real secrets.
+fn stand_in_secrets(ctx: &Ctx, template: &Template) -> Result<(), OpError> {
+    let pool = warm_pool_tenant();
+    for rule in &template.egress.credentials {
+        if ctx.secrets.reveal(&pool, &rule.name)?.is_some() {
+            continue;
+        }
+        let mut random = [0u8; 24];
+        getrandom::fill(&mut random).map_err(OpError::Random)?;
+        let value: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        ctx.secrets.set(
+            &pool,
+            &rule.name,
+            &SecretValue::new(format!("warm-pool-{value}")),
+        )?;
+    }
+    Ok(())
 }
 
 /// A new pool box of `template` (stopped).
@@ -262,11 +296,9 @@ async fn retire_pool_box(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
 }
 
 /// The pool size the template asks for on `runtime` (0: no pool). A template whose base
-/// cannot run there, or that is unavailable, has none; nor has one with credential rules:
-/// their secrets are the tenant's, and a pool box boots before it has a tenant.
+/// cannot run there, or that is unavailable, has none.
 fn pooled(template: &Template, runtime: &str) -> usize {
     let fits = template.unavailable.is_none()
-        && template.egress.credentials.is_empty()
         && crate::runtimes::runs_base(runtime, template.base.is_image());
     if fits {
         template.warm

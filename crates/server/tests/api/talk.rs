@@ -125,12 +125,41 @@ async fn an_echo_box_remembers_across_a_stop_and_answers_on_the_stream() {
 
 /// Kills the containers of a data dir on drop (the first daemon of a crash test has no
 /// guard of its own).
-struct Containers(std::path::PathBuf);
+pub(crate) struct Containers(pub(crate) std::path::PathBuf);
 
 impl Drop for Containers {
     fn drop(&mut self) {
         crate::harness::kill_containers("runc", &self.0.join("oci"));
     }
+}
+
+/// A daemon on a tokio runtime of its own (without the container guard): dropping that
+/// runtime ends every task of the daemon at once, as SIGKILL ends the process ([`kill`]).
+pub(crate) fn start_killable(
+    runtime: std::sync::Arc<dyn berth_runtime::Runtime>,
+    data: tempfile::TempDir,
+) -> (tokio::runtime::Runtime, TestServer) {
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let server = rt.block_on(TestServer::start(runtime, None, data));
+        (rt, server)
+    })
+    .join()
+    .unwrap()
+}
+
+/// Kills a daemon of [`start_killable`]; its data dir once it has let go of it. Its boxes
+/// keep running.
+pub(crate) async fn kill(
+    daemon_runtime: tokio::runtime::Runtime,
+    server: TestServer,
+) -> tempfile::TempDir {
+    daemon_runtime.shutdown_background();
+    crate::messages::crash(server).await
 }
 
 #[tokio::test]
@@ -144,19 +173,7 @@ async fn a_restarted_daemon_reattaches_to_a_running_echo_box() {
         }
     };
     let _cleanup = Containers(data.path().to_owned());
-    // The first daemon runs on a runtime of its own: dropping that runtime kills every
-    // task of it at once, like SIGKILL kills the process.
-    let (daemon_runtime, mut first) = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let server = rt.block_on(TestServer::start(runtime, None, data));
-        (rt, server)
-    })
-    .join()
-    .unwrap();
+    let (daemon_runtime, first) = start_killable(runtime, data);
     let (status, body) = first
         .call(
             Method::POST,
@@ -170,17 +187,7 @@ async fn a_restarted_daemon_reattaches_to_a_running_echo_box() {
     let last_id = until_result(&mut sse).await.last().unwrap().id;
     drop(sse);
     // The daemon dies; the box keeps running.
-    let data = std::mem::replace(&mut first.data, tempfile::tempdir().unwrap());
-    drop(first);
-    daemon_runtime.shutdown_background();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while berth_server::data_dir_lock::DataDirLock::acquire(data.path()).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the first daemon never went away"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let data = kill(daemon_runtime, first).await;
 
     let runtime = crate::end_to_end::sandbox(data.path()).unwrap();
     let mut second = TestServer::start(runtime, Some("runc".into()), data).await;

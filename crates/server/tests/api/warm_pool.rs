@@ -10,10 +10,11 @@ use berth_protocol::BoxId;
 use berth_runtime::BootToken;
 use berth_store::{warm_pool_tenant, BoxState, WARM_POOL_TENANT};
 use http::{Method, StatusCode};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::end_to_end::sandbox_or_skip;
 use crate::harness::TestServer;
+use crate::talk::{kill, start_killable, Containers};
 use crate::tenants::call_as;
 
 /// A template like the built-in echo (its layer and harness) with a pool of `warm`.
@@ -279,5 +280,120 @@ async fn a_create_claims_a_booted_pool_box_and_the_pool_refills() {
     write_pooled(&server, 1);
     reload(&server).await;
     wait_pool(&server, 1).await;
+    server.shut_down().await;
+}
+
+/// A pool box outlives its daemon: a crashed daemon's successor reattaches it (same boot,
+/// same token), and after a clean shutdown (which stops it) the next daemon boots the same
+/// box again instead of making a new one.
+#[tokio::test]
+async fn a_restarted_daemon_reuses_its_pool_boxes() {
+    let data = tempfile::tempdir().unwrap();
+    let Some(runtime) = sandbox_or_skip(data.path()) else {
+        return;
+    };
+    let _cleanup = Containers(data.path().to_owned());
+    let dir = data.path().join("templates");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("plain.toml"), "name = \"plain\"\nwarm = 1\n").unwrap();
+    let (daemon_runtime, first) = start_killable(runtime, data);
+    let before = wait_pool(&first, 1).await;
+    let data = kill(daemon_runtime, first).await;
+
+    let runtime = sandbox_or_skip(data.path()).unwrap();
+    let mut second = TestServer::start(runtime, Some("runc".into()), data).await;
+    assert_eq!(
+        wait_pool(&second, 1).await,
+        before,
+        "reattached, not booted"
+    );
+    second.shut_down().await;
+    let id = before.keys().next().unwrap();
+    assert_eq!(
+        second.store.get_box(id).unwrap().unwrap().state,
+        BoxState::Stopped
+    );
+    assert_eq!(second.runtime_containers_running(), Vec::<String>::new());
+
+    let data = std::mem::replace(&mut second.data, tempfile::tempdir().unwrap());
+    drop(second);
+    let runtime = sandbox_or_skip(data.path()).unwrap();
+    let mut third = TestServer::start(runtime, Some("runc".into()), data).await;
+    let after = wait_pool(&third, 1).await;
+    assert_eq!(after.keys().collect::<Vec<_>>(), [id], "the same box");
+    assert_ne!(after[id], before[id], "booted again, with a new token");
+    third.shut_down().await;
+}
+
+/// A template with a credential rule: its pool boxes boot with stand-in secrets, hold a
+/// placeholder like any box of it, and only a tenant that has the secret gets one.
+#[tokio::test]
+async fn a_pool_of_a_template_with_credentials_serves_tenants_that_have_the_secret() {
+    let data = tempfile::tempdir().unwrap();
+    let Some(runtime) = sandbox_or_skip(data.path()) else {
+        return;
+    };
+    let mut server = TestServer::start(runtime, Some("runc".into()), data).await;
+    let dir = server.data.path().join("templates");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("keyed.toml"),
+        "name = \"keyed\"\nwarm = 1\n\n[egress]\nallow = [\"api.example.test\"]\n\n\
+         [[egress.credentials]]\nname = \"example\"\nhosts = [\"api.example.test\"]\n\
+         header = \"authorization\"\nplaceholder_env = \"EXAMPLE_TOKEN\"\n",
+    )
+    .unwrap();
+    reload(&server).await;
+    let pool = wait_pool(&server, 1).await;
+
+    // The admin's tenant has no secret `example`: a stopped box, as without a pool.
+    let (status, body) = server
+        .call(
+            Method::POST,
+            "/v1/boxes",
+            Some(json!({"name": "nokey", "template": "keyed"})),
+        )
+        .await;
+    assert_eq!(
+        (status, &body["state"]),
+        (StatusCode::CREATED, &json!("stopped")),
+        "{body}"
+    );
+
+    let (status, body) = server
+        .call(
+            Method::POST,
+            "/v1/secrets",
+            Some(json!({"name": "example", "value": "sk-real"})),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    let (status, body) = server
+        .call(
+            Method::POST,
+            "/v1/boxes",
+            Some(json!({"name": "keyed", "template": "keyed"})),
+        )
+        .await;
+    assert_eq!(
+        (status, &body["state"]),
+        (StatusCode::CREATED, &json!("running")),
+        "{body}"
+    );
+    let id: BoxId = body["id"].as_str().unwrap().parse().unwrap();
+    assert!(pool.contains_key(&id), "{body}");
+    let (status, out) = server
+        .call(
+            Method::POST,
+            "/v1/boxes/keyed/exec",
+            Some(json!({"cmd": ["sh", "-c", "echo $EXAMPLE_TOKEN; test -s \"$SSL_CERT_FILE\" && echo ca"]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    let stdout = out["stdout"].as_str().unwrap();
+    assert!(
+        stdout.starts_with("berth-ph-") && stdout.ends_with("\nca\n"),
+        "{out}"
+    );
     server.shut_down().await;
 }
