@@ -30,6 +30,8 @@ pub struct Claim<'a> {
     pub name: &'a str,
     pub labels: &'a BTreeMap<String, String>,
     pub idle_timeout_s: u64,
+    /// The token the box is handed next (stored with the move: one commit, not two).
+    pub boot_token: &'a str,
 }
 
 impl Store {
@@ -84,7 +86,7 @@ impl Store {
         let at = format_time(now())?;
         let moved = tx.execute(
             "UPDATE boxes SET tenant_id = ?1, name = ?2, labels = ?3, idle_timeout_s = ?4, \
-             created_at = ?5, updated_at = ?5, generation = generation + 1 \
+             created_at = ?5, updated_at = ?5, generation = generation + 1, boot_token = ?8 \
              WHERE id = ?6 AND generation = ?7",
             params![
                 claim.tenant.as_str(),
@@ -94,6 +96,7 @@ impl Store {
                 at,
                 id.as_str(),
                 generation,
+                claim.boot_token,
             ],
         );
         named(moved, claim.name, "claim a pool box")?;

@@ -37,6 +37,7 @@ fn the_pool_tenant_cannot_be_named_and_a_claim_respects_quota_and_names() {
         name,
         labels: &labels,
         idle_timeout_s: 30,
+        boot_token: "ab",
     };
     insert_box(&store, acme.id.clone(), "taken");
     let refused = store.claim_warm_box(
@@ -85,6 +86,7 @@ fn the_pool_tenant_cannot_be_named_and_a_claim_respects_quota_and_names() {
         ),
         (&acme.id, "a", &labels, 30, BoxState::Running)
     );
+    assert_eq!(store.boot_token(&pooled.id).unwrap().as_deref(), Some("ab"));
     assert_eq!(store.list_boxes(&warm_pool_tenant()).unwrap(), []);
     assert_eq!(store.list_boxes(&acme.id).unwrap().len(), 2);
     // Claimed once: a second claim of the same row finds no pool box.

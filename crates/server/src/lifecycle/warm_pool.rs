@@ -409,11 +409,15 @@ async fn claim_locked(ctx: &Ctx, id: &BoxId, owner: &Owner) -> Result<Option<Box
         id_slots: IdMap::SLOTS,
         template_disk: &|name| box_disk::template_disk_mib(ctx, name),
     };
+    let mut random = [0u8; 32];
+    getrandom::fill(&mut random).map_err(OpError::Random)?;
+    let token = BootToken::from_random(random);
     let claim = Claim {
         tenant: &owner.tenant,
         name: &owner.name,
         labels: &owner.labels,
         idle_timeout_s: owner.idle_timeout_s,
+        boot_token: token.as_str(),
     };
     let claimed = match ctx
         .store
@@ -427,9 +431,6 @@ async fn claim_locked(ctx: &Ctx, id: &BoxId, owner: &Owner) -> Result<Option<Box
     };
     // From here the box is the owner's: whatever fails leaves it stopped, as a created box
     // is, and its next wake boots it cold with a token of its own.
-    let mut random = [0u8; 32];
-    getrandom::fill(&mut random).map_err(OpError::Random)?;
-    let token = BootToken::from_random(random);
     let handed_over = async {
         pool_client
             .rotate_token(&token)
@@ -449,9 +450,6 @@ async fn claim_locked(ctx: &Ctx, id: &BoxId, owner: &Owner) -> Result<Option<Box
         }
     };
     let client = runtime.channel(id, &token);
-    if let Err(e) = ctx.store.set_boot_token(id, token.as_str()) {
-        tracing::error!(box_id = %id, error = %error_chain(&e), "cannot store the boot token");
-    }
     live.egress = Some(ctx.egress.serve(&egress, listener));
     live.client = Some(client.clone());
     live.pumps = Some(crate::pumps::start(

@@ -285,7 +285,7 @@ async fn a_create_claims_a_booted_pool_box_and_the_pool_refills() {
 
 /// A pool box outlives its daemon: a crashed daemon's successor reattaches it (same boot,
 /// same token), and after a clean shutdown (which stops it) the next daemon boots the same
-/// box again instead of making a new one.
+/// box again instead of making a new one; one that dies is booted again.
 #[tokio::test]
 async fn a_restarted_daemon_reuses_its_pool_boxes() {
     let data = tempfile::tempdir().unwrap();
@@ -322,6 +322,23 @@ async fn a_restarted_daemon_reuses_its_pool_boxes() {
     let after = wait_pool(&third, 1).await;
     assert_eq!(after.keys().collect::<Vec<_>>(), [id], "the same box");
     assert_ne!(after[id], before[id], "booted again, with a new token");
+
+    // A pool box that dies is booted again.
+    let killed = std::process::Command::new("runc")
+        .arg("--root")
+        .arg(third.data.path().join("oci"))
+        .args(["kill", id.as_str(), "KILL"])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while wait_pool(&third, 1).await == after {
+        assert!(
+            Instant::now() < deadline,
+            "the dead pool box was never replaced"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     third.shut_down().await;
 }
 
