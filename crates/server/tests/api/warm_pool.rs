@@ -285,7 +285,8 @@ async fn a_create_claims_a_booted_pool_box_and_the_pool_refills() {
 
 /// A pool box outlives its daemon: a crashed daemon's successor reattaches it (same boot,
 /// same token), and after a clean shutdown (which stops it) the next daemon boots the same
-/// box again instead of making a new one; one that dies is booted again.
+/// box again instead of making a new one; the idle reclaimer leaves it booted; one that
+/// dies is booted again.
 #[tokio::test]
 async fn a_restarted_daemon_reuses_its_pool_boxes() {
     let data = tempfile::tempdir().unwrap();
@@ -295,7 +296,11 @@ async fn a_restarted_daemon_reuses_its_pool_boxes() {
     let _cleanup = Containers(data.path().to_owned());
     let dir = data.path().join("templates");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("plain.toml"), "name = \"plain\"\nwarm = 1\n").unwrap();
+    std::fs::write(
+        dir.join("plain.toml"),
+        "name = \"plain\"\nwarm = 1\nidle_timeout_s = 10\n",
+    )
+    .unwrap();
     let (daemon_runtime, first) = start_killable(runtime, data);
     let before = wait_pool(&first, 1).await;
     let data = kill(daemon_runtime, first).await;
@@ -322,6 +327,17 @@ async fn a_restarted_daemon_reuses_its_pool_boxes() {
     let after = wait_pool(&third, 1).await;
     assert_eq!(after.keys().collect::<Vec<_>>(), [id], "the same box");
     assert_ne!(after[id], before[id], "booted again, with a new token");
+
+    // Idle past its timeout, it is kept booted: the same boot all along.
+    let idle_past = Instant::now() + Duration::from_secs(12);
+    while Instant::now() < idle_past {
+        assert_eq!(
+            wait_pool(&third, 1).await,
+            after,
+            "the pool box was stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 
     // A pool box that dies is booted again.
     let killed = std::process::Command::new("runc")
