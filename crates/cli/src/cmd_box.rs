@@ -16,7 +16,7 @@ use crate::output;
 
 #[derive(Debug, Subcommand)]
 pub enum BoxCommand {
-    /// Create a box (stopped; it starts on `berth box start` or on first use) and print its id.
+    /// Create a box (stopped; it starts on `berth box start` or on first use; a box from a template's warm pool comes running) and print its id.
     Create(CreateArgs),
     /// List boxes as a table (NAME, ID, STATE, RUNTIME, TEMPLATE, CREATED, LABELS).
     #[command(visible_alias = "list")]
@@ -297,15 +297,15 @@ pub async fn run(client: &Client, command: BoxCommand) -> anyhow::Result<()> {
             print_box(&mut out, view, json)?;
         }
         BoxCommand::Pause { name, json } => {
-            let view = ladder_call(&client, &name, "/pause").await?;
+            let view = ladder_call(client, &name, "/pause").await?;
             print_box(&mut out, view, json)?;
         }
         BoxCommand::Resume { name, json } => {
-            let view = ladder_call(&client, &name, "/resume").await?;
+            let view = ladder_call(client, &name, "/resume").await?;
             print_box(&mut out, view, json)?;
         }
         BoxCommand::Snapshot { name, json } => {
-            let view = ladder_call(&client, &name, "/snapshot").await?;
+            let view = ladder_call(client, &name, "/snapshot").await?;
             print_box(&mut out, view, json)?;
         }
         BoxCommand::Rm { name, json } => {

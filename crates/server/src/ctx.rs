@@ -60,7 +60,7 @@ pub struct Ctx {
     /// Web Push: the VAPID key, who watches which box, the send queue.
     pub push: Arc<crate::push::Push>,
     /// Scheduled wakeups: `[wakeups]` limits and the scheduler's doorbell.
-    pub wakeups: Arc<crate::lifecycle::wakeups::Wakeups>,
+    pub wakeups: Arc<crate::lifecycle::wakeups::doorbell::Wakeups>,
 }
 
 impl Ctx {

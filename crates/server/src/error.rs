@@ -158,7 +158,7 @@ pub enum OpError {
 
     /// A sleep ladder whose rungs are out of order.
     #[error(transparent)]
-    SleepOrder(#[from] crate::validate::SleepOrderError),
+    SleepOrder(#[from] berth_store::SleepOrderError),
 
     /// A box asked for a rung its runtime does not have.
     #[error("{field}: the {runtime} runtime cannot take a box to that rung (see its capabilities in GET /v1/runtimes); set it to 0")]
@@ -290,7 +290,7 @@ pub enum OpError {
     Push(#[from] crate::push::PushError),
 
     #[error(transparent)]
-    Wakeup(#[from] crate::ops::wakeups::WakeupError),
+    Wakeup(#[from] crate::lifecycle::wakeups::error::WakeupError),
 
     /// The secret store refused or failed (a bad name or value, no such secret, a row
     /// that does not open).

@@ -115,7 +115,7 @@ impl Server {
             port_connections: Slots::new(admission::port_connections(&config.host.ports)),
             app_pool: Default::default(),
             event_pruner: Arc::new(EventPruner::new(&config.host.events)),
-            wakeups: crate::lifecycle::wakeups::Wakeups::new(&config.host.wakeups),
+            wakeups: crate::lifecycle::wakeups::doorbell::Wakeups::new(&config.host.wakeups),
         };
         if let Err(e) = reconcile::reconcile(&ctx).await {
             // The store failing here fails every request too: refuse to start.
@@ -179,6 +179,7 @@ impl Server {
             self.idle_check,
         ));
         let wakeups = AbortOnDrop(crate::lifecycle::wakeups::spawn(self.ctx.clone()));
+        let _warm_pool = AbortOnDrop(crate::lifecycle::warm_pool::spawn(self.ctx.clone()));
         let _disk_watch = AbortOnDrop(self.ctx.disk.clone().watch());
         let _pruner = AbortOnDrop(self.ctx.event_pruner.clone().spawn(self.ctx.store.clone()));
         let _image_watch = AbortOnDrop(crate::runtimes::watch_images(

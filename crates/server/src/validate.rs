@@ -88,38 +88,6 @@ pub fn limits_over(defaults: Limits, input: LimitsInput) -> Result<Limits, OpErr
 /// Each rung of a box's sleep ladder, in idle seconds: off (0) or up to a week.
 pub const SLEEP_RUNG_RANGE: std::ops::RangeInclusive<u64> = 0..=604_800;
 
-/// Rungs of a sleep ladder out of order: a later rung must come after an earlier one.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{later}` ({later_s} s) must be longer than `{earlier}` ({earlier_s} s): a box is paused, then snapshotted, then stopped (0 turns a rung off)")]
-pub struct SleepOrderError {
-    pub earlier: &'static str,
-    pub earlier_s: u64,
-    pub later: &'static str,
-    pub later_s: u64,
-}
-
-/// The rungs that are on come in ladder order.
-pub fn sleep_order(sleep: &SleepSettings) -> Result<(), SleepOrderError> {
-    let rungs = [
-        ("pause_after_s", sleep.pause_after_s),
-        ("snapshot_after_s", sleep.snapshot_after_s),
-        ("stop_after_s", sleep.stop_after_s),
-    ];
-    let on: Vec<_> = rungs.into_iter().filter(|(_, s)| *s > 0).collect();
-    for pair in on.windows(2) {
-        let ((earlier, earlier_s), (later, later_s)) = (pair[0], pair[1]);
-        if later_s <= earlier_s {
-            return Err(SleepOrderError {
-                earlier,
-                earlier_s,
-                later,
-                later_s,
-            });
-        }
-    }
-    Ok(())
-}
-
 /// The rungs a client gives, each `None` to keep what the box (or its template) has.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SleepInput {
@@ -182,7 +150,7 @@ pub fn sleep(
             *SLEEP_RUNG_RANGE.end() as f64,
         )?;
     }
-    sleep_order(&sleep)?;
+    sleep.in_order()?;
     for (field, value, has) in [
         ("pause_after_s", sleep.pause_after_s, caps.pause),
         ("snapshot_after_s", sleep.snapshot_after_s, caps.snapshot),

@@ -15,28 +15,8 @@ use rusqlite::{params, OptionalExtension};
 use crate::boxes::{labels_json, BoxLimits, COLUMNS};
 use crate::error::{sql, StoreError};
 use crate::quota::{self, QuotaLimit, TemplateDisk};
+use crate::sleep::SleepSettings;
 use crate::{format_time, now, BoxRecord, Store};
-
-/// A box's sleep ladder: idle seconds before each rung (0: never), and whether a call
-/// wakes a sleeping box.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SleepSettings {
-    pub pause_after_s: u64,
-    pub snapshot_after_s: u64,
-    pub stop_after_s: u64,
-    pub auto_resume: bool,
-}
-
-impl BoxRecord {
-    pub fn sleep(&self) -> SleepSettings {
-        SleepSettings {
-            pause_after_s: self.pause_after_s,
-            snapshot_after_s: self.snapshot_after_s,
-            stop_after_s: self.stop_after_s,
-            auto_resume: self.auto_resume,
-        }
-    }
-}
 
 /// What a change sets; `None` keeps the field. The daemon validates every value.
 #[derive(Debug, Clone, Default, PartialEq)]

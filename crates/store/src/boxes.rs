@@ -7,10 +7,10 @@ use berth_protocol::{BoxId, TenantId};
 use rusqlite::{params, OptionalExtension, Row};
 use time::OffsetDateTime;
 
-use crate::box_settings::SleepSettings;
 use crate::error::{sql, StoreError};
 use crate::events::STATE_EVENT;
-use crate::quota::{self, Quota, QuotaLimit, TemplateDisk};
+use crate::quota::{self, QuotaLimit, TemplateDisk};
+use crate::sleep::SleepSettings;
 use crate::state::{check_transition, BoxState};
 use crate::{format_time, now, parse_time, Store};
 
@@ -44,6 +44,26 @@ pub struct BoxLimits {
     pub memory_mib: u64,
     pub pids: u64,
     pub cpus: f64,
+}
+
+/// The result of a statement that gives a box a name: a name its tenant already uses is
+/// [`StoreError::NameTaken`].
+pub(crate) fn named(
+    result: rusqlite::Result<usize>,
+    name: &str,
+    action: &'static str,
+) -> Result<usize, StoreError> {
+    match result {
+        Err(rusqlite::Error::SqliteFailure(e, Some(msg)))
+            if e.code == rusqlite::ErrorCode::ConstraintViolation
+                && msg.contains("boxes.tenant_id, boxes.name") =>
+        {
+            Err(StoreError::NameTaken {
+                name: name.to_owned(),
+            })
+        }
+        other => other.map_err(|source| StoreError::Sqlite { action, source }),
+    }
 }
 
 /// A map of strings as the store keeps it.
@@ -92,6 +112,15 @@ pub struct BoxRecord {
 }
 
 impl BoxRecord {
+    pub fn sleep(&self) -> SleepSettings {
+        SleepSettings {
+            pause_after_s: self.pause_after_s,
+            snapshot_after_s: self.snapshot_after_s,
+            stop_after_s: self.stop_after_s,
+            auto_resume: self.auto_resume,
+        }
+    }
+
     /// The limits the box's processes run under now (or would, stopped).
     pub fn limits(&self) -> BoxLimits {
         BoxLimits {
@@ -144,26 +173,13 @@ impl Store {
     pub fn admit_box(&self, new: &NewBox, admit: Admission<'_>) -> Result<BoxRecord, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let limits = quota::read(&tx, &new.tenant_id)?;
-        if limits != Quota::default() {
-            let usage = quota::usage(&tx, &new.tenant_id, admit.template_disk)?;
-            let disk_mib = new
-                .disk_mib
-                .unwrap_or_else(|| (admit.template_disk)(&new.template));
-            quota::check(QuotaLimit::MaxBoxes, limits.max_boxes, usage.boxes, 1)?;
-            quota::check(
-                QuotaLimit::MaxMemoryMib,
-                limits.max_memory_mib,
-                usage.memory_mib,
-                new.memory_mib,
-            )?;
-            quota::check(
-                QuotaLimit::MaxDiskMib,
-                limits.max_disk_mib,
-                usage.disk_mib,
-                disk_mib,
-            )?;
-        }
+        let new_use = quota::NewUse {
+            memory_mib: new.memory_mib,
+            disk_mib: new.disk_mib,
+            template: &new.template,
+            running: false,
+        };
+        quota::check_new_box(&tx, &new.tenant_id, new_use, admit.template_disk)?;
         let slot = free_slot(&tx, admit.id_slots)?;
         let at = now();
         let at_text = format_time(at)?;
@@ -195,23 +211,7 @@ impl Store {
                 new.sleep.auto_resume,
             ],
         );
-        match inserted {
-            Ok(_) => {}
-            Err(rusqlite::Error::SqliteFailure(e, Some(msg)))
-                if e.code == rusqlite::ErrorCode::ConstraintViolation
-                    && msg.contains("boxes.tenant_id, boxes.name") =>
-            {
-                return Err(StoreError::NameTaken {
-                    name: new.name.clone(),
-                });
-            }
-            Err(source) => {
-                return Err(StoreError::Sqlite {
-                    action: "insert a box",
-                    source,
-                })
-            }
-        }
+        named(inserted, &new.name, "insert a box")?;
         tx.commit().map_err(sql("commit a new box"))?;
         Ok(BoxRecord {
             id: new.id.clone(),

@@ -21,9 +21,11 @@ pub mod push_subscriptions;
 mod quota;
 mod read_pool;
 mod secrets;
+mod sleep;
 mod state;
 mod tenants;
 mod wakeups;
+mod warm_pool;
 mod web_sessions;
 
 use std::path::Path;
@@ -36,7 +38,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 pub use api_keys::{ApiKeyMeta, NewApiKey};
-pub use box_settings::{BoxChange, SleepSettings};
+pub use box_settings::BoxChange;
 pub use boxes::{Admission, BoxLimits, BoxRecord, NewBox};
 pub use error::StoreError;
 pub use events::{
@@ -49,9 +51,11 @@ pub use messages::{
 pub use port_links::{NewLinkSession, NewPortLink, PortLink};
 pub use quota::{Quota, QuotaChange, QuotaExceeded, QuotaLimit, TemplateDisk, Usage};
 pub use secrets::{PutSecret, SealedSecret, SecretMeta};
+pub use sleep::{SleepOrderError, SleepSettings};
 pub use state::{check_transition, BoxState, InvalidTransition, UnknownState};
 pub use tenants::{Principal, Tenant, TenantInfo, DEFAULT_TENANT};
 pub use wakeups::{AddedWakeup, NewWakeup, Wakeup, WakeupKind, WakeupLimits, WakeupOrigin};
+pub use warm_pool::{warm_pool_tenant, Claim, WARM_POOL_TENANT};
 pub use web_sessions::{NewPairing, NewWebSession, WebSession, MAX_WEB_SESSIONS_PER_TENANT};
 
 /// The database file's name inside the data directory.
@@ -179,5 +183,7 @@ mod read_latency_tests;
 mod tests;
 #[cfg(test)]
 mod wakeups_tests;
+#[cfg(test)]
+mod warm_pool_tests;
 #[cfg(test)]
 mod web_sessions_tests;

@@ -25,13 +25,14 @@ const MIGRATIONS: &[(u32, &str)] = &[
         include_str!("../migrations/0011_push_subscriptions.sql"),
     ),
     (12, include_str!("../migrations/0012_wakeups.sql")),
-    (13, include_str!("../migrations/0013_sleep_ladder.sql")),
+    (13, include_str!("../migrations/0013_warm_pool.sql")),
+    (14, include_str!("../migrations/0014_sleep_ladder.sql")),
 ];
 
 /// Migrations that rebuild a table other tables reference: they run with foreign keys off
 /// (SQLite ignores the pragma inside a transaction, and with keys on, dropping the old
 /// table would cascade into every row that names it), then the keys are checked.
-const REBUILDS: &[u32] = &[13];
+const REBUILDS: &[u32] = &[14];
 
 fn apply_one(
     conn: &mut Connection,

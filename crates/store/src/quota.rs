@@ -168,6 +168,48 @@ pub(crate) fn usage(
     Ok(usage)
 }
 
+/// One more box for a tenant: what it takes of the quota.
+pub(crate) struct NewUse<'a> {
+    pub memory_mib: u64,
+    /// Its own volume size; `None`: its template's.
+    pub disk_mib: Option<u64>,
+    pub template: &'a str,
+    /// It runs from the start (a claimed pool box), so `max_running` counts it too.
+    pub running: bool,
+}
+
+/// `Err` when `tenant`'s quota has no room for one more box using `new`.
+pub(crate) fn check_new_box(
+    tx: &Connection,
+    tenant: &TenantId,
+    new: NewUse<'_>,
+    template_disk: TemplateDisk<'_>,
+) -> Result<(), StoreError> {
+    let limits = read(tx, tenant)?;
+    if limits == Quota::default() {
+        return Ok(());
+    }
+    let usage = usage(tx, tenant, template_disk)?;
+    let disk_mib = new.disk_mib.unwrap_or_else(|| template_disk(new.template));
+    check(QuotaLimit::MaxBoxes, limits.max_boxes, usage.boxes, 1)?;
+    if new.running {
+        check(QuotaLimit::MaxRunning, limits.max_running, usage.running, 1)?;
+    }
+    check(
+        QuotaLimit::MaxMemoryMib,
+        limits.max_memory_mib,
+        usage.memory_mib,
+        new.memory_mib,
+    )?;
+    check(
+        QuotaLimit::MaxDiskMib,
+        limits.max_disk_mib,
+        usage.disk_mib,
+        disk_mib,
+    )?;
+    Ok(())
+}
+
 /// `Err` when `usage + requested` passes `limit`.
 pub(crate) fn check(
     which: QuotaLimit,

@@ -5,6 +5,7 @@ use rusqlite::{params, OptionalExtension};
 
 use crate::error::{sql, StoreError};
 use crate::quota::{self, Quota, QuotaChange, TemplateDisk, Usage};
+use crate::warm_pool::WARM_POOL_TENANT;
 use crate::{format_time, now, parse_time, random, Store};
 
 /// The tenant the admin key belongs to.
@@ -87,13 +88,15 @@ impl Store {
         self.find_tenant(name)
     }
 
-    /// The tenant whose id (`tn_…`) or name is `reference`.
+    /// The tenant whose id (`tn_…`) or name is `reference`; never the warm pool's, so no key,
+    /// quota or session can be made for it.
     pub fn find_tenant(&self, reference: &str) -> Result<Option<Tenant>, StoreError> {
         let row: Option<(String, String)> = self
             .read()
             .query_row(
-                "SELECT id, name FROM tenants WHERE id = ?1 OR name = ?1 ORDER BY id = ?1 DESC LIMIT 1",
-                params![reference],
+                "SELECT id, name FROM tenants WHERE (id = ?1 OR name = ?1) AND id != ?2 \
+                 ORDER BY id = ?1 DESC LIMIT 1",
+                params![reference, WARM_POOL_TENANT],
                 |row| Ok((row.get(0)?, row.get(1)?)),
             )
             .optional()
@@ -107,7 +110,7 @@ impl Store {
         .transpose()
     }
 
-    /// Every tenant with its quota and what it uses, oldest first.
+    /// Every tenant with its quota and what it uses, oldest first (not the warm pool's).
     pub fn list_tenants(
         &self,
         template_disk: TemplateDisk<'_>,
@@ -119,10 +122,15 @@ impl Store {
             .map_err(sql("begin a read transaction"))?;
         let rows: Vec<(String, String, String)> = {
             let mut stmt = tx
-                .prepare("SELECT id, name, created_at FROM tenants ORDER BY created_at, name")
+                .prepare(
+                    "SELECT id, name, created_at FROM tenants WHERE id != ?1 \
+                     ORDER BY created_at, name",
+                )
                 .map_err(sql("list tenants"))?;
             let rows = stmt
-                .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+                .query_map(params![WARM_POOL_TENANT], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                })
                 .map_err(sql("list tenants"))?;
             rows.collect::<Result<_, _>>()
                 .map_err(sql("list tenants"))?

@@ -278,7 +278,7 @@ fn a_box_from_before_the_egress_column_reads_as_none() {
     let store = open(&dir);
     let old = store.get_box(&id).unwrap().unwrap();
     assert_eq!(old.egress, None);
-    // Migration 13 rebuilt the table: the idle timeout is the stop rung, the other rungs
+    // Migration 14 rebuilt the table: the idle timeout is the stop rung, the other rungs
     // are off, and the box's messages were not dropped with the old table.
     assert_eq!((old.name.as_str(), old.stop_after_s), ("old", 60));
     assert_eq!(

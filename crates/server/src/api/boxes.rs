@@ -87,7 +87,7 @@ impl From<LimitsBody> for LimitsInput {
     }
 }
 
-#[utoipa::path(post, path = "/v1/boxes", tag = "boxes", summary = "Create a box (stopped)", request_body = CreateBody, responses((status = 201, body = crate::api::view::BoxView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 409, description = "a box of that name exists", body = berth_protocol::ErrorBody), (status = 507, description = "the data dir's disk is below its free-space threshold", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+#[utoipa::path(post, path = "/v1/boxes", tag = "boxes", summary = "Create a box (stopped; running when claimed from a warm pool)", request_body = CreateBody, responses((status = 201, body = crate::api::view::BoxView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 409, description = "a box of that name exists", body = berth_protocol::ErrorBody), (status = 507, description = "the data dir's disk is below its free-space threshold", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn create(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -112,7 +112,8 @@ pub async fn create(
             labels: body.labels,
             env: body.env,
         },
-    )?;
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(BoxView::new(&ctx, record, &who))).into_response())
 }
 

@@ -8,6 +8,7 @@ use berth_runtime::{error_chain, GuestError};
 use http::StatusCode;
 
 use crate::error::{LinkRefusal, OpError};
+use crate::lifecycle::wakeups::error::WakeupError;
 use crate::push::PushError;
 use crate::secrets::SecretError;
 
@@ -220,7 +221,7 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         OpError::Guest(e) => guest_status(e.code()),
         OpError::Secret(e) => secret_status(e),
         OpError::Push(e) => push_status(e),
-        OpError::Wakeup(e) => crate::api::wakeups::status(e),
+        OpError::Wakeup(e) => wakeup_status(e),
         OpError::ExecRefused { code, .. } => guest_status(*code),
         OpError::Runtime { .. }
         | OpError::AuditRead { .. }
@@ -228,6 +229,32 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::Store(_)
         | OpError::Random(_)
         | OpError::TaskPanicked { .. } => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
+    }
+}
+
+/// How [`WakeupError`]s answer.
+fn wakeup_status(e: &WakeupError) -> (StatusCode, ErrorCode) {
+    match e {
+        WakeupError::ScheduleCount
+        | WakeupError::TzWithoutCron
+        | WakeupError::BadTime { .. }
+        | WakeupError::InPast { .. }
+        | WakeupError::TooSoon { .. }
+        | WakeupError::TooFar { .. }
+        | WakeupError::CronFields { .. }
+        | WakeupError::BadCron { .. }
+        | WakeupError::CronNeverFires { .. }
+        | WakeupError::BadTz { .. }
+        | WakeupError::CronTooOften { .. }
+        | WakeupError::EmptyMessage => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
+        WakeupError::MessageTooLarge { .. } => {
+            (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge)
+        }
+        WakeupError::TooManyPending { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
+        WakeupError::TooManyPerHour { .. } => {
+            (StatusCode::TOO_MANY_REQUESTS, ErrorCode::TooManyRequests)
+        }
+        WakeupError::NotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
     }
 }
 

@@ -8,8 +8,7 @@ use utoipa::{Modify, OpenApi};
 use super::{
     box_sleep, box_update, boxes, egress, events, exec, files, files_archive, files_watch,
     messages, port_links, ports, processes, push, runtimes, secrets, templates, tenants, terminals,
-    wakeups,
-    web_sessions,
+    wakeups, web_sessions,
 };
 
 #[derive(OpenApi)]

@@ -38,6 +38,8 @@ pub struct TemplateView {
     pub harness: Option<HarnessView>,
     /// What its boxes may reach (canonical form); empty: nothing leaves.
     pub egress: EgressPolicy,
+    /// Boxes kept booted for creates to claim (`docs/templates.md`, "Warm pools"); 0: none.
+    pub warm: usize,
     /// `builtin`, or the template's file (a tenant sees `file`).
     pub origin: String,
     /// Why boxes cannot be made from it now; `null`: usable. Host paths in it are shown
@@ -129,6 +131,7 @@ impl From<&Template> for TemplateView {
                 env: h.env.clone(),
             }),
             egress: t.egress.clone(),
+            warm: t.warm,
             origin: t.origin.to_string(),
             unavailable: t.unavailable.clone(),
         }

@@ -4,7 +4,7 @@
 use axum::extract::{Path, State};
 use axum::Json;
 use berth_protocol::wake::WakeSchedule;
-use berth_protocol::ErrorCode;
+
 use http::StatusCode;
 use serde::Deserialize;
 
@@ -12,7 +12,7 @@ use crate::api::auth::Caller;
 use crate::api::error::ApiError;
 use crate::api::extract::ApiJson;
 use crate::ctx::Ctx;
-use crate::ops::wakeups::{self, view, WakeupError, WakeupList, WakeupView};
+use crate::ops::wakeups::{self, view, WakeupList, WakeupView};
 
 /// Exactly one of `at`, `in_s`, `cron`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -73,30 +73,4 @@ pub async fn delete(
 ) -> Result<Json<WakeupView>, ApiError> {
     let gone = wakeups::delete(&ctx, &who.tenant_id, &reference, &id)?;
     Ok(Json(view(&gone)))
-}
-
-/// How [`WakeupError`]s answer (called from the one mapping in `api/error.rs`).
-pub fn status(e: &WakeupError) -> (StatusCode, ErrorCode) {
-    match e {
-        WakeupError::ScheduleCount
-        | WakeupError::TzWithoutCron
-        | WakeupError::BadTime { .. }
-        | WakeupError::InPast { .. }
-        | WakeupError::TooSoon { .. }
-        | WakeupError::TooFar { .. }
-        | WakeupError::CronFields { .. }
-        | WakeupError::BadCron { .. }
-        | WakeupError::CronNeverFires { .. }
-        | WakeupError::BadTz { .. }
-        | WakeupError::CronTooOften { .. }
-        | WakeupError::EmptyMessage => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
-        WakeupError::MessageTooLarge { .. } => {
-            (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge)
-        }
-        WakeupError::TooManyPending { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
-        WakeupError::TooManyPerHour { .. } => {
-            (StatusCode::TOO_MANY_REQUESTS, ErrorCode::TooManyRequests)
-        }
-        WakeupError::NotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
-    }
 }

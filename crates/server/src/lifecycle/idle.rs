@@ -62,6 +62,9 @@ fn sweep(ctx: &Ctx, reclaiming: &Arc<Mutex<HashSet<BoxId>>>) {
         if rung_due(ctx, &record).is_none() {
             continue;
         }
+        if super::warm_pool::is_pool_box(&record) {
+            continue;
+        }
         if !reclaiming
             .lock()
             .unwrap_or_else(|p| p.into_inner())

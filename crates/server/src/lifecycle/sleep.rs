@@ -10,7 +10,7 @@ use berth_store::{BoxRecord, BoxState};
 use crate::boxes::Live;
 use crate::ctx::Ctx;
 use crate::error::OpError;
-use crate::lifecycle::detached;
+use crate::lifecycle::detached::detached;
 use crate::ops::box_find::reload;
 
 /// Pauses the running box (a paused box stays as it is); returns its row.

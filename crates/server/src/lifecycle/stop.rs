@@ -6,7 +6,7 @@ use berth_store::{BoxRecord, BoxState};
 
 use crate::ctx::{Ctx, STOP_GRACE};
 use crate::error::OpError;
-use crate::lifecycle::detached;
+use crate::lifecycle::detached::detached;
 use crate::ops::box_find::reload;
 use berth_runtime::error_chain;
 

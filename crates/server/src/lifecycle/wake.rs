@@ -16,8 +16,9 @@ use berth_store::{BoxRecord, BoxState};
 use crate::boxes::Live;
 use crate::ctx::{Ctx, STOP_GRACE};
 use crate::error::{OpError, TemplateProblem};
+use crate::lifecycle::detached::detached;
 use crate::lifecycle::rootfs::rootfs_for;
-use crate::lifecycle::{detached, ExitWatch};
+use crate::lifecycle::ExitWatch;
 use crate::ops::box_disk;
 use crate::ops::box_find::reload;
 use crate::templates::Template;
@@ -216,7 +217,7 @@ async fn boot(
         BoxState::Snapshotted => ctx
             .store
             .boot_token(&record.id)?
-            .and_then(|t| super::parse_token(&t)),
+            .and_then(|t| parse_token(&t)),
         _ => None,
     };
     // Every wake that cold-starts (start, exec, files, a message) comes here: the tenant's
@@ -449,4 +450,18 @@ pub(super) fn wake_if_dead(ctx: &Ctx, id: &BoxId, boot: u64) {
             }
         }
     });
+}
+
+/// The stored token (64 hex characters) as a [`BootToken`].
+pub(crate) fn parse_token(hex: &str) -> Option<BootToken> {
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut bytes = [0u8; 32];
+    for (i, byte) in bytes.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    let token = BootToken::from_random(bytes);
+    // Tokens are written lowercase; anything else was not written by this daemon.
+    (token.as_str() == hex).then_some(token)
 }

@@ -13,21 +13,20 @@
 //! [`relay`] answers the requests a box makes of itself (`berth-wake`).
 
 pub mod config;
+pub mod doorbell;
+pub mod error;
 pub mod relay;
 pub mod schedule;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use berth_protocol::wake::WAKEUP_EVENT;
 use berth_store::{StoreError, Wakeup};
 use serde_json::json;
-use tokio::sync::Notify;
 
 use crate::ctx::Ctx;
 use crate::ops::wakeups::{now_ms, rfc3339_ms};
 use berth_runtime::error_chain;
-use config::WakeupsHostConfig;
 
 /// Longest sleep: the wall clock may jump while the scheduler sleeps on the monotonic one.
 const MAX_SLEEP: Duration = Duration::from_secs(60);
@@ -35,31 +34,6 @@ const MAX_SLEEP: Duration = Duration::from_secs(60);
 const RETRY: Duration = Duration::from_secs(1);
 /// Slots fired per look at the store.
 const BATCH: u32 = 64;
-
-/// The limits, and the scheduler's doorbell.
-#[derive(Debug)]
-pub struct Wakeups {
-    config: WakeupsHostConfig,
-    changed: Notify,
-}
-
-impl Wakeups {
-    pub fn new(config: &WakeupsHostConfig) -> Arc<Wakeups> {
-        Arc::new(Wakeups {
-            config: config.clone(),
-            changed: Notify::new(),
-        })
-    }
-
-    pub fn config(&self) -> &WakeupsHostConfig {
-        &self.config
-    }
-
-    /// A wakeup was added or cancelled: the soonest slot may have changed.
-    pub fn changed(&self) {
-        self.changed.notify_one();
-    }
-}
 
 /// Runs the scheduler until the task is aborted.
 pub fn spawn(ctx: Ctx) -> tokio::task::JoinHandle<()> {
@@ -74,7 +48,7 @@ pub fn spawn(ctx: Ctx) -> tokio::task::JoinHandle<()> {
             };
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
-                () = ctx.wakeups.changed.notified() => {}
+                () = ctx.wakeups.bell().notified() => {}
             }
         }
     })

@@ -1,4 +1,5 @@
-//! `POST /v1/boxes`: a new box, `stopped`. Nothing runs until the first wake.
+//! `POST /v1/boxes`: a new box, `stopped`. Nothing runs until the first wake (unless it
+//! comes from a warm pool, below).
 //!
 //! The box runs on the runtime named (the daemon's default unless named) for its life, and
 //! is made from a template (`host` unless named; `minimal` on a VM runtime): the template gives the defaults
@@ -6,6 +7,9 @@
 //! template's name; its layers and harness are looked up at every start. So is its egress
 //! policy, unless the client gives the box its own, which then replaces the template's
 //! whole (allowlist and credential rules) for the box's life.
+//!
+//! A template with a warm pool (`warm = N`) gives a request that fits its pool boxes one
+//! of them, already `running` (`lifecycle/warm_pool.rs`).
 
 use std::collections::BTreeMap;
 
@@ -38,7 +42,11 @@ pub struct CreateBox {
     pub env: BTreeMap<String, String>,
 }
 
-pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRecord, OpError> {
+pub async fn create_box(
+    ctx: &Ctx,
+    tenant: &TenantId,
+    req: CreateBox,
+) -> Result<BoxRecord, OpError> {
     validate::box_name(&req.name)?;
     let runtime = req
         .runtime
@@ -70,11 +78,6 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
     }
     check_base(&name, &template.base, &runtime)?;
     let disk_mib = req.disk_mib.map(validate::disk_mib).transpose()?;
-    // Its volume is sparse: what it may take is promised now, with every other box's
-    // (checked and recorded under one lock).
-    let _promising = ctx.disk.promising();
-    let promised = box_disk::promised_bytes(ctx)? + (disk_mib.unwrap_or(template.disk_mib) << 20);
-    ctx.disk.check_promised("create a box", promised)?;
     let limits = validate::limits_over(template.limits, req.limits)?;
     let caps = ctx.runtimes.capabilities(&runtime);
     let sleep = validate::sleep(
@@ -91,10 +94,6 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
         .transpose()?;
     let mut random = [0u8; 20];
     getrandom::fill(&mut random).map_err(OpError::Random)?;
-    let admission = Admission {
-        id_slots: IdMap::SLOTS,
-        template_disk: &|name| box_disk::template_disk_mib(ctx, name),
-    };
     let new = NewBox {
         id: BoxId::from_random(random),
         tenant_id: tenant.clone(),
@@ -109,6 +108,19 @@ pub fn create_box(ctx: &Ctx, tenant: &TenantId, req: CreateBox) -> Result<BoxRec
         disk_mib,
         labels: req.labels,
         env: req.env,
+    };
+    // A box of a template with a warm pool may be one of its booted boxes, moved over.
+    if let Some(record) = ctx.lifecycle().claim_warm(&new, template).await {
+        return Ok(record);
+    }
+    // Its volume is sparse: what it may take is promised now, with every other box's
+    // (checked and recorded under one lock).
+    let _promising = ctx.disk.promising();
+    let promised = box_disk::promised_bytes(ctx)? + (disk_mib.unwrap_or(template.disk_mib) << 20);
+    ctx.disk.check_promised("create a box", promised)?;
+    let admission = Admission {
+        id_slots: IdMap::SLOTS,
+        template_disk: &|name| box_disk::template_disk_mib(ctx, name),
     };
     // The tenant's quota is checked in the insert's own transaction.
     let record = ctx.store.admit_box(&new, admission)?;

@@ -6,7 +6,7 @@ use berth_store::BoxState;
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
-use crate::lifecycle::detached;
+use crate::lifecycle::detached::detached;
 use crate::ops::box_find::reload;
 
 pub async fn delete_box(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {

@@ -125,7 +125,7 @@ async fn thaw(
     }
     ctx.store
         .update_box_state(&record.id, record.generation, BoxState::Running, None)?;
-    Ok(crate::ops::box_find::reload(ctx, &record.id)?)
+    crate::ops::box_find::reload(ctx, &record.id)
 }
 
 /// Reaches the box's agent with its stored boot token; on an answer, restores the
@@ -138,7 +138,7 @@ async fn reattach(
     let Some(token) = ctx
         .store
         .boot_token(&record.id)?
-        .and_then(|t| crate::lifecycle::parse_token(&t))
+        .and_then(|t| crate::lifecycle::wake::parse_token(&t))
     else {
         return Ok(false);
     };
@@ -227,10 +227,10 @@ mod tests {
     fn stored_tokens_round_trip() {
         let token = berth_runtime::BootToken::from_random([0x5a; 32]);
         assert_eq!(
-            crate::lifecycle::parse_token(token.as_str()).map(|t| t.as_str().to_owned()),
+            crate::lifecycle::wake::parse_token(token.as_str()).map(|t| t.as_str().to_owned()),
             Some(token.as_str().to_owned())
         );
-        assert!(crate::lifecycle::parse_token("zz").is_none());
-        assert!(crate::lifecycle::parse_token(&"G".repeat(64)).is_none());
+        assert!(crate::lifecycle::wake::parse_token("zz").is_none());
+        assert!(crate::lifecycle::wake::parse_token(&"G".repeat(64)).is_none());
     }
 }

@@ -79,6 +79,7 @@ fn image_base(name: &str, base: Base) -> Template {
         layers: Vec::new(),
         harness: None,
         egress: EgressPolicy::default(),
+        warm: 0,
         origin: Origin::Builtin,
         unavailable: None,
     }
@@ -105,6 +106,7 @@ fn echo(data_dir: &Path, unavailable: Option<String>) -> Template {
             turn_timeout_s: DEFAULT_TURN_TIMEOUT_S,
         }),
         egress: EgressPolicy::default(),
+        warm: 0,
         origin: Origin::Builtin,
         unavailable,
     }

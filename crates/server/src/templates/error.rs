@@ -71,7 +71,7 @@ pub enum TemplateErrorKind {
     BadValue { key: String, rule: &'static str },
 
     #[error("{0}")]
-    SleepOrder(crate::validate::SleepOrderError),
+    SleepOrder(berth_store::SleepOrderError),
 
     /// An `[egress]` entry the policy check refused (the error names the entry).
     #[error("egress.{0}")]

@@ -26,7 +26,7 @@ pub use builtin::{
     ECHO_LAYER_TARGET,
 };
 pub use error::{TemplateError, TemplateErrorKind};
-pub use parse::{parse_template, DEFAULT_SLEEP};
+pub use parse::{parse_template, DEFAULT_SLEEP, WARM_RANGE};
 pub use registry::MAX_FILE_BYTES;
 pub use registry::{templates_dir, SharedTemplates, TemplateRegistry};
 
@@ -56,6 +56,9 @@ pub struct Template {
     /// What its boxes may reach and which credentials the gateway sets for them
     /// (validated, canonical). Empty: nothing leaves. A box may replace it at creation.
     pub egress: EgressPolicy,
+    /// Boxes kept booted for it, with no user data, for creates to claim
+    /// (`lifecycle/warm_pool.rs`); 0: none.
+    pub warm: usize,
     pub origin: Origin,
     /// Why boxes cannot be made from this template right now (e.g. the echo harness binary
     /// is missing); `None`: usable. Listed either way.

@@ -33,6 +33,8 @@ pub const DEFAULT_MAX_RESTARTS: u32 = 5;
 const MAX_RESTARTS_RANGE: RangeInclusive<u32> = 0..=1000;
 /// Off (0) up to a day: a turn longer than that is a harness that forgot to say `result`.
 const TURN_TIMEOUT_S_RANGE: RangeInclusive<u64> = 0..=86_400;
+/// Pool boxes each hold a booted box's memory: a handful per template is what a pool is for.
+pub const WARM_RANGE: RangeInclusive<u64> = 0..=16;
 const MAX_LAYERS: usize = 32;
 const MAX_ARGS: usize = 256;
 const MAX_ENV: usize = 256;
@@ -62,6 +64,8 @@ struct RawTemplate {
     harness: Option<RawHarness>,
     #[serde(default)]
     egress: Option<Spanned<RawEgress>>,
+    #[serde(default)]
+    warm: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -136,6 +140,10 @@ pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError
         Some(v) => in_range(&src, v, "disk_mib", DISK_MIB_RANGE)?,
     };
     let sleep = sleep(&src, &raw)?;
+    let warm = match &raw.warm {
+        None => 0,
+        Some(v) => in_range(&src, v, "warm", WARM_RANGE)? as usize,
+    };
     let limits = limits(&src, raw.limits.as_ref())?;
     let layers = layers(&src, &raw.layers)?;
     let harness = raw.harness.as_ref().map(|h| harness(&src, h)).transpose()?;
@@ -149,6 +157,7 @@ pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError
         layers,
         harness,
         egress,
+        warm,
         origin: Origin::File(file.to_path_buf()),
         unavailable: None,
     })
@@ -166,7 +175,7 @@ fn sleep(src: &Source<'_>, raw: &RawTemplate) -> Result<SleepSettings, TemplateE
         stop_after_s: rung(&raw.stop_after_s, "stop_after_s", DEFAULT_STOP_AFTER_S)?,
         auto_resume: raw.auto_resume.unwrap_or(true),
     };
-    if let Err(order) = crate::validate::sleep_order(&sleep) {
+    if let Err(order) = sleep.in_order() {
         let at = [&raw.stop_after_s, &raw.snapshot_after_s, &raw.pause_after_s]
             .into_iter()
             .flatten()

@@ -49,6 +49,7 @@ fn builtin_host() -> Template {
         layers: Vec::new(),
         harness: None,
         egress: Default::default(),
+        warm: 0,
         origin: Origin::Builtin,
         unavailable: None,
     }
@@ -69,6 +70,7 @@ fn a_full_file_loads_with_every_key() {
             r#"name = "mine"
 base = "host"
 stop_after_s = 600
+warm = 3
 
 [limits]
 memory_mib = 1024
@@ -96,7 +98,10 @@ turn_timeout_s = 60
     let t = registry.get("mine").expect("mine loaded");
     assert_eq!(t.origin, Origin::File(file.clone()));
     assert_eq!(t.origin.to_string(), file.display().to_string());
-    assert_eq!((t.base.clone(), t.sleep.stop_after_s), (Base::Host, 600));
+    assert_eq!(
+        (t.base.clone(), t.sleep.stop_after_s, t.warm),
+        (Base::Host, 600, 3)
+    );
     assert_eq!(
         (t.limits.memory_mib, t.limits.pids, t.limits.cpus),
         (1024, 128, 2.0)
@@ -134,6 +139,7 @@ fn a_minimal_file_gets_the_documented_defaults() {
     let t = registry.get("tiny").unwrap();
     assert_eq!(t.base, Base::Host);
     assert_eq!(t.sleep, DEFAULT_SLEEP);
+    assert_eq!(t.warm, 0);
     assert_eq!(t.limits, berth_runtime::Limits::default());
     let h = t.harness.as_ref().unwrap();
     assert_eq!(
@@ -197,6 +203,7 @@ fn validation_errors_point_at_the_offending_key() {
         ("name = \"v\"\ndisk_mib = 10\n", 2, "`disk_mib` = 10 is out of range 64..=1048576"),
         ("name = \"v\"\n\nstop_after_s = 604801\n", 3, "`stop_after_s` = 604801 is out of range 0..=604800"),
         ("name = \"v\"\npause_after_s = 60\nstop_after_s = 30\n", 3, "`stop_after_s` (30 s) must be longer than `pause_after_s` (60 s)"),
+        ("name = \"v\"\nwarm = 17\n", 2, "`warm` = 17 is out of range 0..=16"),
         ("name = \"v\"\n[limits]\npids = 1\n", 3, "limits.pids"),
         ("name = \"v\"\n[limits]\ncpus = 0.0\n", 3, "limits.cpus"),
         ("name = \"v\"\n[limits]\nmemory_mib = 70000\n", 3, "limits.memory_mib"),

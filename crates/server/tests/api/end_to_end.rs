@@ -51,6 +51,13 @@ pub(crate) fn sandbox(data: &Path) -> Result<Arc<dyn Runtime>, String> {
     Ok(Arc::new(runtime))
 }
 
+/// The sandbox runtime, or `None` (counted as skipped) where this host cannot run it.
+pub(crate) fn sandbox_or_skip(data: &Path) -> Option<Arc<dyn Runtime>> {
+    sandbox(data)
+        .map_err(|reason| berth_testkit::skip("sandbox", &reason))
+        .ok()
+}
+
 pub(crate) async fn with_sandbox() -> Option<TestServer> {
     let data = tempfile::tempdir().unwrap();
     match sandbox(data.path()) {

@@ -43,5 +43,6 @@ mod tls;
 mod tls_acme;
 mod turns;
 mod wakeups;
+mod warm_pool;
 mod web_sessions;
 mod webapp;

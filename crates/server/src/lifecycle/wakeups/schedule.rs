@@ -14,7 +14,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use super::config::WakeupsHostConfig;
-use crate::ops::wakeups::WakeupError;
+use super::error::WakeupError;
 
 /// Farthest a wakeup may be set ahead (about ten years).
 pub const MAX_AHEAD_S: u64 = 10 * 366 * 24 * 3600;

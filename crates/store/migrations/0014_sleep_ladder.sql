@@ -1,4 +1,4 @@
--- berth store, version 13: boxes sleep on a ladder (issue 14). A box may be `snapshotted`
+-- berth store, version 14: boxes sleep on a ladder (issue 14). A box may be `snapshotted`
 -- (its memory saved next to its volume, no VMM running), and each box says after how many
 -- idle seconds it is paused, snapshotted and stopped (0: never), and whether a call wakes a
 -- paused or snapshotted box (`auto_resume`). `idle_timeout_s` becomes `stop_after_s`.
