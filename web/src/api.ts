@@ -15,7 +15,7 @@ export interface BoxView {
   id: string;
   name: string;
   template: string;
-  state: "stopped" | "starting" | "running" | "stopping" | "paused" | "failed";
+  state: "stopped" | "starting" | "running" | "stopping" | "paused" | "snapshotted" | "failed";
   state_reason: string | null;
   created_at: string;
   /** The box's newest event that is not a state change; null before any. */

@@ -13,6 +13,8 @@ export function stateLabel(box: Pick<BoxView, "state" | "state_reason">): string
       return "going to sleep";
     case "paused":
       return "paused";
+    case "snapshotted":
+      return "saved to disk";
     case "failed":
       return box.state_reason ? `failed: ${box.state_reason}` : "failed";
   }

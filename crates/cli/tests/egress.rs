@@ -542,7 +542,7 @@ fn a_box_cannot_hold_the_gateways_resources_and_its_log_rotates() {
         berth_testkit::skip("sandbox", &reason);
         return;
     }
-    let egress = "max_connections_per_box = 4\nstop_after_secs = 2\naudit_max_file_bytes = 4096\naudit_max_files = 3\n";
+    let egress = "max_connections_per_box = 4\nidle_timeout_secs = 2\naudit_max_file_bytes = 4096\naudit_max_files = 3\n";
     let world = World::with_egress_config("bounded", &agent_template(), egress);
     let daemon = &world.daemon;
     let probe = |refusals: usize| {

@@ -587,7 +587,7 @@ min_free_percent = 10
         assert_eq!(defaults.max_connections_per_box, 256);
         assert_eq!(defaults.idle_timeout_secs, 300);
         assert_eq!(defaults.audit_max_files, 4);
-        let set = parse("[egress]\nmax_connections_per_box = 8\nstop_after_secs = 60\naudit_max_file_bytes = 1048576\naudit_max_files = 2\naudit_queue = 16\n").unwrap().egress;
+        let set = parse("[egress]\nmax_connections_per_box = 8\nidle_timeout_secs = 60\naudit_max_file_bytes = 1048576\naudit_max_files = 2\naudit_queue = 16\n").unwrap().egress;
         assert_eq!(
             (
                 set.max_connections_per_box,
@@ -600,7 +600,7 @@ min_free_percent = 10
         );
         for bad in [
             "[egress]\nmax_connections_per_box = 0\n",
-            "[egress]\nstop_after_secs = 0\n",
+            "[egress]\nidle_timeout_secs = 0\n",
             "[egress]\naudit_max_file_bytes = 10\n",
             "[egress]\naudit_max_files = 0\n",
             "[egress]\naudit_queue = 0\n",

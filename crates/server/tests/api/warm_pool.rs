@@ -298,7 +298,7 @@ async fn a_restarted_daemon_reuses_its_pool_boxes() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join("plain.toml"),
-        "name = \"plain\"\nwarm = 1\nidle_timeout_s = 10\n",
+        "name = \"plain\"\nwarm = 1\nstop_after_s = 10\n",
     )
     .unwrap();
     let (daemon_runtime, first) = start_killable(runtime, data);
