@@ -22,6 +22,7 @@ mod bundle;
 mod cgroup;
 mod egress;
 mod exit;
+mod freezer;
 mod host;
 mod idmap_mount;
 mod image_rootfs;
@@ -91,6 +92,14 @@ pub struct SandboxRuntime {
 }
 
 impl SandboxRuntime {
+    /// Whether pause and resume go straight to the container cgroup's freezer: runc and
+    /// crun keep their containers in `/berth/<id>` and read its freezer for their own
+    /// state; another runtime (gVisor's runsc pauses its sandbox itself) is asked instead.
+    fn freezes_directly(&self) -> bool {
+        let program = std::path::Path::new(&self.config.oci_runtime).file_name();
+        matches!(program.and_then(|p| p.to_str()), Some("runc" | "crun"))
+    }
+
     /// Whether this host can run sandbox boxes at all: root, the OCI runtime `oci_runtime`,
     /// user namespaces, loop devices. Returns the OCI runtime's path. (Tests use it to skip with a reason.)
     pub fn check_host(oci_runtime: &str) -> Result<PathBuf, RuntimeError> {
@@ -403,6 +412,22 @@ impl Runtime for SandboxRuntime {
     }
 
     async fn pause(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        if self.freezes_directly() {
+            match freezer::frozen(id)? {
+                Some(false) => {
+                    let id = id.clone();
+                    // The freeze is waited for by polling the cgroup: off the async threads.
+                    return match tokio::task::spawn_blocking(move || freezer::freeze(&id)).await {
+                        Ok(frozen) => frozen.map(drop),
+                        Err(e) => std::panic::resume_unwind(e.into_panic()),
+                    };
+                }
+                Some(true) => {
+                    return Err(wrong_state(id, "pause", "running", RuntimeStatus::Paused))
+                }
+                None => {}
+            }
+        }
         let status = self.status(id).await?;
         if status != RuntimeStatus::Running {
             return Err(wrong_state(id, "pause", "running", status));
@@ -411,6 +436,15 @@ impl Runtime for SandboxRuntime {
     }
 
     async fn resume(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        if self.freezes_directly() {
+            match freezer::frozen(id)? {
+                Some(true) => return freezer::thaw(id).map(drop),
+                Some(false) => {
+                    return Err(wrong_state(id, "resume", "paused", RuntimeStatus::Running))
+                }
+                None => {}
+            }
+        }
         let status = self.status(id).await?;
         if status != RuntimeStatus::Paused {
             return Err(wrong_state(id, "resume", "paused", status));

@@ -35,16 +35,16 @@ pub(crate) struct VmCgroup {
     dirs: Vec<PathBuf>,
 }
 
-fn relative(id: &BoxId) -> PathBuf {
+pub(crate) fn relative(id: &BoxId) -> PathBuf {
     Path::new("berth").join(id.as_str())
 }
 
-fn is_v2() -> bool {
+pub(crate) fn is_v2() -> bool {
     Path::new(ROOT).join("cgroup.controllers").exists()
 }
 
 /// The v1 hierarchy holding `controller` (`cpu` may be mounted as `cpu,cpuacct`).
-fn v1_mount(controller: &str) -> Option<PathBuf> {
+pub(crate) fn v1_mount(controller: &str) -> Option<PathBuf> {
     let direct = Path::new(ROOT).join(controller);
     if direct.is_dir() {
         return Some(direct);
