@@ -91,11 +91,7 @@ pub(super) async fn snapshot_held(
                 runtime.name()
             ),
         };
-        return Err(cannot(
-            &record,
-            "snapshotted",
-            format!("{why}; pause it instead"),
-        ));
+        return Err(cannot(&record, "snapshotted", why));
     }
     match record.state {
         BoxState::Snapshotted => return Ok(()),
