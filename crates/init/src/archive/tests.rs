@@ -228,7 +228,13 @@ fn manifest(root: &Path) -> BTreeMap<String, (char, u32, u64, Vec<u8>)> {
     out
 }
 
+/// The tests that take archive transfer slots (the process's one [`super::TRANSFERS`]) run
+/// one at a time: the cap test holds every slot for a while, and another test's transfer
+/// would be refused meanwhile.
+static TRANSFER_TESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn pack_to_vec(path: &Path, user: BoxUser) -> Vec<u8> {
+    let _one_at_a_time = TRANSFER_TESTS.blocking_lock();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -325,6 +331,7 @@ fn the_box_user_gets_no_setuid_bits_and_owns_what_it_extracts() {
 
 #[tokio::test]
 async fn transfers_past_the_cap_are_refused_until_one_ends() {
+    let _one_at_a_time = TRANSFER_TESTS.lock().await;
     let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("big"), vec![0u8; 2 * 1024 * 1024]).unwrap();
     let q = FileQuery {
@@ -333,7 +340,7 @@ async fn transfers_past_the_cap_are_refused_until_one_ends() {
         ..Default::default()
     };
     // Nobody reads these: each worker waits with its channel full. The cap is the
-    // process's (other tests in this process may hold slots too): fill it until refused.
+    // process's (other code in this process may hold slots too): fill it until refused.
     let mut held = Vec::new();
     let err = loop {
         match read(q.clone()).await {
