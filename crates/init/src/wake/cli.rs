@@ -67,10 +67,20 @@ fn call(op: &WakeOp) -> std::io::Result<WakeReply> {
     stream.set_read_timeout(Some(REPLY_TIMEOUT + Duration::from_secs(5)))?;
     let mut line = serde_json::to_vec(op)?;
     line.push(b'\n');
-    stream.write_all(&line)?;
+    // A refusal may come before the whole request is written (a request past the size
+    // limit): the answer is read even when the write broke off.
+    let written = stream.write_all(&line);
     let mut answer = String::new();
-    BufReader::new(stream).read_line(&mut answer)?;
-    serde_json::from_str(&answer).map_err(std::io::Error::other)
+    match BufReader::new(stream).read_line(&mut answer) {
+        Ok(_) if !answer.is_empty() => serde_json::from_str(&answer).map_err(std::io::Error::other),
+        read => {
+            written?;
+            read?;
+            Err(std::io::Error::other(
+                "berth-init closed the connection without an answer",
+            ))
+        }
+    }
 }
 
 /// `None`: help was asked for.

@@ -95,19 +95,19 @@ async fn one(stream: UnixStream, harness: &Harness) -> std::io::Result<()> {
         .peer_cred()
         .is_ok_and(|c| c.uid() == 0 || c.uid() == BOX_USER_UID);
     let (read, mut write) = stream.into_split();
+    // The request is read (bounded) even from a caller that is refused: answering before
+    // it has written would break its pipe and hide the refusal from it.
+    let mut line = Vec::new();
+    let mut read = BufReader::new(read).take(MAX_WAKE_REQUEST_BYTES as u64 + 1);
+    read.read_until(b'\n', &mut line).await?;
     let answer = if !allowed {
         local(403, "only the box's user may set wakeups")
+    } else if line.len() > MAX_WAKE_REQUEST_BYTES {
+        local(413, "the request is larger than 64 KiB")
     } else {
-        let mut line = Vec::new();
-        let mut read = BufReader::new(read).take(MAX_WAKE_REQUEST_BYTES as u64 + 1);
-        read.read_until(b'\n', &mut line).await?;
-        if line.len() > MAX_WAKE_REQUEST_BYTES {
-            local(413, "the request is larger than 64 KiB")
-        } else {
-            match serde_json::from_slice::<WakeOp>(&line) {
-                Ok(op) => ask_host(harness, op).await,
-                Err(err) => local(400, &format!("malformed request: {err}")),
-            }
+        match serde_json::from_slice::<WakeOp>(&line) {
+            Ok(op) => ask_host(harness, op).await,
+            Err(err) => local(400, &format!("malformed request: {err}")),
         }
     };
     let mut out = serde_json::to_vec(&answer).unwrap_or_default();
