@@ -103,8 +103,9 @@ pub trait Runtime: Send + Sync + 'static {
     fn capabilities(&self) -> Capabilities;
 
     /// Boots the box and returns once its `berth-init` has answered `info` with the
-    /// protocol version agreed. Creates the volume on the first start. On error nothing of
-    /// the box is left running.
+    /// protocol version agreed. Creates the volume on the first start. A snapshot the box
+    /// has is deleted first: a cold boot changes the volume under it, so it could never be
+    /// restored safely. On error nothing of the box is left running.
     ///
     /// The box's egress channel is bound before the box boots (its harness may connect out
     /// at once) and handed over in [`Booted::egress`]: connections queue on it until the

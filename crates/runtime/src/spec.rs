@@ -122,6 +122,21 @@ impl BootToken {
         BootToken(random.iter().map(|b| format!("{b:02x}")).collect())
     }
 
+    /// A token as [`BootToken::as_str`] spells it (64 lowercase hex digits), as the store
+    /// and a VM's config disk keep it; `None` for anything this code did not write.
+    pub fn from_hex(hex: &str) -> Option<BootToken> {
+        if hex.len() != 64 {
+            return None;
+        }
+        let mut bytes = [0u8; 32];
+        for (i, byte) in bytes.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        let token = BootToken::from_random(bytes);
+        // Upper-case digits would decode but not round-trip: not a token berth wrote.
+        (token.as_str() == hex).then_some(token)
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -136,6 +151,17 @@ impl fmt::Debug for BootToken {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_round_trip_from_their_hex_and_nothing_else_does() {
+        let token = BootToken::from_random([0x5a; 32]);
+        assert_eq!(BootToken::from_hex(token.as_str()), Some(token.clone()));
+        assert_eq!(BootToken::from_hex(&token.as_str().to_uppercase()), None);
+        assert_eq!(BootToken::from_hex("abc"), None);
+        assert_eq!(BootToken::from_hex(&"zz".repeat(32)), None);
+        assert_eq!(BootToken::from_hex(&"é".repeat(32)), None);
+        assert_eq!(BootToken::from_hex(&"G".repeat(64)), None);
+    }
 
     #[test]
     fn id_ranges_never_overlap_and_stay_in_u32() {

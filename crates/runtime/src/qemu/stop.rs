@@ -33,7 +33,7 @@ impl QemuRuntime {
         }
         let qmp_path = paths.qmp_socket();
         // The token of this boot is on its config disk (host-only, 0600).
-        match config_disk::read(&paths.config_disk()).map(|c| token_of(&c.token)) {
+        match config_disk::read(&paths.config_disk()).map(|c| BootToken::from_hex(&c.token)) {
             Ok(Some(token)) => {
                 let client = self.channel(id, &token);
                 match tokio::time::timeout(grace, client.shutdown()).await {
@@ -110,34 +110,5 @@ impl QemuRuntime {
             }
         }
         left
-    }
-}
-
-/// The boot token written as 64 hex digits (how [`BootToken::from_random`] spells it).
-fn token_of(hex: &str) -> Option<BootToken> {
-    if hex.len() != 64 {
-        return None;
-    }
-    let mut bytes = [0u8; 32];
-    for (i, byte) in bytes.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    let token = BootToken::from_random(bytes);
-    // Upper-case digits would decode but not round-trip: not a token berth wrote.
-    (token.as_str() == hex).then_some(token)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_round_trip_from_their_hex_and_nothing_else_does() {
-        let token = BootToken::from_random([0x5a; 32]);
-        assert_eq!(token_of(token.as_str()), Some(token.clone()));
-        assert_eq!(token_of(&token.as_str().to_uppercase()), None);
-        assert_eq!(token_of("abc"), None);
-        assert_eq!(token_of(&"zz".repeat(32)), None);
-        assert_eq!(token_of(&"é".repeat(32)), None);
     }
 }

@@ -18,9 +18,7 @@ pub async fn pause(
 ) -> Result<Json<BoxView>, ApiError> {
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
     let paused = ctx.lifecycle().pause(&record.id).await?;
-    Ok(Json(
-        BoxView::new(&ctx, paused, &who).with_usage(&ctx).await,
-    ))
+    Ok(Json(BoxView::measured(&ctx, paused, &who).await))
 }
 
 #[utoipa::path(post, path = "/v1/boxes/{box_ref}/resume", tag = "boxes", summary = "Wake a paused or snapshotted box (also with auto_resume off)", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), responses((status = 200, body = crate::api::view::BoxView), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 503, description = "the box could not start; it is failed with the reason", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
@@ -31,9 +29,7 @@ pub async fn resume(
 ) -> Result<Json<BoxView>, ApiError> {
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
     let resumed = ctx.lifecycle().resume(&record.id).await?;
-    Ok(Json(
-        BoxView::new(&ctx, resumed, &who).with_usage(&ctx).await,
-    ))
+    Ok(Json(BoxView::measured(&ctx, resumed, &who).await))
 }
 
 #[utoipa::path(post, path = "/v1/boxes/{box_ref}/snapshot", tag = "boxes", summary = "Save a running or paused box's memory to disk and free it", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), responses((status = 200, body = crate::api::view::BoxView), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 409, description = "the box is not running or paused, or its runtime cannot snapshot (the message says why)", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
@@ -44,5 +40,5 @@ pub async fn snapshot(
 ) -> Result<Json<BoxView>, ApiError> {
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
     let saved = ctx.lifecycle().snapshot(&record.id).await?;
-    Ok(Json(BoxView::new(&ctx, saved, &who).with_usage(&ctx).await))
+    Ok(Json(BoxView::measured(&ctx, saved, &who).await))
 }

@@ -140,9 +140,7 @@ pub async fn get(
     Path(reference): Path<String>,
 ) -> Result<Json<BoxView>, ApiError> {
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
-    Ok(Json(
-        BoxView::new(&ctx, record, &who).with_usage(&ctx).await,
-    ))
+    Ok(Json(BoxView::measured(&ctx, record, &who).await))
 }
 
 #[utoipa::path(delete, path = "/v1/boxes/{box_ref}", tag = "boxes", summary = "Stop a box and delete it with its volume", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), responses((status = 204, description = "deleted"), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]

@@ -184,12 +184,12 @@ impl BoxView {
 impl BoxView {
     /// The view with what the box holds on the host now (memory, snapshot disk), which
     /// costs the runtime a look: single-box answers carry it, lists do not.
-    pub async fn with_usage(mut self, ctx: &Ctx) -> BoxView {
-        let Ok(id) = self.id.parse::<berth_protocol::BoxId>() else {
-            return self;
-        };
-        let Ok(runtime) = ctx.runtimes.get(&self.runtime) else {
-            return self;
+    pub async fn measured(ctx: &Ctx, record: BoxRecord, who: &Principal) -> BoxView {
+        let id = record.id.clone();
+        let runtime = ctx.runtime_of(&record).ok();
+        let mut view = BoxView::new(ctx, record, who);
+        let Some(runtime) = runtime else {
+            return view;
         };
         let measured = |what: &str, got: Result<Option<u64>, berth_runtime::RuntimeError>| {
             got.unwrap_or_else(|e| {
@@ -197,9 +197,9 @@ impl BoxView {
                 None
             })
         };
-        self.memory_bytes = measured("memory", runtime.memory_held(&id).await);
-        self.snapshot_bytes = measured("snapshot", runtime.snapshot_size(&id).await);
-        self
+        view.memory_bytes = measured("memory", runtime.memory_held(&id).await);
+        view.snapshot_bytes = measured("snapshot", runtime.snapshot_size(&id).await);
+        view
     }
 }
 

@@ -27,8 +27,7 @@ use berth_store::{BoxRecord, BoxState};
 use crate::boxes::Live;
 use crate::ctx::Ctx;
 use crate::error::OpError;
-use crate::lifecycle::sleep::{pause_held, snapshot_held};
-use crate::lifecycle::stop::stop_held;
+use crate::lifecycle::sleep::{descend_held, Rung};
 use crate::lifecycle::Use;
 use crate::ops::box_find::reload;
 use berth_runtime::error_chain;
@@ -86,14 +85,6 @@ fn sweep(ctx: &Ctx, reclaiming: &Arc<Mutex<HashSet<BoxId>>>) {
     }
 }
 
-/// A rung of the ladder below the box's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rung {
-    Pause,
-    Snapshot,
-    Stop,
-}
-
 /// The cheap check: the deepest rung the box's idle time has reached (no call in flight,
 /// none for that long) that is below where it is now, if any.
 pub fn rung_due(ctx: &Ctx, record: &BoxRecord) -> Option<Rung> {
@@ -138,11 +129,7 @@ pub async fn reclaim(ctx: &Ctx, id: &BoxId) -> Result<Option<Rung>, OpError> {
     }
     let reason = Some("idle");
     tracing::info!(box_id = %id, name = %record.name, from = %record.state, to = ?rung, "box idle: taking it down its ladder");
-    match rung {
-        Rung::Pause => pause_held(ctx, id, &mut live, reason).await?,
-        Rung::Snapshot => snapshot_held(ctx, id, &mut live, reason).await?,
-        Rung::Stop => stop_held(ctx, id, &mut live).await?,
-    }
+    descend_held(ctx, id, &mut live, rung, reason).await?;
     Ok(Some(rung))
 }
 

@@ -14,6 +14,7 @@
 
 pub mod activity;
 pub mod awake;
+pub(crate) mod boot_tasks;
 pub(crate) mod detached;
 pub mod event_retention;
 pub mod exit_watch;
@@ -22,7 +23,7 @@ mod owner;
 pub(crate) mod rootfs;
 mod sleep;
 mod stop;
-pub(crate) mod wake;
+mod wake;
 pub mod wakeups;
 pub mod warm_pool;
 

@@ -72,7 +72,7 @@ impl Lifecycle<'_> {
 
     /// Stops the box (its processes end, its disk stays, a snapshot is deleted).
     pub async fn stop(self, id: &BoxId) -> Result<BoxRecord, OpError> {
-        stop::stop_box(self.ctx, id).await
+        sleep::descend(self.ctx, id, sleep::Rung::Stop).await
     }
 
     /// Stops the box and leaves it `failed` with `reason` (its harness gave up).
@@ -82,7 +82,7 @@ impl Lifecycle<'_> {
 
     /// Freezes every process of the running box in memory.
     pub async fn pause(self, id: &BoxId) -> Result<BoxRecord, OpError> {
-        sleep::pause_box(self.ctx, id).await
+        sleep::descend(self.ctx, id, sleep::Rung::Pause).await
     }
 
     /// Wakes a paused or snapshotted box, whatever its `auto_resume` (`POST /resume`).
@@ -99,6 +99,6 @@ impl Lifecycle<'_> {
 
     /// Saves the running or paused box's memory to disk and ends its VMM.
     pub async fn snapshot(self, id: &BoxId) -> Result<BoxRecord, OpError> {
-        sleep::snapshot_box(self.ctx, id).await
+        sleep::descend(self.ctx, id, sleep::Rung::Snapshot).await
     }
 }

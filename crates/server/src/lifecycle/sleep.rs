@@ -1,10 +1,10 @@
-//! Taking a box down the ladder without stopping it: pause (every process frozen in memory)
-//! and snapshot (memory and device state saved next to the volume, the VMM gone). Both for
-//! `POST /v1/boxes/{ref}/pause|snapshot` and for the reclaimer's rungs; waking back up is
-//! [`super::wake`]'s.
+//! Taking a box down the ladder ([`descend`]): pause (every process frozen in memory),
+//! snapshot (memory and device state saved next to the volume, the VMM gone), or stop
+//! (`super::stop`). For `POST /v1/boxes/{ref}/pause|snapshot|stop` and the reclaimer's
+//! rungs; waking back up is [`super::wake`]'s.
 
 use berth_protocol::BoxId;
-use berth_runtime::{error_chain, RuntimeError};
+use berth_runtime::{error_chain, RuntimeError, RuntimeStatus};
 use berth_store::{BoxRecord, BoxState};
 
 use crate::boxes::Live;
@@ -13,32 +13,54 @@ use crate::error::OpError;
 use crate::lifecycle::detached::detached;
 use crate::ops::box_find::reload;
 
-/// Pauses the running box (a paused box stays as it is); returns its row.
-pub(super) async fn pause_box(ctx: &Ctx, id: &BoxId) -> Result<BoxRecord, OpError> {
+/// A rung of the ladder below running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rung {
+    Pause,
+    Snapshot,
+    Stop,
+}
+
+impl Rung {
+    /// The state the rung leaves a box in, as a word for messages.
+    fn done(self) -> &'static str {
+        match self {
+            Rung::Pause => "paused",
+            Rung::Snapshot => "snapshotted",
+            Rung::Stop => "stopped",
+        }
+    }
+}
+
+/// Takes the box to `rung` (a box already there stays as it is); returns its row.
+pub(super) async fn descend(ctx: &Ctx, id: &BoxId, rung: Rung) -> Result<BoxRecord, OpError> {
     let (ctx, id) = (ctx.clone(), id.clone());
     detached(&id.clone(), async move {
         let slot = ctx.boxes.slot(&id);
         let mut live = slot.lifecycle.lock().await;
-        pause_held(&ctx, &id, &mut live, None).await?;
+        descend_held(&ctx, &id, &mut live, rung, None).await?;
         reload(&ctx, &id)
     })
     .await
 }
 
-/// Snapshots the running or paused box (a snapshotted box stays as it is); returns its row.
-pub(super) async fn snapshot_box(ctx: &Ctx, id: &BoxId) -> Result<BoxRecord, OpError> {
-    let (ctx, id) = (ctx.clone(), id.clone());
-    detached(&id.clone(), async move {
-        let slot = ctx.boxes.slot(&id);
-        let mut live = slot.lifecycle.lock().await;
-        snapshot_held(&ctx, &id, &mut live, None).await?;
-        reload(&ctx, &id)
-    })
-    .await
+/// Takes the box to `rung` with its lifecycle lock held; `reason` goes on the state change.
+pub(super) async fn descend_held(
+    ctx: &Ctx,
+    id: &BoxId,
+    live: &mut Live,
+    rung: Rung,
+    reason: Option<&str>,
+) -> Result<(), OpError> {
+    match rung {
+        Rung::Pause => pause_held(ctx, id, live, reason).await,
+        Rung::Snapshot => snapshot_held(ctx, id, live, reason).await,
+        Rung::Stop => super::stop::stop_held(ctx, id, live).await,
+    }
 }
 
 /// Pauses the box with its lifecycle lock held; `reason` goes on the state change.
-pub(super) async fn pause_held(
+async fn pause_held(
     ctx: &Ctx,
     id: &BoxId,
     live: &mut Live,
@@ -51,7 +73,7 @@ pub(super) async fn pause_held(
         state => {
             return Err(cannot(
                 &record,
-                "paused",
+                Rung::Pause,
                 format!("it is {state}; only a running box can be"),
             ))
         }
@@ -59,12 +81,12 @@ pub(super) async fn pause_held(
     let runtime = ctx.runtime_of(&record)?;
     if !runtime.capabilities().pause {
         let why = format!("the {} runtime cannot pause boxes", runtime.name());
-        return Err(cannot(&record, "paused", why));
+        return Err(cannot(&record, Rung::Pause, why));
     }
     runtime
         .pause(id)
         .await
-        .map_err(|source| runtime_error(&record, "pause", source))?;
+        .map_err(|source| runtime_error(&record, Rung::Pause, source))?;
     ctx.store
         .update_box_state(id, record.generation, BoxState::Paused, reason)?;
     tracing::info!(box_id = %id, name = %record.name, "box paused");
@@ -74,7 +96,7 @@ pub(super) async fn pause_held(
 /// Snapshots the box with its lifecycle lock held; `reason` goes on the state change. The
 /// boot's pumps and exit watch end first (the VMM goes away under them), the rest of the
 /// boot once the snapshot is saved; its boot token and egress CA stay, for the restore.
-pub(super) async fn snapshot_held(
+async fn snapshot_held(
     ctx: &Ctx,
     id: &BoxId,
     live: &mut Live,
@@ -91,14 +113,14 @@ pub(super) async fn snapshot_held(
                 runtime.name()
             ),
         };
-        return Err(cannot(&record, "snapshotted", why));
+        return Err(cannot(&record, Rung::Snapshot, why));
     }
     match record.state {
         BoxState::Snapshotted => return Ok(()),
         BoxState::Running | BoxState::Paused if live.client.is_some() => {}
         state => {
             let why = format!("it is {state}; only a running or paused box can be");
-            return Err(cannot(&record, "snapshotted", why));
+            return Err(cannot(&record, Rung::Snapshot, why));
         }
     }
     live.pumps = None;
@@ -107,7 +129,7 @@ pub(super) async fn snapshot_held(
     if let Err(source) = runtime.snapshot(id).await {
         // The VMM may still run the box: keep the boot as it was, with fresh pumps.
         tracing::warn!(box_id = %id, error = %error_chain(&source), "the snapshot failed");
-        let error = runtime_error(&record, "snapshot", source);
+        let error = runtime_error(&record, Rung::Snapshot, source);
         restart_boot(ctx, id, live, &record).await;
         return Err(error);
     }
@@ -121,13 +143,9 @@ pub(super) async fn snapshot_held(
 /// After a snapshot that failed: if the box still runs, its pumps and exit watch start
 /// again for the same boot; if not, the boot is over and the next wake starts it.
 async fn restart_boot(ctx: &Ctx, id: &BoxId, live: &mut Live, record: &BoxRecord) {
-    let Some(client) = live.client.clone() else {
-        return;
-    };
     let Ok(runtime) = ctx.runtime_of(record) else {
         return;
     };
-    use berth_runtime::RuntimeStatus;
     if !matches!(
         runtime.status(id).await,
         Ok(RuntimeStatus::Running | RuntimeStatus::Paused)
@@ -135,40 +153,29 @@ async fn restart_boot(ctx: &Ctx, id: &BoxId, live: &mut Live, record: &BoxRecord
         live.end_boot();
         return;
     }
-    live.exit_watch = Some(super::ExitWatch::start(ctx, id, runtime, live.boot));
-    live.pumps = Some(crate::pumps::start(
-        ctx,
-        id,
-        client,
-        live.boot,
-        ctx.box_has_harness(record),
-    ));
+    super::boot_tasks::start(ctx, id, live, runtime, ctx.box_has_harness(record));
 }
 
-fn cannot(record: &BoxRecord, action: &'static str, why: String) -> OpError {
+fn cannot(record: &BoxRecord, rung: Rung, why: String) -> OpError {
     OpError::CannotSleep {
         name: record.name.clone(),
-        action,
+        action: rung.done(),
         why,
     }
 }
 
-fn runtime_error(record: &BoxRecord, action: &'static str, source: RuntimeError) -> OpError {
+/// A runtime's refusal reads like the daemon's own; any other failure is the runtime's.
+fn runtime_error(record: &BoxRecord, rung: Rung, source: RuntimeError) -> OpError {
     match source {
-        RuntimeError::Unsupported { .. } => {
-            cannot(record, action_done(action), error_chain(&source))
-        }
+        RuntimeError::Unsupported { .. } => cannot(record, rung, error_chain(&source)),
         source => OpError::Runtime {
-            action,
+            action: match rung {
+                Rung::Pause => "pause",
+                Rung::Snapshot => "snapshot",
+                Rung::Stop => "stop",
+            },
             id: record.id.clone(),
             source: Box::new(source),
         },
-    }
-}
-
-fn action_done(action: &'static str) -> &'static str {
-    match action {
-        "pause" => "paused",
-        _ => "snapshotted",
     }
 }

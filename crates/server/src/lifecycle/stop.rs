@@ -2,7 +2,7 @@
 //! processes die (or the snapshot is deleted), the volume stays.
 
 use berth_protocol::BoxId;
-use berth_store::{BoxRecord, BoxState};
+use berth_store::BoxState;
 
 use crate::ctx::{Ctx, STOP_GRACE};
 use crate::error::OpError;
@@ -10,24 +10,8 @@ use crate::lifecycle::detached::detached;
 use crate::ops::box_find::reload;
 use berth_runtime::error_chain;
 
-/// Stops the box (a stopped box stays as it is); returns its current row.
-pub(super) async fn stop_box(ctx: &Ctx, id: &BoxId) -> Result<BoxRecord, OpError> {
-    let (ctx, task_id) = (ctx.clone(), id.clone());
-    detached(id, async move {
-        stop_locked(&ctx, &task_id).await?;
-        reload(&ctx, &task_id)
-    })
-    .await
-}
-
-async fn stop_locked(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
-    let slot = ctx.boxes.slot(id);
-    let mut live = slot.lifecycle.lock().await;
-    stop_held(ctx, id, &mut live).await
-}
-
-/// Stops the box with its lifecycle lock already held (the idle reclaimer re-checks
-/// idleness under the lock, then stops).
+/// Stops the box with its lifecycle lock already held (`sleep::descend` for
+/// `POST …/stop`; the idle reclaimer re-checks idleness under the lock, then stops).
 pub(super) async fn stop_held(
     ctx: &Ctx,
     id: &BoxId,

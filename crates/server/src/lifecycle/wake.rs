@@ -18,7 +18,6 @@ use crate::ctx::{Ctx, STOP_GRACE};
 use crate::error::{OpError, TemplateProblem};
 use crate::lifecycle::detached::detached;
 use crate::lifecycle::rootfs::rootfs_for;
-use crate::lifecycle::ExitWatch;
 use crate::ops::box_disk;
 use crate::ops::box_find::reload;
 use crate::templates::Template;
@@ -217,7 +216,7 @@ async fn boot(
         BoxState::Snapshotted => ctx
             .store
             .boot_token(&record.id)?
-            .and_then(|t| parse_token(&t)),
+            .and_then(|t| BootToken::from_hex(&t)),
         _ => None,
     };
     // Every wake that cold-starts (start, exec, files, a message) comes here: the tenant's
@@ -304,16 +303,10 @@ async fn boot(
         disk_mib: box_disk::volume_mib_for_start(ctx, &record, template.disk_mib),
     };
     let began = Instant::now();
+    // A cold start deletes whatever snapshot is left (`Runtime::start`).
     let started = match snapshot_token {
         Some(old) => restore_or_start(runtime, &spec, &old).await,
-        None => {
-            // Whatever snapshot is left (its egress no longer fits) must not be restored
-            // later over this boot.
-            if let Err(e) = runtime.discard_snapshot(&record.id).await {
-                tracing::warn!(box_id = %record.id, error = %error_chain(&e), "cannot delete the box's old snapshot");
-            }
-            runtime.start(&spec).await
-        }
+        None => runtime.start(&spec).await,
     };
     match started {
         Ok(Booted {
@@ -334,12 +327,6 @@ async fn boot(
             live.egress = Some(ctx.egress.serve(&egress, listener));
             live.client = Some(client.clone());
             live.boot += 1;
-            live.exit_watch = Some(ExitWatch::start(
-                ctx,
-                &record.id,
-                runtime.clone(),
-                live.boot,
-            ));
             // The idle clock starts at the wake.
             ctx.activity.touch(&record.id);
             // Kept so a restarted daemon can reattach (ops/reconcile.rs).
@@ -351,13 +338,7 @@ async fn boot(
             }
             // Messages go only to a harness this boot runs; events come from every box.
             let harness = spec.harness.is_some();
-            live.pumps = Some(crate::pumps::start(
-                ctx,
-                &record.id,
-                client.clone(),
-                live.boot,
-                harness,
-            ));
+            super::boot_tasks::start(ctx, &record.id, live, runtime.clone(), harness);
             Ok(client)
         }
         Err(source) => {
@@ -371,8 +352,8 @@ async fn boot(
     }
 }
 
-/// Restores the box from its snapshot; if that fails, the snapshot is dropped and the box
-/// cold-starts (its disk is all it keeps then, as after a stop).
+/// Restores the box from its snapshot; if that fails, the box cold-starts (which drops
+/// the snapshot: its disk is all it keeps then, as after a stop).
 async fn restore_or_start(
     runtime: &Arc<dyn Runtime>,
     spec: &BoxSpec,
@@ -387,9 +368,6 @@ async fn restore_or_start(
         Err(e) => {
             tracing::warn!(box_id = %spec.id, error = %error_chain(&e), "cannot restore the box from its snapshot; it starts cold");
         }
-    }
-    if let Err(e) = runtime.discard_snapshot(&spec.id).await {
-        tracing::warn!(box_id = %spec.id, error = %error_chain(&e), "cannot delete the snapshot that did not restore");
     }
     runtime.start(spec).await
 }
@@ -450,18 +428,4 @@ pub(super) fn wake_if_dead(ctx: &Ctx, id: &BoxId, boot: u64) {
             }
         }
     });
-}
-
-/// The stored token (64 hex characters) as a [`BootToken`].
-pub(crate) fn parse_token(hex: &str) -> Option<BootToken> {
-    if hex.len() != 64 {
-        return None;
-    }
-    let mut bytes = [0u8; 32];
-    for (i, byte) in bytes.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    let token = BootToken::from_random(bytes);
-    // Tokens are written lowercase; anything else was not written by this daemon.
-    (token.as_str() == hex).then_some(token)
 }

@@ -451,14 +451,9 @@ async fn claim_locked(ctx: &Ctx, id: &BoxId, owner: &Owner) -> Result<Option<Box
     };
     let client = runtime.channel(id, &token);
     live.egress = Some(ctx.egress.serve(&egress, listener));
-    live.client = Some(client.clone());
-    live.pumps = Some(crate::pumps::start(
-        ctx,
-        id,
-        client,
-        live.boot,
-        ctx.box_has_harness(&claimed),
-    ));
+    live.client = Some(client);
+    // The pool boot goes on as the owner's: its tasks start again with the new client.
+    super::boot_tasks::start(ctx, id, &mut live, runtime, ctx.box_has_harness(&claimed));
     // The idle clock starts at the claim.
     ctx.activity.touch(id);
     tracing::info!(box_id = %id, name = %claimed.name, template = %claimed.template, "box created from the warm pool");

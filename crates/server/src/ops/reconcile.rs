@@ -12,12 +12,11 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use berth_protocol::BoxId;
-use berth_runtime::{IdMap, Runtime};
+use berth_runtime::{BootToken, IdMap, Runtime};
 use berth_store::{BoxRecord, BoxState};
 
 use crate::ctx::{Ctx, STOP_GRACE};
 use crate::error::OpError;
-use crate::lifecycle::ExitWatch;
 use berth_runtime::error_chain;
 
 /// How long a reattach waits for the agent's `info`.
@@ -138,7 +137,7 @@ async fn reattach(
     let Some(token) = ctx
         .store
         .boot_token(&record.id)?
-        .and_then(|t| crate::lifecycle::wake::parse_token(&t))
+        .and_then(|t| BootToken::from_hex(&t))
     else {
         return Ok(false);
     };
@@ -182,16 +181,8 @@ async fn reattach(
     live.egress = Some(ctx.egress.serve(&boot_egress, listener));
     live.client = Some(client.clone());
     live.boot += 1;
-    live.exit_watch = Some(ExitWatch::start(
-        ctx,
-        &record.id,
-        runtime.clone(),
-        live.boot,
-    ));
     let harness = ctx.box_has_harness(record);
-    live.pumps = Some(crate::pumps::start(
-        ctx, &record.id, client, live.boot, harness,
-    ));
+    crate::lifecycle::boot_tasks::start(ctx, &record.id, &mut live, runtime.clone(), harness);
     tracing::info!(box_id = %record.id, name = %record.name, "reconcile: reattached a running box");
     Ok(true)
 }
@@ -218,19 +209,5 @@ pub async fn stop_all(ctx: &Ctx) {
         if let Err(e) = ctx.lifecycle().stop(&record.id).await {
             tracing::error!(box_id = %record.id, error = %error_chain(&e), "shutdown: cannot stop box");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn stored_tokens_round_trip() {
-        let token = berth_runtime::BootToken::from_random([0x5a; 32]);
-        assert_eq!(
-            crate::lifecycle::wake::parse_token(token.as_str()).map(|t| t.as_str().to_owned()),
-            Some(token.as_str().to_owned())
-        );
-        assert!(crate::lifecycle::wake::parse_token("zz").is_none());
-        assert!(crate::lifecycle::wake::parse_token(&"G".repeat(64)).is_none());
     }
 }

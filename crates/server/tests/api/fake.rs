@@ -244,6 +244,8 @@ impl Runtime for FakeRuntime {
             .lock()
             .unwrap()
             .push(spec.boot_token.as_str().to_owned());
+        // A cold boot drops the box's snapshot, as the trait says.
+        self.discard_snapshot(&spec.id).await?;
         // A cold start takes a while: concurrent wakes overlap here.
         tokio::time::sleep(Duration::from_millis(200)).await;
         self.harness
