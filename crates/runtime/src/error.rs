@@ -64,6 +64,11 @@ pub enum RuntimeError {
         last_error: Option<String>,
     },
 
+    /// A box's snapshot cannot load into the VMM it would start now (another VMM version,
+    /// or other memory, vCPUs or disks); it should boot cold instead.
+    #[error("the snapshot no longer fits this box: {what}")]
+    SnapshotMismatch { what: String },
+
     #[error("guest channel")]
     Guest(#[from] GuestError),
 }

@@ -122,9 +122,8 @@ every_backend_checks!(sandbox_image => Sandbox.on_rootfs_image,
     exit::wait_exit_tells_a_stop_a_shutdown_and_a_kill_apart,
 );
 
-// QEMU 7.2 cannot migrate the vhost-user-vsock guest channel (qemu/mod.rs, SNAPSHOT_BLOCKER).
 every_backend_checks!(qemu => Qemu,
-    snapshot::snapshot_is_refused_with_the_reason_where_unsupported,
+    snapshot::a_snapshot_keeps_processes_and_memory_and_a_restore_hands_over_a_new_token,
 );
 
 // Skipped with the reason where this host has no `firecracker` binary or no KVM that runs

@@ -6,15 +6,14 @@
 //!
 //! Firecracker writes and reads the files in its sockets dir (the one directory a jailed
 //! Firecracker may write, at the same path inside its chroot). Between the two they live in
-//! `<box>/snapshot/`, beside the volume and outside anything a boot's cleanup removes:
+//! the box's kept snapshot dir (`crate::vm::snapshot`):
 //!
 //! ```text
-//! <data>/boxes/<id>/snapshot/            0700, host root only
+//! <data>/boxes/<id>/snapshot/
 //!     state                              Firecracker's device and vCPU state
 //!     memory                             the guest's RAM (sparse where it never wrote)
 //! ```
 
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -29,7 +28,7 @@ use super::paths::FcPaths;
 use super::{api_failed, stop, FirecrackerRuntime};
 use crate::error::{io, wrong_state};
 use crate::process::vmm as process;
-use crate::vm::hybrid_client;
+use crate::vm::snapshot::{hand_over, KeptSnapshot};
 use crate::{BootToken, Booted, BoxSpec, RuntimeError, RuntimeStatus};
 
 const STATE: &str = "state";
@@ -37,7 +36,7 @@ const MEMORY: &str = "memory";
 
 /// The snapshot's files, where they are kept and where Firecracker sees them.
 struct Files {
-    kept_dir: PathBuf,
+    kept: KeptSnapshot,
     /// (kept, Firecracker's) for the state and the memory file.
     state: (PathBuf, PathBuf),
     memory: (PathBuf, PathBuf),
@@ -45,21 +44,17 @@ struct Files {
 
 impl Files {
     fn of(paths: &FcPaths) -> Files {
-        let kept_dir = paths.vm().box_dir().join("snapshot");
+        let kept = KeptSnapshot::of(paths.vm(), &[STATE, MEMORY]);
         let vmm = |name: &str| paths.sockets_dir().join(format!("snapshot.{name}"));
         Files {
-            state: (kept_dir.join(STATE), vmm(STATE)),
-            memory: (kept_dir.join(MEMORY), vmm(MEMORY)),
-            kept_dir,
+            state: (kept.file(STATE), vmm(STATE)),
+            memory: (kept.file(MEMORY), vmm(MEMORY)),
+            kept,
         }
     }
 
     fn pairs(&self) -> [&(PathBuf, PathBuf); 2] {
         [&self.state, &self.memory]
-    }
-
-    fn exists(&self) -> bool {
-        self.pairs().iter().all(|(kept, _)| kept.is_file())
     }
 
     fn remove_vmm_side(&self) -> Result<(), RuntimeError> {
@@ -106,8 +101,7 @@ impl FirecrackerRuntime {
             let _ = files.remove_vmm_side();
             return Err(api_failed("snapshot", &e, &console));
         }
-        crate::fs::remove_dir_all_if_exists(&files.kept_dir, "remove the old snapshot")?;
-        crate::vm::make_private_dir(&files.kept_dir)?;
+        files.kept.renew()?;
         for (kept, vmm) in files.pairs() {
             std::fs::rename(vmm, kept).map_err(io("keep the snapshot file", vmm))?;
         }
@@ -134,7 +128,7 @@ impl FirecrackerRuntime {
     ) -> Result<Booted, RuntimeError> {
         let status = self.state(&spec.id).await?;
         let paths = self.box_paths(&spec.id);
-        if status == RuntimeStatus::Stopped && !Files::of(&paths).exists() {
+        if status == RuntimeStatus::Stopped && !Files::of(&paths).kept.exists() {
             return Err(RuntimeError::WrongState {
                 id: spec.id.to_string(),
                 operation: "restore",
@@ -179,10 +173,15 @@ impl FirecrackerRuntime {
         files.remove_vmm_side()?;
         loaded.map_err(|e| api_failed("restore", &e, &console))?;
 
-        let client = self
-            .hand_over(&spec.id, paths, old_token, &spec.boot_token)
-            .await?;
-        crate::fs::remove_dir_all_if_exists(&files.kept_dir, "remove the restored snapshot")?;
+        let client = hand_over(
+            &spec.id,
+            &paths.vsock_socket(),
+            old_token,
+            &spec.boot_token,
+            self.config.boot_deadline,
+        )
+        .await?;
+        files.kept.discard()?;
         tracing::info!(box_id = %spec.id, restore_ms = launched.started.elapsed().as_millis() as u64, "Firecracker VM restored");
         Ok(Booted {
             client,
@@ -190,51 +189,11 @@ impl FirecrackerRuntime {
         })
     }
 
-    /// The restored guest's first call, with the token of the boot it was saved in: the
-    /// new boot's token, then a client holding it.
-    async fn hand_over(
-        &self,
-        id: &BoxId,
-        paths: &FcPaths,
-        old: &BootToken,
-        new: &BootToken,
-    ) -> Result<crate::GuestClient, RuntimeError> {
-        let deadline = self.config.boot_deadline;
-        let started = Instant::now();
-        let previous = hybrid_client(paths.vsock_socket(), old);
-        let client = hybrid_client(paths.vsock_socket(), new);
-        let calls = async {
-            previous.rotate_token(new).await?;
-            client.info().await
-        };
-        let last_error = match tokio::time::timeout(deadline, calls).await {
-            Ok(Ok(_)) => return Ok(client),
-            Ok(Err(e)) => Some(crate::error_chain(&e)),
-            Err(_) => None,
-        };
-        Err(RuntimeError::NotReady {
-            id: id.to_string(),
-            waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            last_error,
-        })
-    }
-
     pub(super) fn snapshot_bytes(&self, id: &BoxId) -> Result<Option<u64>, RuntimeError> {
-        let files = Files::of(&self.box_paths(id));
-        if !files.exists() {
-            return Ok(None);
-        }
-        let mut bytes = 0;
-        for (kept, _) in files.pairs() {
-            // Blocks, not length: the memory file is sparse where the guest never wrote.
-            let meta = std::fs::metadata(kept).map_err(io("measure the snapshot file", kept))?;
-            bytes += meta.blocks() * 512;
-        }
-        Ok(Some(bytes))
+        Files::of(&self.box_paths(id)).kept.bytes()
     }
 
     pub(super) fn discard(&self, id: &BoxId) -> Result<(), RuntimeError> {
-        let files = Files::of(&self.box_paths(id));
-        crate::fs::remove_dir_all_if_exists(&files.kept_dir, "remove the snapshot")
+        Files::of(&self.box_paths(id)).kept.discard()
     }
 }

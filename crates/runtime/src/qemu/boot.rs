@@ -18,7 +18,7 @@ use crate::vm::cgroup::VmCgroup;
 use crate::vm::jail::{self, Access, Jail};
 use crate::vm::{self, ReadyWait};
 use crate::vm::{config_disk, egress, volume, VmPaths};
-use crate::{Booted, BoxSpec, GuestClient, RuntimeError};
+use crate::{Booted, BoxSpec, EgressListener, GuestClient, RuntimeError};
 
 /// How long vhost-device-vsock may take to create its sockets.
 const VHOST_DEADLINE: Duration = Duration::from_secs(5);
@@ -28,12 +28,55 @@ const VHOST_DEADLINE: Duration = Duration::from_secs(5);
 /// waits for a slow guest rather than giving up on it early.
 const INFO_ATTEMPT: Duration = Duration::from_secs(10);
 
+/// What one launch of a box's QEMU is made of: its disks (in QEMU's order) and argv.
+pub(super) struct Plan {
+    disks: Vec<Disk>,
+    targets: Vec<VmDisk>,
+    pub(super) args: Vec<OsString>,
+}
+
+/// A QEMU launched for a box, before its guest answers.
+pub(super) struct Launched {
+    pub(super) qemu: i32,
+    pub(super) egress: EgressListener,
+    pub(super) started: Instant,
+    pub(super) console_from: u64,
+}
+
 impl QemuRuntime {
     pub(super) async fn boot(
         &self,
         spec: &BoxSpec,
         paths: &VmPaths,
     ) -> Result<Booted, RuntimeError> {
+        let plan = self.plan(spec, paths).await?;
+        let launched = self.launch(spec, paths, plan).await?;
+        let client = self.channel_for(spec, paths);
+        let wait = ReadyWait {
+            id: &spec.id,
+            client: &client,
+            vmm_pid: launched.qemu,
+            deadline: self.boot_deadline(),
+            attempt: INFO_ATTEMPT,
+            console_log: &paths.console_log(),
+            console_from: launched.console_from,
+        };
+        vm::wait_ready(wait, || {
+            format!(
+                "QEMU exited ({})",
+                one_line(&process::log_tail(&paths.qemu_log()))
+            )
+        })
+        .await?;
+        tracing::info!(box_id = %spec.id, accel = self.accel.accel.as_str(), boot_ms = launched.started.elapsed().as_millis() as u64, "VM ready");
+        Ok(Booted {
+            client,
+            egress: launched.egress,
+        })
+    }
+
+    /// The disks and QEMU's argv for booting `spec` (the volume created on the first boot).
+    pub(super) async fn plan(&self, spec: &BoxSpec, paths: &VmPaths) -> Result<Plan, RuntimeError> {
         let root_image = vm::rootfs_image(spec, "qemu")?;
         vm::prepare_box(spec, paths).await?;
 
@@ -63,13 +106,44 @@ impl QemuRuntime {
                 ro: true,
             });
         }
-        let config = config_disk::build(spec, targets)?;
-        config_disk::write(&paths.config_disk(), &config)?;
         disks.push(Disk {
             serial: CONFIG_DISK_SERIAL.into(),
             path: paths.config_disk(),
             read_only: true,
         });
+        let kernel_cmdline = cmdline::kernel_cmdline(self.tsc_khz);
+        let args = cmdline::qemu_args(&Launch {
+            accel: self.accel.accel,
+            vcpus: cmdline::vcpus(spec.limits.cpus),
+            memory_mib: spec.limits.memory_mib,
+            kernel: &self.config.kernel,
+            initramfs: &self.config.initramfs,
+            kernel_cmdline: &kernel_cmdline,
+            disks: &disks,
+            paths,
+        });
+        Ok(Plan {
+            disks,
+            targets,
+            args,
+        })
+    }
+
+    /// Writes the config disk, takes a CID, confines and starts vhost-device-vsock and then
+    /// QEMU with `plan`. Returns once QEMU runs; its guest may not answer yet.
+    pub(super) async fn launch(
+        &self,
+        spec: &BoxSpec,
+        paths: &VmPaths,
+        plan: Plan,
+    ) -> Result<Launched, RuntimeError> {
+        let Plan {
+            disks,
+            targets,
+            args,
+        } = plan;
+        let config = config_disk::build(spec, targets)?;
+        config_disk::write(&paths.config_disk(), &config)?;
 
         let cid = self.cids.allocate().ok_or_else(|| RuntimeError::Backend {
             program: "qemu".into(),
@@ -130,17 +204,6 @@ impl QemuRuntime {
         }
         let qemu_jail = jail(qemu_files).prepare()?;
 
-        let kernel_cmdline = cmdline::kernel_cmdline(self.tsc_khz);
-        let args = cmdline::qemu_args(&Launch {
-            accel: self.accel.accel,
-            vcpus: cmdline::vcpus(spec.limits.cpus),
-            memory_mib: spec.limits.memory_mib,
-            kernel: &self.config.kernel,
-            initramfs: &self.config.initramfs,
-            kernel_cmdline: &kernel_cmdline,
-            disks: &disks,
-            paths,
-        });
         let console_from = crate::vm::exit::begin_boot(paths)?;
         let started = Instant::now();
         let qemu = process::spawn_recorded(
@@ -151,26 +214,12 @@ impl QemuRuntime {
             Some(qemu_jail.into_pre_exec()),
         )?;
         process::supervise(qemu, Some(vhost), &paths.vmm_exit());
-
-        let client = self.channel_for(spec, paths);
-        let wait = ReadyWait {
-            id: &spec.id,
-            client: &client,
-            vmm_pid: qemu,
-            deadline: self.boot_deadline(),
-            attempt: INFO_ATTEMPT,
-            console_log: &paths.console_log(),
+        Ok(Launched {
+            qemu,
+            egress,
+            started,
             console_from,
-        };
-        vm::wait_ready(wait, || {
-            format!(
-                "QEMU exited ({})",
-                one_line(&process::log_tail(&paths.qemu_log()))
-            )
         })
-        .await?;
-        tracing::info!(box_id = %spec.id, accel = self.accel.accel.as_str(), boot_ms = started.elapsed().as_millis() as u64, "VM ready");
-        Ok(Booted { client, egress })
     }
 
     fn channel_for(&self, spec: &BoxSpec, paths: &VmPaths) -> GuestClient {

@@ -27,7 +27,9 @@ mod boot;
 mod cid;
 mod cmdline;
 mod disk_full;
+mod migration;
 mod qmp;
+mod snapshot;
 mod stop;
 
 use std::path::{Path, PathBuf};
@@ -64,7 +66,7 @@ pub const KVM_BOOT_DEADLINE: Duration = Duration::from_secs(20);
 /// No snapshot: see [`SNAPSHOT_BLOCKER`].
 pub const CAPABILITIES: Capabilities = Capabilities {
     pause: true,
-    snapshot: false,
+    snapshot: true,
     host_rootfs: false,
 };
 /// Why a QEMU box cannot be snapshotted, as QEMU 7.2 itself says (`query-migrate`'s
@@ -336,6 +338,9 @@ impl Runtime for QemuRuntime {
 
     async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {
         let status = self.state(&spec.id).await?;
+        if status == RuntimeStatus::Stopped {
+            self.discard(&spec.id)?;
+        }
         let paths = self.layout.box_paths(&spec.id);
         let clean = self.clean(&spec.id, &paths);
         crate::vm::start_or_clean(spec, status, self.boot(spec, &paths), clean).await
@@ -436,11 +441,19 @@ impl Runtime for QemuRuntime {
     }
 
     async fn snapshot(&self, id: &BoxId) -> Result<(), RuntimeError> {
-        let _ = id;
-        Err(RuntimeError::Unsupported {
-            backend: "qemu",
-            operation: SNAPSHOT_BLOCKER,
-        })
+        self.take_snapshot(id).await
+    }
+
+    async fn restore(&self, spec: &BoxSpec, old_token: &BootToken) -> Result<Booted, RuntimeError> {
+        self.restore_snapshot(spec, old_token).await
+    }
+
+    async fn snapshot_size(&self, id: &BoxId) -> Result<Option<u64>, RuntimeError> {
+        self.snapshot_bytes(id)
+    }
+
+    async fn discard_snapshot(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        self.discard(id)
     }
 
     /// The box cgroup's charge: QEMU (its shared-memory guest RAM included) and

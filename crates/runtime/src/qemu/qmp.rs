@@ -139,7 +139,16 @@ impl Qmp {
 
     /// Runs `command` (without arguments) and returns its `return` value.
     pub async fn execute(&mut self, command: &'static str) -> Result<serde_json::Value, QmpError> {
-        timed(command, self.exchange(command)).await
+        timed(command, self.exchange(command, None)).await
+    }
+
+    /// Runs `command` with `arguments` (a JSON object) and returns its `return` value.
+    pub async fn execute_with(
+        &mut self,
+        command: &'static str,
+        arguments: serde_json::Value,
+    ) -> Result<serde_json::Value, QmpError> {
+        timed(command, self.exchange(command, Some(arguments))).await
     }
 
     pub async fn query_status(&mut self) -> Result<RunState, QmpError> {
@@ -191,10 +200,18 @@ impl Qmp {
         }
     }
 
-    async fn exchange(&mut self, command: &'static str) -> Result<serde_json::Value, QmpError> {
+    async fn exchange(
+        &mut self,
+        command: &'static str,
+        arguments: Option<serde_json::Value>,
+    ) -> Result<serde_json::Value, QmpError> {
         self.next_id += 1;
         let id = self.next_id;
-        let mut line = serde_json::to_vec(&serde_json::json!({"execute": command, "id": id}))
+        let mut request = serde_json::json!({"execute": command, "id": id});
+        if let Some(arguments) = arguments {
+            request["arguments"] = arguments;
+        }
+        let mut line = serde_json::to_vec(&request)
             .map_err(|source| QmpError::Malformed { command, source })?;
         line.push(b'\n');
         let io = |source| QmpError::Io { command, source };

@@ -15,6 +15,7 @@ pub(crate) mod log_ring;
 mod paths;
 mod ready;
 pub(crate) mod seccomp;
+pub(crate) mod snapshot;
 mod start;
 pub(crate) mod volume;
 

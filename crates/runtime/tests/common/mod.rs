@@ -249,3 +249,42 @@ pub async fn assert_old_token_refused(runtime: &dyn Runtime, old: &BoxSpec) {
         other => panic!("the old token must get 401, got {other:?}"),
     }
 }
+
+/// A shell that counts in its own memory, writing `<its pid> <count>` to `/tmp/counter`:
+/// the same process counting on from where it was shows memory and processes were kept.
+pub const COUNTER: &str =
+    "i=0; while :; do i=$((i+1)); echo \"$$ $i\" > /tmp/counter; sleep 0.05; done";
+
+/// `(pid, count)` of the counter once it has counted past `past`.
+pub async fn counted_past(client: &GuestClient, past: u64) -> (u64, u64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, out, _) = run(client, &["cat", "/tmp/counter"], BoxUser::User, None).await;
+        let mut parts = out
+            .split_whitespace()
+            .map(|p| p.parse::<u64>().unwrap_or(0));
+        let now = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        if code == 0 && now.1 > past {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "the counter stays at {now:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Starts [`COUNTER`] in the box as the box user.
+pub async fn start_counter(client: &GuestClient) {
+    let counter = berth_protocol::process::ProcessRequest {
+        exec: ExecRequest {
+            argv: ["sh", "-c", COUNTER].iter().map(|s| s.to_string()).collect(),
+            user: BoxUser::User,
+            ..Default::default()
+        },
+        keep_awake: false,
+        open_stdin: false,
+    };
+    client
+        .process_start(&counter)
+        .await
+        .expect("start the counter");
+}

@@ -123,26 +123,6 @@ fn assert_no_processes(fx: &Fixture, spec: &berth_runtime::BoxSpec) {
 }
 
 /// A shell that counts in a variable (memory only) and writes `PID COUNT` every 50 ms.
-const COUNTER: &str =
-    "i=0; while :; do i=$((i+1)); echo \"$$ $i\" > /tmp/counter; sleep 0.05; done";
-
-/// `(pid, count)` of the counter once it has counted past `past`.
-async fn counted_past(client: &GuestClient, past: u64) -> (u64, u64) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (code, out, _) = run(client, &["cat", "/tmp/counter"], BoxUser::User, None).await;
-        let mut parts = out
-            .split_whitespace()
-            .map(|p| p.parse::<u64>().unwrap_or(0));
-        let now = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-        if code == 0 && now.1 > past {
-            return now;
-        }
-        assert!(Instant::now() < deadline, "the counter stays at {now:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// A paused box answers nothing until resumed, and its processes go on where they were.
 pub async fn pause_freezes_until_resume(fx: &Fixture) {
     if !fx.runtime.capabilities().pause {
@@ -181,26 +161,11 @@ pub async fn pause_freezes_until_resume(fx: &Fixture) {
     );
     // A process keeps what it held only in memory across a pause: the same process counts
     // on from where it was (a new one would start again from 1).
-    let counter = ProcessRequest {
-        exec: ExecRequest {
-            argv: ["sh", "-c", COUNTER]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-            user: BoxUser::User,
-            ..Default::default()
-        },
-        keep_awake: false,
-        open_stdin: false,
-    };
-    client
-        .process_start(&counter)
-        .await
-        .expect("start the counter");
-    let before = counted_past(&client, 2).await;
+    common::start_counter(&client).await;
+    let before = common::counted_past(&client, 2).await;
     fx.runtime.pause(&spec.id).await.expect("pause again");
     fx.runtime.resume(&spec.id).await.expect("resume again");
-    let after = counted_past(&client, before.1).await;
+    let after = common::counted_past(&client, before.1).await;
     assert_eq!(after.0, before.0, "the same process after the pause");
     // Stopping a paused box works too.
     fx.runtime.pause(&spec.id).await.unwrap();

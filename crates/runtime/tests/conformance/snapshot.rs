@@ -3,7 +3,7 @@
 use berth_protocol::guest::BoxUser;
 use berth_runtime::{Limits, RuntimeError, RuntimeStatus};
 
-use crate::common::{run_ok, Fixture};
+use crate::common::{self, run_ok, Fixture};
 use crate::GRACE;
 
 /// A running box holds memory the host can measure (its cgroup's charge, or its VMM's
@@ -67,5 +67,77 @@ pub async fn snapshot_is_refused_with_the_reason_where_unsupported(fx: &Fixture)
     );
     assert!(fx.runtime.memory_held(&spec.id).await.unwrap().is_some());
     assert_eq!(fx.runtime.snapshot_size(&spec.id).await.unwrap(), None);
+    fx.runtime.stop(&spec.id, GRACE).await.unwrap();
+}
+
+/// A snapshot keeps the whole running box: the same process counts on from where it was
+/// (its count lived only in its memory), a file in RAM (`/dev/shm`) is still there, and
+/// while snapshotted the box holds no memory and its snapshot has a size. The restore hands
+/// the box a new boot token (the old one opens nothing), and a cold start after another
+/// snapshot drops it.
+pub async fn a_snapshot_keeps_processes_and_memory_and_a_restore_hands_over_a_new_token(
+    fx: &Fixture,
+) {
+    assert!(fx.runtime.capabilities().snapshot);
+    let spec = fx.spec(Limits::default());
+    assert!(matches!(
+        fx.runtime.restore(&common::next_boot(&spec), &spec.boot_token).await,
+        Err(RuntimeError::WrongState { .. })
+    ));
+    let client = fx.runtime.start(&spec).await.expect("start").client;
+    run_ok(
+        &client,
+        &["sh", "-c", "echo only-in-ram > /dev/shm/note && echo ok"],
+        BoxUser::User,
+    )
+    .await;
+    common::start_counter(&client).await;
+    let before = common::counted_past(&client, 2).await;
+
+    let t0 = std::time::Instant::now();
+    fx.runtime.snapshot(&spec.id).await.expect("snapshot");
+    eprintln!("snapshot took {:?}", t0.elapsed());
+    assert_eq!(
+        fx.runtime.status(&spec.id).await.unwrap(),
+        RuntimeStatus::Stopped
+    );
+    assert_eq!(fx.runtime.memory_held(&spec.id).await.unwrap(), None);
+    assert!(fx.runtime.list().await.unwrap().is_empty());
+    let size = fx.runtime.snapshot_size(&spec.id).await.unwrap();
+    let size = size.expect("a snapshotted box has a snapshot");
+    eprintln!("snapshot size: {size} bytes");
+    assert!(size > 0);
+
+    let restored = common::next_boot(&spec);
+    let t0 = std::time::Instant::now();
+    let client = fx
+        .runtime
+        .restore(&restored, &spec.boot_token)
+        .await
+        .expect("restore")
+        .client;
+    eprintln!("restore took {:?}", t0.elapsed());
+    assert_eq!(
+        fx.runtime.status(&spec.id).await.unwrap(),
+        RuntimeStatus::Running
+    );
+    let after = common::counted_past(&client, before.1).await;
+    assert_eq!(after.0, before.0, "the same process after the restore");
+    assert_eq!(
+        run_ok(&client, &["cat", "/dev/shm/note"], BoxUser::User)
+            .await
+            .trim(),
+        "only-in-ram"
+    );
+    common::assert_old_token_refused(fx.runtime.as_ref(), &spec).await;
+    assert_eq!(fx.runtime.snapshot_size(&spec.id).await.unwrap(), None);
+
+    // A second snapshot, then a cold start: the snapshot is dropped and RAM is new.
+    fx.runtime.snapshot(&spec.id).await.expect("snapshot again");
+    let cold = common::next_boot(&restored);
+    let client = fx.runtime.start(&cold).await.expect("cold start").client;
+    assert_eq!(fx.runtime.snapshot_size(&spec.id).await.unwrap(), None);
+    let (code, _, _) = common::run(&client, &["cat", "/dev/shm/note"], BoxUser::User, None).await;
+    assert_ne!(code, 0, "a cold start has an empty /dev/shm");
     fx.runtime.stop(&spec.id, GRACE).await.unwrap();
 }
