@@ -29,6 +29,11 @@ pub const VM_CONFIG_MAGIC: [u8; 8] = *b"BERTHCF1";
 /// connects only then, so no connection reaches the guest while its vsock driver comes up
 /// (under vhost-device-vsock 0.3.0 a connection at that moment can wedge the guest).
 pub const READY_MARK: &str = "berth-init: listening on vsock";
+
+/// The name of the virtio-serial port that carries a `qemu` guest's channel (the guest
+/// finds it as `/dev/virtio-ports/<name>`): host and guest streams multiplexed over it by
+/// berth-init's mux, which QEMU can migrate where it cannot migrate vhost-user-vsock.
+pub const CHANNEL_PORT_NAME: &str = "org.berth.channel";
 /// Magic plus the length field.
 pub const VM_CONFIG_HEADER_BYTES: usize = 16;
 /// The encoded disk is padded with zeros to a multiple of this (a block device's size

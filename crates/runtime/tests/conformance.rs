@@ -9,7 +9,7 @@
 //! started, even when it panics.
 //!
 //! The sandbox needs root, an OCI runtime and a built berth-init (`make init`); qemu needs
-//! `qemu-system-x86_64`, `vhost-device-vsock`, berth-init and the test images
+//! `qemu-system-x86_64`, berth-init (also the host's channel bridge) and the test images
 //! (`common::images`); firecracker needs a `firecracker` binary (`$BERTH_FIRECRACKER` or
 //! `PATH`), the test images and a KVM that runs guests. A test whose backend is missing
 //! skips with the reason (`berth_testkit::skip`, the part named after the backend) and

@@ -1,12 +1,12 @@
 //! The qemu backend booting real microVMs: the Debian cloud kernel and an initramfs with
 //! berth-init from `berth-image`, the `minimal` (busybox) rootfs, QEMU (TCG unless a KVM
-//! guest runs here) and vhost-device-vsock.
+//! guest runs here) and berth-init on the host as the channel bridge.
 //!
 //! Images are built once into `$BERTH_TEST_IMAGE_DIR` (default
 //! `/var/tmp/berth-test-images`; content-addressed, so later runs reuse them: see
 //! `common::images`). Needs
-//! `qemu-system-x86_64`, `vhost-device-vsock` (scripts/install-deps.sh --tests installs
-//! both), a static berth-init (`make init`, or `$BERTH_INIT_BIN`), and the Debian mirror
+//! `qemu-system-x86_64` (scripts/install-deps.sh --tests installs it), a static berth-init
+//! (`make init`, or `$BERTH_INIT_BIN`), and the Debian mirror
 //! for the first image build; otherwise each test skips (`berth_testkit::skip`, part `qemu`)
 //! and returns.
 //!
@@ -86,15 +86,6 @@ async fn fixture_with(
     }
 }
 
-/// The vsock CID a boot recorded in its `cid_file`.
-fn read_cid(cid_file: &std::path::Path) -> u32 {
-    std::fs::read_to_string(cid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 fn vm_files_left(runtime: &QemuRuntime, id: &berth_protocol::BoxId) -> Vec<PathBuf> {
     vm::qemu_boot_files_left(&runtime.layout().box_paths(id))
 }
@@ -113,9 +104,9 @@ async fn boots_its_own_kernel_and_keeps_files_across_a_cold_boot() {
     eprintln!("cold boot to ready ({:?}): {:?}", rt.accel(), t0.elapsed());
     assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Running);
     assert!(rt.list().await.unwrap().contains(&spec.id));
-    let (qemu, vhost) = (
+    let (qemu, bridge) = (
         rt.qemu_pid(&spec.id).unwrap(),
-        rt.vhost_pid(&spec.id).unwrap(),
+        rt.bridge_pid(&spec.id).unwrap(),
     );
 
     vm::assert_berth_guest(&client, &fx.images.kernel_version).await;
@@ -131,7 +122,7 @@ async fn boots_its_own_kernel_and_keeps_files_across_a_cold_boot() {
     rt.stop(&spec.id, GRACE).await.expect("stop");
     eprintln!("stop: {:?}", t1.elapsed());
     assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Stopped);
-    for pid in [qemu, vhost] {
+    for pid in [qemu, bridge] {
         assert!(vm::exited(pid), "pid {pid} outlived stop");
     }
     assert_eq!(vm_files_left(rt, &spec.id), Vec::<PathBuf>::new());
@@ -152,7 +143,7 @@ async fn boots_its_own_kernel_and_keeps_files_across_a_cold_boot() {
     assert!(rt.list().await.unwrap().is_empty());
 }
 
-/// QEMU killed from outside: the box reads as stopped, its vhost-device-vsock is gone with
+/// QEMU killed from outside: the box reads as stopped, its channel bridge is gone with
 /// it, nothing is left, and it boots again.
 #[tokio::test(flavor = "multi_thread")]
 async fn qemu_killed_with_sigkill_reads_as_stopped_and_leaves_nothing() {
@@ -162,9 +153,9 @@ async fn qemu_killed_with_sigkill_reads_as_stopped_and_leaves_nothing() {
     let rt = &fx.runtime;
     let spec = spec_with_memory(&fx.images, 256);
     rt.start(&spec).await.expect("start");
-    let (qemu, vhost) = (
+    let (qemu, bridge) = (
         rt.qemu_pid(&spec.id).unwrap(),
-        rt.vhost_pid(&spec.id).unwrap(),
+        rt.bridge_pid(&spec.id).unwrap(),
     );
     let waiter = wait_exit_task(rt, &spec.id);
     // SAFETY: plain kill(2) of the VM's QEMU, a child of this process.
@@ -184,10 +175,10 @@ async fn qemu_killed_with_sigkill_reads_as_stopped_and_leaves_nothing() {
     assert_eq!(rt.wait_exit(&spec.id).await.unwrap(), exit);
     common::wait_until(|| async { rt.status(&spec.id).await.unwrap() == RuntimeStatus::Stopped })
         .await;
-    common::wait_until(|| async { rt.vhost_pid(&spec.id).is_none() }).await;
+    common::wait_until(|| async { rt.bridge_pid(&spec.id).is_none() }).await;
     assert!(rt.list().await.unwrap().is_empty());
     assert_eq!(vm_files_left(rt, &spec.id), Vec::<PathBuf>::new());
-    let _ = vhost;
+    let _ = bridge;
     let again = common::next_boot(&spec);
     let client = rt.start(&again).await.expect("start after a kill").client;
     assert_eq!(
@@ -332,9 +323,9 @@ async fn a_full_host_disk_ends_the_vm_with_the_reason() {
     let paths = rt.layout().box_paths(&spec.id);
     let _mount = TmpfsMount::new(paths.box_dir(), 48, rt);
     let client = rt.start(&spec).await.expect("start").client;
-    let (qemu, vhost) = (
+    let (qemu, bridge) = (
         rt.qemu_pid(&spec.id).unwrap(),
-        rt.vhost_pid(&spec.id).unwrap(),
+        rt.bridge_pid(&spec.id).unwrap(),
     );
     let waiter = wait_exit_task(rt, &spec.id);
     let filler = run_ending_the_vm(
@@ -359,7 +350,7 @@ async fn a_full_host_disk_ends_the_vm_with_the_reason() {
     );
     assert!(vm::exited(qemu), "QEMU outlived wait_exit");
     rt.stop(&spec.id, GRACE).await.expect("clean up");
-    assert!(vm::exited(vhost), "vhost-device-vsock outlived the stop");
+    assert!(vm::exited(bridge), "the channel bridge outlived the stop");
     assert!(rt.list().await.unwrap().is_empty());
     assert_eq!(vm_files_left(rt, &spec.id), Vec::<PathBuf>::new());
 }
@@ -441,8 +432,8 @@ async fn a_guest_that_panics_fails_start_with_its_console_and_leaves_nothing() {
 }
 
 /// A new backend on the same data dir (a restarted daemon) finds a VM the old one left
-/// running, reports it running, keeps its CID out of new boots, reaches it with the boot's
-/// token, and stops it.
+/// running, reports it running, reaches it with the boot's token through the bridge the
+/// old one started, boots another beside it, and stops both.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restarted_backend_finds_and_stops_a_running_vm() {
     let Some(fx) = fixture("reattach").await else {
@@ -450,8 +441,6 @@ async fn a_restarted_backend_finds_and_stops_a_running_vm() {
     };
     let spec = spec_with_memory(&fx.images, 256);
     fx.runtime.start(&spec).await.expect("start");
-    let cid_file = fx.runtime.layout().box_paths(&spec.id).cid_file();
-    let cid = read_cid(&cid_file);
 
     let mut config = test_config(fx.runtime.layout().data_dir(), &fx.images);
     config.accel = AccelMode::Tcg;
@@ -466,11 +455,8 @@ async fn a_restarted_backend_finds_and_stops_a_running_vm() {
         run_ok(&client, &["echo", "ok"], BoxUser::User).await.trim(),
         "ok"
     );
-    // A second box on the new backend gets another CID.
     let other = spec_with_memory(&fx.images, 128);
     again.start(&other).await.expect("start another");
-    let other_cid = read_cid(&again.layout().box_paths(&other.id).cid_file());
-    assert_ne!(other_cid, cid);
     for id in [&spec.id, &other.id] {
         again.stop(id, GRACE).await.expect("stop");
     }
@@ -525,7 +511,7 @@ async fn new_names_what_is_missing() {
         other => panic!("{other:?}"),
     }
     config.qemu_bin = PathBuf::from("/bin/true");
-    config.vhost_vsock_bin = PathBuf::from("/bin/true");
+    config.bridge_bin = PathBuf::from("/bin/true");
     match QemuRuntime::new(config).await {
         Err(RuntimeError::Missing { what, hint }) => {
             assert!(
@@ -603,34 +589,67 @@ async fn egress_reaches_the_listener_over_vsock_and_rebinds() {
     rt.stop(&spec.id, GRACE).await.expect("stop");
 }
 
-/// QEMU itself says why a qemu box has no snapshot: the running VM's migration, which a
-/// snapshot to a file is, is blocked by the vhost-user-vsock guest channel. Should a QEMU or
-/// a device setup make it migratable, this fails and `qemu::SNAPSHOT_BLOCKER` is no longer
-/// true. The refused snapshot leaves the box running.
+/// QEMU itself says a running qemu box can be migrated (a snapshot is a migration to a
+/// file): no device of its setup blocks it. The guest channel was once vhost-user-vsock,
+/// which every QEMU refuses to migrate; this fails if a device like it comes back.
 #[tokio::test(flavor = "multi_thread")]
-async fn snapshot_is_refused_because_qemu_cannot_migrate_the_guest_channel() {
-    let Some(fx) = fixture("snap").await else {
+async fn qemu_finds_nothing_that_blocks_a_migration() {
+    let Some(fx) = fixture("migratable").await else {
         return;
     };
     let rt = &fx.runtime;
     let spec = spec_with_memory(&fx.images, 256);
-    let client = rt.start(&spec).await.expect("start").client;
+    rt.start(&spec).await.expect("start");
     let paths = rt.layout().box_paths(&spec.id);
     let mut qmp = berth_runtime::qemu::Qmp::connect(&paths.qmp_socket())
         .await
         .expect("QMP");
     let migrate = qmp.execute("query-migrate").await.expect("query-migrate");
     drop(qmp);
-    let blocked = migrate["blocked-reasons"].to_string();
-    assert!(blocked.contains("vhost-user-vsock"), "{migrate}");
-    let err = rt.snapshot(&spec.id).await.unwrap_err();
+    let blocked = migrate.get("blocked-reasons");
     assert!(
-        matches!(err, RuntimeError::Unsupported { .. })
-            && err.to_string().contains("vhost-user-vsock"),
-        "{err}"
+        blocked.is_none_or(|b| b.as_array().is_some_and(|a| a.is_empty())),
+        "QEMU would refuse to snapshot: {migrate}"
     );
-    assert!(!rt.capabilities().snapshot);
-    assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Running);
+    assert!(rt.capabilities().snapshot);
+    rt.stop(&spec.id, GRACE).await.unwrap();
+}
+
+/// A snapshot loads only into the launch it was saved from: a box whose memory changed
+/// since is refused with the difference (the daemon then boots it cold), the snapshot is
+/// kept until that cold start drops it, and nothing of the refused restore runs on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_snapshot_of_another_launch_is_refused_and_a_cold_start_drops_it() {
+    let Some(fx) = fixture("snapmismatch").await else {
+        return;
+    };
+    let rt = &fx.runtime;
+    let spec = spec_with_memory(&fx.images, 256);
+    rt.start(&spec).await.expect("start");
+    rt.snapshot(&spec.id).await.expect("snapshot");
+    let paths = rt.layout().box_paths(&spec.id);
+    let state = paths.box_dir().join("snapshot/state");
+    let meta = std::fs::metadata(&state).expect("the snapshot's state file");
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::uid(&meta),
+        0,
+        "the snapshot is root's, not the VMM's"
+    );
+    assert!(!paths.migration_socket().exists());
+
+    let mut bigger = common::next_boot(&spec);
+    bigger.limits.memory_mib = 384;
+    match rt.restore(&bigger, &spec.boot_token).await {
+        Err(e @ RuntimeError::SnapshotMismatch { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("384M") && text.contains("256M"), "{text}");
+        }
+        other => panic!("a snapshot of 256 MiB must not load into 384 MiB: {other:?}"),
+    }
+    assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Stopped);
+    assert!(rt.snapshot_size(&spec.id).await.unwrap().is_some());
+    let client = rt.start(&bigger).await.expect("cold start").client;
+    assert_eq!(rt.snapshot_size(&spec.id).await.unwrap(), None);
     assert_eq!(
         run_ok(&client, &["echo", "ok"], BoxUser::User).await.trim(),
         "ok"

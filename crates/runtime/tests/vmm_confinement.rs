@@ -1,11 +1,11 @@
 //! The VMMs of the qemu backend run confined (issue 11, section 3): a guest's root owns its
-//! own kernel, so QEMU and vhost-device-vsock are the wall between a hostile box and the
+//! own kernel, so QEMU and the channel bridge are the wall between a hostile box and the
 //! host. Each runs as an unprivileged uid of its own box's id range with no capabilities,
 //! `no_new_privs` and a seccomp filter (QEMU's own `-sandbox`), in a mount namespace that
 //! holds only that box's files, and in the box's cgroup with its CPU quota, memory and
 //! pids limits. Real QEMU guests (TCG here), two at once.
 //!
-//! Skips (`berth_testkit::skip`, part `qemu`) without QEMU, vhost-device-vsock or the test images, like
+//! Skips (`berth_testkit::skip`, part `qemu`) without QEMU, the channel bridge or the test images, like
 //! tests/qemu.rs.
 
 #[allow(dead_code, unused_imports)]
@@ -75,8 +75,8 @@ fn vmm_pids(rt: &QemuRuntime, spec: &BoxSpec) -> [(&'static str, i32); 2] {
     [
         ("QEMU", rt.qemu_pid(&spec.id).expect("QEMU runs")),
         (
-            "vhost-device-vsock",
-            rt.vhost_pid(&spec.id).expect("vhost-device-vsock runs"),
+            "the channel bridge",
+            rt.bridge_pid(&spec.id).expect("the channel bridge runs"),
         ),
     ]
 }
@@ -122,7 +122,7 @@ fn assert_unprivileged(rt: &QemuRuntime, spec: &BoxSpec) -> u32 {
 }
 
 /// The process's mount namespace is its own, and what it sees (its root, its mount
-/// table) holds its box's files (QEMU: with the `shared` images; vhost-device-vsock: the
+/// table) holds its box's files (QEMU: with the `shared` images; the channel bridge: the
 /// sockets only) and none of `other`'s.
 fn assert_sees_only_its_box(
     pid: i32,
@@ -140,7 +140,7 @@ fn assert_sees_only_its_box(
     let root = PathBuf::from(format!("/proc/{pid}/root"));
     let inside = |path: &Path| root.join(path.strip_prefix("/").unwrap());
     let box_dir = |spec: &BoxSpec| data_dir.join("boxes").join(spec.id.as_str());
-    // QEMU serves the volume; vhost-device-vsock has only the sockets.
+    // QEMU serves the volume; the channel bridge has only the sockets.
     assert_eq!(
         inside(&box_dir(own).join("volume.ext4")).exists(),
         !shared.is_empty(),
@@ -229,12 +229,12 @@ fn read(path: PathBuf) -> String {
 /// (a fractional vCPU as a quota of the period), a memory limit above the guest's RAM and a
 /// pids limit. Returns the cgroup dirs.
 fn assert_cgroup_limits(rt: &QemuRuntime, spec: &BoxSpec) -> Vec<PathBuf> {
-    let [(_, qemu), (_, vhost)] = vmm_pids(rt, spec);
+    let [(_, qemu), (_, bridge)] = vmm_pids(rt, spec);
     let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
     let mut dirs = Vec::new();
     for controller in ["cpu", "memory", "pids"] {
         let dir = cgroup_dir(qemu, controller);
-        assert_eq!(dir, cgroup_dir(vhost, controller), "{controller}");
+        assert_eq!(dir, cgroup_dir(bridge, controller), "{controller}");
         assert!(
             dir.to_string_lossy().contains(spec.id.as_str()),
             "QEMU's {controller} cgroup is not its box's: {}",

@@ -3,7 +3,7 @@
 //! round. Both backends use `<data>/boxes/<id>/volume.ext4` with the box's own ids on
 //! disk (the sandbox mounts it idmapped), so nothing is converted between them.
 //!
-//! Needs what both backends need (root, runc, berth-init, qemu, vhost-device-vsock, the
+//! Needs what both backends need (root, runc, berth-init, qemu, the
 //! test images); otherwise each test skips (`berth_testkit::skip`, part `qemu`) and returns. Each VM test
 //! takes a host-wide VM slot (`common::vm::vm_slot`).
 

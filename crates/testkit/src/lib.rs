@@ -19,7 +19,7 @@
 //! | `memory-cgroup` | a memory cgroup this process may create (cgroup v2, as root) |
 //! | `berth-init` | a static berth-init (`make init`, or `$BERTH_INIT_BIN`) |
 //! | `sandbox` | the sandbox backend: root, an OCI runtime (runc), berth-init |
-//! | `qemu` | the qemu backend: `qemu-system-x86_64`, `vhost-device-vsock`, the test VM images |
+//! | `qemu` | the qemu backend: `qemu-system-x86_64`, berth-init, the test VM images |
 //! | `firecracker` | the firecracker backend: a `firecracker` binary, a `vmlinux`, a KVM that runs guests |
 //! | `vm-images` | the test VM images built already (the qemu tests build them) |
 //! | `image-build` | what building an image needs: the Debian mirror and the tools it runs |

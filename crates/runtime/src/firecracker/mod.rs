@@ -4,8 +4,8 @@
 //! It shares the qemu backend's backend-neutral parts: the box layout, the volume and
 //! layer images, the config disk, the egress listener and process supervision. Firecracker
 //! is driven through its REST API on a Unix socket (`api.rs` has the bodies, `client.rs`
-//! sends them); its vsock is natively hybrid, with the same sockets vhost-device-vsock
-//! gives QEMU (`<vm>/vsock.sock`, guest → host port 2025 on `<vm>/vsock.sock_2025`), so
+//! sends them); its vsock is natively hybrid, with the same sockets a qemu box's channel bridge
+//! offers (`<vm>/vsock.sock`, guest → host port 2025 on `<vm>/vsock.sock_2025`), so
 //! the guest channel and egress work unchanged. Pause and resume are Firecracker's own
 //! `PATCH /vm`; `stop.rs` asks the guest to stop through Ctrl-Alt-Del.
 

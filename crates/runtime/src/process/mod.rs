@@ -1,5 +1,5 @@
-//! Host processes of a box, shared by the backends (a sandbox's init, a VM's QEMU and
-//! vhost-device-vsock): whether one lives, waiting for its exit, reaping it, and the tail of
+//! Host processes of a box, shared by the backends (a sandbox's init, a VM's QEMU and its
+//! channel bridge): whether one lives, waiting for its exit, reaping it, and the tail of
 //! its log for errors. `vmm.rs`: starting a VM's VMM processes and finding, signalling and
 //! reaping them again.
 //!

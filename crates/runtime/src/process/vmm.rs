@@ -1,4 +1,4 @@
-//! The two host processes of a VM (QEMU and vhost-device-vsock): starting them, finding
+//! The two host processes of a VM (QEMU and its channel bridge): starting them, finding
 //! them again from their pid files, signalling exactly them, waiting for and reaping them.
 //!
 //! A pid read from a file is trusted only after `/proc/<pid>/cmdline` names this VM's
@@ -355,7 +355,7 @@ fn cmdline_mentions(pid: i32, vm_dir: &Path) -> bool {
 }
 
 /// Reaps QEMU (`pid`) once it exits, recording how it ended in `exit_record`, and then
-/// kills and reaps its vhost-device-vsock (`companion`, pidfd opened now): the backend must
+/// kills and reaps its channel bridge (`companion`, pidfd opened now): the bridge must
 /// not outlive the VM it serves, whether QEMU was stopped, crashed or was killed from
 /// outside.
 pub fn supervise(pid: i32, companion: Option<i32>, exit_record: &Path) {

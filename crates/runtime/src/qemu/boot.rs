@@ -1,5 +1,5 @@
-//! Booting one box: disks, config disk, CID, the box's cgroup and the files its jailed
-//! VMMs may use (`crate::vm::jail`), egress listener, vhost-device-vsock, QEMU, then
+//! Booting one box: disks, config disk, the box's cgroup and the files its jailed
+//! processes may use (`crate::vm::jail`), egress listener, the channel bridge, QEMU, then
 //! waiting for berth-init to answer. On error the caller cleans up
 //! (`QemuRuntime::clean`): every step leaves its traces where `clean` looks.
 
@@ -20,12 +20,9 @@ use crate::vm::{self, ReadyWait};
 use crate::vm::{config_disk, egress, volume, VmPaths};
 use crate::{Booted, BoxSpec, EgressListener, GuestClient, RuntimeError};
 
-/// How long vhost-device-vsock may take to create its sockets.
-const VHOST_DEADLINE: Duration = Duration::from_secs(5);
-/// The longest one `info` attempt may wait (never past the boot deadline). Generous: a
-/// connection vhost-device-vsock has forwarded to the guest and that the host drops
-/// before the guest answers can wedge the backend (see `QemuRuntime::pause`), so the host
-/// waits for a slow guest rather than giving up on it early.
+/// How long the channel bridge may take to create its sockets.
+const BRIDGE_DEADLINE: Duration = Duration::from_secs(5);
+/// The longest one `info` attempt may wait (never past the boot deadline).
 const INFO_ATTEMPT: Duration = Duration::from_secs(10);
 
 /// What one launch of a box's QEMU is made of: its disks (in QEMU's order) and argv.
@@ -129,8 +126,8 @@ impl QemuRuntime {
         })
     }
 
-    /// Writes the config disk, takes a CID, confines and starts vhost-device-vsock and then
-    /// QEMU with `plan`. Returns once QEMU runs; its guest may not answer yet.
+    /// Writes the config disk, confines and starts the channel bridge and then QEMU with
+    /// `plan`. Returns once QEMU runs; its guest may not answer yet.
     pub(super) async fn launch(
         &self,
         spec: &BoxSpec,
@@ -144,17 +141,6 @@ impl QemuRuntime {
         } = plan;
         let config = config_disk::build(spec, targets)?;
         config_disk::write(&paths.config_disk(), &config)?;
-
-        let cid = self.cids.allocate().ok_or_else(|| RuntimeError::Backend {
-            program: "qemu".into(),
-            operation: "allocate a guest CID",
-            status: "every CID is in use".into(),
-            stderr: String::new(),
-        })?;
-        if let Err(e) = std::fs::write(paths.cid_file(), format!("{cid}\n")) {
-            self.cids.release(cid);
-            return Err(process::io("write", &paths.cid_file())(e));
-        }
 
         let owner = vm::vmm_owner(spec.id_map);
         let cgroup = VmCgroup::create(&spec.id, &spec.limits)?;
@@ -179,11 +165,11 @@ impl QemuRuntime {
 
         // Bound before the guest runs: its harness may connect out during boot.
         let egress = egress::bind(&paths.egress_socket(), Some(owner))?;
-        let vhost_jail = Jail {
-            filter: Some(vm::seccomp::vhost_filter()?),
-            ..jail(vec![(self.config.vhost_vsock_bin.clone(), Access::Exec)])
+        let bridge_jail = Jail {
+            filter: Some(vm::seccomp::bridge_filter()?),
+            ..jail(vec![(self.config.bridge_bin.clone(), Access::Exec)])
         };
-        let vhost = self.start_vhost(paths, cid, vhost_jail).await?;
+        let bridge = self.start_bridge(paths, bridge_jail).await?;
 
         let mut qemu_files = vec![
             (self.config.qemu_bin.clone(), Access::Exec),
@@ -213,7 +199,7 @@ impl QemuRuntime {
             &paths.qemu_pid(),
             Some(qemu_jail.into_pre_exec()),
         )?;
-        process::supervise(qemu, Some(vhost), &paths.vmm_exit());
+        process::supervise(qemu, Some(bridge), &paths.vmm_exit());
         Ok(Launched {
             qemu,
             egress,
@@ -226,39 +212,34 @@ impl QemuRuntime {
         vm::hybrid_client(paths.vsock_socket(), &spec.boot_token)
     }
 
-    /// Starts vhost-device-vsock for guest `cid` in `jail` and waits for both its sockets.
-    async fn start_vhost(
-        &self,
-        paths: &VmPaths,
-        cid: u32,
-        jail: Jail,
-    ) -> Result<i32, RuntimeError> {
-        let bin = &self.config.vhost_vsock_bin;
-        // Separate flags, not `--vm k=v,…`: a comma in the data dir cannot split them.
+    /// Starts the channel bridge (`berth-init bridge`) in `jail` and waits for both its
+    /// sockets: QEMU's end of the guest's serial port, and the hybrid vsock socket the host
+    /// connects to.
+    async fn start_bridge(&self, paths: &VmPaths, jail: Jail) -> Result<i32, RuntimeError> {
+        let bin = &self.config.bridge_bin;
         let args: Vec<OsString> = vec![
-            "--guest-cid".into(),
-            cid.to_string().into(),
-            "--socket".into(),
-            paths.vhost_user_socket().into(),
+            "bridge".into(),
+            "--serial".into(),
+            paths.serial_socket().into(),
             "--uds-path".into(),
             paths.vsock_socket().into(),
         ];
         let pid = process::spawn_recorded(
             bin,
             &args,
-            &paths.vhost_log(),
-            &paths.vhost_pid(),
+            &paths.bridge_log(),
+            &paths.bridge_pid(),
             Some(jail.prepare()?.into_pre_exec()),
         )?;
         crate::process::reap_on_exit(pid);
-        for socket in [paths.vhost_user_socket(), paths.vsock_socket()] {
-            if let Err(died) = process::wait_for_path(&socket, pid, VHOST_DEADLINE).await {
+        for socket in [paths.serial_socket(), paths.vsock_socket()] {
+            if let Err(died) = process::wait_for_path(&socket, pid, BRIDGE_DEADLINE).await {
                 return Err(vm::socket_missing(
                     bin,
                     died,
                     &socket.display(),
-                    VHOST_DEADLINE,
-                    &paths.vhost_log(),
+                    BRIDGE_DEADLINE,
+                    &paths.bridge_log(),
                 ));
             }
         }

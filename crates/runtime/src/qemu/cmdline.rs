@@ -1,11 +1,14 @@
 //! The command lines of one boot: QEMU's argv (a `microvm` with ACPI, virtio-mmio disks
-//! found by serial, vhost-user vsock, QMP) and the guest kernel's command line.
+//! found by serial, the guest channel's virtio-serial port, QMP) and the guest kernel's
+//! command line.
 //!
 //! Pure functions of their inputs, so the exact argv is unit-tested.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+
+use berth_protocol::vm::CHANNEL_PORT_NAME;
 
 use crate::vm::VmPaths;
 
@@ -114,17 +117,15 @@ pub fn qemu_args(launch: &Launch<'_>) -> Vec<OsString> {
         "-append".as_ref(),
         launch.kernel_cmdline.as_ref(),
     ]);
-    // vhost-user needs guest RAM the backend process can map: a shared memfd.
+    // The guest channel: one virtio-serial port (QEMU migrates it, unlike vhost-user-vsock)
+    // whose host end is the channel bridge's socket; the bridge listens before QEMU starts.
     push(&[
-        "-object".as_ref(),
-        format!("memory-backend-memfd,id=mem,size={mib}M,share=on").as_ref(),
-        "-machine".as_ref(),
-        "memory-backend=mem".as_ref(),
         "-chardev".as_ref(),
-        &opt("socket,id=vsock,path=", &p.vhost_user_socket()),
-        // The guest CID is the backend's (`--guest-cid`): the device has no such property.
+        &opt("socket,id=channel,path=", &p.serial_socket()),
         "-device".as_ref(),
-        "vhost-user-vsock-device,chardev=vsock".as_ref(),
+        "virtio-serial-device,max_ports=2".as_ref(),
+        "-device".as_ref(),
+        format!("virtserialport,chardev=channel,name={CHANNEL_PORT_NAME}").as_ref(),
     ]);
     for disk in launch.disks {
         // A full host disk under the sparse volume stops the VM (`werror=enospc`), which
@@ -247,10 +248,9 @@ mod tests {
             "-serial", "chardev:console",
             "-kernel", "/d/k/vmlinuz", "-initrd", "/d/i.cpio",
             "-append", "console=ttyS0 panic=-1 quiet reboot=t tsc=reliable tsc_early_khz=2596124 lpj=5000000 rdinit=/berth-init",
-            "-object", "memory-backend-memfd,id=mem,size=256M,share=on",
-            "-machine", "memory-backend=mem",
-            "-chardev", "socket,id=vsock,path=/d/boxes/bx_1/vm/run/vhost-user.sock",
-            "-device", "vhost-user-vsock-device,chardev=vsock",
+            "-chardev", "socket,id=channel,path=/d/boxes/bx_1/vm/run/serial.sock",
+            "-device", "virtio-serial-device,max_ports=2",
+            "-device", "virtserialport,chardev=channel,name=org.berth.channel",
             "-drive", "id=berth-root,format=raw,if=none,werror=enospc,rerror=report,readonly=on,file=/d/images/rootfs/k.ext4",
             "-device", "virtio-blk-device,drive=berth-root,serial=berth-root",
             "-drive", "id=berth-vol,format=raw,if=none,werror=enospc,rerror=report,file=/d/boxes/bx_1/volume.ext4",
@@ -277,9 +277,7 @@ mod tests {
         let pos = |flag: &str| args.iter().position(|a| a == flag).unwrap();
         assert_eq!(args[pos("-accel") + 1], "kvm");
         assert_eq!(args[pos("-cpu") + 1], "host");
-        assert!(
-            args.contains(&"socket,id=vsock,path=/d,,x=1/boxes/b/vm/run/vhost-user.sock".into())
-        );
+        assert!(args.contains(&"socket,id=channel,path=/d,,x=1/boxes/b/vm/run/serial.sock".into()));
         assert_eq!(
             args[args.len() - 3],
             "unix:/d,,x=1/boxes/b/vm/run/qmp.sock,server=on,wait=off"

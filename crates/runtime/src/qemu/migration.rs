@@ -1,17 +1,24 @@
-//! Saving a stopped VM to a file and loading it into a QEMU started with `-incoming
-//! defer`, through QMP migration with `mapped-ram` (QEMU ≥ 9.0): each RAM page has a fixed
-//! place in the file and pages the guest never wrote are not written, so the file is
-//! sparse and a save or load is one pass over the touched RAM.
+//! Saving a stopped VM to a file and loading it back, through QEMU's migration over a Unix
+//! socket in the box's run dir (QEMU 7.2 has no `file:` migration, and `exec:` is what
+//! `-sandbox spawn=deny` forbids). The daemon is the socket's other end and the only writer
+//! and reader of the file, which stays root's: the jailed QEMU never opens it.
 //!
-//! The file is named in a structured `channels` argument, not a `file:` URI, so a comma in
-//! the data dir cannot change its meaning.
+//! Saving: the daemon listens, QMP `migrate` makes QEMU connect and send its stream, which
+//! the daemon copies to the file until QEMU reports the migration completed. Loading: QEMU
+//! was started with `-incoming unix:<socket>` and listens; the daemon connects and sends
+//! the file; QEMU starts the guest when the stream is in (`autostart`).
+//!
+//! The stream format writes an all-zero page as a flag, so a file holds about what the
+//! guest has touched.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{UnixListener, UnixStream};
 
-use super::qmp::{Qmp, QmpError};
+use super::qmp::{Qmp, QmpError, RunState};
 
 /// How often the migration's status is read while it runs.
 const POLL: Duration = Duration::from_millis(20);
@@ -24,6 +31,15 @@ pub enum MigrationError {
     Failed { status: String, reason: String },
     #[error("QEMU's migration did not finish within {after_ms} ms")]
     Timeout { after_ms: u64 },
+    #[error("the migration stream {action} {path}")]
+    Io {
+        action: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("QEMU ended the incoming migration in state {0:?} instead of running the guest")]
+    NotRunning(RunState),
 }
 
 #[derive(Debug, Deserialize)]
@@ -34,41 +50,113 @@ struct MigrationInfo {
     error_desc: Option<String>,
 }
 
-/// Saves the (stopped) VM into `file`, which QEMU creates.
-pub async fn save(qmp: &mut Qmp, file: &Path, deadline: Duration) -> Result<(), MigrationError> {
-    enable_mapped_ram(qmp).await?;
-    qmp.execute_with("migrate", serde_json::json!({ "channels": channels(file) }))
+/// Saves the (stopped) VM into `file` through `socket`, whose owner becomes `owner` so the
+/// jailed QEMU may connect. Returns the bytes written.
+pub async fn save(
+    qmp: &mut Qmp,
+    socket: &Path,
+    owner: (u32, u32),
+    file: &Path,
+    deadline: Duration,
+) -> Result<u64, MigrationError> {
+    let io = |action, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| MigrationError::Io {
+            action,
+            path,
+            source,
+        }
+    };
+    let listener = UnixListener::bind(socket).map_err(io("cannot listen on", socket))?;
+    std::os::unix::fs::chown(socket, Some(owner.0), Some(owner.1))
+        .map_err(io("cannot hand to QEMU", socket))?;
+    let mut out = tokio::fs::File::create(file)
+        .await
+        .map_err(io("cannot create", file))?;
+    let (socket_path, file_path) = (socket.to_path_buf(), file.to_path_buf());
+    let copy = tokio::spawn(async move {
+        let (mut stream, _) = listener
+            .accept()
+            .await
+            .map_err(io("accept failed on", &socket_path))?;
+        let bytes = tokio::io::copy(&mut stream, &mut out)
+            .await
+            .map_err(io("cannot write", &file_path))?;
+        out.sync_all()
+            .await
+            .map_err(io("cannot sync", &file_path))?;
+        Ok::<_, MigrationError>(bytes)
+    });
+    // Aborted on every way out: a refused `migrate` never connects, and the copy would
+    // wait for it forever.
+    let mut copy = AbortOnDrop(copy);
+    let uri = format!("unix:{}", socket.display());
+    qmp.execute_with("migrate", serde_json::json!({ "uri": uri }))
         .await?;
-    wait_completed(qmp, deadline).await
-}
-
-/// Loads `file` into a QEMU started with `-S -incoming defer`; the VM stays stopped.
-pub async fn load(qmp: &mut Qmp, file: &Path, deadline: Duration) -> Result<(), MigrationError> {
-    enable_mapped_ram(qmp).await?;
-    qmp.execute_with(
-        "migrate-incoming",
-        serde_json::json!({ "channels": channels(file) }),
-    )
-    .await?;
-    wait_completed(qmp, deadline).await
-}
-
-async fn enable_mapped_ram(qmp: &mut Qmp) -> Result<(), QmpError> {
-    qmp.execute_with(
-        "migrate-set-capabilities",
-        serde_json::json!({
-            "capabilities": [{ "capability": "mapped-ram", "state": true }]
+    wait_completed(qmp, deadline).await?;
+    match tokio::time::timeout(deadline, &mut copy.0).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(join)) => Err(MigrationError::Io {
+            action: "copy task failed for",
+            path: file.to_path_buf(),
+            source: std::io::Error::other(join),
         }),
-    )
-    .await
-    .map(drop)
+        Err(_) => Err(timeout(deadline)),
+    }
 }
 
-fn channels(file: &Path) -> serde_json::Value {
-    serde_json::json!([{
-        "channel-type": "main",
-        "addr": { "transport": "file", "filename": file, "offset": 0 }
-    }])
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Sends `file` to a QEMU started with `-incoming unix:<socket>` and waits until it runs
+/// the guest. `socket` must exist (QEMU listens on it).
+pub async fn load(
+    qmp: &mut Qmp,
+    socket: &Path,
+    file: &Path,
+    deadline: Duration,
+) -> Result<(), MigrationError> {
+    let started = Instant::now();
+    let io = |action, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| MigrationError::Io {
+            action,
+            path,
+            source,
+        }
+    };
+    let send = async {
+        let mut input = tokio::fs::File::open(file)
+            .await
+            .map_err(io("cannot open", file))?;
+        let mut stream = UnixStream::connect(socket)
+            .await
+            .map_err(io("cannot connect to", socket))?;
+        tokio::io::copy(&mut input, &mut stream)
+            .await
+            .map_err(io("cannot send", file))?;
+        stream.shutdown().await.map_err(io("cannot end", socket))?;
+        Ok::<_, MigrationError>(())
+    };
+    tokio::time::timeout(deadline, send)
+        .await
+        .map_err(|_| timeout(deadline))??;
+    loop {
+        match qmp.query_status().await? {
+            RunState::Running => return Ok(()),
+            RunState::InMigrate => {}
+            other => return Err(MigrationError::NotRunning(other)),
+        }
+        if started.elapsed() >= deadline {
+            return Err(timeout(deadline));
+        }
+        tokio::time::sleep(POLL).await;
+    }
 }
 
 async fn wait_completed(qmp: &mut Qmp, deadline: Duration) -> Result<(), MigrationError> {
@@ -91,10 +179,14 @@ async fn wait_completed(qmp: &mut Qmp, deadline: Duration) -> Result<(), Migrati
             _ => {}
         }
         if started.elapsed() >= deadline {
-            return Err(MigrationError::Timeout {
-                after_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
-            });
+            return Err(timeout(deadline));
         }
         tokio::time::sleep(POLL).await;
+    }
+}
+
+fn timeout(deadline: Duration) -> MigrationError {
+    MigrationError::Timeout {
+        after_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
     }
 }

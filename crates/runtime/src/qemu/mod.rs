@@ -1,30 +1,31 @@
 //! The `qemu` backend: each box is a QEMU `microvm` booting berth's kernel and initramfs
-//! straight into berth-init, with vsock through a per-box vhost-device-vsock.
+//! straight into berth-init. Its guest channel is one virtio-serial port whose host end is
+//! a per-box channel bridge (`berth-init bridge`): the guest's streams are multiplexed over
+//! the port, and the bridge offers the host the same hybrid-vsock sockets Firecracker does.
+//! A serial port is what QEMU can migrate, so a box can be snapshotted (`snapshot.rs`).
 //!
 //! Per box and boot (`paths.rs` has the files): the volume image is created on the first
 //! start (`volume.rs`); the config disk carries the token, harness, environment, hosts,
 //! trust bundle and disk map (`config_disk.rs`); the egress listener is bound
-//! (`egress.rs`); vhost-device-vsock starts, then QEMU (`cmdline.rs` builds its argv), and
-//! `start` returns once berth-init answers over hybrid vsock (`boot.rs`). QMP (`qmp.rs`)
-//! pauses, resumes and quits; `stop.rs` asks the guest to power off first. The accelerator
+//! (`egress.rs`); the bridge starts, then QEMU (`cmdline.rs` builds its argv), and `start`
+//! returns once berth-init answers through the bridge (`boot.rs`). QMP (`qmp.rs`) quits
+//! and migrates; `stop.rs` asks the guest to power off first. The accelerator
 //! is KVM only when a probe guest actually runs under it (`accel.rs`).
 //!
-//! Confinement: QEMU (`-sandbox on`, every option denied) and vhost-device-vsock (a
-//! seccomp filter of berth's) each run as the box's own unprivileged VMM uid, without
+//! Confinement: QEMU (`-sandbox on`, every option denied) and the bridge (a seccomp filter
+//! of berth's) each run as the box's own unprivileged VMM uid, without
 //! capabilities, with `no_new_privs`, in a mount namespace holding only the box's files
 //! (`crate::vm::jail`), in the box's cgroup with its CPU quota, memory and pids limits
 //! (`crate::vm::cgroup`). The box's own files are the uid's only while it runs.
 //!
-//! Processes and sockets: QEMU and vhost-device-vsock are the daemon's children, reaped
-//! through pidfds, and found again after a daemon crash through pid files whose processes
-//! must name the VM dir (`process.rs`). When QEMU exits for any reason its
-//! vhost-device-vsock is killed; the next `status`, `start` or `stop` removes the sockets.
+//! Processes and sockets: QEMU and the bridge are the daemon's children, reaped through
+//! pidfds, and found again after a daemon crash through pid files whose processes must name
+//! the VM dir (`process.rs`). When QEMU exits for any reason its bridge is killed; the next `status`, `start` or `stop` removes the sockets.
 //! `wait_exit` waits on QEMU's pidfd and says why the boot ended (`crate::vm::exit`); it
 //! also ends a VM that stopped on a full host disk (`disk_full.rs`).
 
 mod accel;
 mod boot;
-mod cid;
 mod cmdline;
 mod disk_full;
 mod migration;
@@ -54,28 +55,18 @@ use crate::{
 
 /// The QEMU binary looked up on `PATH` unless `$BERTH_QEMU` names one.
 pub const DEFAULT_QEMU: &str = "qemu-system-x86_64";
-/// The vhost-user vsock backend looked up on `PATH` unless `$BERTH_VHOST_VSOCK` names one.
-pub const DEFAULT_VHOST_VSOCK: &str = "vhost-device-vsock";
 /// How long a boot may take to a ready berth-init: generous under TCG, where the kernel
 /// alone takes ~2 s on an idle host and, on a 2-core host running builds and other guests,
 /// has taken 55 s (a fresh-machine test run that failed at 60).
 pub const TCG_BOOT_DEADLINE: Duration = Duration::from_secs(120);
 pub const KVM_BOOT_DEADLINE: Duration = Duration::from_secs(20);
-/// Pause freezes the QEMU process (see `pause`). Snapshots: QEMU 7.2 refuses to migrate a
-/// vhost-user-vsock device (docs/runtimes.md has the design).
-/// No snapshot: see [`SNAPSHOT_BLOCKER`].
+/// Pause freezes the QEMU process (see `pause`); a snapshot is QEMU's migration to a file
+/// (`snapshot.rs`).
 pub const CAPABILITIES: Capabilities = Capabilities {
     pause: true,
     snapshot: true,
     host_rootfs: false,
 };
-/// Why a QEMU box cannot be snapshotted, as QEMU 7.2 itself says (`query-migrate`'s
-/// `blocked-reasons` on a running box). The guest channel is vhost-user-vsock, whose device
-/// state QEMU marks unmigratable (the vrings live in vhost-device-vsock, which has no way to
-/// hand them over), and this host has no kernel vhost-vsock (`/dev/vhost-vsock`), the one
-/// vsock device QEMU can migrate. A migratable channel means a different transport in
-/// berth-init (virtio-serial with a multiplexer, as Kata's agent once used), not a flag.
-pub const SNAPSHOT_BLOCKER: &str = "snapshot: QEMU refuses to migrate the guest channel (State blocked by non-migratable device vhost-user-vsock; the vhost-user backend lacks VHOST_USER_PROTOCOL_F_LOG_SHMFD) and this host has no /dev/vhost-vsock for a migratable one";
 /// The grace `remove` gives a running box.
 const REMOVE_GRACE: Duration = Duration::from_secs(5);
 /// How long a SIGSTOP or SIGCONT may take to show in `/proc`.
@@ -87,7 +78,8 @@ pub struct QemuConfig {
     /// berth's data directory; the backend uses `boxes/<id>/{volume.ext4,vm/}` in it.
     pub data_dir: PathBuf,
     pub qemu_bin: PathBuf,
-    pub vhost_vsock_bin: PathBuf,
+    /// The static berth-init, run on the host as each box's channel bridge.
+    pub bridge_bin: PathBuf,
     /// The guest kernel (`<data>/images/kernel/<key>/vmlinuz`, from `berth-image`).
     pub kernel: PathBuf,
     /// The initramfs holding berth-init and the virtio modules (`berth-image`).
@@ -98,15 +90,15 @@ pub struct QemuConfig {
 }
 
 impl QemuConfig {
-    /// Defaults: binaries from `$BERTH_QEMU`/`$BERTH_VHOST_VSOCK` or `PATH` (bare names
-    /// when not found: [`QemuRuntime::new`] then says what is missing), accelerator probed.
+    /// Defaults: QEMU from `$BERTH_QEMU` or `PATH`, berth-init as [`crate::init_binary`]
+    /// finds it (bare names when not found: [`QemuRuntime::new`] then says what is
+    /// missing), accelerator probed.
     pub fn new(data_dir: &Path, kernel: &Path, initramfs: &Path) -> QemuConfig {
         QemuConfig {
             data_dir: data_dir.to_path_buf(),
             qemu_bin: find_program("BERTH_QEMU", DEFAULT_QEMU)
                 .unwrap_or_else(|| DEFAULT_QEMU.into()),
-            vhost_vsock_bin: find_program("BERTH_VHOST_VSOCK", DEFAULT_VHOST_VSOCK)
-                .unwrap_or_else(|| DEFAULT_VHOST_VSOCK.into()),
+            bridge_bin: crate::init_binary().unwrap_or_else(|_| "berth-init".into()),
             kernel: kernel.to_path_buf(),
             initramfs: initramfs.to_path_buf(),
             accel: AccelMode::Auto,
@@ -120,7 +112,7 @@ impl QemuConfig {
 pub struct QemuDescription {
     pub accel: AccelChoice,
     pub qemu: PathBuf,
-    pub vhost_vsock: PathBuf,
+    pub bridge: PathBuf,
     pub kernel: PathBuf,
     pub initramfs: PathBuf,
     pub boot_deadline_ms: u64,
@@ -131,7 +123,6 @@ pub struct QemuRuntime {
     config: QemuConfig,
     layout: VmLayout,
     accel: AccelChoice,
-    cids: cid::CidAllocator,
     /// The host's TSC rate for the guest command line (`None`: unknown, left out).
     tsc_khz: Option<u64>,
 }
@@ -147,9 +138,9 @@ impl QemuRuntime {
             "apt-get install qemu-system-x86 (or set BERTH_QEMU)",
         )?;
         check_executable(
-            &config.vhost_vsock_bin,
-            "vhost-device-vsock",
-            "cargo install vhost-device-vsock --version 0.3.0 --root /usr/local (or run scripts/install-deps.sh --tests, or set BERTH_VHOST_VSOCK)",
+            &config.bridge_bin,
+            "berth-init (the channel bridge)",
+            "build it with `make init`, or set BERTH_INIT_BIN to a static berth-init",
         )?;
         crate::vm::check_images(&config.kernel, &config.initramfs)?;
         let accel = match config.accel {
@@ -167,15 +158,12 @@ impl QemuRuntime {
         let layout = VmLayout::new(&config.data_dir);
         std::fs::create_dir_all(layout.boxes_dir())
             .map_err(process::io("create", &layout.boxes_dir()))?;
-        let runtime = QemuRuntime {
+        Ok(QemuRuntime {
             layout,
             accel,
-            cids: cid::CidAllocator::default(),
             tsc_khz: cmdline::host_tsc_khz(),
             config,
-        };
-        runtime.claim_running_cids();
-        Ok(runtime)
+        })
     }
 
     pub fn layout(&self) -> &VmLayout {
@@ -190,7 +178,7 @@ impl QemuRuntime {
         QemuDescription {
             accel: self.accel.clone(),
             qemu: self.config.qemu_bin.clone(),
-            vhost_vsock: self.config.vhost_vsock_bin.clone(),
+            bridge: self.config.bridge_bin.clone(),
             kernel: self.config.kernel.clone(),
             initramfs: self.config.initramfs.clone(),
             boot_deadline_ms: self.boot_deadline().as_millis() as u64,
@@ -203,10 +191,10 @@ impl QemuRuntime {
         process::find(&paths.qemu_pid(), &paths.vm_dir()).map(|p| p.pid())
     }
 
-    /// The host pid of a box's vhost-device-vsock, when it runs.
-    pub fn vhost_pid(&self, id: &BoxId) -> Option<i32> {
+    /// The host pid of a box's channel bridge, when it runs.
+    pub fn bridge_pid(&self, id: &BoxId) -> Option<i32> {
         let paths = self.layout.box_paths(id);
-        process::find(&paths.vhost_pid(), &paths.vm_dir()).map(|p| p.pid())
+        process::find(&paths.bridge_pid(), &paths.vm_dir()).map(|p| p.pid())
     }
 
     fn boot_deadline(&self) -> Duration {
@@ -221,22 +209,8 @@ impl QemuRuntime {
         crate::vm::box_dirs(&self.layout)
     }
 
-    fn claim_running_cids(&self) {
-        let Ok(boxes) = self.box_dirs() else { return };
-        for (id, paths) in boxes {
-            if process::find(&paths.qemu_pid(), &paths.vm_dir()).is_none() {
-                continue;
-            }
-            if let Some(cid) = read_cid(&paths) {
-                if !self.cids.claim(cid) {
-                    tracing::warn!(box_id = %id, cid, "two running VMs share a guest CID");
-                }
-            }
-        }
-    }
-
-    /// What runs of the box now. A box whose QEMU is gone is cleaned up here (its
-    /// vhost-device-vsock killed, sockets and pid files removed, CID released).
+    /// What runs of the box now. A box whose QEMU is gone is cleaned up here (its bridge
+    /// killed, sockets and pid files removed).
     async fn state(&self, id: &BoxId) -> Result<RuntimeStatus, RuntimeError> {
         let paths = self.layout.box_paths(id);
         match process::find(&paths.qemu_pid(), &paths.vm_dir()) {
@@ -256,7 +230,7 @@ impl QemuRuntime {
         if !vm_dir.exists() {
             return Ok(());
         }
-        for pid_file in [paths.qemu_pid(), paths.vhost_pid()] {
+        for pid_file in [paths.qemu_pid(), paths.bridge_pid()] {
             if let Some(process) = process::find(&pid_file, &vm_dir) {
                 if !process.kill(stop::KILL_WAIT).await {
                     return Err(still_alive(&pid_file, process.pid()));
@@ -265,10 +239,7 @@ impl QemuRuntime {
         }
         // A QEMU that exited on its own may be unreaped yet: keep how it ended.
         process::reap_exited_into(&paths.qemu_pid(), &paths.vmm_exit());
-        process::reap_exited(&paths.vhost_pid());
-        if let Some(cid) = read_cid(paths) {
-            self.cids.release(cid);
-        }
+        process::reap_exited(&paths.bridge_pid());
         for file in paths.boot_files() {
             egress::remove_if_exists(&file)?;
         }
@@ -289,14 +260,6 @@ fn take_back(paths: &VmPaths) -> Result<(), RuntimeError> {
         }
     }
     Ok(())
-}
-
-fn read_cid(paths: &VmPaths) -> Option<u32> {
-    std::fs::read_to_string(paths.cid_file())
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
 }
 
 fn check_executable(path: &Path, what: &str, hint: &str) -> Result<(), RuntimeError> {
@@ -365,19 +328,12 @@ impl Runtime for QemuRuntime {
         let qemu = process::find(&paths.qemu_pid(), &paths.vm_dir())
             .filter(|_| status == RuntimeStatus::Running)
             .ok_or_else(|| wrong_state(id, "pause", "running", status))?;
-        // SIGSTOP to QEMU and to its vhost-device-vsock, not QMP `stop`. A host connection
-        // that vhost-device-vsock 0.3.0 forwards to a frozen guest and that the host then
-        // closes wedges the backend for good (measured: every later connection hangs).
-        // With the backend stopped too, such a connection waits unaccepted in the socket's
-        // backlog and is dropped cleanly at resume. A stopped QEMU freezes every vCPU.
-        let vhost = process::find(&paths.vhost_pid(), &paths.vm_dir());
-        for process in vhost.iter().chain([&qemu]) {
-            process.signal(libc::SIGSTOP);
-        }
-        for process in vhost.iter().chain([&qemu]) {
-            if !process.wait_stopped(true, SIGNAL_WAIT).await {
-                return Err(signal_failed(&paths, "pause", process.pid()));
-            }
+        // SIGSTOP, not QMP `stop`: a stopped process freezes every vCPU and QEMU's own
+        // threads at once, and its state shows in `/proc` (`status` reads it back). The
+        // bridge keeps running: what the host sends meanwhile waits in the serial socket.
+        qemu.signal(libc::SIGSTOP);
+        if !qemu.wait_stopped(true, SIGNAL_WAIT).await {
+            return Err(signal_failed(&paths, "pause", qemu.pid()));
         }
         Ok(())
     }
@@ -388,14 +344,9 @@ impl Runtime for QemuRuntime {
         let qemu = process::find(&paths.qemu_pid(), &paths.vm_dir())
             .filter(|_| status == RuntimeStatus::Paused)
             .ok_or_else(|| wrong_state(id, "resume", "paused", status))?;
-        let vhost = process::find(&paths.vhost_pid(), &paths.vm_dir());
-        for process in [&qemu].into_iter().chain(vhost.iter()) {
-            process.signal(libc::SIGCONT);
-        }
-        for process in [&qemu].into_iter().chain(vhost.iter()) {
-            if !process.wait_stopped(false, SIGNAL_WAIT).await {
-                return Err(signal_failed(&paths, "resume", process.pid()));
-            }
+        qemu.signal(libc::SIGCONT);
+        if !qemu.wait_stopped(false, SIGNAL_WAIT).await {
+            return Err(signal_failed(&paths, "resume", qemu.pid()));
         }
         Ok(())
     }
@@ -411,7 +362,7 @@ impl Runtime for QemuRuntime {
             return Ok(exit::classify(&paths, "QEMU", &paths.qemu_log()));
         };
         let ours = qemu.is_child();
-        let logs = [paths.console_log(), paths.qemu_log(), paths.vhost_log()];
+        let logs = [paths.console_log(), paths.qemu_log(), paths.bridge_log()];
         let logs = logs.each_ref().map(|p| p.as_path());
         tokio::select! {
             () = qemu.wait_gone() => {}
@@ -456,8 +407,7 @@ impl Runtime for QemuRuntime {
         self.discard(id)
     }
 
-    /// The box cgroup's charge: QEMU (its shared-memory guest RAM included) and
-    /// vhost-device-vsock.
+    /// The box cgroup's charge: QEMU (the guest's RAM included) and the bridge.
     async fn memory_held(&self, id: &BoxId) -> Result<Option<u64>, RuntimeError> {
         let paths = self.layout.box_paths(id);
         if process::find(&paths.qemu_pid(), &paths.vm_dir()).is_none() {
@@ -471,7 +421,7 @@ impl Runtime for QemuRuntime {
             .box_dirs()?
             .into_iter()
             .filter(|(_, paths)| {
-                [paths.qemu_pid(), paths.vhost_pid()]
+                [paths.qemu_pid(), paths.bridge_pid()]
                     .iter()
                     .any(|pid_file| process::find(pid_file, &paths.vm_dir()).is_some())
             })

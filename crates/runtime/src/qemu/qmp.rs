@@ -65,6 +65,9 @@ pub enum RunState {
     Paused,
     /// Not started yet (`-S`), or between a guest reset and its restart.
     Prelaunch,
+    /// Waiting for or loading an incoming migration (`-incoming`).
+    #[serde(rename = "inmigrate")]
+    InMigrate,
     Shutdown,
     /// Stopped on a disk error the drive's `werror` policy stops on (`enospc`).
     IoError,

@@ -1,19 +1,14 @@
 //! Snapshots of a QEMU box: the stopped VM is migrated into a file (`migration.rs`) and
-//! QEMU quits; a restore launches QEMU exactly as a boot would (same disks, same jail,
-//! same sockets, a fresh vhost-device-vsock) but with `-S -incoming defer`, loads the file
-//! and continues. QEMU resets the guest's vsock connections after a load (a transport
-//! reset event; listening sockets stay), so the host connects again and hands over the new
-//! boot token with the old one.
-//!
-//! This needs a vsock backend QEMU agrees to migrate: vhost-user with
-//! `VHOST_USER_PROTOCOL_F_LOG_SHMFD` (berth's patched vhost-device-vsock,
-//! `scripts/vhost-device-vsock/`) and QEMU ≥ 9.0 (a migratable vhost-user-vsock and
-//! `mapped-ram`). Where either is missing, QEMU's own blocker is the refusal's reason.
+//! QEMU quits; a restore launches QEMU exactly as a boot would (same disks, same jail, a
+//! fresh channel bridge) but with `-incoming`, which loads the file and runs the guest.
+//! The new bridge starts its link with a sync and a hello; berth-init in the guest resets
+//! the streams of the old one (listeners stay), so the host simply connects again and
+//! hands over the new boot token with the old one.
 //!
 //! ```text
 //! <data>/boxes/<id>/snapshot/            (crate::vm::snapshot)
 //!     state                              QEMU's migration stream: devices, vCPUs and RAM
-//!                                        (mapped-ram: sparse where the guest never wrote)
+//!                                        (an all-zero page is a flag)
 //!     launch.json                        the QEMU version and argv it was saved from
 //! ```
 //!
@@ -40,9 +35,6 @@ use crate::{BootToken, Booted, BoxSpec, Runtime, RuntimeError, RuntimeStatus};
 
 const STATE: &str = "state";
 const LAUNCH: &str = "launch.json";
-/// Where QEMU writes and reads the migration stream: its run dir, the one directory the
-/// jailed QEMU may write.
-const VMM_FILE: &str = "snapshot.migration";
 /// A save or load passes once over the guest's RAM: a floor, plus time per MiB that a
 /// loaded TCG host still meets.
 const MIGRATION_FLOOR: Duration = Duration::from_secs(30);
@@ -53,32 +45,33 @@ const MIGRATION_PER_MIB: Duration = Duration::from_millis(100);
 struct LaunchRecord {
     /// QMP's `query-version`.
     qemu: serde_json::Value,
-    /// The argv, with the kernel command line left out: it only mattered at boot, and it
-    /// carries the host's measured TSC rate, which may differ between daemon runs.
+    /// The argv, without the kernel command line (it only mattered at boot, and it carries
+    /// the host's measured TSC rate, which may differ between daemon runs) and without a
+    /// restored QEMU's `-incoming`.
     args: Vec<String>,
 }
 
 fn comparable_args(args: impl IntoIterator<Item = OsString>) -> Vec<String> {
     let mut out = Vec::new();
-    let mut after_append = false;
-    for arg in args {
-        let arg = arg.to_string_lossy().into_owned();
-        if after_append {
-            out.push("<kernel command line>".into());
-        } else {
-            out.push(arg.clone());
+    let mut args = args.into_iter().map(|a| a.to_string_lossy().into_owned());
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "-append" => {
+                args.next();
+                out.extend([arg, "<kernel command line>".into()]);
+            }
+            // A restored QEMU's own: not part of what the guest saw.
+            "-incoming" => {
+                args.next();
+            }
+            _ => out.push(arg),
         }
-        after_append = arg == "-append";
     }
     out
 }
 
 fn kept(paths: &VmPaths) -> KeptSnapshot {
     KeptSnapshot::of(paths, &[STATE, LAUNCH])
-}
-
-fn vmm_file(paths: &VmPaths) -> PathBuf {
-    paths.run_dir().join(VMM_FILE)
 }
 
 fn migration_deadline(memory_mib: u64) -> Duration {
@@ -113,13 +106,18 @@ impl QemuRuntime {
             return Err(wrong_state(id, "snapshot", "running or paused", status));
         }
         let paths = self.layout.box_paths(id);
-        let qemu = process::find(&paths.qemu_pid(), &paths.vm_dir())
-            .ok_or_else(|| wrong_state(id, "snapshot", "running or paused", RuntimeStatus::Stopped))?;
+        let qemu = process::find(&paths.qemu_pid(), &paths.vm_dir()).ok_or_else(|| {
+            wrong_state(id, "snapshot", "running or paused", RuntimeStatus::Stopped)
+        })?;
         let started = Instant::now();
         let args = comparable_args(running_args(qemu.pid())?);
         let memory_mib = memory_mib(&args);
-        let file = vmm_file(&paths);
-        crate::fs::remove_if_exists(&file)?;
+        let owner = owner_of(&paths.run_dir())?;
+        let snapshot = kept(&paths);
+        snapshot.renew()?;
+        let state = snapshot.file(STATE);
+        let socket = paths.migration_socket();
+        crate::fs::remove_if_exists(&socket)?;
         // A paused box's processes are SIGSTOPped (`pause`): QMP needs QEMU running. Its
         // vCPUs are halted through QMP at once; they run for that moment only.
         if status == RuntimeStatus::Paused {
@@ -131,15 +129,17 @@ impl QemuRuntime {
         let saved = async {
             qmp.stop().await?;
             let qemu_version = qmp.execute("query-version").await?;
-            migration::save(&mut qmp, &file, migration_deadline(memory_mib)).await?;
-            Ok::<_, MigrationError>(qemu_version)
+            let deadline = migration_deadline(memory_mib);
+            let bytes = migration::save(&mut qmp, &socket, owner, &state, deadline).await?;
+            Ok::<_, MigrationError>((qemu_version, bytes))
         }
         .await;
-        let qemu_version = match saved {
-            Ok(version) => version,
+        let _ = crate::fs::remove_if_exists(&socket);
+        let (qemu_version, bytes) = match saved {
+            Ok(saved) => saved,
             Err(e) => {
                 // Nothing was kept: the box goes on as it was.
-                let _ = crate::fs::remove_if_exists(&file);
+                let _ = snapshot.discard();
                 let _ = qmp.cont().await;
                 if status == RuntimeStatus::Paused {
                     let _ = self.pause(id).await;
@@ -147,11 +147,6 @@ impl QemuRuntime {
                 return Err(failed("snapshot", e, &paths));
             }
         };
-        let snapshot = kept(&paths);
-        snapshot.renew()?;
-        std::fs::rename(&file, snapshot.file(STATE)).map_err(io("keep the snapshot", &file))?;
-        std::os::unix::fs::chown(snapshot.file(STATE), Some(0), Some(0))
-            .map_err(io("chown the snapshot to root", &snapshot.file(STATE)))?;
         let record = LaunchRecord {
             qemu: qemu_version,
             args,
@@ -170,7 +165,7 @@ impl QemuRuntime {
         }
         qemu.reap_into(&paths.vmm_exit());
         self.clean(id, &paths).await?;
-        tracing::info!(box_id = %id, snapshot_ms = started.elapsed().as_millis() as u64, "QEMU VM snapshotted");
+        tracing::info!(box_id = %id, snapshot_ms = started.elapsed().as_millis() as u64, bytes, "QEMU VM snapshotted");
         Ok(())
     }
 
@@ -207,43 +202,42 @@ impl QemuRuntime {
         let snapshot = kept(paths);
         let record_path = snapshot.file(LAUNCH);
         let record = std::fs::read(&record_path).map_err(io("read", &record_path))?;
-        let record: LaunchRecord =
-            serde_json::from_slice(&record).map_err(|e| changed(format!("{}: {e}", record_path.display())))?;
+        let record: LaunchRecord = serde_json::from_slice(&record)
+            .map_err(|e| changed(format!("{}: {e}", record_path.display())))?;
         let mut plan = self.plan(spec, paths).await?;
         let args = comparable_args(plan.args.clone());
         if args != record.args {
             return Err(changed(first_difference(&record.args, &args)));
         }
-        plan.args
-            .extend(["-S", "-incoming", "defer"].map(OsString::from));
+        let socket = paths.migration_socket();
+        crate::fs::remove_if_exists(&socket)?;
+        let mut incoming = OsString::from("unix:");
+        incoming.push(&socket);
+        plan.args.extend([OsString::from("-incoming"), incoming]);
         let launched = self.launch(spec, paths, plan).await?;
 
-        // Linked, not moved: a load that fails leaves the snapshot for another try.
-        let file = vmm_file(paths);
-        crate::fs::remove_if_exists(&file)?;
-        std::fs::hard_link(snapshot.file(STATE), &file).map_err(io("link the snapshot", &file))?;
-        let owner = crate::vm::vmm_owner(spec.id_map);
-        std::os::unix::fs::chown(&file, Some(owner.0), Some(owner.1))
-            .map_err(io("chown the snapshot for the VMM", &file))?;
+        let deadline = migration_deadline(spec.limits.memory_mib);
+        process::wait_for_path(&socket, launched.qemu, deadline)
+            .await
+            .map_err(|_| failed("restore", QemuGone, paths))?;
         let mut qmp = Qmp::connect(&paths.qmp_socket())
             .await
             .map_err(|e| failed("restore", e, paths))?;
-        let loaded = async {
-            let version = qmp.execute("query-version").await?;
-            if version != record.qemu {
-                return Ok(Err(changed(format!(
-                    "QEMU is now {version}, the snapshot was saved by {}",
-                    record.qemu
-                ))));
-            }
-            migration::load(&mut qmp, &file, migration_deadline(spec.limits.memory_mib)).await?;
-            qmp.cont().await?;
-            Ok::<_, MigrationError>(Ok(()))
+        let version = qmp
+            .execute("query-version")
+            .await
+            .map_err(|e| failed("restore", e, paths))?;
+        if version != record.qemu {
+            return Err(changed(format!(
+                "QEMU is now {version}, the snapshot was saved by {}",
+                record.qemu
+            )));
         }
-        .await;
-        crate::fs::remove_if_exists(&file)?;
-        loaded.map_err(|e| failed("restore", e, paths))??;
+        migration::load(&mut qmp, &socket, &snapshot.file(STATE), deadline)
+            .await
+            .map_err(|e| failed("restore", e, paths))?;
         drop(qmp);
+        crate::fs::remove_if_exists(&socket)?;
 
         let client = hand_over(
             &spec.id,
@@ -269,6 +263,17 @@ impl QemuRuntime {
         kept(&self.layout.box_paths(id)).discard()
     }
 }
+
+/// Who the boot's jailed VMM processes run as: the owner of its run dir (`boot::hand_over`).
+fn owner_of(run_dir: &std::path::Path) -> Result<(u32, u32), RuntimeError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(run_dir).map_err(io("stat", run_dir))?;
+    Ok((meta.uid(), meta.gid()))
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("QEMU exited before it listened for the snapshot")]
+struct QemuGone;
 
 /// The guest RAM in an argv (`-m <n>M`); 0 when absent.
 fn memory_mib(args: &[String]) -> u64 {
@@ -303,8 +308,22 @@ mod tests {
 
     #[test]
     fn the_kernel_command_line_is_left_out_of_the_comparison() {
-        let a = comparable_args(["-m", "256M", "-append", "tsc_early_khz=1", "-smp", "1"].map(OsString::from));
-        let b = comparable_args(["-m", "256M", "-append", "tsc_early_khz=2", "-smp", "1"].map(OsString::from));
+        let a = comparable_args(
+            [
+                "-m",
+                "256M",
+                "-append",
+                "tsc_early_khz=1",
+                "-smp",
+                "1",
+                "-incoming",
+                "unix:/s",
+            ]
+            .map(OsString::from),
+        );
+        let b = comparable_args(
+            ["-m", "256M", "-append", "tsc_early_khz=2", "-smp", "1"].map(OsString::from),
+        );
         assert_eq!(a, b);
         assert_eq!(memory_mib(&a), 256);
         let c = comparable_args(["-m", "512M", "-append", "x", "-smp", "1"].map(OsString::from));

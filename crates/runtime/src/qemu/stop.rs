@@ -1,6 +1,6 @@
 //! Stopping a VM: the guest powers itself off (berth-init stops every process, syncs the
 //! volume and powers off; QEMU exits), else QMP `quit` after the grace, else SIGKILL.
-//! Then vhost-device-vsock is killed and the boot's sockets and files are removed.
+//! Then the channel bridge is killed and the boot's sockets and files are removed.
 
 use std::time::{Duration, Instant};
 
@@ -27,9 +27,6 @@ impl QemuRuntime {
         // A paused guest cannot shut down: let it run again first.
         if qemu.is_stopped() {
             qemu.signal(libc::SIGCONT);
-            if let Some(vhost) = process::find(&paths.vhost_pid(), &paths.vm_dir()) {
-                vhost.signal(libc::SIGCONT);
-            }
         }
         let qmp_path = paths.qmp_socket();
         // The token of this boot is on its config disk (host-only, 0600).
@@ -84,7 +81,7 @@ impl QemuRuntime {
         let mut left = Vec::new();
         for (id, paths) in boxes {
             let mut dead = true;
-            for pid_file in [paths.qemu_pid(), paths.vhost_pid()] {
+            for pid_file in [paths.qemu_pid(), paths.bridge_pid()] {
                 if let Some(process) = process::find(&pid_file, &paths.vm_dir()) {
                     dead &= process.kill_blocking(KILL_WAIT);
                 }
@@ -93,11 +90,8 @@ impl QemuRuntime {
                 left.push(id);
                 continue;
             }
-            for pid_file in [paths.qemu_pid(), paths.vhost_pid()] {
+            for pid_file in [paths.qemu_pid(), paths.bridge_pid()] {
                 process::reap_exited(&pid_file);
-            }
-            if let Some(cid) = super::read_cid(&paths) {
-                self.cids.release(cid);
             }
             for file in paths.boot_files() {
                 let _ = std::fs::remove_file(file);

@@ -1,4 +1,4 @@
-//! The cgroup a VM's host processes (QEMU, vhost-device-vsock) run in: `berth/<box id>`,
+//! The cgroup a VM's host processes (QEMU and its channel bridge, or Firecracker) run in: `berth/<box id>`,
 //! the name the sandbox's boxes use, in the `cpu`, `memory` and `pids` hierarchies on
 //! cgroup v1 or in the unified tree on v2. The VMM processes join it themselves between
 //! fork and exec (`jail.rs`), and it is removed once they are gone.
@@ -6,7 +6,7 @@
 //! Limits: the box's `cpus` as a CPU quota of a 100 ms period (a fractional vCPU limit is
 //! enforced: `cpus = 0.5` is 50 ms of CPU per 100 ms for all the VM's threads together),
 //! memory as the guest's RAM plus [`OVERHEAD_MIB`] for the VMMs themselves, and
-//! [`PIDS_MAX`] tasks (QEMU's threads and vhost-device-vsock's).
+//! [`PIDS_MAX`] tasks (QEMU's threads and the bridge's).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -19,12 +19,12 @@ use crate::{Limits, RuntimeError};
 const ROOT: &str = "/sys/fs/cgroup";
 const PERIOD_US: u64 = 100_000;
 /// What the VMMs take beyond the guest's RAM: measured at ~70 MiB for QEMU (TCG with its
-/// 16 MiB translation cache, block and vsock buffers) plus ~5 MiB for vhost-device-vsock
-/// after a boot and a busy exec; the rest is margin for page cache of the disk images,
+/// 16 MiB translation cache, block and serial buffers) plus a few MiB for the channel
+/// bridge after a boot and a busy exec; the rest is margin for page cache of the disk images,
 /// which the kernel reclaims before it would OOM-kill.
 pub(crate) const OVERHEAD_MIB: u64 = 192;
-/// Tasks for QEMU (vCPU, I/O, RCU and up to 64 block worker threads) and
-/// vhost-device-vsock, with room to spare; a guest cannot make QEMU spawn more.
+/// Tasks for QEMU (vCPU, I/O, RCU and up to 64 block worker threads) and the channel
+/// bridge, with room to spare; a guest cannot make QEMU spawn more.
 pub(crate) const PIDS_MAX: u64 = 256;
 /// How long removing waits for the last task to leave (an exit is not instant).
 const REMOVE_WAIT: Duration = Duration::from_secs(5);

@@ -1,4 +1,4 @@
-//! The jail a VMM process (QEMU, vhost-device-vsock) runs in, like Firecracker's jailer
+//! The jail a VMM process (QEMU, the channel bridge) runs in, like Firecracker's jailer
 //! does for Firecracker: a guest's root owns its own kernel, so the VMM is the wall.
 //!
 //! The child, between fork and exec (system calls only: everything is computed before the

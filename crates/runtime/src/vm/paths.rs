@@ -4,16 +4,18 @@
 //! <data>/boxes/<id>/volume.ext4           the box's persistent disk (shared with nothing)
 //! <data>/boxes/<id>/vm/                   0700, host root only
 //!     run/                                0700, the box's VMM uid's for a boot: the sockets
-//!         vhost-user.sock                 vhost-device-vsock's control socket (QEMU connects)
+//!         serial.sock                     qemu: the channel bridge's end of the guest's
+//!                                         serial port (QEMU connects)
+//!         migration.sock                  qemu: a snapshot's migration stream, while it flows
 //!         vsock.sock                      hybrid vsock: host → guest (`CONNECT <port>\n`)
 //!         vsock.sock_2025                 guest → host port 2025: the egress listener
 //!         qmp.sock                        QEMU's QMP server (requests: pause, quit)
 //!         qmp-events.sock                 a second QMP server, watched for a full host disk
 //!     root/                               empty: each VMM mounts its jail's root on it
 //!     console.log                         the serial console (kernel and berth-init)
-//!     qemu.log, vhost.log                 what the two processes print on stderr
+//!     qemu.log, bridge.log                what the two processes print on stderr
 //!     config.img                          this boot's config disk
-//!     qemu.pid, vhost.pid, cid            this boot's processes and guest CID
+//!     qemu.pid, bridge.pid                this boot's processes
 //!     console.start                       where this boot's part of console.log begins
 //!     vmm.exit                            how the VMM ended (`exited N` / `killed N`)
 //!     stop-requested                      berth itself stopped this boot
@@ -93,8 +95,14 @@ impl VmPaths {
         self.vm_dir().join("root")
     }
 
-    pub fn vhost_user_socket(&self) -> PathBuf {
-        self.run_dir().join("vhost-user.sock")
+    /// The `qemu` channel bridge's socket for QEMU's end of the guest's serial port.
+    pub fn serial_socket(&self) -> PathBuf {
+        self.run_dir().join("serial.sock")
+    }
+
+    /// Where a `qemu` snapshot's migration stream flows between QEMU and the host.
+    pub fn migration_socket(&self) -> PathBuf {
+        self.run_dir().join("migration.sock")
     }
 
     /// The hybrid vsock socket: the guest channel connects here.
@@ -102,7 +110,8 @@ impl VmPaths {
         self.run_dir().join("vsock.sock")
     }
 
-    /// Where vhost-device-vsock delivers the guest's connections to host port `port`.
+    /// Where the guest's connections to host port `port` are delivered (by Firecracker, or
+    /// by the `qemu` channel bridge).
     pub fn vsock_port_socket(&self, port: u32) -> PathBuf {
         self.run_dir().join(format!("vsock.sock_{port}"))
     }
@@ -154,8 +163,9 @@ impl VmPaths {
         self.vm_dir().join("qemu.log")
     }
 
-    pub fn vhost_log(&self) -> PathBuf {
-        self.vm_dir().join("vhost.log")
+    /// What the `qemu` channel bridge (`berth-init bridge`) prints on stderr.
+    pub fn bridge_log(&self) -> PathBuf {
+        self.vm_dir().join("bridge.log")
     }
 
     pub fn config_disk(&self) -> PathBuf {
@@ -166,27 +176,23 @@ impl VmPaths {
         self.vm_dir().join("qemu.pid")
     }
 
-    pub fn vhost_pid(&self) -> PathBuf {
-        self.vm_dir().join("vhost.pid")
-    }
-
-    pub fn cid_file(&self) -> PathBuf {
-        self.vm_dir().join("cid")
+    pub fn bridge_pid(&self) -> PathBuf {
+        self.vm_dir().join("bridge.pid")
     }
 
     /// What one boot leaves in the VM dir and the next boot must not find: sockets, pid
-    /// files, the CID, the config disk (it holds the boot token). Logs stay.
+    /// files, the config disk (it holds the boot token). Logs stay.
     pub fn boot_files(&self) -> Vec<PathBuf> {
         vec![
-            self.vhost_user_socket(),
+            self.serial_socket(),
+            self.migration_socket(),
             self.vsock_socket(),
             self.egress_socket(),
             self.qmp_socket(),
             self.qmp_events_socket(),
             self.config_disk(),
             self.qemu_pid(),
-            self.vhost_pid(),
-            self.cid_file(),
+            self.bridge_pid(),
         ]
     }
 }

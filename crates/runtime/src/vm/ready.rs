@@ -1,14 +1,12 @@
 //! The wait for a booting VM's berth-init to answer on the guest channel.
 //!
 //! The host connects only once berth-init has said on the console that it listens
-//! (`berth_protocol::vm::READY_MARK`): a vsock connection that reaches the guest while its
-//! vsock driver comes up can wedge it (seen with vhost-device-vsock 0.3.0: one boot in ~30
-//! when the host tried every 10 ms). Watching the console file costs the guest nothing, so
-//! it is read every few ms and the agent is found as soon as it is up. There is no blind
-//! try before the line: a first try at boot would sit in vhost-device-vsock's queue until
-//! the guest's driver came up, and a slow (TCG, loaded) boot outlasts one attempt, so the
-//! host would drop a forwarded connection and wedge the backend for the whole boot. The
-//! initramfs ships with the daemon, so every berth-init prints the line.
+//! (`berth_protocol::vm::READY_MARK`): a connection made earlier would wait in the guest
+//! channel until the guest's driver came up, and a slow (TCG, loaded) boot outlasts one
+//! attempt (Firecracker's vsock has been seen to wedge on a connection dropped that way).
+//! Watching the console file costs the guest nothing, so it is read every few ms and the
+//! agent is found as soon as it is up. The initramfs ships with the daemon, so every
+//! berth-init prints the line.
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -1,12 +1,12 @@
-//! The seccomp filter of vhost-device-vsock, which has none of its own (QEMU installs its
-//! own with `-sandbox`). A deny list, not an allow list: the backend's exact system calls
-//! vary with its version and its Rust runtime, and a wrong allow list would kill it in the
-//! middle of a box's life. What it refuses (`EPERM`) is what a process that moves bytes
-//! between a guest's vsock rings and Unix sockets never needs and what a kernel exploit
+//! The seccomp filter of the `qemu` channel bridge (`berth-init bridge`; QEMU installs its
+//! own with `-sandbox`). A deny list, not an allow list: the bridge's exact system calls
+//! vary with its Rust runtime and libc, and a wrong allow list would kill it in the middle
+//! of a box's life. What it refuses (`EPERM`) is what a process that moves bytes between
+//! Unix sockets never needs and what a kernel exploit
 //! most often starts from: mounts and namespaces, ptrace and cross-process memory, module
 //! and kexec loading, bpf, perf, keyrings, userfaultfd, io_uring, and every socket family
 //! but `AF_UNIX`. (`execve` stays: the filter is installed before the exec that starts the
-//! backend; `no_new_privs` and the empty jail leave it nothing to gain from another.) Built for the target architecture;
+//! bridge; `no_new_privs` and the empty jail leave it nothing to gain from another.) Built for the target architecture;
 //! x32 numbers are refused the same way.
 
 use std::collections::BTreeMap;
@@ -61,7 +61,7 @@ const ARCH: TargetArch = TargetArch::aarch64;
 const X32_SYSCALL_BIT: i64 = 0x4000_0000;
 
 /// The compiled filter.
-pub(crate) fn vhost_filter() -> Result<BpfProgram, RuntimeError> {
+pub(crate) fn bridge_filter() -> Result<BpfProgram, RuntimeError> {
     let both = |nr: i64| [nr, nr | X32_SYSCALL_BIT];
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED
         .iter()
@@ -92,7 +92,7 @@ pub(crate) fn vhost_filter() -> Result<BpfProgram, RuntimeError> {
 fn filter_error(e: impl std::error::Error + Send + Sync + 'static) -> RuntimeError {
     RuntimeError::Io {
         action: "build the seccomp filter of",
-        path: "vhost-device-vsock".into(),
+        path: "the channel bridge".into(),
         source: std::io::Error::other(e),
     }
 }
@@ -102,7 +102,7 @@ mod tests {
     use super::*;
     use std::os::unix::process::CommandExt;
 
-    /// A subverted backend: under the filter, an inet socket and a mount are refused with
+    /// A subverted bridge: under the filter, an inet socket and a mount are refused with
     /// `EPERM`, while the Unix sockets it works with still open.
     #[test]
     fn the_filter_refuses_inet_sockets_and_mounts_but_not_unix_sockets() {
@@ -110,7 +110,7 @@ mod tests {
             berth_testkit::skip("python3", "no python3 to try the filter with");
             return;
         };
-        let filter = vhost_filter().unwrap();
+        let filter = bridge_filter().unwrap();
         // The mount targets a path that does not exist: without the filter it fails with
         // ENOENT (and mounts nothing), not EPERM.
         let script = r#"

@@ -278,7 +278,7 @@ impl Fixture {
     }
 
     /// Live host processes of the box: for the sandbox those in its id range, for a VM its
-    /// VMM (and QEMU's vhost-device-vsock) and anything else started on its files.
+    /// VMM (and QEMU's channel bridge) and anything else started on its files.
     pub fn box_processes(&self, spec: &BoxSpec) -> Vec<i32> {
         match &self.kind {
             Kind::Sandbox(_) => super::host_pids_in_range(spec.id_map),

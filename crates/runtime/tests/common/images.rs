@@ -71,18 +71,13 @@ fn build_images() -> Result<Images, String> {
 
 /// Why the host cannot run VMs at all (binaries), before any image is built.
 pub fn vm_binaries() -> Result<(), String> {
-    for (env, name) in [
-        ("BERTH_QEMU", berth_runtime::qemu::DEFAULT_QEMU),
-        (
-            "BERTH_VHOST_VSOCK",
-            berth_runtime::qemu::DEFAULT_VHOST_VSOCK,
-        ),
-    ] {
-        if berth_runtime::qemu::find_program(env, name).is_none() {
-            return Err(format!(
-                "{name} is not installed (scripts/install-deps.sh --tests, or set {env})"
-            ));
-        }
+    let (env, name) = ("BERTH_QEMU", berth_runtime::qemu::DEFAULT_QEMU);
+    if berth_runtime::qemu::find_program(env, name).is_none() {
+        return Err(format!(
+            "{name} is not installed (scripts/install-deps.sh --tests, or set {env})"
+        ));
     }
-    Ok(())
+    berth_runtime::init_binary()
+        .map(drop)
+        .map_err(|e| e.to_string())
 }

@@ -158,7 +158,7 @@ pub fn host_pids_in_range(map: IdMap) -> Vec<i32> {
 }
 
 /// Live host pids whose command line contains `needle` (a VM's QEMU and
-/// vhost-device-vsock name files in its box dir).
+/// the channel bridge name files in its box dir).
 pub fn host_pids_mentioning(needle: &str) -> Vec<i32> {
     let me = std::process::id() as i32;
     std::fs::read_dir("/proc")
@@ -276,7 +276,10 @@ pub async fn counted_past(client: &GuestClient, past: u64) -> (u64, u64) {
 pub async fn start_counter(client: &GuestClient) {
     let counter = berth_protocol::process::ProcessRequest {
         exec: ExecRequest {
-            argv: ["sh", "-c", COUNTER].iter().map(|s| s.to_string()).collect(),
+            argv: ["sh", "-c", COUNTER]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             user: BoxUser::User,
             ..Default::default()
         },

@@ -108,13 +108,14 @@ pub fn spec_with_memory(images: &Images, memory_mib: u64) -> BoxSpec {
 /// The files of a qemu boot that exist (a stopped box must have none).
 pub fn qemu_boot_files_left(paths: &VmPaths) -> Vec<PathBuf> {
     [
-        paths.vhost_user_socket(),
+        paths.serial_socket(),
+        paths.migration_socket(),
         paths.vsock_socket(),
         paths.egress_socket(),
         paths.qmp_socket(),
         paths.config_disk(),
         paths.qemu_pid(),
-        paths.vhost_pid(),
+        paths.bridge_pid(),
     ]
     .into_iter()
     .filter(|p| p.exists())

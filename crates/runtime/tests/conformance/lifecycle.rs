@@ -2,10 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use berth_protocol::guest::{BoxUser, ExecRequest};
-use berth_protocol::process::ProcessRequest;
+use berth_protocol::guest::BoxUser;
 use berth_protocol::BoxId;
-use berth_runtime::{GuestClient, Limits, RuntimeError, RuntimeStatus};
+use berth_runtime::{Limits, RuntimeError, RuntimeStatus};
 
 use crate::common::{self, run, run_ok, Fixture};
 use crate::GRACE;
@@ -56,7 +55,7 @@ pub async fn boots_and_answers_as_user_1001_with_berth_init_as_pid_1(fx: &Fixtur
 }
 
 /// After stop nothing of the box is left: its host processes (the sandbox's id range;
-/// a VM's QEMU and vhost-device-vsock), runtime state, sockets, cgroups, mounts.
+/// a VM's QEMU and its channel bridge), runtime state, sockets, cgroups, mounts.
 pub async fn stop_leaves_nothing_behind(fx: &Fixture) {
     let spec = fx.spec(Limits::default());
     let client = fx.runtime.start(&spec).await.expect("start").client;

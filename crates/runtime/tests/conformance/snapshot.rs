@@ -17,7 +17,7 @@ pub async fn memory_held_is_measured_while_running_and_none_once_stopped(fx: &Fi
     // 40 MiB written to a tmpfs in the box (/dev/shm, RAM while the file exists). A
     // container's charge grows by most of it; a VM's guest may reuse pages it touched while
     // booting, so there the charge need only cover the 40 MiB (measuring the wrong cgroup,
-    // vhost-device-vsock's few MiB, would not).
+    // the channel bridge's few MiB, would not).
     run_ok(
         &client,
         &[
@@ -81,7 +81,9 @@ pub async fn a_snapshot_keeps_processes_and_memory_and_a_restore_hands_over_a_ne
     assert!(fx.runtime.capabilities().snapshot);
     let spec = fx.spec(Limits::default());
     assert!(matches!(
-        fx.runtime.restore(&common::next_boot(&spec), &spec.boot_token).await,
+        fx.runtime
+            .restore(&common::next_boot(&spec), &spec.boot_token)
+            .await,
         Err(RuntimeError::WrongState { .. })
     ));
     let client = fx.runtime.start(&spec).await.expect("start").client;
