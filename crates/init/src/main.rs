@@ -26,6 +26,9 @@ mod exec;
 mod files;
 mod harness;
 mod listener;
+// Used by the guest channel wiring and by `berth-init bridge`, which come next.
+#[allow(dead_code, unused_imports)]
+mod mux;
 mod ports;
 mod process;
 mod query;
