@@ -77,17 +77,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# vhost-device-vsock (crates.io), the qemu runtime's vsock backend (QEMU's
-# vhost-user-vsock-device; the kernel's /dev/vhost-vsock is not needed). About 70 s to build.
-if $for_tests && ! command -v vhost-device-vsock >/dev/null 2>&1 && [ -z "${BERTH_VHOST_VSOCK:-}" ]; then
-  if [ "$(id -u)" -eq 0 ] && command -v cargo >/dev/null 2>&1; then
-    echo "installing vhost-device-vsock 0.3.0 into /usr/local (cargo install, about 70 s)" >&2
-    cargo install vhost-device-vsock --version 0.3.0 --root /usr/local
-  else
-    echo "the qemu runtime's tests need vhost-device-vsock: cargo install vhost-device-vsock --version 0.3.0 --root /usr/local" >&2
-  fi
-fi
-
 # Claude Code (npm registry), for the test that runs it unmodified as a box's harness.
 # Optional: without npm (or as non-root) that test reports itself skipped.
 claude_dir=${BERTH_CLAUDE_CODE_DIR:-/srv/berth/claude-code}

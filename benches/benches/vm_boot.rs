@@ -5,12 +5,12 @@
 //!   that powers off at once, timed from QEMU's spawn to its exit (`berth_benches::vm::bare`).
 //!   Floor and box boots alternate, so a busy host slows both alike.
 //! - memory: what one running, idle VM costs the host beyond its guest RAM, with
-//!   `BERTH_BENCH_VMS` (default 3) VMs up: PSS of QEMU + vhost-device-vsock minus the guest
+//!   `BERTH_BENCH_VMS` (default 3) VMs up: PSS of QEMU + its channel bridge minus the guest
 //!   RAM memfd's share (`berth_benches::vm::memory`), per VM, with TCG's translation cache
 //!   apart; and the effect of TCG's `tb-size` on a bare guest (QEMU's default against the
 //!   backend's 16 MiB).
 //!
-//! Needs qemu-system-x86_64, vhost-device-vsock, gcc with a static libc, a static
+//! Needs qemu-system-x86_64, gcc with a static libc, a static
 //! berth-init (`make init`) and the images (built on first use, from the Debian mirror).
 //! `BERTH_BENCH_BOOTS` (default 10) sets the number of boots of each kind.
 
@@ -96,10 +96,10 @@ async fn run() -> BenchResult<()> {
         let mut all = Vec::new();
         for vm in &specs {
             let qemu = runtime.qemu_pid(&vm.id).ok_or("a VM's QEMU is gone")?;
-            let vhost = runtime
-                .vhost_pid(&vm.id)
-                .ok_or("a VM's vhost-device-vsock is gone")?;
-            all.push((ProcessMemory::of(qemu)?, ProcessMemory::of(vhost)?));
+            let bridge = runtime
+                .bridge_pid(&vm.id)
+                .ok_or("a VM's channel bridge is gone")?;
+            all.push((ProcessMemory::of(qemu)?, ProcessMemory::of(bridge)?));
         }
         Ok(all)
     };
@@ -208,7 +208,7 @@ fn report(
         let without_tcg_mib =
             per_vm(total.overhead_kib().saturating_sub(total.tcg_cache_kib)) as f64 / 1024.0;
         println!(
-            "  {when}: beyond guest RAM {overhead_mib:.1} MiB per VM (QEMU {}, vhost-device-vsock \
+            "  {when}: beyond guest RAM {overhead_mib:.1} MiB per VM (QEMU {}, channel bridge \
              {}; of it TCG's translation cache {}, which KVM has not: {without_tcg_mib:.1} MiB \
              without it); guest RAM touched {} (target <= {OVERHEAD_TARGET_MIB} MiB: {})",
             mib(per_vm(q.overhead_kib())),

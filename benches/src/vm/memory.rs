@@ -1,11 +1,9 @@
 //! Host memory of a process, split into guest RAM and the rest.
 //!
-//! Guest RAM is a memfd (`memory-backend-memfd,share=on`) that QEMU and
-//! vhost-device-vsock both map; its mappings are named `/memfd:<name> (deleted)`. A
-//! process's PSS counts each page it maps divided by the number of processes mapping
-//! it, so summed over QEMU and vhost-device-vsock each guest page counts once: the sum of
-//! the memfd mappings' PSS is the guest RAM actually touched, and the sum of everything
-//! else is what a VM costs the host beyond its guest RAM. Pages of the QEMU binary and its
+//! Guest RAM is a memfd (`memory-backend-memfd`) that only QEMU maps; its mappings are
+//! named `/memfd:<name> (deleted)`. Summed over QEMU and its channel bridge, the memfd
+//! mappings' PSS is the guest RAM actually touched, and the sum of everything else is what
+//! a VM costs the host beyond its guest RAM. Pages of the QEMU binary and its
 //! libraries count once per host, spread over every QEMU running: measured with several
 //! VMs up, each VM's share is what one more VM costs.
 //!

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use common::{e2e_skip_reason, stderr, vm_processes, Daemon};
 
 /// SIGKILL to a qemu box's QEMU: the box is `failed` with a reason naming the kill within
-/// seconds, with no call in between; its vhost-device-vsock is gone too; the event log has
+/// seconds, with no call in between; its channel bridge is gone too; the event log has
 /// the change; the next `berth exec` boots it again.
 #[test]
 fn a_killed_qemu_box_is_failed_at_once_and_boots_again() {

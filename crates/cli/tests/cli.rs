@@ -680,7 +680,7 @@ fn end_to_end_a_qemu_box_from_the_cli() {
     let left: Vec<String> = processes_naming(&data)
         .into_iter()
         .map(|(_, c)| c)
-        .filter(|p| p.contains("qemu") || p.contains("vhost-device"))
+        .filter(|p| p.contains("qemu") || p.contains(" bridge --serial "))
         .collect();
     assert!(left.is_empty(), "left running after box rm: {left:?}");
 }

@@ -34,7 +34,7 @@ impl Drop for Switch {
     fn drop(&mut self) {
         self.daemon.terminate();
         for (pid, cmd) in processes_naming(&self.dir.to_string_lossy()) {
-            if cmd.contains("qemu-system") || cmd.contains("vhost-device") {
+            if cmd.contains("qemu-system") || cmd.contains(" bridge --serial ") {
                 eprintln!("guard: killing {pid} {cmd}");
                 // SAFETY: kill(2) of a VM process of this test's data dir.
                 unsafe { libc::kill(pid, libc::SIGKILL) };

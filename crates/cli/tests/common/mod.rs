@@ -258,23 +258,15 @@ impl Daemon {
 
     /// Makes the daemon's VM images (from the shared test image cache, through `berth image
     /// build`) and waits until the running daemon offers qemu; `None` (a `qemu` skip, said
-    /// and recorded: `berth_testkit::skip`) without QEMU, vhost-device-vsock or the Debian
-    /// mirror.
+    /// and recorded: `berth_testkit::skip`) without QEMU or the Debian mirror.
     pub fn offer_qemu(&self) -> Option<()> {
-        for (env, name) in [
-            ("BERTH_QEMU", berth_runtime::qemu::DEFAULT_QEMU),
-            (
-                "BERTH_VHOST_VSOCK",
-                berth_runtime::qemu::DEFAULT_VHOST_VSOCK,
-            ),
-        ] {
-            if berth_runtime::qemu::find_program(env, name).is_none() {
-                berth_testkit::skip(
-                    "qemu",
-                    format!("{name} is not installed (scripts/install-deps.sh --tests)"),
-                );
-                return None;
-            }
+        let (env, name) = ("BERTH_QEMU", berth_runtime::qemu::DEFAULT_QEMU);
+        if berth_runtime::qemu::find_program(env, name).is_none() {
+            berth_testkit::skip(
+                "qemu",
+                format!("{name} is not installed (scripts/install-deps.sh --tests)"),
+            );
+            return None;
         }
         let cache = std::env::var_os("BERTH_TEST_IMAGE_DIR")
             .map(PathBuf::from)
@@ -441,12 +433,12 @@ pub fn processes_naming(needle: &str) -> Vec<(i32, String)> {
     found
 }
 
-/// The VM processes (QEMU, vhost-device-vsock) whose command line names `dir` (a daemon's
-/// data dir).
+/// The VM processes (QEMU, its channel bridge `berth-init bridge`) whose command line
+/// names `dir` (a daemon's data dir).
 pub fn vm_processes(dir: &Path) -> Vec<(i32, String)> {
     processes_naming(&dir.to_string_lossy())
         .into_iter()
-        .filter(|(_, cmd)| cmd.contains("qemu-system") || cmd.contains("vhost-device"))
+        .filter(|(_, cmd)| cmd.contains("qemu-system") || cmd.contains(" bridge --serial "))
         .collect()
 }
 

@@ -117,6 +117,15 @@ pub fn qemu_args(launch: &Launch<'_>) -> Vec<OsString> {
         "-append".as_ref(),
         launch.kernel_cmdline.as_ref(),
     ]);
+    // The guest's RAM in a memfd of its own, so its mappings carry a name and the host can
+    // tell guest RAM from QEMU's own memory (benches/src/vm/memory.rs). Private: nothing
+    // else maps it.
+    push(&[
+        "-object".as_ref(),
+        format!("memory-backend-memfd,id=mem,size={mib}M").as_ref(),
+        "-machine".as_ref(),
+        "memory-backend=mem".as_ref(),
+    ]);
     // The guest channel: one virtio-serial port (QEMU migrates it, unlike vhost-user-vsock)
     // whose host end is the channel bridge's socket; the bridge listens before QEMU starts.
     push(&[
@@ -248,6 +257,8 @@ mod tests {
             "-serial", "chardev:console",
             "-kernel", "/d/k/vmlinuz", "-initrd", "/d/i.cpio",
             "-append", "console=ttyS0 panic=-1 quiet reboot=t tsc=reliable tsc_early_khz=2596124 lpj=5000000 rdinit=/berth-init",
+            "-object", "memory-backend-memfd,id=mem,size=256M",
+            "-machine", "memory-backend=mem",
             "-chardev", "socket,id=channel,path=/d/boxes/bx_1/vm/run/serial.sock",
             "-device", "virtio-serial-device,max_ports=2",
             "-device", "virtserialport,chardev=channel,name=org.berth.channel",

@@ -6,7 +6,8 @@
 //! Saving: the daemon listens, QMP `migrate` makes QEMU connect and send its stream, which
 //! the daemon copies to the file until QEMU reports the migration completed. Loading: QEMU
 //! was started with `-incoming unix:<socket>` and listens; the daemon connects and sends
-//! the file; QEMU starts the guest when the stream is in (`autostart`).
+//! the file; once it is in, the guest is continued (the stream says it was stopped, as it
+//! was when saved, so QEMU leaves it paused).
 //!
 //! The stream format writes an all-zero page as a flag, so a file holds about what the
 //! guest has touched.
@@ -113,8 +114,8 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// Sends `file` to a QEMU started with `-incoming unix:<socket>` and waits until it runs
-/// the guest. `socket` must exist (QEMU listens on it).
+/// Sends `file` to a QEMU started with `-incoming unix:<socket>`, waits until it is
+/// loaded and continues the guest. `socket` must exist (QEMU listens on it).
 pub async fn load(
     qmp: &mut Qmp,
     socket: &Path,
@@ -149,6 +150,7 @@ pub async fn load(
     loop {
         match qmp.query_status().await? {
             RunState::Running => return Ok(()),
+            RunState::Paused => return Ok(qmp.cont().await?),
             RunState::InMigrate => {}
             other => return Err(MigrationError::NotRunning(other)),
         }
