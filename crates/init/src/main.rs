@@ -19,6 +19,7 @@ mod boot;
 mod boot_token;
 mod box_cgroup;
 mod box_env;
+mod bridge;
 mod channel;
 mod egress;
 mod error;
@@ -154,6 +155,9 @@ fn parse_args() -> Result<Args, String> {
 }
 
 fn main() {
+    if bridge::called_as_bridge() {
+        bridge::main()
+    }
     if wake::called_as_wake() {
         wake::cli::main()
     }

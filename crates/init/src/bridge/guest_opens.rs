@@ -1,0 +1,74 @@
+//! The guest reaching host processes: a stream the guest opens to port P is connected to
+//! the Unix socket `<uds-path>_P` (vhost-device-vsock's and Firecracker's convention; the
+//! egress listener is `<run>/vsock.sock_2025`). No socket there refuses the stream.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use berth_protocol::guest::EGRESS_VSOCK_PORT;
+use tokio::net::UnixStream;
+use tokio::task::JoinSet;
+
+use super::splice::splice;
+use super::BridgeError;
+use crate::mux::{Link, MuxListener, MuxStream};
+
+/// The guest's streams to one host port.
+#[derive(Debug)]
+pub struct Forwarder {
+    listener: MuxListener,
+    target: PathBuf,
+}
+
+impl Forwarder {
+    /// Takes the guest's streams to [`EGRESS_VSOCK_PORT`], the one port a guest opens.
+    pub fn listen(link: &Link, uds_path: &Path) -> Result<Forwarder, BridgeError> {
+        let port = EGRESS_VSOCK_PORT;
+        let listener = link
+            .listen(port)
+            .map_err(|source| BridgeError::GuestListen { port, source })?;
+        Ok(Forwarder {
+            listener,
+            target: target(uds_path, port),
+        })
+    }
+
+    /// Forwards streams until the link ends or the task is dropped (which drops them all).
+    /// The engine bounds how many the guest has open.
+    pub async fn run(self) {
+        let mut streams = JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = self.listener.accept() => match accepted {
+                    Ok(stream) => {
+                        streams.spawn(forward(stream, self.target.clone()));
+                    }
+                    Err(_) => return, // the link ended
+                },
+                Some(_) = streams.join_next(), if !streams.is_empty() => {}
+            }
+        }
+    }
+}
+
+/// `<uds_path>_<port>`.
+pub fn target(uds_path: &Path, port: u32) -> PathBuf {
+    let mut path = OsString::from(uds_path.as_os_str());
+    path.push(format!("_{port}"));
+    path.into()
+}
+
+async fn forward(mut stream: MuxStream, target: PathBuf) {
+    let mut host = match UnixStream::connect(&target).await {
+        Ok(host) => host,
+        Err(err) => {
+            // Dropping the stream resets it: the guest's connect sees the refusal.
+            eprintln!(
+                "berth-init bridge: a guest stream refused: cannot connect to {}: {err}",
+                target.display()
+            );
+            return;
+        }
+    };
+    let _ = splice(&mut stream, &mut host).await;
+}
