@@ -100,3 +100,42 @@ async fn the_bridge_exits_cleanly_when_qemus_connection_ends_and_drops_its_clien
     within(bridge).await.unwrap().unwrap();
     assert_closed_without_reply(&mut client).await;
 }
+
+#[tokio::test]
+async fn a_client_whose_guest_never_reads_is_held_back_not_buffered() {
+    let paths = Paths::new();
+    let _bridge = start_bridge(&paths.options, None);
+    let guest = Guest::connect(&paths.options.serial).await;
+    let listener = guest.link.listen(VSOCK_PORT).unwrap();
+    // The guest's end is held, never read.
+    let (client, _held) = within(async {
+        tokio::join!(
+            connect_client(&paths.options.uds_path, VSOCK_PORT),
+            listener.accept()
+        )
+    })
+    .await;
+    let mut client = client.unwrap();
+
+    // Writes stop being taken once the window, the bridge's buffer and the sockets' own
+    // buffers are full; a bridge that queued without bound would take all of it.
+    let chunk = pattern(64 * 1024);
+    let mut taken = 0usize;
+    while taken < 64 << 20 {
+        match tokio::time::timeout(Duration::from_secs(2), client.write(&chunk)).await {
+            Ok(written) => taken += written.unwrap(),
+            Err(_) => break,
+        }
+    }
+    eprintln!("the bridge and its sockets took {taken} bytes before holding the client back");
+    assert!(
+        taken < 4 << 20,
+        "{taken} bytes taken for a guest that reads nothing"
+    );
+    // The link still serves other streams.
+    let (_server, _) = echo(&guest.link, 2026);
+    let other = within(connect_client(&paths.options.uds_path, 2026))
+        .await
+        .unwrap();
+    assert_eq!(within(echo_through(other, b"ping")).await.unwrap(), b"ping");
+}
