@@ -1,6 +1,9 @@
 //! The guest reaching host processes: a stream the guest opens to port P is connected to
 //! the Unix socket `<uds-path>_P` (vhost-device-vsock's and Firecracker's convention; the
-//! egress listener is `<run>/vsock.sock_2025`). No socket there refuses the stream.
+//! egress listener is `<run>/vsock.sock_2025`). The engine hands over streams per port
+//! listened on, so the bridge serves [`EGRESS_VSOCK_PORT`], the one port a guest opens;
+//! an open to any other port is refused (`ECONNREFUSED` in the guest). With no socket at
+//! the path the stream is reset.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -37,6 +40,7 @@ impl Forwarder {
     /// The engine bounds how many the guest has open.
     pub async fn run(self) {
         let mut streams = JoinSet::new();
+        let mut refused = 0u64;
         loop {
             tokio::select! {
                 accepted = self.listener.accept() => match accepted {
@@ -45,7 +49,19 @@ impl Forwarder {
                     }
                     Err(_) => return, // the link ended
                 },
-                Some(_) = streams.join_next(), if !streams.is_empty() => {}
+                Some(done) = streams.join_next(), if !streams.is_empty() => {
+                    if let Ok(Err(err)) = done {
+                        refused += 1;
+                        // The guest decides how often this happens: the log grows with
+                        // the logarithm of it.
+                        if refused.is_power_of_two() {
+                            eprintln!(
+                                "berth-init bridge: guest streams refused ({refused} so far): cannot connect to {}: {err}",
+                                self.target.display()
+                            );
+                        }
+                    }
+                }
             }
         }
     }
@@ -58,17 +74,11 @@ pub fn target(uds_path: &Path, port: u32) -> PathBuf {
     path.into()
 }
 
-async fn forward(mut stream: MuxStream, target: PathBuf) {
-    let mut host = match UnixStream::connect(&target).await {
-        Ok(host) => host,
-        Err(err) => {
-            // Dropping the stream resets it: the guest's connect sees the refusal.
-            eprintln!(
-                "berth-init bridge: a guest stream refused: cannot connect to {}: {err}",
-                target.display()
-            );
-            return;
-        }
-    };
+/// Splices `stream` with a new connection to `target`; the connect's error when there is
+/// none, after which dropping the stream resets it (the guest's open was accepted by its
+/// engine already: the guest sees `ConnectionReset`).
+async fn forward(mut stream: MuxStream, target: PathBuf) -> std::io::Result<()> {
+    let mut host = UnixStream::connect(&target).await?;
     let _ = splice(&mut stream, &mut host).await;
+    Ok(())
 }
