@@ -1,7 +1,11 @@
-//! The sleep ladder of one `sandbox` box, printed as p50/p99 in one run:
-//! - pause → resume answered, and resume → first exec (goal: resume ≤ 10 ms);
-//! - snapshot → resume, where the runtime can snapshot (the sandbox cannot: the line says
-//!   why), against a cold start → ready of the same box;
+//! The sleep ladder, printed as p50/p99 in one run:
+//! - a `sandbox` box through the daemon: pause → resume answered, and resume → first exec
+//!   (goal: resume ≤ 10 ms); snapshot (the sandbox cannot: the line says why); a cold
+//!   start → ready of the same box;
+//! - a `qemu` box on the runtime (`berth_benches::vm::ladder`): pause → resume, snapshot →
+//!   restore and a cold start → ready, each to an answered exec (goal: a restore beats a
+//!   cold boot), and the memory it holds running, paused and snapshotted; skipped with the
+//!   reason where this host cannot run qemu boxes;
 //! - the host memory the box holds running, paused and stopped;
 //! - create → first exec answered from a template with a warm pool (the create claims a
 //!   booted box) against the same box from a template without one (the exec boots it), and
@@ -9,8 +13,9 @@
 //!
 //! The two templates differ only in `warm`. A pool sample is taken once a create claims (a
 //! create answered `stopped` found the pool empty: it is deleted and tried again, which is
-//! how the bench waits for the refill). Needs root, runc and a static berth-init.
-//! `BERTH_BENCH_STARTS` sets the sample count of each.
+//! how the bench waits for the refill). Needs root, runc and a static berth-init (and for
+//! the qemu part QEMU and the test images). `BERTH_BENCH_STARTS` sets the sample count of
+//! each, `BERTH_BENCH_VM_ROUNDS` the qemu part's (default 5).
 
 use std::time::{Duration, Instant};
 
@@ -42,6 +47,10 @@ async fn run() -> BenchResult<()> {
     let daemon = Daemon::start(&data).await?;
     let mut client = Client::connect(daemon.addr, &daemon.key).await?;
     ladder(&mut client, starts).await?;
+    if let Err(e) = berth_benches::vm::ladder::qemu_ladder(count("BERTH_BENCH_VM_ROUNDS", 5)).await
+    {
+        println!("qemu: not measured ({e})");
+    }
 
     let mut cold = Vec::with_capacity(starts);
     let mut warm = Vec::with_capacity(starts);
