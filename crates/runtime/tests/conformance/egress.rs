@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use berth_protocol::guest::{BoxUser, BOX_CA_BUNDLE, EGRESS_PROXY_PORT, EGRESS_TLS_PORT};
-use berth_runtime::{EgressSetup, GuestClient, Limits};
+use berth_runtime::{EgressListener, EgressSetup, GuestClient, Limits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::{run, run_ok, Fixture};
@@ -109,37 +109,7 @@ pub async fn egress_leaves_only_through_the_channel(fx: &Fixture) {
                 .await
                 .expect("rebind");
         }
-        let box_side = {
-            let client = client.clone();
-            let script = connect_script(port, &format!("ping {port}\\n"));
-            tokio::spawn(async move { run_in_box(&client, script).await })
-        };
-        let (mut stream, _) = tokio::time::timeout(Duration::from_secs(30), listener.accept())
-            .await
-            .unwrap_or_else(|_| panic!("{round}: no stream from port {port}"))
-            .expect("accept");
-        let mut line = Vec::new();
-        let mut byte = [0u8; 1];
-        while !line.ends_with(b"\n") {
-            let n = stream.read(&mut byte).await.unwrap();
-            assert_eq!(n, 1, "{round}: the stream ended early: {line:?}");
-            line.push(byte[0]);
-        }
-        assert_eq!(line, format!("ping {port}\n").as_bytes(), "{round}");
-        stream
-            .write_all(format!("pong {port}\n").as_bytes())
-            .await
-            .unwrap();
-        drop(stream);
-        let (code, out, err) = tokio::time::timeout(Duration::from_secs(60), box_side)
-            .await
-            .expect("the box side ended")
-            .unwrap();
-        assert_eq!(
-            (code, out.trim()),
-            (0, format!("pong {port}").as_str()),
-            "{round}: {err}"
-        );
+        egress_round_trip(&client, &listener, port, round).await;
     }
 
     for port in [80, 22, 8080] {
@@ -147,4 +117,45 @@ pub async fn egress_leaves_only_through_the_channel(fx: &Fixture) {
         assert_ne!(code, 0, "something listens on port {port}");
     }
     fx.runtime.stop(&spec.id, GRACE).await.expect("stop");
+}
+
+/// The box connects to `port` on its loopback and writes a line; the host side accepts it
+/// on `listener`, answers, and the box reads the answer.
+pub async fn egress_round_trip(
+    client: &GuestClient,
+    listener: &EgressListener,
+    port: u16,
+    round: &str,
+) {
+    let box_side = {
+        let client = client.clone();
+        let script = connect_script(port, &format!("ping {port}\\n"));
+        tokio::spawn(async move { run_in_box(&client, script).await })
+    };
+    let (mut stream, _) = tokio::time::timeout(Duration::from_secs(30), listener.accept())
+        .await
+        .unwrap_or_else(|_| panic!("{round}: no stream from port {port}"))
+        .expect("accept");
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\n") {
+        let n = stream.read(&mut byte).await.unwrap();
+        assert_eq!(n, 1, "{round}: the stream ended early: {line:?}");
+        line.push(byte[0]);
+    }
+    assert_eq!(line, format!("ping {port}\n").as_bytes(), "{round}");
+    stream
+        .write_all(format!("pong {port}\n").as_bytes())
+        .await
+        .unwrap();
+    drop(stream);
+    let (code, out, err) = tokio::time::timeout(Duration::from_secs(60), box_side)
+        .await
+        .expect("the box side ended")
+        .unwrap();
+    assert_eq!(
+        (code, out.trim()),
+        (0, format!("pong {port}").as_str()),
+        "{round}: {err}"
+    );
 }

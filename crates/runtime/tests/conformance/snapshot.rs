@@ -1,6 +1,6 @@
 //! The memory a box holds, and snapshots where a backend cannot take one.
 
-use berth_protocol::guest::BoxUser;
+use berth_protocol::guest::{BoxUser, EGRESS_TLS_PORT};
 use berth_runtime::{Limits, RuntimeError, RuntimeStatus};
 
 use crate::common::{self, run_ok, Fixture};
@@ -72,9 +72,9 @@ pub async fn snapshot_is_refused_with_the_reason_where_unsupported(fx: &Fixture)
 
 /// A snapshot keeps the whole running box: the same process counts on from where it was
 /// (its count lived only in its memory), a file in RAM (`/dev/shm`) is still there, and
-/// while snapshotted the box holds no memory and its snapshot has a size. The restore hands
-/// the box a new boot token (the old one opens nothing), and a cold start after another
-/// snapshot drops it.
+/// while snapshotted the box holds no memory (its VMM is gone) and its snapshot has a
+/// size. The restore hands the box a new boot token (the old one opens nothing), its
+/// egress works, and a cold start after another snapshot drops the snapshot.
 pub async fn a_snapshot_keeps_processes_and_memory_and_a_restore_hands_over_a_new_token(
     fx: &Fixture,
 ) {
@@ -112,13 +112,13 @@ pub async fn a_snapshot_keeps_processes_and_memory_and_a_restore_hands_over_a_ne
 
     let restored = common::next_boot(&spec);
     let t0 = std::time::Instant::now();
-    let client = fx
+    let booted = fx
         .runtime
         .restore(&restored, &spec.boot_token)
         .await
-        .expect("restore")
-        .client;
+        .expect("restore");
     eprintln!("restore took {:?}", t0.elapsed());
+    let client = booted.client;
     assert_eq!(
         fx.runtime.status(&spec.id).await.unwrap(),
         RuntimeStatus::Running
@@ -133,6 +133,8 @@ pub async fn a_snapshot_keeps_processes_and_memory_and_a_restore_hands_over_a_ne
     );
     common::assert_old_token_refused(fx.runtime.as_ref(), &spec).await;
     assert_eq!(fx.runtime.snapshot_size(&spec.id).await.unwrap(), None);
+    // The restored box's egress reaches the listener of its new boot.
+    crate::egress::egress_round_trip(&client, &booted.egress, EGRESS_TLS_PORT, "restored").await;
 
     // A second snapshot, then a cold start: the snapshot is dropped and RAM is new.
     fx.runtime.snapshot(&spec.id).await.expect("snapshot again");

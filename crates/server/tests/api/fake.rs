@@ -5,9 +5,8 @@
 //! message ids (duplicates are answered `duplicate: true`), an event journal with its own
 //! seq, and a harness that answers each message with `user`, `assistant`, `result`.
 //!
-//! [`FakeRuntime::snapshotting`] stands in for a VMM that can snapshot (no runtime on this
-//! machine can: QEMU 7.2 cannot migrate its vsock device, and there is no Firecracker): a
-//! snapshot keeps the agent's memory (a counter, `exec count`) and its boot token, a
+//! [`FakeRuntime::snapshotting`] stands in for a VMM that can snapshot, so the daemon's
+//! snapshot logic is tested in milliseconds (the real qemu one boots VMs): a snapshot keeps the agent's memory (a counter, `exec count`) and its boot token, a
 //! restore brings them back and takes the new token over `POST /v1/boot/token` like
 //! `berth-init`, a cold start begins from zero.
 

@@ -1,9 +1,10 @@
 //! The daemon's side of snapshots: a snapshotted box holds no running agent, the next call
 //! restores it with its memory (a counter the agent keeps only in memory) and a fresh boot
 //! token, the egress CA the box already trusts, and the ladder's snapshot and stop rungs.
-//! The runtime is the fake's snapshotting mode ([`FakeRuntime::snapshotting`]): no runtime
-//! can snapshot on this machine (QEMU 7.2 cannot migrate its vsock device; there is no
-//! Firecracker), so this is the daemon's logic against a stand-in VMM.
+//! The runtime is the fake's snapshotting mode ([`FakeRuntime::snapshotting`]), so these
+//! are the daemon's logic in milliseconds; a real qemu snapshot and restore is the runtime
+//! conformance suite's (`qemu::a_snapshot_keeps_processes_and_memory_…`) and the CLI's
+//! (`qemu_snapshot.rs`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
