@@ -11,14 +11,25 @@ pub const SUBCOMMAND: &str = "bridge";
 
 const USAGE: &str = "usage: berth-init bridge --serial PATH --uds-path PATH";
 
+const HELP: &str = "Bridges a qemu box's serial channel to the host (one bridge per VM).
+  --serial PATH    listen here for QEMU's virtserialport chardev (one connection)
+  --uds-path PATH  listen here for host clients (`CONNECT <port>`, answered `OK <n>`);
+                   the guest's streams to port 2025 go to PATH_2025
+Both sockets are created 0600 before anything is accepted. Exits 0 when QEMU's connection
+ends, 1 when the channel breaks (one line on stderr says why), 2 on bad arguments.";
+
 /// Runs the bridge and exits.
 pub fn main() -> ! {
-    let options = parse(std::env::args().skip(2)).unwrap_or_else(|msg| {
+    let args: Vec<String> = std::env::args().skip(2).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}\n{HELP}");
+        std::process::exit(0)
+    }
+    let options = parse(args).unwrap_or_else(|msg| {
         eprintln!("berth-init bridge: {msg}; {USAGE}");
         std::process::exit(2)
     });
-    // Every file this process creates is its own only: no window in which a socket exists
-    // with a wider mode.
+    // Every file this process creates is its own only, the sockets' temporary names too.
     // SAFETY: umask only changes this process's file-creation mask; it cannot fail.
     unsafe { libc::umask(0o177) };
     let result = tokio::runtime::Builder::new_current_thread()

@@ -9,6 +9,8 @@ use tokio::process::{Child, Command};
 
 use super::*;
 
+const USAGE_START: &str = "usage: berth-init bridge --serial PATH --uds-path PATH\n";
+
 /// Starts the bridge on `paths` and waits for both its sockets to exist.
 async fn spawn_bridge(bin: &std::ffi::OsStr, paths: &Paths) -> Child {
     let mut child = Command::new(bin)
@@ -59,6 +61,12 @@ async fn the_built_binary_bridges_then_exits_0_on_qemus_end_1_on_a_violation_2_o
         stderr.starts_with("berth-init bridge: --serial needs a value"),
         "{stderr}"
     );
+
+    let help = within(Command::new(&bin).args(["bridge", "--help"]).output())
+        .await
+        .unwrap();
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stdout).starts_with(USAGE_START));
 
     // Bridges, with both sockets private, and exits 0 when QEMU's connection ends.
     let paths = Paths::new();

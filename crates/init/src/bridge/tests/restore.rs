@@ -1,8 +1,9 @@
 //! A restore as the bridge sees it: QEMU comes back with the guest as it was and connects
 //! to a new bridge, while the old bridge (and whatever it had half sent or half received)
-//! is gone. Here "QEMU" cuts both directions in the middle of a DATA frame while a client
-//! streams through the old bridge, then carries the guest's bytes to a new bridge on the
-//! same paths.
+//! is gone. Here "QEMU" cuts both directions inside a frame (a DATA frame's payload, a
+//! header's length field: wherever the bytes are at that moment) while a client streams
+//! through the old bridge, then carries the guest's bytes to a new bridge on the same
+//! paths.
 
 use berth_protocol::guest::VSOCK_PORT;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -10,20 +11,17 @@ use tokio::sync::oneshot;
 
 use super::*;
 
-const DATA: u8 = 0x04;
-
-/// Where a reader of one direction is in the frame stream (kinds as in the contract).
+/// Where a reader of one direction is in the frame stream (the format in the contract:
+/// PAD is one zero byte; every other frame a kind byte, a stream id, a length, a payload).
 #[derive(Debug, Default)]
 enum Position {
     #[default]
-    Kind,
+    Between,
+    /// The kind byte and `got` bytes of the id and length read.
     Header {
-        kind: u8,
         got: Vec<u8>,
     },
     Payload {
-        kind: u8,
-        read: u32,
         left: u32,
     },
 }
@@ -31,57 +29,47 @@ enum Position {
 impl Position {
     fn step(&mut self, byte: u8) {
         *self = match std::mem::take(self) {
-            Position::Kind if byte == 0 => Position::Kind,
-            Position::Kind => Position::Header {
-                kind: byte,
-                got: Vec::new(),
-            },
-            Position::Header { kind, mut got } => {
+            Position::Between if byte == 0 => Position::Between,
+            Position::Between => Position::Header { got: Vec::new() },
+            Position::Header { mut got } => {
                 got.push(byte);
                 if got.len() < 8 {
-                    Position::Header { kind, got }
+                    Position::Header { got }
                 } else {
                     match u32::from_be_bytes(got[4..8].try_into().unwrap()) {
-                        0 => Position::Kind,
-                        left => Position::Payload {
-                            kind,
-                            read: 0,
-                            left,
-                        },
+                        0 => Position::Between,
+                        left => Position::Payload { left },
                     }
                 }
             }
-            Position::Payload { kind, read, left } if left > 1 => Position::Payload {
-                kind,
-                read: read + 1,
-                left: left - 1,
-            },
-            Position::Payload { .. } => Position::Kind,
+            Position::Payload { left } if left > 1 => Position::Payload { left: left - 1 },
+            Position::Payload { .. } => Position::Between,
         }
     }
 
-    /// Inside a DATA payload, with bytes of it on both sides.
-    fn mid_data(&self) -> bool {
-        matches!(self, Position::Payload { kind: DATA, read, .. } if *read >= 1)
+    /// Inside a frame: its kind byte read, not all of it.
+    fn mid_frame(&self) -> bool {
+        !matches!(self, Position::Between)
     }
 }
 
-/// Carries one direction's chunk up to the point where, once `armed`, the frame stream is
-/// in the middle of a DATA frame: returns how much of `chunk` to pass on, and whether the
-/// cut is there.
-fn cut_point(position: &mut Position, chunk: &[u8], armed: bool) -> (usize, bool) {
+/// Where in `chunk` the frame stream is first inside a frame (the bytes to pass on before
+/// the cut), following the stream through the bytes it passes.
+fn cut_point(position: &mut Position, chunk: &[u8]) -> Option<usize> {
     for (i, &byte) in chunk.iter().enumerate() {
         position.step(byte);
-        if armed && position.mid_data() {
-            return (i + 1, true);
+        if position.mid_frame() {
+            return Some(i + 1);
         }
     }
-    (chunk.len(), false)
+    None
 }
 
-/// "QEMU" with the old bridge: carries both ways until `arm` fires, then cuts each
-/// direction mid-DATA. Returns the guest's bytes the old bridge never got (they go to
-/// the new one), having closed the old bridge's connection.
+/// "QEMU" with the old bridge: carries both ways until `arm` fired and both directions
+/// can be cut inside a frame at once (one at the end of what it last passed on, the other
+/// within the chunk at hand), then closes the old bridge's connection. Cutting both at once
+/// keeps both flowing until then: neither waits for credit the other would have carried.
+/// Returns the guest's bytes past the cut, for the new bridge.
 async fn carry_until_cut(
     port: &mut DuplexStream,
     chardev: UnixStream,
@@ -92,31 +80,40 @@ async fn carry_until_cut(
     let (mut to_host_at, mut to_guest_at) = (Position::default(), Position::default());
     let (mut gbuf, mut bbuf) = (vec![0u8; 4096], vec![0u8; 4096]);
     let mut armed = false;
-    let mut held: Option<Vec<u8>> = None;
-    let mut guest_cut = false;
-    while held.is_none() || !guest_cut {
+    loop {
         tokio::select! {
             _ = &mut arm, if !armed => armed = true,
-            n = from_guest.read(&mut gbuf), if held.is_none() => {
+            n = from_guest.read(&mut gbuf) => {
                 let chunk = &gbuf[..n.unwrap()];
                 assert!(!chunk.is_empty(), "the guest's port closed");
-                let (pass, cut) = cut_point(&mut to_host_at, chunk, armed);
-                to_bridge.write_all(&chunk[..pass]).await.unwrap();
-                if cut {
-                    held = Some(chunk[pass..].to_vec());
+                let cut = if armed && to_guest_at.mid_frame() {
+                    cut_point(&mut to_host_at, chunk)
+                } else {
+                    chunk.iter().for_each(|&b| to_host_at.step(b));
+                    None
+                };
+                to_bridge.write_all(&chunk[..cut.unwrap_or(chunk.len())]).await.unwrap();
+                if let Some(at) = cut {
+                    return chunk[at..].to_vec();
                 }
             }
-            n = from_bridge.read(&mut bbuf), if !guest_cut => {
+            n = from_bridge.read(&mut bbuf) => {
                 let chunk = &bbuf[..n.unwrap()];
                 assert!(!chunk.is_empty(), "the old bridge closed first");
-                let (pass, cut) = cut_point(&mut to_guest_at, chunk, armed);
-                to_guest.write_all(&chunk[..pass]).await.unwrap();
-                // The rest of this frame is lost with the old bridge.
-                guest_cut = cut;
+                let cut = if armed && to_host_at.mid_frame() {
+                    cut_point(&mut to_guest_at, chunk)
+                } else {
+                    chunk.iter().for_each(|&b| to_guest_at.step(b));
+                    None
+                };
+                to_guest.write_all(&chunk[..cut.unwrap_or(chunk.len())]).await.unwrap();
+                // The rest of the guest's frame is lost with the old bridge.
+                if cut.is_some() {
+                    return Vec::new();
+                }
             }
         }
     }
-    held.unwrap()
 }
 
 #[tokio::test]
@@ -144,12 +141,16 @@ async fn a_new_bridge_resyncs_with_a_guest_cut_mid_frame_both_ways() {
     });
     let mut first = vec![0u8; 128 * 1024];
     within(reader.read_exact(&mut first)).await.unwrap();
+    // Read on, so that the echo keeps flowing until the cut.
+    let draining = tokio::spawn(async move {
+        let mut sink = vec![0u8; 64 * 1024];
+        while matches!(reader.read(&mut sink).await, Ok(n) if n > 0) {}
+    });
     arm.send(()).unwrap();
     let (mut port, held) = within(qemu).await.unwrap();
     within(old_bridge).await.unwrap().unwrap();
     // The old bridge took its client with it.
-    let mut rest = Vec::new();
-    let _ = within(reader.read_to_end(&mut rest)).await;
+    within(draining).await.unwrap();
     within(streaming).await.unwrap();
 
     // The new bridge gets the tail of the guest's cut frame first, then what follows.
