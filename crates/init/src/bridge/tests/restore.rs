@@ -53,12 +53,14 @@ impl Position {
     }
 }
 
-/// Where in `chunk` the frame stream is first inside a frame (the bytes to pass on before
-/// the cut), following the stream through the bytes it passes.
-fn cut_point(position: &mut Position, chunk: &[u8]) -> Option<usize> {
+/// Follows one direction's `chunk` from `here`; once `armed` and the other direction is
+/// inside a frame (`there`), finds where this one is first inside a frame too: the bytes to
+/// pass on before the cut. `None`: pass it all on.
+fn cut_point(here: &mut Position, there: &Position, chunk: &[u8], armed: bool) -> Option<usize> {
+    let cutting = armed && there.mid_frame();
     for (i, &byte) in chunk.iter().enumerate() {
-        position.step(byte);
-        if position.mid_frame() {
+        here.step(byte);
+        if cutting && here.mid_frame() {
             return Some(i + 1);
         }
     }
@@ -86,12 +88,7 @@ async fn carry_until_cut(
             n = from_guest.read(&mut gbuf) => {
                 let chunk = &gbuf[..n.unwrap()];
                 assert!(!chunk.is_empty(), "the guest's port closed");
-                let cut = if armed && to_guest_at.mid_frame() {
-                    cut_point(&mut to_host_at, chunk)
-                } else {
-                    chunk.iter().for_each(|&b| to_host_at.step(b));
-                    None
-                };
+                let cut = cut_point(&mut to_host_at, &to_guest_at, chunk, armed);
                 to_bridge.write_all(&chunk[..cut.unwrap_or(chunk.len())]).await.unwrap();
                 if let Some(at) = cut {
                     return chunk[at..].to_vec();
@@ -100,12 +97,7 @@ async fn carry_until_cut(
             n = from_bridge.read(&mut bbuf) => {
                 let chunk = &bbuf[..n.unwrap()];
                 assert!(!chunk.is_empty(), "the old bridge closed first");
-                let cut = if armed && to_host_at.mid_frame() {
-                    cut_point(&mut to_guest_at, chunk)
-                } else {
-                    chunk.iter().for_each(|&b| to_guest_at.step(b));
-                    None
-                };
+                let cut = cut_point(&mut to_guest_at, &to_host_at, chunk, armed);
                 to_guest.write_all(&chunk[..cut.unwrap_or(chunk.len())]).await.unwrap();
                 // The rest of the guest's frame is lost with the old bridge.
                 if cut.is_some() {
