@@ -82,6 +82,12 @@ impl Link {
         Ok(stream)
     }
 
+    /// Ids in use on the wire, for tests that wait for a close to finish.
+    #[cfg(test)]
+    pub(super) fn ids_in_use(&self) -> usize {
+        self.shared.with(|st| st.ids_in_use())
+    }
+
     /// Streams the peer opens to `port`: one listener per port (`AddrInUse` otherwise).
     pub fn listen(&self, port: u32) -> io::Result<MuxListener> {
         let (token, incoming) = self.shared.with(|st| st.listen(port))?;

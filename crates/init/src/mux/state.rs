@@ -47,7 +47,7 @@ impl Shared {
             ids: HashMap::new(),
             slots: HashMap::new(),
             listeners: HashMap::new(),
-            next_id: match role {
+            first_id: match role {
                 Role::Host => 2,
                 Role::Guest => 1,
             },
@@ -148,7 +148,7 @@ pub(super) struct State {
     ids: HashMap<u32, IdState>,
     slots: HashMap<u64, Slot>,
     listeners: HashMap<u32, (u64, mpsc::UnboundedSender<MuxStream>)>,
-    next_id: u32,
+    first_id: u32,
     next_serial: u64,
 }
 
@@ -381,7 +381,13 @@ impl State {
         serial
     }
 
-    /// Starts opening a stream to the peer's `port`; `None` when the link is not up.
+    /// Ids in use on the wire (open, or reset and waiting for the peer's answer).
+    #[cfg(test)]
+    pub fn ids_in_use(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Starts opening a stream to the peer's `port`.
     pub fn open(&mut self, port: u32) -> io::Result<(u32, u64)> {
         if self.closed {
             return Err(io::Error::new(
@@ -389,11 +395,12 @@ impl State {
                 "the serial channel is down",
             ));
         }
-        let mut id = self.next_id;
+        // The lowest free id: the peer's records stay small and ids are reused soon,
+        // which the RESET exchange makes safe.
+        let mut id = self.first_id;
         while self.ids.contains_key(&id) {
-            id = id.wrapping_add(2).max(2 - id % 2);
+            id += 2;
         }
-        self.next_id = id.wrapping_add(2).max(2 - id % 2);
         let serial = self.insert(id, true, false);
         self.push(Out::Frame(Frame::Open { id, port }));
         Ok((id, serial))
