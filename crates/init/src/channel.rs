@@ -3,7 +3,8 @@
 //! `disks` phase writes the same file from the config disk). At boot the agent reads the
 //! token, deletes the file (the token then lives only in this non-dumpable process), and
 //! listens: in a sandbox on `agent.sock` (0600, replacing any stale socket), in a VM on
-//! vsock port 2024 ([`listen_vsock`]).
+//! port 2024 of the VM's channel to the host ([`VmChannel`]: the serial channel's mux
+//! where QEMU gives the VM its port, else vsock).
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -12,6 +13,10 @@ use std::path::{Path, PathBuf};
 use berth_protocol::guest::{AGENT_SOCKET, TOKEN_FILE, VSOCK_PORT};
 use tokio::net::UnixListener;
 
+use crate::egress::Upstream;
+use crate::listener::ChannelListener;
+use crate::mux::{Link, Role};
+use crate::vm::serial_port::{self, SerialPort, SerialPortError};
 use crate::vsock::{VsockListener, ANY_CID};
 
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +47,79 @@ pub enum ChannelError {
         #[source]
         source: io::Error,
     },
+    #[error("serve phase: cannot listen on serial channel port {port}")]
+    ListenSerial {
+        port: u32,
+        #[source]
+        source: io::Error,
+    },
+    #[error("egress phase: cannot open the serial channel")]
+    SerialPort(#[from] SerialPortError),
+}
+
+/// A VM's channel to the host, chosen once at boot for both directions (the agent's
+/// listener and the egress upstream): the serial channel when the VM has its port
+/// (QEMU), else vsock (Firecracker).
+#[derive(Debug)]
+pub enum VmChannel {
+    Serial(Link),
+    Vsock,
+}
+
+impl VmChannel {
+    /// Finds the serial channel's port (waiting a little if the VM has a virtio console)
+    /// and starts the guest end of the mux on it. Needs a tokio runtime.
+    pub fn open() -> Result<VmChannel, ChannelError> {
+        let found =
+            serial_port::find(Path::new("/sys"), Path::new("/dev"), serial_port::PORT_WAIT)?;
+        let Some(path) = found else {
+            return Ok(VmChannel::Vsock);
+        };
+        let (link, task) = Link::start(SerialPort::open(&path)?, Role::Guest);
+        tokio::spawn(async move {
+            // The guest end goes on through bad input; only a failing port ends it.
+            if let Ok(Err(err)) = task.await {
+                let cause = std::error::Error::source(&err)
+                    .map(|c| format!(": {c}"))
+                    .unwrap_or_default();
+                eprintln!("berth-init: the serial channel ended: {err}{cause}");
+            }
+        });
+        Ok(VmChannel::Serial(link))
+    }
+
+    /// Where the egress phase forwards to.
+    pub fn upstream(&self) -> Upstream {
+        match self {
+            VmChannel::Serial(link) => Upstream::Mux(link.clone()),
+            VmChannel::Vsock => Upstream::vm_host(),
+        }
+    }
+
+    /// The agent's listener, on port [`VSOCK_PORT`].
+    pub fn listen(&self) -> Result<ChannelListener, ChannelError> {
+        match self {
+            VmChannel::Serial(link) => {
+                link.listen(VSOCK_PORT)
+                    .map(ChannelListener::Mux)
+                    .map_err(|source| ChannelError::ListenSerial {
+                        port: VSOCK_PORT,
+                        source,
+                    })
+            }
+            VmChannel::Vsock => listen_vsock().map(ChannelListener::Vsock),
+        }
+    }
+
+    /// The console line the host waits for before it connects (it matches
+    /// [`berth_protocol::vm::READY_MARK`]).
+    pub fn ready_line(&self) -> String {
+        let via = match self {
+            VmChannel::Serial(_) => " (serial channel)",
+            VmChannel::Vsock => "",
+        };
+        format!("{} port {VSOCK_PORT}{via}", berth_protocol::vm::READY_MARK)
+    }
 }
 
 /// The boot token, kept only in memory. Compared in constant time.

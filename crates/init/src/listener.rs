@@ -1,5 +1,6 @@
 //! What the guest channel is served on: the Unix socket in a sandbox's run directory, or
-//! vsock port [`berth_protocol::guest::VSOCK_PORT`] in a VM. [`crate::server::serve`]
+//! port [`berth_protocol::guest::VSOCK_PORT`] in a VM (of vsock, or of the serial
+//! channel's mux). [`crate::server::serve`]
 //! takes any [`Listener`]; hyper serves any byte stream.
 
 use std::future::Future;
@@ -8,6 +9,7 @@ use std::io;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{UnixListener, UnixStream};
 
+use crate::mux::{MuxListener, MuxStream};
 use crate::stream::Stream;
 use crate::vsock::{VsockListener, VsockStream};
 
@@ -34,12 +36,21 @@ impl Listener for VsockListener {
     }
 }
 
+impl Listener for MuxListener {
+    type Conn = MuxStream;
+
+    async fn accept_conn(&self) -> io::Result<MuxStream> {
+        self.accept().await
+    }
+}
+
 /// The guest channel's listener for this environment. Serving this one type (rather than
 /// each kind) keeps a single copy of the HTTP server in the binary.
 #[derive(Debug)]
 pub enum ChannelListener {
     Unix(UnixListener),
     Vsock(VsockListener),
+    Mux(MuxListener),
 }
 
 impl Listener for ChannelListener {
@@ -49,6 +60,7 @@ impl Listener for ChannelListener {
         match self {
             ChannelListener::Unix(l) => l.accept_conn().await.map(Stream::Unix),
             ChannelListener::Vsock(l) => l.accept_conn().await.map(Stream::Vsock),
+            ChannelListener::Mux(l) => l.accept_conn().await.map(Stream::Mux),
         }
     }
 }

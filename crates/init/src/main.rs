@@ -27,8 +27,6 @@ mod exec;
 mod files;
 mod harness;
 mod listener;
-// Used by the guest channel wiring and by `berth-init bridge`, which come next.
-#[allow(dead_code, unused_imports)]
 mod mux;
 mod ports;
 mod process;
@@ -208,19 +206,24 @@ async fn run(args: Args) -> Result<(), BootError> {
         seal::UserFilter::build()
     })?;
     boot.phase("volume", || volume::prepare(&args.home, &args.memory))?;
-    let box_env = boot.phase("egress", || {
+    let (box_env, vm_channel) = boot.phase("egress", || {
         let box_env = box_env::take(&args.run_dir)?;
-        let upstream = if env == Environment::Vm {
-            Upstream::vm_host()
+        // A VM's one channel to the host (serial or vsock) carries egress and the agent.
+        let vm_channel = if env == Environment::Vm {
+            Some(channel::VmChannel::open()?)
         } else {
-            Upstream::Unix(args.run_dir.join(EGRESS_SOCKET))
+            None
+        };
+        let upstream = match &vm_channel {
+            Some(channel) => channel.upstream(),
+            None => Upstream::Unix(args.run_dir.join(EGRESS_SOCKET)),
         };
         egress::start(egress::Options {
             upstream,
             tls: args.egress_tls,
             proxy: args.egress_proxy,
         })?;
-        Ok::<_, BootError>(box_env)
+        Ok::<_, BootError>((box_env, vm_channel))
     })?;
 
     let reaper = Arc::new(Reaper::default());
@@ -248,17 +251,14 @@ async fn run(args: Args) -> Result<(), BootError> {
 
     let serve_start = Instant::now();
     let token = channel::take_token(&args.run_dir)?;
-    let listener = if env == Environment::Vm {
-        let listener = channel::listen_vsock()?;
-        // The host waits for this line before it connects (berth_protocol::vm::READY_MARK).
-        eprintln!(
-            "{} port {}",
-            berth_protocol::vm::READY_MARK,
-            berth_protocol::guest::VSOCK_PORT
-        );
-        ChannelListener::Vsock(listener)
-    } else {
-        ChannelListener::Unix(channel::listen(&args.run_dir)?)
+    let listener = match &vm_channel {
+        Some(channel) => {
+            let listener = channel.listen()?;
+            // The host waits for this line before it connects (berth_protocol::vm::READY_MARK).
+            eprintln!("{}", channel.ready_line());
+            listener
+        }
+        None => ChannelListener::Unix(channel::listen(&args.run_dir)?),
     };
     boot.record("serve", serve_start);
 

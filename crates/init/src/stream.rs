@@ -1,4 +1,5 @@
-//! One byte-stream type for both channel kinds (Unix socket in a sandbox, vsock in a VM),
+//! One byte-stream type for every channel kind (Unix socket in a sandbox, vsock or a
+//! serial channel stream in a VM),
 //! so hyper and the egress copy loop are compiled once rather than once per kind: this
 //! binary is in every box, and each instantiation costs tens of KiB.
 
@@ -9,12 +10,14 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::UnixStream;
 
+use crate::mux::MuxStream;
 use crate::vsock::VsockStream;
 
 #[derive(Debug)]
 pub enum Stream {
     Unix(UnixStream),
     Vsock(VsockStream),
+    Mux(MuxStream),
 }
 
 impl AsyncRead for Stream {
@@ -26,6 +29,7 @@ impl AsyncRead for Stream {
         match self.get_mut() {
             Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Vsock(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Mux(s) => Pin::new(s).poll_read(cx, buf),
         }
     }
 }
@@ -39,6 +43,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Vsock(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Mux(s) => Pin::new(s).poll_write(cx, buf),
         }
     }
 
@@ -46,6 +51,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Unix(s) => Pin::new(s).poll_flush(cx),
             Stream::Vsock(s) => Pin::new(s).poll_flush(cx),
+            Stream::Mux(s) => Pin::new(s).poll_flush(cx),
         }
     }
 
@@ -53,6 +59,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Vsock(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Mux(s) => Pin::new(s).poll_shutdown(cx),
         }
     }
 }

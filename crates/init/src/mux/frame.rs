@@ -91,6 +91,7 @@ pub enum Out {
 
 impl Out {
     /// Bytes this takes on the wire.
+    #[cfg(test)]
     pub fn wire_len(&self) -> usize {
         match self {
             Out::Sync => SYNC_LEN,

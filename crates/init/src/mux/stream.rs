@@ -36,11 +36,6 @@ impl MuxStream {
     pub fn id(&self) -> u32 {
         self.id
     }
-
-    /// The port it was opened to.
-    pub fn port(&self) -> u32 {
-        self.port
-    }
 }
 
 impl fmt::Debug for MuxStream {
@@ -120,10 +115,6 @@ impl MuxListener {
         self.incoming.lock().await.recv().await.ok_or_else(|| {
             io::Error::new(io::ErrorKind::NotConnected, "the serial channel is down")
         })
-    }
-
-    pub fn port(&self) -> u32 {
-        self.port
     }
 }
 

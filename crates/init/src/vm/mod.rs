@@ -21,6 +21,7 @@ mod modules;
 mod mounts;
 mod plan;
 mod run_dir;
+pub mod serial_port;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
