@@ -11,7 +11,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
 use super::frame::{self, HEADER_LEN, MAX_PAYLOAD};
-use super::state::Shared;
+use super::state::{Shared, CONTROL_FRAMES};
 use super::stream::{MuxListener, MuxStream};
 use super::{MuxError, Role};
 
@@ -88,6 +88,12 @@ impl Link {
         self.shared.with(|st| st.ids_in_use())
     }
 
+    /// Frames other than DATA waiting for the writer.
+    #[cfg(test)]
+    pub(super) fn queued_control(&self) -> usize {
+        self.shared.with(|st| st.queued_control)
+    }
+
     /// Streams the peer opens to `port`: one listener per port (`AddrInUse` otherwise).
     pub fn listen(&self, port: u32) -> io::Result<MuxListener> {
         let (token, incoming) = self.shared.with(|st| st.listen(port))?;
@@ -140,6 +146,7 @@ async fn read_loop<R: AsyncRead>(shared: &Arc<Shared>, reader: R) -> Result<(), 
                 }
             }
         }
+        hold_while_backlogged(shared).await;
         if buf.capacity() - buf.len() < frame_max {
             buf.reserve(frame_max);
         }
@@ -147,6 +154,19 @@ async fn read_loop<R: AsyncRead>(shared: &Arc<Shared>, reader: R) -> Result<(), 
         if n == 0 {
             return Ok(());
         }
+    }
+}
+
+/// Waits while the peer's answers pile up unsent (it sends and does not read).
+async fn hold_while_backlogged(shared: &Shared) {
+    loop {
+        let drained = shared.drained.notified();
+        tokio::pin!(drained);
+        drained.as_mut().enable();
+        if shared.with(|st| st.queued_control < CONTROL_FRAMES) {
+            return;
+        }
+        drained.await;
     }
 }
 

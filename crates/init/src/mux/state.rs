@@ -24,6 +24,11 @@ use super::{Role, Violation, MAX_STREAMS, QUEUE_BYTES, WINDOW};
 
 /// What the writer takes from the queue at once.
 const BATCH_BYTES: usize = 256 * 1024;
+/// Frames other than DATA waiting for the writer before the reader stops reading: the
+/// reader answers the peer (ACCEPT, RESET, CREDIT) without waiting, so a peer that sends
+/// and never reads would otherwise grow the queue without bound. An honest peer keeps a
+/// few per stream at most, far below this.
+pub(super) const CONTROL_FRAMES: usize = 16 * MAX_STREAMS;
 
 pub(super) struct Shared {
     pub role: Role,
@@ -32,6 +37,8 @@ pub(super) struct Shared {
     pub writer: Notify,
     /// The peer's HELLO arrived, or the link ended (for `open`, which waits on both).
     pub changed: Notify,
+    /// The writer took control frames (for a reader held back by [`CONTROL_FRAMES`]).
+    pub drained: Notify,
 }
 
 impl Shared {
@@ -42,7 +49,9 @@ impl Shared {
             closed: false,
             queue: VecDeque::new(),
             queued_bytes: 0,
+            queued_control: 0,
             pushed: false,
+            drained: false,
             space_waiters: Vec::new(),
             ids: HashMap::new(),
             slots: HashMap::new(),
@@ -62,6 +71,7 @@ impl Shared {
             state: Mutex::new(state),
             writer: Notify::new(),
             changed: Notify::new(),
+            drained: Notify::new(),
         })
     }
 
@@ -70,9 +80,13 @@ impl Shared {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let result = f(&mut state);
         let pushed = std::mem::take(&mut state.pushed);
+        let drained = std::mem::take(&mut state.drained);
         drop(state);
         if pushed {
             self.writer.notify_one();
+        }
+        if drained {
+            self.drained.notify_waiters();
         }
         result
     }
@@ -143,7 +157,10 @@ pub(super) struct State {
     queue: VecDeque<Out>,
     /// DATA payload bytes in `queue`.
     queued_bytes: usize,
+    /// Frames in `queue` other than DATA and SYNC.
+    pub queued_control: usize,
     pushed: bool,
+    drained: bool,
     space_waiters: Vec<Waker>,
     ids: HashMap<u32, IdState>,
     slots: HashMap<u64, Slot>,
@@ -158,8 +175,10 @@ fn reset_err(kind: io::ErrorKind) -> io::Error {
 
 impl State {
     fn push(&mut self, out: Out) {
-        if let Out::Frame(Frame::Data { data, .. }) = &out {
-            self.queued_bytes += data.len();
+        match &out {
+            Out::Frame(Frame::Data { data, .. }) => self.queued_bytes += data.len(),
+            Out::Frame(_) => self.queued_control += 1,
+            Out::Sync => {}
         }
         self.queue.push_back(out);
         self.pushed = true;
@@ -184,9 +203,16 @@ impl State {
             let Some(next) = self.queue.pop_front() else {
                 break;
             };
-            if let Out::Frame(Frame::Data { data, .. }) = &next {
-                self.queued_bytes -= data.len();
-                freed = true;
+            match &next {
+                Out::Frame(Frame::Data { data, .. }) => {
+                    self.queued_bytes -= data.len();
+                    freed = true;
+                }
+                Out::Frame(_) => {
+                    self.queued_control -= 1;
+                    self.drained = true;
+                }
+                Out::Sync => {}
             }
             next.encode(out);
         }
@@ -207,6 +233,8 @@ impl State {
         self.ids.clear();
         self.queue.clear();
         self.queued_bytes = 0;
+        self.queued_control = 0;
+        self.drained = true;
         self.space_waiters.drain(..).for_each(Waker::wake);
     }
 

@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::frame::{self, Frame, Out, HEADER_LEN};
+use super::state::CONTROL_FRAMES;
 use super::*;
 
 /// Only a bound on failure: every wait below is for a condition.
@@ -504,4 +505,41 @@ async fn a_guest_link_resets_on_violations_and_keeps_going() {
         bad.to_vec()
     })
     .await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_peer_that_sends_and_never_reads_cannot_grow_the_queue() {
+    const PAIRS: usize = 100_000;
+    let (h, g) = duplex(PIPE);
+    let (host, _task) = Link::start(h, Role::Host);
+    let (mut peer_in, mut peer_out) = tokio::io::split(g);
+    // Refused opens, each answered with a RESET the host queues for a peer not reading.
+    let flood = tokio::spawn(async move {
+        let mut wire = BytesMut::new();
+        Out::Frame(Frame::Hello).encode(&mut wire);
+        for _ in 0..PAIRS {
+            Out::Frame(Frame::Open { id: 1, port: 9 }).encode(&mut wire);
+            Out::Frame(Frame::Reset { id: 1 }).encode(&mut wire);
+        }
+        peer_out.write_all(&wire).await.unwrap();
+    });
+    until("the host's answers pile up", || {
+        host.queued_control() >= CONTROL_FRAMES
+    })
+    .await;
+    for _ in 0..10_000 {
+        tokio::task::yield_now().await;
+    }
+    // At most one read's worth of frames past the cap (a read is up to 128 KiB).
+    let queued = host.queued_control();
+    assert!(queued < CONTROL_FRAMES + 8_000, "{queued} frames queued");
+    assert!(!flood.is_finished(), "the host kept reading");
+    // Once the peer reads, the host reads again and answers everything.
+    let drain = tokio::spawn(async move {
+        let mut sink = vec![0u8; 1 << 16];
+        while peer_in.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+    });
+    bound("the flood is read", flood).await.unwrap();
+    until("every answer is sent", || host.queued_control() == 0).await;
+    drain.abort();
 }
