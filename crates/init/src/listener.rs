@@ -40,7 +40,12 @@ impl Listener for MuxListener {
     type Conn = MuxStream;
 
     async fn accept_conn(&self) -> io::Result<MuxStream> {
-        self.accept().await
+        match self.accept().await {
+            // The guest's link ends only when its port fails, which was logged once; a
+            // caller retrying would only flood the console.
+            Err(err) if err.kind() == io::ErrorKind::NotConnected => std::future::pending().await,
+            other => other,
+        }
     }
 }
 

@@ -10,8 +10,9 @@
 //!   host delegates the container's cgroup and berth-init makes the same `box` child).
 //!
 //! After that the box looks like a sandbox from the inside (same paths, same run
-//! directory files), and the shared phases run unchanged; only the channels differ
-//! (vsock instead of the run directory's Unix sockets, chosen in `main`).
+//! directory files), and the shared phases run unchanged; only the channels differ: the
+//! serial channel's port ([`serial_port`], QEMU) or vsock (Firecracker) instead of the run
+//! directory's Unix sockets, chosen once in [`crate::channel::VmChannel`].
 
 mod block;
 mod cgroup;
