@@ -1,5 +1,5 @@
 //! `berth-init bridge --serial PATH --uds-path PATH`: the host end of a `qemu` box's serial
-//! channel (`docs/serial-channel.md`; the mux engine is [`crate::mux`]). It runs on the host, one per
+//! channel (docs/runtimes.md, "The serial channel"; the mux engine is [`crate::mux`]). It runs on the host, one per
 //! VM, as an ordinary unprivileged process, never as a box's PID 1.
 //!
 //! It listens on two Unix sockets, both created (mode 0600) before anything is accepted:
