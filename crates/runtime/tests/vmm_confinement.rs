@@ -122,14 +122,16 @@ fn assert_unprivileged(rt: &QemuRuntime, spec: &BoxSpec) -> u32 {
 }
 
 /// The process's mount namespace is its own, and what it sees (its root, its mount
-/// table) holds its box's files (QEMU: with the `shared` images; the channel bridge: the
-/// sockets only) and none of `other`'s.
+/// table) holds its box's files and the `shared` read-only files it runs on (QEMU: the
+/// images, and the volume it serves; the channel bridge: its own binary and the sockets)
+/// and none of `other`'s.
 fn assert_sees_only_its_box(
     pid: i32,
     own: &BoxSpec,
     other: &BoxSpec,
     data_dir: &Path,
     shared: &[&Path],
+    serves_volume: bool,
 ) {
     let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/mnt")).unwrap();
     assert_ne!(
@@ -143,7 +145,7 @@ fn assert_sees_only_its_box(
     // QEMU serves the volume; the channel bridge has only the sockets.
     assert_eq!(
         inside(&box_dir(own).join("volume.ext4")).exists(),
-        !shared.is_empty(),
+        serves_volume,
         "pid {pid}: its own volume"
     );
     assert!(
@@ -302,9 +304,15 @@ async fn each_vmm_runs_unprivileged_filtered_and_sees_only_its_own_box() {
     for (own, theirs) in [(&half, &other), (&other, &half)] {
         for (what, pid) in vmm_pids(rt, own) {
             let images = &fx.images;
-            let shared = [&*images.kernel, &*images.initramfs, &*images.rootfs];
-            let shared: &[&Path] = if what == "QEMU" { &shared } else { &[] };
-            assert_sees_only_its_box(pid, own, theirs, data_dir, shared);
+            let bridge = berth_runtime::init_binary().expect("berth-init");
+            let qemu_files = [&*images.kernel, &*images.initramfs, &*images.rootfs];
+            let bridge_files = [bridge.as_path()];
+            let shared: &[&Path] = if what == "QEMU" {
+                &qemu_files
+            } else {
+                &bridge_files
+            };
+            assert_sees_only_its_box(pid, own, theirs, data_dir, shared, what == "QEMU");
         }
     }
     let cgroups = assert_cgroup_limits(rt, &half);
