@@ -223,6 +223,45 @@ mod tests {
         ));
     }
 
+    /// The serial channel as `main` uses it: the agent's listener on port 2024 and the
+    /// egress upstream to port 2025, through the same types as the other channels.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_serial_channel_serves_the_agent_and_reaches_egress() {
+        use crate::listener::Listener;
+        use berth_protocol::guest::EGRESS_VSOCK_PORT;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let (g, h) = tokio::io::duplex(64 * 1024);
+        let (guest, _gt) = Link::start(g, Role::Guest);
+        let (host, _ht) = Link::start(h, Role::Host);
+        let channel = VmChannel::Serial(guest);
+        assert_eq!(
+            channel.ready_line(),
+            format!(
+                "{} port 2024 (serial channel)",
+                berth_protocol::vm::READY_MARK
+            )
+        );
+        let listener = channel.listen().unwrap();
+        let gateway = host.listen(EGRESS_VSOCK_PORT).unwrap();
+        let upstream = channel.upstream();
+        assert_eq!(upstream.to_string(), "serial channel port 2025");
+        let talked = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            let mut from_host = host.open(VSOCK_PORT).await.unwrap();
+            let mut agent_side = listener.accept_conn().await.unwrap();
+            from_host.write_all(b"GET").await.unwrap();
+            let mut buf = [0u8; 3];
+            agent_side.read_exact(&mut buf).await.unwrap();
+            assert_eq!(&buf, b"GET");
+            let mut out = upstream.connect().await.unwrap();
+            let mut at_gateway = gateway.accept().await.unwrap();
+            out.write_all(b"\x16\x03\x01").await.unwrap();
+            at_gateway.read_exact(&mut buf).await.unwrap();
+            assert_eq!(&buf, b"\x16\x03\x01");
+        });
+        talked.await.expect("no progress within 30 s");
+    }
+
     #[tokio::test(flavor = "current_thread")]
     async fn a_stale_socket_is_replaced() {
         let dir = tempfile::tempdir().unwrap();
