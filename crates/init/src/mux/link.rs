@@ -123,9 +123,13 @@ async fn read_loop<R: AsyncRead>(shared: &Arc<Shared>, reader: R) -> Result<(), 
             match outcome {
                 Ok(None) => break,
                 Ok(Some(None)) => {}
-                Ok(Some(Some((listener, stream)))) => {
-                    // A listener dropped meanwhile: dropping the stream refuses it.
-                    let _ = listener.send(stream);
+                Ok(Some(Some((listener, accepted)))) => {
+                    // A listener dropped meanwhile: the stream is refused.
+                    if let Err(tokio::sync::mpsc::error::SendError(accepted)) =
+                        listener.send(accepted)
+                    {
+                        shared.with(|st| st.drop_stream(accepted.id, accepted.serial));
+                    }
                 }
                 Err(violation) if shared.role == Role::Host => return Err(violation.into()),
                 Err(violation) => {

@@ -19,7 +19,6 @@ use tokio::io::ReadBuf;
 use tokio::sync::{mpsc, Notify};
 
 use super::frame::{Frame, Out, MAX_PAYLOAD};
-use super::stream::MuxStream;
 use super::{Role, Violation, MAX_STREAMS, QUEUE_BYTES, WINDOW};
 
 /// What the writer takes from the queue at once.
@@ -147,8 +146,17 @@ impl Slot {
     }
 }
 
+/// A stream the peer opened and this end accepted, on its way to its listener (which
+/// makes it a `MuxStream`; one never received is dropped with `drop_stream`).
+#[derive(Debug)]
+pub(super) struct Accepted {
+    pub id: u32,
+    pub port: u32,
+    pub serial: u64,
+}
+
 /// A stream the reader accepted, to hand to its listener once the lock is released.
-pub(super) type Delivery = (mpsc::UnboundedSender<MuxStream>, MuxStream);
+pub(super) type Delivery = (mpsc::UnboundedSender<Accepted>, Accepted);
 
 pub(super) struct State {
     role: Role,
@@ -164,7 +172,7 @@ pub(super) struct State {
     space_waiters: Vec<Waker>,
     ids: HashMap<u32, IdState>,
     slots: HashMap<u64, Slot>,
-    listeners: HashMap<u32, (u64, mpsc::UnboundedSender<MuxStream>)>,
+    listeners: HashMap<u32, (u64, mpsc::UnboundedSender<Accepted>)>,
     first_id: u32,
     next_serial: u64,
 }
@@ -268,7 +276,7 @@ impl State {
             return Err(Violation::BeforeHello { id });
         }
         if let Frame::Open { id, port } = frame {
-            return self.on_open(id, port, shared);
+            return self.on_open(id, port);
         }
         let state = *self.ids.get(&id).ok_or(Violation::UnknownStream { id })?;
         if let Frame::Reset { .. } = frame {
@@ -352,12 +360,7 @@ impl State {
         shared.changed.notify_waiters();
     }
 
-    fn on_open(
-        &mut self,
-        id: u32,
-        port: u32,
-        shared: &Arc<Shared>,
-    ) -> Result<Option<Delivery>, Violation> {
+    fn on_open(&mut self, id: u32, port: u32) -> Result<Option<Delivery>, Violation> {
         let theirs = match self.role {
             Role::Host => id % 2 == 1,
             Role::Guest => id.is_multiple_of(2) && id != 0,
@@ -392,7 +395,7 @@ impl State {
         };
         let serial = self.insert(id, false, true);
         self.push(Out::Frame(Frame::Accept { id }));
-        Ok(Some((tx, MuxStream::new(shared.clone(), id, port, serial))))
+        Ok(Some((tx, Accepted { id, port, serial })))
     }
 
     fn insert(&mut self, id: u32, ours: bool, accepted: bool) -> u64 {
@@ -449,7 +452,7 @@ impl State {
         Poll::Pending
     }
 
-    pub fn listen(&mut self, port: u32) -> io::Result<(u64, mpsc::UnboundedReceiver<MuxStream>)> {
+    pub fn listen(&mut self, port: u32) -> io::Result<(u64, mpsc::UnboundedReceiver<Accepted>)> {
         if self.closed {
             return Err(io::Error::new(
                 io::ErrorKind::NotConnected,

@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{mpsc, Mutex};
 
-use super::state::Shared;
+use super::state::{Accepted, Shared};
 
 /// One stream of a [`super::Link`]. Reads end with EOF after the peer's SHUTDOWN,
 /// `poll_shutdown` sends this side's; dropping the handle resets the stream (what the peer
@@ -92,7 +92,7 @@ pub struct MuxListener {
     shared: Arc<Shared>,
     port: u32,
     token: u64,
-    incoming: Mutex<mpsc::UnboundedReceiver<MuxStream>>,
+    incoming: Mutex<mpsc::UnboundedReceiver<Accepted>>,
 }
 
 impl MuxListener {
@@ -100,7 +100,7 @@ impl MuxListener {
         shared: Arc<Shared>,
         port: u32,
         token: u64,
-        incoming: mpsc::UnboundedReceiver<MuxStream>,
+        incoming: mpsc::UnboundedReceiver<Accepted>,
     ) -> MuxListener {
         MuxListener {
             shared,
@@ -112,9 +112,15 @@ impl MuxListener {
 
     /// The next stream opened to this port; `NotConnected` once the link has ended.
     pub async fn accept(&self) -> io::Result<MuxStream> {
-        self.incoming.lock().await.recv().await.ok_or_else(|| {
+        let accepted = self.incoming.lock().await.recv().await.ok_or_else(|| {
             io::Error::new(io::ErrorKind::NotConnected, "the serial channel is down")
-        })
+        })?;
+        Ok(MuxStream::new(
+            self.shared.clone(),
+            accepted.id,
+            accepted.port,
+            accepted.serial,
+        ))
     }
 }
 
@@ -130,5 +136,11 @@ impl Drop for MuxListener {
     fn drop(&mut self) {
         let (port, token) = (self.port, self.token);
         self.shared.with(|st| st.unlisten(port, token));
+        // Streams accepted for this listener and never taken are refused now.
+        let incoming = self.incoming.get_mut();
+        while let Ok(accepted) = incoming.try_recv() {
+            self.shared
+                .with(|st| st.drop_stream(accepted.id, accepted.serial));
+        }
     }
 }
