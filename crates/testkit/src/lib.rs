@@ -39,6 +39,7 @@
 use std::io::Write;
 
 pub mod browser;
+pub mod pattern;
 pub mod raw_tar;
 
 /// Every part a test may skip for; `BERTH_REQUIRE` names only these (or `all`).

@@ -163,6 +163,7 @@ where
 mod tests {
     use super::zero_copy::{pump, Mode};
     use super::*;
+    use berth_testkit::pattern;
     use tokio::io::AsyncReadExt;
     use tokio::net::TcpListener;
 
@@ -209,26 +210,6 @@ mod tests {
         }
     }
 
-    /// Deterministic bytes that differ per position and per `seed`, so a dropped, duplicated
-    /// or reordered chunk shows.
-    fn pattern(len: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    }
-
-    fn fnv1a(bytes: &[u8]) -> u64 {
-        bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-        })
-    }
-
     /// Writes `send` and shuts down, while reading to EOF; returns what was read.
     async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(s: S, send: Vec<u8>) -> Vec<u8> {
         let (mut r, mut w) = tokio::io::split(s);
@@ -256,8 +237,8 @@ mod tests {
         let counters = Counters::default();
         let mut upstream = Counted::new(upstream, counters.clone());
         let hello = b"client hello".to_vec();
-        let up_bytes = pattern(24 << 20, 1);
-        let down_bytes = pattern(40 << 20, 2);
+        let up_bytes = pattern::bytes(24 << 20, 1);
+        let down_bytes = pattern::bytes(40 << 20, 2);
         let mut want_up = hello.clone();
         want_up.extend_from_slice(&up_bytes);
         let spliced = async { splice(&mut box_side, &mut upstream, &hello).await };
@@ -268,9 +249,9 @@ mod tests {
         );
         res.unwrap();
         assert_eq!(at_upstream.len(), want_up.len());
-        assert_eq!(fnv1a(&at_upstream), fnv1a(&want_up));
+        assert_eq!(pattern::fnv1a(&at_upstream), pattern::fnv1a(&want_up));
         assert_eq!(at_box.len(), down_bytes.len());
-        assert_eq!(fnv1a(&at_box), fnv1a(&down_bytes));
+        assert_eq!(pattern::fnv1a(&at_box), pattern::fnv1a(&down_bytes));
         assert_eq!(counters.up(), want_up.len() as u64);
         assert_eq!(counters.down(), down_bytes.len() as u64);
     }
@@ -348,7 +329,7 @@ mod tests {
                 up_peer,
             } = sockets().await;
             let (read, written) = (AtomicU64::new(0), AtomicU64::new(0));
-            let bytes = pattern(3 << 20, 3);
+            let bytes = pattern::bytes(3 << 20, 3);
             let up = pump(&box_side, &upstream, mode, Some(&read), Some(&written));
             let down = pump(&upstream, &box_side, mode, None, None);
             let (a, b, at_upstream, at_box) = tokio::join!(
@@ -360,7 +341,11 @@ mod tests {
             a.unwrap();
             b.unwrap();
             assert!(at_box.is_empty());
-            assert_eq!(fnv1a(&at_upstream), fnv1a(&bytes), "{mode:?}");
+            assert_eq!(
+                pattern::fnv1a(&at_upstream),
+                pattern::fnv1a(&bytes),
+                "{mode:?}"
+            );
             let n = bytes.len() as u64;
             assert_eq!(
                 (read.into_inner(), written.into_inner()),

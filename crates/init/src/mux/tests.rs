@@ -1,6 +1,7 @@
 //! Two links joined by an in-memory pipe, one per role; and links facing raw bytes, for
 //! what a broken peer or a restore puts on the wire.
 
+use berth_testkit::pattern;
 use std::future::Future;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -43,25 +44,6 @@ fn pair() -> (Link, Task, Link, Task) {
     let (host, host_task) = Link::start(h, Role::Host);
     let (guest, guest_task) = Link::start(g, Role::Guest);
     (host, host_task, guest, guest_task)
-}
-
-/// Deterministic bytes for stream `seed` (xorshift), and their FNV-1a hash.
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 /// Accepts on `listener` forever, echoing each stream until its EOF.
@@ -115,7 +97,7 @@ async fn streams_open_and_echo_both_ways() {
     round_trip(&mut to_guest, b"hello guest").await;
     round_trip(&mut to_host, b"hello host").await;
     // Bigger than a frame and a window: credit must flow back.
-    round_trip(&mut to_guest, &pattern(1, 700_000)).await;
+    round_trip(&mut to_guest, &pattern::bytes(700_000, 1)).await;
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -131,7 +113,9 @@ async fn fifty_streams_each_move_a_mebibyte_intact() {
             tokio::spawn(async move {
                 let mut all = Vec::with_capacity(SIZE);
                 s.read_to_end(&mut all).await.unwrap();
-                s.write_all(&fnv(&all).to_be_bytes()).await.unwrap();
+                s.write_all(&pattern::fnv1a(&all).to_be_bytes())
+                    .await
+                    .unwrap();
                 s.write_all(&(all.len() as u64).to_be_bytes())
                     .await
                     .unwrap();
@@ -143,13 +127,17 @@ async fn fifty_streams_each_move_a_mebibyte_intact() {
         .map(|i| {
             let host = host.clone();
             tokio::spawn(async move {
-                let data = pattern(i, SIZE);
+                let data = pattern::bytes(SIZE, i);
                 let mut s = host.open(7).await.unwrap();
                 s.write_all(&data).await.unwrap();
                 s.shutdown().await.unwrap();
                 let mut answer = Vec::new();
                 s.read_to_end(&mut answer).await.unwrap();
-                assert_eq!(answer[..8], fnv(&data).to_be_bytes(), "stream {i}");
+                assert_eq!(
+                    answer[..8],
+                    pattern::fnv1a(&data).to_be_bytes(),
+                    "stream {i}"
+                );
                 assert_eq!(answer[8..], (SIZE as u64).to_be_bytes(), "stream {i}");
             })
         })
@@ -183,7 +171,7 @@ async fn a_stream_nobody_reads_holds_one_window_and_blocks_no_other() {
     .await;
     let _echo = echo_server(listener);
     let mut other = host.open(7).await.unwrap();
-    round_trip(&mut other, &pattern(2, 3 << 20)).await;
+    round_trip(&mut other, &pattern::bytes(3 << 20, 2)).await;
     assert_eq!(
         sent.load(Ordering::SeqCst),
         WINDOW as usize,
@@ -455,7 +443,7 @@ async fn restore_after(junk: impl FnOnce(u32) -> Vec<u8>) {
     let (host, host_task) = Link::start(gx, Role::Host);
     let _echo = echo_server(guest_listener);
     let mut fresh = bound("open after the restore", host.open(7)).await.unwrap();
-    round_trip(&mut fresh, &pattern(3, 300_000)).await;
+    round_trip(&mut fresh, &pattern::bytes(300_000, 3)).await;
     let mut back = bound("guest open", guest.open(2025)).await;
     // The new host end has no listener on 2025: refused, not hung.
     assert_eq!(

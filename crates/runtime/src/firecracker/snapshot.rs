@@ -28,7 +28,7 @@ use super::paths::FcPaths;
 use super::{api_failed, stop, FirecrackerRuntime};
 use crate::error::{io, wrong_state};
 use crate::process::vmm as process;
-use crate::vm::snapshot::{hand_over, KeptSnapshot};
+use crate::vm::snapshot::{hand_over, restore_kept, KeptSnapshot};
 use crate::{BootToken, Booted, BoxSpec, RuntimeError, RuntimeStatus};
 
 const STATE: &str = "state";
@@ -128,17 +128,10 @@ impl FirecrackerRuntime {
     ) -> Result<Booted, RuntimeError> {
         let status = self.state(&spec.id).await?;
         let paths = self.box_paths(&spec.id);
-        if status == RuntimeStatus::Stopped && !Files::of(&paths).kept.exists() {
-            return Err(RuntimeError::WrongState {
-                id: spec.id.to_string(),
-                operation: "restore",
-                expected: "snapshotted",
-                actual: "stopped without a snapshot",
-            });
-        }
-        crate::vm::start_or_clean(
+        restore_kept(
             spec,
             status,
+            &Files::of(&paths).kept,
             self.load(spec, &paths, old_token),
             self.clean(&spec.id, &paths),
         )

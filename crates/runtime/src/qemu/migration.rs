@@ -60,14 +60,6 @@ pub async fn save(
     file: &Path,
     deadline: Duration,
 ) -> Result<u64, MigrationError> {
-    let io = |action, path: &Path| {
-        let path = path.to_path_buf();
-        move |source| MigrationError::Io {
-            action,
-            path,
-            source,
-        }
-    };
     let listener = UnixListener::bind(socket).map_err(io("cannot listen on", socket))?;
     std::os::unix::fs::chown(socket, Some(owner.0), Some(owner.1))
         .map_err(io("cannot hand to QEMU", socket))?;
@@ -123,14 +115,6 @@ pub async fn load(
     deadline: Duration,
 ) -> Result<(), MigrationError> {
     let started = Instant::now();
-    let io = |action, path: &Path| {
-        let path = path.to_path_buf();
-        move |source| MigrationError::Io {
-            action,
-            path,
-            source,
-        }
-    };
     let send = async {
         let mut input = tokio::fs::File::open(file)
             .await
@@ -184,6 +168,16 @@ async fn wait_completed(qmp: &mut Qmp, deadline: Duration) -> Result<(), Migrati
             return Err(timeout(deadline));
         }
         tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Maps an I/O error on the stream's socket or file to what was being done with `path`.
+fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> MigrationError {
+    let path = path.to_path_buf();
+    move |source| MigrationError::Io {
+        action,
+        path,
+        source,
     }
 }
 

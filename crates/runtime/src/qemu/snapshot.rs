@@ -29,7 +29,7 @@ use super::qmp::{Qmp, QMP_TIMEOUT};
 use super::{stop, QemuRuntime};
 use crate::error::{io, wrong_state};
 use crate::process::vmm as process;
-use crate::vm::snapshot::{hand_over, KeptSnapshot};
+use crate::vm::snapshot::{hand_over, restore_kept, KeptSnapshot};
 use crate::vm::VmPaths;
 use crate::{BootToken, Booted, BoxSpec, Runtime, RuntimeError, RuntimeStatus};
 
@@ -176,17 +176,10 @@ impl QemuRuntime {
     ) -> Result<Booted, RuntimeError> {
         let status = self.state(&spec.id).await?;
         let paths = self.layout.box_paths(&spec.id);
-        if status == RuntimeStatus::Stopped && !kept(&paths).exists() {
-            return Err(RuntimeError::WrongState {
-                id: spec.id.to_string(),
-                operation: "restore",
-                expected: "snapshotted",
-                actual: "stopped without a snapshot",
-            });
-        }
-        crate::vm::start_or_clean(
+        restore_kept(
             spec,
             status,
+            &kept(&paths),
             self.load(spec, &paths, old_token),
             self.clean(&spec.id, &paths),
         )

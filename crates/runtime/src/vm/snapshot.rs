@@ -8,6 +8,7 @@
 //!
 //! Each backend names its own files in it (`firecracker/snapshot.rs`, `qemu/snapshot.rs`).
 
+use std::future::Future;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -16,7 +17,7 @@ use berth_protocol::BoxId;
 
 use super::{hybrid_client, VmPaths};
 use crate::error::io;
-use crate::{BootToken, GuestClient, RuntimeError};
+use crate::{BootToken, Booted, BoxSpec, GuestClient, RuntimeError, RuntimeStatus};
 
 /// A box's kept snapshot: its directory and the files a whole snapshot has.
 pub(crate) struct KeptSnapshot {
@@ -65,6 +66,27 @@ impl KeptSnapshot {
         }
         Ok(Some(bytes))
     }
+}
+
+/// A restore: `load` (which launches the VMM and loads the snapshot) when the box is
+/// stopped with a whole snapshot kept; `WrongState` when it has none; on a failed load,
+/// `clean` undoes the launch (the snapshot stays for another try).
+pub(crate) async fn restore_kept(
+    spec: &BoxSpec,
+    status: RuntimeStatus,
+    kept: &KeptSnapshot,
+    load: impl Future<Output = Result<Booted, RuntimeError>>,
+    clean: impl Future<Output = Result<(), RuntimeError>>,
+) -> Result<Booted, RuntimeError> {
+    if status == RuntimeStatus::Stopped && !kept.exists() {
+        return Err(RuntimeError::WrongState {
+            id: spec.id.to_string(),
+            operation: "restore",
+            expected: "snapshotted",
+            actual: "stopped without a snapshot",
+        });
+    }
+    super::start_or_clean(spec, status, load, clean).await
 }
 
 /// The restored guest's first calls, over `vsock_socket`: the new boot's token, handed over
