@@ -47,10 +47,6 @@ async fn run() -> BenchResult<()> {
     let daemon = Daemon::start(&data).await?;
     let mut client = Client::connect(daemon.addr, &daemon.key).await?;
     ladder(&mut client, starts).await?;
-    if let Err(e) = berth_benches::vm::ladder::qemu_ladder(count("BERTH_BENCH_VM_ROUNDS", 5)).await
-    {
-        println!("qemu: not measured ({e})");
-    }
 
     let mut cold = Vec::with_capacity(starts);
     let mut warm = Vec::with_capacity(starts);
@@ -124,6 +120,11 @@ async fn run() -> BenchResult<()> {
             "MISSED"
         }
     );
+    // Last, so the client's connection to the daemon is never left idle while VMs boot.
+    if let Err(e) = berth_benches::vm::ladder::qemu_ladder(count("BERTH_BENCH_VM_ROUNDS", 5)).await
+    {
+        println!("qemu: not measured ({e})");
+    }
     Ok(())
 }
 
