@@ -18,7 +18,9 @@ fn counted_past(daemon: &Daemon, past: u64) -> (u64, u64) {
     loop {
         let out = daemon.berth(&["exec", "vm1", "--", "cat", "/tmp/counter"]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let mut parts = text.split_whitespace().map(|p| p.parse::<u64>().unwrap_or(0));
+        let mut parts = text
+            .split_whitespace()
+            .map(|p| p.parse::<u64>().unwrap_or(0));
         let now = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
         if out.status.success() && now.1 > past {
             return now;
@@ -54,7 +56,9 @@ fn a_snapshotted_qemu_box_holds_no_memory_and_wakes_with_the_same_processes() {
     ]);
     let before = counted_past(&daemon, 2);
     let running = daemon.wait_for_box("vm1", Duration::from_secs(1), |_| true);
-    let held = running["memory_bytes"].as_u64().expect("a running box holds memory");
+    let held = running["memory_bytes"]
+        .as_u64()
+        .expect("a running box holds memory");
     assert!(held > 32 << 20, "{running}");
 
     let t0 = Instant::now();
@@ -63,7 +67,9 @@ fn a_snapshotted_qemu_box_holds_no_memory_and_wakes_with_the_same_processes() {
     let shown = daemon.wait_for_box("vm1", Duration::from_secs(1), |_| true);
     assert_eq!(shown["state"], "snapshotted", "{shown}");
     assert!(shown["memory_bytes"].is_null(), "{shown}");
-    let on_disk = shown["snapshot_bytes"].as_u64().expect("its snapshot's size");
+    let on_disk = shown["snapshot_bytes"]
+        .as_u64()
+        .expect("its snapshot's size");
     assert!(on_disk > 0, "{shown}");
     eprintln!("held {held} bytes running; snapshotted: none held, {on_disk} on disk");
     let left = vm_processes(daemon.dir());
