@@ -16,7 +16,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 
 use super::qmp::{Qmp, QmpError, RunState};
@@ -39,6 +39,8 @@ pub enum MigrationError {
         #[source]
         source: std::io::Error,
     },
+    #[error("QEMU's migration stream went past {limit} bytes, more than the guest's RAM and its device state")]
+    TooLarge { limit: u64 },
     #[error("QEMU ended the incoming migration in state {0:?} instead of running the guest")]
     NotRunning(RunState),
 }
@@ -52,13 +54,16 @@ struct MigrationInfo {
 }
 
 /// Saves the (stopped) VM into `file` through `socket`, whose owner becomes `owner` so the
-/// jailed QEMU may connect. Returns the bytes written.
+/// jailed QEMU may connect. At most `max_bytes` are written: a stream past that (the
+/// guest's RAM and room for device state) fails the save rather than fill the host's
+/// disk. Returns the bytes written.
 pub async fn save(
     qmp: &mut Qmp,
     socket: &Path,
     owner: (u32, u32),
     file: &Path,
     deadline: Duration,
+    max_bytes: u64,
 ) -> Result<u64, MigrationError> {
     let listener = UnixListener::bind(socket).map_err(io("cannot listen on", socket))?;
     std::os::unix::fs::chown(socket, Some(owner.0), Some(owner.1))
@@ -66,44 +71,34 @@ pub async fn save(
     let mut out = tokio::fs::File::create(file)
         .await
         .map_err(io("cannot create", file))?;
-    let (socket_path, file_path) = (socket.to_path_buf(), file.to_path_buf());
-    let copy = tokio::spawn(async move {
-        let (mut stream, _) = listener
+    let copy = async {
+        let (stream, _) = listener
             .accept()
             .await
-            .map_err(io("accept failed on", &socket_path))?;
+            .map_err(io("accept failed on", socket))?;
+        // One byte past the limit tells a stream that ends there from one that goes on.
+        let mut stream = stream.take(max_bytes + 1);
         let bytes = tokio::io::copy(&mut stream, &mut out)
             .await
-            .map_err(io("cannot write", &file_path))?;
-        out.sync_all()
-            .await
-            .map_err(io("cannot sync", &file_path))?;
-        Ok::<_, MigrationError>(bytes)
-    });
-    // Aborted on every way out: a refused `migrate` never connects, and the copy would
-    // wait for it forever.
-    let mut copy = AbortOnDrop(copy);
-    let uri = format!("unix:{}", socket.display());
-    qmp.execute_with("migrate", serde_json::json!({ "uri": uri }))
-        .await?;
-    wait_completed(qmp, deadline).await?;
-    match tokio::time::timeout(deadline, &mut copy.0).await {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(join)) => Err(MigrationError::Io {
-            action: "copy task failed for",
-            path: file.to_path_buf(),
-            source: std::io::Error::other(join),
-        }),
-        Err(_) => Err(timeout(deadline)),
-    }
-}
-
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+            .map_err(io("cannot write", file))?;
+        if bytes > max_bytes {
+            return Err(MigrationError::TooLarge { limit: max_bytes });
+        }
+        out.sync_all().await.map_err(io("cannot sync", file))?;
+        Ok(bytes)
+    };
+    let migrate = async {
+        let uri = format!("unix:{}", socket.display());
+        qmp.execute_with("migrate", serde_json::json!({ "uri": uri }))
+            .await?;
+        wait_completed(qmp, deadline).await
+    };
+    // The first to fail ends both: a refused `migrate` never connects to the copy.
+    let both = async { tokio::try_join!(copy, migrate) };
+    let (bytes, ()) = tokio::time::timeout(deadline, both)
+        .await
+        .map_err(|_| timeout(deadline))??;
+    Ok(bytes)
 }
 
 /// Sends `file` to a QEMU started with `-incoming unix:<socket>`, waits until it is
@@ -184,5 +179,94 @@ fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Migra
 fn timeout(deadline: Duration) -> MigrationError {
     MigrationError::Timeout {
         after_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    /// A subverted QEMU: it greets, answers `migrate` by streaming into the daemon's socket
+    /// without end, and says `active` forever. Returns its QMP socket.
+    fn endless_qemu(dir: &Path, migration_socket: std::path::PathBuf) -> std::path::PathBuf {
+        let path = dir.join("qmp.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (read, mut write) = stream.into_split();
+            write
+                .write_all(b"{\"QMP\": {\"version\": {}, \"capabilities\": []}}\r\n")
+                .await
+                .unwrap();
+            let mut lines = BufReader::new(read).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let request: serde_json::Value = serde_json::from_str(&line).unwrap();
+                let answer = match request["execute"].as_str() {
+                    Some("migrate") => {
+                        let socket = migration_socket.clone();
+                        tokio::spawn(async move {
+                            let mut stream = UnixStream::connect(&socket).await.unwrap();
+                            let chunk = vec![0x5a; 64 * 1024];
+                            while stream.write_all(&chunk).await.is_ok() {}
+                        });
+                        serde_json::json!({})
+                    }
+                    Some("query-migrate") => serde_json::json!({"status": "active"}),
+                    _ => serde_json::json!({}),
+                };
+                let reply = serde_json::json!({"return": answer, "id": request["id"]});
+                if write
+                    .write_all(format!("{reply}\r\n").as_bytes())
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+        path
+    }
+
+    /// Whatever QEMU sends, the file stops at the limit (the guest's RAM and room for
+    /// device state): a VMM cannot fill the host's disk through a snapshot.
+    #[tokio::test]
+    async fn a_stream_past_its_limit_fails_the_save_and_the_file_stays_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("migration.sock");
+        let file = dir.path().join("state");
+        let qmp_path = endless_qemu(dir.path(), socket.clone());
+        let mut qmp = Qmp::connect(&qmp_path).await.unwrap();
+        let owner = (current_uid(), current_gid());
+        let limit = 4 << 20;
+        let saved = save(
+            &mut qmp,
+            &socket,
+            owner,
+            &file,
+            Duration::from_secs(2),
+            limit,
+        )
+        .await;
+        assert!(
+            matches!(saved, Err(MigrationError::TooLarge { limit: l }) if l == limit),
+            "{saved:?}"
+        );
+        // The one byte past the limit is what shows the stream goes on.
+        let written = std::fs::metadata(&file).unwrap().len();
+        assert!(
+            written <= limit + 1,
+            "{written} bytes written past a limit of {limit}"
+        );
+    }
+
+    fn current_uid() -> u32 {
+        // SAFETY: getuid(2) cannot fail.
+        unsafe { libc::getuid() }
+    }
+
+    fn current_gid() -> u32 {
+        // SAFETY: getgid(2) cannot fail.
+        unsafe { libc::getgid() }
     }
 }

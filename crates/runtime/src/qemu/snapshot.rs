@@ -17,8 +17,6 @@
 //! template or limits changed since boots cold instead.
 
 use std::ffi::OsString;
-use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use berth_protocol::BoxId;
@@ -39,6 +37,9 @@ const LAUNCH: &str = "launch.json";
 /// loaded TCG host still meets.
 const MIGRATION_FLOOR: Duration = Duration::from_secs(30);
 const MIGRATION_PER_MIB: Duration = Duration::from_millis(100);
+/// Room in a snapshot beyond the guest's RAM: the stream's page headers (8 bytes per 4 KiB
+/// page) and the devices' and vCPUs' state, a few hundred KiB.
+const DEVICE_STATE_MIB: u64 = 64;
 
 /// What a snapshot loads into: the QEMU that saved it, launched with the same argv.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,18 +88,6 @@ fn failed(operation: &'static str, error: impl std::error::Error, paths: &VmPath
     }
 }
 
-/// The argv of a running QEMU, from `/proc`.
-fn running_args(pid: i32) -> Result<Vec<OsString>, RuntimeError> {
-    let path = PathBuf::from(format!("/proc/{pid}/cmdline"));
-    let raw = std::fs::read(&path).map_err(io("read QEMU's command line", &path))?;
-    Ok(raw
-        .split(|&b| b == 0)
-        .filter(|part| !part.is_empty())
-        .skip(1)
-        .map(|part| std::ffi::OsStr::from_bytes(part).to_os_string())
-        .collect())
-}
-
 impl QemuRuntime {
     pub(super) async fn take_snapshot(&self, id: &BoxId) -> Result<(), RuntimeError> {
         let status = self.state(id).await?;
@@ -110,7 +99,10 @@ impl QemuRuntime {
             wrong_state(id, "snapshot", "running or paused", RuntimeStatus::Stopped)
         })?;
         let started = Instant::now();
-        let args = comparable_args(running_args(qemu.pid())?);
+        let args = qemu
+            .args()
+            .map_err(io("read QEMU's command line", &paths.qemu_pid()))?;
+        let args = comparable_args(args);
         let memory_mib = memory_mib(&args);
         let owner = owner_of(&paths.run_dir())?;
         let snapshot = kept(&paths);
@@ -130,7 +122,8 @@ impl QemuRuntime {
             qmp.stop().await?;
             let qemu_version = qmp.execute("query-version").await?;
             let deadline = migration_deadline(memory_mib);
-            let bytes = migration::save(&mut qmp, &socket, owner, &state, deadline).await?;
+            let limit = (memory_mib + DEVICE_STATE_MIB) << 20;
+            let bytes = migration::save(&mut qmp, &socket, owner, &state, deadline, limit).await?;
             Ok::<_, MigrationError>((qemu_version, bytes))
         }
         .await;
