@@ -27,6 +27,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (12, include_str!("../migrations/0012_wakeups.sql")),
     (13, include_str!("../migrations/0013_warm_pool.sql")),
     (14, include_str!("../migrations/0014_sleep_ladder.sql")),
+    (
+        15,
+        include_str!("../migrations/0015_web_session_origin.sql"),
+    ),
 ];
 
 /// Migrations that rebuild a table other tables reference: they run with foreign keys off
