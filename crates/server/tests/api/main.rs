@@ -21,6 +21,7 @@ mod files_dirs;
 mod harness;
 mod idle;
 mod isolation;
+mod key_sessions;
 mod lifecycle;
 mod messages;
 mod ports;
