@@ -12,6 +12,7 @@
 //!
 //! [`relay`] answers the requests a box makes of itself (`berth-wake`).
 
+pub mod clock;
 pub mod config;
 pub mod doorbell;
 pub mod error;
@@ -25,7 +26,7 @@ use berth_store::{StoreError, Wakeup};
 use serde_json::json;
 
 use crate::ctx::Ctx;
-use crate::ops::wakeups::{now_ms, rfc3339_ms};
+use crate::ops::wakeups::rfc3339_ms;
 use berth_runtime::error_chain;
 
 /// Longest sleep: the wall clock may jump while the scheduler sleeps on the monotonic one.
@@ -58,7 +59,7 @@ pub fn spawn(ctx: Ctx) -> tokio::task::JoinHandle<()> {
 fn until_next(ctx: &Ctx) -> Duration {
     match ctx.store.next_wakeup_due_ms() {
         Ok(Some(due)) => {
-            let ms = u64::try_from(due.saturating_sub(now_ms())).unwrap_or(0);
+            let ms = u64::try_from(due.saturating_sub(ctx.wakeups.now_ms())).unwrap_or(0);
             Duration::from_millis(ms).min(MAX_SLEEP)
         }
         Ok(None) => MAX_SLEEP,
@@ -72,7 +73,7 @@ fn until_next(ctx: &Ctx) -> Duration {
 /// Fires every slot due now.
 fn fire_due(ctx: &Ctx) -> Result<(), StoreError> {
     loop {
-        let now = now_ms();
+        let now = ctx.wakeups.now_ms();
         let due = ctx.store.due_wakeups(now, BATCH)?;
         let full = due.len() == BATCH as usize;
         for wakeup in &due {

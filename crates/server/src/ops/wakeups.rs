@@ -73,10 +73,6 @@ pub fn rfc3339_ms(ms: i64) -> String {
         .unwrap_or_default()
 }
 
-pub fn now_ms() -> i64 {
-    (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
-}
-
 pub fn create(
     ctx: &Ctx,
     tenant: &TenantId,
@@ -112,7 +108,7 @@ pub fn create_for(
         });
     }
     let config = ctx.wakeups.config();
-    let plan = schedule::plan(schedule, now_ms(), origin, config)?;
+    let plan = schedule::plan(schedule, ctx.wakeups.now_ms(), origin, config)?;
     let limits = WakeupLimits {
         max_pending: config.max_pending_per_box,
         max_per_hour: (origin == WakeupOrigin::Box).then_some(config.box_max_per_hour),
