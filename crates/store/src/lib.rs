@@ -54,7 +54,9 @@ pub use secrets::{PutSecret, SealedSecret, SecretMeta};
 pub use sleep::{SleepOrderError, SleepSettings};
 pub use state::{check_transition, BoxState, InvalidTransition, UnknownState};
 pub use tenants::{Principal, Tenant, TenantInfo, DEFAULT_TENANT};
-pub use wakeups::{AddedWakeup, NewWakeup, Wakeup, WakeupKind, WakeupLimits, WakeupOrigin};
+pub use wakeups::{
+    AddedWakeup, NewWakeup, SkippedSlot, Wakeup, WakeupKind, WakeupLimits, WakeupOrigin,
+};
 pub use warm_pool::{warm_pool_tenant, Claim, WARM_POOL_TENANT};
 pub use web_sessions::{
     NewPairing, NewWebSession, SessionOrigin, WebSession, MAX_WEB_SESSIONS_PER_TENANT,

@@ -3,11 +3,12 @@
 use serde_json::json;
 
 use crate::ingress_tests::setup;
-use crate::{AddedWakeup, NewWakeup, WakeupKind, WakeupLimits, WakeupOrigin};
+use crate::{AddedWakeup, NewWakeup, SkippedSlot, WakeupKind, WakeupLimits, WakeupOrigin};
 
 const LIMITS: WakeupLimits = WakeupLimits {
     max_pending: 2,
     max_per_hour: None,
+    max_box_crons: None,
 };
 
 #[test]
@@ -62,15 +63,15 @@ fn a_slot_fires_once_and_a_cron_moves_on() {
     );
     let event = json!({"wakeup_id": once.id});
     assert!(store
-        .finish_slot(&once, 1_000, None, ("wakeup", &event))
+        .finish_slot(&once, 1_000, None, 1_000, ("wakeup", &event))
         .unwrap());
     assert!(!store
-        .finish_slot(&once, 1_000, None, ("wakeup", &event))
+        .finish_slot(&once, 1_000, None, 1_000, ("wakeup", &event))
         .unwrap());
     assert_eq!(store.count_undelivered(&id).unwrap(), 1);
 
     assert!(store
-        .finish_slot(&daily, 5_000, Some(90_000), ("wakeup", &event))
+        .finish_slot(&daily, 5_000, Some(90_000), 5_000, ("wakeup", &event))
         .unwrap());
     let listed = store.list_wakeups(&id).unwrap();
     assert_eq!(listed.len(), 1);
@@ -103,6 +104,7 @@ fn a_box_makes_at_most_its_hourly_number() {
     let limits = WakeupLimits {
         max_pending: 100,
         max_per_hour: Some(2),
+        max_box_crons: None,
     };
     let new = NewWakeup {
         box_id: &id,
@@ -122,4 +124,183 @@ fn a_box_makes_at_most_its_hourly_number() {
         store.add_wakeup(new, limits).unwrap(),
         AddedWakeup::TooManyPerHour { max: 2 }
     );
+}
+
+const MINUTE_MS: i64 = 60_000;
+
+fn event_count(store: &crate::Store, id: &berth_protocol::BoxId) -> usize {
+    let limit = crate::PageLimit {
+        events: 1000,
+        bytes: 1 << 20,
+    };
+    store.read_events(id, 0, limit).unwrap().events.len()
+}
+const HOUR_MS: i64 = 60 * MINUTE_MS;
+
+fn every_minute() -> WakeupKind {
+    WakeupKind::Cron {
+        expr: "* * * * *".into(),
+        tz: "UTC".into(),
+    }
+}
+
+#[test]
+fn a_box_keeps_at_most_its_number_of_crons_and_older_ones_stay() {
+    let (_dir, store, id) = setup();
+    let limits = WakeupLimits {
+        max_pending: 32,
+        max_per_hour: None,
+        max_box_crons: Some(2),
+    };
+    let new = |kind, created_by| NewWakeup {
+        box_id: &id,
+        message: "m",
+        kind,
+        first_due_ms: MINUTE_MS,
+        created_by,
+    };
+    // Made before the cap (an upgrade keeps them): three of the box's own crons.
+    let unbounded = WakeupLimits {
+        max_box_crons: None,
+        ..limits
+    };
+    for _ in 0..3 {
+        assert!(matches!(
+            store
+                .add_wakeup(new(every_minute(), WakeupOrigin::Box), unbounded)
+                .unwrap(),
+            AddedWakeup::Added(_)
+        ));
+    }
+    assert_eq!(
+        store
+            .add_wakeup(new(every_minute(), WakeupOrigin::Box), limits)
+            .unwrap(),
+        AddedWakeup::TooManyCrons { max: 2 }
+    );
+    assert_eq!(
+        store.list_wakeups(&id).unwrap().len(),
+        3,
+        "the older ones stay"
+    );
+    // The cap is on the box's own crons: one-shot wakeups, and crons set through the API,
+    // are not counted.
+    for (kind, origin) in [
+        (WakeupKind::In, WakeupOrigin::Box),
+        (every_minute(), WakeupOrigin::Api),
+    ] {
+        assert!(matches!(
+            store.add_wakeup(new(kind, origin), limits).unwrap(),
+            AddedWakeup::Added(_)
+        ));
+    }
+}
+
+#[test]
+fn a_boxs_fired_slots_count_over_the_last_hour_and_a_skip_is_told_once_an_hour() {
+    let (_dir, store, id) = setup();
+    let limits = WakeupLimits {
+        max_pending: 32,
+        max_per_hour: None,
+        max_box_crons: None,
+    };
+    let add = |created_by| {
+        let new = NewWakeup {
+            box_id: &id,
+            message: "m",
+            kind: every_minute(),
+            first_due_ms: MINUTE_MS,
+            created_by,
+        };
+        match store.add_wakeup(new, limits).unwrap() {
+            AddedWakeup::Added(w) => w,
+            other => panic!("{other:?}"),
+        }
+    };
+    let own = add(WakeupOrigin::Box);
+    let api = add(WakeupOrigin::Api);
+    let reload = |w: &crate::Wakeup| {
+        store
+            .list_wakeups(&id)
+            .unwrap()
+            .into_iter()
+            .find(|l| l.id == w.id)
+            .unwrap()
+    };
+    let event = json!({"wakeup_id": own.id});
+
+    assert!(store
+        .finish_slot(
+            &own,
+            MINUTE_MS,
+            Some(2 * MINUTE_MS),
+            MINUTE_MS,
+            ("wakeup", &event)
+        )
+        .unwrap());
+    // A wakeup set through the API is not the box's own: not counted.
+    assert!(store
+        .finish_slot(
+            &api,
+            MINUTE_MS,
+            Some(2 * MINUTE_MS),
+            MINUTE_MS,
+            ("wakeup", &event)
+        )
+        .unwrap());
+    assert_eq!(store.box_slots_fired(&id, MINUTE_MS).unwrap(), 1);
+    assert_eq!(store.box_slots_fired(&id, HOUR_MS).unwrap(), 1);
+    assert_eq!(
+        store.box_slots_fired(&id, MINUTE_MS + HOUR_MS).unwrap(),
+        0,
+        "an hour later it no longer counts"
+    );
+
+    let own = reload(&own);
+    assert_eq!(own.next_due_ms, 2 * MINUTE_MS);
+    let before = event_count(&store, &id);
+    let skip = |w: &crate::Wakeup, slot: i64, at: i64| {
+        store
+            .skip_slot(w, slot, Some(slot + MINUTE_MS), at, ("wakeup", &event))
+            .unwrap()
+    };
+    assert_eq!(skip(&own, 2 * MINUTE_MS, 2 * MINUTE_MS), SkippedSlot::Told);
+    assert_eq!(
+        skip(&own, 2 * MINUTE_MS, 2 * MINUTE_MS),
+        SkippedSlot::Gone,
+        "once per slot"
+    );
+    let own = reload(&own);
+    assert_eq!(
+        (own.next_due_ms, own.fired, own.skipped),
+        (3 * MINUTE_MS, 1, 1)
+    );
+    assert_eq!(
+        skip(&own, 3 * MINUTE_MS, 3 * MINUTE_MS),
+        SkippedSlot::Counted
+    );
+    let events = event_count(&store, &id);
+    assert_eq!(events, before + 1, "the log is told of the first skip only");
+    // Skips do not count as fired.
+    assert_eq!(store.box_slots_fired(&id, 3 * MINUTE_MS).unwrap(), 1);
+    // An hour after the told one, the next is told again; in between, only counted.
+    let own = reload(&own);
+    let later = 2 * MINUTE_MS + HOUR_MS;
+    assert_eq!(skip(&own, own.next_due_ms, later - 1), SkippedSlot::Counted);
+    let own = reload(&own);
+    assert_eq!(skip(&own, own.next_due_ms, later), SkippedSlot::Told);
+    assert_eq!(event_count(&store, &id), before + 2);
+    // A last slot skipped ends the wakeup.
+    let own = reload(&own);
+    assert_eq!(
+        store
+            .skip_slot(&own, own.next_due_ms, None, later + 2, ("wakeup", &event))
+            .unwrap(),
+        SkippedSlot::Counted
+    );
+    assert!(store
+        .list_wakeups(&id)
+        .unwrap()
+        .iter()
+        .all(|w| w.id != own.id));
 }

@@ -10,7 +10,14 @@
 //! while the daemon was down fires at start with its lateness in the event; a cron that
 //! missed several slots fires once for them and goes on from the next slot after now.
 //!
-//! [`relay`] answers the requests a box makes of itself (`berth-wake`).
+//! A slot of a wakeup the box made itself fires only while the box's own slots fired in
+//! the last hour are fewer than `[wakeups] box_max_per_hour`; past it the slot is skipped,
+//! not queued: the wakeup moves on to its next slot and counts the skip, and the box's log
+//! (a `wakeup` event with `skipped`) and the daemon's log say so once an hour. So no number
+//! of crons makes a box run more turns an hour than that.
+//!
+//! [`relay`] answers the requests a box makes of itself (`berth-wake`). Time is
+//! [`clock`]'s.
 
 pub mod clock;
 pub mod config;
@@ -22,7 +29,7 @@ pub mod schedule;
 use std::time::Duration;
 
 use berth_protocol::wake::WAKEUP_EVENT;
-use berth_store::{StoreError, Wakeup};
+use berth_store::{SkippedSlot, StoreError, Wakeup, WakeupOrigin};
 use serde_json::json;
 
 use crate::ctx::Ctx;
@@ -105,6 +112,12 @@ fn fire(ctx: &Ctx, wakeup: &Wakeup, now: i64) -> Result<(), StoreError> {
         "created_by": wakeup.created_by.as_str(),
         "next_due_at": next.map(rfc3339_ms),
     });
+    if wakeup.created_by == WakeupOrigin::Box {
+        let max = ctx.wakeups.config().box_max_per_hour;
+        if ctx.store.box_slots_fired(&wakeup.box_id, now)? >= max {
+            return skip(ctx, wakeup, slot, next, now, event, max);
+        }
+    }
     let takes_messages = ctx
         .store
         .get_box(&wakeup.box_id)?
@@ -130,12 +143,43 @@ fn fire(ctx: &Ctx, wakeup: &Wakeup, now: i64) -> Result<(), StoreError> {
     }
     let finished = ctx
         .store
-        .finish_slot(wakeup, slot, next, (WAKEUP_EVENT, &event))?;
+        .finish_slot(wakeup, slot, next, now, (WAKEUP_EVENT, &event))?;
     if posted.is_some() {
         if finished {
             tracing::info!(box_id = %wakeup.box_id, wakeup = %wakeup.id, late_ms, "wakeup fired");
         }
         ctx.lifecycle().wake_for_wakeup(&wakeup.box_id);
+    }
+    Ok(())
+}
+
+/// Skips the slot of a box-made wakeup whose box is past its hourly limit; the box's log and
+/// the daemon's are told once an hour.
+fn skip(
+    ctx: &Ctx,
+    wakeup: &Wakeup,
+    slot: i64,
+    next: Option<i64>,
+    now: i64,
+    mut event: serde_json::Value,
+    max: u64,
+) -> Result<(), StoreError> {
+    event["skipped"] = json!(format!(
+        "this box's own wakeups fired {max} slots in the last hour (`[wakeups] box_max_per_hour`): \
+         their slots are skipped, not queued, until the hour has room; `skipped` in the \
+         wakeup list counts them"
+    ));
+    match ctx
+        .store
+        .skip_slot(wakeup, slot, next, now, (WAKEUP_EVENT, &event))?
+    {
+        SkippedSlot::Told => {
+            tracing::warn!(box_id = %wakeup.box_id, wakeup = %wakeup.id, max, "wakeups: the box's own slots are past `[wakeups] box_max_per_hour`; skipping them (said once an hour)");
+        }
+        SkippedSlot::Counted => {
+            tracing::debug!(box_id = %wakeup.box_id, wakeup = %wakeup.id, "wakeups: a slot of the box's own skipped");
+        }
+        SkippedSlot::Gone => {}
     }
     Ok(())
 }

@@ -26,7 +26,7 @@ use crate::messages::wait_events;
 use crate::talk::{kill, start_killable, Containers};
 use crate::turns::answers;
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
 }
 
@@ -38,7 +38,7 @@ fn wakeup_events(events: &[Value]) -> Vec<Value> {
         .collect()
 }
 
-async fn create_echo(server: &TestServer, name: &str) {
+pub(crate) async fn create_echo(server: &TestServer, name: &str) {
     let (status, body) = server
         .call(
             Method::POST,
@@ -59,7 +59,7 @@ async fn set(server: &TestServer, name: &str, body: Value) -> (StatusCode, Value
         .await
 }
 
-async fn pending(server: &TestServer, name: &str) -> Vec<Value> {
+pub(crate) async fn pending(server: &TestServer, name: &str) -> Vec<Value> {
     let (status, body) = server
         .call(Method::GET, &format!("/v1/boxes/{name}/wakeups"), None)
         .await;
@@ -83,7 +83,7 @@ async fn messages_with_id(server: &TestServer, name: &str, id: &str) -> usize {
 
 /// A data dir and the sandbox runtime on it; `None` (skipped, and said) where the host
 /// cannot run it.
-fn sandbox() -> Option<(tempfile::TempDir, Arc<dyn Runtime>)> {
+pub(crate) fn sandbox() -> Option<(tempfile::TempDir, Arc<dyn Runtime>)> {
     let data = tempfile::tempdir().unwrap();
     match crate::end_to_end::sandbox(data.path()) {
         Ok(runtime) => Some((data, runtime)),
@@ -252,6 +252,7 @@ async fn wakeups_fire_once_per_slot_across_a_daemon_kill() {
             WakeupLimits {
                 max_pending: 32,
                 max_per_hour: None,
+                max_box_crons: None,
             },
         )
         .unwrap()
