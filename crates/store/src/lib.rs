@@ -55,7 +55,8 @@ pub use sleep::{SleepOrderError, SleepSettings};
 pub use state::{check_transition, BoxState, InvalidTransition, UnknownState};
 pub use tenants::{Principal, Tenant, TenantInfo, DEFAULT_TENANT};
 pub use wakeups::{
-    AddedWakeup, NewWakeup, SkippedSlot, Wakeup, WakeupKind, WakeupLimits, WakeupOrigin,
+    AddedWakeup, NewWakeup, SlotFinished, SlotOutcome, SlotReached, Wakeup, WakeupKind,
+    WakeupLimits, WakeupOrigin,
 };
 pub use warm_pool::{warm_pool_tenant, Claim, WARM_POOL_TENANT};
 pub use web_sessions::{

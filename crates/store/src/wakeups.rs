@@ -5,8 +5,8 @@
 //!
 //! A box's own wakeups (`berth-wake`) are bounded per hour twice: by the wakeups it makes
 //! (`wakeup_box_requests`) and by the slots they fire (`wakeup_box_slots`,
-//! [`Store::box_slots_fired`]); a slot past the second is skipped ([`Store::skip_slot`]),
-//! never queued.
+//! [`Store::box_slots_fired`]); a slot past the second is skipped
+//! ([`SlotOutcome::Skipped`]), never queued.
 
 use berth_protocol::BoxId;
 use rusqlite::{params, OptionalExtension, Row, Transaction};
@@ -131,15 +131,32 @@ pub enum AddedWakeup {
     },
 }
 
-/// What [`Store::skip_slot`] did.
+/// A slot the scheduler reached: which (Unix ms), the wakeup's next (`None`: it has no
+/// more), and when, by the scheduler's clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SkippedSlot {
-    /// The wakeup no longer waits for that slot (fired, moved on or cancelled): nothing
-    /// changed.
+pub struct SlotReached {
+    pub slot_ms: i64,
+    pub next_ms: Option<i64>,
+    pub now_ms: i64,
+}
+
+/// How a slot ends: its message posted, or skipped (a box-made wakeup's, past the box's
+/// hourly limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotOutcome {
+    Fired,
+    Skipped,
+}
+
+/// What [`Store::finish_slot`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotFinished {
+    /// The wakeup no longer waits for that slot (ended already, moved on or cancelled):
+    /// nothing changed.
     Gone,
-    /// Skipped, and the box's log was told (its first skip within the hour).
-    Told,
-    /// Skipped and counted; the log was told of an earlier one within the hour.
+    /// Recorded, and the event appended to the box's log.
+    Logged,
+    /// Skipped and counted, no event: the log was told of a skip within the hour.
     Counted,
 }
 
@@ -301,27 +318,52 @@ impl Store {
             .collect()
     }
 
-    /// Records slot `slot_ms` of wakeup `id` as fired at `now_ms` (the scheduler's clock),
-    /// in one transaction: moves it to `next_ms` (or deletes it when `None`), counts the
-    /// slot against its box's hour if the box made it, and appends `event` to the box's
-    /// log. Only if the wakeup still waits for that very slot (`false` otherwise: already
-    /// fired, or cancelled), so the event is written once per slot.
+    /// Ends the slot `reached.slot_ms` of `wakeup` as `outcome`, in one transaction: moves
+    /// the wakeup to `reached.next_ms` (or deletes it when `None`) and counts the slot in
+    /// its `fired` or `skipped`; a box-made wakeup's fired slot counts against its box's
+    /// hour (by the scheduler's clock, `reached.now_ms`). Then appends `event` to the box's
+    /// log, except for a skip when the log was told of one within the hour (so skips
+    /// cannot fill the box's bounded log). Only if the wakeup still waits for that very
+    /// slot (else [`SlotFinished::Gone`]: already ended, or cancelled), so each slot's event
+    /// is written once.
     pub fn finish_slot(
         &self,
         wakeup: &Wakeup,
-        slot_ms: i64,
-        next_ms: Option<i64>,
-        now_ms: i64,
+        reached: SlotReached,
+        outcome: SlotOutcome,
         event: (&str, &serde_json::Value),
-    ) -> Result<bool, StoreError> {
+    ) -> Result<SlotFinished, StoreError> {
+        let SlotReached {
+            slot_ms,
+            next_ms,
+            now_ms,
+        } = reached;
         let seq = {
             let mut conn = self.conn();
             let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-            if !move_on(&tx, wakeup, slot_ms, next_ms, "fired")? {
-                return Ok(false);
+            if !move_on(&tx, wakeup, slot_ms, next_ms, outcome)? {
+                return Ok(SlotFinished::Gone);
             }
-            if wakeup.created_by == WakeupOrigin::Box {
-                record_box_slot(&tx, &wakeup.box_id, now_ms, "fired")?;
+            match outcome {
+                SlotOutcome::Fired if wakeup.created_by == WakeupOrigin::Box => {
+                    record_box_slot(&tx, &wakeup.box_id, now_ms, "fired")?;
+                }
+                SlotOutcome::Fired => {}
+                SlotOutcome::Skipped => {
+                    let told: bool = tx
+                        .query_row(
+                            "SELECT EXISTS (SELECT 1 FROM wakeup_box_slots \
+                             WHERE box_id = ?1 AND outcome = 'skip_told' AND at_ms > ?2)",
+                            params![wakeup.box_id.as_str(), now_ms - HOUR_MS],
+                            |row| row.get(0),
+                        )
+                        .map_err(sql("look up a box's told skips"))?;
+                    if told {
+                        tx.commit().map_err(sql("commit a skipped slot"))?;
+                        return Ok(SlotFinished::Counted);
+                    }
+                    record_box_slot(&tx, &wakeup.box_id, now_ms, "skip_told")?;
+                }
             }
             let seq = last_seq(&tx, &wakeup.box_id)? + 1;
             insert(&tx, &wakeup.box_id, seq, event.0, event.1, now())?;
@@ -329,7 +371,7 @@ impl Store {
             seq
         };
         self.notify_appended(&wakeup.box_id, seq);
-        Ok(true)
+        Ok(SlotFinished::Logged)
     }
 
     /// Slots of the box's own wakeups fired in the hour up to `now_ms`.
@@ -345,57 +387,21 @@ impl Store {
             .map_err(sql("count a box's fired slots"))?;
         Ok(fired.max(0) as u64)
     }
-
-    /// Skips slot `slot_ms` of the box-made `wakeup` at `now_ms` (its box is past its
-    /// hourly limit), in one transaction: moves it to `next_ms` (or deletes it), counts it
-    /// in `skipped`, and appends `event` to the box's log unless the log was told of a skip
-    /// within the hour (those are only counted, so skips cannot fill the log).
-    pub fn skip_slot(
-        &self,
-        wakeup: &Wakeup,
-        slot_ms: i64,
-        next_ms: Option<i64>,
-        now_ms: i64,
-        event: (&str, &serde_json::Value),
-    ) -> Result<SkippedSlot, StoreError> {
-        let seq = {
-            let mut conn = self.conn();
-            let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-            if !move_on(&tx, wakeup, slot_ms, next_ms, "skipped")? {
-                return Ok(SkippedSlot::Gone);
-            }
-            let told: bool = tx
-                .query_row(
-                    "SELECT EXISTS (SELECT 1 FROM wakeup_box_slots \
-                     WHERE box_id = ?1 AND outcome = 'skip_told' AND at_ms > ?2)",
-                    params![wakeup.box_id.as_str(), now_ms - HOUR_MS],
-                    |row| row.get(0),
-                )
-                .map_err(sql("look up a box's told skips"))?;
-            if told {
-                tx.commit().map_err(sql("commit a skipped slot"))?;
-                return Ok(SkippedSlot::Counted);
-            }
-            record_box_slot(&tx, &wakeup.box_id, now_ms, "skip_told")?;
-            let seq = last_seq(&tx, &wakeup.box_id)? + 1;
-            insert(&tx, &wakeup.box_id, seq, event.0, event.1, now())?;
-            tx.commit().map_err(sql("commit a skipped slot"))?;
-            seq
-        };
-        self.notify_appended(&wakeup.box_id, seq);
-        Ok(SkippedSlot::Told)
-    }
 }
 
 /// Moves `wakeup` on from `slot_ms` to `next_ms` (or deletes it when `None`), adding one to
-/// its `counter` (`fired` or `skipped`); `false` if it no longer waits for that slot.
+/// its `fired` or `skipped`; `false` if it no longer waits for that slot.
 fn move_on(
     tx: &Transaction<'_>,
     wakeup: &Wakeup,
     slot_ms: i64,
     next_ms: Option<i64>,
-    counter: &'static str,
+    outcome: SlotOutcome,
 ) -> Result<bool, StoreError> {
+    let counter = match outcome {
+        SlotOutcome::Fired => "fired",
+        SlotOutcome::Skipped => "skipped",
+    };
     let changed = match next_ms {
         Some(next) => tx.execute(
             &format!(

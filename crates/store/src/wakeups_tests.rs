@@ -3,7 +3,19 @@
 use serde_json::json;
 
 use crate::ingress_tests::setup;
-use crate::{AddedWakeup, NewWakeup, SkippedSlot, WakeupKind, WakeupLimits, WakeupOrigin};
+use crate::{
+    AddedWakeup, NewWakeup, SlotFinished, SlotOutcome, SlotReached, WakeupKind, WakeupLimits,
+    WakeupOrigin,
+};
+
+/// Slot `slot_ms` reached at `now_ms`, then `next_ms`.
+fn reached(slot_ms: i64, next_ms: Option<i64>, now_ms: i64) -> SlotReached {
+    SlotReached {
+        slot_ms,
+        next_ms,
+        now_ms,
+    }
+}
 
 const LIMITS: WakeupLimits = WakeupLimits {
     max_pending: 2,
@@ -62,17 +74,21 @@ fn a_slot_fires_once_and_a_cron_moves_on() {
             .created
     );
     let event = json!({"wakeup_id": once.id});
-    assert!(store
-        .finish_slot(&once, 1_000, None, 1_000, ("wakeup", &event))
-        .unwrap());
-    assert!(!store
-        .finish_slot(&once, 1_000, None, 1_000, ("wakeup", &event))
-        .unwrap());
+    let fire = |w, slot, next| {
+        store
+            .finish_slot(
+                w,
+                reached(slot, next, slot),
+                SlotOutcome::Fired,
+                ("wakeup", &event),
+            )
+            .unwrap()
+    };
+    assert_eq!(fire(&once, 1_000, None), SlotFinished::Logged);
+    assert_eq!(fire(&once, 1_000, None), SlotFinished::Gone);
     assert_eq!(store.count_undelivered(&id).unwrap(), 1);
 
-    assert!(store
-        .finish_slot(&daily, 5_000, Some(90_000), 5_000, ("wakeup", &event))
-        .unwrap());
+    assert_eq!(fire(&daily, 5_000, Some(90_000)), SlotFinished::Logged);
     let listed = store.list_wakeups(&id).unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!((listed[0].next_due_ms, listed[0].fired), (90_000, 1));
@@ -229,25 +245,15 @@ fn a_boxs_fired_slots_count_over_the_last_hour_and_a_skip_is_told_once_an_hour()
     };
     let event = json!({"wakeup_id": own.id});
 
-    assert!(store
-        .finish_slot(
-            &own,
-            MINUTE_MS,
-            Some(2 * MINUTE_MS),
-            MINUTE_MS,
-            ("wakeup", &event)
-        )
-        .unwrap());
+    let end = |w: &crate::Wakeup, at: SlotReached, outcome| {
+        store
+            .finish_slot(w, at, outcome, ("wakeup", &event))
+            .unwrap()
+    };
+    let first = reached(MINUTE_MS, Some(2 * MINUTE_MS), MINUTE_MS);
+    assert_eq!(end(&own, first, SlotOutcome::Fired), SlotFinished::Logged);
     // A wakeup set through the API is not the box's own: not counted.
-    assert!(store
-        .finish_slot(
-            &api,
-            MINUTE_MS,
-            Some(2 * MINUTE_MS),
-            MINUTE_MS,
-            ("wakeup", &event)
-        )
-        .unwrap());
+    assert_eq!(end(&api, first, SlotOutcome::Fired), SlotFinished::Logged);
     assert_eq!(store.box_slots_fired(&id, MINUTE_MS).unwrap(), 1);
     assert_eq!(store.box_slots_fired(&id, HOUR_MS).unwrap(), 1);
     assert_eq!(
@@ -260,14 +266,19 @@ fn a_boxs_fired_slots_count_over_the_last_hour_and_a_skip_is_told_once_an_hour()
     assert_eq!(own.next_due_ms, 2 * MINUTE_MS);
     let before = event_count(&store, &id);
     let skip = |w: &crate::Wakeup, slot: i64, at: i64| {
-        store
-            .skip_slot(w, slot, Some(slot + MINUTE_MS), at, ("wakeup", &event))
-            .unwrap()
+        end(
+            w,
+            reached(slot, Some(slot + MINUTE_MS), at),
+            SlotOutcome::Skipped,
+        )
     };
-    assert_eq!(skip(&own, 2 * MINUTE_MS, 2 * MINUTE_MS), SkippedSlot::Told);
     assert_eq!(
         skip(&own, 2 * MINUTE_MS, 2 * MINUTE_MS),
-        SkippedSlot::Gone,
+        SlotFinished::Logged
+    );
+    assert_eq!(
+        skip(&own, 2 * MINUTE_MS, 2 * MINUTE_MS),
+        SlotFinished::Gone,
         "once per slot"
     );
     let own = reload(&own);
@@ -277,7 +288,7 @@ fn a_boxs_fired_slots_count_over_the_last_hour_and_a_skip_is_told_once_an_hour()
     );
     assert_eq!(
         skip(&own, 3 * MINUTE_MS, 3 * MINUTE_MS),
-        SkippedSlot::Counted
+        SlotFinished::Counted
     );
     let events = event_count(&store, &id);
     assert_eq!(events, before + 1, "the log is told of the first skip only");
@@ -286,17 +297,22 @@ fn a_boxs_fired_slots_count_over_the_last_hour_and_a_skip_is_told_once_an_hour()
     // An hour after the told one, the next is told again; in between, only counted.
     let own = reload(&own);
     let later = 2 * MINUTE_MS + HOUR_MS;
-    assert_eq!(skip(&own, own.next_due_ms, later - 1), SkippedSlot::Counted);
+    assert_eq!(
+        skip(&own, own.next_due_ms, later - 1),
+        SlotFinished::Counted
+    );
     let own = reload(&own);
-    assert_eq!(skip(&own, own.next_due_ms, later), SkippedSlot::Told);
+    assert_eq!(skip(&own, own.next_due_ms, later), SlotFinished::Logged);
     assert_eq!(event_count(&store, &id), before + 2);
     // A last slot skipped ends the wakeup.
     let own = reload(&own);
     assert_eq!(
-        store
-            .skip_slot(&own, own.next_due_ms, None, later + 2, ("wakeup", &event))
-            .unwrap(),
-        SkippedSlot::Counted
+        end(
+            &own,
+            reached(own.next_due_ms, None, later + 2),
+            SlotOutcome::Skipped
+        ),
+        SlotFinished::Counted
     );
     assert!(store
         .list_wakeups(&id)

@@ -29,7 +29,7 @@ pub mod schedule;
 use std::time::Duration;
 
 use berth_protocol::wake::WAKEUP_EVENT;
-use berth_store::{SkippedSlot, StoreError, Wakeup, WakeupOrigin};
+use berth_store::{SlotFinished, SlotOutcome, SlotReached, StoreError, Wakeup, WakeupOrigin};
 use serde_json::json;
 
 use crate::ctx::Ctx;
@@ -104,6 +104,11 @@ fn fire(ctx: &Ctx, wakeup: &Wakeup, now: i64) -> Result<(), StoreError> {
             None
         }
     };
+    let reached = SlotReached {
+        slot_ms: slot,
+        next_ms: next,
+        now_ms: now,
+    };
     let mut event = json!({
         "wakeup_id": wakeup.id,
         "kind": wakeup.kind.as_str(),
@@ -115,7 +120,7 @@ fn fire(ctx: &Ctx, wakeup: &Wakeup, now: i64) -> Result<(), StoreError> {
     if wakeup.created_by == WakeupOrigin::Box {
         let max = ctx.wakeups.config().box_max_per_hour;
         if ctx.store.box_slots_fired(&wakeup.box_id, now)? >= max {
-            return skip(ctx, wakeup, slot, next, now, event, max);
+            return skip(ctx, wakeup, reached, event, max);
         }
     }
     let takes_messages = ctx
@@ -141,11 +146,11 @@ fn fire(ctx: &Ctx, wakeup: &Wakeup, now: i64) -> Result<(), StoreError> {
     if let Some(id) = &posted {
         event["message_id"] = json!(id.as_str());
     }
-    let finished = ctx
-        .store
-        .finish_slot(wakeup, slot, next, now, (WAKEUP_EVENT, &event))?;
+    let finished =
+        ctx.store
+            .finish_slot(wakeup, reached, SlotOutcome::Fired, (WAKEUP_EVENT, &event))?;
     if posted.is_some() {
-        if finished {
+        if finished != SlotFinished::Gone {
             tracing::info!(box_id = %wakeup.box_id, wakeup = %wakeup.id, late_ms, "wakeup fired");
         }
         ctx.lifecycle().wake_for_wakeup(&wakeup.box_id);
@@ -158,9 +163,7 @@ fn fire(ctx: &Ctx, wakeup: &Wakeup, now: i64) -> Result<(), StoreError> {
 fn skip(
     ctx: &Ctx,
     wakeup: &Wakeup,
-    slot: i64,
-    next: Option<i64>,
-    now: i64,
+    reached: SlotReached,
     mut event: serde_json::Value,
     max: u64,
 ) -> Result<(), StoreError> {
@@ -169,17 +172,19 @@ fn skip(
          their slots are skipped, not queued, until the hour has room; `skipped` in the \
          wakeup list counts them"
     ));
-    match ctx
-        .store
-        .skip_slot(wakeup, slot, next, now, (WAKEUP_EVENT, &event))?
-    {
-        SkippedSlot::Told => {
+    match ctx.store.finish_slot(
+        wakeup,
+        reached,
+        SlotOutcome::Skipped,
+        (WAKEUP_EVENT, &event),
+    )? {
+        SlotFinished::Logged => {
             tracing::warn!(box_id = %wakeup.box_id, wakeup = %wakeup.id, max, "wakeups: the box's own slots are past `[wakeups] box_max_per_hour`; skipping them (said once an hour)");
         }
-        SkippedSlot::Counted => {
+        SlotFinished::Counted => {
             tracing::debug!(box_id = %wakeup.box_id, wakeup = %wakeup.id, "wakeups: a slot of the box's own skipped");
         }
-        SkippedSlot::Gone => {}
+        SlotFinished::Gone => {}
     }
     Ok(())
 }

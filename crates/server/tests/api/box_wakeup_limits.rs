@@ -13,13 +13,12 @@ use std::time::{Duration, Instant};
 
 use berth_server::lifecycle::wakeups::clock::WakeupClock;
 use berth_server::lifecycle::wakeups::config::WakeupsHostConfig;
-use berth_server::HostConfig;
 use serde_json::Value;
 
 use crate::end_to_end::exec;
 use crate::harness::TestServer;
 use crate::messages::wait_events;
-use crate::wakeups::{create_echo, now_ms, pending, sandbox};
+use crate::wakeups::{create_echo, now_ms, pending, sandbox, start_with_limits};
 
 const MINUTE_MS: i64 = 60_000;
 
@@ -59,17 +58,7 @@ async fn thirty_two_crons_from_inside_a_box_fire_at_most_the_hourly_limit() {
         return;
     };
     let limits = WakeupsHostConfig::default();
-    let host = HostConfig {
-        wakeups: limits.clone(),
-        ..Default::default()
-    };
-    let mut server = TestServer::start_with_host(
-        berth_server::Runtimes::single(runtime),
-        Some("runc".into()),
-        data,
-        host,
-    )
-    .await;
+    let mut server = start_with_limits(data, runtime, limits.clone()).await;
     let start_ms = now_ms();
     let clock = Arc::new(SimulatedClock(AtomicI64::new(start_ms)));
     assert!(server.wakeups.drive_clock(clock.clone()));
@@ -130,7 +119,7 @@ async fn thirty_two_crons_from_inside_a_box_fire_at_most_the_hourly_limit() {
         .map(|w| w["fired"].as_u64().unwrap() + w["skipped"].as_u64().unwrap())
         .collect::<Vec<_>>();
     assert!(
-        slots.iter().all(|&n| n >= 58 && n <= 60),
+        slots.iter().all(|n| (58..=60).contains(n)),
         "each cron reached every minute's slot of the hour: {slots:?}"
     );
     assert_eq!(skipped, slots.iter().sum::<u64>() - fired);

@@ -94,6 +94,25 @@ pub(crate) fn sandbox() -> Option<(tempfile::TempDir, Arc<dyn Runtime>)> {
     }
 }
 
+/// A daemon on the sandbox runtime with these `[wakeups]` limits.
+pub(crate) async fn start_with_limits(
+    data: tempfile::TempDir,
+    runtime: Arc<dyn Runtime>,
+    wakeups: WakeupsHostConfig,
+) -> TestServer {
+    let host = HostConfig {
+        wakeups,
+        ..Default::default()
+    };
+    TestServer::start_with_host(
+        berth_server::Runtimes::single(runtime),
+        Some("runc".into()),
+        data,
+        host,
+    )
+    .await
+}
+
 fn count(list: &[String], wanted: &str) -> usize {
     list.iter().filter(|a| a.as_str() == wanted).count()
 }
@@ -311,21 +330,12 @@ async fn berth_wake_inside_the_box_wakes_it_later_and_a_flood_is_refused() {
     let Some((data, runtime)) = sandbox() else {
         return;
     };
-    let host = HostConfig {
-        wakeups: WakeupsHostConfig {
-            box_min_delay_s: 3,
-            box_max_per_hour: 4,
-            ..Default::default()
-        },
+    let limits = WakeupsHostConfig {
+        box_min_delay_s: 3,
+        box_max_per_hour: 4,
         ..Default::default()
     };
-    let mut server = TestServer::start_with_host(
-        berth_server::Runtimes::single(runtime),
-        Some("runc".into()),
-        data,
-        host,
-    )
-    .await;
+    let mut server = start_with_limits(data, runtime, limits).await;
     create_echo(&server, "agent").await;
 
     let out = exec(&server, "agent", &["berth-wake", "in", "15s", "wake", "me"]).await;
