@@ -17,7 +17,9 @@ pub enum WakeupCommand {
     /// Schedule MESSAGE to the box: once (--at, --in) or at every match of --cron. It
     /// wakes the box if it sleeps. Prints the wakeup's id and its next slot.
     Add(AddArgs),
-    /// List the box's pending wakeups, soonest first (ID, NEXT, KIND, BY, MESSAGE).
+    /// List the box's pending wakeups, soonest first (ID, NEXT, KIND, BY, FIRED, SKIPPED,
+    /// MESSAGE). SKIPPED counts slots of the box's own wakeups not fired because the box
+    /// was past `[wakeups] box_max_per_hour`.
     #[command(visible_alias = "list")]
     Ls {
         /// The box's name or id (`bx_…`).
@@ -94,6 +96,11 @@ struct WakeupView {
     next_due_at: String,
     #[serde(default)]
     created_by: String,
+    #[serde(default)]
+    fired: u64,
+    /// Absent from a daemon older than it.
+    #[serde(default)]
+    skipped: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -178,9 +185,14 @@ fn list_table(wakeups: &[WakeupView]) -> String {
                 w.next_due_at.clone(),
                 kind,
                 w.created_by.clone(),
+                w.fired.to_string(),
+                w.skipped.to_string(),
                 w.message.clone(),
             ]
         })
         .collect();
-    table(&["ID", "NEXT", "KIND", "BY", "MESSAGE"], &rows)
+    table(
+        &["ID", "NEXT", "KIND", "BY", "FIRED", "SKIPPED", "MESSAGE"],
+        &rows,
+    )
 }

@@ -12,8 +12,10 @@ use crate::table::table;
 
 #[derive(Debug, Subcommand)]
 pub enum SessionCommand {
-    /// List the signed-in browsers (ID, TENANT, DEVICE, CREATED, LAST USED), most recently
-    /// used first. A session unused for 30 days ends; a tenant keeps at most 100.
+    /// List the signed-in browsers (ID, TENANT, DEVICE, CREATED, LAST USED, SIGNED IN WITH:
+    /// pairing, the key's id, or unknown), most recently used first. A session unused for
+    /// 30 days ends; a tenant keeps at most 100; revoking a key ends those it signed in, and
+    /// the unknown ones.
     #[command(visible_alias = "list")]
     Ls {
         /// Print the daemon's raw JSON answer instead of a table.
@@ -40,6 +42,22 @@ struct SessionView {
     device: String,
     created_at: String,
     last_used_at: String,
+    /// Absent from a daemon older than it.
+    #[serde(default)]
+    opened_with: Option<String>,
+    #[serde(default)]
+    api_key_id: Option<String>,
+}
+
+impl SessionView {
+    /// `pairing`, the key's id, or `unknown`.
+    fn signed_in_with(&self) -> String {
+        match (&self.api_key_id, &self.opened_with) {
+            (Some(key), _) => key.clone(),
+            (None, Some(origin)) => origin.clone(),
+            (None, None) => "-".into(),
+        }
+    }
 }
 
 pub async fn run(client: &Client, command: SessionCommand) -> anyhow::Result<u8> {
@@ -84,8 +102,19 @@ fn session_table(sessions: &[SessionView]) -> String {
                 s.device.clone(),
                 s.created_at.clone(),
                 s.last_used_at.clone(),
+                s.signed_in_with(),
             ]
         })
         .collect();
-    table(&["ID", "TENANT", "DEVICE", "CREATED", "LAST USED"], &rows)
+    table(
+        &[
+            "ID",
+            "TENANT",
+            "DEVICE",
+            "CREATED",
+            "LAST USED",
+            "SIGNED IN WITH",
+        ],
+        &rows,
+    )
 }

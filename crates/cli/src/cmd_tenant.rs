@@ -10,6 +10,8 @@ use http::Method;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use berth_server::api::tenants::WEB_SESSIONS_ENDED;
+
 use crate::client::{path_segment, Client};
 use crate::table::table;
 
@@ -79,19 +81,22 @@ pub enum KeyCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Revoke a key: the next request made with it is refused.
+    /// Revoke a key: the next request made with it is refused, and the browsers it signed
+    /// in to the web app are signed out (with any of the tenant's signed in before berth
+    /// recorded which key signed a browser in); says how many.
     #[command(visible_alias = "delete")]
     Rm {
         /// The tenant's name or id.
         tenant: String,
         /// The key's id (`key_…`, from `berth tenant key ls`).
         key_id: String,
-        /// Print `{"revoked": KEY_ID}` instead of a sentence (the daemon answers 204).
+        /// Print `{"revoked": KEY_ID, "web_sessions_ended": N}` instead of a sentence.
         #[arg(long)]
         json: bool,
     },
     /// Add a key like KEY_ID (admin or not) and print it; the old key keeps working until
-    /// `berth tenant key rm` (or --revoke-old), so clients can move over first.
+    /// `berth tenant key rm` (or --revoke-old, which signs out its browsers as rm does),
+    /// so clients can move over first.
     Rotate {
         /// The tenant's name or id.
         tenant: String,
@@ -100,8 +105,8 @@ pub enum KeyCommand {
         /// Revoke the old key right after the new one is made.
         #[arg(long)]
         revoke_old: bool,
-        /// Print the daemon's JSON answer for the new key, with `"revoked_old"`, instead of
-        /// text.
+        /// Print the daemon's JSON answer for the new key, with `"revoked_old"` (and
+        /// `"web_sessions_ended"` when revoked), instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -296,11 +301,15 @@ async fn run_key(
             key_id,
             json,
         } => {
-            revoke(client, &keys_path(&tenant), &key_id).await?;
+            let ended = revoke(client, &keys_path(&tenant), &key_id).await?;
             if json {
-                crate::output::json(out, &serde_json::json!({ "revoked": key_id }))?;
+                let mut answer = serde_json::json!({ "revoked": key_id });
+                if let Some(ended) = ended {
+                    answer["web_sessions_ended"] = ended.into();
+                }
+                crate::output::json(out, &answer)?;
             } else {
-                writeln!(out, "key {key_id} revoked")?;
+                writeln!(out, "{}", revoked_text(&key_id, ended))?;
             }
         }
         KeyCommand::Rotate {
@@ -327,7 +336,10 @@ async fn run_key(
                 .await?;
             if json {
                 if revoke_old {
-                    revoke(client, &keys_path(&tenant), &key_id).await?;
+                    let ended = revoke(client, &keys_path(&tenant), &key_id).await?;
+                    if let Some(ended) = ended {
+                        raw["web_sessions_ended"] = ended.into();
+                    }
                 }
                 raw["revoked_old"] = serde_json::Value::Bool(revoke_old);
                 return crate::output::json(out, &raw);
@@ -336,8 +348,8 @@ async fn run_key(
                 serde_json::from_value(raw).context("the daemon's answer is not a new key")?;
             out.write_all(new_key_text(&new).as_bytes())?;
             if revoke_old {
-                revoke(client, &keys_path(&tenant), &key_id).await?;
-                writeln!(out, "key {key_id} revoked")?;
+                let ended = revoke(client, &keys_path(&tenant), &key_id).await?;
+                writeln!(out, "{}", revoked_text(&key_id, ended))?;
             } else {
                 writeln!(
                     out,
@@ -367,11 +379,39 @@ fn print<T: DeserializeOwned>(
     Ok(())
 }
 
-async fn revoke(client: &Client, keys_path: &str, key_id: &str) -> anyhow::Result<()> {
+/// Revokes the key; how many browser sessions that ended (`None`: a daemon from before
+/// it said).
+async fn revoke(client: &Client, keys_path: &str, key_id: &str) -> anyhow::Result<Option<u64>> {
     let path = format!("{keys_path}/{}", path_segment(key_id));
-    Ok(client
-        .no_content(Method::DELETE, &path, None::<&()>)
-        .await?)
+    let response = client
+        .send(
+            Method::DELETE,
+            &path,
+            "application/json",
+            None,
+            None,
+            crate::client::empty(),
+        )
+        .await?;
+    Ok(response
+        .headers()
+        .get(WEB_SESSIONS_ENDED)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok()))
+}
+
+/// What `rm` and `rotate --revoke-old` say of a revoked key.
+fn revoked_text(key_id: &str, ended: Option<u64>) -> String {
+    match ended {
+        None => format!("key {key_id} revoked"),
+        Some(0) => format!("key {key_id} revoked; it had signed in no browser"),
+        Some(n) => format!(
+            "key {key_id} revoked; {n} web session{} ended (browsers signed in with it, and \
+             any of the tenant's signed in before berth recorded which key signed a browser \
+             in: they sign in again)",
+            if n == 1 { "" } else { "s" }
+        ),
+    }
 }
 
 fn created_text(created: &Created) -> String {

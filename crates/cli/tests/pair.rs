@@ -8,7 +8,7 @@ use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{assert_one_line_error, Daemon};
+use common::{assert_one_line_error, stdout, Daemon};
 
 /// One HTTP/1.1 request: the status, the `Set-Cookie` header if any, and the body.
 fn http(
@@ -148,4 +148,104 @@ fn completion_knows_pair_and_session() {
             "no {function} in the bash script"
         );
     }
+}
+
+/// Signs a browser in with `key` as the web app does: the `Cookie` value to send back.
+fn sign_in_with_key(daemon: &Daemon, key: &str) -> String {
+    let (status, set_cookie, body) = http(
+        daemon,
+        "POST",
+        "/v1/web/sessions",
+        &[],
+        &format!(r#"{{"api_key":"{key}"}}"#),
+    );
+    assert_eq!(status, 201, "{body}");
+    set_cookie.unwrap().split(';').next().unwrap().to_owned()
+}
+
+fn boxes_status(daemon: &Daemon, cookie: &str) -> u16 {
+    http(daemon, "GET", "/v1/boxes", &[("Cookie", cookie)], "").0
+}
+
+/// The `word` that starts with `prefix` in `out`.
+fn word(out: &str, prefix: &str) -> String {
+    out.split_whitespace()
+        .find(|w| w.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix}… in {out:?}"))
+        .to_owned()
+}
+
+#[test]
+fn key_rm_and_rotate_say_how_many_browsers_they_signed_out() {
+    let daemon = Daemon::start();
+    let first = word(&daemon.berth_ok(&["tenant", "create", "acme"]), "berth_");
+    let added = daemon.berth_ok(&["tenant", "key", "add", "acme"]);
+    let (second, second_id) = (word(&added, "berth_"), word(&added, "key_"));
+    let keys = daemon.berth_ok(&["tenant", "key", "ls", "acme"]);
+    let first_id = keys
+        .lines()
+        .find(|l| l.contains(&first[..14]))
+        .map(|l| word(l, "key_"))
+        .unwrap_or_else(|| panic!("{keys}"));
+
+    let stolen = [
+        sign_in_with_key(&daemon, &first),
+        sign_in_with_key(&daemon, &first),
+    ];
+    let kept = sign_in_with_key(&daemon, &second);
+    let as_acme = |args: &[&str]| daemon.berth_with(args, None, &[("BERTH_API_KEY", &second)]);
+    let listed = stdout(&as_acme(&["session", "ls"]));
+    assert!(
+        listed.lines().next().unwrap().contains("SIGNED IN WITH"),
+        "{listed}"
+    );
+    assert_eq!(
+        listed.lines().filter(|l| l.ends_with(&first_id)).count(),
+        2,
+        "{listed}"
+    );
+    let out = daemon.berth_ok(&["tenant", "key", "rm", "acme", &first_id]);
+    for cookie in &stolen {
+        assert_eq!(boxes_status(&daemon, cookie), 401, "{out}");
+    }
+    assert_eq!(boxes_status(&daemon, &kept), 200);
+    assert!(
+        out.starts_with(&format!("key {first_id} revoked; 2 web sessions ended")),
+        "{out}"
+    );
+    // Why a browser the person did not sign in with this key may be signed out too.
+    assert!(out.contains("before berth recorded"), "{out}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+
+    let rotated = daemon.berth_ok(&[
+        "tenant",
+        "key",
+        "rotate",
+        "acme",
+        &second_id,
+        "--revoke-old",
+        "--json",
+    ]);
+    let rotated: serde_json::Value = serde_json::from_str(&rotated).unwrap();
+    assert_eq!(rotated["revoked_old"], true, "{rotated}");
+    assert_eq!(rotated["web_sessions_ended"], 1, "{rotated}");
+    assert_eq!(boxes_status(&daemon, &kept), 401);
+
+    let third_id = rotated["key"]["id"].as_str().unwrap();
+    let out = daemon.berth_ok(&["tenant", "key", "rotate", "acme", third_id, "--revoke-old"]);
+    assert!(
+        out.contains(&format!(
+            "key {third_id} revoked; it had signed in no browser"
+        )),
+        "{out}"
+    );
+    // The new key is named first.
+    let fourth_id = word(&out, "key_");
+    assert_ne!(fourth_id, third_id, "{out}");
+    let json = daemon.berth_ok(&["tenant", "key", "rm", "acme", &fourth_id, "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"revoked": fourth_id, "web_sessions_ended": 0})
+    );
 }

@@ -167,6 +167,11 @@ impl Server {
         self.ctx.store.clone()
     }
 
+    /// The wakeups' limits, doorbell and clock (for tests that drive the clock).
+    pub fn wakeups(&self) -> Arc<crate::lifecycle::wakeups::doorbell::Wakeups> {
+        self.ctx.wakeups.clone()
+    }
+
     /// Serves until `shutdown` resolves, then stops every box (which also ends open exec
     /// streams), lets open requests finish, and stops any box they woke meanwhile.
     pub async fn serve(

@@ -57,16 +57,16 @@ impl Store {
         }
         let hash = key_hash(key);
         // A read beside any writer; the write connection only once a minute per key.
-        let row: Option<(String, bool, Option<String>)> = self
+        let row: Option<(String, bool, Option<String>, String)> = self
             .read()
             .query_row(
-                "SELECT tenant_id, is_admin, last_used_at FROM api_keys WHERE key_hash = ?1",
+                "SELECT tenant_id, is_admin, last_used_at, id FROM api_keys WHERE key_hash = ?1",
                 params![hash],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
             )
             .optional()
             .map_err(sql("look up an API key"))?;
-        let Some((tenant, is_admin, last_used)) = row else {
+        let Some((tenant, is_admin, last_used, key_id)) = row else {
             return Ok(None);
         };
         let at = now();
@@ -90,6 +90,7 @@ impl Store {
             tenant_id,
             is_admin,
             web_session: None,
+            api_key_id: Some(key_id),
         }))
     }
 
@@ -135,9 +136,11 @@ impl Store {
         Ok(keys)
     }
 
-    /// Revokes the tenant's key `key_id`: the next request with it is refused. The last
-    /// admin key stays (the daemon would have none).
-    pub fn revoke_api_key(&self, tenant: &TenantId, key_id: &str) -> Result<(), StoreError> {
+    /// Revokes the tenant's key `key_id`: the next request with it is refused, and so is the
+    /// next with a browser session it opened, or one of the tenant's whose origin is unknown
+    /// (opened before berth recorded it: it may have been with this key). Answers how many
+    /// sessions ended. The last admin key stays (the daemon would have none).
+    pub fn revoke_api_key(&self, tenant: &TenantId, key_id: &str) -> Result<usize, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(sql("begin a transaction"))?;
         let is_admin: Option<bool> = tx
@@ -173,7 +176,9 @@ impl Store {
             params![tenant.as_str(), key_id],
         )
         .map_err(sql("revoke an API key"))?;
-        tx.commit().map_err(sql("commit a revoked API key"))
+        let ended = crate::web_sessions::end_opened_with_key(&tx, tenant, key_id)?;
+        tx.commit().map_err(sql("commit a revoked API key"))?;
+        Ok(ended)
     }
 }
 

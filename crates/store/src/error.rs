@@ -51,6 +51,10 @@ pub enum StoreError {
     #[error("corrupt value {value:?} in {column}")]
     CorruptWakeup { column: &'static str, value: String },
 
+    /// `opened_with` unknown, or `api_key` without the key's id.
+    #[error("web session {id} has a corrupt origin {value:?} in web_sessions.opened_with")]
+    CorruptSessionOrigin { id: String, value: String },
+
     #[error("corrupt JSON in {column}")]
     CorruptJson {
         column: &'static str,

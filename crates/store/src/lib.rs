@@ -54,9 +54,14 @@ pub use secrets::{PutSecret, SealedSecret, SecretMeta};
 pub use sleep::{SleepOrderError, SleepSettings};
 pub use state::{check_transition, BoxState, InvalidTransition, UnknownState};
 pub use tenants::{Principal, Tenant, TenantInfo, DEFAULT_TENANT};
-pub use wakeups::{AddedWakeup, NewWakeup, Wakeup, WakeupKind, WakeupLimits, WakeupOrigin};
+pub use wakeups::{
+    AddedWakeup, NewWakeup, SlotFinished, SlotOutcome, SlotReached, Wakeup, WakeupKind,
+    WakeupLimits, WakeupOrigin,
+};
 pub use warm_pool::{warm_pool_tenant, Claim, WARM_POOL_TENANT};
-pub use web_sessions::{NewPairing, NewWebSession, WebSession, MAX_WEB_SESSIONS_PER_TENANT};
+pub use web_sessions::{
+    NewPairing, NewWebSession, SessionOrigin, WebSession, MAX_WEB_SESSIONS_PER_TENANT,
+};
 
 /// The database file's name inside the data directory.
 pub const DB_FILE: &str = "berth.db";
@@ -171,6 +176,8 @@ mod box_settings_tests;
 mod event_retention_tests;
 #[cfg(test)]
 mod ingress_tests;
+#[cfg(test)]
+mod key_revocation_tests;
 #[cfg(test)]
 mod port_links_tests;
 #[cfg(test)]

@@ -31,6 +31,7 @@ const MIGRATIONS: &[(u32, &str)] = &[
         15,
         include_str!("../migrations/0015_web_session_origin.sql"),
     ),
+    (16, include_str!("../migrations/0016_wakeup_box_slots.sql")),
 ];
 
 /// Migrations that rebuild a table other tables reference: they run with foreign keys off

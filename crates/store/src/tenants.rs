@@ -24,6 +24,9 @@ pub struct Principal {
     pub is_admin: bool,
     /// `Some(ws_…)` when a browser's session cookie authenticated the call (never admin).
     pub web_session: Option<String>,
+    /// `Some(key_…)` when an API key authenticated the call: the key a browser signed in
+    /// with it is recorded under, and ends with.
+    pub api_key_id: Option<String>,
 }
 
 impl Store {

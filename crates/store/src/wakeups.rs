@@ -2,6 +2,11 @@
 //! next slot of each; the daemon computes slots and fires them (`post_message` with a key
 //! from [`Wakeup::slot_key`], then [`Store::finish_slot`]), so each slot's message is
 //! posted once even across a crash between the two.
+//!
+//! A box's own wakeups (`berth-wake`) are bounded per hour twice: by the wakeups it makes
+//! (`wakeup_box_requests`) and by the slots they fire (`wakeup_box_slots`,
+//! [`Store::box_slots_fired`]); a slot past the second is skipped
+//! ([`SlotOutcome::Skipped`]), never queued.
 
 use berth_protocol::BoxId;
 use rusqlite::{params, OptionalExtension, Row, Transaction};
@@ -72,6 +77,8 @@ pub struct Wakeup {
     pub next_due_ms: i64,
     /// Slots fired so far.
     pub fired: u64,
+    /// Slots skipped so far (a box's own, past its hourly limit).
+    pub skipped: u64,
     pub created_by: WakeupOrigin,
     pub created_at: OffsetDateTime,
 }
@@ -102,6 +109,8 @@ pub struct WakeupLimits {
     pub max_pending: u64,
     /// Wakeups the box itself may make per hour (`None`: not counted, for the API's).
     pub max_per_hour: Option<u64>,
+    /// Crons the box itself may have (`None`: not counted, for the API's).
+    pub max_box_crons: Option<u64>,
 }
 
 /// What [`Store::add_wakeup`] did.
@@ -116,10 +125,43 @@ pub enum AddedWakeup {
     TooManyPerHour {
         max: u64,
     },
+    /// The box already has `max` crons it made itself; nothing was stored.
+    TooManyCrons {
+        max: u64,
+    },
+}
+
+/// A slot the scheduler reached: which (Unix ms), the wakeup's next (`None`: it has no
+/// more), and when, by the scheduler's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotReached {
+    pub slot_ms: i64,
+    pub next_ms: Option<i64>,
+    pub now_ms: i64,
+}
+
+/// How a slot ends: its message posted, or skipped (a box-made wakeup's, past the box's
+/// hourly limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotOutcome {
+    Fired,
+    Skipped,
+}
+
+/// What [`Store::finish_slot`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotFinished {
+    /// The wakeup no longer waits for that slot (ended already, moved on or cancelled):
+    /// nothing changed.
+    Gone,
+    /// Recorded, and the event appended to the box's log.
+    Logged,
+    /// Skipped and counted, no event: the log was told of a skip within the hour.
+    Counted,
 }
 
 const COLUMNS: &str =
-    "id, box_id, message, kind, cron, tz, next_due_ms, fired, created_by, created_at";
+    "id, box_id, message, kind, cron, tz, next_due_ms, fired, created_by, created_at, skipped";
 const HOUR_MS: i64 = 3_600_000;
 
 impl Store {
@@ -158,6 +200,21 @@ impl Store {
             return Ok(AddedWakeup::TooManyPending {
                 max: limits.max_pending,
             });
+        }
+        let own_cron =
+            new.created_by == WakeupOrigin::Box && matches!(new.kind, WakeupKind::Cron { .. });
+        if let (Some(max), true) = (limits.max_box_crons, own_cron) {
+            let crons: i64 = tx
+                .query_row(
+                    "SELECT COUNT(*) FROM wakeups \
+                     WHERE box_id = ?1 AND kind = 'cron' AND created_by = 'box'",
+                    params![box_id],
+                    |row| row.get(0),
+                )
+                .map_err(sql("count a box's own crons"))?;
+            if crons as u64 >= max {
+                return Ok(AddedWakeup::TooManyCrons { max });
+            }
         }
         if let Some(max) = limits.max_per_hour {
             tx.execute(
@@ -261,34 +318,52 @@ impl Store {
             .collect()
     }
 
-    /// Records slot `slot_ms` of wakeup `id` as fired, in one transaction: moves it to
-    /// `next_ms` (or deletes it when `None`) and appends `event` to its box's log. Only if
-    /// the wakeup still waits for that very slot (`false` otherwise: already fired, or
-    /// cancelled), so the event is written once per slot.
+    /// Ends the slot `reached.slot_ms` of `wakeup` as `outcome`, in one transaction: moves
+    /// the wakeup to `reached.next_ms` (or deletes it when `None`) and counts the slot in
+    /// its `fired` or `skipped`; a box-made wakeup's fired slot counts against its box's
+    /// hour (by the scheduler's clock, `reached.now_ms`). Then appends `event` to the box's
+    /// log, except for a skip when the log was told of one within the hour (so skips
+    /// cannot fill the box's bounded log). Only if the wakeup still waits for that very
+    /// slot (else [`SlotFinished::Gone`]: already ended, or cancelled), so each slot's event
+    /// is written once.
     pub fn finish_slot(
         &self,
         wakeup: &Wakeup,
-        slot_ms: i64,
-        next_ms: Option<i64>,
+        reached: SlotReached,
+        outcome: SlotOutcome,
         event: (&str, &serde_json::Value),
-    ) -> Result<bool, StoreError> {
+    ) -> Result<SlotFinished, StoreError> {
+        let SlotReached {
+            slot_ms,
+            next_ms,
+            now_ms,
+        } = reached;
         let seq = {
             let mut conn = self.conn();
             let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-            let changed = match next_ms {
-                Some(next) => tx.execute(
-                    "UPDATE wakeups SET next_due_ms = ?1, fired = fired + 1 \
-                     WHERE id = ?2 AND next_due_ms = ?3",
-                    params![next, wakeup.id, slot_ms],
-                ),
-                None => tx.execute(
-                    "DELETE FROM wakeups WHERE id = ?1 AND next_due_ms = ?2",
-                    params![wakeup.id, slot_ms],
-                ),
+            if !move_on(&tx, wakeup, slot_ms, next_ms, outcome)? {
+                return Ok(SlotFinished::Gone);
             }
-            .map_err(sql("finish a wakeup slot"))?;
-            if changed == 0 {
-                return Ok(false);
+            match outcome {
+                SlotOutcome::Fired if wakeup.created_by == WakeupOrigin::Box => {
+                    record_box_slot(&tx, &wakeup.box_id, now_ms, "fired")?;
+                }
+                SlotOutcome::Fired => {}
+                SlotOutcome::Skipped => {
+                    let told: bool = tx
+                        .query_row(
+                            "SELECT EXISTS (SELECT 1 FROM wakeup_box_slots \
+                             WHERE box_id = ?1 AND outcome = 'skip_told' AND at_ms > ?2)",
+                            params![wakeup.box_id.as_str(), now_ms - HOUR_MS],
+                            |row| row.get(0),
+                        )
+                        .map_err(sql("look up a box's told skips"))?;
+                    if told {
+                        tx.commit().map_err(sql("commit a skipped slot"))?;
+                        return Ok(SlotFinished::Counted);
+                    }
+                    record_box_slot(&tx, &wakeup.box_id, now_ms, "skip_told")?;
+                }
             }
             let seq = last_seq(&tx, &wakeup.box_id)? + 1;
             insert(&tx, &wakeup.box_id, seq, event.0, event.1, now())?;
@@ -296,8 +371,73 @@ impl Store {
             seq
         };
         self.notify_appended(&wakeup.box_id, seq);
-        Ok(true)
+        Ok(SlotFinished::Logged)
     }
+
+    /// Slots of the box's own wakeups fired in the hour up to `now_ms`.
+    pub fn box_slots_fired(&self, box_id: &BoxId, now_ms: i64) -> Result<u64, StoreError> {
+        let fired: i64 = self
+            .read()
+            .query_row(
+                "SELECT COUNT(*) FROM wakeup_box_slots \
+                 WHERE box_id = ?1 AND outcome = 'fired' AND at_ms > ?2",
+                params![box_id.as_str(), now_ms - HOUR_MS],
+                |row| row.get(0),
+            )
+            .map_err(sql("count a box's fired slots"))?;
+        Ok(fired.max(0) as u64)
+    }
+}
+
+/// Moves `wakeup` on from `slot_ms` to `next_ms` (or deletes it when `None`), adding one to
+/// its `fired` or `skipped`; `false` if it no longer waits for that slot.
+fn move_on(
+    tx: &Transaction<'_>,
+    wakeup: &Wakeup,
+    slot_ms: i64,
+    next_ms: Option<i64>,
+    outcome: SlotOutcome,
+) -> Result<bool, StoreError> {
+    let counter = match outcome {
+        SlotOutcome::Fired => "fired",
+        SlotOutcome::Skipped => "skipped",
+    };
+    let changed = match next_ms {
+        Some(next) => tx.execute(
+            &format!(
+                "UPDATE wakeups SET next_due_ms = ?1, {counter} = {counter} + 1 \
+                 WHERE id = ?2 AND next_due_ms = ?3"
+            ),
+            params![next, wakeup.id, slot_ms],
+        ),
+        None => tx.execute(
+            "DELETE FROM wakeups WHERE id = ?1 AND next_due_ms = ?2",
+            params![wakeup.id, slot_ms],
+        ),
+    }
+    .map_err(sql("finish a wakeup slot"))?;
+    Ok(changed > 0)
+}
+
+/// Records in the box's hour a slot of a box-made wakeup (`fired`, or a skip the log was
+/// told of: `skip_told`), forgetting those older than the hour.
+fn record_box_slot(
+    tx: &Transaction<'_>,
+    box_id: &BoxId,
+    now_ms: i64,
+    outcome: &'static str,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "DELETE FROM wakeup_box_slots WHERE box_id = ?1 AND at_ms <= ?2",
+        params![box_id.as_str(), now_ms - HOUR_MS],
+    )
+    .map_err(sql("forget a box's old slots"))?;
+    tx.execute(
+        "INSERT INTO wakeup_box_slots (box_id, at_ms, outcome) VALUES (?1, ?2, ?3)",
+        params![box_id.as_str(), now_ms, outcome],
+    )
+    .map_err(sql("count a box's slot"))?;
+    Ok(())
 }
 
 fn read(tx: &Transaction<'_>, id: &str) -> Result<Option<Wakeup>, StoreError> {
@@ -324,6 +464,7 @@ struct Raw {
     fired: i64,
     created_by: String,
     created_at: String,
+    skipped: i64,
 }
 
 fn raw(row: &Row<'_>) -> rusqlite::Result<Raw> {
@@ -338,6 +479,7 @@ fn raw(row: &Row<'_>) -> rusqlite::Result<Raw> {
         fired: row.get(7)?,
         created_by: row.get(8)?,
         created_at: row.get(9)?,
+        skipped: row.get(10)?,
     })
 }
 
@@ -367,6 +509,7 @@ impl Raw {
             kind,
             next_due_ms: self.next_due_ms,
             fired: self.fired.max(0) as u64,
+            skipped: self.skipped.max(0) as u64,
             created_by: WakeupOrigin::parse(&self.created_by)?,
             created_at: parse_time("wakeups.created_at", &self.created_at)?,
         })

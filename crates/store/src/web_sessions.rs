@@ -8,6 +8,12 @@
 //! unused for [`SESSION_IDLE_LIFE`] is over; its `last_used_at` is written at most once a
 //! minute (signing in stays a read). A tenant keeps at most [`MAX_WEB_SESSIONS_PER_TENANT`]
 //! sessions: the next sign-in ends the least recently used one.
+//!
+//! Each session records what opened it ([`SessionOrigin`]): revoking an API key ends, in
+//! the same transaction, the sessions that key opened and the tenant's sessions of unknown
+//! origin (opened before berth recorded it, so maybe with that key). A key revoked while
+//! a browser signs in with it opens nothing: the key is looked up again in the
+//! transaction that would insert the session.
 
 use berth_protocol::TenantId;
 use rusqlite::{params, OptionalExtension, Row, Transaction};
@@ -40,6 +46,37 @@ pub struct WebSession {
     pub created_at: OffsetDateTime,
     /// To the minute.
     pub last_used_at: OffsetDateTime,
+    pub opened_with: SessionOrigin,
+}
+
+/// What opened a session, and so what ends it besides its own revocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionOrigin {
+    /// A pairing code.
+    Pairing,
+    /// The API key with this id (`key_…`): revoking the key ends the session.
+    ApiKey(String),
+    /// Opened before berth recorded it: revoking any key of the tenant ends it.
+    Unknown,
+}
+
+impl SessionOrigin {
+    /// As `web_sessions.opened_with` stores it (and the API shows it).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SessionOrigin::Pairing => "pairing",
+            SessionOrigin::ApiKey(_) => "api_key",
+            SessionOrigin::Unknown => "unknown",
+        }
+    }
+
+    /// The key that opened the session, if a key did.
+    pub fn api_key_id(&self) -> Option<&str> {
+        match self {
+            SessionOrigin::ApiKey(id) => Some(id),
+            SessionOrigin::Pairing | SessionOrigin::Unknown => None,
+        }
+    }
 }
 
 /// A new session: its token (for the cookie, stored nowhere) and what listings show.
@@ -56,9 +93,8 @@ pub struct NewPairing {
     pub expires_at: OffsetDateTime,
 }
 
-const COLUMNS: &str =
-    "s.id, s.tenant_id, t.name, s.device, s.created_at, s.last_used_at FROM web_sessions s \
-     JOIN tenants t ON t.id = s.tenant_id";
+const COLUMNS: &str = "s.id, s.tenant_id, t.name, s.device, s.created_at, s.last_used_at, \
+     s.opened_with, s.api_key_id FROM web_sessions s JOIN tenants t ON t.id = s.tenant_id";
 
 impl Store {
     /// Makes a one-time pairing code for `tenant` that works for `ttl`.
@@ -124,22 +160,35 @@ impl Store {
             return Ok(None);
         };
         let tenant = parse_tenant("web_pairings.tenant_id", tenant)?;
-        let new = insert(&tx, &tenant, device, at)?;
+        let new = insert(&tx, &tenant, &SessionOrigin::Pairing, device, at)?;
         tx.commit().map_err(sql("commit a web session"))?;
         Ok(Some(new))
     }
 
-    /// Opens a session for `tenant` (signing in with one of its API keys).
+    /// Opens a session for `tenant` signed in with its API key `key_id`. `None`: the key is
+    /// gone (revoked since it was checked), so no session outlives it.
     pub fn open_web_session(
         &self,
         tenant: &TenantId,
+        key_id: &str,
         device: &str,
-    ) -> Result<NewWebSession, StoreError> {
+    ) -> Result<Option<NewWebSession>, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let new = insert(&tx, tenant, device, now())?;
+        let key_lives: bool = tx
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM api_keys WHERE id = ?1 AND tenant_id = ?2)",
+                params![key_id, tenant.as_str()],
+                |row| row.get(0),
+            )
+            .map_err(sql("look up an API key"))?;
+        if !key_lives {
+            return Ok(None);
+        }
+        let origin = SessionOrigin::ApiKey(key_id.to_owned());
+        let new = insert(&tx, tenant, &origin, device, now())?;
         tx.commit().map_err(sql("commit a web session"))?;
-        Ok(new)
+        Ok(Some(new))
     }
 
     /// The live session whose token this is; records its use (at most once a minute).
@@ -209,11 +258,27 @@ impl Store {
     }
 }
 
+/// Ends, in the revoking transaction, the sessions the tenant's key `key_id` opened and the
+/// tenant's sessions of unknown origin; how many ended.
+pub(crate) fn end_opened_with_key(
+    tx: &Transaction<'_>,
+    tenant: &TenantId,
+    key_id: &str,
+) -> Result<usize, StoreError> {
+    tx.execute(
+        "DELETE FROM web_sessions WHERE tenant_id = ?1 \
+         AND (api_key_id = ?2 OR opened_with = 'unknown')",
+        params![tenant.as_str(), key_id],
+    )
+    .map_err(sql("end a revoked key's web sessions"))
+}
+
 /// Inserts a session, first deleting the tenant's idle-expired sessions and, at the cap,
 /// its least recently used.
 fn insert(
     tx: &Transaction<'_>,
     tenant: &TenantId,
+    origin: &SessionOrigin,
     device: &str,
     at: OffsetDateTime,
 ) -> Result<NewWebSession, StoreError> {
@@ -231,14 +296,16 @@ fn insert(
     let token = format!("{TOKEN_PREFIX}{}", hex(&random::<32>()?));
     let id = format!("ws_{}", hex(&random::<8>()?));
     tx.execute(
-        "INSERT INTO web_sessions (id, tenant_id, token_hash, device, created_at, last_used_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+        "INSERT INTO web_sessions (id, tenant_id, token_hash, device, created_at, last_used_at, \
+         opened_with, api_key_id) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)",
         params![
             id,
             tenant.as_str(),
             digest(&token),
             device,
-            format_time(at)?
+            format_time(at)?,
+            origin.as_str(),
+            origin.api_key_id()
         ],
     )
     .map_err(sql("open a web session"))?;
@@ -261,6 +328,8 @@ struct Raw {
     device: String,
     created_at: String,
     last_used_at: String,
+    opened_with: String,
+    api_key_id: Option<String>,
 }
 
 fn raw(row: &Row<'_>) -> rusqlite::Result<Raw> {
@@ -271,11 +340,24 @@ fn raw(row: &Row<'_>) -> rusqlite::Result<Raw> {
         device: row.get(3)?,
         created_at: row.get(4)?,
         last_used_at: row.get(5)?,
+        opened_with: row.get(6)?,
+        api_key_id: row.get(7)?,
     })
 }
 
 impl Raw {
     fn parse(self) -> Result<WebSession, StoreError> {
+        let opened_with = match (self.opened_with.as_str(), self.api_key_id) {
+            ("pairing", _) => SessionOrigin::Pairing,
+            ("api_key", Some(key_id)) => SessionOrigin::ApiKey(key_id),
+            ("unknown", _) => SessionOrigin::Unknown,
+            (other, _) => {
+                return Err(StoreError::CorruptSessionOrigin {
+                    id: self.id,
+                    value: other.to_owned(),
+                })
+            }
+        };
         Ok(WebSession {
             id: self.id,
             tenant_id: parse_tenant("web_sessions.tenant_id", self.tenant_id)?,
@@ -283,6 +365,7 @@ impl Raw {
             device: self.device,
             created_at: parse_time("web_sessions.created_at", &self.created_at)?,
             last_used_at: parse_time("web_sessions.last_used_at", &self.last_used_at)?,
+            opened_with,
         })
     }
 }

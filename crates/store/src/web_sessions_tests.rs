@@ -6,7 +6,16 @@ use rusqlite::params;
 use time::Duration;
 
 use crate::tests::open;
-use crate::{format_time, now, MAX_WEB_SESSIONS_PER_TENANT};
+use crate::{format_time, now, NewWebSession, MAX_WEB_SESSIONS_PER_TENANT};
+
+/// Signs a browser in as `tenant` with a new key of its own.
+fn sign_in(store: &crate::Store, tenant: &berth_protocol::TenantId, device: &str) -> NewWebSession {
+    let key = store.add_api_key(tenant, false).unwrap();
+    store
+        .open_web_session(tenant, &key.meta.id, device)
+        .unwrap()
+        .expect("the key lives")
+}
 
 /// Moves a session's last use back by `ago` (what time would do).
 fn age(store: &crate::Store, id: &str, ago: Duration) {
@@ -109,7 +118,7 @@ fn last_use_is_written_at_most_once_a_minute_and_idle_sessions_end() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);
     let tenant = store.create_tenant("acme").unwrap();
-    let new = store.open_web_session(&tenant.id, "laptop").unwrap();
+    let new = sign_in(&store, &tenant.id, "laptop");
 
     age(&store, &new.session.id, Duration::seconds(30));
     let seen = store.web_session_by_token(&new.token).unwrap().unwrap();
@@ -142,17 +151,13 @@ fn the_101st_sign_in_ends_the_least_recently_used_session() {
     let store = open(&dir);
     let tenant = store.create_tenant("acme").unwrap();
     let other = store.create_tenant("other").unwrap();
-    let others = store.open_web_session(&other.id, "theirs").unwrap();
+    let others = sign_in(&store, &other.id, "theirs");
     let mut sessions: Vec<_> = (0..MAX_WEB_SESSIONS_PER_TENANT)
-        .map(|i| {
-            store
-                .open_web_session(&tenant.id, &format!("d{i}"))
-                .unwrap()
-        })
+        .map(|i| sign_in(&store, &tenant.id, &format!("d{i}")))
         .collect();
     // The oldest-made is the most recently used: the cap goes by last use.
     age(&store, &sessions[50].session.id, Duration::minutes(5));
-    let newest = store.open_web_session(&tenant.id, "one more").unwrap();
+    let newest = sign_in(&store, &tenant.id, "one more");
     let listed = store.list_web_sessions(&tenant.id).unwrap();
     assert_eq!(listed.len(), MAX_WEB_SESSIONS_PER_TENANT);
     assert!(listed.iter().all(|s| s.id != sessions[50].session.id));
@@ -174,7 +179,7 @@ fn a_session_is_revoked_at_once_and_only_by_its_tenant() {
     let store = open(&dir);
     let tenant = store.create_tenant("acme").unwrap();
     let other = store.create_tenant("other").unwrap();
-    let new = store.open_web_session(&tenant.id, "phone").unwrap();
+    let new = sign_in(&store, &tenant.id, "phone");
     assert!(!store
         .revoke_web_session(&other.id, &new.session.id)
         .unwrap());

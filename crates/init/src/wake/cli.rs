@@ -25,7 +25,11 @@ const USAGE: &str = "usage:
   berth-wake cron EXPR [--tz ZONE] MESSAGE...  5 fields, e.g. cron \"0 9 * * 1-5\" --tz Europe/Paris \"…\"
   berth-wake ls                              list this box's pending wakeups
   berth-wake rm ID                           cancel one
-Each wakeup posts MESSAGE to this box's harness when it is due, waking the box if it sleeps.";
+Each wakeup posts MESSAGE to this box's harness when it is due, waking the box if it sleeps.
+This box's own wakeups are limited by the host (berth.toml [wakeups]): each at least
+box_min_delay_s ahead (a cron's slots that far apart), at most box_max_crons crons, and at
+most box_max_per_hour made and box_max_per_hour slots fired an hour: a slot past that is
+skipped, not queued (ls counts the skipped).";
 
 /// Runs the command and exits.
 pub fn main() -> ! {
@@ -218,8 +222,12 @@ fn show(op: &WakeOp, body: &Value) -> String {
                     Some(cron) => format!("cron {cron:?} {}", w["tz"].as_str().unwrap_or("UTC")),
                     None => w["kind"].as_str().unwrap_or("?").to_owned(),
                 };
+                let skipped = match w["skipped"].as_u64() {
+                    Some(n) if n > 0 => format!("  ({n} skipped: over box_max_per_hour)"),
+                    _ => String::new(),
+                };
                 out.push_str(&format!(
-                    "{}  {}  {}  {}\n",
+                    "{}  {}  {}  {}{skipped}\n",
                     w["id"].as_str().unwrap_or("?"),
                     w["next_due_at"].as_str().unwrap_or("?"),
                     kind,
@@ -302,5 +310,24 @@ mod tests {
         assert!(parse(&args(&["cron", "* * * * *", "--tz"])).is_err());
         assert!(parse(&args(&["sleep"])).is_err());
         assert_eq!(parse(&args(&["--help"])).unwrap(), None);
+    }
+
+    #[test]
+    fn ls_says_how_many_slots_the_limit_skipped() {
+        let body = serde_json::json!({"wakeups": [
+            {"id": "wk_1", "next_due_at": "2026-12-02T09:00:00Z", "kind": "cron",
+             "cron": "* * * * *", "tz": "UTC", "message": "tick", "skipped": 3},
+            {"id": "wk_2", "next_due_at": "2026-12-02T10:00:00Z", "kind": "in",
+             "message": "once", "skipped": 0},
+        ]});
+        let shown = show(&WakeOp::List, &body);
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "wk_1  2026-12-02T09:00:00Z  cron \"* * * * *\" UTC  tick  (3 skipped: over box_max_per_hour)",
+                "wk_2  2026-12-02T10:00:00Z  in  once",
+            ]
+        );
     }
 }

@@ -69,6 +69,7 @@ pub fn web_session(ctx: &Ctx, headers: &http::HeaderMap) -> Result<Option<Princi
         tenant_id: s.tenant_id,
         is_admin: false,
         web_session: Some(s.id),
+        api_key_id: None,
     }))
 }
 

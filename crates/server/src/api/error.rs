@@ -250,7 +250,9 @@ fn wakeup_status(e: &WakeupError) -> (StatusCode, ErrorCode) {
         WakeupError::MessageTooLarge { .. } => {
             (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge)
         }
-        WakeupError::TooManyPending { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
+        WakeupError::TooManyPending { .. } | WakeupError::TooManyCrons { .. } => {
+            (StatusCode::CONFLICT, ErrorCode::Conflict)
+        }
         WakeupError::TooManyPerHour { .. } => {
             (StatusCode::TOO_MANY_REQUESTS, ErrorCode::TooManyRequests)
         }

@@ -15,6 +15,10 @@ use crate::api::extract::{ApiJson, OptionalJson};
 use crate::ctx::Ctx;
 use crate::ops::{tenant_create, tenant_keys, tenant_update};
 
+/// The header of a key's revocation (`204`, no body, as before): how many browser sessions
+/// it ended (docs/api.md, "API keys").
+pub const WEB_SESSIONS_ENDED: &str = "berth-web-sessions-ended";
+
 /// A tenant's limits in a request: each absent keeps the limit, `null` clears it.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -245,14 +249,18 @@ pub async fn add_key(
     Ok((StatusCode::CREATED, Json(view)).into_response())
 }
 
-#[utoipa::path(delete, path = "/v1/tenants/{tenant}/keys/{key_id}", tag = "tenants", summary = "Revoke an API key at once (admin, or the tenant itself)", params(("tenant" = String, Path, description = "tenant id (`tn_…`) or name"), ("key_id" = String, Path, description = "the key's id (`key_…`)")), responses((status = 204, description = "revoked"), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such tenant or key", body = berth_protocol::ErrorBody), (status = 409, description = "the last admin key", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+#[utoipa::path(delete, path = "/v1/tenants/{tenant}/keys/{key_id}", tag = "tenants", summary = "Revoke an API key at once (admin, or the tenant itself), and the browser sessions it opened", description = "Ends, in the same transaction, every web session signed in with this key, and every one of the tenant's whose origin berth never recorded (signed in before it did, so maybe with this key: those browsers sign in again).", params(("tenant" = String, Path, description = "tenant id (`tn_…`) or name"), ("key_id" = String, Path, description = "the key's id (`key_…`)")), responses((status = 204, description = "revoked", headers(("Berth-Web-Sessions-Ended" = u64, description = "how many browser sessions the revocation ended"))), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such tenant or key", body = berth_protocol::ErrorBody), (status = 409, description = "the last admin key", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn revoke_key(
     State(ctx): State<Ctx>,
     caller: Caller,
     Path((reference, key_id)): Path<(String, String)>,
-) -> Result<StatusCode, ApiError> {
+) -> Result<Response, ApiError> {
     let who = caller.require_api_key()?;
     let tenant = tenant_update::find_tenant(&ctx, who, &reference)?;
-    tenant_keys::revoke_key(&ctx, &tenant, &key_id)?;
-    Ok(StatusCode::NO_CONTENT)
+    let ended = tenant_keys::revoke_key(&ctx, &tenant, &key_id)?;
+    Ok((
+        StatusCode::NO_CONTENT,
+        [(WEB_SESSIONS_ENDED, ended.to_string())],
+    )
+        .into_response())
 }

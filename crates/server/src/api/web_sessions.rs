@@ -71,6 +71,12 @@ pub struct WebSessionView {
     created_at: String,
     /// To the minute.
     last_used_at: String,
+    /// What signed it in: `pairing`, `api_key` (it ends when that key is revoked) or
+    /// `unknown` (before berth recorded it: it ends when any key of the tenant is revoked).
+    opened_with: &'static str,
+    /// `api_key` only: the key's id (`key_…`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_key_id: Option<String>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -184,6 +190,8 @@ fn view(session: &WebSession) -> WebSessionView {
         device: session.device.clone(),
         created_at: time(session.created_at),
         last_used_at: time(session.last_used_at),
+        opened_with: session.opened_with.as_str(),
+        api_key_id: session.opened_with.api_key_id().map(str::to_owned),
     }
 }
 

@@ -10,8 +10,16 @@
 //! while the daemon was down fires at start with its lateness in the event; a cron that
 //! missed several slots fires once for them and goes on from the next slot after now.
 //!
-//! [`relay`] answers the requests a box makes of itself (`berth-wake`).
+//! A slot of a wakeup the box made itself fires only while the box's own slots fired in
+//! the last hour are fewer than `[wakeups] box_max_per_hour`; past it the slot is skipped,
+//! not queued: the wakeup moves on to its next slot and counts the skip, and the box's log
+//! (a `wakeup` event with `skipped`) and the daemon's log say so once an hour. So no number
+//! of crons makes a box run more turns an hour than that.
+//!
+//! [`relay`] answers the requests a box makes of itself (`berth-wake`). Time is
+//! [`clock`]'s.
 
+pub mod clock;
 pub mod config;
 pub mod doorbell;
 pub mod error;
@@ -21,11 +29,11 @@ pub mod schedule;
 use std::time::Duration;
 
 use berth_protocol::wake::WAKEUP_EVENT;
-use berth_store::{StoreError, Wakeup};
+use berth_store::{SlotFinished, SlotOutcome, SlotReached, StoreError, Wakeup, WakeupOrigin};
 use serde_json::json;
 
 use crate::ctx::Ctx;
-use crate::ops::wakeups::{now_ms, rfc3339_ms};
+use crate::ops::wakeups::rfc3339_ms;
 use berth_runtime::error_chain;
 
 /// Longest sleep: the wall clock may jump while the scheduler sleeps on the monotonic one.
@@ -58,7 +66,7 @@ pub fn spawn(ctx: Ctx) -> tokio::task::JoinHandle<()> {
 fn until_next(ctx: &Ctx) -> Duration {
     match ctx.store.next_wakeup_due_ms() {
         Ok(Some(due)) => {
-            let ms = u64::try_from(due.saturating_sub(now_ms())).unwrap_or(0);
+            let ms = u64::try_from(due.saturating_sub(ctx.wakeups.now_ms())).unwrap_or(0);
             Duration::from_millis(ms).min(MAX_SLEEP)
         }
         Ok(None) => MAX_SLEEP,
@@ -72,7 +80,7 @@ fn until_next(ctx: &Ctx) -> Duration {
 /// Fires every slot due now.
 fn fire_due(ctx: &Ctx) -> Result<(), StoreError> {
     loop {
-        let now = now_ms();
+        let now = ctx.wakeups.now_ms();
         let due = ctx.store.due_wakeups(now, BATCH)?;
         let full = due.len() == BATCH as usize;
         for wakeup in &due {
@@ -96,6 +104,11 @@ fn fire(ctx: &Ctx, wakeup: &Wakeup, now: i64) -> Result<(), StoreError> {
             None
         }
     };
+    let reached = SlotReached {
+        slot_ms: slot,
+        next_ms: next,
+        now_ms: now,
+    };
     let mut event = json!({
         "wakeup_id": wakeup.id,
         "kind": wakeup.kind.as_str(),
@@ -104,6 +117,12 @@ fn fire(ctx: &Ctx, wakeup: &Wakeup, now: i64) -> Result<(), StoreError> {
         "created_by": wakeup.created_by.as_str(),
         "next_due_at": next.map(rfc3339_ms),
     });
+    if wakeup.created_by == WakeupOrigin::Box {
+        let max = ctx.wakeups.config().box_max_per_hour;
+        if ctx.store.box_slots_fired(&wakeup.box_id, now)? >= max {
+            return skip(ctx, wakeup, reached, event, max);
+        }
+    }
     let takes_messages = ctx
         .store
         .get_box(&wakeup.box_id)?
@@ -127,14 +146,45 @@ fn fire(ctx: &Ctx, wakeup: &Wakeup, now: i64) -> Result<(), StoreError> {
     if let Some(id) = &posted {
         event["message_id"] = json!(id.as_str());
     }
-    let finished = ctx
-        .store
-        .finish_slot(wakeup, slot, next, (WAKEUP_EVENT, &event))?;
+    let finished =
+        ctx.store
+            .finish_slot(wakeup, reached, SlotOutcome::Fired, (WAKEUP_EVENT, &event))?;
     if posted.is_some() {
-        if finished {
+        if finished != SlotFinished::Gone {
             tracing::info!(box_id = %wakeup.box_id, wakeup = %wakeup.id, late_ms, "wakeup fired");
         }
         ctx.lifecycle().wake_for_wakeup(&wakeup.box_id);
+    }
+    Ok(())
+}
+
+/// Skips the slot of a box-made wakeup whose box is past its hourly limit; the box's log and
+/// the daemon's are told once an hour.
+fn skip(
+    ctx: &Ctx,
+    wakeup: &Wakeup,
+    reached: SlotReached,
+    mut event: serde_json::Value,
+    max: u64,
+) -> Result<(), StoreError> {
+    event["skipped"] = json!(format!(
+        "this box's own wakeups fired {max} slots in the last hour (`[wakeups] box_max_per_hour`): \
+         their slots are skipped, not queued, until the hour has room; `skipped` in the \
+         wakeup list counts them"
+    ));
+    match ctx.store.finish_slot(
+        wakeup,
+        reached,
+        SlotOutcome::Skipped,
+        (WAKEUP_EVENT, &event),
+    )? {
+        SlotFinished::Logged => {
+            tracing::warn!(box_id = %wakeup.box_id, wakeup = %wakeup.id, max, "wakeups: the box's own slots are past `[wakeups] box_max_per_hour`; skipping them (said once an hour)");
+        }
+        SlotFinished::Counted => {
+            tracing::debug!(box_id = %wakeup.box_id, wakeup = %wakeup.id, "wakeups: a slot of the box's own skipped");
+        }
+        SlotFinished::Gone => {}
     }
     Ok(())
 }

@@ -25,9 +25,11 @@ pub fn list_keys(ctx: &Ctx, tenant: &Tenant) -> Result<Vec<ApiKeyMeta>, OpError>
     Ok(ctx.store.list_api_keys(&tenant.id)?)
 }
 
-/// Revokes the key: the next request made with it is refused (401).
-pub fn revoke_key(ctx: &Ctx, tenant: &Tenant, key_id: &str) -> Result<(), OpError> {
-    ctx.store.revoke_api_key(&tenant.id, key_id)?;
-    tracing::info!(tenant_id = %tenant.id, key_id, "API key revoked");
-    Ok(())
+/// Revokes the key: the next request made with it is refused (401), and so is the next
+/// from a browser it signed in, or from one of the tenant's whose origin berth never
+/// recorded (signed in before it did). Answers how many browser sessions ended.
+pub fn revoke_key(ctx: &Ctx, tenant: &Tenant, key_id: &str) -> Result<usize, OpError> {
+    let ended = ctx.store.revoke_api_key(&tenant.id, key_id)?;
+    tracing::info!(tenant_id = %tenant.id, key_id, web_sessions_ended = ended, "API key revoked");
+    Ok(ended)
 }

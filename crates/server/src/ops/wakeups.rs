@@ -36,6 +36,9 @@ pub struct WakeupView {
     pub next_due_at: String,
     /// Slots fired so far (a cron's).
     pub fired: u64,
+    /// Slots not fired because the box's own wakeups were past `[wakeups]
+    /// box_max_per_hour` (a box-made wakeup's).
+    pub skipped: u64,
     /// `api` or `box` (set from inside the box with `berth-wake`).
     pub created_by: &'static str,
     pub created_at: String,
@@ -60,6 +63,7 @@ pub fn view(w: &Wakeup) -> WakeupView {
         tz,
         next_due_at: rfc3339_ms(w.next_due_ms),
         fired: w.fired,
+        skipped: w.skipped,
         created_by: w.created_by.as_str(),
         created_at: w.created_at.format(&Rfc3339).unwrap_or_default(),
     }
@@ -71,10 +75,6 @@ pub fn rfc3339_ms(ms: i64) -> String {
         .ok()
         .and_then(|t| t.format(&Rfc3339).ok())
         .unwrap_or_default()
-}
-
-pub fn now_ms() -> i64 {
-    (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
 }
 
 pub fn create(
@@ -112,10 +112,12 @@ pub fn create_for(
         });
     }
     let config = ctx.wakeups.config();
-    let plan = schedule::plan(schedule, now_ms(), origin, config)?;
+    let plan = schedule::plan(schedule, ctx.wakeups.now_ms(), origin, config)?;
+    let from_box = origin == WakeupOrigin::Box;
     let limits = WakeupLimits {
         max_pending: config.max_pending_per_box,
-        max_per_hour: (origin == WakeupOrigin::Box).then_some(config.box_max_per_hour),
+        max_per_hour: from_box.then_some(config.box_max_per_hour),
+        max_box_crons: from_box.then_some(config.box_max_crons),
     };
     let new = NewWakeup {
         box_id: &record.id,
@@ -137,6 +139,7 @@ pub fn create_for(
         AddedWakeup::TooManyPerHour { max } => {
             Err(WakeupError::TooManyPerHour { name, max }.into())
         }
+        AddedWakeup::TooManyCrons { max } => Err(WakeupError::TooManyCrons { name, max }.into()),
     }
 }
 

@@ -67,7 +67,7 @@ pub fn sign_in_with_code(
 }
 
 /// Signs a browser in with an API key (an admin key signs in as its tenant, not as admin);
-/// `None`: no such key.
+/// the session ends when that key is revoked. `None`: no such key (or revoked meanwhile).
 pub fn sign_in_with_key(
     ctx: &Ctx,
     key: &str,
@@ -76,9 +76,12 @@ pub fn sign_in_with_key(
     let Some(principal) = ctx.store.authenticate(key)? else {
         return Ok(None);
     };
-    Ok(Some(
-        ctx.store.open_web_session(&principal.tenant_id, device)?,
-    ))
+    let Some(key_id) = principal.api_key_id.as_deref() else {
+        return Ok(None);
+    };
+    Ok(ctx
+        .store
+        .open_web_session(&principal.tenant_id, key_id, device)?)
 }
 
 /// The session a cookie names, as it is now.

@@ -11,6 +11,7 @@ use berth_runtime::{
     BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestAddr, GuestClient, IdMap,
     Runtime, RuntimeError, RuntimeStatus,
 };
+use berth_server::lifecycle::wakeups::doorbell::Wakeups;
 use berth_server::{Runtimes, Server, ServerConfig};
 use berth_store::Store;
 use bytes::Bytes;
@@ -88,6 +89,8 @@ pub struct TestServer {
     pub addr: SocketAddr,
     pub key: String,
     pub store: Arc<Store>,
+    /// The wakeups' limits, doorbell and clock: a test may drive the clock.
+    pub wakeups: Arc<Wakeups>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<Result<(), berth_server::ServerError>>>,
     oci_runtime: Option<String>,
@@ -149,7 +152,7 @@ impl TestServer {
                 .trim()
                 .to_owned()
         });
-        let (addr, store) = (server.local_addr(), server.store());
+        let (addr, store, wakeups) = (server.local_addr(), server.store(), server.wakeups());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(server.serve(async move {
             let _ = rx.await;
@@ -158,6 +161,7 @@ impl TestServer {
             addr,
             key,
             store,
+            wakeups,
             shutdown: Some(tx),
             task: Some(task),
             oci_runtime,

@@ -12,6 +12,7 @@
 
 mod box_record;
 mod box_record_e2e;
+mod box_wakeup_limits;
 mod disk_full;
 mod egress_policy;
 mod end_to_end;
@@ -21,6 +22,7 @@ mod files_dirs;
 mod harness;
 mod idle;
 mod isolation;
+mod key_sessions;
 mod lifecycle;
 mod messages;
 mod ports;

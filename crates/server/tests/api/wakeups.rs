@@ -26,7 +26,7 @@ use crate::messages::wait_events;
 use crate::talk::{kill, start_killable, Containers};
 use crate::turns::answers;
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
 }
 
@@ -38,7 +38,7 @@ fn wakeup_events(events: &[Value]) -> Vec<Value> {
         .collect()
 }
 
-async fn create_echo(server: &TestServer, name: &str) {
+pub(crate) async fn create_echo(server: &TestServer, name: &str) {
     let (status, body) = server
         .call(
             Method::POST,
@@ -59,7 +59,7 @@ async fn set(server: &TestServer, name: &str, body: Value) -> (StatusCode, Value
         .await
 }
 
-async fn pending(server: &TestServer, name: &str) -> Vec<Value> {
+pub(crate) async fn pending(server: &TestServer, name: &str) -> Vec<Value> {
     let (status, body) = server
         .call(Method::GET, &format!("/v1/boxes/{name}/wakeups"), None)
         .await;
@@ -83,7 +83,7 @@ async fn messages_with_id(server: &TestServer, name: &str, id: &str) -> usize {
 
 /// A data dir and the sandbox runtime on it; `None` (skipped, and said) where the host
 /// cannot run it.
-fn sandbox() -> Option<(tempfile::TempDir, Arc<dyn Runtime>)> {
+pub(crate) fn sandbox() -> Option<(tempfile::TempDir, Arc<dyn Runtime>)> {
     let data = tempfile::tempdir().unwrap();
     match crate::end_to_end::sandbox(data.path()) {
         Ok(runtime) => Some((data, runtime)),
@@ -92,6 +92,25 @@ fn sandbox() -> Option<(tempfile::TempDir, Arc<dyn Runtime>)> {
             None
         }
     }
+}
+
+/// A daemon on the sandbox runtime with these `[wakeups]` limits.
+pub(crate) async fn start_with_limits(
+    data: tempfile::TempDir,
+    runtime: Arc<dyn Runtime>,
+    wakeups: WakeupsHostConfig,
+) -> TestServer {
+    let host = HostConfig {
+        wakeups,
+        ..Default::default()
+    };
+    TestServer::start_with_host(
+        berth_server::Runtimes::single(runtime),
+        Some("runc".into()),
+        data,
+        host,
+    )
+    .await
 }
 
 fn count(list: &[String], wanted: &str) -> usize {
@@ -252,6 +271,7 @@ async fn wakeups_fire_once_per_slot_across_a_daemon_kill() {
             WakeupLimits {
                 max_pending: 32,
                 max_per_hour: None,
+                max_box_crons: None,
             },
         )
         .unwrap()
@@ -310,21 +330,12 @@ async fn berth_wake_inside_the_box_wakes_it_later_and_a_flood_is_refused() {
     let Some((data, runtime)) = sandbox() else {
         return;
     };
-    let host = HostConfig {
-        wakeups: WakeupsHostConfig {
-            box_min_delay_s: 3,
-            box_max_per_hour: 4,
-            ..Default::default()
-        },
+    let limits = WakeupsHostConfig {
+        box_min_delay_s: 3,
+        box_max_per_hour: 4,
         ..Default::default()
     };
-    let mut server = TestServer::start_with_host(
-        berth_server::Runtimes::single(runtime),
-        Some("runc".into()),
-        data,
-        host,
-    )
-    .await;
+    let mut server = start_with_limits(data, runtime, limits).await;
     create_echo(&server, "agent").await;
 
     let out = exec(&server, "agent", &["berth-wake", "in", "15s", "wake", "me"]).await;

@@ -1,16 +1,20 @@
-//! The wakeup limits and the scheduler's doorbell, shared through the daemon's `Ctx`.
+//! The wakeup limits, the scheduler's doorbell and its clock, shared through the daemon's
+//! `Ctx`.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tokio::sync::Notify;
 
+use super::clock::{SystemClock, WakeupClock};
 use super::config::WakeupsHostConfig;
 
-/// The limits, and the scheduler's doorbell.
+/// The limits, the scheduler's doorbell, and the clock.
 #[derive(Debug)]
 pub struct Wakeups {
     config: WakeupsHostConfig,
     changed: Notify,
+    /// Set only by a test that drives time itself; else the wall clock.
+    driven: OnceLock<Arc<dyn WakeupClock>>,
 }
 
 impl Wakeups {
@@ -18,6 +22,7 @@ impl Wakeups {
         Arc::new(Wakeups {
             config: config.clone(),
             changed: Notify::new(),
+            driven: OnceLock::new(),
         })
     }
 
@@ -25,8 +30,24 @@ impl Wakeups {
         &self.config
     }
 
-    /// A wakeup was added or cancelled: the soonest slot may have changed.
-    /// Rings when a wakeup was added or cancelled.
+    /// Now, Unix milliseconds, as the wakeups see it.
+    pub fn now_ms(&self) -> i64 {
+        match self.driven.get() {
+            Some(clock) => clock.now_ms(),
+            None => SystemClock.now_ms(),
+        }
+    }
+
+    /// Makes the wakeups read `clock` from now on (a test's simulated time; the scheduler
+    /// looks again when [`Wakeups::changed`] rings). Once only: `false` if a clock was set.
+    pub fn drive_clock(&self, clock: Arc<dyn WakeupClock>) -> bool {
+        let set = self.driven.set(clock).is_ok();
+        self.changed();
+        set
+    }
+
+    /// Rings when a wakeup was added or cancelled (the soonest slot may have changed), or
+    /// the clock was moved.
     pub(super) fn bell(&self) -> &Notify {
         &self.changed
     }

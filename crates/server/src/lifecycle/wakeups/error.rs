@@ -41,6 +41,8 @@ pub enum WakeupError {
     TooManyPending { name: String, max: u64 },
     #[error("box {name} set {max} wakeups from inside within the last hour (`[wakeups] box_max_per_hour` in berth.toml); try again later")]
     TooManyPerHour { name: String, max: u64 },
+    #[error("box {name} already has {max} crons set from inside (`[wakeups] box_max_crons` in berth.toml); cancel one first (`berth-wake ls`, `berth-wake rm ID`)")]
+    TooManyCrons { name: String, max: u64 },
     #[error("box {name} has no wakeup {id:?}")]
     NotFound { name: String, id: String },
 }
