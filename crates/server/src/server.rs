@@ -1,8 +1,9 @@
 //! Starting and stopping the daemon: data directory, store, first-start admin key,
-//! reconciliation, the listener and its bounded connections ([`connections`]), and the
-//! shutdown that stops every box.
+//! reconciliation, the descriptor limit ([`fd_limit`]), the listener and its bounded
+//! connections ([`connections`]), and the shutdown that stops every box.
 
 mod connections;
+mod fd_limit;
 
 use std::fs;
 use std::future::Future;
@@ -65,6 +66,7 @@ impl Server {
         for warning in config.host.warnings() {
             tracing::warn!("berth.toml: {warning}");
         }
+        fd_limit::ensure(config.host.server.max_connections);
         let data = &config.data_dir;
         fs::DirBuilder::new()
             .recursive(true)
