@@ -210,4 +210,21 @@ mod tests {
         let _c1 = slots.take(&c).expect("a dropped slot is free again");
         assert_eq!(slots.held_by(&a), 1);
     }
+
+    #[tokio::test]
+    async fn a_stream_holds_its_slot_until_it_is_dropped() {
+        let slots = Slots::new(streams(1));
+        let a = tenant(1);
+        let mut body = Box::pin(
+            slots
+                .take(&a)
+                .unwrap()
+                .holding(futures_util::stream::iter([1, 2])),
+        );
+        assert!(slots.take(&a).is_err(), "held while the stream is open");
+        while body.next().await.is_some() {}
+        assert!(slots.take(&a).is_err(), "held until the body is dropped");
+        drop(body);
+        assert!(slots.take(&a).is_ok(), "given back with the body");
+    }
 }

@@ -46,7 +46,10 @@ impl Address {
 
 impl Connections {
     pub fn new(config: &ServerHostConfig) -> Connections {
-        let daemon = config.max_connections;
+        // The listener's own cap (`max_connections`) bounds the sums: a connection moving
+        // from one tenant to another holds both slots for a moment, and must not be refused
+        // for it.
+        let daemon = usize::MAX;
         Connections {
             anonymous: Slots::new(Limits {
                 what: "connections open without a key (send fewer at once, or authenticate)",
@@ -57,7 +60,10 @@ impl Connections {
             tenants: Slots::new(Limits {
                 what: "connections open (close idle ones)",
                 holder: TENANT,
-                each: tenant_share(daemon, config.connections_kept_for_others_percent),
+                each: tenant_share(
+                    config.max_connections,
+                    config.connections_kept_for_others_percent,
+                ),
                 daemon,
             }),
         }
