@@ -18,6 +18,7 @@
 
 mod common;
 
+use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -90,9 +91,7 @@ fn one_tenants_flood_of_output_streams_leaves_the_others_served() {
         let request = format!(
             "GET {output} HTTP/1.1\r\nHost: berth\r\nAuthorization: Bearer {key_a}\r\n\r\n"
         );
-        let attack = move |client: usize, stop: watch::Receiver<bool>, counts: Arc<Counts>| {
-            output_stream(addr, request.clone(), retry_after(client), stop, counts)
-        };
+        let attack = move |conn, counts| output_stream(conn, request.clone(), counts);
         flooded
             .measure(&key_b, attack, |counts| {
                 counts.streams.load(Ordering::Relaxed) >= 100
@@ -121,12 +120,8 @@ fn slow_clients_without_a_key_from_one_address_leave_health_answering() {
     let runtime = flooded.runtime();
     let key = flooded.daemon.api_endpoint().1;
     runtime.block_on(async {
-        let addr = flooded.addr;
-        let attack = move |client: usize, stop: watch::Receiver<bool>, counts: Arc<Counts>| {
-            slow_headers(addr, retry_after(client), stop, counts)
-        };
         // Under way once each slow client has connected at least once.
-        flooded.measure(&key, attack, |_| true).await;
+        flooded.measure(&key, slow_headers, |_| true).await;
     });
     let refused = flooded.counts.refused.load(Ordering::Relaxed);
     eprintln!("slow clients: {refused} connections refused at once");
@@ -179,10 +174,10 @@ impl Flooded {
     /// Measures B's calls and health at rest, starts [`FLOOD`] attacking clients, waits until
     /// each has started and `biting` holds, measures again, stops the flood, and checks the
     /// latencies and what the daemon held.
-    async fn measure<F, Fut>(&self, key_b: &str, attack: F, biting: impl Fn(&Counts) -> bool)
+    async fn measure<F, Fut>(&self, key_b: &str, attempt: F, biting: impl Fn(&Counts) -> bool)
     where
-        F: Fn(usize, watch::Receiver<bool>, Arc<Counts>) -> Fut,
-        Fut: std::future::Future<Output = ()> + Send + 'static,
+        F: Fn(TcpStream, Arc<Counts>) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = bool> + Send + 'static,
     {
         let addr = self.addr;
         let resting = probes(addr, key_b).await;
@@ -196,7 +191,15 @@ impl Flooded {
 
         let (stop, stopping) = watch::channel(false);
         let attackers: Vec<_> = (0..FLOOD)
-            .map(|client| tokio::spawn(attack(client, stopping.clone(), self.counts.clone())))
+            .map(|client| {
+                tokio::spawn(attacker(
+                    addr,
+                    retry_after(client),
+                    stopping.clone(),
+                    self.counts.clone(),
+                    attempt.clone(),
+                ))
+            })
             .collect();
         let sampler = tokio::spawn(sample_fds(self.pid, stopping.clone()));
         let deadline = Instant::now() + Duration::from_secs(120);
@@ -277,95 +280,33 @@ fn retry_after(client: usize) -> Duration {
     Duration::from_secs(1) + Duration::from_millis((client % 1000) as u64)
 }
 
-/// One attacking client of tenant A: opens the output stream and holds it while it is
-/// served; when refused, waits `pause` and tries again.
-async fn output_stream(
-    addr: SocketAddr,
-    request: String,
-    pause: Duration,
-    mut stop: watch::Receiver<bool>,
-    counts: Arc<Counts>,
-) {
-    let mut first = true;
-    loop {
-        let attempt = async {
-            let mut conn = connect_from(TENANT_A, addr).await.ok()?;
-            let sent = conn.write_all(request.as_bytes()).await;
-            if std::mem::take(&mut first) {
-                counts.started.fetch_add(1, Ordering::Relaxed);
-            }
-            sent.ok()?;
-            let head = read_head(&mut conn).await?;
-            if head.starts_with("HTTP/1.1 200") {
-                let open = counts.streams.fetch_add(1, Ordering::Relaxed) + 1;
-                counts.streams_peak.fetch_max(open, Ordering::Relaxed);
-                let mut buf = [0u8; 4096];
-                while matches!(conn.read(&mut buf).await, Ok(n) if n > 0) {}
-                counts.streams.fetch_sub(1, Ordering::Relaxed);
-            } else if head.starts_with("HTTP/1.1 429") && head.contains("retry-after: ") {
-                counts.refused.fetch_add(1, Ordering::Relaxed);
-            }
-            Some(())
-        };
-        tokio::select! {
-            _ = attempt => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
-        // After a refusal (and after any other end).
-        tokio::select! {
-            () = tokio::time::sleep(pause) => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
-    }
-}
-
-/// One slow client without a key: sends a request's headers a byte every 300 ms, never
-/// finishing; reconnects when cut, and after `pause` when refused.
-async fn slow_headers(
+/// One attacking client: connects from tenant A's address, and makes `attempt` on the
+/// connection, again and again until `stop`; after an attempt that says so (a refusal),
+/// it waits `pause` first.
+async fn attacker<F, Fut>(
     addr: SocketAddr,
     pause: Duration,
     mut stop: watch::Receiver<bool>,
     counts: Arc<Counts>,
-) {
+    attempt: F,
+) where
+    F: Fn(TcpStream, Arc<Counts>) -> Fut,
+    Fut: Future<Output = bool>,
+{
     let mut first = true;
     loop {
-        let attempt = async {
+        let round = async {
             let conn = connect_from(TENANT_A, addr).await;
             if std::mem::take(&mut first) {
                 counts.started.fetch_add(1, Ordering::Relaxed);
             }
-            let Ok(conn) = conn else {
-                return false;
-            };
-            let (mut read, mut write) = conn.into_split();
-            let dribble = async {
-                let head = b"GET /v1/health HTTP/1.1\r\nHost: berth\r\nX-Slow: ";
-                for byte in head.iter().chain(std::iter::repeat(&b'a')) {
-                    if write.write_all(&[*byte]).await.is_err() {
-                        return;
-                    }
-                    tokio::time::sleep(Duration::from_millis(300)).await;
-                }
-            };
-            let mut answer = Vec::new();
-            let answered = async {
-                let mut buf = [0u8; 1024];
-                while let Ok(n @ 1..) = read.read(&mut buf).await {
-                    answer.extend_from_slice(&buf[..n]);
-                }
-            };
-            tokio::select! {
-                () = dribble => {}
-                () = answered => {}
+            match conn {
+                Ok(conn) => attempt(conn, counts.clone()).await,
+                Err(_) => true,
             }
-            let refused = answer.starts_with(b"HTTP/1.1 429");
-            if refused {
-                counts.refused.fetch_add(1, Ordering::Relaxed);
-            }
-            refused
         };
         let refused = tokio::select! {
-            refused = attempt => refused,
+            refused = round => refused,
             _ = stop.wait_for(|s| *s) => return,
         };
         if refused {
@@ -375,6 +316,60 @@ async fn slow_headers(
             }
         }
     }
+}
+
+/// Tenant A's attempt: asks for the output stream and holds it while it is served; `true`
+/// (wait before the next) unless it was served.
+async fn output_stream(mut conn: TcpStream, request: String, counts: Arc<Counts>) -> bool {
+    if conn.write_all(request.as_bytes()).await.is_err() {
+        return true;
+    }
+    let Some(head) = read_head(&mut conn).await else {
+        return true;
+    };
+    if !head.starts_with("HTTP/1.1 200") {
+        if head.starts_with("HTTP/1.1 429") && head.contains("retry-after: ") {
+            counts.refused.fetch_add(1, Ordering::Relaxed);
+        }
+        return true;
+    }
+    let open = counts.streams.fetch_add(1, Ordering::Relaxed) + 1;
+    counts.streams_peak.fetch_max(open, Ordering::Relaxed);
+    let mut buf = [0u8; 4096];
+    while matches!(conn.read(&mut buf).await, Ok(n) if n > 0) {}
+    counts.streams.fetch_sub(1, Ordering::Relaxed);
+    false
+}
+
+/// A slow client without a key: sends a request's headers a byte every 300 ms, never
+/// finishing, until cut or refused; `true` (wait before the next) when refused.
+async fn slow_headers(conn: TcpStream, counts: Arc<Counts>) -> bool {
+    let (mut read, mut write) = conn.into_split();
+    let dribble = async {
+        let head = b"GET /v1/health HTTP/1.1\r\nHost: berth\r\nX-Slow: ";
+        for byte in head.iter().chain(std::iter::repeat(&b'a')) {
+            if write.write_all(&[*byte]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    };
+    let mut answer = Vec::new();
+    let answered = async {
+        let mut buf = [0u8; 1024];
+        while let Ok(n @ 1..) = read.read(&mut buf).await {
+            answer.extend_from_slice(&buf[..n]);
+        }
+    };
+    tokio::select! {
+        () = dribble => {}
+        () = answered => {}
+    }
+    let refused = answer.starts_with(b"HTTP/1.1 429");
+    if refused {
+        counts.refused.fetch_add(1, Ordering::Relaxed);
+    }
+    refused
 }
 
 /// Latencies of one kind of call.

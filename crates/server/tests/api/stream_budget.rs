@@ -6,7 +6,6 @@
 
 use std::time::{Duration, Instant};
 
-use berth_server::{HostConfig, Runtimes};
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -14,10 +13,10 @@ use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::end_to_end::sandbox;
 use crate::harness::{error_code, TestServer};
+use crate::ports::serving_host;
 
-const APP: &str = include_str!("fixtures/port_app.py");
+/// The port app's port in box `web` (`ports.rs`).
 const APP_PORT: u16 = 8001;
 
 /// The kinds of stream, each as the request that opens one.
@@ -72,39 +71,39 @@ impl Budget {
         let (method, path, headers, body): (_, String, Vec<(&str, &str)>, _) = match kind {
             Kind::ProcessOutput => (
                 Method::GET,
-                format!("/v1/boxes/s/processes/{}/output", self.process),
+                format!("/v1/boxes/web/processes/{}/output", self.process),
                 vec![],
                 Bytes::new(),
             ),
             Kind::StreamingExec => (
                 Method::POST,
-                "/v1/boxes/s/exec".into(),
+                "/v1/boxes/web/exec".into(),
                 vec![("accept", "application/x-ndjson")],
                 Bytes::from(json!({"cmd": ["sleep", "600"]}).to_string()),
             ),
             Kind::Events => (
                 Method::GET,
-                "/v1/boxes/s/events".into(),
+                "/v1/boxes/web/events".into(),
                 vec![],
                 Bytes::new(),
             ),
             Kind::FileWatch => (
                 Method::GET,
-                "/v1/boxes/s/files/watch?path=/home/user".into(),
+                "/v1/boxes/web/files/watch?path=/home/user".into(),
                 vec![],
                 Bytes::new(),
             ),
             // An answer of 1 GiB, unread: the proxied request lasts while it is held.
             Kind::PortRequest => (
                 Method::GET,
-                format!("/v1/boxes/s/ports/{APP_PORT}/big?n=1073741824"),
+                format!("/v1/boxes/web/ports/{APP_PORT}/big?n=1073741824"),
                 vec![],
                 Bytes::new(),
             ),
-            Kind::Terminal => return self.websocket("/v1/boxes/s/pty").await,
+            Kind::Terminal => return self.websocket("/v1/boxes/web/pty").await,
             Kind::PortWebSocket => {
                 return self
-                    .websocket(&format!("/v1/boxes/s/ports/{APP_PORT}/ws"))
+                    .websocket(&format!("/v1/boxes/web/ports/{APP_PORT}/ws"))
                     .await
             }
         };
@@ -196,51 +195,19 @@ fn refused(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Refused {
     }
 }
 
-/// A daemon on the sandbox with a stream budget of one, and box `s` running the port app
-/// and a background process that prints nothing and runs until the box stops.
+/// A daemon on the sandbox with a stream budget of one, box `web` running the port app
+/// (`ports.rs`), and a background process that prints nothing and runs until the box stops.
 async fn budget_of_one() -> Option<Budget> {
-    let data = tempfile::tempdir().unwrap();
-    let runtime = match sandbox(data.path()) {
-        Ok(runtime) => runtime,
-        Err(reason) => {
-            berth_testkit::skip("sandbox", &reason);
-            return None;
-        }
-    };
-    let mut host = HostConfig::default();
-    host.server.max_streams_per_tenant = 1;
-    let server =
-        TestServer::start_with_host(Runtimes::single(runtime), Some("runc".into()), data, host)
-            .await;
-    let (status, body) = server
-        .call(Method::POST, "/v1/boxes", Some(json!({"name": "s"})))
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    let (status, _, body) = server
-        .raw(
-            Method::PUT,
-            "/v1/boxes/s/files?path=/home/user/port_app.py",
-            Some(&server.key),
-            &[],
-            Bytes::from_static(APP.as_bytes()),
+    let server = serving_host(|host| host.server.max_streams_per_tenant = 1).await?;
+    let (status, started) = server
+        .call(
+            Method::POST,
+            "/v1/boxes/web/exec",
+            Some(json!({"cmd": ["sleep", "100000"], "background": true})),
         )
         .await;
-    assert_eq!(status, StatusCode::NO_CONTENT, "{body:?}");
-    let mut process = String::new();
-    for cmd in [
-        json!(["python3", "/home/user/port_app.py", APP_PORT.to_string()]),
-        json!(["sleep", "100000"]),
-    ] {
-        let (status, started) = server
-            .call(
-                Method::POST,
-                "/v1/boxes/s/exec",
-                Some(json!({"cmd": cmd, "background": true})),
-            )
-            .await;
-        assert_eq!(status, StatusCode::CREATED, "{started}");
-        process = started["id"].as_str().unwrap().to_owned();
-    }
+    assert_eq!(status, StatusCode::CREATED, "{started}");
+    let process = started["id"].as_str().unwrap().to_owned();
     Some(Budget { server, process })
 }
 
@@ -279,7 +246,7 @@ async fn every_kind_of_stream_takes_a_slot_of_the_tenants_one_budget() {
     let _again = budget.open_when_free(Kind::Events).await;
     let (status, list) = budget
         .server
-        .call(Method::GET, "/v1/boxes/s/processes", None)
+        .call(Method::GET, "/v1/boxes/web/processes", None)
         .await;
     assert_eq!(status, StatusCode::OK, "{list}");
 }
