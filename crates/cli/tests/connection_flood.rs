@@ -15,6 +15,8 @@
 //! must stay within max(100 ms, 20 × the resting p99) (the flood's own clients share the
 //! machine's two cores with the daemon: a loaded machine's scheduling shows in the tail).
 //! The daemon's open descriptors and RSS stay bounded during the flood and come back after.
+//!
+//! And an upgrade keeps what berth.toml says: the stream budget's old name still sets it.
 
 mod common;
 
@@ -126,6 +128,36 @@ fn slow_clients_without_a_key_from_one_address_leave_health_answering() {
     let refused = flooded.counts.refused.load(Ordering::Relaxed);
     eprintln!("slow clients: {refused} connections refused at once");
     assert!(refused > 0, "no slow client was refused");
+}
+
+#[test]
+fn the_stream_budgets_old_key_still_sets_it_with_a_warning() {
+    let daemon = Daemon::start_with_config("[server]\nmax_event_streams_per_tenant = 1\n");
+    let logs = daemon.logs();
+    assert!(
+        logs.contains("max_event_streams_per_tenant = 1 is the old name of max_streams_per_tenant"),
+        "no warning about the old key:\n{logs}"
+    );
+    daemon.berth_ok(&["box", "create", "watched"]);
+    let (addr, key) = daemon.api_endpoint();
+    let addr: SocketAddr = addr.parse().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let request = format!(
+            "GET /v1/boxes/watched/events HTTP/1.1\r\nHost: berth\r\nAuthorization: Bearer {key}\r\n\r\n"
+        );
+        let mut first = connect_from(TENANT_B, addr).await.unwrap();
+        first.write_all(request.as_bytes()).await.unwrap();
+        let head = read_head(&mut first).await.expect("an answer");
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        // The budget is one stream: the second is refused.
+        let (status, body) = call(TENANT_B, addr, "GET", "/v1/boxes/watched/events", Some(&key), "").await;
+        assert_eq!(status, 429, "{body}");
+        assert!(body.contains("streams open"), "{body}");
+    });
 }
 
 /// A daemon at rest, ready to be flooded.
