@@ -15,7 +15,7 @@ use std::net::TcpStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{e2e_skip_reason, Daemon};
+use common::{e2e_skip_reason, reset_peak_rss, vm_kib, Daemon};
 
 const MIB: u64 = 1024 * 1024;
 /// How much the daemon's peak RSS may pass its resting RSS during one case. Streaming keeps
@@ -256,20 +256,6 @@ impl Drop for MemoryCgroup {
             eprintln!("cannot remove {}: {e}", self.dir.display());
         }
     }
-}
-
-fn vm_kib(pid: u32, field: &str) -> u64 {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-}
-
-/// Resets `VmHWM` to the current RSS (`clear_refs` value 5).
-fn reset_peak_rss(pid: u32) {
-    fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
 }
 
 fn daemon_alive(pid: u32) -> bool {

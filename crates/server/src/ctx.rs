@@ -41,8 +41,9 @@ pub struct Ctx {
     pub egress: Arc<EgressHost>,
     /// Refuses what takes more disk while the data dir's disk is nearly full.
     pub disk: DiskGuard,
-    /// Live event feeds, per tenant (`[server] max_event_streams_per_tenant`).
-    pub event_streams: Arc<Slots>,
+    /// Long-lived streams of every kind, one budget per tenant
+    /// (`[server] max_streams_per_tenant`, [`crate::admission::streams`]).
+    pub streams: Arc<Slots>,
     /// Uploads streaming into boxes ([`crate::admission::UPLOADS`]).
     pub uploads: Arc<Slots>,
     /// Collected execs ([`crate::admission::COLLECTED_EXECS`]).

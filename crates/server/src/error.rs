@@ -12,7 +12,7 @@ use berth_store::StoreError;
 #[derive(Debug, thiserror::Error)]
 pub enum OpError {
     /// As many calls of this kind run as `holder` may run at once (`crate::admission`).
-    #[error("{holder} already has {limit} {what} running; retry in a moment")]
+    #[error("{holder} already has {limit} {what}; retry in a moment")]
     Busy {
         what: &'static str,
         limit: usize,

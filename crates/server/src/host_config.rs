@@ -106,48 +106,107 @@ fn default_events_prune_every_s() -> u64 {
 
 /// `[server]`: what the public API server lets one client hold.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "ServerHostConfigFile")]
 pub struct ServerHostConfig {
     /// Connections served at once; more wait in the listen backlog until one closes.
-    #[serde(default = "default_max_connections")]
     pub max_connections: usize,
     /// A request's headers (and an idle keep-alive connection's next request) must arrive
     /// within this many seconds.
-    #[serde(default = "default_header_timeout_s")]
     pub header_timeout_s: u64,
     /// A request body that sends nothing for this many seconds is cut.
-    #[serde(default = "default_body_idle_timeout_s")]
     pub body_idle_timeout_s: u64,
-    /// Event streams (`GET /events`, waiting) one tenant may hold open at once.
-    #[serde(default = "default_max_event_streams_per_tenant")]
-    pub max_event_streams_per_tenant: usize,
+    /// Long-lived streams (process output, streaming execs, event streams, file watches,
+    /// terminals, port connections) one tenant may hold open at once.
+    pub max_streams_per_tenant: usize,
+    /// Connections from one address (an IPv6 /64) on which no request has authenticated.
+    pub max_anonymous_connections_per_address: usize,
+    /// A new connection's first request headers (and its TLS handshake) must arrive
+    /// within this many seconds (at most `header_timeout_s` takes effect).
+    pub first_request_timeout_s: u64,
+    /// The share of `max_connections` one tenant can never take: kept for the others.
+    pub connections_kept_for_others_percent: u64,
+    /// `max_event_streams_per_tenant` as berth.toml gave it: the old name of
+    /// `max_streams_per_tenant` (when that is absent, this is its value), warned about.
+    pub old_max_event_streams_per_tenant: Option<usize>,
+}
+
+/// `[server]` as written in berth.toml.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerHostConfigFile {
+    max_connections: Option<usize>,
+    header_timeout_s: Option<u64>,
+    body_idle_timeout_s: Option<u64>,
+    max_streams_per_tenant: Option<usize>,
+    /// Before the budget covered every stream, it was event streams' only.
+    max_event_streams_per_tenant: Option<usize>,
+    max_anonymous_connections_per_address: Option<usize>,
+    first_request_timeout_s: Option<u64>,
+    connections_kept_for_others_percent: Option<u64>,
+}
+
+impl From<ServerHostConfigFile> for ServerHostConfig {
+    fn from(file: ServerHostConfigFile) -> Self {
+        let defaults = ServerHostConfig::default();
+        ServerHostConfig {
+            max_connections: file.max_connections.unwrap_or(defaults.max_connections),
+            header_timeout_s: file.header_timeout_s.unwrap_or(defaults.header_timeout_s),
+            body_idle_timeout_s: file
+                .body_idle_timeout_s
+                .unwrap_or(defaults.body_idle_timeout_s),
+            max_streams_per_tenant: file
+                .max_streams_per_tenant
+                .or(file.max_event_streams_per_tenant)
+                .unwrap_or(defaults.max_streams_per_tenant),
+            max_anonymous_connections_per_address: file
+                .max_anonymous_connections_per_address
+                .unwrap_or(defaults.max_anonymous_connections_per_address),
+            first_request_timeout_s: file
+                .first_request_timeout_s
+                .unwrap_or(defaults.first_request_timeout_s),
+            connections_kept_for_others_percent: file
+                .connections_kept_for_others_percent
+                .unwrap_or(defaults.connections_kept_for_others_percent),
+            old_max_event_streams_per_tenant: file.max_event_streams_per_tenant,
+        }
+    }
 }
 
 impl Default for ServerHostConfig {
     fn default() -> Self {
         ServerHostConfig {
-            max_connections: default_max_connections(),
-            header_timeout_s: default_header_timeout_s(),
-            body_idle_timeout_s: default_body_idle_timeout_s(),
-            max_event_streams_per_tenant: default_max_event_streams_per_tenant(),
+            max_connections: 1024,
+            header_timeout_s: 10,
+            body_idle_timeout_s: 30,
+            max_streams_per_tenant: 128,
+            // A browser opens about 6 connections to a host, and a NAT (an office, a
+            // carrier's) puts many clients behind one address; a connection leaves this
+            // count at its first signed-in request. 64 lets ten browsers behind one address
+            // open at the same instant, and holds one address to 1/16 of the default 1024.
+            max_anonymous_connections_per_address: 64,
+            // A TLS handshake and a request's headers over a slow mobile link take a second
+            // or two; a client that says nothing for 5 s is gone or an attack.
+            first_request_timeout_s: 5,
+            connections_kept_for_others_percent: 25,
+            old_max_event_streams_per_tenant: None,
         }
     }
 }
 
-fn default_max_connections() -> usize {
-    1024
-}
-
-fn default_header_timeout_s() -> u64 {
-    10
-}
-
-fn default_body_idle_timeout_s() -> u64 {
-    30
-}
-
-fn default_max_event_streams_per_tenant() -> usize {
-    64
+impl ServerHostConfig {
+    /// What berth.toml should say instead, for the start's log.
+    fn warnings(&self) -> Vec<String> {
+        match self.old_max_event_streams_per_tenant {
+            Some(old) => vec![format!(
+                "[server] max_event_streams_per_tenant = {old} is the old name of \
+                 max_streams_per_tenant, which counts every long-lived stream (not only event \
+                 streams) and is {} now; rename the key (the old one is read only when the new \
+                 one is absent)",
+                self.max_streams_per_tenant
+            )],
+            None => Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -402,10 +461,15 @@ impl HostConfig {
 }
 
 impl HostConfig {
+    /// What the file should say instead (old keys still read), for the start's log.
+    pub fn warnings(&self) -> Vec<String> {
+        self.server.warnings()
+    }
+
     /// `[events]` and `[server]` within sane bounds (a zero would stop the daemon working).
     fn check_limits(&self, path: &Path) -> Result<(), HostConfigError> {
         let (events, server) = (&self.events, &self.server);
-        let checks: [(&'static str, u64, u64, u64); 7] = [
+        let checks: [(&'static str, u64, u64, u64); 10] = [
             // At least two of the largest events (1 MiB each) fit.
             (
                 "[events] max_bytes_per_box",
@@ -434,10 +498,28 @@ impl HostConfig {
                 3600,
             ),
             (
-                "[server] max_event_streams_per_tenant",
-                server.max_event_streams_per_tenant as u64,
+                "[server] max_streams_per_tenant",
+                server.max_streams_per_tenant as u64,
                 1,
                 1 << 20,
+            ),
+            (
+                "[server] max_anonymous_connections_per_address",
+                server.max_anonymous_connections_per_address as u64,
+                1,
+                1 << 20,
+            ),
+            (
+                "[server] first_request_timeout_s",
+                server.first_request_timeout_s,
+                1,
+                3600,
+            ),
+            (
+                "[server] connections_kept_for_others_percent",
+                server.connections_kept_for_others_percent,
+                0,
+                90,
             ),
         ];
         let wakeups = self.wakeups.limits();
@@ -555,7 +637,7 @@ min_free_percent = 10
     fn events_and_server_limits_have_defaults_and_bounds() {
         let config = parse(
             "[events]\nmax_bytes_per_box = 10485760\nmax_age_days = 7\n\
-             [server]\nmax_connections = 16\nmax_event_streams_per_tenant = 2\n",
+             [server]\nmax_connections = 16\nmax_streams_per_tenant = 2\n",
         )
         .unwrap();
         assert_eq!(config.events.max_bytes_per_box, 10 << 20);
@@ -563,15 +645,22 @@ min_free_percent = 10
         assert_eq!(config.events.prune_every_s, 60);
         assert_eq!(config.server.max_connections, 16);
         assert_eq!(config.server.header_timeout_s, 10);
-        assert_eq!(config.server.max_event_streams_per_tenant, 2);
+        assert_eq!(config.server.max_streams_per_tenant, 2);
+        assert!(config.warnings().is_empty());
         let defaults = parse("").unwrap();
         assert_eq!(defaults.events.max_bytes_per_box, 64 << 20);
         assert_eq!(defaults.events.max_age_days, 30);
         assert_eq!(defaults.server.max_connections, 1024);
+        assert_eq!(defaults.server, ServerHostConfig::default());
+        assert_eq!(defaults.server.max_streams_per_tenant, 128);
         for bad in [
             "[events]\nmax_bytes_per_box = 1000\n",
             "[server]\nmax_connections = 0\n",
             "[server]\nheader_timeout_s = 0\n",
+            "[server]\nmax_streams_per_tenant = 0\n",
+            "[server]\nmax_anonymous_connections_per_address = 0\n",
+            "[server]\nfirst_request_timeout_s = 0\n",
+            "[server]\nconnections_kept_for_others_percent = 91\n",
         ] {
             let err = parse(bad).unwrap_err();
             assert!(
@@ -579,6 +668,31 @@ min_free_percent = 10
                 "{bad}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn the_old_event_stream_key_still_sets_the_stream_budget_with_a_warning() {
+        let config = parse("[server]\nmax_event_streams_per_tenant = 7\n").unwrap();
+        assert_eq!(config.server.max_streams_per_tenant, 7);
+        let warnings = config.warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("max_event_streams_per_tenant = 7")
+                && warnings[0].contains("rename"),
+            "{warnings:?}"
+        );
+        // The new key wins; the old one is still named.
+        let both =
+            parse("[server]\nmax_event_streams_per_tenant = 7\nmax_streams_per_tenant = 9\n")
+                .unwrap();
+        assert_eq!(both.server.max_streams_per_tenant, 9);
+        assert_eq!(both.warnings().len(), 1);
+        // Out of range under its old name too.
+        let err = parse("[server]\nmax_event_streams_per_tenant = 0\n").unwrap_err();
+        assert!(err.to_string().contains("max_streams_per_tenant"), "{err}");
+        // A misspelt key is still refused.
+        let err = parse("[server]\nmax_stream_per_tenant = 9\n").unwrap_err();
+        assert!(matches!(err, HostConfigError::Syntax { .. }), "{err}");
     }
 
     #[test]

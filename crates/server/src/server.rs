@@ -1,8 +1,9 @@
 //! Starting and stopping the daemon: data directory, store, first-start admin key,
-//! reconciliation, the listener and its bounded connections ([`connections`]), and the
-//! shutdown that stops every box.
+//! reconciliation, the descriptor limit ([`fd_limit`]), the listener and its bounded
+//! connections ([`connections`]), and the shutdown that stops every box.
 
 mod connections;
+mod fd_limit;
 
 use std::fs;
 use std::future::Future;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use berth_store::{Store, DB_FILE};
 use tokio::net::TcpListener;
 
+use crate::admission::connection::Connections;
 use crate::admission::{self, Slots};
 use crate::boxes::BoxTable;
 use crate::config::{ServerConfig, ADMIN_KEY_FILE, URL_FILE};
@@ -38,6 +40,8 @@ pub struct Server {
     idle_check: std::time::Duration,
     /// What one connection may hold (`[server]` in berth.toml).
     limits: connections::Limits,
+    /// Who holds which connection: an address without a key, or a tenant.
+    connections: Connections,
     /// HTTPS: the acceptor and what keeps its certificate current; `None` serves HTTP.
     tls: Option<crate::tls::Tls>,
     /// Held while the server lives: one daemon per data directory.
@@ -59,6 +63,10 @@ impl Server {
     /// Prepares the data directory, opens the store, makes the admin key on first start,
     /// reconciles the runtime with the store, binds the listener and writes `berth.url`.
     pub async fn bind(config: ServerConfig) -> Result<Server, ServerError> {
+        for warning in config.host.warnings() {
+            tracing::warn!("berth.toml: {warning}");
+        }
+        fd_limit::ensure(config.host.server.max_connections);
         let data = &config.data_dir;
         fs::DirBuilder::new()
             .recursive(true)
@@ -105,8 +113,8 @@ impl Server {
             egress: Arc::new(EgressHost::new(data, &config.host.egress)?),
             disk: crate::disk_space::DiskGuard::new(data, config.host.storage.min_free_percent)
                 .with_overcommit(config.host.storage.overcommit),
-            event_streams: Slots::new(admission::event_streams(
-                config.host.server.max_event_streams_per_tenant,
+            streams: Slots::new(admission::streams(
+                config.host.server.max_streams_per_tenant,
             )),
             uploads: Slots::new(admission::UPLOADS),
             collected_execs: Slots::new(admission::COLLECTED_EXECS),
@@ -154,6 +162,7 @@ impl Server {
             ctx,
             idle_check: config.idle_check,
             limits: connections::Limits::from(&config.host.server),
+            connections: Connections::new(&config.host.server),
             admin_key_created,
         })
     }
@@ -194,7 +203,14 @@ impl Server {
         let _tls_upkeep = self.tls.as_ref().map(|t| AbortOnDrop(t.spawn_upkeep()));
         let acceptor = self.tls.as_ref().map(|t| t.acceptor.clone());
         let (stop, stopping) = tokio::sync::watch::channel(false);
-        let serving = connections::serve(self.listener, app, self.limits, acceptor, stopping);
+        let serving = connections::serve(
+            self.listener,
+            app,
+            self.limits,
+            self.connections,
+            acceptor,
+            stopping,
+        );
         let mut serving = std::pin::pin!(serving);
         tokio::select! {
             () = &mut serving => {}

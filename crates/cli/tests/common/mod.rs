@@ -390,6 +390,21 @@ impl Drop for Daemon {
     }
 }
 
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in KiB.
+pub fn vm_kib(pid: u32, field: &str) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// Resets `VmHWM` to the current RSS (`clear_refs` value 5).
+pub fn reset_peak_rss(pid: u32) {
+    fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+}
+
 pub fn health_ok(listen: &str) -> bool {
     let Ok(mut stream) = TcpStream::connect(listen) else {
         return false;

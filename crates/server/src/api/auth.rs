@@ -5,11 +5,15 @@
 //! request that changes state, or opens a WebSocket, must carry berth's own `Origin`
 //! (`api/web_origin.rs`): else `403 bad_origin`. A key is never sent by a browser on its own,
 //! so a bearer request needs no such check. A web session is never admin.
+//!
+//! An authenticated request charges its connection to its tenant
+//! ([`crate::admission::connection`]): past the tenant's share of connections it is `429`.
 
 use axum::extract::FromRequestParts;
 use berth_store::Principal;
 use http::request::Parts;
 
+use crate::admission::connection;
 use crate::api::error::ApiError;
 use crate::api::{caller_scope, web_origin};
 use crate::ctx::Ctx;
@@ -35,6 +39,7 @@ impl FromRequestParts<Ctx> for Caller {
             None => by_cookie(ctx, parts)?,
         };
         let principal = principal.ok_or(ApiError::Unauthorized)?;
+        connection::charge(&parts.extensions, &principal.tenant_id)?;
         caller_scope::record_admin(principal.is_admin);
         Ok(Caller(principal))
     }

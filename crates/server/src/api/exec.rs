@@ -85,7 +85,7 @@ impl ExecBody {
     }
 }
 
-#[utoipa::path(post, path = "/v1/boxes/{box_ref}/exec", tag = "exec", summary = "Run a command in the box (wakes it); NDJSON frames with Accept: application/x-ndjson", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), request_body = ExecBody, responses((status = 200, description = "the collected result, or NDJSON `ExecFrame`s when asked for", content((crate::ops::exec::ExecOutput = "application/json"), (berth_protocol::guest::ExecFrame = "application/x-ndjson"))), (status = 201, description = "`background`: the process, started", body = berth_protocol::process::ProcessInfo), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 429, description = "too many collected execs at once, for the tenant or the daemon (`too_many_requests`); retry after `Retry-After` seconds, or stream", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+#[utoipa::path(post, path = "/v1/boxes/{box_ref}/exec", tag = "exec", summary = "Run a command in the box (wakes it); NDJSON frames with Accept: application/x-ndjson", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), request_body = ExecBody, responses((status = 200, description = "the collected result, or NDJSON `ExecFrame`s when asked for", content((crate::ops::exec::ExecOutput = "application/json"), (berth_protocol::guest::ExecFrame = "application/x-ndjson"))), (status = 201, description = "`background`: the process, started", body = berth_protocol::process::ProcessInfo), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 429, description = "too many collected execs at once, for the tenant or the daemon, or a streamed one when the tenant holds `[server] max_streams_per_tenant` streams (`too_many_requests`); retry after `Retry-After` seconds", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn exec(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -108,11 +108,12 @@ pub async fn exec(
         .any(|v| v.contains(NDJSON));
     if wants_stream {
         // The box is in use until the response body is done or dropped.
+        let slot = ctx.streams.take(&who.tenant_id)?;
         let busy = ctx.activity.begin(&record.id);
         let stream = exec_stream(&ctx, &record.id, body).await?;
         Ok((
             [(http::header::CONTENT_TYPE, NDJSON)],
-            Body::from_stream(frames(stream, busy)),
+            Body::from_stream(slot.holding(frames(stream, busy))),
         )
             .into_response())
     } else {

@@ -165,6 +165,7 @@ async fn serve_or_fail(ctx: Ctx, target: Target, request: Request) -> Result<Res
         return open_link(&ctx, &target, request.uri().path(), &token, rest);
     }
     let (tenant, record) = access(&ctx, &target, &request)?;
+    crate::admission::connection::charge(request.extensions(), &tenant)?;
     let path_mode = target.prefix.is_some();
     let forwarding = Forwarding {
         port: target.port,

@@ -38,7 +38,7 @@ pub struct OutputParams {
     offset: u64,
 }
 
-#[utoipa::path(get, path = "/v1/boxes/{box_ref}/processes/{id}/output", tag = "processes", summary = "A process's stdout and stderr from an offset (NDJSON `ProcessFrame`s), then its exit", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("id" = String, Path, description = "the process (`pr_…`)"), ("offset" = Option<u64>, Query, description = "resume here: the output bytes already received (default 0)")), responses((status = 200, description = "`output` frames (each with its offset; a jump shows output no longer kept), then one `exit` frame; a stream that ends without `exit` was cut: resume from the offset reached", content_type = "application/x-ndjson", body = ProcessFrame), (status = 404, description = "no such box or process", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+#[utoipa::path(get, path = "/v1/boxes/{box_ref}/processes/{id}/output", tag = "processes", summary = "A process's stdout and stderr from an offset (NDJSON `ProcessFrame`s), then its exit", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("id" = String, Path, description = "the process (`pr_…`)"), ("offset" = Option<u64>, Query, description = "resume here: the output bytes already received (default 0)")), responses((status = 200, description = "`output` frames (each with its offset; a jump shows output no longer kept), then one `exit` frame; a stream that ends without `exit` was cut: resume from the offset reached", content_type = "application/x-ndjson", body = ProcessFrame), (status = 404, description = "no such box or process", body = berth_protocol::ErrorBody), (status = 429, description = "the tenant holds `[server] max_streams_per_tenant` streams already (`too_many_requests`); retry after `Retry-After` seconds", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn output(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -46,10 +46,11 @@ pub async fn output(
     ApiQuery(params): ApiQuery<OutputParams>,
 ) -> Result<Response, ApiError> {
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
+    let slot = ctx.streams.take(&who.tenant_id)?;
     let stream = process::output(&ctx, &record.id, &id, params.offset).await?;
     Ok((
         [(http::header::CONTENT_TYPE, NDJSON)],
-        Body::from_stream(frames(stream)),
+        Body::from_stream(slot.holding(frames(stream))),
     )
         .into_response())
 }

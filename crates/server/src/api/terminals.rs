@@ -46,7 +46,7 @@ const SILENT_LIMIT: Duration = Duration::from_secs(90);
 /// One read of terminal output, sent as one binary message.
 const OUTPUT_CHUNK: usize = 32 * 1024;
 
-#[utoipa::path(get, path = "/v1/boxes/{box_ref}/pty", tag = "terminals", summary = "A terminal in the box over a WebSocket (wakes the box)", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("cmd" = Option<Vec<String>>, Query, description = "the program and its arguments, one `cmd` each (default: the user's login shell)"), ("cols" = Option<u16>, Query, description = "window width (default 80)"), ("rows" = Option<u16>, Query, description = "window height (default 24)"), ("user" = Option<BoxUser>, Query, description = "`user` (default) or `root`"), ("cwd" = Option<String>, Query, description = "working directory (default: the user's home)"), ("env" = Option<Vec<String>>, Query, description = "`NAME=value`, one `env` each: variables for the program"), ("term" = Option<String>, Query, description = "TERM (default xterm-256color)"), ("grace_s" = Option<u64>, Query, description = "how long the terminal lives on after the connection drops (default 60)"), ("id" = Option<String>, Query, description = "reattach to this terminal instead of starting one"), ("offset" = Option<u64>, Query, description = "with `id`: the output offset to resume from")), responses((status = 101, description = "a WebSocket: binary frames are terminal bytes; text frames are JSON control messages"), (status = 400, description = "invalid request, or not a WebSocket upgrade", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box, or no such terminal", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+#[utoipa::path(get, path = "/v1/boxes/{box_ref}/pty", tag = "terminals", summary = "A terminal in the box over a WebSocket (wakes the box)", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("cmd" = Option<Vec<String>>, Query, description = "the program and its arguments, one `cmd` each (default: the user's login shell)"), ("cols" = Option<u16>, Query, description = "window width (default 80)"), ("rows" = Option<u16>, Query, description = "window height (default 24)"), ("user" = Option<BoxUser>, Query, description = "`user` (default) or `root`"), ("cwd" = Option<String>, Query, description = "working directory (default: the user's home)"), ("env" = Option<Vec<String>>, Query, description = "`NAME=value`, one `env` each: variables for the program"), ("term" = Option<String>, Query, description = "TERM (default xterm-256color)"), ("grace_s" = Option<u64>, Query, description = "how long the terminal lives on after the connection drops (default 60)"), ("id" = Option<String>, Query, description = "reattach to this terminal instead of starting one"), ("offset" = Option<u64>, Query, description = "with `id`: the output offset to resume from")), responses((status = 101, description = "a WebSocket: binary frames are terminal bytes; text frames are JSON control messages"), (status = 400, description = "invalid request, or not a WebSocket upgrade", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box, or no such terminal", body = berth_protocol::ErrorBody), (status = 429, description = "the tenant holds `[server] max_streams_per_tenant` streams already, or the box 16 terminals (`too_many_requests`)", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn pty(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -60,12 +60,17 @@ pub async fn pty(
         part: "WebSocket upgrade",
         detail: rejection.body_text(),
     })?;
+    let slot = ctx.streams.take(&who.tenant_id)?;
     let busy = ctx.activity.begin(&record.id);
     let attached = terminal::attach(&ctx, &record.id, target).await?;
     Ok(upgrade
         .max_message_size(MAX_MESSAGE_BYTES)
         .max_frame_size(MAX_MESSAGE_BYTES)
-        .on_upgrade(move |socket| bridge(socket, attached, busy))
+        .on_upgrade(move |socket| async move {
+            // One of the tenant's streams while the terminal is attached.
+            let _stream = slot;
+            bridge(socket, attached, busy).await
+        })
         .into_response())
 }
 

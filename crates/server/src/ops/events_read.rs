@@ -56,7 +56,7 @@ impl EventFeed {
         after: u64,
     ) -> Result<EventFeed, OpError> {
         let record = find_box(ctx, tenant, reference)?;
-        let slot = ctx.event_streams.take(tenant)?;
+        let slot = ctx.streams.take(tenant)?;
         let changed = ctx.boxes.slot(&record.id).events.subscribe();
         Ok(EventFeed {
             ctx: ctx.clone(),

@@ -1,5 +1,5 @@
-//! One request to a box's port, through the proxy: the tenant's connection slot and the
-//! box's activity guard held while it runs, the box woken, a pooled keep-alive connection
+//! One request to a box's port, through the proxy: the tenant's port connection slot and
+//! stream slot, and the box's activity guard, held while it runs, the box woken, a pooled keep-alive connection
 //! to the app reused when there is one (else the port dialled, waiting for it to listen),
 //! and the exchange (`crate::ports::proxy`).
 
@@ -25,10 +25,11 @@ pub async fn forward(
 ) -> Result<Response, OpError> {
     let proxy_error = |e| OpError::PortProxy(Box::new(e));
     let slot = ctx.port_connections.take(tenant)?;
+    let stream = ctx.streams.take(tenant)?;
     // A request through the proxy is work: it keeps the box awake while it runs.
     let busy = ctx.activity.begin(&record.id);
     let mut prepared = proxy::prepare(request, to).map_err(proxy_error)?;
-    let mut hold: proxy::Hold = Box::new((slot, busy));
+    let mut hold: proxy::Hold = Box::new((slot, stream, busy));
     // Wakes (or resumes) the box first: a pooled connection to a paused box would hang.
     let (_, boot) = ctx.lifecycle().wake(&record.id).await?;
     let key = AppKey {

@@ -10,7 +10,7 @@ use berth_protocol::{BoxId, TenantId};
 type Key = (TenantId, BoxId);
 
 /// Open streams per (tenant, box). At most one entry per open stream, and streams are
-/// bounded per tenant (`[server] max_event_streams_per_tenant`), so this is bounded too.
+/// bounded per tenant (`[server] max_streams_per_tenant`), so this is bounded too.
 #[derive(Debug, Default)]
 pub struct Watchers {
     open: Mutex<HashMap<Key, usize>>,

@@ -13,6 +13,7 @@
 mod box_record;
 mod box_record_e2e;
 mod box_wakeup_limits;
+mod connection_admission;
 mod disk_full;
 mod egress_policy;
 mod end_to_end;
@@ -35,6 +36,7 @@ mod server_limits;
 mod sleep_ladder;
 mod snapshots;
 mod sse;
+mod stream_budget;
 mod talk;
 mod templates;
 mod tenant_keys;

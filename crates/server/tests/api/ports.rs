@@ -38,6 +38,13 @@ async fn serving(listen_wait_s: u64) -> Option<TestServer> {
 async fn serving_with(
     set: impl FnOnce(&mut berth_server::ports::config::PortsHostConfig),
 ) -> Option<TestServer> {
+    serving_host(|host| set(&mut host.ports)).await
+}
+
+/// [`serving`], with `berth.toml` as `set` leaves it (the base domain set first).
+pub(crate) async fn serving_host(
+    set: impl FnOnce(&mut berth_server::HostConfig),
+) -> Option<TestServer> {
     let data = tempfile::tempdir().unwrap();
     let runtime = match sandbox(data.path()) {
         Ok(runtime) => runtime,
@@ -48,7 +55,7 @@ async fn serving_with(
     };
     let mut host = berth_server::HostConfig::default();
     host.ports.base_domain = Some(BASE_DOMAIN.into());
-    set(&mut host.ports);
+    set(&mut host);
     let server =
         TestServer::start_with_host(Runtimes::single(runtime), Some("runc".into()), data, host)
             .await;

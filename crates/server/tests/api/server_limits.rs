@@ -34,7 +34,8 @@ fn limits(max_connections: usize, max_streams: usize) -> ServerHostConfig {
         max_connections,
         header_timeout_s: HEADER_TIMEOUT.as_secs(),
         body_idle_timeout_s: BODY_IDLE_TIMEOUT.as_secs(),
-        max_event_streams_per_tenant: max_streams,
+        max_streams_per_tenant: max_streams,
+        ..Default::default()
     }
 }
 
