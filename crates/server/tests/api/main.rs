@@ -24,6 +24,7 @@ mod isolation;
 mod lifecycle;
 mod messages;
 mod ports;
+mod ports_faults;
 mod processes;
 mod push;
 mod requests;
