@@ -30,6 +30,7 @@ use crate::ops::{port_links, port_proxy};
 use crate::ports::cookie;
 use crate::ports::host::{match_host, HostMatch};
 use crate::ports::proxy::{self, Forwarding};
+use crate::tls::ServedOverTls;
 
 /// The port a request is for, and how the app sees its path.
 #[derive(Debug)]
@@ -174,6 +175,7 @@ async fn serve_or_fail(ctx: Ctx, target: Target, request: Request) -> Result<Res
             .extensions()
             .get::<ConnectInfo<SocketAddr>>()
             .map(|c| c.0.ip()),
+        over_tls: request.extensions().get::<ServedOverTls>().is_some(),
     };
     let mut response = port_proxy::forward(&ctx, &tenant, &record, request, &forwarding).await?;
     if path_mode {
