@@ -64,6 +64,9 @@ pub struct HostConfig {
     /// `[wakeups]`: limits of scheduled wakeups (`crate::lifecycle::wakeups::config`).
     #[serde(default)]
     pub wakeups: crate::lifecycle::wakeups::config::WakeupsHostConfig,
+    /// `[terminals]`: when a terminal's client counts as gone (`crate::stream_limits`).
+    #[serde(default)]
+    pub terminals: crate::stream_limits::TerminalsHostConfig,
 }
 
 /// `[events]`: how much of each box's event log the store keeps (the harness's own
@@ -121,6 +124,10 @@ pub struct ServerHostConfig {
     /// Event streams (`GET /events`, waiting) one tenant may hold open at once.
     #[serde(default = "default_max_event_streams_per_tenant")]
     pub max_event_streams_per_tenant: usize,
+    /// A send to the client of a stream that keeps a box awake (a terminal's output, an
+    /// exec's frames) that has not completed after this many seconds ends the stream.
+    #[serde(default = "default_send_timeout_s")]
+    pub send_timeout_s: u64,
 }
 
 impl Default for ServerHostConfig {
@@ -130,6 +137,7 @@ impl Default for ServerHostConfig {
             header_timeout_s: default_header_timeout_s(),
             body_idle_timeout_s: default_body_idle_timeout_s(),
             max_event_streams_per_tenant: default_max_event_streams_per_tenant(),
+            send_timeout_s: default_send_timeout_s(),
         }
     }
 }
@@ -148,6 +156,12 @@ fn default_body_idle_timeout_s() -> u64 {
 
 fn default_max_event_streams_per_tenant() -> usize {
     64
+}
+
+/// As long as a terminal's client may stay silent: a client on a bad link that reads
+/// again within it keeps its stream.
+fn default_send_timeout_s() -> u64 {
+    90
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -441,7 +455,14 @@ impl HostConfig {
             ),
         ];
         let wakeups = self.wakeups.limits();
-        for (key, value, min, max) in checks.into_iter().chain(self.ports.limits()).chain(wakeups) {
+        let send_timeout = ("[server] send_timeout_s", server.send_timeout_s, 1, 3600);
+        let streams = self.terminals.limits().into_iter().chain([send_timeout]);
+        for (key, value, min, max) in checks
+            .into_iter()
+            .chain(self.ports.limits())
+            .chain(wakeups)
+            .chain(streams)
+        {
             if !(min..=max).contains(&value) {
                 return Err(HostConfigError::OutOfRange {
                     path: path.to_path_buf(),
@@ -568,10 +589,23 @@ min_free_percent = 10
         assert_eq!(defaults.events.max_bytes_per_box, 64 << 20);
         assert_eq!(defaults.events.max_age_days, 30);
         assert_eq!(defaults.server.max_connections, 1024);
+        assert_eq!(defaults.server.send_timeout_s, 90);
+        assert_eq!(
+            (defaults.terminals.ping_every_s, defaults.terminals.silent_limit_s),
+            (30, 90)
+        );
+        let set = parse("[server]\nsend_timeout_s = 5\n[terminals]\nping_every_s = 1\nsilent_limit_s = 2\n")
+            .unwrap();
+        assert_eq!(set.server.send_timeout_s, 5);
+        assert_eq!((set.terminals.ping_every_s, set.terminals.silent_limit_s), (1, 2));
         for bad in [
             "[events]\nmax_bytes_per_box = 1000\n",
             "[server]\nmax_connections = 0\n",
             "[server]\nheader_timeout_s = 0\n",
+            "[server]\nsend_timeout_s = 0\n",
+            "[terminals]\nping_every_s = 0\n",
+            // Silent for no longer than between two pings: a live client would be cut.
+            "[terminals]\nping_every_s = 30\nsilent_limit_s = 30\n",
         ] {
             let err = parse(bad).unwrap_err();
             assert!(

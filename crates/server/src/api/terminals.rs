@@ -11,8 +11,6 @@
 //! plus the bytes it received>` (and its window's `cols` and `rows`, applied on
 //! reattaching): it gets the rest of the output, nothing twice.
 
-use std::time::Duration;
-
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, RawQuery, State};
@@ -38,11 +36,6 @@ use crate::ops::terminal::{self, Attached, TerminalCommand, TerminalTarget};
 /// The largest WebSocket message a client may send (a paste; the terminal's input queue
 /// takes it in pieces anyway).
 const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
-/// How often the server pings an attached client.
-const PING_EVERY: Duration = Duration::from_secs(30);
-/// A client silent for this long (no pong, no input) is gone: the terminal is detached,
-/// so a dead connection cannot keep the box awake.
-const SILENT_LIMIT: Duration = Duration::from_secs(90);
 /// One read of terminal output, sent as one binary message.
 const OUTPUT_CHUNK: usize = 32 * 1024;
 
@@ -140,7 +133,12 @@ fn target(query: &str) -> Result<TerminalTarget, ApiError> {
 /// Copies between the WebSocket and the terminal until one side ends. The activity
 /// guard keeps the box awake for exactly that long.
 async fn bridge(socket: WebSocket, attached: Attached, busy: ActivityGuard) {
-    let Attached { client, id, stream } = attached;
+    let Attached {
+        client,
+        id,
+        stream,
+        limits,
+    } = attached;
     let (mut to_client, mut from_client) = socket.split();
     let hello = json!({"id": id, "offset": stream.start});
     if to_client.send(text(&hello)).await.is_err() {
@@ -148,7 +146,7 @@ async fn bridge(socket: WebSocket, attached: Attached, busy: ActivityGuard) {
     }
     let (mut output, mut input) = tokio::io::split(stream.stream);
     let mut buf = vec![0u8; OUTPUT_CHUNK];
-    let mut ping = tokio::time::interval(PING_EVERY);
+    let mut ping = tokio::time::interval(limits.ping_every);
     let mut last_heard = Instant::now();
     let ended = loop {
         tokio::select! {
@@ -182,7 +180,7 @@ async fn bridge(socket: WebSocket, attached: Attached, busy: ActivityGuard) {
                 }
             }
             _ = ping.tick() => {
-                if last_heard.elapsed() > SILENT_LIMIT {
+                if last_heard.elapsed() > limits.silent_limit {
                     tracing::info!(box_id = %busy.box_id(), terminal = %id, "terminal client silent too long: detaching");
                     break false;
                 }

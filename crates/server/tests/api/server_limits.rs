@@ -35,6 +35,7 @@ fn limits(max_connections: usize, max_streams: usize) -> ServerHostConfig {
         header_timeout_s: HEADER_TIMEOUT.as_secs(),
         body_idle_timeout_s: BODY_IDLE_TIMEOUT.as_secs(),
         max_event_streams_per_tenant: max_streams,
+        ..Default::default()
     }
 }
 
