@@ -24,6 +24,7 @@ pub mod secrets;
 pub mod security_headers;
 pub mod templates;
 pub mod tenants;
+pub mod terminal_bridge;
 pub mod terminals;
 pub mod view;
 pub mod wakeups;
