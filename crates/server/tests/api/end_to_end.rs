@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use berth_runtime::Runtime;
 use bytes::Bytes;
@@ -259,4 +260,62 @@ async fn end_to_end_files_and_concurrent_wakes() {
 
     let (status, _) = server.call(Method::DELETE, "/v1/boxes/bob", None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_an_exec_stream_lets_the_box_sleep() {
+    use http_body_util::{BodyExt, Full};
+    let Some(server) = crate::terminals::with_short_stream_limits().await else {
+        return;
+    };
+    let limit = Duration::from_secs(crate::terminals::SHORT_LIMIT_S);
+    let (status, body) = server
+        .call(
+            Method::POST,
+            "/v1/boxes",
+            Some(json!({"name": "x", "stop_after_s": 1})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let stream_exec = |cmd: Value| {
+        let (addr, key) = (server.addr, server.key.clone());
+        async move {
+            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+                    .await
+                    .unwrap();
+            tokio::spawn(conn);
+            let request = http::Request::post("/v1/boxes/x/exec")
+                .header("host", "berth")
+                .header("authorization", format!("Bearer {key}"))
+                .header("accept", "application/x-ndjson")
+                .body(Full::new(Bytes::from(json!({ "cmd": cmd }).to_string())))
+                .unwrap();
+            let response = sender.send_request(request).await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            (sender, response.into_body())
+        }
+    };
+
+    // The baseline: a stream read to its end, then the box asleep.
+    let (_sender, body) = stream_exec(json!(["true"])).await;
+    body.collect().await.unwrap();
+    let baseline = crate::idle::wait_state(&server, "x", "stopped", Duration::from_secs(60)).await;
+    eprintln!("an exec stream read to its end to the box asleep: {baseline:?}");
+
+    // The attack: the program floods, the client reads a little and never again.
+    let (_sender, mut body) = stream_exec(json!(["yes", "flood"])).await;
+    let mut read = 0;
+    while read < 64 * 1024 {
+        let frame = body.frame().await.unwrap().unwrap();
+        read += frame.data_ref().map_or(0, Bytes::len);
+    }
+    let slept = crate::idle::wait_state(&server, "x", "stopped", Duration::from_secs(60)).await;
+    eprintln!("a client that stopped reading to the box asleep: {slept:?} (send_timeout {limit:?})");
+    assert!(
+        slept < baseline + limit + Duration::from_secs(20),
+        "the box slept {slept:?} after the client stopped reading (baseline {baseline:?})"
+    );
+    drop(body);
 }

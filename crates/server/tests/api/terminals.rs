@@ -224,9 +224,10 @@ async fn a_reattach_brings_the_new_clients_window_size() {
     assert!(body.contains("cmd"), "{body}");
 }
 
-/// A daemon on the sandbox runtime whose terminals ping every second and count a client
-/// as gone after 3 s of silence or of not reading.
-async fn with_short_terminal_limits() -> Option<TestServer> {
+/// A daemon on the sandbox runtime whose terminals ping every second, and that counts the
+/// client of a terminal or a stream as gone after [`SHORT_LIMIT_S`] of silence or of not
+/// reading.
+pub(crate) async fn with_short_stream_limits() -> Option<TestServer> {
     let data = tempfile::tempdir().unwrap();
     let runtime = sandbox(data.path())
         .map_err(|why| berth_testkit::skip("sandbox", &why))
@@ -239,11 +240,11 @@ async fn with_short_terminal_limits() -> Option<TestServer> {
     Some(TestServer::start_with_host(Runtimes::single(runtime), runc, data, host).await)
 }
 
-const SHORT_LIMIT_S: u64 = 3;
+pub(crate) const SHORT_LIMIT_S: u64 = 3;
 
 #[tokio::test]
 async fn a_client_that_stops_reading_a_flooding_terminal_is_detached_and_the_box_sleeps() {
-    let Some(server) = with_short_terminal_limits().await else {
+    let Some(server) = with_short_stream_limits().await else {
         return;
     };
     let (status, body) = server
