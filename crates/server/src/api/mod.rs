@@ -22,6 +22,7 @@ pub mod push;
 pub mod runtimes;
 pub mod secrets;
 pub mod security_headers;
+pub mod send_deadline;
 pub mod templates;
 pub mod tenants;
 pub mod terminal_bridge;
