@@ -34,6 +34,9 @@ pub const QUEUE: usize = 256;
 /// One delivery's whole time: resolve, connect, TLS, request, answer.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Deliveries to one push service (one origin) at once.
+pub const MAX_IN_FLIGHT_PER_SERVICE: usize = 4;
+
 /// Pushes waiting to be tried again; past this a failed push is not retried.
 pub const MAX_PENDING_RETRIES: usize = 64;
 
