@@ -274,3 +274,57 @@ async fn pebble_root(mgmt_port: u16, ca: &TestCa) -> rustls::pki_types::Certific
     let block = pem::parse(&body).expect("pebble's root is PEM");
     block.into_contents().into()
 }
+
+#[tokio::test]
+async fn a_damaged_account_file_stops_the_start_instead_of_being_replaced() {
+    let Some(mut pebble) = Pebble::prepare() else {
+        return;
+    };
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::bind(config_for(data.path(), pebble.acme_port, &pebble.ca_file))
+        .await
+        .unwrap();
+    let root = pebble.run(server.local_addr().port(), 157_766_400).await;
+    let daemon = Serving::start(server);
+    wait_for_issued(&daemon, &root, None, &pebble).await;
+    daemon.stop().await;
+
+    // The account file is damaged (a bad restore, an edit), and a new name needs an order.
+    let account = data.path().join("acme/account.json");
+    let damaged = r#"{"directory": "https://"#;
+    std::fs::write(&account, damaged).unwrap();
+    let mut config = config_for(data.path(), pebble.acme_port, &pebble.ca_file);
+    if let Some(TlsConfig::Acme(acme)) = &mut config.tls {
+        acme.domains.push(format!("www.{NAME}"));
+    }
+    match Server::bind(config).await {
+        Err(e) => {
+            let message = berth_runtime::error_chain(&e);
+            assert!(
+                message.contains(&account.display().to_string())
+                    && message.contains("remove it to register a new account"),
+                "{message}"
+            );
+        }
+        Ok(server) => {
+            // What happened before: the order went on with a new account, written over
+            // the old one.
+            let daemon = Serving::start(server);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while std::fs::read_to_string(&account).unwrap() == damaged {
+                assert!(
+                    Instant::now() < deadline,
+                    "the daemon started on a damaged account file"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            daemon.stop().await;
+            panic!("the damaged account file was silently replaced by a new account");
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(&account).unwrap(),
+        damaged,
+        "the account file is left for the operator"
+    );
+}
