@@ -591,13 +591,21 @@ min_free_percent = 10
         assert_eq!(defaults.server.max_connections, 1024);
         assert_eq!(defaults.server.send_timeout_s, 90);
         assert_eq!(
-            (defaults.terminals.ping_every_s, defaults.terminals.silent_limit_s),
+            (
+                defaults.terminals.ping_every_s,
+                defaults.terminals.silent_limit_s
+            ),
             (30, 90)
         );
-        let set = parse("[server]\nsend_timeout_s = 5\n[terminals]\nping_every_s = 1\nsilent_limit_s = 2\n")
-            .unwrap();
+        let set = parse(
+            "[server]\nsend_timeout_s = 5\n[terminals]\nping_every_s = 1\nsilent_limit_s = 2\n",
+        )
+        .unwrap();
         assert_eq!(set.server.send_timeout_s, 5);
-        assert_eq!((set.terminals.ping_every_s, set.terminals.silent_limit_s), (1, 2));
+        assert_eq!(
+            (set.terminals.ping_every_s, set.terminals.silent_limit_s),
+            (1, 2)
+        );
         for bad in [
             "[events]\nmax_bytes_per_box = 1000\n",
             "[server]\nmax_connections = 0\n",

@@ -90,7 +90,11 @@ pub async fn bridge(socket: WebSocket, attached: Attached, busy: ActivityGuard) 
 }
 
 /// One message to the client, within the send deadline.
-async fn send(to_client: &mut ToClient, message: Message, limits: &StreamLimits) -> Result<(), End> {
+async fn send(
+    to_client: &mut ToClient,
+    message: Message,
+    limits: &StreamLimits,
+) -> Result<(), End> {
     match tokio::time::timeout(limits.send_timeout, to_client.send(message)).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(_)) => Err(End::ClientGone),

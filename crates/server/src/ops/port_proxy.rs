@@ -39,7 +39,16 @@ pub async fn forward(
     };
     let reuse = (!prepared.is_upgrade()).then(|| (ctx.app_pool.clone(), key.clone()));
     if let Some(sender) = reuse.as_ref().and_then(|_| ctx.app_pool.take(&key)) {
-        match proxy::exchange(sender, prepared, to.port, answer_timeout, hold, reuse.clone()).await {
+        match proxy::exchange(
+            sender,
+            prepared,
+            to.port,
+            answer_timeout,
+            hold,
+            reuse.clone(),
+        )
+        .await
+        {
             Ok(response) => return Ok(response),
             Err(Failed::Proxy(e)) => return Err(proxy_error(e)),
             // The pooled connection had closed: nothing was sent; a new one below.

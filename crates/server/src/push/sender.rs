@@ -133,11 +133,18 @@ impl Worker {
 impl Shared {
     fn lanes(&self) -> std::sync::MutexGuard<'_, Lanes> {
         // Never held across an await; a panic while held leaves counts that still bound.
-        self.lanes.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.lanes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Delivers `outgoing`, then the pushes waiting for its service, on one slot.
-    async fn run_lane(self: Arc<Self>, service: String, outgoing: Outgoing, _slot: OwnedSemaphorePermit) {
+    async fn run_lane(
+        self: Arc<Self>,
+        service: String,
+        outgoing: Outgoing,
+        _slot: OwnedSemaphorePermit,
+    ) {
         let mut next = Some(outgoing);
         while let Some(outgoing) = next.take() {
             let verdict = self.delivery.deliver(&outgoing).await;

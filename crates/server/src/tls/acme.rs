@@ -330,13 +330,14 @@ fn stored_account(config: &AcmeConfig, dir: &Path) -> Result<Option<AccountCrede
         path: path.clone(),
         source,
     };
-    let saved: SavedAccount<serde_json::Value> =
-        serde_json::from_slice(&text).map_err(damaged)?;
+    let saved: SavedAccount<serde_json::Value> = serde_json::from_slice(&text).map_err(damaged)?;
     if saved.directory != config.directory {
         tracing::info!(old = %saved.directory, new = %config.directory, "the stored ACME account is another CA's: registering a new one");
         return Ok(None);
     }
-    Ok(Some(serde_json::from_value(saved.credentials).map_err(damaged)?))
+    Ok(Some(
+        serde_json::from_value(saved.credentials).map_err(damaged)?,
+    ))
 }
 
 /// The stored account for this directory, else a new one (stored before use).

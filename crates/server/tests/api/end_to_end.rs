@@ -312,7 +312,9 @@ async fn a_client_that_stops_reading_an_exec_stream_lets_the_box_sleep() {
         read += frame.data_ref().map_or(0, Bytes::len);
     }
     let slept = crate::idle::wait_state(&server, "x", "stopped", Duration::from_secs(60)).await;
-    eprintln!("a client that stopped reading to the box asleep: {slept:?} (send_timeout {limit:?})");
+    eprintln!(
+        "a client that stopped reading to the box asleep: {slept:?} (send_timeout {limit:?})"
+    );
     assert!(
         slept < baseline + limit + Duration::from_secs(20),
         "the box slept {slept:?} after the client stopped reading (baseline {baseline:?})"

@@ -76,7 +76,11 @@ async fn an_app_that_never_answers_is_cut_with_a_504_and_frees_its_slot() {
 
     // The tenant's one slot is free again: the next request is served at once.
     let (status, seen, _) = app_get(&server, "/headers").await;
-    assert_eq!(status, StatusCode::OK, "the stuck request kept its slot: {seen}");
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the stuck request kept its slot: {seen}"
+    );
 }
 
 #[tokio::test]
@@ -119,7 +123,12 @@ async fn an_app_behind_berths_tls_is_told_the_client_came_over_https() {
         let (addr, ca, key) = (server.addr, ca.clone(), server.key.clone());
         async move { request_tls(addr, &ca, method, &path, &key, body).await }
     };
-    let (status, body) = call(Method::POST, "/v1/boxes".into(), Some(json!({"name": "web"}))).await;
+    let (status, body) = call(
+        Method::POST,
+        "/v1/boxes".into(),
+        Some(json!({"name": "web"})),
+    )
+    .await;
     assert_eq!(status, StatusCode::CREATED, "{body:?}");
     let port = APP_PORT.to_string();
     let started = json!({"cmd": ["python3", "-c", APP, port], "background": true});
@@ -130,5 +139,9 @@ async fn an_app_behind_berths_tls_is_told_the_client_came_over_https() {
     let (status, body) = call(Method::GET, path, None).await;
     assert_eq!(status, StatusCode::OK, "{body:?}");
     let seen = app_headers(&json_of(&body));
-    assert_eq!(header(&seen, "x-forwarded-proto"), Some("https"), "{seen:?}");
+    assert_eq!(
+        header(&seen, "x-forwarded-proto"),
+        Some("https"),
+        "{seen:?}"
+    );
 }

@@ -688,8 +688,14 @@ async fn a_push_service_that_never_answers_does_not_delay_another_tenants_pushes
     for n in 0..berth_server::push::MAX_SUBSCRIPTIONS_PER_TENANT {
         let browser = Browser::new(format!("{}/push/dead/{n}", dead.origin()));
         let path = "/v1/web/push/subscriptions";
-        let (status, answer) =
-            call_as(&server, &attacker, Method::POST, path, Some(browser.subscription())).await;
+        let (status, answer) = call_as(
+            &server,
+            &attacker,
+            Method::POST,
+            path,
+            Some(browser.subscription()),
+        )
+        .await;
         assert_eq!(status, StatusCode::CREATED, "{answer}");
     }
     for turn in 0..15 {
@@ -700,7 +706,10 @@ async fn a_push_service_that_never_answers_does_not_delay_another_tenants_pushes
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     while dead.accepted.load(Ordering::SeqCst) == 0 {
-        assert!(Instant::now() < deadline, "no push reached the dead service");
+        assert!(
+            Instant::now() < deadline,
+            "no push reached the dead service"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 

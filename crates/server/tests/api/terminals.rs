@@ -258,7 +258,9 @@ async fn a_client_that_stops_reading_a_flooding_terminal_is_detached_and_the_box
     let limit = Duration::from_secs(SHORT_LIMIT_S);
 
     // A client that reads (and so answers every ping) stays attached past several limits.
-    let mut live = connect(&server, "cmd=sleep&cmd=600&grace_s=1").await.unwrap();
+    let mut live = connect(&server, "cmd=sleep&cmd=600&grace_s=1")
+        .await
+        .unwrap();
     let mut seen = Seen::default();
     read_until(&mut live, &mut seen, |s| !s.id.is_empty()).await;
     let reading = tokio::spawn(async move { while let Some(Ok(_)) = live.next().await {} });
@@ -269,7 +271,9 @@ async fn a_client_that_stops_reading_a_flooding_terminal_is_detached_and_the_box
     let baseline = wait_state(&server, "t1", "stopped", Duration::from_secs(60)).await;
 
     // The attack: the program floods, the client never reads again.
-    let mut flooded = connect(&server, "cmd=yes&cmd=flood&grace_s=1").await.unwrap();
+    let mut flooded = connect(&server, "cmd=yes&cmd=flood&grace_s=1")
+        .await
+        .unwrap();
     let mut seen = Seen::default();
     read_until(&mut flooded, &mut seen, |s| s.bytes.len() > 64 * 1024).await;
     let slept = wait_state(&server, "t1", "stopped", Duration::from_secs(60)).await;
