@@ -225,37 +225,45 @@ async fn a_reattach_brings_the_new_clients_window_size() {
 }
 
 /// A daemon on the sandbox runtime whose terminals ping every second, and that counts the
-/// client of a terminal or a stream as gone after [`SHORT_LIMIT_S`] of silence or of not
-/// reading.
-pub(crate) async fn with_short_stream_limits() -> Option<TestServer> {
+/// client of a terminal or a stream as gone after [`SHORT_LIMIT`] of silence or of not
+/// reading; with box `name`, which sleeps after a second of idleness.
+pub(crate) async fn napping_box_with_short_stream_limits(name: &str) -> Option<TestServer> {
     let data = tempfile::tempdir().unwrap();
     let runtime = sandbox(data.path())
         .map_err(|why| berth_testkit::skip("sandbox", &why))
         .ok()?;
     let mut host = HostConfig::default();
     host.terminals.ping_every_s = 1;
-    host.terminals.silent_limit_s = SHORT_LIMIT_S;
-    host.server.send_timeout_s = SHORT_LIMIT_S;
+    host.terminals.silent_limit_s = SHORT_LIMIT.as_secs();
+    host.server.send_timeout_s = SHORT_LIMIT.as_secs();
     let runc = Some("runc".to_owned());
-    Some(TestServer::start_with_host(Runtimes::single(runtime), runc, data, host).await)
+    let server = TestServer::start_with_host(Runtimes::single(runtime), runc, data, host).await;
+    let created = json!({"name": name, "stop_after_s": 1});
+    let (status, body) = server.call(Method::POST, "/v1/boxes", Some(created)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    Some(server)
 }
 
-pub(crate) const SHORT_LIMIT_S: u64 = 3;
+pub(crate) const SHORT_LIMIT: Duration = Duration::from_secs(3);
+
+/// Box `name` sleeps soon after its client stopped reading: within [`SHORT_LIMIT`] and a
+/// margin of `baseline`, the time from a client's goodbye to the box asleep.
+pub(crate) async fn sleeps_on_time(server: &TestServer, name: &str, baseline: Duration) {
+    let slept = wait_state(server, name, "stopped", Duration::from_secs(60)).await;
+    eprintln!(
+        "a client's goodbye to the box asleep: {baseline:?}; a client that stopped reading to the box asleep: {slept:?} (limits {SHORT_LIMIT:?})"
+    );
+    assert!(
+        slept < baseline + SHORT_LIMIT + Duration::from_secs(20),
+        "the box slept {slept:?} after the client stopped reading (baseline {baseline:?})"
+    );
+}
 
 #[tokio::test]
 async fn a_client_that_stops_reading_a_flooding_terminal_is_detached_and_the_box_sleeps() {
-    let Some(server) = with_short_stream_limits().await else {
+    let Some(server) = napping_box_with_short_stream_limits("t1").await else {
         return;
     };
-    let (status, body) = server
-        .call(
-            Method::POST,
-            "/v1/boxes",
-            Some(json!({"name": "t1", "stop_after_s": 1})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    let limit = Duration::from_secs(SHORT_LIMIT_S);
 
     // A client that reads (and so answers every ping) stays attached past several limits.
     let mut live = connect(&server, "cmd=sleep&cmd=600&grace_s=1")
@@ -264,7 +272,7 @@ async fn a_client_that_stops_reading_a_flooding_terminal_is_detached_and_the_box
     let mut seen = Seen::default();
     read_until(&mut live, &mut seen, |s| !s.id.is_empty()).await;
     let reading = tokio::spawn(async move { while let Some(Ok(_)) = live.next().await {} });
-    stays(&server, "t1", "running", 3 * limit).await;
+    stays(&server, "t1", "running", 3 * SHORT_LIMIT).await;
     assert!(!reading.is_finished(), "a client that reads was detached");
     // The baseline: from a client's goodbye to the box asleep (grace, idle timeout, stop).
     reading.abort();
@@ -276,13 +284,6 @@ async fn a_client_that_stops_reading_a_flooding_terminal_is_detached_and_the_box
         .unwrap();
     let mut seen = Seen::default();
     read_until(&mut flooded, &mut seen, |s| s.bytes.len() > 64 * 1024).await;
-    let slept = wait_state(&server, "t1", "stopped", Duration::from_secs(60)).await;
-    eprintln!(
-        "a client's goodbye to the box asleep: {baseline:?}; a client that stopped reading to the box asleep: {slept:?} (limits {limit:?})"
-    );
-    assert!(
-        slept < baseline + limit + Duration::from_secs(20),
-        "the box slept {slept:?} after the client stopped reading (baseline {baseline:?})"
-    );
+    sleeps_on_time(&server, "t1", baseline).await;
     drop(flooded);
 }
