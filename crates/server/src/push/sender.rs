@@ -164,7 +164,7 @@ impl Shared {
     fn retry_at(&self, mut outgoing: Outgoing, at: Instant) {
         let id = &outgoing.subscription.id;
         if outgoing.retried {
-            tracing::warn!(subscription = %id, "push dropped: its push service failed it twice");
+            tracing::warn!(subscription = %id, "push dropped: its push service still fails after its one retry");
             return;
         }
         let Ok(permit) = self.retries.clone().try_acquire_owned() else {
