@@ -62,6 +62,8 @@ pub struct Ctx {
     pub push: Arc<crate::push::Push>,
     /// Scheduled wakeups: `[wakeups]` limits and the scheduler's doorbell.
     pub wakeups: Arc<crate::lifecycle::wakeups::doorbell::Wakeups>,
+    /// When the client of a terminal or an exec stream counts as gone.
+    pub stream_limits: crate::stream_limits::StreamLimits,
 }
 
 impl Ctx {

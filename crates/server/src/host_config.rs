@@ -64,6 +64,9 @@ pub struct HostConfig {
     /// `[wakeups]`: limits of scheduled wakeups (`crate::lifecycle::wakeups::config`).
     #[serde(default)]
     pub wakeups: crate::lifecycle::wakeups::config::WakeupsHostConfig,
+    /// `[terminals]`: when a terminal's client counts as gone (`crate::stream_limits`).
+    #[serde(default)]
+    pub terminals: crate::stream_limits::TerminalsHostConfig,
 }
 
 /// `[events]`: how much of each box's event log the store keeps (the harness's own
@@ -128,6 +131,9 @@ pub struct ServerHostConfig {
     /// `max_event_streams_per_tenant` as berth.toml gave it: the old name of
     /// `max_streams_per_tenant` (when that is absent, this is its value), warned about.
     pub old_max_event_streams_per_tenant: Option<usize>,
+    /// A send to the client of a stream that keeps a box awake (a terminal's output, an
+    /// exec's frames) that has not completed after this many seconds ends the stream.
+    pub send_timeout_s: u64,
 }
 
 /// `[server]` as written in berth.toml.
@@ -143,6 +149,7 @@ struct ServerHostConfigFile {
     max_anonymous_connections_per_address: Option<usize>,
     first_request_timeout_s: Option<u64>,
     connections_kept_for_others_percent: Option<u64>,
+    send_timeout_s: Option<u64>,
 }
 
 impl From<ServerHostConfigFile> for ServerHostConfig {
@@ -168,6 +175,7 @@ impl From<ServerHostConfigFile> for ServerHostConfig {
                 .connections_kept_for_others_percent
                 .unwrap_or(defaults.connections_kept_for_others_percent),
             old_max_event_streams_per_tenant: file.max_event_streams_per_tenant,
+            send_timeout_s: file.send_timeout_s.unwrap_or(defaults.send_timeout_s),
         }
     }
 }
@@ -189,6 +197,9 @@ impl Default for ServerHostConfig {
             first_request_timeout_s: 5,
             connections_kept_for_others_percent: 25,
             old_max_event_streams_per_tenant: None,
+            // As long as a terminal's client may stay silent: a client on a bad link that
+            // reads again within it keeps its stream.
+            send_timeout_s: 90,
         }
     }
 }
@@ -523,7 +534,14 @@ impl HostConfig {
             ),
         ];
         let wakeups = self.wakeups.limits();
-        for (key, value, min, max) in checks.into_iter().chain(self.ports.limits()).chain(wakeups) {
+        let send_timeout = ("[server] send_timeout_s", server.send_timeout_s, 1, 3600);
+        let streams = self.terminals.limits().into_iter().chain([send_timeout]);
+        for (key, value, min, max) in checks
+            .into_iter()
+            .chain(self.ports.limits())
+            .chain(wakeups)
+            .chain(streams)
+        {
             if !(min..=max).contains(&value) {
                 return Err(HostConfigError::OutOfRange {
                     path: path.to_path_buf(),
@@ -653,6 +671,23 @@ min_free_percent = 10
         assert_eq!(defaults.server.max_connections, 1024);
         assert_eq!(defaults.server, ServerHostConfig::default());
         assert_eq!(defaults.server.max_streams_per_tenant, 128);
+        assert_eq!(defaults.server.send_timeout_s, 90);
+        assert_eq!(
+            (
+                defaults.terminals.ping_every_s,
+                defaults.terminals.silent_limit_s
+            ),
+            (30, 90)
+        );
+        let set = parse(
+            "[server]\nsend_timeout_s = 5\n[terminals]\nping_every_s = 1\nsilent_limit_s = 2\n",
+        )
+        .unwrap();
+        assert_eq!(set.server.send_timeout_s, 5);
+        assert_eq!(
+            (set.terminals.ping_every_s, set.terminals.silent_limit_s),
+            (1, 2)
+        );
         for bad in [
             "[events]\nmax_bytes_per_box = 1000\n",
             "[server]\nmax_connections = 0\n",
@@ -661,6 +696,10 @@ min_free_percent = 10
             "[server]\nmax_anonymous_connections_per_address = 0\n",
             "[server]\nfirst_request_timeout_s = 0\n",
             "[server]\nconnections_kept_for_others_percent = 91\n",
+            "[server]\nsend_timeout_s = 0\n",
+            "[terminals]\nping_every_s = 0\n",
+            // Silent for no longer than between two pings: a live client would be cut.
+            "[terminals]\nping_every_s = 30\nsilent_limit_s = 30\n",
         ] {
             let err = parse(bad).unwrap_err();
             assert!(

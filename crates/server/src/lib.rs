@@ -29,6 +29,7 @@ pub mod push;
 pub mod runtimes;
 pub mod secrets;
 pub mod server;
+pub mod stream_limits;
 pub mod templates;
 pub mod tls;
 pub mod validate;

@@ -124,6 +124,10 @@ impl Server {
             app_pool: Default::default(),
             event_pruner: Arc::new(EventPruner::new(&config.host.events)),
             wakeups: crate::lifecycle::wakeups::doorbell::Wakeups::new(&config.host.wakeups),
+            stream_limits: crate::stream_limits::StreamLimits::new(
+                config.host.server.send_timeout_s,
+                &config.host.terminals,
+            ),
         };
         if let Err(e) = reconcile::reconcile(&ctx).await {
             // The store failing here fails every request too: refuse to start.

@@ -9,6 +9,7 @@ use http::StatusCode;
 
 use crate::error::{LinkRefusal, OpError};
 use crate::lifecycle::wakeups::error::WakeupError;
+use crate::ports::proxy::ProxyError;
 use crate::push::PushError;
 use crate::secrets::SecretError;
 
@@ -191,6 +192,9 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::PortLinkNotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
         OpError::PortNotListening { .. } => {
             (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable)
+        }
+        OpError::PortProxy(e) if matches!(**e, ProxyError::AnswerTimeout { .. }) => {
+            (StatusCode::GATEWAY_TIMEOUT, ErrorCode::Timeout)
         }
         OpError::PortProxy(_) => (StatusCode::BAD_GATEWAY, ErrorCode::Unavailable),
         OpError::LinkRefused(refusal) => match refusal {

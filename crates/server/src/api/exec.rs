@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -17,6 +16,7 @@ use serde::Deserialize;
 use crate::api::auth::Caller;
 use crate::api::error::ApiError;
 use crate::api::extract::ApiJson;
+use crate::api::send_deadline;
 use crate::ctx::Ctx;
 use crate::lifecycle::ActivityGuard;
 use crate::ops::box_find;
@@ -107,13 +107,15 @@ pub async fn exec(
         .filter_map(|v| v.to_str().ok())
         .any(|v| v.contains(NDJSON));
     if wants_stream {
-        // The box is in use until the response body is done or dropped.
+        // The box is in use until the response body is done or dropped, or its client
+        // stops taking it.
         let slot = ctx.streams.take(&who.tenant_id)?;
         let busy = ctx.activity.begin(&record.id);
         let stream = exec_stream(&ctx, &record.id, body).await?;
+        let send_timeout = ctx.stream_limits.send_timeout;
         Ok((
             [(http::header::CONTENT_TYPE, NDJSON)],
-            Body::from_stream(slot.holding(frames(stream, busy))),
+            send_deadline::body(slot.holding(frames(stream, busy)), send_timeout, &record.id),
         )
             .into_response())
     } else {
@@ -123,8 +125,9 @@ pub async fn exec(
 }
 
 /// The guest's frames, one JSON line each, as they arrive. A guest failure mid-stream
-/// becomes a last `error` frame. When the client goes away the body is dropped, which
-/// drops the guest stream, which makes `berth-init` kill the process group.
+/// becomes a last `error` frame. When the client goes away (or stops reading: see
+/// `api/send_deadline.rs`) this stream is dropped, which drops the guest stream, which
+/// makes `berth-init` kill the process group.
 fn frames(
     stream: ExecStream,
     busy: ActivityGuard,

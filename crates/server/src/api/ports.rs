@@ -30,6 +30,7 @@ use crate::ops::{port_links, port_proxy};
 use crate::ports::cookie;
 use crate::ports::host::{match_host, HostMatch};
 use crate::ports::proxy::{self, Forwarding};
+use crate::tls::ServedOverTls;
 
 /// The port a request is for, and how the app sees its path.
 #[derive(Debug)]
@@ -54,7 +55,7 @@ impl Target {
 
 /// The proxy's entry in the OpenAPI document (any method is served; the document names
 /// GET, as OpenAPI has no "any").
-#[utoipa::path(get, path = "/v1/boxes/{box_ref}/ports/{port}/{path}", tag = "ports", summary = "Any method: HTTP or a WebSocket upgrade forwarded to 127.0.0.1:{port} in the box (wakes it, waits for the port to listen); with the API key or a share link", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("port" = u16, Path, description = "1 to 65535 (not 443 or 3128, berth's own in the box)"), ("path" = String, Path, description = "the app's path, with the query"), ("berth_link" = Option<String>, Query, description = "a share link's token: answered with 303 to the same URL without it, setting the `berth_port` cookie")), responses((status = 200, description = "the app's answer, whatever its status"), (status = 303, description = "a share link's token was traded for a cookie"), (status = 401, description = "no valid API key, link or cookie", body = berth_protocol::ErrorBody), (status = 403, description = "the share link expired, was revoked, or is for another port", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 429, description = "too many connections to box ports", body = berth_protocol::ErrorBody), (status = 502, description = "the app broke HTTP", body = berth_protocol::ErrorBody), (status = 503, description = "nothing listened on the port within `[ports] listen_wait_s`", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+#[utoipa::path(get, path = "/v1/boxes/{box_ref}/ports/{port}/{path}", tag = "ports", summary = "Any method: HTTP or a WebSocket upgrade forwarded to 127.0.0.1:{port} in the box (wakes it, waits for the port to listen); with the API key or a share link", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("port" = u16, Path, description = "1 to 65535 (not 443 or 3128, berth's own in the box)"), ("path" = String, Path, description = "the app's path, with the query"), ("berth_link" = Option<String>, Query, description = "a share link's token: answered with 303 to the same URL without it, setting the `berth_port` cookie")), responses((status = 200, description = "the app's answer, whatever its status"), (status = 303, description = "a share link's token was traded for a cookie"), (status = 401, description = "no valid API key, link or cookie", body = berth_protocol::ErrorBody), (status = 403, description = "the share link expired, was revoked, or is for another port", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 429, description = "too many connections to box ports", body = berth_protocol::ErrorBody), (status = 502, description = "the app broke HTTP, or answered 101 to a request that asked for no upgrade", body = berth_protocol::ErrorBody), (status = 503, description = "nothing listened on the port within `[ports] listen_wait_s`", body = berth_protocol::ErrorBody), (status = 504, description = "the app began no answer within `[ports] answer_timeout_s`", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 #[allow(dead_code)]
 fn proxy() {}
 
@@ -175,6 +176,7 @@ async fn serve_or_fail(ctx: Ctx, target: Target, request: Request) -> Result<Res
             .extensions()
             .get::<ConnectInfo<SocketAddr>>()
             .map(|c| c.0.ip()),
+        over_tls: request.extensions().get::<ServedOverTls>().is_some(),
     };
     let mut response = port_proxy::forward(&ctx, &tenant, &record, request, &forwarding).await?;
     if path_mode {

@@ -7,44 +7,28 @@
 //! 128 + the signal when one ended the program), `{"detached":{"reason"}}` (another
 //! client attached) or `{"error":{"code","message"}}`, each followed by a close.
 //!
-//! A client that loses its connection reattaches with `?id=<id>&offset=<the first offset
+//! A client that stops reading or answering is detached (`api/terminal_bridge.rs`). A
+//! client that loses its connection reattaches with `?id=<id>&offset=<the first offset
 //! plus the bytes it received>` (and its window's `cols` and `rows`, applied on
 //! reattaching): it gets the rest of the output, nothing twice.
 
-use std::time::Duration;
-
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use berth_protocol::guest::BoxUser;
-use berth_protocol::terminal::TerminalSize;
-use berth_protocol::ErrorCode;
-use berth_runtime::GuestClient;
-use bytes::Bytes;
-use futures_util::{SinkExt, StreamExt};
 use serde::Deserialize;
-use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::time::Instant;
 
 use crate::api::auth::Caller;
 use crate::api::error::ApiError;
+use crate::api::terminal_bridge::bridge;
 use crate::ctx::Ctx;
-use crate::lifecycle::ActivityGuard;
 use crate::ops::box_find;
-use crate::ops::terminal::{self, Attached, TerminalCommand, TerminalTarget};
+use crate::ops::terminal::{self, TerminalCommand, TerminalTarget};
 
 /// The largest WebSocket message a client may send (a paste; the terminal's input queue
 /// takes it in pieces anyway).
 const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
-/// How often the server pings an attached client.
-const PING_EVERY: Duration = Duration::from_secs(30);
-/// A client silent for this long (no pong, no input) is gone: the terminal is detached,
-/// so a dead connection cannot keep the box awake.
-const SILENT_LIMIT: Duration = Duration::from_secs(90);
-/// One read of terminal output, sent as one binary message.
-const OUTPUT_CHUNK: usize = 32 * 1024;
 
 #[utoipa::path(get, path = "/v1/boxes/{box_ref}/pty", tag = "terminals", summary = "A terminal in the box over a WebSocket (wakes the box)", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("cmd" = Option<Vec<String>>, Query, description = "the program and its arguments, one `cmd` each (default: the user's login shell)"), ("cols" = Option<u16>, Query, description = "window width (default 80)"), ("rows" = Option<u16>, Query, description = "window height (default 24)"), ("user" = Option<BoxUser>, Query, description = "`user` (default) or `root`"), ("cwd" = Option<String>, Query, description = "working directory (default: the user's home)"), ("env" = Option<Vec<String>>, Query, description = "`NAME=value`, one `env` each: variables for the program"), ("term" = Option<String>, Query, description = "TERM (default xterm-256color)"), ("grace_s" = Option<u64>, Query, description = "how long the terminal lives on after the connection drops (default 60)"), ("id" = Option<String>, Query, description = "reattach to this terminal instead of starting one"), ("offset" = Option<u64>, Query, description = "with `id`: the output offset to resume from")), responses((status = 101, description = "a WebSocket: binary frames are terminal bytes; text frames are JSON control messages"), (status = 400, description = "invalid request, or not a WebSocket upgrade", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box, or no such terminal", body = berth_protocol::ErrorBody), (status = 429, description = "the tenant holds `[server] max_streams_per_tenant` streams already, or the box 16 terminals (`too_many_requests`)", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn pty(
@@ -140,106 +124,4 @@ fn target(query: &str) -> Result<TerminalTarget, ApiError> {
         None if offset.is_some() => Err(bad("offset needs id".into())),
         None => Ok(TerminalTarget::New(command)),
     }
-}
-
-/// Copies between the WebSocket and the terminal until one side ends. The activity
-/// guard keeps the box awake for exactly that long.
-async fn bridge(socket: WebSocket, attached: Attached, busy: ActivityGuard) {
-    let Attached { client, id, stream } = attached;
-    let (mut to_client, mut from_client) = socket.split();
-    let hello = json!({"id": id, "offset": stream.start});
-    if to_client.send(text(&hello)).await.is_err() {
-        return;
-    }
-    let (mut output, mut input) = tokio::io::split(stream.stream);
-    let mut buf = vec![0u8; OUTPUT_CHUNK];
-    let mut ping = tokio::time::interval(PING_EVERY);
-    let mut last_heard = Instant::now();
-    let ended = loop {
-        tokio::select! {
-            n = output.read(&mut buf) => match n {
-                Ok(0) | Err(_) => break true,
-                Ok(n) => {
-                    let bytes = Bytes::copy_from_slice(&buf[..n]);
-                    if to_client.send(Message::Binary(bytes)).await.is_err() {
-                        break false;
-                    }
-                }
-            },
-            message = from_client.next() => {
-                last_heard = Instant::now();
-                match message {
-                    None | Some(Err(_)) | Some(Ok(Message::Close(_))) => break false,
-                    Some(Ok(Message::Binary(data))) => {
-                        if input.write_all(&data).await.is_err() {
-                            // The program is gone; its end comes on the output side.
-                            continue;
-                        }
-                    }
-                    Some(Ok(Message::Text(control_text))) => {
-                        if let Err(problem) = control(&client, &id, control_text.as_str()).await {
-                            if to_client.send(text(&problem)).await.is_err() {
-                                break false;
-                            }
-                        }
-                    }
-                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-                }
-            }
-            _ = ping.tick() => {
-                if last_heard.elapsed() > SILENT_LIMIT {
-                    tracing::info!(box_id = %busy.box_id(), terminal = %id, "terminal client silent too long: detaching");
-                    break false;
-                }
-                if to_client.send(Message::Ping(Bytes::new())).await.is_err() {
-                    break false;
-                }
-            }
-        }
-    };
-    if ended {
-        // The agent closed the stream: the program ended and all its output is sent, or
-        // another client took the terminal over.
-        let last = match client.terminal(&id).await {
-            Ok(info) => match info.exit {
-                Some(exit) => json!({"exit": {"code": exit.shell_status()}}),
-                None => json!({"detached": {"reason": "another client attached to this terminal"}}),
-            },
-            Err(e) => {
-                json!({"error": {"code": ErrorCode::Unavailable, "message": format!("the box stopped: {}", berth_runtime::error_chain(&e))}})
-            }
-        };
-        let _ = to_client.send(text(&last)).await;
-        let _ = to_client.send(Message::Close(None)).await;
-    }
-    drop(busy);
-}
-
-/// A control message from the client; `Err` is the JSON error to send back.
-async fn control(client: &GuestClient, id: &str, message: &str) -> Result<(), serde_json::Value> {
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    enum Control {
-        #[serde(rename = "resize")]
-        Resize(TerminalSize),
-        #[serde(rename = "signal")]
-        Signal(String),
-    }
-    let problem =
-        |code: ErrorCode, message: String| json!({"error": {"code": code, "message": message}});
-    let control: Control = serde_json::from_str(message).map_err(|e| {
-        problem(
-            ErrorCode::InvalidRequest,
-            format!("a control message is {{\"resize\":{{\"cols\",\"rows\"}}}} or {{\"signal\":\"INT\"}}: {e}"),
-        )
-    })?;
-    let result = match control {
-        Control::Resize(size) => client.terminal_resize(id, size).await,
-        Control::Signal(signal) => client.terminal_signal(id, &signal).await,
-    };
-    result.map_err(|e| problem(e.code(), berth_runtime::error_chain(&e)))
-}
-
-fn text(value: &serde_json::Value) -> Message {
-    Message::Text(value.to_string().into())
 }

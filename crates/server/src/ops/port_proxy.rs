@@ -24,6 +24,7 @@ pub async fn forward(
     to: &Forwarding,
 ) -> Result<Response, OpError> {
     let proxy_error = |e| OpError::PortProxy(Box::new(e));
+    let answer_timeout = ctx.ports.answer_timeout();
     let slot = ctx.port_connections.take(tenant)?;
     let stream = ctx.streams.take(tenant)?;
     // A request through the proxy is work: it keeps the box awake while it runs.
@@ -39,7 +40,16 @@ pub async fn forward(
     };
     let reuse = (!prepared.is_upgrade()).then(|| (ctx.app_pool.clone(), key.clone()));
     if let Some(sender) = reuse.as_ref().and_then(|_| ctx.app_pool.take(&key)) {
-        match proxy::exchange(sender, prepared, to.port, hold, reuse.clone()).await {
+        match proxy::exchange(
+            sender,
+            prepared,
+            to.port,
+            answer_timeout,
+            hold,
+            reuse.clone(),
+        )
+        .await
+        {
             Ok(response) => return Ok(response),
             Err(Failed::Proxy(e)) => return Err(proxy_error(e)),
             // The pooled connection had closed: nothing was sent; a new one below.
@@ -60,7 +70,7 @@ pub async fn forward(
     let sender = proxy::handshake(stream, to.port)
         .await
         .map_err(proxy_error)?;
-    match proxy::exchange(sender, prepared, to.port, hold, reuse).await {
+    match proxy::exchange(sender, prepared, to.port, answer_timeout, hold, reuse).await {
         Ok(response) => Ok(response),
         Err(Failed::Proxy(e)) => Err(proxy_error(e)),
         Err(Failed::NotSent { .. }) => Err(proxy_error(ProxyError::Closed { port: to.port })),

@@ -10,6 +10,7 @@ use berth_runtime::{GuestClient, TerminalStream};
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
+use crate::stream_limits::StreamLimits;
 
 /// A program to start on a new terminal, as a client asked for it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -37,12 +38,14 @@ pub enum TerminalTarget {
     },
 }
 
-/// An attached terminal, with the client to resize and signal it.
+/// An attached terminal, with the client to resize and signal it, and when the client
+/// attached to it counts as gone (so a dead connection cannot keep the box awake).
 #[derive(Debug)]
 pub struct Attached {
     pub client: GuestClient,
     pub id: String,
     pub stream: TerminalStream,
+    pub limits: StreamLimits,
 }
 
 impl TerminalCommand {
@@ -105,6 +108,7 @@ pub async fn attach(ctx: &Ctx, id: &BoxId, target: TerminalTarget) -> Result<Att
             (None, Some((id, offset, size)))
         }
     };
+    let limits = ctx.stream_limits;
     ctx.lifecycle()
         .with_guest(id, |client| {
             let (request, existing) = (request.clone(), existing.clone());
@@ -124,6 +128,7 @@ pub async fn attach(ctx: &Ctx, id: &BoxId, target: TerminalTarget) -> Result<Att
                     client,
                     id: terminal,
                     stream,
+                    limits,
                 })
             }
         })

@@ -6,6 +6,8 @@
 //! base_domain = "boxes.example.com"
 //! # How long a request waits for a port to start listening (a box just woken).
 //! listen_wait_s = 30
+//! # How long the proxy waits for an app's answer head (status line and headers): 504 after.
+//! answer_timeout_s = 60
 //! # Proxied requests and WebSocket connections open at once.
 //! max_connections_per_tenant = 64
 //! max_connections = 512
@@ -24,6 +26,10 @@ pub struct PortsHostConfig {
     /// A request to a port where nothing listens yet retries for this long (0: not at all).
     #[serde(default = "default_listen_wait_s")]
     pub listen_wait_s: u64,
+    /// An app that has not begun its answer (status line and headers) this long after the
+    /// request went out is answered `504` for it, and its connection closed.
+    #[serde(default = "default_answer_timeout_s")]
+    pub answer_timeout_s: u64,
     #[serde(default = "default_max_connections_per_tenant")]
     pub max_connections_per_tenant: usize,
     #[serde(default = "default_max_connections")]
@@ -35,6 +41,7 @@ impl Default for PortsHostConfig {
         PortsHostConfig {
             base_domain: None,
             listen_wait_s: default_listen_wait_s(),
+            answer_timeout_s: default_answer_timeout_s(),
             max_connections_per_tenant: default_max_connections_per_tenant(),
             max_connections: default_max_connections(),
         }
@@ -43,6 +50,12 @@ impl Default for PortsHostConfig {
 
 fn default_listen_wait_s() -> u64 {
     30
+}
+
+/// nginx's `proxy_read_timeout`, the web's common default that long-polling apps are
+/// written for; long enough for a dev server's first compile after a wake.
+fn default_answer_timeout_s() -> u64 {
+    60
 }
 
 fn default_max_connections_per_tenant() -> usize {
@@ -58,10 +71,15 @@ impl PortsHostConfig {
         Duration::from_secs(self.listen_wait_s)
     }
 
+    pub fn answer_timeout(&self) -> Duration {
+        Duration::from_secs(self.answer_timeout_s)
+    }
+
     /// `(key, value, min, max)` of each bounded number, for the config's checks.
-    pub(crate) fn limits(&self) -> [(&'static str, u64, u64, u64); 3] {
+    pub(crate) fn limits(&self) -> [(&'static str, u64, u64, u64); 4] {
         [
             ("[ports] listen_wait_s", self.listen_wait_s, 0, 600),
+            ("[ports] answer_timeout_s", self.answer_timeout_s, 1, 3600),
             (
                 "[ports] max_connections_per_tenant",
                 self.max_connections_per_tenant as u64,

@@ -7,13 +7,16 @@
 //! that carries a berth API key and berth's cookie are taken out. `X-Forwarded-*` from the
 //! client are replaced by berth's own. An `Upgrade` request (a WebSocket) is forwarded
 //! with its `Upgrade`; when the app answers `101`, the two upgraded connections are
-//! spliced until either side closes.
+//! spliced until either side closes. An app's answer head must begin within the deadline
+//! the caller gives (`[ports] answer_timeout_s`), and a `101` to a request that asked for
+//! no upgrade is refused: either would leave the client waiting for ever.
 
 use std::any::Any;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -60,6 +63,8 @@ pub struct Forwarding {
     /// `X-Forwarded-Prefix`: the path the app is mounted under (`None` at `/`).
     pub prefix: Option<String>,
     pub client: Option<IpAddr>,
+    /// The client's request came over berth's own TLS (`X-Forwarded-Proto: https`).
+    pub over_tls: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +85,10 @@ pub enum ProxyError {
         #[source]
         source: hyper::Error,
     },
+    #[error("the app on port {port} began no answer within {waited_s}s ([ports] answer_timeout_s): make it answer sooner (a long job can answer at once and report later), or raise the limit")]
+    AnswerTimeout { port: u16, waited_s: u64 },
+    #[error("the app on port {port} answered 101 Switching Protocols to a request that asked for no upgrade")]
+    UnaskedUpgrade { port: u16 },
 }
 
 /// A request made ready for the app: its head rewritten, the client's upgrade taken.
@@ -149,12 +158,14 @@ where
 }
 
 /// Sends the request on `sender` and passes the app's answer back, holding `hold` until
-/// the answer's body ends (or the splice of an upgrade closes). With `reuse`, a connection
-/// whose answer was read to its end goes back to the pool.
+/// the answer's body ends (or the splice of an upgrade closes). The answer's head must
+/// come within `answer_timeout` (its body may take as long as it streams). With `reuse`,
+/// a connection whose answer was read to its end goes back to the pool.
 pub async fn exchange(
     mut sender: SendRequest<Body>,
     prepared: Prepared,
     port: u16,
+    answer_timeout: Duration,
     hold: Hold,
     reuse: Option<Reuse>,
 ) -> Result<Response, Failed> {
@@ -168,9 +179,17 @@ pub async fn exchange(
         upstream,
         client_upgrade,
     } = prepared;
-    let mut response = match sender.try_send_request(upstream).await {
-        Ok(response) => response,
-        Err(mut e) => {
+    // On the deadline the request is dropped with `sender`, which closes the connection.
+    let answer = tokio::time::timeout(answer_timeout, sender.try_send_request(upstream)).await;
+    let mut response = match answer {
+        Err(_elapsed) => {
+            return Err(Failed::Proxy(ProxyError::AnswerTimeout {
+                port,
+                waited_s: answer_timeout.as_secs(),
+            }))
+        }
+        Ok(Ok(response)) => response,
+        Ok(Err(mut e)) => {
             return match e.take_message() {
                 Some(upstream) => Err(Failed::NotSent {
                     prepared: Box::new(Prepared {
@@ -188,13 +207,19 @@ pub async fn exchange(
     };
     let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
     let headers = response_headers(response.headers(), switching);
-    if let (true, Some(client_upgrade)) = (switching, client_upgrade) {
-        let app_upgrade = hyper::upgrade::on(&mut response);
-        tokio::spawn(splice(client_upgrade, app_upgrade, hold));
-        let mut answer = Response::new(Body::empty());
-        *answer.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-        *answer.headers_mut() = headers;
-        return Ok(answer);
+    match (switching, client_upgrade) {
+        (true, Some(client_upgrade)) => {
+            let app_upgrade = hyper::upgrade::on(&mut response);
+            tokio::spawn(splice(client_upgrade, app_upgrade, hold));
+            let mut answer = Response::new(Body::empty());
+            *answer.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+            *answer.headers_mut() = headers;
+            return Ok(answer);
+        }
+        // Passed on, it would switch a client that expects HTTP to nothing: it waits for
+        // ever. The app's connection, in an unknown protocol now, is dropped with it.
+        (true, None) => return Err(Failed::Proxy(ProxyError::UnaskedUpgrade { port })),
+        (false, _) => {}
     }
     let (mut parts, body) = response.into_parts();
     parts.headers = headers;
@@ -302,7 +327,8 @@ fn request_headers(
     if let Some(ip) = to.client {
         out.insert("x-forwarded-for", header_value(&ip.to_string()));
     }
-    out.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+    let proto = if to.over_tls { "https" } else { "http" };
+    out.insert("x-forwarded-proto", HeaderValue::from_static(proto));
     if let Some(host) = incoming.get(header::HOST) {
         out.insert("x-forwarded-host", host.clone());
     }
@@ -387,6 +413,7 @@ mod tests {
             path_and_query: "/x?y=1".into(),
             prefix: Some("/v1/boxes/a/ports/8000".into()),
             client: Some("10.0.0.7".parse().unwrap()),
+            over_tls: false,
         }
     }
 
@@ -431,6 +458,12 @@ mod tests {
         assert_eq!(out["x-forwarded-host"], "berth.example");
         assert_eq!(out["x-forwarded-proto"], "http");
         assert_eq!(out["x-forwarded-prefix"], "/v1/boxes/a/ports/8000");
+        let over_tls = Forwarding {
+            over_tls: true,
+            ..to()
+        };
+        let out = request_headers(&incoming, None, &over_tls);
+        assert_eq!(out["x-forwarded-proto"], "https");
         assert_eq!(out["accept"], "text/plain");
         assert_eq!(out["host"], "berth.example");
     }

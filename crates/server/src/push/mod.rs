@@ -1,11 +1,14 @@
 //! Web Push from the daemon: RFC 8030 delivery, RFC 8291 message encryption (`aes128gcm`)
 //! and RFC 8292 VAPID. A browser subscribes (`api/push.rs`); when a turn ends on a box
 //! that no event stream of its tenant is watching ([`trigger`]), each of the tenant's
-//! subscriptions gets an encrypted notification through a bounded queue ([`sender`]).
+//! subscriptions gets an encrypted notification through a bounded queue ([`sender`]),
+//! delivered beside other push services' ([`lanes`], [`delivery`]).
 
 pub mod config;
+pub mod delivery;
 pub mod encrypt;
 pub mod endpoint;
+pub mod lanes;
 pub mod sender;
 pub mod subscriptions;
 pub mod trigger;

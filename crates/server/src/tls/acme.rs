@@ -81,12 +81,38 @@ pub enum AcmeError {
         #[source]
         source: serde_json::Error,
     },
+    #[error("ACME: cannot read the account file {}; restore it from a backup, or remove it to register a new account with the CA", path.display())]
+    AccountRead {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("ACME: the account file {} is damaged; restore it from a backup, or remove it to register a new account with the CA (certificates it got stay valid)", path.display())]
+    AccountDamaged {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("ACME: cannot encode the {what} to store it")]
+    Encode {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
     #[error("ACME: cannot read the directory CA {}", path.display())]
     DirectoryCa {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
+}
+
+/// What `<data dir>/acme/account.json` holds: the credentials are read only when they
+/// are this directory's.
+#[derive(Serialize, Deserialize)]
+struct SavedAccount<C> {
+    directory: String,
+    credentials: C,
 }
 
 /// What `<data dir>/acme/certificate.json` holds.
@@ -274,34 +300,55 @@ async fn issue(
         key_pem: key.serialize_pem(),
     };
     let issued = parse_issued(&stored.chain_pem, &stored.key_pem).ok_or(AcmeError::Issued)?;
-    write_private(
-        &dir.join(CERT_FILE),
-        &serde_json::to_vec(&stored).unwrap_or_default(),
-    )?;
+    let encoded = serde_json::to_vec(&stored).map_err(|source| AcmeError::Encode {
+        what: "certificate",
+        source,
+    })?;
+    write_private(&dir.join(CERT_FILE), &encoded)?;
     resolver.set(issued.certified);
     super::write_cert_file(resolver, data_dir)
+}
+
+/// Checks at start that a stored account can be used: one that cannot be read or parsed
+/// stops the daemon rather than being replaced at the next order.
+pub(crate) fn check_account(config: &AcmeConfig, data_dir: &Path) -> Result<(), TlsError> {
+    stored_account(config, &data_dir.join(ACME_DIR)).map(drop)
+}
+
+/// The stored account's credentials for this directory; `None` when there is none yet, or
+/// it is another CA's (a new account replaces it). A file that cannot be read or parsed
+/// is an error, never replaced: the CA keys its rate limits and issued certificates to
+/// the account, and the operator may have a copy to restore.
+fn stored_account(config: &AcmeConfig, dir: &Path) -> Result<Option<AccountCredentials>, TlsError> {
+    let path = dir.join(ACCOUNT_FILE);
+    let text = match std::fs::read(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(AcmeError::AccountRead { path, source }.into()),
+    };
+    let damaged = |source| AcmeError::AccountDamaged {
+        path: path.clone(),
+        source,
+    };
+    let saved: SavedAccount<serde_json::Value> = serde_json::from_slice(&text).map_err(damaged)?;
+    if saved.directory != config.directory {
+        tracing::info!(old = %saved.directory, new = %config.directory, "the stored ACME account is another CA's: registering a new one");
+        return Ok(None);
+    }
+    Ok(Some(
+        serde_json::from_value(saved.credentials).map_err(damaged)?,
+    ))
 }
 
 /// The stored account for this directory, else a new one (stored before use).
 async fn account(config: &AcmeConfig, dir: &Path) -> Result<Account, TlsError> {
     let http = http_client::AcmeHttp::new(config.directory_ca.as_deref())?;
     let path = dir.join(ACCOUNT_FILE);
-    if let Ok(text) = std::fs::read(&path) {
-        #[derive(Deserialize)]
-        struct Saved {
-            directory: String,
-            credentials: AccountCredentials,
-        }
-        match serde_json::from_slice::<Saved>(&text) {
-            Ok(saved) if saved.directory == config.directory => {
-                return Account::builder_with_http(Box::new(http))
-                    .from_credentials(saved.credentials)
-                    .await
-                    .map_err(protocol("restore the account"));
-            }
-            // Another CA (or an unreadable file): a new account replaces it.
-            _ => {}
-        }
+    if let Some(credentials) = stored_account(config, dir)? {
+        return Account::builder_with_http(Box::new(http))
+            .from_credentials(credentials)
+            .await
+            .map_err(protocol("restore the account"));
     }
     let contact: Vec<String> = config.email.iter().map(|e| format!("mailto:{e}")).collect();
     let contact: Vec<&str> = contact.iter().map(String::as_str).collect();
@@ -317,8 +364,15 @@ async fn account(config: &AcmeConfig, dir: &Path) -> Result<Account, TlsError> {
         )
         .await
         .map_err(protocol("create an account"))?;
-    let saved = serde_json::json!({"directory": config.directory, "credentials": credentials});
-    write_private(&path, saved.to_string().as_bytes())?;
+    let saved = SavedAccount {
+        directory: config.directory.clone(),
+        credentials,
+    };
+    let encoded = serde_json::to_vec(&saved).map_err(|source| AcmeError::Encode {
+        what: "account",
+        source,
+    })?;
+    write_private(&path, &encoded)?;
     Ok(account)
 }
 
@@ -375,6 +429,48 @@ fn write_private(path: &Path, contents: &[u8]) -> Result<(), TlsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn config() -> AcmeConfig {
+        AcmeConfig {
+            domains: vec!["a.test".into()],
+            directory: "https://ca.test/dir".into(),
+            email: None,
+            directory_ca: None,
+        }
+    }
+
+    #[test]
+    fn an_account_file_that_cannot_be_used_is_an_error_never_replaced() {
+        let data = tempfile::tempdir().unwrap();
+        let dir = data.path().join(ACME_DIR);
+        std::fs::create_dir(&dir).unwrap();
+        let account = dir.join(ACCOUNT_FILE);
+        // None yet: a new account will be made.
+        check_account(&config(), data.path()).unwrap();
+        // Another CA's: replaced by this CA's.
+        let other = r#"{"directory": "https://other.test/dir", "credentials": {}}"#;
+        std::fs::write(&account, other).unwrap();
+        check_account(&config(), data.path()).unwrap();
+        // Damaged, or not a file it can read: named, with what to do.
+        std::fs::write(&account, "{").unwrap();
+        let err = check_account(&config(), data.path()).unwrap_err();
+        assert!(
+            matches!(err, TlsError::Acme(AcmeError::AccountDamaged { .. })),
+            "{err}"
+        );
+        std::fs::remove_file(&account).unwrap();
+        std::fs::create_dir(&account).unwrap();
+        let err = check_account(&config(), data.path()).unwrap_err();
+        assert!(
+            matches!(err, TlsError::Acme(AcmeError::AccountRead { .. })),
+            "{err}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.contains(&account.display().to_string()) && message.contains("restore it"),
+            "{message}"
+        );
+    }
 
     #[test]
     fn renewal_comes_with_a_third_of_the_lifetime_left() {

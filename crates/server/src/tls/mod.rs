@@ -131,6 +131,7 @@ impl Tls {
             }
             TlsConfig::Acme(acme) => {
                 alpn.push(ALPN_ACME_TLS.to_vec());
+                acme::check_account(acme, data_dir)?;
                 match acme::load_stored(acme, data_dir) {
                     Ok(Some(stored)) => resolver.set(stored.certified),
                     Ok(None) => {}

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use berth_runtime::Runtime;
 use bytes::Bytes;
@@ -259,4 +260,47 @@ async fn end_to_end_files_and_concurrent_wakes() {
 
     let (status, _) = server.call(Method::DELETE, "/v1/boxes/bob", None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_an_exec_stream_lets_the_box_sleep() {
+    use http_body_util::{BodyExt, Full};
+    let Some(server) = crate::terminals::napping_box_with_short_stream_limits("x").await else {
+        return;
+    };
+    let stream_exec = |cmd: Value| {
+        let (addr, key) = (server.addr, server.key.clone());
+        async move {
+            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+                    .await
+                    .unwrap();
+            tokio::spawn(conn);
+            let request = http::Request::post("/v1/boxes/x/exec")
+                .header("host", "berth")
+                .header("authorization", format!("Bearer {key}"))
+                .header("accept", "application/x-ndjson")
+                .body(Full::new(Bytes::from(json!({ "cmd": cmd }).to_string())))
+                .unwrap();
+            let response = sender.send_request(request).await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            (sender, response.into_body())
+        }
+    };
+
+    // The baseline: a stream read to its end, then the box asleep.
+    let (_sender, body) = stream_exec(json!(["true"])).await;
+    body.collect().await.unwrap();
+    let baseline = crate::idle::wait_state(&server, "x", "stopped", Duration::from_secs(60)).await;
+
+    // The attack: the program floods, the client reads a little and never again.
+    let (_sender, mut body) = stream_exec(json!(["yes", "flood"])).await;
+    let mut read = 0;
+    while read < 64 * 1024 {
+        let frame = body.frame().await.unwrap().unwrap();
+        read += frame.data_ref().map_or(0, Bytes::len);
+    }
+    crate::terminals::sleeps_on_time(&server, "x", baseline).await;
+    drop(body);
 }

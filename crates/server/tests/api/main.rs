@@ -27,6 +27,7 @@ mod key_sessions;
 mod lifecycle;
 mod messages;
 mod ports;
+mod ports_faults;
 mod processes;
 mod push;
 mod requests;

@@ -23,11 +23,11 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::end_to_end::{exec, sandbox};
 use crate::harness::{error_code, TestServer};
 
-const APP: &str = include_str!("fixtures/port_app.py");
+pub(crate) const APP: &str = include_str!("fixtures/port_app.py");
 const BASE_DOMAIN: &str = "boxes.test";
 /// The file server (`python3 -m http.server`) and the app.
 const FILES_PORT: u16 = 8000;
-const APP_PORT: u16 = 8001;
+pub(crate) const APP_PORT: u16 = 8001;
 
 /// A daemon with `[ports]` set, and box `web` running both servers.
 async fn serving(listen_wait_s: u64) -> Option<TestServer> {
@@ -35,7 +35,7 @@ async fn serving(listen_wait_s: u64) -> Option<TestServer> {
 }
 
 /// [`serving`], with `[ports]` as `set` leaves it (the base domain set first).
-async fn serving_with(
+pub(crate) async fn serving_with(
     set: impl FnOnce(&mut berth_server::ports::config::PortsHostConfig),
 ) -> Option<TestServer> {
     serving_host(|host| set(&mut host.ports)).await
@@ -138,7 +138,7 @@ where
     sender.send_request(request).await.unwrap()
 }
 
-async fn get(
+pub(crate) async fn get(
     addr: SocketAddr,
     host: &str,
     path: &str,
@@ -157,13 +157,13 @@ async fn get(
     )
 }
 
-fn json_of(bytes: &Bytes) -> Value {
+pub(crate) fn json_of(bytes: &Bytes) -> Value {
     serde_json::from_slice(bytes)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(bytes)))
 }
 
 /// The headers the app saw, as `name → value`.
-fn app_headers(seen: &Value) -> Vec<(String, String)> {
+pub(crate) fn app_headers(seen: &Value) -> Vec<(String, String)> {
     seen["headers"]
         .as_array()
         .unwrap()
@@ -177,7 +177,7 @@ fn app_headers(seen: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(crate) fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers
         .iter()
         .find(|(n, _)| n == name)

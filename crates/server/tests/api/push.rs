@@ -4,6 +4,7 @@
 //! (RustCrypto's p256, hkdf and aes-gcm; the daemon uses ring).
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -21,6 +22,7 @@ use crate::end_to_end::sandbox;
 use crate::harness::{error_code, NoBoxes, TestServer};
 use crate::sse::open_sse;
 use crate::talk::{post, until_result};
+use crate::tenants::{call_as, new_tenant};
 
 const SUBJECT: &str = "mailto:push-test@example.com";
 
@@ -237,9 +239,17 @@ fn open_push(push: &Received, browser: &Browser, vapid_public: &str, origin: &st
 }
 
 fn host_allowing(origin: &str) -> HostConfig {
+    host_allowing_all(&[origin])
+}
+
+fn host_allowing_all(origins: &[&str]) -> HostConfig {
+    let listed: Vec<String> = origins.iter().map(|o| format!("\"{o}\"")).collect();
     HostConfig::parse(
         std::path::Path::new("berth.toml"),
-        &format!("[push]\nsubject = \"{SUBJECT}\"\nallow_endpoints = [\"{origin}\"]\n"),
+        &format!(
+            "[push]\nsubject = \"{SUBJECT}\"\nallow_endpoints = [{}]\n",
+            listed.join(", ")
+        ),
     )
     .unwrap()
 }
@@ -574,4 +584,153 @@ async fn a_turn_nobody_watches_is_pushed_encrypted_and_a_gone_subscription_is_de
     assert_eq!(to_phone.len(), 1, "one push for the first turn");
     eprintln!("push: the daemon noticed the closed stream by unwatched turn {turn}");
     server.shut_down().await;
+}
+
+/// A push service that accepts connections, reads what comes, and never answers: it counts
+/// the connections it was given and how many it held at once.
+struct DeadService {
+    addr: SocketAddr,
+    accepted: Arc<AtomicUsize>,
+    most_open: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for DeadService {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl DeadService {
+    async fn start() -> DeadService {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (accepted, most_open) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let open = Arc::new(AtomicUsize::new(0));
+        let (counted, most) = (accepted.clone(), most_open.clone());
+        let task = tokio::spawn(async move {
+            let mut held = tokio::task::JoinSet::new();
+            while let Ok((mut stream, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let now_open = open.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now_open, Ordering::SeqCst);
+                let open = open.clone();
+                held.spawn(async move {
+                    let mut sink = [0u8; 4096];
+                    while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        DeadService {
+            addr,
+            accepted,
+            most_open,
+            task,
+        }
+    }
+
+    fn origin(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+/// The next push to `path`, and how long it took from `since`; others are skipped.
+async fn next_to(service: &mut PushService, path: &str, since: Instant) -> Duration {
+    loop {
+        let push = service.next().await;
+        if push.path == path {
+            return since.elapsed();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_push_service_that_never_answers_does_not_delay_another_tenants_pushes() {
+    let mut live = PushService::start().await;
+    let dead = DeadService::start().await;
+    let data = tempfile::tempdir().unwrap();
+    let fake = Arc::new(crate::fake::FakeRuntime::new(data.path().to_owned()));
+    let host = host_allowing_all(&[&live.origin(), &dead.origin()]);
+    let server = TestServer::start_with_host(Runtimes::single(fake), None, data, host).await;
+
+    // The victim (the admin's tenant): one box, one browser on the live service.
+    let (status, body) = server
+        .call(
+            Method::POST,
+            "/v1/boxes",
+            Some(json!({"name": "victim", "template": "echo"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let phone = Browser::new(format!("{}/push/victim", live.origin()));
+    let (status, answer) = subscribe(&server, phone.subscription()).await;
+    assert_eq!(status, StatusCode::CREATED, "{answer}");
+    // The baseline: from a posted message to its turn's push.
+    let posted = Instant::now();
+    post(&server, "victim", "first").await;
+    let baseline = next_to(&mut live, "/push/victim", posted).await;
+    eprintln!("push: the victim's turn pushed in {baseline:?} alone");
+
+    // The attacker: every subscription it may hold on a service that never answers, and
+    // turn after turn.
+    let attacker = new_tenant(&server, "attacker").await;
+    let (status, body) = call_as(
+        &server,
+        &attacker,
+        Method::POST,
+        "/v1/boxes",
+        Some(json!({"name": "flood", "template": "echo"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    for n in 0..berth_server::push::MAX_SUBSCRIPTIONS_PER_TENANT {
+        let browser = Browser::new(format!("{}/push/dead/{n}", dead.origin()));
+        let path = "/v1/web/push/subscriptions";
+        let (status, answer) = call_as(
+            &server,
+            &attacker,
+            Method::POST,
+            path,
+            Some(browser.subscription()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{answer}");
+    }
+    for turn in 0..15 {
+        let path = "/v1/boxes/flood/messages";
+        let body = json!({"content": format!("turn {turn}")});
+        let (status, answer) = call_as(&server, &attacker, Method::POST, path, Some(body)).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while dead.accepted.load(Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no push reached the dead service"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // The victim's next turn is pushed as fast as before, not after the dead service's
+    // timeouts.
+    let posted = Instant::now();
+    post(&server, "victim", "second").await;
+    let during = next_to(&mut live, "/push/victim", posted).await;
+    let (accepted, most_open) = (
+        dead.accepted.load(Ordering::SeqCst),
+        dead.most_open.load(Ordering::SeqCst),
+    );
+    eprintln!(
+        "push: the victim's turn pushed in {during:?} while the dead service held {most_open} connections at most ({accepted} in all)"
+    );
+    assert!(
+        during < baseline + berth_server::push::sender::TIMEOUT / 2,
+        "the victim's push took {during:?} (alone: {baseline:?})"
+    );
+    assert!(
+        most_open <= berth_server::push::sender::MAX_IN_FLIGHT_PER_SERVICE,
+        "{most_open} connections at once to one push service"
+    );
 }

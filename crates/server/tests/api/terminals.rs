@@ -1,7 +1,8 @@
 //! `GET /v1/boxes/{ref}/pty` through a standard WebSocket client (tokio-tungstenite) on a
 //! real sandbox box: a resize reaches the program, output printed while detached is
 //! replayed once on reattach, the exit status ends the socket, and a terminal keeps the box
-//! awake while attached and within its grace, and no longer after.
+//! awake while attached and within its grace, and no longer after: not even for a client
+//! that stops reading while the program floods.
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +14,9 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
-use crate::end_to_end::{exec, with_sandbox};
+use berth_server::{HostConfig, Runtimes};
+
+use crate::end_to_end::{exec, sandbox, with_sandbox};
 use crate::harness::TestServer;
 use crate::idle::{stays, wait_state};
 
@@ -219,4 +222,68 @@ async fn a_reattach_brings_the_new_clients_window_size() {
         .unwrap_err();
     assert_eq!(status, 400);
     assert!(body.contains("cmd"), "{body}");
+}
+
+/// A daemon on the sandbox runtime whose terminals ping every second, and that counts the
+/// client of a terminal or a stream as gone after [`SHORT_LIMIT`] of silence or of not
+/// reading; with box `name`, which sleeps after a second of idleness.
+pub(crate) async fn napping_box_with_short_stream_limits(name: &str) -> Option<TestServer> {
+    let data = tempfile::tempdir().unwrap();
+    let runtime = sandbox(data.path())
+        .map_err(|why| berth_testkit::skip("sandbox", &why))
+        .ok()?;
+    let mut host = HostConfig::default();
+    host.terminals.ping_every_s = 1;
+    host.terminals.silent_limit_s = SHORT_LIMIT.as_secs();
+    host.server.send_timeout_s = SHORT_LIMIT.as_secs();
+    let runc = Some("runc".to_owned());
+    let server = TestServer::start_with_host(Runtimes::single(runtime), runc, data, host).await;
+    let created = json!({"name": name, "stop_after_s": 1});
+    let (status, body) = server.call(Method::POST, "/v1/boxes", Some(created)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    Some(server)
+}
+
+pub(crate) const SHORT_LIMIT: Duration = Duration::from_secs(3);
+
+/// Box `name` sleeps soon after its client stopped reading: within [`SHORT_LIMIT`] and a
+/// margin of `baseline`, the time from a client's goodbye to the box asleep.
+pub(crate) async fn sleeps_on_time(server: &TestServer, name: &str, baseline: Duration) {
+    let slept = wait_state(server, name, "stopped", Duration::from_secs(60)).await;
+    eprintln!(
+        "a client's goodbye to the box asleep: {baseline:?}; a client that stopped reading to the box asleep: {slept:?} (limits {SHORT_LIMIT:?})"
+    );
+    assert!(
+        slept < baseline + SHORT_LIMIT + Duration::from_secs(20),
+        "the box slept {slept:?} after the client stopped reading (baseline {baseline:?})"
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_a_flooding_terminal_is_detached_and_the_box_sleeps() {
+    let Some(server) = napping_box_with_short_stream_limits("t1").await else {
+        return;
+    };
+
+    // A client that reads (and so answers every ping) stays attached past several limits.
+    let mut live = connect(&server, "cmd=sleep&cmd=600&grace_s=1")
+        .await
+        .unwrap();
+    let mut seen = Seen::default();
+    read_until(&mut live, &mut seen, |s| !s.id.is_empty()).await;
+    let reading = tokio::spawn(async move { while let Some(Ok(_)) = live.next().await {} });
+    stays(&server, "t1", "running", 3 * SHORT_LIMIT).await;
+    assert!(!reading.is_finished(), "a client that reads was detached");
+    // The baseline: from a client's goodbye to the box asleep (grace, idle timeout, stop).
+    reading.abort();
+    let baseline = wait_state(&server, "t1", "stopped", Duration::from_secs(60)).await;
+
+    // The attack: the program floods, the client never reads again.
+    let mut flooded = connect(&server, "cmd=yes&cmd=flood&grace_s=1")
+        .await
+        .unwrap();
+    let mut seen = Seen::default();
+    read_until(&mut flooded, &mut seen, |s| s.bytes.len() > 64 * 1024).await;
+    sleeps_on_time(&server, "t1", baseline).await;
+    drop(flooded);
 }

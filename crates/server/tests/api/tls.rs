@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use berth_server::config::TlsConfig;
 use berth_server::{Runtimes, Server, ServerConfig};
-use http::{HeaderMap, StatusCode};
-use http_body_util::{BodyExt, Empty};
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -182,6 +183,56 @@ pub async fn get_tls_as(
     name: &str,
     path: &str,
 ) -> Result<(StatusCode, HeaderMap, CertificateDer<'static>), std::io::Error> {
+    let (mut sender, presented) = connect_tls(addr, ca, name).await?;
+    let request = http::Request::get(path)
+        .header("host", format!("{name}:{}", addr.port()))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(std::io::Error::other)?;
+    let (parts, body) = response.into_parts();
+    let _ = body.collect().await;
+    Ok((parts.status, parts.headers, presented))
+}
+
+/// One request to a daemon serving TLS for `localhost` under `ca`, with the API key
+/// `key`: the status and the whole answer.
+pub async fn request_tls(
+    addr: SocketAddr,
+    ca: &CertificateDer<'static>,
+    method: Method,
+    path: &str,
+    key: &str,
+    body: Bytes,
+) -> (StatusCode, Bytes) {
+    let (mut sender, _) = connect_tls(addr, ca, "localhost").await.unwrap();
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", format!("localhost:{}", addr.port()))
+        .header("authorization", format!("Bearer {key}"))
+        .body(Full::new(body))
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    (parts.status, body.collect().await.unwrap().to_bytes())
+}
+
+/// An HTTP/1.1 connection over TLS for the server name `name`, trusting only `ca`, and
+/// the certificate the server presented.
+async fn connect_tls(
+    addr: SocketAddr,
+    ca: &CertificateDer<'static>,
+    name: &str,
+) -> Result<
+    (
+        hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+        CertificateDer<'static>,
+    ),
+    std::io::Error,
+> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(ca.clone()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -197,21 +248,11 @@ pub async fn get_tls_as(
         .await?;
     let presented = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
         .await
         .map_err(std::io::Error::other)?;
     tokio::spawn(conn);
-    let request = http::Request::get(path)
-        .header("host", format!("{name}:{}", addr.port()))
-        .body(Empty::<bytes::Bytes>::new())
-        .unwrap();
-    let response = sender
-        .send_request(request)
-        .await
-        .map_err(std::io::Error::other)?;
-    let (parts, body) = response.into_parts();
-    let _ = body.collect().await;
-    Ok((parts.status, parts.headers, presented))
+    Ok((sender, presented))
 }
 
 /// Waits (bounded) until a new handshake presents `want`.

@@ -159,20 +159,31 @@ async fn wait_for_issued(
     }
 }
 
+/// A daemon on `data` started with no certificate, Pebble issuing certificates valid for
+/// `validity_s`: the daemon, Pebble's root, and the first certificate the daemon presents
+/// for [`NAME`] to a client trusting only that root.
+async fn first_certificate(
+    pebble: &mut Pebble,
+    data: &Path,
+    validity_s: u64,
+) -> (Serving, CertificateDer<'static>, CertificateDer<'static>) {
+    let server = Server::bind(config_for(data, pebble.acme_port, &pebble.ca_file))
+        .await
+        .expect("the daemon binds with ACME and no certificate yet");
+    let root = pebble.run(server.local_addr().port(), validity_s).await;
+    let daemon = Serving::start(server);
+    let presented = wait_for_issued(&daemon, &root, None, pebble).await;
+    (daemon, root, presented)
+}
+
 #[tokio::test]
 async fn a_certificate_from_pebble_through_tls_alpn_01_on_the_api_listener() {
     let Some(mut pebble) = Pebble::prepare() else {
         return;
     };
     let data = tempfile::tempdir().unwrap();
-    let server = Server::bind(config_for(data.path(), pebble.acme_port, &pebble.ca_file))
-        .await
-        .expect("the daemon binds with ACME and no certificate yet");
-    let root = pebble.run(server.local_addr().port(), 157_766_400).await;
-    let daemon = Serving::start(server);
-
     // The issued certificate, presented for the name to a client trusting Pebble's root.
-    let presented = wait_for_issued(&daemon, &root, None, &pebble).await;
+    let (daemon, root, presented) = first_certificate(&mut pebble, data.path(), 157_766_400).await;
     wait_pinned(data.path(), &presented).await;
 
     // The account and the certificate are the daemon's user's alone.
@@ -202,13 +213,8 @@ async fn a_certificate_is_renewed_before_it_expires_without_a_restart() {
         return;
     };
     let data = tempfile::tempdir().unwrap();
-    let server = Server::bind(config_for(data.path(), pebble.acme_port, &pebble.ca_file))
-        .await
-        .unwrap();
     // 30-second certificates: due for renewal 20 seconds after issue.
-    let root = pebble.run(server.local_addr().port(), 30).await;
-    let daemon = Serving::start(server);
-    let first = wait_for_issued(&daemon, &root, None, &pebble).await;
+    let (daemon, root, first) = first_certificate(&mut pebble, data.path(), 30).await;
     let renewed = wait_for_issued(&daemon, &root, Some(&first), &pebble).await;
     assert_ne!(renewed, first);
     wait_pinned(data.path(), &renewed).await;
@@ -273,4 +279,53 @@ async fn pebble_root(mgmt_port: u16, ca: &TestCa) -> rustls::pki_types::Certific
     let body = response.into_body().collect().await.unwrap().to_bytes();
     let block = pem::parse(&body).expect("pebble's root is PEM");
     block.into_contents().into()
+}
+
+#[tokio::test]
+async fn a_damaged_account_file_stops_the_start_instead_of_being_replaced() {
+    let Some(mut pebble) = Pebble::prepare() else {
+        return;
+    };
+    let data = tempfile::tempdir().unwrap();
+    let (daemon, _, _) = first_certificate(&mut pebble, data.path(), 157_766_400).await;
+    daemon.stop().await;
+
+    // The account file is damaged (a bad restore, an edit), and a new name needs an order.
+    let account = data.path().join("acme/account.json");
+    let damaged = r#"{"directory": "https://"#;
+    std::fs::write(&account, damaged).unwrap();
+    let mut config = config_for(data.path(), pebble.acme_port, &pebble.ca_file);
+    if let Some(TlsConfig::Acme(acme)) = &mut config.tls {
+        acme.domains.push(format!("www.{NAME}"));
+    }
+    match Server::bind(config).await {
+        Err(e) => {
+            let message = berth_runtime::error_chain(&e);
+            assert!(
+                message.contains(&account.display().to_string())
+                    && message.contains("remove it to register a new account"),
+                "{message}"
+            );
+        }
+        Ok(server) => {
+            // What happened before: the order went on with a new account, written over
+            // the old one.
+            let daemon = Serving::start(server);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while std::fs::read_to_string(&account).unwrap() == damaged {
+                assert!(
+                    Instant::now() < deadline,
+                    "the daemon started on a damaged account file"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            daemon.stop().await;
+            panic!("the damaged account file was silently replaced by a new account");
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(&account).unwrap(),
+        damaged,
+        "the account file is left for the operator"
+    );
 }
