@@ -88,7 +88,10 @@ pub async fn by_host(State(ctx): State<Ctx>, request: Request, next: Next) -> Re
         .and_then(|h| h.to_str().ok())
         .unwrap_or("");
     match match_host(host, ctx.ports.base_domain.as_deref()) {
-        HostMatch::Api => next.run(request).await,
+        HostMatch::Api => {
+            ctx.shared_site.check(host);
+            next.run(request).await
+        }
         HostMatch::Malformed { why } => error_answer(
             ApiError::Malformed {
                 part: "host name",
