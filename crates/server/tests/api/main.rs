@@ -23,6 +23,7 @@ mod idle;
 mod isolation;
 mod lifecycle;
 mod messages;
+mod port_cookies;
 mod ports;
 mod processes;
 mod push;

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use berth_server::config::TlsConfig;
 use berth_server::{Runtimes, Server, ServerConfig};
+use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -182,6 +183,22 @@ pub async fn get_tls_as(
     name: &str,
     path: &str,
 ) -> Result<(StatusCode, HeaderMap, CertificateDer<'static>), std::io::Error> {
+    let request = http::Request::get(path)
+        .header("host", format!("{name}:{}", addr.port()))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let (status, headers, _, presented) = send_tls(addr, ca, name, request).await?;
+    Ok((status, headers, presented))
+}
+
+/// One request over TLS to the server name `name`, trusting only `ca`: the status, the
+/// headers, the body and the certificate the server presented.
+pub async fn send_tls(
+    addr: SocketAddr,
+    ca: &CertificateDer<'static>,
+    name: &str,
+    request: http::Request<Full<Bytes>>,
+) -> Result<(StatusCode, HeaderMap, Bytes, CertificateDer<'static>), std::io::Error> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(ca.clone()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -201,17 +218,17 @@ pub async fn get_tls_as(
         .await
         .map_err(std::io::Error::other)?;
     tokio::spawn(conn);
-    let request = http::Request::get(path)
-        .header("host", format!("{name}:{}", addr.port()))
-        .body(Empty::<bytes::Bytes>::new())
-        .unwrap();
     let response = sender
         .send_request(request)
         .await
         .map_err(std::io::Error::other)?;
     let (parts, body) = response.into_parts();
-    let _ = body.collect().await;
-    Ok((parts.status, parts.headers, presented))
+    let body = body
+        .collect()
+        .await
+        .map_err(std::io::Error::other)?
+        .to_bytes();
+    Ok((parts.status, parts.headers, body, presented))
 }
 
 /// Waits (bounded) until a new handshake presents `want`.
@@ -355,4 +372,59 @@ async fn plain_http_answers_carry_the_headers_but_no_hsts() {
         );
         assert!(!headers.contains_key("strict-transport-security"), "{path}");
     }
+}
+
+/// A share link's cookie served over TLS is `Secure`: the browser never sends it over
+/// plain HTTP (issue 20).
+#[tokio::test]
+async fn a_share_links_cookie_is_secure_over_tls() {
+    let ca = TestCa::new();
+    let files = tempfile::tempdir().unwrap();
+    let (cert_pem, key_pem, _) = ca.leaf();
+    let (cert, key) = install(files.path(), &cert_pem, &key_pem);
+    let daemon = TlsDaemon::start(cert, key).await;
+    let admin = std::fs::read_to_string(daemon.data.path().join("admin.key")).unwrap();
+    let host = format!("localhost:{}", daemon.addr().port());
+    let root = ca.der();
+    let call = |method: http::Method, path: String, body: serde_json::Value| {
+        let request = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", &host)
+            .header("authorization", format!("Bearer {}", admin.trim()))
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .unwrap();
+        send_tls(daemon.addr(), &root, "localhost", request)
+    };
+    let (status, _, body, _) = call(
+        http::Method::POST,
+        "/v1/boxes".into(),
+        serde_json::json!({"name": "web"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, StatusCode::CREATED, "{body:?}");
+    let (status, _, body, _) = call(
+        http::Method::POST,
+        "/v1/boxes/web/ports/8000/links".into(),
+        serde_json::json!({"ttl_s": 600}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, StatusCode::CREATED, "{body:?}");
+    let link: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let url = link["url"].as_str().unwrap();
+    let path = &url[url.find("/v1/").unwrap()..];
+    let (status, headers, _) = get_tls_as(daemon.addr(), &ca.der(), "localhost", path)
+        .await
+        .unwrap();
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let set_cookie = headers["set-cookie"].to_str().unwrap();
+    assert!(
+        set_cookie.starts_with("berth_port=bps_")
+            && set_cookie.split("; ").any(|flag| flag == "Secure"),
+        "{set_cookie}"
+    );
+    daemon.stop().await;
 }
