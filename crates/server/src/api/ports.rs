@@ -191,9 +191,10 @@ async fn serve_or_fail(ctx: Ctx, target: Target, request: Request) -> Result<Res
     Ok(response)
 }
 
-/// Who the request is for: the API key's tenant and its box, a signed-in browser's, or a
-/// live share-link session's link and the link's box (only that box and port). Page script
-/// at a port's host name can add share-link cookies of its own: each is tried (a few).
+/// Who the request is for: the API key's tenant and its box, a signed-in browser's (its
+/// tenant's box of that name first), or a live share-link session's link and the link's
+/// box (only that box and port). Page script at a port's host name can add share-link
+/// cookies of its own: each is tried (a few).
 fn access(
     ctx: &Ctx,
     target: &Target,
@@ -215,15 +216,21 @@ fn access(
         let record = find_box(ctx, &principal.tenant_id, &target.reference)?;
         return Ok((principal.tenant_id, record));
     }
+    let link_tokens = cookie::session_tokens(headers);
     if let Some(principal) = session_cookie::principal(ctx, request.extensions())? {
         if web_origin::needs_check(request.method(), headers) {
             web_origin::require_own(ctx, headers)?;
         }
-        let record = find_box(ctx, &principal.tenant_id, &target.reference)?;
-        return Ok((principal.tenant_id, record));
+        match find_box(ctx, &principal.tenant_id, &target.reference) {
+            Ok(record) => return Ok((principal.tenant_id, record)),
+            // Another tenant's share link opened in a signed-in browser: its cookie decides.
+            // Only then: a box of the user's own by that name is never shadowed by a link.
+            Err(OpError::BoxNotFound { .. }) if !link_tokens.is_empty() => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     let mut refused = None;
-    for token in cookie::session_tokens(headers) {
+    for token in link_tokens {
         let granted = port_links::by_session(ctx, &token).and_then(|link| {
             port_links::box_of_link(ctx, &link, &target.reference, target.port)
                 .map(|record| (link.tenant_id, record))

@@ -129,3 +129,66 @@ async fn ports_several_share_link_cookies_are_each_tried() {
         StatusCode::FORBIDDEN
     );
 }
+
+/// A browser signed in as another tenant opens a share link: the link's cookie decides
+/// where its tenant has no box of that name. Where it has one, its own box is served: a
+/// link never shadows it (an app posing as the user's own).
+#[tokio::test]
+async fn ports_a_signed_in_browser_opens_another_tenants_share_link() {
+    let Some(server) = serving(3).await else {
+        return;
+    };
+    let addr = server.addr;
+    let page = format!("/v1/boxes/web/ports/{APP_PORT}/headers");
+    // The app answers the key first: it listens.
+    let bearer = format!("Bearer {}", server.key);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    while get(addr, "berth", &page, &[("authorization", &bearer)])
+        .await
+        .0
+        != StatusCode::OK
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the app never answered"
+        );
+    }
+    let (_, other) = server
+        .call(
+            Method::POST,
+            "/v1/tenants",
+            Some(serde_json::json!({"name": "other"})),
+        )
+        .await;
+    let other_key = other["api_key"].as_str().unwrap();
+    let (status, headers, body) = server
+        .raw(
+            Method::POST,
+            "/v1/web/sessions",
+            None,
+            &[("content-type", "application/json")],
+            serde_json::json!({"api_key": other_key}).to_string().into(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body:?}");
+    let session = cookie_of(&headers);
+
+    let (_, link) = make_link(&server, 600).await;
+    let (_, headers, _) = get(addr, "berth", path_of(link["url"].as_str().unwrap()), &[]).await;
+    let both = format!("{}; {session}", cookie_of(&headers));
+    assert_eq!(with_cookie(addr, &page, &both).await, StatusCode::OK);
+
+    // Now the other tenant has a box named `web` of its own (nothing listens in it).
+    let (status, _, body) = server
+        .raw(
+            Method::POST,
+            "/v1/boxes",
+            Some(other_key),
+            &[],
+            serde_json::json!({"name": "web"}).to_string().into(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body:?}");
+    let (status, _, body) = get(addr, "berth", &page, &[("cookie", &both)]).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body:?}");
+}
