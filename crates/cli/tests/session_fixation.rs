@@ -285,7 +285,9 @@ fn an_apps_cookies_by_path_sign_no_victim_in_as_its_tenant_nor_out() {
         .to_owned();
     let scene = Scene::set_up(&daemon, &base, &[]);
     let app = format!("{base}/v1/boxes/web/ports/{APP_PORT}");
-    for page in ["path-v1", "path-root", "host-name", "pile"] {
+    // The pile's last step only: curl sums every answer's headers along a redirect chain
+    // and stops at 300 KiB, while 15 cookies already crowd its 8 KiB Cookie header.
+    for page in ["path-v1", "path-root", "host-name", "pile/7"] {
         scene.victims(&format!("{app}/{page}"), page);
     }
 }

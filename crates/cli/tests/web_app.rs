@@ -152,6 +152,10 @@ fn the_web_app_works_on_a_phone_end_to_end() {
         .env("BERTH_SCREENSHOTS", &screenshots)
         .env("BERTH_PUSH_PORT", push_port.to_string())
         .env("BERTH_CHROMIUM", &browser.chromium)
+        .env(
+            "BERTH_COOKIE_APP",
+            root.join("crates/cli/tests/fixtures/cookie_app.py"),
+        )
         .env_remove("BERTH_API_KEY")
         .stdin(Stdio::null())
         .process_group(0);
