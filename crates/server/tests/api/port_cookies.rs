@@ -5,10 +5,11 @@
 //! cookies (an app's page script can add one with a more specific path) are each tried.
 
 use futures_util::{SinkExt, StreamExt};
-use http::{HeaderMap, Method, StatusCode};
+use http::{Method, StatusCode};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::harness::set_cookies;
 use crate::ports::{
     cookie_of, get, make_link, path_of, serving, with_cookie, APP_PORT, BASE_DOMAIN,
 };
@@ -35,14 +36,6 @@ fn query() -> String {
     form_urlencoded::Serializer::new(String::new())
         .extend_pairs(PLANTED.iter().map(|c| ("c", *c)))
         .finish()
-}
-
-fn set_cookies(headers: &HeaderMap) -> Vec<String> {
-    headers
-        .get_all("set-cookie")
-        .iter()
-        .map(|v| v.to_str().unwrap().to_owned())
-        .collect()
 }
 
 #[tokio::test]

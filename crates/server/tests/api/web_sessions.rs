@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::end_to_end::sandbox;
-use crate::harness::{error_code, NoBoxes, TestServer};
+use crate::harness::{error_code, set_cookies, NoBoxes, TestServer};
 
 /// The harness's requests name `Host: berth`: berth's own origin is then this.
 const OWN: &str = "http://berth";
@@ -407,14 +407,6 @@ async fn without_a_public_url_links_follow_the_host_and_a_tls_proxy() {
             .starts_with("https://berth/#/pair/bwp_"),
         "{made}"
     );
-}
-
-fn set_cookies(headers: &HeaderMap) -> Vec<String> {
-    headers
-        .get_all("set-cookie")
-        .iter()
-        .map(|v| v.to_str().unwrap().to_owned())
-        .collect()
 }
 
 /// Two session cookies: a box's app (or a page on a sibling host) planted one. Berth cannot
