@@ -52,6 +52,7 @@ if $for_tests; then
   [ -x /usr/bin/chromium ] || missing+=(chromium)
   [ -d /usr/share/fonts/truetype/dejavu ] || missing+=(fonts-dejavu-core)
   command -v pebble >/dev/null 2>&1 || missing+=(pebble) # ACME tests: a real ACME CA and its mock DNS
+  command -v curl >/dev/null 2>&1 || missing+=(curl) # the cookie tests' browser stand-in (its cookie jar)
 fi
 
 # The egress bench runs its own nginx from a config in a temp dir (stream module,

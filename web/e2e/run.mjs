@@ -9,6 +9,7 @@
 //                      daemon's berth.toml `[push] allow_endpoints` allows
 //   BERTH_TLS_CERT     (with https) the daemon's certificate: chromium trusts its key
 //   BERTH_CHROMIUM     (optional) the browser, default /usr/bin/chromium
+//   BERTH_COOKIE_APP   tenant A's app of the session-fixation scenarios (issue 20)
 // Each scenario prints PASS or FAIL with why; the exit status is 1 when any failed.
 
 import { execFileSync } from 'node:child_process';
@@ -19,6 +20,7 @@ import { chromium } from 'playwright-core';
 
 import { api, until } from './lib/api.mjs';
 import { watchConsole, screen } from './lib/checks.mjs';
+import { fixationScene } from './lib/fixation.mjs';
 import { startPushService } from './lib/push-service.mjs';
 import { offlineScenario, renderCheck, shellSize } from './lib/scenarios.mjs';
 
@@ -204,8 +206,8 @@ async function scenarios(browser, push) {
     check(!page.url().includes(code), `the code is still in the address: ${page.url()}`);
     const stored = await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }));
     check(!stored.includes(code) && !stored.includes(ADMIN), `web storage holds a secret: ${stored}`);
-    const cookie = (await context.cookies()).find((c) => c.name === 'berth_session');
-    check(cookie?.httpOnly && cookie.sameSite === 'Strict' && cookie.secure, `session cookie: ${JSON.stringify(cookie)}`);
+    const cookie = (await context.cookies()).find((c) => c.name === '__Host-berth_session');
+    check(cookie?.httpOnly && cookie.sameSite === 'Strict' && cookie.secure && cookie.path === '/', `session cookie: ${JSON.stringify(cookie)}`);
     // The code is one use: a second browser cannot sign in with it.
     const again = await fetch(`${BASE}/v1/web/sessions`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ pairing_code: code }) });
     check(again.status === 401, `the used code signed in again: ${again.status}`);
@@ -360,6 +362,61 @@ async function scenarios(browser, push) {
   });
 
   await context.close();
+  await fixationScenarios(browser);
+}
+
+/** i. Issue 20: a box's app answering with Set-Cookie cannot sign a visitor in as its
+ * tenant, nor out; two session cookies get a screen with the way out. */
+async function fixationScenarios(browser) {
+  let scene = null;
+  await step("i. tenant A's box serves an app that sets A's session cookie", async () => {
+    scene = await fixationScene({ base: BASE, admin, berthBin: need('BERTH_BIN'), dataDir: need('BERTH_DATA_DIR'), appFile: need('BERTH_COOKIE_APP') });
+  });
+  if (!scene) return;
+  try {
+    const victims = [
+      ["i. victim 2 opens A's link first, then pairs as B: stays B", 'opensFirst'],
+      ["i. victim 1 signed in as B follows A's link from another site: stays B", 'signedInFirst'],
+    ];
+    for (const [name, run] of victims) {
+      const victim = await browser.newContext(phone);
+      consoles.push(watchConsole(victim));
+      await step(name, () => scene[run](victim));
+      await victim.close();
+    }
+    const victim = await browser.newContext(phone);
+    const victimConsole = watchConsole(victim);
+    consoles.push(victimConsole);
+    victimConsole.expect((text, url) => /status of 400/.test(text) && /\/v1\/web\/session$/.test(url), 'the refused session check');
+    victimConsole.expect(signedOutProbe, 'the signed-out session probe');
+    await step('i. two session cookies: the app says why, and Try again and Sign out get out', async () => {
+      const page = await victim.newPage();
+      await scene.pairAsB(page);
+      const plant = () => victim.addCookies([{ name: 'berth_session', value: `bws_${'0'.repeat(64)}`, domain: new URL(BASE).hostname, path: '/v1/', secure: true, httpOnly: true, sameSite: 'Lax' }]);
+      await plant();
+      // Loaded afresh, the app's first call is the session check. (A call of a screen
+      // already shown is refused the same way, and its answer expires the planted cookie:
+      // the app checks again and goes on.)
+      await page.reload();
+      const title = page.getByRole('heading', { name: 'This browser has two sign-ins' });
+      await title.waitFor();
+      const shown = await page.locator('main').innerText();
+      check(/sign out/.test(shown) && /clear this site's cookies/.test(shown), `the screen says: ${shown}`);
+      await shoot(page, 'cookie-conflict');
+      await page.getByRole('button', { name: 'Try again' }).click();
+      await page.getByRole('list', { name: 'Boxes' }).getByRole('link', { name: 'b-box', exact: true }).waitFor();
+      check(!(await victim.cookies()).some((c) => c.name === 'berth_session'), 'the planted cookie outlived the refusal');
+      await plant();
+      await page.reload();
+      await title.waitFor();
+      await page.getByRole('button', { name: 'Sign out' }).click();
+      await page.getByLabel('API key').waitFor();
+      return 'Try again and Sign out each led out';
+    });
+    await victim.close();
+  } finally {
+    await scene.cleanup();
+  }
 }
 
 await step('run', main);
@@ -371,7 +428,7 @@ await step('f. no console errors', async () => {
   check(errors.length === 0, `\n  ${errors.join('\n  ')}`);
 });
 await step('g. a screenshot of every screen, light and dark', async () => {
-  const screens = ['signin', 'boxes', 'new-box', 'chat', 'waking', 'files', 'markdown', 'terminal', 'delete'];
+  const screens = ['signin', 'boxes', 'new-box', 'chat', 'waking', 'files', 'markdown', 'terminal', 'delete', 'cookie-conflict'];
   const missing = screens.flatMap((s) => ['light', 'dark'].map((m) => `${s}-${m}.png`)).filter((f) => !fs.existsSync(`${SHOTS}/${f}`));
   check(missing.length === 0, `missing: ${missing.join(', ')}`);
   return SHOTS;

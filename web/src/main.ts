@@ -3,6 +3,7 @@ import "./style.css";
 import { api, ApiError, message, type Session } from "./api";
 import { boxesScreen } from "./boxes";
 import { boxScreen } from "./box";
+import { cookieConflictScreen, DUPLICATE_SESSION_COOKIE } from "./cookie_conflict";
 import { h, clear } from "./dom";
 import { go, handleError, notice, notify, setNavHooks } from "./nav";
 import { enablePush } from "./push";
@@ -82,6 +83,12 @@ async function render(): Promise<void> {
         // be shown from the cached shell, and the chat keeps what waits in the outbox.
         // Check again once the network is back.
         window.addEventListener("online", () => void checkSessionAgain(), { once: true });
+      } else if (err instanceof ApiError && err.code === DUPLICATE_SESSION_COOKIE) {
+        renderBar();
+        clear(main);
+        cleanup = cookieConflictScreen(main, err, () => void render(), () => go("#/signin", true));
+        document.title = "berth";
+        return;
       } else {
         if (!(err instanceof ApiError && err.status === 401)) notify(message(err), "error");
         history.replaceState(null, "", "#/signin");
@@ -148,6 +155,11 @@ function start(): void {
     () => {
       session = null;
       go("#/signin", true);
+    },
+    () => {
+      // Checked again: the conflict screen if it lasts, else the screen as it was.
+      session = null;
+      void render();
     },
   );
   window.addEventListener("hashchange", () => {

@@ -1,5 +1,6 @@
 // Navigation and the notice line, shared by every screen.
 import { ApiError, message } from "./api";
+import { DUPLICATE_SESSION_COOKIE } from "./cookie_conflict";
 import { clear, h } from "./dom";
 
 export const notice = h("div", { class: "notice", "aria-live": "polite" });
@@ -21,10 +22,12 @@ export function notify(text: string, kind: "info" | "error" = "info"): void {
 
 let rerender: () => void = () => {};
 let onSignedOut: () => void = () => {};
+let onSessionInDoubt: () => void = () => {};
 
-export function setNavHooks(render: () => void, signedOut: () => void): void {
+export function setNavHooks(render: () => void, signedOut: () => void, sessionInDoubt: () => void): void {
   rerender = render;
   onSignedOut = signedOut;
+  onSessionInDoubt = sessionInDoubt;
 }
 
 export function go(hash: string, replace = false): void {
@@ -43,5 +46,7 @@ export function signedOut(): void {
 
 export function handleError(err: unknown): void {
   if (err instanceof ApiError && err.status === 401) signedOut();
+  // Two session cookies: the session is checked again, which shows the way out.
+  else if (err instanceof ApiError && err.code === DUPLICATE_SESSION_COOKIE) onSessionInDoubt();
   else notify(message(err), "error");
 }

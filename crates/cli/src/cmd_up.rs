@@ -49,7 +49,8 @@ pub struct UpArgs {
     /// berth's address as browsers reach it, e.g. https://berth.example.com: `berth pair`
     /// links are built on it, and a signed-in browser's requests may come from it (as from
     /// the Host they name). Default: the request's Host, with https when served over TLS
-    /// (or behind a proxy that sends X-Forwarded-Proto: https).
+    /// (or behind a proxy that sends X-Forwarded-Proto: https). A warning at start when its
+    /// host shares a registrable domain with `[ports] base_domain` (docs/security.md).
     #[arg(long, value_name = "URL")]
     pub public_url: Option<berth_server::public_url::PublicUrl>,
     /// Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key.

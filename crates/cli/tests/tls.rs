@@ -11,16 +11,7 @@ use common::*;
 
 /// A self-signed pair for 127.0.0.1, written into `dir` as `(cert, key)`.
 fn self_signed(dir: &Path, stem: &str) -> (std::path::PathBuf, std::path::PathBuf) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
-    let cert = params.self_signed(&key).unwrap();
-    let (cert_path, key_path) = (
-        dir.join(format!("{stem}.crt")),
-        dir.join(format!("{stem}.key")),
-    );
-    std::fs::write(&cert_path, cert.pem()).unwrap();
-    std::fs::write(&key_path, key.serialize_pem()).unwrap();
-    (cert_path, key_path)
+    common::self_signed(dir, stem, &["127.0.0.1"])
 }
 
 #[test]
@@ -73,6 +64,7 @@ fn client_commands_reach_a_tls_daemon_through_its_pinned_certificate() {
         data_dir,
         log,
         out,
+        args: Vec::new(),
     };
 
     // The client finds https:// in berth.url and pins berth.cert.

@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
@@ -53,73 +54,20 @@ fn serves_tls() -> bool {
     String::from_utf8_lossy(&help.stdout).contains("--tls-cert")
 }
 
-/// A self-signed certificate for 127.0.0.1 in `dir`: (cert.pem, key.pem).
-fn test_certificate(dir: &Path) -> (PathBuf, PathBuf) {
-    let made =
-        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-            .unwrap();
-    let (cert, key) = (dir.join("web-cert.pem"), dir.join("web-key.pem"));
-    fs::write(&cert, made.cert.pem()).unwrap();
-    fs::write(&key, made.key_pair.serialize_pem()).unwrap();
-    (cert, key)
-}
-
 /// The daemon for the web app: the sandbox runtime, `[push]` letting the test's push
 /// service on `push_port` be an endpoint, and TLS with `tls` (cert, key) when given.
 fn start_daemon(push_port: u16, tls: Option<(&Path, &Path)>, dir: tempfile::TempDir) -> Daemon {
-    fs::write(
-        dir.path().join("berth.toml"),
-        format!("[push]\nallow_endpoints = [\"http://127.0.0.1:{push_port}\"]\n"),
-    )
-    .unwrap();
-    let log = dir.path().join("daemon.stderr");
-    let out = dir.path().join("daemon.stdout");
-    let listen = format!("127.0.0.1:{}", closed_port());
-    let file = |path: &Path| {
-        fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .unwrap()
+    let config = format!("[push]\nallow_endpoints = [\"http://127.0.0.1:{push_port}\"]\n");
+    let args: Vec<&OsStr> = match tls {
+        Some((cert, key)) => vec![
+            "--tls-cert".as_ref(),
+            cert.as_os_str(),
+            "--tls-key".as_ref(),
+            key.as_os_str(),
+        ],
+        None => Vec::new(),
     };
-    let mut cmd = berth();
-    cmd.args(["up", "--listen", &listen, "--data-dir"])
-        .arg(dir.path())
-        .stdout(file(&out))
-        .stderr(file(&log));
-    if let Some((cert, key)) = tls {
-        cmd.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
-    }
-    let child = cmd.spawn().unwrap();
-    let mut daemon = Daemon {
-        child,
-        data_dir: dir,
-        log,
-        out,
-    };
-    // Plain TCP: the port answers once the daemon is up, TLS or not.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect(&listen).is_err() {
-        if let Some(status) = daemon.child.try_wait().unwrap() {
-            panic!("berth up exited ({status}):\n{}", daemon.logs());
-        }
-        assert!(
-            Instant::now() < deadline,
-            "berth up did not listen in 60 s:\n{}",
-            daemon.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let url_file = daemon.dir().join("berth.url");
-    while !url_file.is_file() {
-        assert!(
-            Instant::now() < deadline,
-            "no berth.url in 60 s:\n{}",
-            daemon.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    daemon
+    Daemon::start_in(dir, Some(&config), &args)
 }
 
 /// Every box of the daemon is deleted when this is dropped, so a failed run leaves none.
@@ -181,7 +129,8 @@ fn the_web_app_works_on_a_phone_end_to_end() {
     install_e2e_packages(&browser.npm, &e2e);
 
     let dir = tempfile::tempdir().unwrap();
-    let tls = serves_tls().then(|| test_certificate(dir.path()));
+    let tls =
+        serves_tls().then(|| common::self_signed(dir.path(), "web", &["127.0.0.1", "localhost"]));
     let push_port = closed_port();
     let daemon = start_daemon(
         push_port,
@@ -203,6 +152,10 @@ fn the_web_app_works_on_a_phone_end_to_end() {
         .env("BERTH_SCREENSHOTS", &screenshots)
         .env("BERTH_PUSH_PORT", push_port.to_string())
         .env("BERTH_CHROMIUM", &browser.chromium)
+        .env(
+            "BERTH_COOKIE_APP",
+            root.join("crates/cli/tests/fixtures/cookie_app.py"),
+        )
         .env_remove("BERTH_API_KEY")
         .stdin(Stdio::null())
         .process_group(0);

@@ -176,7 +176,8 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::InvalidRequest
         | ErrorCode::IsADirectory
         | ErrorCode::NotADirectory
-        | ErrorCode::NotARegularFile => StatusCode::BAD_REQUEST,
+        | ErrorCode::NotARegularFile
+        | ErrorCode::DuplicateSessionCookie => StatusCode::BAD_REQUEST,
         ErrorCode::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
         ErrorCode::PermissionDenied | ErrorCode::QuotaExceeded | ErrorCode::BadOrigin => {

@@ -33,6 +33,9 @@ pub enum ErrorCode {
     /// A cookie-authenticated request that changes state (or opens a WebSocket) came from
     /// another origin than berth's own: a cross-site request forgery, refused.
     BadOrigin,
+    /// A request carried more than one of berth's session cookies (one was planted by a
+    /// page that is not berth's): berth cannot tell which is the user's, so it uses none.
+    DuplicateSessionCookie,
     Internal,
     /// A code this build does not know (a newer peer). Lenient inside.
     #[serde(other)]
@@ -60,6 +63,7 @@ impl ErrorCode {
             ErrorCode::InsufficientStorage => "insufficient_storage",
             ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::BadOrigin => "bad_origin",
+            ErrorCode::DuplicateSessionCookie => "duplicate_session_cookie",
             ErrorCode::Internal => "internal",
             ErrorCode::Unknown => "unknown",
         }
@@ -125,6 +129,7 @@ mod tests {
             ErrorCode::NotEmpty,
             ErrorCode::NotARegularFile,
             ErrorCode::TooManyRequests,
+            ErrorCode::DuplicateSessionCookie,
         ] {
             assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
         }

@@ -52,6 +52,8 @@ pub struct Ctx {
     pub ports: Arc<crate::ports::config::PortsHostConfig>,
     /// berth's origin as browsers reach it (`berth up --public-url`), if given.
     pub public_url: Option<crate::public_url::PublicUrl>,
+    /// Says once when `[ports] base_domain` shares a registrable domain with berth's host.
+    pub shared_site: Arc<crate::ports::shared_site::SharedSiteWarning>,
     /// Proxied requests and WebSocket connections to boxes' ports (`[ports]` limits).
     pub port_connections: Arc<Slots>,
     /// Keep-alive connections to apps in boxes, reused across proxied requests.

@@ -120,6 +120,10 @@ impl Server {
             collected_execs: Slots::new(admission::COLLECTED_EXECS),
             ports: Arc::new(config.host.ports.clone()),
             public_url: config.public_url.clone(),
+            shared_site: Arc::new(crate::ports::shared_site::SharedSiteWarning::new(
+                config.host.ports.base_domain.as_deref(),
+                config.public_url.as_ref(),
+            )),
             port_connections: Slots::new(admission::port_connections(&config.host.ports)),
             app_pool: Default::default(),
             event_pruner: Arc::new(EventPruner::new(&config.host.events)),

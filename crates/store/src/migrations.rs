@@ -69,6 +69,11 @@ fn apply_one(
 
 /// Applies every migration newer than the database's; returns the version reached.
 pub(crate) fn apply(conn: &mut Connection) -> Result<u32, StoreError> {
+    apply_until(conn, u32::MAX)
+}
+
+/// [`apply`], stopping after version `last`: a test's database as an older berth left it.
+pub(crate) fn apply_until(conn: &mut Connection, last: u32) -> Result<u32, StoreError> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_migrations (
              version     INTEGER PRIMARY KEY,
@@ -84,7 +89,10 @@ pub(crate) fn apply(conn: &mut Connection) -> Result<u32, StoreError> {
         )
         .map_err(sql("read the schema version"))?;
     let mut reached = current;
-    for &(version, script) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+    for &(version, script) in MIGRATIONS
+        .iter()
+        .filter(|(v, _)| *v > current && *v <= last)
+    {
         let failed = |source| StoreError::Migration { version, source };
         let rebuild = REBUILDS.contains(&version);
         if rebuild {

@@ -14,6 +14,10 @@
 //! origin (opened before berth recorded it, so maybe with that key). A key revoked while
 //! a browser signs in with it opens nothing: the key is looked up again in the
 //! transaction that would insert the session.
+//!
+//! The cookie was renamed `__Host-berth_session` in migration 15; a session made before it
+//! (`legacy_cookie = 1`) is also found by its old name ([`Store::legacy_web_session`])
+//! until its browser first shows the new one.
 
 use berth_protocol::TenantId;
 use rusqlite::{params, OptionalExtension, Row, Transaction};
@@ -191,8 +195,40 @@ impl Store {
         Ok(Some(new))
     }
 
-    /// The live session whose token this is; records its use (at most once a minute).
+    /// The live session whose token this is, sent under the cookie's name; records its use
+    /// (at most once a minute). A session from before migration 15 seen here for the first
+    /// time loses `legacy_cookie`: the browser has moved to the new name, so the old one is
+    /// over for it.
     pub fn web_session_by_token(&self, token: &str) -> Result<Option<WebSession>, StoreError> {
+        if let Some(session) = self.live_web_session(token, "AND s.legacy_cookie = 0")? {
+            return Ok(Some(session));
+        }
+        let Some(session) = self.live_web_session(token, "AND s.legacy_cookie = 1")? else {
+            return Ok(None);
+        };
+        self.conn()
+            .execute(
+                "UPDATE web_sessions SET legacy_cookie = 0 WHERE id = ?1",
+                params![session.id],
+            )
+            .map_err(sql("end a web session's old cookie name"))?;
+        Ok(Some(session))
+    }
+
+    /// The live session whose token this is, sent under the cookie's old name: only a
+    /// session made before migration 15 whose browser has not yet shown the new name (every
+    /// request until then, so parallel ones cannot race into a refusal).
+    pub fn legacy_web_session(&self, token: &str) -> Result<Option<WebSession>, StoreError> {
+        self.live_web_session(token, "AND s.legacy_cookie = 1")
+    }
+
+    /// The session of `token` that also meets `and` (SQL on `s`), unless idle too long;
+    /// records its use.
+    fn live_web_session(
+        &self,
+        token: &str,
+        and: &'static str,
+    ) -> Result<Option<WebSession>, StoreError> {
         if !token.starts_with(TOKEN_PREFIX) {
             return Ok(None);
         }
@@ -200,7 +236,7 @@ impl Store {
         let found = self
             .read()
             .query_row(
-                &format!("SELECT {COLUMNS} WHERE s.token_hash = ?1"),
+                &format!("SELECT {COLUMNS} WHERE s.token_hash = ?1 {and}"),
                 params![hash],
                 raw,
             )
@@ -375,6 +411,6 @@ fn parse_tenant(column: &'static str, id: String) -> Result<TenantId, StoreError
         .map_err(|source| StoreError::CorruptId { column, source })
 }
 
-fn digest(secret: &str) -> String {
+pub(crate) fn digest(secret: &str) -> String {
     hex(&Sha256::digest(secret.as_bytes()))
 }

@@ -192,3 +192,54 @@ fn a_session_is_revoked_at_once_and_only_by_its_tenant() {
         .revoke_web_session(&tenant.id, &new.session.id)
         .unwrap());
 }
+
+/// Migration 15 marks every session that existed before it: only those are taken under
+/// the cookie's old name (a browser signed in before the upgrade stays signed in), every
+/// time until the browser shows the new name (parallel requests with the old one must not
+/// race into a refusal), and never after.
+#[test]
+fn a_session_from_before_migration_15_is_taken_by_the_old_name_until_the_new_one_is_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = format!("bws_{}", "ab".repeat(32));
+    let tenant = berth_protocol::TenantId::from_random([3; 20]);
+    {
+        let mut conn = rusqlite::Connection::open(dir.path().join(crate::DB_FILE)).unwrap();
+        crate::migrations::apply_until(&mut conn, 14).unwrap();
+        conn.execute(
+            "INSERT INTO tenants (id, name, created_at) VALUES (?1, 'acme', ?2)",
+            params![tenant.as_str(), format_time(now()).unwrap()],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO web_sessions (id, tenant_id, token_hash, device, created_at, \
+             last_used_at) VALUES ('ws_0123456789abcdef', ?1, ?2, 'old phone', ?3, ?3)",
+            params![
+                tenant.as_str(),
+                crate::web_sessions::digest(&token),
+                format_time(now()).unwrap()
+            ],
+        )
+        .unwrap();
+    }
+    let store = open(&dir);
+    for _ in 0..3 {
+        let old = store.legacy_web_session(&token).unwrap();
+        assert_eq!(
+            old.map(|s| s.id).as_deref(),
+            Some("ws_0123456789abcdef"),
+            "taken under the old name"
+        );
+    }
+    let new = sign_in(&store, &tenant, "new phone");
+    assert_eq!(store.legacy_web_session(&new.token).unwrap(), None);
+    assert_eq!(
+        store.web_session_by_token(&new.token).unwrap(),
+        Some(new.session)
+    );
+    // The browser shows the new name: the old one is over for this session.
+    let seen = store.web_session_by_token(&token).unwrap().unwrap();
+    assert_eq!(seen.id, "ws_0123456789abcdef");
+    assert_eq!(store.legacy_web_session(&token).unwrap(), None);
+    assert!(store.web_session_by_token(&token).unwrap().is_some());
+    assert_eq!(store.legacy_web_session("bws_00").unwrap(), None);
+}

@@ -35,6 +35,7 @@
 //! | `shells` | `zsh` and `fish`, which parse `berth completion`'s scripts for them |
 //! | `browser` | what the web app's end-to-end tests drive: Debian's `chromium` and `node` with `npm` ([`browser`]) |
 //! | `pebble` | Debian's `pebble` and `pebble-challtestsrv`, the ACME test CA the TLS tests order from |
+//! | `curl` | `curl`, the browser stand-in of the cookie tests (its cookie jar) |
 
 use std::io::Write;
 
@@ -67,6 +68,7 @@ pub const PARTS: &[&str] = &[
     "shells",
     "browser",
     "pebble",
+    "curl",
 ];
 
 /// The variable naming the parts a run requires.

@@ -2,6 +2,7 @@
 //! (`berth up`) on a temporary data dir that is stopped, with its boxes, when dropped.
 #![allow(dead_code)] // each test binary uses a part
 
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
@@ -54,6 +55,23 @@ pub fn assert_one_line_error(out: &Output, expected_status: i32, needles: &[&str
     }
 }
 
+/// A self-signed certificate for `names`, written into `dir` as `(<stem>.crt, <stem>.key)`.
+pub fn self_signed(dir: &Path, stem: &str, names: &[&str]) -> (PathBuf, PathBuf) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let names = names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+    let cert = rcgen::CertificateParams::new(names)
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let (cert_path, key_path) = (
+        dir.join(format!("{stem}.crt")),
+        dir.join(format!("{stem}.key")),
+    );
+    fs::write(&cert_path, cert.pem()).unwrap();
+    fs::write(&key_path, key.serialize_pem()).unwrap();
+    (cert_path, key_path)
+}
+
 // ---------------------------------------------------------------------------------------
 // End to end: a real daemon and a real box.
 
@@ -63,38 +81,44 @@ pub struct Daemon {
     pub data_dir: tempfile::TempDir,
     pub log: PathBuf,
     pub out: PathBuf,
+    /// `berth up`'s flags after `--listen` and `--data-dir`, given again at a restart.
+    pub args: Vec<OsString>,
 }
 
 impl Daemon {
     pub fn start() -> Daemon {
-        Daemon::start_with(None)
+        Daemon::start_in(tempfile::tempdir().unwrap(), None, &[])
     }
 
     /// A daemon whose `<data dir>/berth.toml` is `config`.
     pub fn start_with_config(config: &str) -> Daemon {
-        Daemon::start_with(Some(config))
+        Daemon::start_in(tempfile::tempdir().unwrap(), Some(config), &[])
     }
 
-    fn start_with(config: Option<&str>) -> Daemon {
-        let data_dir = tempfile::tempdir().unwrap();
+    /// A daemon on `data_dir` (whose `berth.toml` becomes `config` when given), started
+    /// with `args` after `berth up --listen … --data-dir …` (`--tls-cert …`,
+    /// `--public-url …`); ready once it answers, over TLS or not.
+    pub fn start_in(data_dir: tempfile::TempDir, config: Option<&str>, args: &[&OsStr]) -> Daemon {
         if let Some(config) = config {
             fs::write(data_dir.path().join("berth.toml"), config).unwrap();
         }
         let log = data_dir.path().join("daemon.stderr");
         let out = data_dir.path().join("daemon.stdout");
+        let args: Vec<OsString> = args.iter().map(|a| a.to_os_string()).collect();
         let listen = format!("127.0.0.1:{}", closed_port());
-        let child = Daemon::spawn(data_dir.path(), &listen, &out, &log);
+        let child = Daemon::spawn(data_dir.path(), &listen, &args, &out, &log);
         let mut daemon = Daemon {
             child,
             data_dir,
             log,
             out,
+            args,
         };
         daemon.wait_healthy(&listen);
         daemon
     }
 
-    fn spawn(dir: &Path, listen: &str, out: &Path, log: &Path) -> Child {
+    fn spawn(dir: &Path, listen: &str, args: &[OsString], out: &Path, log: &Path) -> Child {
         let append = |path: &Path| {
             fs::OpenOptions::new()
                 .create(true)
@@ -105,6 +129,7 @@ impl Daemon {
         berth()
             .args(["up", "--listen", listen, "--data-dir"])
             .arg(dir)
+            .args(args)
             .stdout(append(out))
             .stderr(append(log))
             .spawn()
@@ -127,12 +152,21 @@ impl Daemon {
     /// Starts the daemon again on the same data dir, after [`Daemon::kill`].
     pub fn restart(&mut self) {
         let listen = format!("127.0.0.1:{}", closed_port());
-        self.child = Daemon::spawn(self.data_dir.path(), &listen, &self.out, &self.log);
+        self.child = Daemon::spawn(
+            self.data_dir.path(),
+            &listen,
+            &self.args,
+            &self.out,
+            &self.log,
+        );
         self.wait_healthy(&listen);
     }
 
+    /// Waits until the daemon on `listen` answers `/v1/health` (over TLS: until it listens
+    /// and has written `berth.url`, which it does once its certificate is loaded).
     pub fn wait_healthy(&mut self, listen: &str) {
         let deadline = Instant::now() + Duration::from_secs(60);
+        let tls = self.args.iter().any(|a| a == "--tls-cert");
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 panic!(
@@ -140,7 +174,12 @@ impl Daemon {
                     self.logs()
                 );
             }
-            if health_ok(listen) {
+            let ready = if tls {
+                self.dir().join("berth.url").is_file() && TcpStream::connect(listen).is_ok()
+            } else {
+                health_ok(listen)
+            };
+            if ready {
                 return;
             }
             assert!(

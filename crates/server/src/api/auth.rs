@@ -1,5 +1,6 @@
-//! Who is calling: `Authorization: Bearer <api key>`, or a signed-in browser's
-//! `berth_session` cookie (docs/api.md, "Web sessions and pairing"); anything else is 401.
+//! Who is calling: `Authorization: Bearer <api key>`, or a signed-in browser's session
+//! cookie (read by `api/session_cookie.rs`; docs/api.md, "Web sessions and pairing");
+//! anything else is 401, and two session cookies are 400.
 //!
 //! A cookie is sent by the browser whoever's page made the request, so a cookie-authenticated
 //! request that changes state, or opens a WebSocket, must carry berth's own `Origin`
@@ -15,10 +16,9 @@ use http::request::Parts;
 
 use crate::admission::connection;
 use crate::api::error::ApiError;
-use crate::api::{caller_scope, web_origin};
+use crate::api::{caller_scope, session_cookie, web_origin};
 use crate::ctx::Ctx;
 use crate::error::OpError;
-use crate::ports::cookie;
 
 /// The authenticated caller of a request (`.0.web_session` says how).
 #[derive(Debug, Clone)]
@@ -52,30 +52,13 @@ fn by_key(ctx: &Ctx, key: &str) -> Result<Option<Principal>, ApiError> {
 }
 
 fn by_cookie(ctx: &Ctx, parts: &Parts) -> Result<Option<Principal>, ApiError> {
-    let Some(principal) = web_session(ctx, &parts.headers)? else {
+    let Some(principal) = session_cookie::principal(ctx, &parts.extensions)? else {
         return Ok(None);
     };
     if web_origin::needs_check(&parts.method, &parts.headers) {
         web_origin::require_own(ctx, &parts.headers)?;
     }
     Ok(Some(principal))
-}
-
-/// The principal of a live `berth_session` cookie, if the request has one.
-pub fn web_session(ctx: &Ctx, headers: &http::HeaderMap) -> Result<Option<Principal>, ApiError> {
-    let Some(token) = cookie::web_session_token(headers) else {
-        return Ok(None);
-    };
-    let session = ctx
-        .store
-        .web_session_by_token(&token)
-        .map_err(|e| ApiError::Op(OpError::Store(Box::new(e))))?;
-    Ok(session.map(|s| Principal {
-        tenant_id: s.tenant_id,
-        is_admin: false,
-        web_session: Some(s.id),
-        api_key_id: None,
-    }))
 }
 
 impl Caller {

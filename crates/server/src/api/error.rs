@@ -44,8 +44,13 @@ pub enum ApiError {
     #[error("the pairing code or API key is unknown, already used or expired")]
     SignInRefused,
 
-    #[error("this call needs a signed-in browser (the berth_session cookie)")]
+    #[error("this call needs a signed-in browser (the __Host-berth_session cookie)")]
     NoWebSession,
+
+    /// More than one of berth's session cookies: one was set by a page that is not berth's
+    /// (a box's app, a sibling host), so none is used.
+    #[error("this request carries {count} berth session cookies, and berth cannot tell which one is yours (a page that is not berth's may have set one): sign out, or clear this site's cookies in the browser's settings, then sign in again; berth has asked the browser to drop the old-named ones, so trying again may already work")]
+    DuplicateSessionCookie { count: usize },
 
     #[error("no web session {id} for this tenant")]
     WebSessionNotFound { id: String },
@@ -85,6 +90,9 @@ impl ApiError {
                 (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized)
             }
             ApiError::WebSessionNotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+            ApiError::DuplicateSessionCookie { .. } => {
+                (StatusCode::BAD_REQUEST, ErrorCode::DuplicateSessionCookie)
+            }
             ApiError::Malformed { .. } | ApiError::Body(_) => {
                 (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest)
             }
@@ -323,6 +331,7 @@ pub fn guest_status(code: ErrorCode) -> (StatusCode, ErrorCode) {
         ErrorCode::Unauthorized
         | ErrorCode::QuotaExceeded
         | ErrorCode::BadOrigin
+        | ErrorCode::DuplicateSessionCookie
         | ErrorCode::Internal
         | ErrorCode::Unknown => {
             return (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal);

@@ -23,6 +23,7 @@ pub mod runtimes;
 pub mod secrets;
 pub mod security_headers;
 pub mod send_deadline;
+pub mod session_cookie;
 pub mod templates;
 pub mod tenants;
 pub mod terminal_bridge;
@@ -164,6 +165,11 @@ pub fn router(ctx: Ctx) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(security_headers::add))
+        // berth's own host only: a port's host name never gets the session cookie.
+        .layer(middleware::from_fn_with_state(
+            ctx.clone(),
+            session_cookie::read,
+        ))
         // Before the routes: a port's host name goes to the port whatever its path.
         .layer(middleware::from_fn_with_state(ctx.clone(), ports::by_host))
         .layer(middleware::from_fn(log_request))

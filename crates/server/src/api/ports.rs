@@ -1,10 +1,11 @@
 //! A box's ports through berth: `/v1/boxes/{ref}/ports/{port}/<path>` (any method), and
 //! `<port>-<box name>.<base_domain>` at `/` when `[ports] base_domain` is set.
 //!
-//! Who may: the tenant's API key (`Authorization: Bearer`), a signed-in browser's
-//! `berth_session` cookie (writes and upgrades from berth's own origin only), or a share
-//! link. Answers by path (under berth's origin) get a sandbox CSP: the app's pages run in
-//! an opaque origin, never with berth's. A request
+//! Who may: the tenant's API key (`Authorization: Bearer`), a signed-in browser's session
+//! cookie (by path; writes and upgrades from berth's own origin only), or a share link.
+//! Answers by path (under berth's origin) get a sandbox CSP: the app's pages run in an
+//! opaque origin, never with berth's; and no answer's `Set-Cookie` may reach berth's
+//! cookies (`ports/cookie.rs`: none at all by path). A request
 //! with `?berth_link=<token>` is checked and answered with a redirect to the same URL
 //! without the token, setting a cookie whose own token is short-lived and ends with the
 //! link; later requests carry the cookie. Errors are JSON, or a short HTML page when the
@@ -21,13 +22,13 @@ use http::header::{self, HeaderValue};
 use http::StatusCode;
 
 use crate::api::error::ApiError;
-use crate::api::{auth, web_origin};
+use crate::api::{session_cookie, web_origin};
 use crate::ctx::Ctx;
 use crate::error::OpError;
 use crate::ops::box_find::find_box;
 use crate::ops::port_connect::parse_port;
 use crate::ops::{port_links, port_proxy};
-use crate::ports::cookie;
+use crate::ports::cookie::{self, Served};
 use crate::ports::host::{match_host, HostMatch};
 use crate::ports::proxy::{self, Forwarding};
 use crate::tls::ServedOverTls;
@@ -55,7 +56,7 @@ impl Target {
 
 /// The proxy's entry in the OpenAPI document (any method is served; the document names
 /// GET, as OpenAPI has no "any").
-#[utoipa::path(get, path = "/v1/boxes/{box_ref}/ports/{port}/{path}", tag = "ports", summary = "Any method: HTTP or a WebSocket upgrade forwarded to 127.0.0.1:{port} in the box (wakes it, waits for the port to listen); with the API key or a share link", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("port" = u16, Path, description = "1 to 65535 (not 443 or 3128, berth's own in the box)"), ("path" = String, Path, description = "the app's path, with the query"), ("berth_link" = Option<String>, Query, description = "a share link's token: answered with 303 to the same URL without it, setting the `berth_port` cookie")), responses((status = 200, description = "the app's answer, whatever its status"), (status = 303, description = "a share link's token was traded for a cookie"), (status = 401, description = "no valid API key, link or cookie", body = berth_protocol::ErrorBody), (status = 403, description = "the share link expired, was revoked, or is for another port", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 429, description = "too many connections to box ports", body = berth_protocol::ErrorBody), (status = 502, description = "the app broke HTTP, or answered 101 to a request that asked for no upgrade", body = berth_protocol::ErrorBody), (status = 503, description = "nothing listened on the port within `[ports] listen_wait_s`", body = berth_protocol::ErrorBody), (status = 504, description = "the app began no answer within `[ports] answer_timeout_s`", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+#[utoipa::path(get, path = "/v1/boxes/{box_ref}/ports/{port}/{path}", tag = "ports", summary = "Any method: HTTP or a WebSocket upgrade forwarded to 127.0.0.1:{port} in the box (wakes it, waits for the port to listen); with the API key or a share link", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("port" = u16, Path, description = "1 to 65535 (not 443 or 3128, berth's own in the box)"), ("path" = String, Path, description = "the app's path, with the query"), ("berth_link" = Option<String>, Query, description = "a share link's token: answered with 303 to the same URL without it, setting the `berth_port` cookie")), responses((status = 200, description = "the app's answer, whatever its status; by path without any `Set-Cookie` or `Clear-Site-Data`, at a port's host name without a cookie that names `Domain` or is named like berth's"), (status = 303, description = "a share link's token was traded for a cookie"), (status = 400, description = "`duplicate_session_cookie`: more than one berth session cookie", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key, link or cookie", body = berth_protocol::ErrorBody), (status = 403, description = "the share link expired, was revoked, or is for another port", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 429, description = "too many connections to box ports", body = berth_protocol::ErrorBody), (status = 502, description = "the app broke HTTP, or answered 101 to a request that asked for no upgrade", body = berth_protocol::ErrorBody), (status = 503, description = "nothing listened on the port within `[ports] listen_wait_s`", body = berth_protocol::ErrorBody), (status = 504, description = "the app began no answer within `[ports] answer_timeout_s`", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 #[allow(dead_code)]
 fn proxy() {}
 
@@ -89,7 +90,10 @@ pub async fn by_host(State(ctx): State<Ctx>, request: Request, next: Next) -> Re
         .and_then(|h| h.to_str().ok())
         .unwrap_or("");
     match match_host(host, ctx.ports.base_domain.as_deref()) {
-        HostMatch::Api => next.run(request).await,
+        HostMatch::Api => {
+            ctx.shared_site.check(host);
+            next.run(request).await
+        }
         HostMatch::Malformed { why } => error_answer(
             ApiError::Malformed {
                 part: "host name",
@@ -163,11 +167,15 @@ async fn serve(ctx: Ctx, target: Target, request: Request, html: bool) -> Respon
 
 async fn serve_or_fail(ctx: Ctx, target: Target, request: Request) -> Result<Response, ApiError> {
     if let Some((token, rest)) = take_link_param(request.uri().query()) {
-        return open_link(&ctx, &target, request.uri().path(), &token, rest);
+        let over_tls = request.extensions().get::<web_origin::OverTls>().is_some();
+        return open_link(&ctx, &target, request.uri().path(), &token, rest, over_tls);
     }
     let (tenant, record) = access(&ctx, &target, &request)?;
     crate::admission::connection::charge(request.extensions(), &tenant)?;
-    let path_mode = target.prefix.is_some();
+    let served = match target.prefix {
+        Some(_) => Served::ByPath,
+        None => Served::ByHost,
+    };
     let forwarding = Forwarding {
         port: target.port,
         path_and_query: target.path_and_query,
@@ -179,14 +187,17 @@ async fn serve_or_fail(ctx: Ctx, target: Target, request: Request) -> Result<Res
         over_tls: request.extensions().get::<ServedOverTls>().is_some(),
     };
     let mut response = port_proxy::forward(&ctx, &tenant, &record, request, &forwarding).await?;
-    if path_mode {
+    if served == Served::ByPath {
         proxy::sandbox(response.headers_mut());
     }
+    cookie::keep_off_berths(response.headers_mut(), served);
     Ok(response)
 }
 
-/// Who the request is for: the API key's tenant and its box, or a live session's link
-/// and the link's box (only that box and port).
+/// Who the request is for: the API key's tenant and its box, a signed-in browser's (its
+/// tenant's box of that name first), or a live share-link session's link and the link's
+/// box (only that box and port). Page script at a port's host name can add share-link
+/// cookies of its own: each is tried (a few).
 fn access(
     ctx: &Ctx,
     target: &Target,
@@ -208,17 +219,34 @@ fn access(
         let record = find_box(ctx, &principal.tenant_id, &target.reference)?;
         return Ok((principal.tenant_id, record));
     }
-    if let Some(principal) = auth::web_session(ctx, headers)? {
+    let link_tokens = cookie::session_tokens(headers);
+    if let Some(principal) = session_cookie::principal(ctx, request.extensions())? {
         if web_origin::needs_check(request.method(), headers) {
             web_origin::require_own(ctx, headers)?;
         }
-        let record = find_box(ctx, &principal.tenant_id, &target.reference)?;
-        return Ok((principal.tenant_id, record));
+        match find_box(ctx, &principal.tenant_id, &target.reference) {
+            Ok(record) => return Ok((principal.tenant_id, record)),
+            // Another tenant's share link opened in a signed-in browser: its cookie decides.
+            // Only then: a box of the user's own by that name is never shadowed by a link.
+            Err(OpError::BoxNotFound { .. }) if !link_tokens.is_empty() => {}
+            Err(e) => return Err(e.into()),
+        }
     }
-    let token = cookie::session_token(headers).ok_or(ApiError::NoPortAccess)?;
-    let link = port_links::by_session(ctx, &token)?;
-    let record = port_links::box_of_link(ctx, &link, &target.reference, target.port)?;
-    Ok((link.tenant_id, record))
+    let mut refused = None;
+    for token in link_tokens {
+        let granted = port_links::by_session(ctx, &token).and_then(|link| {
+            port_links::box_of_link(ctx, &link, &target.reference, target.port)
+                .map(|record| (link.tenant_id, record))
+        });
+        match granted {
+            Ok(granted) => return Ok(granted),
+            Err(e @ OpError::LinkRefused(_)) => {
+                refused.get_or_insert(e);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(refused.map_or(ApiError::NoPortAccess, ApiError::Op))
 }
 
 /// A share link's token: checked, then traded for the cookie, and the browser sent on to
@@ -229,11 +257,12 @@ fn open_link(
     path: &str,
     token: &str,
     rest_query: String,
+    over_tls: bool,
 ) -> Result<Response, ApiError> {
     let (link, session) = port_links::open(ctx, token)?;
     port_links::box_of_link(ctx, &link, &target.reference, target.port)?;
     let max_age = (session.expires_at - time::OffsetDateTime::now_utc()).whole_seconds();
-    let set_cookie = cookie::set_cookie(&session.token, &target.cookie_path(), max_age);
+    let set_cookie = cookie::set_cookie(&session.token, &target.cookie_path(), max_age, over_tls);
     Ok(redirect(
         StatusCode::SEE_OTHER,
         &same_place(path, &rest_query),

@@ -14,15 +14,9 @@ use time::format_description::well_known::Rfc3339;
 use crate::api::auth::Caller;
 use crate::api::error::ApiError;
 use crate::api::extract::ApiJson;
-use crate::api::web_origin;
+use crate::api::{session_cookie, web_origin};
 use crate::ctx::Ctx;
 use crate::ops::web_sessions::{self as ops, PairError};
-use crate::ports::cookie::WEB_SESSION;
-
-/// The cookie outlives any session (400 days, the most browsers keep): the server ends an
-/// idle or revoked session, while a cookie without `Max-Age` would die with the browser
-/// (an installed app on iOS loses it whenever it is killed).
-const COOKIE_MAX_AGE_S: u32 = 400 * 24 * 3600;
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -114,7 +108,7 @@ pub async fn pair(
     Ok((StatusCode::CREATED, no_store(), Json(view)).into_response())
 }
 
-#[utoipa::path(post, path = "/v1/web/sessions", tag = "web", summary = "Sign a browser in with a pairing code or an API key: sets the berth_session cookie (no key needed)", request_body = SignInBody, responses((status = 201, description = "signed in; `Set-Cookie: berth_session=…; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=34560000`", body = WebSessionView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "the code or key is unknown, used or expired", body = berth_protocol::ErrorBody), (status = 403, description = "`bad_origin`: sent from another site's page", body = berth_protocol::ErrorBody)))]
+#[utoipa::path(post, path = "/v1/web/sessions", tag = "web", summary = "Sign a browser in with a pairing code or an API key: sets the __Host-berth_session cookie (no key needed)", request_body = SignInBody, responses((status = 201, description = "signed in; `Set-Cookie: __Host-berth_session=…; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=34560000` (the `__Host-` prefix: browsers take it only host-only, `Path=/` and `Secure`, so no other host, a box's port host among them, can set it; browsers treat http://localhost and 127.0.0.1 as secure). The name before issue 20, `berth_session`, is still taken for a session made before it, and moved to the new name by the answer", body = WebSessionView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "the code or key is unknown, used or expired", body = berth_protocol::ErrorBody), (status = 403, description = "`bad_origin`: sent from another site's page", body = berth_protocol::ErrorBody)))]
 pub async fn sign_in(
     State(ctx): State<Ctx>,
     headers: HeaderMap,
@@ -135,29 +129,38 @@ pub async fn sign_in(
         }
     };
     let new = new.ok_or(ApiError::SignInRefused)?;
-    let cookie = format!(
-        "{WEB_SESSION}={}; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age={COOKIE_MAX_AGE_S}",
-        new.token
-    );
+    let cookie = session_cookie::set_cookie(&new.token);
     let mut response = (StatusCode::CREATED, no_store(), Json(view(&new.session))).into_response();
     response.headers_mut().insert(SET_COOKIE, header(&cookie));
     Ok(response)
 }
 
-#[utoipa::path(get, path = "/v1/web/session", tag = "web", summary = "This browser's session (the cookie only)", responses((status = 200, body = WebSessionView), (status = 401, description = "not a signed-in browser", body = berth_protocol::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/web/session", tag = "web", summary = "This browser's session (the cookie only)", responses((status = 200, body = WebSessionView), (status = 400, description = "`duplicate_session_cookie`: more than one berth session cookie (one set by a page that is not berth's): sign out, or clear the site's cookies", body = berth_protocol::ErrorBody), (status = 401, description = "not a signed-in browser", body = berth_protocol::ErrorBody)))]
 pub async fn current(State(ctx): State<Ctx>, caller: Caller) -> Result<Response, ApiError> {
     let id = caller.web_session().ok_or(ApiError::NoWebSession)?;
     let session = ops::current(&ctx, &caller.0.tenant_id, id)?.ok_or(ApiError::NoWebSession)?;
     Ok((no_store(), Json(view(&session))).into_response())
 }
 
-#[utoipa::path(delete, path = "/v1/web/session", tag = "web", summary = "Sign this browser out: ends its session and clears the cookie", responses((status = 204, description = "signed out"), (status = 401, description = "not a signed-in browser", body = berth_protocol::ErrorBody), (status = 403, description = "`bad_origin`", body = berth_protocol::ErrorBody)))]
-pub async fn sign_out(State(ctx): State<Ctx>, caller: Caller) -> Result<Response, ApiError> {
-    let id = caller.web_session().ok_or(ApiError::NoWebSession)?;
-    ops::revoke(&ctx, &caller.0.tenant_id, id)?;
-    let cleared = format!("{WEB_SESSION}=; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=0");
+#[utoipa::path(delete, path = "/v1/web/session", tag = "web", summary = "Sign this browser out: ends its session and clears the cookie (also with several session cookies: then the one berth set is ended)", responses((status = 204, description = "signed out"), (status = 401, description = "not a signed-in browser", body = berth_protocol::ErrorBody), (status = 403, description = "`bad_origin`", body = berth_protocol::ErrorBody)))]
+pub async fn sign_out(
+    State(ctx): State<Ctx>,
+    method: http::Method,
+    headers: HeaderMap,
+    extensions: http::Extensions,
+) -> Result<Response, ApiError> {
+    // Not `Caller`: with a planted second cookie, signing out is the way out.
+    let who =
+        session_cookie::principal_signing_out(&ctx, &extensions)?.ok_or(ApiError::NoWebSession)?;
+    if web_origin::needs_check(&method, &headers) {
+        web_origin::require_own(&ctx, &headers)?;
+    }
+    let id = who.web_session.as_deref().ok_or(ApiError::NoWebSession)?;
+    ops::revoke(&ctx, &who.tenant_id, id)?;
     let mut response = StatusCode::NO_CONTENT.into_response();
-    response.headers_mut().insert(SET_COOKIE, header(&cleared));
+    response
+        .headers_mut()
+        .insert(SET_COOKIE, header(&session_cookie::cleared()));
     Ok(response)
 }
 

@@ -2,8 +2,9 @@
 //!
 //! ```toml
 //! [ports]
-//! # Requests for <port>-<box name>.<base_domain> reach that box's port at `/`.
-//! base_domain = "boxes.example.com"
+//! # Requests for <port>-<box name>.<base_domain> reach that box's port at `/`. Never
+//! # under berth's own registrable domain (`ports/shared_site.rs`).
+//! base_domain = "boxes.example-apps.net"
 //! # How long a request waits for a port to start listening (a box just woken).
 //! listen_wait_s = 30
 //! # How long the proxy waits for an app's answer head (status line and headers): 504 after.

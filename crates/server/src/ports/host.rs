@@ -71,7 +71,7 @@ pub fn match_host(host: &str, base_domain: Option<&str>) -> HostMatch {
 }
 
 /// `example.com:8080` → `example.com`; `[::1]:80` → `[::1]`.
-fn strip_port(host: &str) -> &str {
+pub(crate) fn strip_port(host: &str) -> &str {
     match host.rfind(':') {
         Some(i)
             if !host[i..].contains(']') && host[i + 1..].bytes().all(|b| b.is_ascii_digit()) =>

@@ -309,6 +309,15 @@ pub(crate) fn kill_containers(runc: &str, root: &Path) {
     }
 }
 
+/// Every `Set-Cookie` of an answer, in order.
+pub fn set_cookies(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect()
+}
+
 pub fn error_code(body: &Value) -> &str {
     body["error"]["code"]
         .as_str()

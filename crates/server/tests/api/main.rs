@@ -26,6 +26,7 @@ mod isolation;
 mod key_sessions;
 mod lifecycle;
 mod messages;
+mod port_cookies;
 mod ports;
 mod ports_faults;
 mod processes;

@@ -24,13 +24,13 @@ use crate::end_to_end::{exec, sandbox};
 use crate::harness::{error_code, TestServer};
 
 pub(crate) const APP: &str = include_str!("fixtures/port_app.py");
-const BASE_DOMAIN: &str = "boxes.test";
+pub(crate) const BASE_DOMAIN: &str = "boxes.test";
 /// The file server (`python3 -m http.server`) and the app.
 const FILES_PORT: u16 = 8000;
 pub(crate) const APP_PORT: u16 = 8001;
 
 /// A daemon with `[ports]` set, and box `web` running both servers.
-async fn serving(listen_wait_s: u64) -> Option<TestServer> {
+pub(crate) async fn serving(listen_wait_s: u64) -> Option<TestServer> {
     serving_with(|ports| ports.listen_wait_s = listen_wait_s).await
 }
 
@@ -413,13 +413,13 @@ async fn ports_connections_are_capped_per_tenant_and_given_back() {
 }
 
 /// Sends `path` (from a link's URL) as a browser would, without a key.
-fn path_of(url: &str) -> &str {
+pub(crate) fn path_of(url: &str) -> &str {
     let rest = url.split_once("://").unwrap().1;
     &rest[rest.find('/').unwrap()..]
 }
 
 /// `POST …/ports/8001/links` of box `web`: the status and the answer.
-async fn make_link(server: &TestServer, ttl_s: u64) -> (StatusCode, Value) {
+pub(crate) async fn make_link(server: &TestServer, ttl_s: u64) -> (StatusCode, Value) {
     server
         .call(
             Method::POST,
@@ -430,11 +430,11 @@ async fn make_link(server: &TestServer, ttl_s: u64) -> (StatusCode, Value) {
 }
 
 /// The status of a GET with only these cookies (no key), at the daemon's own host name.
-async fn with_cookie(addr: SocketAddr, path: &str, cookie: &str) -> StatusCode {
+pub(crate) async fn with_cookie(addr: SocketAddr, path: &str, cookie: &str) -> StatusCode {
     get(addr, "berth", path, &[("cookie", cookie)]).await.0
 }
 
-fn cookie_of(headers: &HeaderMap) -> String {
+pub(crate) fn cookie_of(headers: &HeaderMap) -> String {
     let set = headers["set-cookie"].to_str().unwrap();
     set.split(';').next().unwrap().to_owned()
 }

@@ -183,18 +183,12 @@ pub async fn get_tls_as(
     name: &str,
     path: &str,
 ) -> Result<(StatusCode, HeaderMap, CertificateDer<'static>), std::io::Error> {
-    let (mut sender, presented) = connect_tls(addr, ca, name).await?;
     let request = http::Request::get(path)
         .header("host", format!("{name}:{}", addr.port()))
         .body(Full::new(Bytes::new()))
         .unwrap();
-    let response = sender
-        .send_request(request)
-        .await
-        .map_err(std::io::Error::other)?;
-    let (parts, body) = response.into_parts();
-    let _ = body.collect().await;
-    Ok((parts.status, parts.headers, presented))
+    let (status, headers, _, presented) = send_tls(addr, ca, name, request).await?;
+    Ok((status, headers, presented))
 }
 
 /// One request to a daemon serving TLS for `localhost` under `ca`, with the API key
@@ -207,7 +201,6 @@ pub async fn request_tls(
     key: &str,
     body: Bytes,
 ) -> (StatusCode, Bytes) {
-    let (mut sender, _) = connect_tls(addr, ca, "localhost").await.unwrap();
     let request = http::Request::builder()
         .method(method)
         .uri(path)
@@ -215,24 +208,18 @@ pub async fn request_tls(
         .header("authorization", format!("Bearer {key}"))
         .body(Full::new(body))
         .unwrap();
-    let response = sender.send_request(request).await.unwrap();
-    let (parts, body) = response.into_parts();
-    (parts.status, body.collect().await.unwrap().to_bytes())
+    let (status, _, body, _) = send_tls(addr, ca, "localhost", request).await.unwrap();
+    (status, body)
 }
 
-/// An HTTP/1.1 connection over TLS for the server name `name`, trusting only `ca`, and
-/// the certificate the server presented.
-async fn connect_tls(
+/// One request over TLS to the server name `name`, trusting only `ca`: the status, the
+/// headers, the body and the certificate the server presented.
+pub async fn send_tls(
     addr: SocketAddr,
     ca: &CertificateDer<'static>,
     name: &str,
-) -> Result<
-    (
-        hyper::client::conn::http1::SendRequest<Full<Bytes>>,
-        CertificateDer<'static>,
-    ),
-    std::io::Error,
-> {
+    request: http::Request<Full<Bytes>>,
+) -> Result<(StatusCode, HeaderMap, Bytes, CertificateDer<'static>), std::io::Error> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(ca.clone()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -248,11 +235,21 @@ async fn connect_tls(
         .await?;
     let presented = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
         .await
         .map_err(std::io::Error::other)?;
     tokio::spawn(conn);
-    Ok((sender, presented))
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(std::io::Error::other)?;
+    let (parts, body) = response.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map_err(std::io::Error::other)?
+        .to_bytes();
+    Ok((parts.status, parts.headers, body, presented))
 }
 
 /// Waits (bounded) until a new handshake presents `want`.
@@ -396,4 +393,59 @@ async fn plain_http_answers_carry_the_headers_but_no_hsts() {
         );
         assert!(!headers.contains_key("strict-transport-security"), "{path}");
     }
+}
+
+/// A share link's cookie served over TLS is `Secure`: the browser never sends it over
+/// plain HTTP (issue 20).
+#[tokio::test]
+async fn a_share_links_cookie_is_secure_over_tls() {
+    let ca = TestCa::new();
+    let files = tempfile::tempdir().unwrap();
+    let (cert_pem, key_pem, _) = ca.leaf();
+    let (cert, key) = install(files.path(), &cert_pem, &key_pem);
+    let daemon = TlsDaemon::start(cert, key).await;
+    let admin = std::fs::read_to_string(daemon.data.path().join("admin.key")).unwrap();
+    let host = format!("localhost:{}", daemon.addr().port());
+    let root = ca.der();
+    let call = |method: http::Method, path: String, body: serde_json::Value| {
+        let request = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", &host)
+            .header("authorization", format!("Bearer {}", admin.trim()))
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .unwrap();
+        send_tls(daemon.addr(), &root, "localhost", request)
+    };
+    let (status, _, body, _) = call(
+        http::Method::POST,
+        "/v1/boxes".into(),
+        serde_json::json!({"name": "web"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, StatusCode::CREATED, "{body:?}");
+    let (status, _, body, _) = call(
+        http::Method::POST,
+        "/v1/boxes/web/ports/8000/links".into(),
+        serde_json::json!({"ttl_s": 600}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, StatusCode::CREATED, "{body:?}");
+    let link: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let url = link["url"].as_str().unwrap();
+    let path = &url[url.find("/v1/").unwrap()..];
+    let (status, headers, _) = get_tls_as(daemon.addr(), &ca.der(), "localhost", path)
+        .await
+        .unwrap();
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let set_cookie = headers["set-cookie"].to_str().unwrap();
+    assert!(
+        set_cookie.starts_with("berth_port=bps_")
+            && set_cookie.split("; ").any(|flag| flag == "Secure"),
+        "{set_cookie}"
+    );
+    daemon.stop().await;
 }

@@ -1,7 +1,8 @@
-//! Web sessions over real HTTP: pairing, signing in with a key, the `berth_session` cookie
-//! on the API, Origin checks against cross-site requests, revocation and sign-out; and on a
-//! real sandbox box, the cookie kept from a box's app and the app's pages sandboxed, and a
-//! cross-origin terminal WebSocket refused.
+//! Web sessions over real HTTP: pairing, signing in with a key, the `__Host-berth_session`
+//! cookie on the API, Origin checks against cross-site requests, revocation and sign-out,
+//! two session cookies refused, a browser signed in before the cookie's rename kept signed
+//! in; and on a real sandbox box, the cookie kept from a box's app and the app's pages
+//! sandboxed, and a cross-origin terminal WebSocket refused.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,11 +15,16 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::end_to_end::sandbox;
-use crate::harness::{error_code, NoBoxes, TestServer};
+use crate::harness::{error_code, set_cookies, NoBoxes, TestServer};
 
 /// The harness's requests name `Host: berth`: berth's own origin is then this.
 const OWN: &str = "http://berth";
 const EVIL: &str = "https://evil.example";
+/// The session cookie: `__Host-` makes the browser refuse it unless it is host-only,
+/// `Path=/` and `Secure`, so no other host (a box's port host) can set it.
+const COOKIE: &str = "__Host-berth_session";
+/// Its name before issue 20, still taken for sessions made before the upgrade.
+const OLD_COOKIE: &str = "berth_session";
 
 async fn call(
     server: &TestServer,
@@ -104,7 +110,7 @@ async fn sign_in(server: &TestServer, body: Value, headers: &[(&str, &str)]) -> 
         flags, "HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=34560000",
         "{set}"
     );
-    let token = pair.strip_prefix("berth_session=").unwrap();
+    let token = pair.strip_prefix(&format!("{COOKIE}=")).unwrap();
     assert!(token.starts_with("bws_") && token.len() == 4 + 64, "{set}");
     (session, pair.to_owned())
 }
@@ -334,7 +340,7 @@ async fn revoking_or_signing_out_ends_the_cookie_at_once() {
     assert_eq!(status, StatusCode::NO_CONTENT);
     let cleared = headers["set-cookie"].to_str().unwrap();
     assert!(
-        cleared.starts_with("berth_session=;") && cleared.contains("Max-Age=0"),
+        cleared.starts_with(&format!("{COOKIE}=;")) && cleared.contains("Max-Age=0"),
         "{cleared}"
     );
     assert_eq!(
@@ -401,6 +407,206 @@ async fn without_a_public_url_links_follow_the_host_and_a_tls_proxy() {
             .starts_with("https://berth/#/pair/bwp_"),
         "{made}"
     );
+}
+
+/// Two session cookies: a box's app (or a page on a sibling host) planted one. Berth cannot
+/// tell which is the user's, so it serves neither: `400` naming why and the way out, on
+/// every call that reads the session (the API, this browser's session, the ports proxy),
+/// and the answer expires the old name wherever it could have been set. Signing out still
+/// works, and ends the user's own session.
+#[tokio::test]
+async fn two_session_cookies_are_refused_naming_why_and_the_way_out() {
+    let server = TestServer::without_runtime().await;
+    let (mine, my_cookie) = sign_in(&server, json!({"api_key": server.key}), &[]).await;
+    let (status, other) = server
+        .call(Method::POST, "/v1/tenants", Some(json!({"name": "other"})))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{other}");
+    let (_, their_cookie) = sign_in(&server, json!({"api_key": other["api_key"]}), &[]).await;
+    let theirs = their_cookie.split_once('=').unwrap().1;
+    let planted = format!("{OLD_COOKIE}={theirs}");
+
+    for cookies in [
+        // A planted cookie with a longer path is sent first.
+        format!("{planted}; {my_cookie}"),
+        format!("{my_cookie}; {planted}"),
+        format!("{OLD_COOKIE}=bws_00; {planted}"),
+        format!("{my_cookie}; {COOKIE}=bws_00"),
+    ] {
+        // Each path, and every path a cookie sent with it can have been set on.
+        for (path, cookie_paths) in [
+            ("/v1/boxes", &["/", "/v1", "/v1/", "/v1/boxes"][..]),
+            (
+                "/v1/web/session",
+                &["/", "/v1", "/v1/", "/v1/web", "/v1/web/", "/v1/web/session"],
+            ),
+            (
+                "/v1/boxes/web/ports/8000/",
+                &["/", "/v1/", "/v1/boxes/", "/v1/boxes/web/ports/8000/"],
+            ),
+        ] {
+            let (status, headers, body) =
+                as_browser(&server, Method::GET, path, &cookies, None, None).await;
+            assert_eq!(
+                status,
+                StatusCode::BAD_REQUEST,
+                "{path} with {cookies}: {body}"
+            );
+            assert_eq!(error_code(&body), "duplicate_session_cookie", "{body}");
+            let message = body["error"]["message"].as_str().unwrap();
+            for words in [
+                "2 berth session cookies",
+                "sign out",
+                "clear this site's cookies",
+            ] {
+                assert!(message.contains(words), "{words:?} not in {message:?}");
+            }
+            let set = set_cookies(&headers);
+            if cookies
+                .split("; ")
+                .any(|c| c.starts_with(&format!("{OLD_COOKIE}=")))
+            {
+                for p in cookie_paths {
+                    let expired = format!("{OLD_COOKIE}=; Path={p}; Max-Age=0");
+                    assert!(
+                        set.iter().any(|c| c.starts_with(&expired)),
+                        "{expired:?} not in {set:?}"
+                    );
+                }
+            }
+            // The user's own (new-name) cookie is never expired by the refusal.
+            assert!(!set.iter().any(|c| c.starts_with(COOKIE)), "{set:?}");
+        }
+    }
+    // An API key is the caller whatever the cookies.
+    let (status, _, _) = call(
+        &server,
+        Method::GET,
+        "/v1/boxes",
+        Some(&server.key),
+        &[("cookie", &format!("{planted}; {my_cookie}"))],
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+
+    // The way out: sign out, from berth's own page, ends this browser's own session and
+    // clears both names.
+    let both = format!("{planted}; {my_cookie}");
+    let (status, headers, body) = as_browser(
+        &server,
+        Method::DELETE,
+        "/v1/web/session",
+        &both,
+        Some(EVIL),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(set_cookies(&headers).iter().all(|c| !c.starts_with(COOKIE)));
+    let (status, headers, body) = as_browser(
+        &server,
+        Method::DELETE,
+        "/v1/web/session",
+        &both,
+        Some(OWN),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let set = set_cookies(&headers);
+    assert!(
+        set.iter()
+            .any(|c| c.starts_with(&format!("{COOKIE}=;")) && c.contains("Max-Age=0")),
+        "{set:?}"
+    );
+    assert_eq!(
+        boxes_with(&server, &my_cookie).await,
+        StatusCode::UNAUTHORIZED
+    );
+    let (_, list) = server.call(Method::GET, "/v1/web/sessions", None).await;
+    assert!(
+        !list.to_string().contains(mine["id"].as_str().unwrap()),
+        "{list}"
+    );
+}
+
+/// What migration 15 did to every session that existed before it.
+fn made_before_the_upgrade(server: &TestServer, id: &str) {
+    let db = rusqlite::Connection::open(server.data.path().join("berth.db")).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE web_sessions SET legacy_cookie = 1 WHERE id = ?1",
+            [id],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+}
+
+/// A browser signed in before the rename keeps its session: its old cookie is taken (for a
+/// session from before the upgrade only) and the answer moves it to the new name. Parallel
+/// requests with the old name are all served; once the new name is seen, the old one is
+/// over for that session. A session made after the upgrade is never taken by the old name.
+#[tokio::test]
+async fn a_browser_signed_in_before_the_rename_stays_signed_in_under_the_new_name() {
+    let server = TestServer::without_runtime().await;
+    let (session, cookie) = sign_in(&server, json!({"api_key": server.key}), &[]).await;
+    let token = cookie.split_once('=').unwrap().1.to_owned();
+    let old = format!("{OLD_COOKIE}={token}");
+
+    let (status, headers, _) =
+        as_browser(&server, Method::GET, "/v1/boxes", &old, None, None).await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "a new session under the old name"
+    );
+    assert!(
+        set_cookies(&headers)
+            .iter()
+            .any(|c| c.starts_with(&format!("{OLD_COOKIE}=; Path=/; Max-Age=0"))),
+        "{headers:?}"
+    );
+
+    made_before_the_upgrade(&server, session["id"].as_str().unwrap());
+    let upgraded =
+        format!("{COOKIE}={token}; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=34560000");
+    let requests = (0..4).map(|_| as_browser(&server, Method::GET, "/v1/boxes", &old, None, None));
+    for (status, headers, body) in futures_util::future::join_all(requests).await {
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let set = set_cookies(&headers);
+        assert!(set.contains(&upgraded), "{set:?}");
+        assert!(
+            set.iter()
+                .any(|c| c.starts_with(&format!("{OLD_COOKIE}=; Path=/; Max-Age=0"))),
+            "{set:?}"
+        );
+    }
+    // A sign-in or sign-out decides the new cookie itself: the old one's upgrade does not
+    // overwrite it.
+    let (status, headers, body) =
+        sign_in_call(&server, &[("cookie", &old)], json!({"api_key": server.key})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let news: Vec<String> = set_cookies(&headers)
+        .into_iter()
+        .filter(|c| c.starts_with(COOKIE))
+        .collect();
+    assert_eq!(news.len(), 1, "{news:?}");
+    assert!(!news[0].contains(&token), "{news:?}");
+
+    // The browser shows the new name: served, told nothing more, and the old name is over.
+    let (status, headers, me) =
+        as_browser(&server, Method::GET, "/v1/web/session", &cookie, None, None).await;
+    assert_eq!(status, StatusCode::OK, "{me}");
+    assert_eq!(me["id"], session["id"]);
+    assert_eq!(set_cookies(&headers), Vec::<String>::new());
+    let (status, _, _) = as_browser(&server, Method::GET, "/v1/boxes", &old, None, None).await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "the old name after the new one"
+    );
+    assert_eq!(boxes_with(&server, &cookie).await, StatusCode::OK);
 }
 
 /// The attack on the port proxy: a box's app, reached by path under berth's own origin
