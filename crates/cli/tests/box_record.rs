@@ -291,7 +291,11 @@ fn end_to_end_send_and_secrets_print_json() {
     assert!(rotated["api_key"].is_string(), "{rotated}");
     let new = rotated["key"]["id"].as_str().unwrap();
     let revoked = json(&daemon.berth_ok(&["tenant", "key", "rm", "acme", new, "--json"]));
-    assert_eq!(revoked, serde_json::json!({ "revoked": new }));
+    // No browser signed in with it: none ended.
+    assert_eq!(
+        revoked,
+        serde_json::json!({ "revoked": new, "web_sessions_ended": 0 })
+    );
 }
 
 /// The limit of the cgroup an exec runs in (berth-init's box cgroup: exactly the box's

@@ -21,7 +21,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::config::PushHostConfig;
 use super::encrypt::{self, EncryptError};
 use super::endpoint::{self, Endpoint, EndpointRefused};
-use super::sender::Outgoing;
+use super::outgoing::Outgoing;
 use super::vapid::{VapidError, VapidKey};
 
 /// One delivery's whole time: resolve, connect, TLS, request, answer.

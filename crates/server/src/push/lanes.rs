@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::delivery::Verdict;
-use super::sender::Outgoing;
+use super::outgoing::Outgoing;
 
 /// Deliveries to one push service at once.
 pub const MAX_IN_FLIGHT_PER_SERVICE: usize = 4;

@@ -9,6 +9,7 @@ pub mod delivery;
 pub mod encrypt;
 pub mod endpoint;
 pub mod lanes;
+pub mod outgoing;
 pub mod sender;
 pub mod subscriptions;
 pub mod trigger;

@@ -8,14 +8,14 @@
 
 use std::sync::{Arc, Mutex};
 
-use berth_store::push_subscriptions::PushSubscription;
 use berth_store::Store;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use super::config::{origin_of, PushHostConfig};
+use super::config::PushHostConfig;
 use super::delivery::{self, Delivery, Verdict};
 use super::lanes::{Admitted, Lanes};
+use super::outgoing::Outgoing;
 use super::vapid::VapidKey;
 
 pub use super::delivery::TIMEOUT;
@@ -29,32 +29,6 @@ pub const MAX_IN_FLIGHT: usize = 32;
 
 /// Pushes waiting to be tried again; past this a failed push is not retried.
 pub const MAX_PENDING_RETRIES: usize = 64;
-
-/// One push: the subscription it goes to and its plaintext (JSON).
-#[derive(Debug)]
-pub struct Outgoing {
-    pub subscription: PushSubscription,
-    pub plaintext: Vec<u8>,
-    /// Already tried once (a push is retried at most once).
-    retried: bool,
-}
-
-impl Outgoing {
-    pub fn new(subscription: PushSubscription, plaintext: Vec<u8>) -> Outgoing {
-        Outgoing {
-            subscription,
-            plaintext,
-            retried: false,
-        }
-    }
-
-    /// Its push service: the endpoint's origin (the whole endpoint if it has none, which a
-    /// checked endpoint always has).
-    fn service(&self) -> String {
-        let endpoint = &self.subscription.endpoint;
-        origin_of(endpoint).map_or_else(|| endpoint.clone(), |(origin, _)| origin)
-    }
-}
 
 /// The queue's sending end.
 #[derive(Debug)]

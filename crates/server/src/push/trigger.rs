@@ -6,7 +6,7 @@ use berth_protocol::harness::GuestEvent;
 use berth_protocol::BoxId;
 use serde_json::Value;
 
-use super::sender::Outgoing;
+use super::outgoing::Outgoing;
 use crate::ctx::Ctx;
 use berth_runtime::error_chain;
 
