@@ -39,6 +39,22 @@ pub type EgressListener = tokio::net::UnixListener;
 pub struct Booted {
     pub client: GuestClient,
     pub egress: EgressListener,
+    /// How long each step of this start took, in order (empty where a backend does not
+    /// measure them): the daemon records them in the box's `boot` event and `berth box show`.
+    pub phases: BootPhases,
+}
+
+/// The steps of one start, in the order they ran.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct BootPhases(pub Vec<BootPhase>);
+
+/// One step of a start: a short stable name (`volume_check`, `runc_create`, `init_mount`, …)
+/// and how long it took.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BootPhase {
+    pub name: String,
+    pub micros: u64,
 }
 
 /// What a backend can do beyond start/stop.

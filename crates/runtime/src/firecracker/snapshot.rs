@@ -179,6 +179,7 @@ impl FirecrackerRuntime {
         Ok(Booted {
             client,
             egress: launched.egress,
+            phases: crate::BootPhases::default(),
         })
     }
 

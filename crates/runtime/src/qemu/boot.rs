@@ -69,6 +69,7 @@ impl QemuRuntime {
         Ok(Booted {
             client,
             egress: launched.egress,
+            phases: crate::BootPhases::default(),
         })
     }
 

@@ -238,6 +238,7 @@ impl QemuRuntime {
         Ok(Booted {
             client,
             egress: launched.egress,
+            phases: crate::BootPhases::default(),
         })
     }
 

@@ -313,7 +313,11 @@ impl SandboxRuntime {
         exit::reap_recorded_on_exit(pid, paths);
         let client = self.channel(&spec.id, &spec.boot_token);
         ready::wait_ready(id, &client, pid, &paths.console_log()).await?;
-        Ok(Booted { client, egress })
+        Ok(Booted {
+            client,
+            egress,
+            phases: crate::BootPhases::default(),
+        })
     }
 
     /// Deletes a container that is no longer running, the run dir's leftovers, and

@@ -312,6 +312,7 @@ async fn boot(
         Ok(Booted {
             client,
             egress: listener,
+            ..
         }) => {
             if let Err(e) =
                 ctx.store

@@ -257,6 +257,7 @@ impl Runtime for FakeRuntime {
         Ok(Booted {
             client: self.channel(&spec.id, &spec.boot_token),
             egress,
+            phases: Default::default(),
         })
     }
 
@@ -299,6 +300,7 @@ impl Runtime for FakeRuntime {
         Ok(Booted {
             client: self.channel(&spec.id, &spec.boot_token),
             egress,
+            phases: Default::default(),
         })
     }
 
