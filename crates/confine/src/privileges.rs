@@ -27,6 +27,11 @@ impl PrivilegeDrop {
         })
     }
 
+    /// The same drop to other ids (computed before the fork: it only copies).
+    pub fn with_ids(self, uid: u32, gid: u32) -> PrivilegeDrop {
+        PrivilegeDrop { uid, gid, ..self }
+    }
+
     /// The highest capability [`PrivilegeDrop::apply`] drops.
     pub fn last_cap(&self) -> u32 {
         self.last_cap
