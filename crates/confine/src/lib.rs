@@ -33,7 +33,7 @@ mod test_fork;
 
 pub use error::{ConfineError, Step, StepError};
 pub use filter::Filter;
-pub use jail::{Access, Jail, PreparedJail};
+pub use jail::{Access, Jail, PreparedJail, SYSTEM_DIRS};
 pub use privileges::PrivilegeDrop;
 
 #[doc(hidden)]
