@@ -8,7 +8,7 @@ use seccompiler::{
 };
 
 use crate::error::{check, ConfineError, Step, StepError};
-use crate::rule::{Refusal, Table, When};
+use crate::rule::{single_bits, Refusal, Table, When};
 use crate::syscall::arch;
 
 /// A compiled table: one BPF program per kind of refusal (a seccomp program has one answer
@@ -93,7 +93,6 @@ fn compile(table: &Table) -> Result<Filter, BackendError> {
 /// for `when`; none: always refused.
 fn seccomp_rules(when: When) -> Result<Vec<SeccompRule>, BackendError> {
     let arg0 = |len, op, value| SeccompCondition::new(0, len, op, value);
-    let bits = |mask: u64| (0..64).map(|i| 1u64 << i).filter(move |b| mask & b != 0);
     let conditions: Vec<Vec<SeccompCondition>> = match when {
         When::Always => return Ok(Vec::new()),
         When::Flags(mask) => vec![vec![arg0(
@@ -101,7 +100,7 @@ fn seccomp_rules(when: When) -> Result<Vec<SeccompRule>, BackendError> {
             SeccompCmpOp::MaskedEq(mask),
             mask,
         )?]],
-        When::AnyFlag(mask) => bits(mask)
+        When::AnyFlag(mask) => single_bits(mask)
             .map(|bit| {
                 arg0(SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(bit), bit).map(|c| vec![c])
             })

@@ -45,6 +45,11 @@ pub enum When {
     FamilyNotIn(&'static [i32]),
 }
 
+/// The single bits of `mask`, lowest first: a [`When::AnyFlag`] is one rule per bit.
+pub fn single_bits(mask: u64) -> impl Iterator<Item = u64> {
+    (0..64).map(|i| 1u64 << i).filter(move |b| mask & b != 0)
+}
+
 /// A group of calls refused under one condition with one errno.
 #[derive(Debug, Clone, Copy)]
 pub struct Entry {

@@ -8,7 +8,7 @@
 //! ABI or are gone from this one ([`NAMED_ONLY`]): the table holds this architecture's
 //! numbers.
 
-use berth_confine::rule::{Refusal, Rule, When};
+use berth_confine::rule::{single_bits, Refusal, Rule, When};
 use berth_confine::tables::SANDBOX_BOX;
 use oci_spec::runtime::{
     Arch, LinuxSeccomp, LinuxSeccompAction, LinuxSeccompArg, LinuxSeccompArgBuilder,
@@ -101,11 +101,10 @@ fn masked_eq(mask: u64, value: u64) -> LinuxSeccompArg {
 /// The OCI rules (any one refuses the call) of a conditional table rule.
 fn conditional(rule: Rule) -> Vec<LinuxSyscall> {
     let names = || vec![rule.call.name().to_owned()];
-    let bits = |mask: u64| (0..64).map(|i| 1u64 << i).filter(move |b| mask & b != 0);
     let args: Vec<LinuxSeccompArg> = match rule.when {
         When::Always => Vec::new(),
         When::Flags(mask) => vec![masked_eq(mask, mask)],
-        When::AnyFlag(mask) => bits(mask).map(|bit| masked_eq(bit, bit)).collect(),
+        When::AnyFlag(mask) => single_bits(mask).map(|bit| masked_eq(bit, bit)).collect(),
         // The family compared as the kernel reads it (an int).
         When::FamilyIs(family) => vec![masked_eq(u64::from(u32::MAX), family as u64)],
         // Not stated rule by rule: one rule refuses a call when every argument comparison
