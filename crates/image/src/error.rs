@@ -83,11 +83,11 @@ pub enum ImageError {
         tool: &'static str,
         after: std::time::Duration,
     },
-    /// The seccomp filter for confined tools could not be built.
-    #[error("cannot build the seccomp filter for a confined tool")]
-    Seccomp {
+    /// A confined tool's jail, privilege drop or seccomp filter could not be prepared.
+    #[error("cannot prepare the confinement of a tool")]
+    Confine {
         #[source]
-        source: seccompiler::BackendError,
+        source: berth_confine::ConfineError,
     },
     /// A volume a guest wrote failed the host's check: nothing on the host mounts, grows or
     /// reads it, and it was left as it was.

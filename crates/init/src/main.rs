@@ -40,7 +40,6 @@ mod stop;
 mod stream;
 mod terminal;
 mod thread_caps;
-mod user_filter;
 mod vm;
 mod volume;
 mod vsock;

@@ -16,7 +16,8 @@
 
 use std::io;
 
-use seccompiler::BpfProgram;
+use berth_confine::{tables::BOX_USER, Filter, PrivilegeDrop};
+use berth_protocol::guest::BOX_USER_UID;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SealError {
@@ -28,21 +29,24 @@ pub enum SealError {
     },
     #[error("seal phase: cannot drop supplementary groups")]
     Groups(#[source] nix::Error),
-    #[error("seal phase: cannot build the user seccomp filter")]
-    Seccomp(#[source] seccompiler::BackendError),
+    #[error("seal phase: cannot prepare the box user's confinement")]
+    Confine(#[from] berth_confine::ConfineError),
 }
 
-/// The seccomp programs applied to every user process, compiled once (the rules are in
-/// [`crate::user_filter`]).
+/// What the box user's processes get on top of the box's own confinement, prepared once at
+/// boot: the seccomp table [`BOX_USER`] (its doc says what is refused and why each answer)
+/// compiled for the architecture berth-init is built for, and the checked privilege drop.
 #[derive(Debug)]
 pub struct UserFilter {
-    programs: Vec<BpfProgram>,
+    filter: Filter,
+    drop: PrivilegeDrop,
 }
 
 impl UserFilter {
     pub fn build() -> Result<Self, SealError> {
         Ok(UserFilter {
-            programs: crate::user_filter::compile().map_err(SealError::Seccomp)?,
+            filter: Filter::compile(&BOX_USER)?,
+            drop: PrivilegeDrop::to(BOX_USER_UID, BOX_USER_UID)?,
         })
     }
 }
@@ -86,7 +90,8 @@ fn prctl(what: &'static str, option: libc::c_int, arg: libc::c_ulong) -> Result<
 /// Runs in the child between fork and exec (async-signal-safe: system calls only).
 /// Starts a new session (its own process group), gives the process the default
 /// `oom_score_adj` (0, not berth-init's), then for the box user drops every capability and
-/// privilege and installs the user filter.
+/// privilege (each step checked: a refused drop fails the spawn) and installs the user
+/// filter.
 pub fn seal_user_child(as_user: bool, uid: u32, filter: &UserFilter) -> io::Result<()> {
     // SAFETY: setsid takes no arguments.
     check(unsafe { libc::setsid() }.into())?;
@@ -94,43 +99,8 @@ pub fn seal_user_child(as_user: bool, uid: u32, filter: &UserFilter) -> io::Resu
     if !as_user {
         return Ok(());
     }
-    // Bounding set: drop every capability the kernel knows (EINVAL past the last one).
-    for cap in 0..64 {
-        // SAFETY: PR_CAPBSET_DROP takes an integer; errors past the last cap are expected.
-        let rc = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
-        if rc != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
-            break;
-        }
-    }
-    // SAFETY: integer-only prctl.
-    check(
-        unsafe {
-            libc::prctl(
-                libc::PR_CAP_AMBIENT,
-                libc::PR_CAP_AMBIENT_CLEAR_ALL,
-                0,
-                0,
-                0,
-            )
-        }
-        .into(),
-    )?;
-    // SAFETY: a null list with size 0 clears the supplementary groups. berth-init has none
-    // (dropped in the seal phase), so EPERM (a rootless user namespace) changes nothing.
-    if unsafe { libc::setgroups(0, std::ptr::null()) } != 0
-        && io::Error::last_os_error().raw_os_error() != Some(libc::EPERM)
-    {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: integer-only system calls.
-    check(unsafe { libc::setresgid(uid, uid, uid) }.into())?;
-    // SAFETY: integer-only system call; leaving uid 0 clears permitted and effective caps.
-    check(unsafe { libc::setresuid(uid, uid, uid) }.into())?;
-    clear_inheritable()?;
-    // `apply_filter` sets no_new_privs first, then installs the program; it does not allocate.
-    for program in &filter.programs {
-        seccompiler::apply_filter(program).map_err(|_| io::Error::last_os_error())?;
-    }
+    filter.drop.with_ids(uid, uid).apply()?;
+    filter.filter.install()?;
     Ok(())
 }
 
@@ -157,35 +127,6 @@ fn reset_oom_score_adj() -> io::Result<()> {
     written
 }
 
-/// `capset` with every set empty (permitted and effective are already empty after
-/// `setresuid` away from 0; this clears inheritable).
-fn clear_inheritable() -> io::Result<()> {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-    let mut header = Header {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let data = [Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: header and data match the kernel's v3 layout (one header, two data structs).
-    check(unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) })
-}
-
 fn check(rc: libc::c_long) -> io::Result<()> {
     if rc < 0 {
         Err(io::Error::last_os_error())
@@ -201,6 +142,6 @@ mod tests {
     #[test]
     fn the_user_filter_compiles() {
         let filter = UserFilter::build().unwrap();
-        assert_eq!(filter.programs.len(), 3);
+        assert_eq!(filter.filter.program_count(), 3);
     }
 }

@@ -1,81 +1,31 @@
-//! The bundle-level seccomp filter: everything is allowed except the calls a box never
-//! needs and that widen the kernel's attack surface (module loading, kexec, bpf, perf,
-//! keyrings, userfaultfd, clock and swap control, new namespaces, io_uring, `AF_VSOCK`
-//! sockets). berth-init adds a stricter filter of its own for the user's processes.
+//! The bundle-level seccomp filter, written as runc's OCI profile from the one table
+//! [`berth_confine::tables::SANDBOX_BOX`] (its doc says what is refused and why):
+//! everything is allowed except the calls a box never needs and that widen the kernel's
+//! attack surface. berth-init adds a stricter filter of its own for the user's processes.
+//!
+//! The profile names calls, and runc resolves each name for every architecture listed
+//! (this one and its compat ABIs), so it also names the calls that exist only in a compat
+//! ABI or are gone from this one ([`NAMED_ONLY`]): the table holds this architecture's
+//! numbers.
 
+use berth_confine::rule::{single_bits, Refusal, Rule, When};
+use berth_confine::tables::SANDBOX_BOX;
 use oci_spec::runtime::{
-    Arch, LinuxSeccomp, LinuxSeccompAction, LinuxSeccompArgBuilder, LinuxSeccompBuilder,
-    LinuxSeccompOperator, LinuxSyscall, LinuxSyscallBuilder,
+    Arch, LinuxSeccomp, LinuxSeccompAction, LinuxSeccompArg, LinuxSeccompArgBuilder,
+    LinuxSeccompBuilder, LinuxSeccompOperator, LinuxSyscall, LinuxSyscallBuilder,
 };
 
-/// Refused with `EPERM`.
-pub const DENIED: &[&str] = &[
-    "acct",
-    "add_key",
-    "bpf",
-    "clock_adjtime",
-    "clock_settime",
+/// Refused with `EPERM` by name only: `stime` and `umount` exist in i386 alone, and
+/// `create_module` and `get_kernel_syms` are gone from the kernels berth runs on (`uselib`
+/// too, outside x86).
+pub const NAMED_ONLY: &[&str] = &[
     "create_module",
-    "delete_module",
-    "finit_module",
-    "fsconfig",
-    "fsmount",
-    "fsopen",
-    "fspick",
     "get_kernel_syms",
-    "init_module",
-    "kexec_file_load",
-    "kexec_load",
-    "keyctl",
-    "lookup_dcookie",
-    "mount",
-    "mount_setattr",
-    "move_mount",
-    "nfsservctl",
-    "open_by_handle_at",
-    "open_tree",
-    "perf_event_open",
-    "pivot_root",
-    "quotactl",
-    "reboot",
-    "request_key",
-    "setns",
-    "settimeofday",
     "stime",
-    "swapoff",
-    "swapon",
-    "syslog",
     "umount",
-    "umount2",
-    "unshare",
+    #[cfg(not(target_arch = "x86_64"))]
     "uselib",
-    "userfaultfd",
-    "vhangup",
 ];
-
-/// Refused with `ENOSYS` (programs fall back to plain calls).
-pub const NOT_IMPLEMENTED: &[&str] = &[
-    "clone3",
-    "io_uring_enter",
-    "io_uring_register",
-    "io_uring_setup",
-];
-
-const EPERM: u32 = libc::EPERM as u32;
-const ENOSYS: u32 = libc::ENOSYS as u32;
-const EAFNOSUPPORT: u32 = libc::EAFNOSUPPORT as u32;
-/// `AF_VSOCK`: vsock is not network-namespaced, so a box on a host that has it (a host
-/// that is itself a VM, or runs VMs) would reach the host's and its guests' vsock ports.
-const AF_VSOCK: u64 = 40;
-/// `clone` flags that would create namespaces (a nested user namespace gives its creator
-/// every capability inside it, and with them the kernel's namespaced attack surface).
-const CLONE_NEW_NAMESPACES: u64 = (libc::CLONE_NEWUSER
-    | libc::CLONE_NEWNS
-    | libc::CLONE_NEWNET
-    | libc::CLONE_NEWPID
-    | libc::CLONE_NEWUTS
-    | libc::CLONE_NEWIPC
-    | libc::CLONE_NEWCGROUP) as u64;
 
 /// The filter for this host's architecture (and its compat ABIs).
 pub fn filter() -> LinuxSeccomp {
@@ -97,111 +47,78 @@ fn architectures() -> Vec<Arch> {
     }
 }
 
+/// The table's rules as OCI rules: the unconditional ones grouped by errno, one rule per
+/// condition otherwise (OCI rules with one argument each, which every libseccomp takes).
 fn rules() -> Vec<LinuxSyscall> {
-    let deny = LinuxSyscallBuilder::default()
-        .names(DENIED.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-        .action(LinuxSeccompAction::ScmpActErrno)
-        .errno_ret(EPERM)
-        .build()
-        .expect("a syscall rule from fixed parts");
-    // clone(flags, …): flags is argument 0 on x86_64 and aarch64 (s390 swaps them).
-    // Any namespace flag set → EPERM.
-    let clone_ns: Vec<LinuxSyscall> = [
-        libc::CLONE_NEWUSER,
-        libc::CLONE_NEWNS,
-        libc::CLONE_NEWNET,
-        libc::CLONE_NEWPID,
-        libc::CLONE_NEWUTS,
-        libc::CLONE_NEWIPC,
-        libc::CLONE_NEWCGROUP,
-    ]
-    .into_iter()
-    .map(|flag| {
-        let arg = LinuxSeccompArgBuilder::default()
-            .index(0usize)
-            .value(flag as u64)
-            .value_two(flag as u64)
-            .op(LinuxSeccompOperator::ScmpCmpMaskedEq)
-            .build()
-            .expect("a seccomp argument from fixed parts");
-        LinuxSyscallBuilder::default()
-            .names(vec!["clone".to_string()])
-            .action(LinuxSeccompAction::ScmpActErrno)
-            .errno_ret(EPERM)
-            .args(vec![arg])
-            .build()
-            .expect("a syscall rule from fixed parts")
-    })
-    .collect();
-    debug_assert_eq!(clone_ns.len(), CLONE_NEW_NAMESPACES.count_ones() as usize);
-    // clone3 passes its flags in memory, which seccomp cannot read: ENOSYS makes libc
-    // fall back to clone, which the rules above check. io_uring users fall back too.
-    let nosys = LinuxSyscallBuilder::default()
-        .names(
-            NOT_IMPLEMENTED
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>(),
-        )
-        .action(LinuxSeccompAction::ScmpActErrno)
-        .errno_ret(ENOSYS)
-        .build()
-        .expect("a syscall rule from fixed parts");
-    // socket(AF_VSOCK, …), the family compared as the kernel reads it (an int).
-    let vsock = LinuxSyscallBuilder::default()
-        .names(vec!["socket".to_string()])
-        .action(LinuxSeccompAction::ScmpActErrno)
-        .errno_ret(EAFNOSUPPORT)
-        .args(vec![LinuxSeccompArgBuilder::default()
-            .index(0usize)
-            .value(u64::from(u32::MAX))
-            .value_two(AF_VSOCK)
-            .op(LinuxSeccompOperator::ScmpCmpMaskedEq)
-            .build()
-            .expect("a seccomp argument from fixed parts")])
-        .build()
-        .expect("a syscall rule from fixed parts");
-    let mut rules = vec![deny, nosys, vsock];
-    rules.extend(clone_ns);
+    let always = |refusal: Refusal| -> Vec<String> {
+        let table = SANDBOX_BOX
+            .rules()
+            .filter(|r| r.when == When::Always && r.refusal == refusal)
+            .map(|r| r.call.name());
+        let named_only = (refusal == Refusal::Eperm).then_some(NAMED_ONLY.iter().copied());
+        let mut names: Vec<String> = table
+            .chain(named_only.into_iter().flatten())
+            .map(String::from)
+            .collect();
+        names.sort();
+        names
+    };
+    let mut rules: Vec<LinuxSyscall> = [Refusal::Eperm, Refusal::Enosys, Refusal::Eafnosupport]
+        .into_iter()
+        .map(|refusal| (always(refusal), refusal))
+        .filter(|(names, _)| !names.is_empty())
+        .map(|(names, refusal)| syscall(names, refusal, None))
+        .collect();
+    for rule in SANDBOX_BOX.rules().filter(|r| r.when != When::Always) {
+        rules.extend(conditional(rule));
+    }
     rules
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn denies_module_loading_and_namespaces_and_allows_the_rest() {
-        let f = filter();
-        assert_eq!(f.default_action(), LinuxSeccompAction::ScmpActAllow);
-        let json = serde_json::to_value(&f).unwrap();
-        let text = json.to_string();
-        for name in [
-            "init_module",
-            "finit_module",
-            "kexec_load",
-            "bpf",
-            "keyctl",
-            "userfaultfd",
-            "unshare",
-        ] {
-            assert!(text.contains(&format!("\"{name}\"")), "{name}");
-        }
-        assert_eq!(json["defaultAction"], "SCMP_ACT_ALLOW");
-        assert!(json["architectures"]
-            .as_array()
-            .is_some_and(|a| !a.is_empty()));
-        let rules = f.syscalls().as_ref().unwrap();
-        assert!(rules
-            .iter()
-            .all(|r| r.action() == LinuxSeccompAction::ScmpActErrno));
-        assert!(rules
-            .iter()
-            .any(|r| r.names() == &["clone"] && r.args().is_some()));
-        assert!(text.contains("\"io_uring_setup\""));
-        let vsock = rules.iter().find(|r| r.names() == &["socket"]).unwrap();
-        assert_eq!(vsock.errno_ret(), Some(EAFNOSUPPORT));
-        let arg = &vsock.args().as_ref().unwrap()[0];
-        assert_eq!((arg.value(), arg.value_two()), (0xffff_ffff, Some(40)));
-    }
+fn syscall(names: Vec<String>, refusal: Refusal, arg: Option<LinuxSeccompArg>) -> LinuxSyscall {
+    let rule = LinuxSyscallBuilder::default()
+        .names(names)
+        .action(LinuxSeccompAction::ScmpActErrno)
+        .errno_ret(refusal.errno());
+    let rule = match arg {
+        Some(arg) => rule.args(vec![arg]),
+        None => rule,
+    };
+    rule.build().expect("a syscall rule from fixed parts")
 }
+
+/// `(arg0 & mask) == value`.
+fn masked_eq(mask: u64, value: u64) -> LinuxSeccompArg {
+    LinuxSeccompArgBuilder::default()
+        .index(0usize)
+        .value(mask)
+        .value_two(value)
+        .op(LinuxSeccompOperator::ScmpCmpMaskedEq)
+        .build()
+        .expect("a seccomp argument from fixed parts")
+}
+
+/// The OCI rules (any one refuses the call) of a conditional table rule.
+fn conditional(rule: Rule) -> Vec<LinuxSyscall> {
+    let names = || vec![rule.call.name().to_owned()];
+    let args: Vec<LinuxSeccompArg> = match rule.when {
+        When::Always => Vec::new(),
+        When::Flags(mask) => vec![masked_eq(mask, mask)],
+        When::AnyFlag(mask) => single_bits(mask).map(|bit| masked_eq(bit, bit)).collect(),
+        // The family compared as the kernel reads it (an int).
+        When::FamilyIs(family) => vec![masked_eq(u64::from(u32::MAX), family as u64)],
+        // Not stated rule by rule: one rule refuses a call when every argument comparison
+        // holds, and libseccomp takes one comparison per argument. Allowing nothing of the
+        // call is the safe reading; the box table has no such rule (tested).
+        When::FamilyNotIn(_) => Vec::new(),
+    };
+    if args.is_empty() {
+        return vec![syscall(names(), rule.refusal, None)];
+    }
+    args.into_iter()
+        .map(|arg| syscall(names(), rule.refusal, Some(arg)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
