@@ -54,7 +54,7 @@ export function boxScreen(root: HTMLElement, route: Route): () => void {
     .then((box) => {
       if (closed) return;
       ctx.box = box;
-      ctx.setState(box.state, box.state_reason);
+      ctx.setState(box.state, box.state_reason ?? null);
     })
     .catch(handleError);
 
@@ -86,7 +86,7 @@ async function stopBox(ctx: BoxContext, button: HTMLButtonElement): Promise<void
   try {
     const box = await api<BoxView>("POST", boxPath(ctx.name, "/stop"));
     ctx.box = box;
-    ctx.setState(box.state, box.state_reason);
+    ctx.setState(box.state, box.state_reason ?? null);
   } catch (err) {
     handleError(err);
   } finally {
