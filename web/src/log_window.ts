@@ -12,7 +12,7 @@ export class LogWindow {
   private readonly more: HTMLButtonElement;
 
   constructor(private readonly log: HTMLElement) {
-    this.more = h("button", { type: "button", class: "ghost earlier", hidden: true, onclick: () => this.showEarlier() }, "Show earlier messages");
+    this.more = h("button", { type: "button", class: "earlier", hidden: true, onclick: () => this.showEarlier() }, "Show earlier messages");
     log.prepend(this.more);
   }
 
