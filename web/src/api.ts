@@ -1,59 +1,34 @@
 // Calls to berth's API with the session cookie (docs/api.md). Errors become ApiError with
-// the server's code and message.
+// the server's code and message. The types are generated from openapi.json
+// (`npm run api-types`); a test fails when they drift.
+
+import type { components } from "./generated/api_types";
+
+type Schemas = components["schemas"];
+export type BoxView = Schemas["BoxView"];
+export type BoxState = Schemas["BoxState"];
+export type Template = Schemas["TemplateView"];
+export type Session = Schemas["WebSessionView"];
+export type BerthEvent = Schemas["EventView"];
+export type FileEntry = Schemas["FileEntry"];
+export type ErrorCode = Schemas["ErrorCode"];
+export type ServerControl = Schemas["ServerControl"];
+export type ClientControl = Schemas["ClientControl"];
+export { eventTypeValues as EVENT_TYPES } from "./generated/api_types";
 
 export class ApiError extends Error {
   constructor(
     readonly status: number,
-    readonly code: string,
+    readonly code: ErrorCode,
     message: string,
   ) {
     super(message);
   }
 }
 
-export interface BoxView {
-  id: string;
-  name: string;
-  template: string;
-  state: "stopped" | "starting" | "running" | "stopping" | "paused" | "snapshotted" | "failed";
-  state_reason: string | null;
-  created_at: string;
-  /** The box's newest event that is not a state change; null before any. */
-  last_activity_at: string | null;
-  runtime: string;
-}
-
-export interface Template {
-  name: string;
-  harness: unknown | null;
-  unavailable: string | null;
-}
-
-export interface Session {
-  id: string;
-  tenant: string;
-  device: string | null;
-  created_at: string;
-}
-
-export interface BerthEvent {
-  seq: number;
-  type: string;
-  data: unknown;
-  created_at: string;
-}
-
-export interface FileEntry {
-  name: string;
-  kind: "file" | "dir" | "symlink" | "other";
-  size: number;
-  mode: number;
-  mtime: string | number;
-}
-
 async function errorOf(response: Response): Promise<ApiError> {
   try {
-    const body = (await response.json()) as { error?: { code?: string; message?: string } };
+    const body = (await response.json()) as Partial<Schemas["ErrorBody"]>;
     return new ApiError(response.status, body.error?.code ?? "unknown", body.error?.message ?? response.statusText);
   } catch {
     return new ApiError(response.status, "unknown", `${response.status} ${response.statusText}`);

@@ -5,7 +5,7 @@ import { clear, h } from "./dom";
 import { filesPanel } from "./files";
 import type { Route } from "./route";
 import type { BoxContext } from "./box_context";
-import { go, handleError } from "./nav";
+import { focusAfterNavigation, go, handleError } from "./nav";
 import { stateLabel } from "./state";
 
 const TABS = [
@@ -40,9 +40,9 @@ export function boxScreen(root: HTMLElement, route: Route): () => void {
     ),
     h(
       "nav",
-      { class: "tabs", role: "tablist", "aria-label": "Box views" },
+      { class: "tabs", role: "tablist", "aria-label": "Box views", onkeydown: (event: Event) => moveTab(event as KeyboardEvent, name, tab) },
       TABS.map(([id, label]) =>
-        h("a", { role: "tab", id: `tab-${id}`, href: `#/boxes/${encodeURIComponent(name)}/${id}`, "aria-selected": String(id === tab), "aria-controls": "panel", class: id === tab ? "tab current" : "tab" }, label),
+        h("a", { role: "tab", id: `tab-${id}`, href: tabHash(name, id), tabindex: id === tab ? 0 : -1, "aria-selected": String(id === tab), "aria-controls": "panel", class: id === tab ? "tab current" : "tab" }, label),
       ),
     ),
     panel,
@@ -54,7 +54,7 @@ export function boxScreen(root: HTMLElement, route: Route): () => void {
     .then((box) => {
       if (closed) return;
       ctx.box = box;
-      ctx.setState(box.state, box.state_reason);
+      ctx.setState(box.state, box.state_reason ?? null);
     })
     .catch(handleError);
 
@@ -81,12 +81,30 @@ export function boxScreen(root: HTMLElement, route: Route): () => void {
   };
 }
 
+function tabHash(name: string, tab: string): string {
+  return `#/boxes/${encodeURIComponent(name)}/${tab}`;
+}
+
+/** The tab list's keys (WAI-ARIA tabs, activated as they are chosen): the arrows move to
+ * the previous or next tab, Home and End to the first or last; the focus stays on the tab. */
+function moveTab(event: KeyboardEvent, name: string, current: string): void {
+  const ids = TABS.map(([id]) => id as string);
+  const at = ids.indexOf(current);
+  const to = { ArrowLeft: at - 1, ArrowRight: at + 1, Home: 0, End: ids.length - 1 }[event.key];
+  if (to === undefined) return;
+  event.preventDefault();
+  const next = ids[(to + ids.length) % ids.length]!;
+  if (next === current) return;
+  focusAfterNavigation(`#tab-${next}`);
+  go(tabHash(name, next));
+}
+
 async function stopBox(ctx: BoxContext, button: HTMLButtonElement): Promise<void> {
   button.disabled = true;
   try {
     const box = await api<BoxView>("POST", boxPath(ctx.name, "/stop"));
     ctx.box = box;
-    ctx.setState(box.state, box.state_reason);
+    ctx.setState(box.state, box.state_reason ?? null);
   } catch (err) {
     handleError(err);
   } finally {

@@ -1,7 +1,7 @@
 // The conversation: history from the stored events, then the live stream (EventSource,
 // closed while the page is hidden or offline and resumed after the last seq seen), and a
 // composer whose messages go through the outbox.
-import { api, ApiError, boxPath, message, type BerthEvent } from "./api";
+import { api, ApiError, boxPath, EVENT_TYPES, message, type BerthEvent } from "./api";
 import type { BoxContext } from "./box_context";
 import { h, isNetworkError, randomId } from "./dom";
 import { renderTimeline, type Timeline } from "./chat_render";
@@ -9,11 +9,6 @@ import { handleError } from "./nav";
 import * as outbox from "./outbox";
 import { holdAwake, letSleep } from "./wakelock";
 
-/** Every event type berth or a harness sends; EventSource delivers only named ones. */
-const EVENT_TYPES = [
-  "system", "assistant", "user", "result", "stream_event", "log", "harness_start", "harness_exit",
-  "harness_failed", "state", "gap", "error",
-];
 const REOPEN_MS = 3000;
 
 export function chatPanel(root: HTMLElement, ctx: BoxContext): () => void {

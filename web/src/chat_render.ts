@@ -4,6 +4,8 @@
 import type { BerthEvent, BoxView } from "./api";
 import { h } from "./dom";
 import { renderMarkdown, wikiLinks } from "./markdown";
+import { LogWindow } from "./log_window";
+import { StreamedAnswer } from "./streamed_answer";
 
 export interface Timeline {
   add(ev: BerthEvent, live: boolean): void;
@@ -53,8 +55,17 @@ function summaryOfInput(input: unknown): string {
 export function renderTimeline(log: HTMLElement, box: string, hooks: Hooks): Timeline {
   const links = wikiLinks(box);
   const waiting: { content: string; el: HTMLElement; onMatched: () => void }[] = [];
-  let streaming: { el: HTMLElement; text: string } | null = null;
+  let streaming: StreamedAnswer | null = null;
+  // While an answer streams in, the log is busy: assistive technology waits for the
+  // whole answer instead of announcing every piece.
+  const setStreaming = (answer: StreamedAnswer | null): void => {
+    streaming = answer;
+    if (answer) log.setAttribute("aria-busy", "true");
+    else log.removeAttribute("aria-busy");
+  };
 
+  const rows = new LogWindow(log);
+  let loadingHistory = true;
   // The event the rows being added come from: its first row carries `data-seq`.
   let seqToMark: number | null = null;
   const nearBottom = (): boolean => log.scrollHeight - log.scrollTop - log.clientHeight < 80;
@@ -68,6 +79,7 @@ export function renderTimeline(log: HTMLElement, box: string, hooks: Hooks): Tim
     const firstWaiting = waiting[0]?.el;
     if (firstWaiting && firstWaiting.parentElement === log) log.insertBefore(el, firstWaiting);
     else log.append(el);
+    if (stick || loadingHistory) rows.trim();
     if (stick) el.scrollIntoView({ block: "end" });
   };
 
@@ -109,7 +121,7 @@ export function renderTimeline(log: HTMLElement, box: string, hooks: Hooks): Tim
     const data = ev.data as { message?: { content?: unknown } };
     if (streaming) {
       streaming.el.remove();
-      streaming = null;
+      setStreaming(null);
     }
     for (const b of blocksOf(data.message?.content)) {
       if (b.type === "text" && b.text) push(bubble("assistant", b.text));
@@ -121,12 +133,13 @@ export function renderTimeline(log: HTMLElement, box: string, hooks: Hooks): Tim
   const partial = (ev: BerthEvent): void => {
     const e = (ev.data as { event?: { type?: string; delta?: { type?: string; text?: string } } }).event;
     if (e?.type !== "content_block_delta" || e.delta?.type !== "text_delta" || !e.delta.text) return;
-    if (!streaming) {
-      streaming = { el: h("article", { class: "msg assistant streaming", "aria-label": "Agent" }), text: "" };
-      push(streaming.el);
+    let answer = streaming;
+    if (!answer) {
+      answer = new StreamedAnswer(links);
+      setStreaming(answer);
+      push(answer.el);
     }
-    streaming.text += e.delta.text;
-    streaming.el.replaceChildren(renderMarkdown(streaming.text, links));
+    answer.append(e.delta.text);
   };
 
   const result = (ev: BerthEvent): void => {
@@ -134,6 +147,8 @@ export function renderTimeline(log: HTMLElement, box: string, hooks: Hooks): Tim
     if (data.is_error || (data.subtype && data.subtype !== "success")) {
       push(errorRow(`The agent stopped with an error: ${typeof data.result === "string" && data.result ? data.result : data.subtype ?? "unknown"}`));
     }
+    // A turn that ended without its complete answer keeps what streamed, no longer busy.
+    if (streaming) setStreaming(null);
     hooks.onTurnEnd();
   };
 
@@ -182,6 +197,7 @@ export function renderTimeline(log: HTMLElement, box: string, hooks: Hooks): Tim
       return el;
     },
     historyDone() {
+      loadingHistory = false;
       log.scrollTop = log.scrollHeight;
     },
   };

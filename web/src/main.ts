@@ -5,7 +5,7 @@ import { boxesScreen } from "./boxes";
 import { boxScreen } from "./box";
 import { cookieConflictScreen, DUPLICATE_SESSION_COOKIE } from "./cookie_conflict";
 import { h, clear } from "./dom";
-import { go, handleError, notice, notify, setNavHooks } from "./nav";
+import { go, handleError, notice, notify, setNavHooks, takeFocusRequest } from "./nav";
 import { enablePush } from "./push";
 import { signInScreen, pair } from "./signin";
 import * as outbox from "./outbox";
@@ -62,7 +62,13 @@ async function signOut(): Promise<void> {
   go("#/signin", true);
 }
 
+/** Counts renders: a render that awaited (the session check, a pairing) and was overtaken
+ * by a newer one (a hash change meanwhile) mounts nothing, so one screen is ever shown. */
+let renders = 0;
+
 async function render(): Promise<void> {
+  const mine = ++renders;
+  const current = (): boolean => mine === renders;
   cleanup?.();
   cleanup = null;
   const route = parseRoute(location.hash);
@@ -72,12 +78,13 @@ async function render(): Promise<void> {
     history.replaceState(null, "", "#/signin");
     session = await pair(code, notify);
     if (session) history.replaceState(null, "", "#/boxes");
-    return render();
+    return current() ? render() : undefined;
   }
   if (!session && route.screen !== "signin") {
     try {
       session = await api<Session>("GET", "/v1/web/session");
     } catch (err) {
+      if (!current()) return;
       if (err instanceof TypeError) {
         // Offline (a reload on a train): the session cannot be checked, but the screen can
         // be shown from the cached shell, and the chat keeps what waits in the outbox.
@@ -95,6 +102,7 @@ async function render(): Promise<void> {
         return render();
       }
     }
+    if (!current()) return;
   }
   renderBar();
   clear(main);
@@ -109,6 +117,17 @@ async function render(): Promise<void> {
     cleanup = boxesScreen(main);
   }
   document.title = route.box ? `${route.box} · berth` : "berth";
+  focusScreen(mine);
+}
+
+/** After a navigation (not the first screen), focus goes to the new screen's heading, so a
+ * screen reader announces it and the keyboard starts there, not on a control now gone. */
+function focusScreen(render: number): void {
+  const wanted = takeFocusRequest();
+  if (render === 1 && !wanted) return;
+  const target = (wanted && main.querySelector<HTMLElement>(wanted)) || main.querySelector<HTMLElement>("h1") || main;
+  if (!target.matches("a[href], button, input, select, textarea, [tabindex]")) target.setAttribute("tabindex", "-1");
+  target.focus({ preventScroll: true });
 }
 
 /** The session check that could not run offline: signed in, the bar gets its actions and

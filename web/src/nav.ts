@@ -30,6 +30,20 @@ export function setNavHooks(render: () => void, signedOut: () => void, sessionIn
   onSessionInDoubt = sessionInDoubt;
 }
 
+let focusRequest: string | null = null;
+
+/** Where focus goes once the next screen is drawn (a selector in it), instead of its
+ * heading: a tab chosen with the arrow keys keeps the focus. */
+export function focusAfterNavigation(selector: string): void {
+  focusRequest = selector;
+}
+
+export function takeFocusRequest(): string | null {
+  const selector = focusRequest;
+  focusRequest = null;
+  return selector;
+}
+
 export function go(hash: string, replace = false): void {
   if (replace) {
     history.replaceState(null, "", hash);

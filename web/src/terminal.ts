@@ -4,7 +4,7 @@ import { FitAddon } from "@xterm/addon-fit";
 import { Terminal } from "@xterm/xterm";
 import type { BoxContext } from "./box_context";
 import { h } from "./dom";
-import { boxPath } from "./api";
+import { boxPath, type ClientControl, type ServerControl } from "./api";
 
 const KEYS: [string, string][] = [
   ["Esc", "\x1b"],
@@ -78,7 +78,8 @@ export function terminalPanel(root: HTMLElement, ctx: BoxContext): () => void {
     send(data);
   });
   const sendSize = (): void => {
-    if (ws?.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ resize: { cols: term.cols, rows: term.rows } }));
+    const resize: ClientControl = { resize: { cols: term.cols, rows: term.rows } };
+    if (ws?.readyState === WebSocket.OPEN) ws.send(JSON.stringify(resize));
   };
   term.onResize(sendSize);
 
@@ -100,23 +101,23 @@ export function terminalPanel(root: HTMLElement, ctx: BoxContext): () => void {
         term.write(bytes);
         return;
       }
-      let msg: { id?: string; offset?: number; exit?: { code?: number }; detached?: { reason?: string }; error?: { message?: string } };
+      let msg: ServerControl;
       try {
-        msg = JSON.parse(e.data) as typeof msg;
+        msg = JSON.parse(e.data) as ServerControl;
       } catch {
         return;
       }
-      if (msg.id) {
+      if ("id" in msg) {
         id = msg.id;
-        offset = msg.offset ?? offset;
-      } else if (msg.exit) {
+        offset = msg.offset;
+      } else if ("exit" in msg) {
         ended = true;
-        line.textContent = `The shell ended (status ${msg.exit.code ?? "?"}). Open the tab again for a new one.`;
-      } else if (msg.detached) {
+        line.textContent = `The shell ended (status ${msg.exit.code}). Open the tab again for a new one.`;
+      } else if ("detached" in msg) {
         ended = true;
         line.textContent = "This terminal was opened somewhere else.";
-      } else if (msg.error) {
-        line.textContent = msg.error.message ?? "The terminal failed.";
+      } else if ("error" in msg) {
+        line.textContent = msg.error.message || "The terminal failed.";
         if (!id) ended = true;
       }
     };

@@ -6,10 +6,9 @@
 use std::io::Write as _;
 
 use anyhow::Context as _;
-use berth_protocol::terminal::TerminalSize;
+use berth_protocol::terminal::{ClientControl, ServerControl, TerminalSize};
 use clap::Args;
 use futures_util::{SinkExt as _, StreamExt as _};
-use serde::Deserialize;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
@@ -57,26 +56,6 @@ pub struct ShellArgs {
     /// The program and its arguments (default: the user's login shell).
     #[arg(trailing_var_arg = true, value_name = "CMD")]
     pub cmd: Vec<String>,
-}
-
-/// A JSON control message from the daemon.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum Control {
-    Hello { id: String },
-    Exit { exit: ExitStatus },
-    Detached { detached: Reason },
-    Error { error: berth_protocol::ErrorDetail },
-}
-
-#[derive(Debug, Deserialize)]
-struct ExitStatus {
-    code: i32,
-}
-
-#[derive(Debug, Deserialize)]
-struct Reason {
-    reason: String,
 }
 
 pub async fn run(client: &Client, args: ShellArgs) -> anyhow::Result<u8> {
@@ -172,12 +151,12 @@ async fn attached(
                     stdout.flush()?;
                 }
                 Some(Ok(Message::Text(text))) => match serde_json::from_str(text.as_str()) {
-                    Ok(Control::Hello { id: hello }) => id = Some(hello),
-                    Ok(Control::Exit { exit }) => return Ok(Ending::Exited(exit.code)),
-                    Ok(Control::Detached { detached }) => {
+                    Ok(ServerControl::Hello { id: hello, .. }) => id = Some(hello),
+                    Ok(ServerControl::Exit { exit }) => return Ok(Ending::Exited(exit.code)),
+                    Ok(ServerControl::Detached { detached }) => {
                         return Ok(Ending::TakenOver { reason: detached.reason })
                     }
-                    Ok(Control::Error { error }) => {
+                    Ok(ServerControl::Error { error }) => {
                         anyhow::bail!("{} ({})", error.message, error.code)
                     }
                     Err(_) => {}
@@ -198,8 +177,8 @@ async fn attached(
             _ = winch.recv() => {
                 if let Some(now) = window_size().filter(|now| *now != size) {
                     size = now;
-                    let resize = serde_json::json!({"resize": {"cols": now.cols, "rows": now.rows}});
-                    let _ = to_box.send(Message::Text(resize.to_string().into())).await;
+                    let resize = serde_json::to_string(&ClientControl::Resize(now))?;
+                    let _ = to_box.send(Message::Text(resize.into())).await;
                 }
             }
             _ = term.recv() => return Ok(Ending::Lost { id }),

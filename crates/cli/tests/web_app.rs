@@ -1,9 +1,9 @@
 //! The web app end to end: a real daemon (sandbox boxes of the `echo` template, TLS with a
 //! test certificate once `berth up` has `--tls-cert`), Debian's chromium driven by
-//! Playwright from `web/e2e/run.mjs` as a 390×844 phone, and a Web Push service of the
-//! test's own. The scenarios, their screenshots (`target/web-screenshots/`) and timings are
-//! printed by run.mjs; this test starts what it needs, streams that output, and fails when
-//! any scenario did.
+//! `@playwright/test` (`web/e2e/tests/`) as a 390×844 phone, and a Web Push service of the
+//! test's own. Each test, its screenshots (`target/web-screenshots/`) and timings are
+//! reported by Playwright; this test starts what it needs, streams that output, and fails
+//! when any test did.
 
 mod common;
 
@@ -16,9 +16,12 @@ use std::time::{Duration, Instant};
 
 use common::{berth, closed_port, e2e_skip_reason, Daemon};
 
-/// A whole run of run.mjs: boxes wake on a loaded 2-core host, and one scenario waits for
+/// A whole Playwright run: boxes wake on a loaded 2-core host, and one scenario waits for
 /// an idle reclaim. Past this something hangs, and the run is killed.
 const RUN_LIMIT: Duration = Duration::from_secs(15 * 60);
+
+/// Playwright's test runner, as npm installs it in web/e2e.
+const PLAYWRIGHT_CLI: &str = "node_modules/@playwright/test/cli.js";
 
 fn repo_root() -> PathBuf {
     // crates/cli → the workspace
@@ -29,15 +32,15 @@ fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// `npm ci` in web/e2e when its packages are missing: the versions its lockfile pins.
+/// `npm ci` in web/e2e when its packages are missing: the versions its lockfile pins, and
+/// never a browser (Playwright drives Debian's chromium).
 fn install_e2e_packages(npm: &Path, dir: &Path) {
-    if dir.join("node_modules/playwright-core").is_dir()
-        && dir.join("node_modules/axe-core").is_dir()
-    {
+    if dir.join(PLAYWRIGHT_CLI).is_file() && dir.join("node_modules/axe-core").is_dir() {
         return;
     }
     let status = Command::new(npm)
         .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
         .current_dir(dir)
         .status()
         .unwrap();
@@ -105,7 +108,7 @@ fn wait_within(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
                 libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
             }
             let _ = child.wait();
-            panic!("web/e2e/run.mjs still ran after {limit:?}: killed");
+            panic!("the Playwright run in web/e2e still ran after {limit:?}: killed");
         }
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -143,8 +146,10 @@ fn the_web_app_works_on_a_phone_end_to_end() {
     let screenshots = root.join("target/web-screenshots");
 
     let mut run = Command::new(&browser.node);
-    run.arg(e2e.join("run.mjs"))
+    run.arg(e2e.join(PLAYWRIGHT_CLI))
+        .arg("test")
         .current_dir(&e2e)
+        .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
         .env("BERTH_URL", url.trim())
         .env("BERTH_ADMIN_KEY", admin_key.trim())
         .env("BERTH_BIN", common::BERTH)
@@ -164,12 +169,12 @@ fn the_web_app_works_on_a_phone_end_to_end() {
         run.env("BERTH_TLS_CERT", cert)
             .env("NODE_EXTRA_CA_CERTS", cert);
     }
-    // stdout and stderr are inherited: the scenarios' PASS/FAIL lines stream as they come.
+    // stdout and stderr are inherited: each test's line streams as it ends.
     let mut child = run.spawn().unwrap();
     let status = wait_within(&mut child, RUN_LIMIT);
     assert!(
         status.success(),
-        "web/e2e/run.mjs failed ({status}); screenshots in {}; the daemon's log ends:\n{}",
+        "the web app's Playwright tests failed ({status}); screenshots in {}; the daemon's log ends:\n{}",
         screenshots.display(),
         log_tail(&daemon.log, 80)
     );

@@ -142,6 +142,52 @@ impl TerminalExit {
     }
 }
 
+/// A JSON control message a client sends on a terminal's WebSocket (`GET
+/// /v1/boxes/{ref}/pty`), as a text frame beside the binary input:
+/// `{"resize":{"cols","rows"}}` or `{"signal":"INT"}`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ClientControl {
+    /// The window's new size; the program gets `SIGWINCH`.
+    Resize(TerminalSize),
+    /// A signal's name without `SIG` (`INT`, `TERM`, …), sent to the terminal's process
+    /// group.
+    Signal(String),
+}
+
+/// A JSON control message the daemon sends on a terminal's WebSocket, as a text frame
+/// beside the binary output. The first is the hello (`id`, `offset`); the last, before the
+/// close, is one of the others. Each shape is told apart by its keys.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ServerControl {
+    /// The terminal's id (to reattach with) and the output offset of the first binary
+    /// byte that follows.
+    Hello { id: String, offset: u64 },
+    /// The program ended and all its output was sent.
+    Exit { exit: ShellStatus },
+    /// Another client attached to the terminal.
+    Detached { detached: DetachReason },
+    /// A control message was refused, or the box stopped.
+    Error { error: crate::ErrorDetail },
+}
+
+/// The status of a program that ended, as a shell reports it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShellStatus {
+    /// The exit code, or 128 + the signal when one ended the program.
+    pub code: i32,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DetachReason {
+    pub reason: String,
+}
+
 /// Body of `POST /v1/terminals/{id}/signal` and `POST /v1/processes/{id}/signal`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignalRequest {
@@ -219,6 +265,79 @@ mod tests {
             .unwrap(),
             json!({"signal":"INT"})
         );
+    }
+
+    /// The WebSocket's control messages, frozen: clients in the field (the CLI, the web
+    /// app) match on these exact shapes.
+    #[test]
+    fn terminal_control_messages_are_frozen() {
+        let client = [
+            (
+                ClientControl::Resize(TerminalSize { cols: 90, rows: 20 }),
+                json!({"resize":{"cols":90,"rows":20}}),
+            ),
+            (ClientControl::Signal("INT".into()), json!({"signal":"INT"})),
+        ];
+        for (message, value) in client {
+            assert_eq!(serde_json::to_value(&message).unwrap(), value);
+            assert_eq!(
+                serde_json::from_value::<ClientControl>(value).unwrap(),
+                message
+            );
+        }
+        let server = [
+            (
+                ServerControl::Hello {
+                    id: "tm_1".into(),
+                    offset: 7,
+                },
+                json!({"id":"tm_1","offset":7}),
+            ),
+            (
+                ServerControl::Exit {
+                    exit: ShellStatus { code: 130 },
+                },
+                json!({"exit":{"code":130}}),
+            ),
+            (
+                ServerControl::Detached {
+                    detached: DetachReason {
+                        reason: "another client".into(),
+                    },
+                },
+                json!({"detached":{"reason":"another client"}}),
+            ),
+            (
+                ServerControl::Error {
+                    error: crate::ErrorDetail {
+                        code: crate::ErrorCode::Unavailable,
+                        message: "gone".into(),
+                    },
+                },
+                json!({"error":{"code":"unavailable","message":"gone"}}),
+            ),
+        ];
+        for (message, value) in server {
+            assert_eq!(serde_json::to_value(&message).unwrap(), value);
+            assert_eq!(
+                serde_json::from_value::<ServerControl>(value).unwrap(),
+                message
+            );
+        }
+    }
+
+    #[test]
+    fn a_control_message_of_the_wrong_shape_is_refused() {
+        for bad in [
+            json!({"resize":"big"}),
+            json!({"resize":{"cols":1,"rows":2},"signal":"INT"}),
+            json!({"paste":"x"}),
+        ] {
+            assert!(
+                serde_json::from_value::<ClientControl>(bad.clone()).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

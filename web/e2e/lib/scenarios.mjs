@@ -1,4 +1,4 @@
-// The longer scenarios of run.mjs: offline and back, inert markup, the app shell's size.
+// The longer scenarios of tests/app.spec.mjs: offline and back, inert markup, the app shell's size.
 
 import zlib from 'node:zlib';
 
@@ -57,7 +57,7 @@ export async function offlineScenario({ page, context, admin, appConsole, create
 
   const delivered = await until('the offline message delivered', 30_000, async () => {
     const hits = (await admin.messages(BOX)).filter((m) => m.content === OFFLINE_TEXT);
-    return hits.every((m) => m.state === 'delivered') && hits;
+    return hits.length > 0 && hits.every((m) => m.state === 'delivered') && hits;
   });
   check(delivered.length === 1, `the offline message is stored ${delivered.length} times`);
   const events = await admin.events(BOX);

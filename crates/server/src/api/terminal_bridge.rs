@@ -12,14 +12,12 @@
 //!   it).
 
 use axum::extract::ws::{Message, WebSocket};
-use berth_protocol::terminal::TerminalSize;
-use berth_protocol::ErrorCode;
+use berth_protocol::terminal::{ClientControl, DetachReason, ServerControl, ShellStatus};
+use berth_protocol::{ErrorCode, ErrorDetail};
 use berth_runtime::GuestClient;
 use bytes::Bytes;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use serde::Deserialize;
-use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -61,7 +59,10 @@ pub async fn bridge(socket: WebSocket, attached: Attached, busy: ActivityGuard) 
         limits,
     } = attached;
     let (mut to_client, from_client) = socket.split();
-    let hello = json!({"id": id, "offset": stream.start});
+    let hello = ServerControl::Hello {
+        id: id.clone(),
+        offset: stream.start,
+    };
     if send(&mut to_client, text(&hello), &limits).await.is_err() {
         return;
     }
@@ -185,43 +186,50 @@ async fn hand_on(
 
 /// What the client is told when the agent closed the stream: the program's exit, or that
 /// another client took the terminal over.
-async fn last_word(client: &GuestClient, id: &str) -> serde_json::Value {
+async fn last_word(client: &GuestClient, id: &str) -> ServerControl {
     match client.terminal(id).await {
         Ok(info) => match info.exit {
-            Some(exit) => json!({"exit": {"code": exit.shell_status()}}),
-            None => json!({"detached": {"reason": "another client attached to this terminal"}}),
+            Some(exit) => ServerControl::Exit {
+                exit: ShellStatus {
+                    code: exit.shell_status(),
+                },
+            },
+            None => ServerControl::Detached {
+                detached: DetachReason {
+                    reason: "another client attached to this terminal".into(),
+                },
+            },
         },
-        Err(e) => {
-            json!({"error": {"code": ErrorCode::Unavailable, "message": format!("the box stopped: {}", berth_runtime::error_chain(&e))}})
-        }
+        Err(e) => problem(
+            ErrorCode::Unavailable,
+            format!("the box stopped: {}", berth_runtime::error_chain(&e)),
+        ),
     }
 }
 
-/// A control message from the client; `Err` is the JSON error to send back.
-async fn control(client: &GuestClient, id: &str, message: &str) -> Result<(), serde_json::Value> {
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    enum Control {
-        #[serde(rename = "resize")]
-        Resize(TerminalSize),
-        #[serde(rename = "signal")]
-        Signal(String),
-    }
-    let problem =
-        |code: ErrorCode, message: String| json!({"error": {"code": code, "message": message}});
-    let control: Control = serde_json::from_str(message).map_err(|e| {
+/// A control message from the client; `Err` is the error to send back.
+async fn control(client: &GuestClient, id: &str, message: &str) -> Result<(), ServerControl> {
+    let control: ClientControl = serde_json::from_str(message).map_err(|e| {
         problem(
             ErrorCode::InvalidRequest,
             format!("a control message is {{\"resize\":{{\"cols\",\"rows\"}}}} or {{\"signal\":\"INT\"}}: {e}"),
         )
     })?;
     let result = match control {
-        Control::Resize(size) => client.terminal_resize(id, size).await,
-        Control::Signal(signal) => client.terminal_signal(id, &signal).await,
+        ClientControl::Resize(size) => client.terminal_resize(id, size).await,
+        ClientControl::Signal(signal) => client.terminal_signal(id, &signal).await,
     };
     result.map_err(|e| problem(e.code(), berth_runtime::error_chain(&e)))
 }
 
-fn text(value: &serde_json::Value) -> Message {
-    Message::Text(value.to_string().into())
+fn problem(code: ErrorCode, message: String) -> ServerControl {
+    ServerControl::Error {
+        error: ErrorDetail { code, message },
+    }
+}
+
+fn text(control: &ServerControl) -> Message {
+    // A ServerControl is strings, numbers and an enum: it always serialises.
+    let json = serde_json::to_string(control).unwrap_or_default();
+    Message::Text(json.into())
 }

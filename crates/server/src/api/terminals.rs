@@ -1,11 +1,13 @@
 //! `GET /v1/boxes/{ref}/pty`: a terminal in the box over a WebSocket (RFC 6455).
 //!
 //! Binary frames are the terminal's bytes both ways. Text frames are JSON control
-//! messages: from the client `{"resize":{"cols","rows"}}` and `{"signal":"INT"}`; from the
-//! server first `{"id","offset"}` (the terminal's id, and the output offset of the first
-//! binary byte that follows), then at the end `{"exit":{"code"}}` (the shell's status:
-//! 128 + the signal when one ended the program), `{"detached":{"reason"}}` (another
-//! client attached) or `{"error":{"code","message"}}`, each followed by a close.
+//! messages, typed in `berth_protocol::terminal` (and in the OpenAPI document, for the web
+//! app): from the client a `ClientControl`, `{"resize":{"cols","rows"}}` or
+//! `{"signal":"INT"}`; from the server a `ServerControl`, first `{"id","offset"}` (the
+//! terminal's id, and the output offset of the first binary byte that follows), then at
+//! the end `{"exit":{"code"}}` (the shell's status: 128 + the signal when one ended the
+//! program), `{"detached":{"reason"}}` (another client attached) or
+//! `{"error":{"code","message"}}`, each followed by a close.
 //!
 //! A client that stops reading or answering is detached (`api/terminal_bridge.rs`). A
 //! client that loses its connection reattaches with `?id=<id>&offset=<the first offset
