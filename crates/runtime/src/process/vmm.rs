@@ -241,18 +241,6 @@ impl VmProcess {
         kib.checked_mul(1024)
     }
 
-    /// Its arguments (without the program), from `/proc/<pid>/cmdline`.
-    pub fn args(&self) -> std::io::Result<Vec<std::ffi::OsString>> {
-        use std::os::unix::ffi::OsStrExt;
-        let raw = std::fs::read(format!("/proc/{}/cmdline", self.pid))?;
-        Ok(raw
-            .split(|&b| b == 0)
-            .filter(|part| !part.is_empty())
-            .skip(1)
-            .map(|part| std::ffi::OsStr::from_bytes(part).to_os_string())
-            .collect())
-    }
-
     /// Whether it is stopped by a signal (`SIGSTOP`: a paused VM).
     pub fn is_stopped(&self) -> bool {
         std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).is_ok_and(|stat| {
