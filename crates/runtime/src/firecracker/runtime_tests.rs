@@ -122,6 +122,11 @@ pub(super) fn booted_or_skip<T>(result: Result<T, RuntimeError>) -> Option<T> {
     }
 }
 
+/// The names of a start's phases, in order.
+pub(super) fn phase_names(phases: &crate::BootPhases) -> Vec<&str> {
+    phases.0.iter().map(|p| p.name.as_str()).collect()
+}
+
 /// `wait_exit`: a killed VMM is a crash naming the signal; a guest that powers itself off
 /// (Firecracker keeps running: no ACPI) is a clean end, seen on the console; a stop is
 /// clean; a box that runs nothing answers at once.
@@ -206,6 +211,11 @@ async fn start_pause_resume_stop_and_remove_drive_firecrackers_api() {
     };
     let (api, _guest) = stand_ins.await.unwrap();
     api.power_off_to(&paths.vm().console_log());
+    assert_eq!(
+        phase_names(&booted.phases),
+        ["plan", "launch", "guest_ready"],
+        "a VM start reports its phases"
+    );
 
     let seen = api.requests();
     let calls: Vec<String> = seen

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::api::InstanceState;
 use super::fake::{FakeApi, FakeGuest, GuestToken};
-use super::runtime_tests::{booted_or_skip, fake_runtime, spec, wait_for, Cleanup};
+use super::runtime_tests::{booted_or_skip, fake_runtime, phase_names, spec, wait_for, Cleanup};
 use super::*;
 use crate::{BootToken, BoxSpec, Runtime, RuntimeStatus};
 use crate::{GuestError, RuntimeError};
@@ -140,6 +140,7 @@ async fn a_snapshot_ends_the_vmm_and_a_restore_loads_it_and_hands_over_a_new_tok
     let api = api_for_load.await.unwrap();
     let booted = booted.unwrap_or_else(|e| panic!("{}", crate::error_chain(&e)));
     assert_eq!(calls(&api), ["PUT /snapshot/load"]);
+    assert_eq!(phase_names(&booted.phases), ["plan", "load", "hand_over"]);
     assert_eq!(
         api.requests()[0].body,
         Some(json!({

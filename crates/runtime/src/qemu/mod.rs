@@ -29,8 +29,12 @@ mod boot;
 mod cmdline;
 mod disk_full;
 mod driver;
+#[cfg(test)]
+mod fake_qmp;
 mod migration;
 mod qmp;
+#[cfg(test)]
+mod save_tests;
 mod snapshot;
 mod stop;
 

@@ -364,4 +364,29 @@ mod tests {
             "QEMU would now be launched with \"512M\" where the snapshot has \"256M\""
         );
     }
+
+    #[test]
+    fn the_launch_record_keeps_the_guests_ram_and_the_comparable_argv() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = VmPaths::at(dir.path());
+        std::fs::create_dir_all(paths.vm_dir()).unwrap();
+        let args = ["-m", "256M", "-append", "tsc_early_khz=1", "-smp", "1"].map(OsString::from);
+        LaunchRecord::of(&args, 256).write(&paths).unwrap();
+        let read = LaunchRecord::read(&paths).unwrap();
+        assert_eq!(read.memory_mib, 256);
+        assert_eq!(
+            read.args,
+            [
+                "-m",
+                "256M",
+                "-append",
+                "<kernel command line>",
+                "-smp",
+                "1"
+            ]
+        );
+        assert!(paths.boot_files().contains(&paths.launch_record()));
+        std::fs::write(paths.launch_record(), b"{").unwrap();
+        assert!(LaunchRecord::read(&paths).is_err());
+    }
 }
