@@ -16,9 +16,9 @@ use super::paths::FcPaths;
 use super::{api_failed, Firecracker};
 use crate::process::vmm::VmProcess;
 use crate::vm::runtime::KILL_WAIT;
-use crate::vm::vmm::{BoxFiles, Launched, Vmm};
+use crate::vm::vmm::{BoxFiles, Launched, SeenEnd, Vmm};
 use crate::vm::{VmLayout, VmPaths};
-use crate::{BoxExit, BoxSpec, Capabilities, EgressListener, IdMap, RuntimeError, RuntimeStatus};
+use crate::{BoxSpec, Capabilities, EgressListener, IdMap, RuntimeError, RuntimeStatus};
 
 impl BoxFiles for FcPaths {
     fn vm(&self) -> &VmPaths {
@@ -154,14 +154,9 @@ impl Vmm for Firecracker {
 
     /// A guest that powered off without ACPI halts and Firecracker keeps running: its
     /// console says so.
-    async fn ended_otherwise(
-        &self,
-        _id: &BoxId,
-        files: &FcPaths,
-        _vmm: &VmProcess,
-    ) -> Result<Option<BoxExit>, RuntimeError> {
+    async fn watch_end(&self, files: &FcPaths) -> SeenEnd {
         super::stop::guest_halted(files.vm()).await;
-        Ok(None)
+        SeenEnd::GuestHalted
     }
 
     fn unconfine(&self, id: &BoxId, files: &FcPaths) -> Result<(), RuntimeError> {

@@ -1,7 +1,9 @@
 //! The `firecracker` backend: each box is a Firecracker microVM booting berth's kernel
 //! (an uncompressed `vmlinux`) and initramfs straight into berth-init.
 //!
-//! It shares the qemu backend's backend-neutral parts: the box layout, the volume and
+//! [`FirecrackerRuntime`] is the one VM runtime (`crate::vm::runtime`) over the
+//! [`Firecracker`] driver (`driver.rs`). It shares the qemu backend's backend-neutral
+//! parts: the box layout, the volume and
 //! layer images, the config disk, the egress listener and process supervision. Firecracker
 //! is driven through its REST API on a Unix socket (`api.rs` has the bodies, `client.rs`
 //! sends them); its vsock is natively hybrid, with the same sockets a qemu box's channel bridge

@@ -306,6 +306,11 @@ impl VmProcess {
     }
 
     /// Whether it has exited (a zombie counts), without waiting.
+    pub fn has_exited(&self) -> bool {
+        self.exited(0)
+    }
+
+    /// Whether it exits within `wait_ms` (a zombie counts), blocking the thread that long.
     fn exited(&self, wait_ms: i32) -> bool {
         let mut poll = libc::pollfd {
             fd: self.pidfd.as_raw_fd(),

@@ -12,10 +12,9 @@ use berth_protocol::BoxId;
 use super::boot::{one_line, Plan};
 use super::{disk_full, Qemu, SIGNAL_WAIT};
 use crate::process::vmm::{self as process, VmProcess};
-use crate::vm::runtime::KILL_WAIT;
-use crate::vm::vmm::{BoxFiles, Launched, Vmm};
-use crate::vm::{egress, exit, VmLayout, VmPaths};
-use crate::{BoxExit, BoxSpec, Capabilities, EgressListener, IdMap, RuntimeError, RuntimeStatus};
+use crate::vm::vmm::{BoxFiles, Launched, SeenEnd, Vmm};
+use crate::vm::{egress, VmLayout, VmPaths};
+use crate::{BoxSpec, Capabilities, EgressListener, IdMap, RuntimeError, RuntimeStatus};
 
 impl BoxFiles for VmPaths {
     fn vm(&self) -> &VmPaths {
@@ -147,31 +146,10 @@ impl Vmm for Qemu {
         Qemu::kill(files, vmm).await
     }
 
-    /// A VM that stopped on a full host disk: ended here, and the reason says so.
-    async fn ended_otherwise(
-        &self,
-        id: &BoxId,
-        files: &VmPaths,
-        vmm: &VmProcess,
-    ) -> Result<Option<BoxExit>, RuntimeError> {
-        let ours = vmm.is_child();
+    /// A VM that stopped on a full host disk (QMP's `BLOCK_IO_ERROR` with ENOSPC).
+    async fn watch_end(&self, files: &VmPaths) -> SeenEnd {
         disk_full::stopped_on_enospc(files).await;
-        let reason = disk_full::reason(files);
-        tracing::warn!(box_id = %id, %reason, "the VM stopped on a full host disk; ending it");
-        // Recorded for later callers if the full disk lets us; this one is told either way.
-        if let Err(e) = exit::mark_disk_full(files, &reason) {
-            tracing::warn!(box_id = %id, error = %crate::error_chain(&e), "cannot record the full disk");
-        }
-        vmm.signal(libc::SIGKILL);
-        if !vmm.wait_exit(KILL_WAIT).await {
-            return Err(crate::vm::still_alive(
-                &files.qemu_pid(),
-                vmm.pid(),
-                KILL_WAIT,
-            ));
-        }
-        exit::settle(vmm, ours, files).await;
-        Ok(Some(BoxExit::Crashed(reason)))
+        SeenEnd::HostDiskFull(disk_full::reason(files))
     }
 
     /// Nothing to undo for a box that never booted under a VM (no VM dir).

@@ -4,13 +4,15 @@
 //! the port, and the bridge offers the host the same hybrid-vsock sockets Firecracker does.
 //! A serial port is what QEMU can migrate, so a box can be snapshotted (`snapshot.rs`).
 //!
-//! Per box and boot (`paths.rs` has the files): the volume image is created on the first
-//! start (`volume.rs`); the config disk carries the token, harness, environment, hosts,
-//! trust bundle and disk map (`config_disk.rs`); the egress listener is bound
-//! (`egress.rs`); the bridge starts, then QEMU (`cmdline.rs` builds its argv), and `start`
-//! returns once berth-init answers through the bridge (`boot.rs`). QMP (`qmp.rs`) quits
-//! and migrates; `stop.rs` asks the guest to power off first. The accelerator
-//! is KVM only when a probe guest actually runs under it (`accel.rs`).
+//! [`QemuRuntime`] is the one VM runtime (`crate::vm::runtime`) over the [`Qemu`] driver
+//! (`driver.rs`). Per box and boot (`paths.rs` has the files): the volume image is created
+//! on the first start (`volume.rs`); the config disk carries the token, harness,
+//! environment, hosts, trust bundle and disk map (`config_disk.rs`); the egress listener is
+//! bound (`egress.rs`); the bridge starts, then QEMU (`cmdline.rs` builds its argv; what it
+//! launched with is recorded), and `start` returns once berth-init answers through the
+//! bridge (`boot.rs`). QMP (`qmp.rs`) quits and migrates; `stop.rs` asks the guest to power
+//! off first. The accelerator is KVM only when a probe guest actually runs under it
+//! (`accel.rs`).
 //!
 //! Confinement: QEMU (`-sandbox on`, every option denied) and the bridge (a seccomp filter
 //! of berth's) each run as the box's own unprivileged VMM uid, without

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use berth_protocol::BoxId;
 
-use super::vmm::{BoxFiles, Launched, Vmm};
+use super::vmm::{BoxFiles, Launched, SeenEnd, Vmm};
 use super::{exit, hybrid_client, ReadyWait};
 use crate::error::wrong_state;
 use crate::process::vmm::{self as process, VmProcess};
@@ -237,7 +237,7 @@ impl<V: Vmm> VmRuntime<V> {
 
     /// Ends a VMM whose guest berth ended (a stop, a snapshot), reaps it and cleans up.
     async fn end(&self, id: &BoxId, files: &V::Files, vmm: &VmProcess) -> Result<(), RuntimeError> {
-        if !vmm.wait_exit(Duration::ZERO).await {
+        if !vmm.has_exited() {
             self.vmm.kill(files, vmm).await?;
         }
         // Reaped here, not only by the supervising task: that task dies with its runtime.
@@ -316,14 +316,26 @@ impl<V: Vmm> Runtime for VmRuntime<V> {
         let ours = vmm.is_child();
         let logs = self.vmm.logs(&files);
         let logs: Vec<&std::path::Path> = logs.iter().map(|p| p.as_path()).collect();
-        tokio::select! {
-            () = vmm.wait_gone() => exit::settle(&vmm, ours, vm).await,
-            () = super::log_ring::keep_bounded(&logs) => {}
-            ended = self.vmm.ended_otherwise(id, &files, &vmm) => {
-                if let Some(exit) = ended? {
-                    return Ok(exit);
-                }
+        let seen = tokio::select! {
+            () = vmm.wait_gone() => {
+                exit::settle(&vmm, ours, vm).await;
+                None
             }
+            () = super::log_ring::keep_bounded(&logs) => None,
+            seen = self.vmm.watch_end(&files) => Some(seen),
+        };
+        if let Some(SeenEnd::HostDiskFull(reason)) = seen {
+            tracing::warn!(box_id = %id, %reason, "the VM stopped on a full host disk; ending it");
+            // Recorded for later callers if the full disk lets us; this one is told either way.
+            if let Err(e) = exit::mark_disk_full(vm, &reason) {
+                tracing::warn!(box_id = %id, error = %crate::error_chain(&e), "cannot record the full disk");
+            }
+            vmm.signal(libc::SIGKILL);
+            if !vmm.wait_exit(KILL_WAIT).await {
+                return Err(super::still_alive(&files.vmm_pid(), vmm.pid(), KILL_WAIT));
+            }
+            exit::settle(&vmm, ours, vm).await;
+            return Ok(BoxExit::Crashed(reason));
         }
         Ok(classify())
     }

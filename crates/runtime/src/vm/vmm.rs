@@ -12,7 +12,7 @@ use berth_protocol::BoxId;
 use super::snapshot::KeptSnapshot;
 use super::{VmLayout, VmPaths};
 use crate::process::vmm::VmProcess;
-use crate::{BoxExit, BoxSpec, Capabilities, EgressListener, IdMap, RuntimeError, RuntimeStatus};
+use crate::{BoxSpec, Capabilities, EgressListener, IdMap, RuntimeError, RuntimeStatus};
 
 /// Where a driver keeps one box's files: the shared VM layout plus its own sockets and
 /// pid files.
@@ -39,6 +39,16 @@ pub(crate) struct Launched {
     pub egress: EgressListener,
     /// Where this boot's output starts in the console log.
     pub console_from: u64,
+}
+
+/// An end of a boot that a driver sees other than by its VMM exiting.
+pub(crate) enum SeenEnd {
+    /// The guest powered off or reset but the VMM runs on (Firecracker without ACPI): the
+    /// exit files say how it ended.
+    GuestHalted,
+    /// The VM stopped because the host's disk is full; the reason is what the user reads.
+    /// The runtime records it and kills the VMM.
+    HostDiskFull(String),
 }
 
 /// One VMM (QEMU, Firecracker) as the VM runtime drives it.
@@ -124,15 +134,9 @@ pub(crate) trait Vmm: Send + Sync + 'static {
     /// Ends the VMM now. Err when it outlives SIGKILL.
     async fn kill(&self, files: &Self::Files, vmm: &VmProcess) -> Result<(), RuntimeError>;
 
-    /// Resolves when the boot ends in a way the VMM's exit does not show: `Some` is how it
-    /// ended (the VMM ended here), `None` that it ended cleanly, as the exit files say.
-    /// Never resolves for a backend without such an end.
-    async fn ended_otherwise(
-        &self,
-        id: &BoxId,
-        files: &Self::Files,
-        vmm: &VmProcess,
-    ) -> Result<Option<BoxExit>, RuntimeError>;
+    /// Resolves when the boot ends in a way the VMM's exit does not show (see [`SeenEnd`]).
+    /// Never resolves for a VMM without such an end.
+    async fn watch_end(&self, files: &Self::Files) -> SeenEnd;
 
     /// Undoes a boot's confinement once its processes are gone (cgroup, jail, ownership).
     fn unconfine(&self, id: &BoxId, files: &Self::Files) -> Result<(), RuntimeError>;
