@@ -92,8 +92,12 @@ async fn fixture_with(
     }
 }
 
+/// The files of a boot that exist, the launch record included (a stopped box has none).
 fn vm_files_left(runtime: &QemuRuntime, id: &berth_protocol::BoxId) -> Vec<PathBuf> {
-    vm::qemu_boot_files_left(&runtime.layout().box_paths(id))
+    let paths = runtime.layout().box_paths(id);
+    let mut left = vm::qemu_boot_files_left(&paths);
+    left.extend(Some(paths.launch_record()).filter(|p| p.exists()));
+    left
 }
 
 /// `wait_exit` of the box, in a task of its own.

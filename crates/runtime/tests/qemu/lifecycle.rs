@@ -14,8 +14,12 @@ async fn boots_its_own_kernel_and_keeps_files_across_a_cold_boot() {
     let rt = &fx.runtime;
     let spec = spec_with_memory(&fx.images, 256);
     let t0 = Instant::now();
-    let client = rt.start(&spec).await.expect("start").client;
+    let booted = rt.start(&spec).await.expect("start");
     eprintln!("cold boot to ready ({:?}): {:?}", rt.accel(), t0.elapsed());
+    eprintln!("boot phases: {:?}", booted.phases);
+    let names: Vec<&str> = booted.phases.0.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["plan", "launch", "guest_ready"]);
+    let client = booted.client;
     assert_eq!(rt.status(&spec.id).await.unwrap(), RuntimeStatus::Running);
     assert!(rt.list().await.unwrap().contains(&spec.id));
     let (qemu, bridge) = (
