@@ -12,7 +12,7 @@ use berth_protocol::vm::{
 };
 
 use super::cmdline::{self, Accel, Disk, Launch};
-use super::snapshot::LaunchRecord;
+use super::launch_record::LaunchRecord;
 use super::Qemu;
 use crate::process::vmm as process;
 use crate::vm::cgroup::VmCgroup;

@@ -33,6 +33,7 @@ mod disk_full;
 mod driver;
 #[cfg(test)]
 mod fake_qmp;
+mod launch_record;
 mod migration;
 mod qmp;
 #[cfg(test)]

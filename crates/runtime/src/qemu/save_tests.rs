@@ -5,8 +5,9 @@
 use std::ffi::OsString;
 
 use super::fake_qmp::{FakeQmp, STREAM_BYTES};
+use super::launch_record::LaunchRecord;
 use super::qmp::Qmp;
-use super::snapshot::{save_or_continue, LaunchRecord, SaveError, SaveTo};
+use super::snapshot::{save_or_continue, SaveError, SaveTo};
 use crate::vm::snapshot::KeptSnapshot;
 use crate::vm::VmPaths;
 

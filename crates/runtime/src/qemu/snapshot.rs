@@ -13,7 +13,7 @@
 //! ```
 //!
 //! The argv and the guest's RAM come from what the boot recorded at launch
-//! (`<vm>/launch.json`, [`LaunchRecord`]), never from the running QEMU's `/proc` command
+//! (`<vm>/launch.json`, `launch_record.rs`), never from the running QEMU's `/proc` command
 //! line, which QEMU itself can rewrite: the RAM bounds how much of its stream is copied.
 //!
 //! A save that fails at any step after the guest was halted, the record's write included,
@@ -42,6 +42,7 @@ use crate::vm::VmPaths;
 use crate::{BoxSpec, RuntimeError, RuntimeStatus};
 
 use super::boot::Plan;
+use super::launch_record::{comparable_args, LaunchRecord};
 
 const STATE: &str = "state";
 const LAUNCH: &str = "launch.json";
@@ -55,39 +56,6 @@ const MIGRATION_PER_MIB: Duration = Duration::from_millis(100);
 /// page) and the devices' and vCPUs' state, a few hundred KiB.
 const DEVICE_STATE_MIB: u64 = 64;
 
-/// What a boot's QEMU was launched with, written as it launches: the comparable argv and
-/// the guest's RAM.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct LaunchRecord {
-    args: Vec<String>,
-    memory_mib: u64,
-}
-
-impl LaunchRecord {
-    pub(super) fn of(args: &[OsString], memory_mib: u64) -> LaunchRecord {
-        LaunchRecord {
-            args: comparable_args(args.iter().cloned()),
-            memory_mib,
-        }
-    }
-
-    pub(super) fn write(&self, paths: &VmPaths) -> Result<(), RuntimeError> {
-        let path = paths.launch_record();
-        let bytes = serde_json::to_vec(self).expect("a launch record serialises");
-        std::fs::write(&path, bytes).map_err(io("write", &path))
-    }
-
-    fn read(paths: &VmPaths) -> Result<LaunchRecord, RuntimeError> {
-        let path = paths.launch_record();
-        let bytes = std::fs::read(&path).map_err(io("read the boot's launch record", &path))?;
-        serde_json::from_slice(&bytes).map_err(|e| RuntimeError::Io {
-            action: "parse the boot's launch record",
-            path,
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-        })
-    }
-}
-
 /// What a snapshot loads into: the QEMU that saved it, launched with the same argv.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct SavedLaunch {
@@ -97,25 +65,6 @@ struct SavedLaunch {
     /// the host's measured TSC rate, which may differ between daemon runs) and without a
     /// restored QEMU's `-incoming`.
     args: Vec<String>,
-}
-
-fn comparable_args(args: impl IntoIterator<Item = OsString>) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut args = args.into_iter().map(|a| a.to_string_lossy().into_owned());
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "-append" => {
-                args.next();
-                out.extend([arg, "<kernel command line>".into()]);
-            }
-            // A restored QEMU's own: not part of what the guest saw.
-            "-incoming" => {
-                args.next();
-            }
-            _ => out.push(arg),
-        }
-    }
-    out
 }
 
 fn migration_deadline(memory_mib: u64) -> Duration {
@@ -363,30 +312,5 @@ mod tests {
             first_difference(&a, &c),
             "QEMU would now be launched with \"512M\" where the snapshot has \"256M\""
         );
-    }
-
-    #[test]
-    fn the_launch_record_keeps_the_guests_ram_and_the_comparable_argv() {
-        let dir = tempfile::tempdir().unwrap();
-        let paths = VmPaths::at(dir.path());
-        std::fs::create_dir_all(paths.vm_dir()).unwrap();
-        let args = ["-m", "256M", "-append", "tsc_early_khz=1", "-smp", "1"].map(OsString::from);
-        LaunchRecord::of(&args, 256).write(&paths).unwrap();
-        let read = LaunchRecord::read(&paths).unwrap();
-        assert_eq!(read.memory_mib, 256);
-        assert_eq!(
-            read.args,
-            [
-                "-m",
-                "256M",
-                "-append",
-                "<kernel command line>",
-                "-smp",
-                "1"
-            ]
-        );
-        assert!(paths.boot_files().contains(&paths.launch_record()));
-        std::fs::write(paths.launch_record(), b"{").unwrap();
-        assert!(LaunchRecord::read(&paths).is_err());
     }
 }
