@@ -28,6 +28,7 @@ pub use guest_client::{
 };
 pub use layer::{LayerError, TargetError};
 pub use spec::{BootToken, BoxSpec, EgressSetup, IdMap, Layer, Limits, Rootfs, DEFAULT_DISK_MIB};
+pub use vm::VmRuntime;
 pub use volume_image::volume_image;
 
 /// The host end of a box's egress channel: each accepted stream is one outbound connection

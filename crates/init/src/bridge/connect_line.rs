@@ -1,5 +1,5 @@
-//! The hybrid vsock request a host client opens with: `CONNECT <port>\n` (Firecracker's and
-//! vhost-device-vsock's format, which `berth_runtime`'s guest client writes).
+//! The hybrid vsock request a host client opens with: `CONNECT <port>\n` (Firecracker's
+//! format, which `berth_runtime`'s guest client writes for both VM backends).
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! The guest reaching host processes: a stream the guest opens to port P is connected to
-//! the Unix socket `<uds-path>_P` (vhost-device-vsock's and Firecracker's convention; the
+//! the Unix socket `<uds-path>_P` (Firecracker's hybrid vsock convention; the
 //! egress listener is `<run>/vsock.sock_2025`). The engine hands over streams per port
 //! listened on, so the bridge serves [`EGRESS_VSOCK_PORT`], the one port a guest opens;
 //! an open to any other port is refused (`ECONNREFUSED` in the guest). With no socket at

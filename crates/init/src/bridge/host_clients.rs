@@ -1,7 +1,7 @@
 //! Host processes reaching the guest: each client of the `--uds-path` socket asks for a
 //! guest port with `CONNECT <port>\n` ([`connect_line`], within [`connect_line::LINE_TIMEOUT`]); the bridge opens a stream to it,
 //! answers `OK <n>\n` once the guest accepted, and splices. A refusal, a reset link or a
-//! bad request closes the client without an `OK`, as vhost-device-vsock does.
+//! bad request closes the client without an `OK`, as Firecracker's hybrid vsock does.
 
 use std::time::Duration;
 

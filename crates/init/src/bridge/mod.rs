@@ -5,8 +5,8 @@
 //! It listens on two Unix sockets, both created (mode 0600) before anything is accepted:
 //! - `--serial`: QEMU's `virtserialport` chardev connects here as a client. The bridge
 //!   drives a host-role [`Link`] over that one connection and exits when it ends.
-//! - `--uds-path`: the hybrid vsock interface berth's host code already speaks with
-//!   vhost-device-vsock or Firecracker ([`host_clients`]): `CONNECT <port>\n`, `OK <n>\n`,
+//! - `--uds-path`: the hybrid vsock interface berth's host code speaks with Firecracker
+//!   too ([`host_clients`]): `CONNECT <port>\n`, `OK <n>\n`,
 //!   then the stream. A stream the guest opens to port P goes to `<uds-path>_P`
 //!   ([`guest_opens`]).
 //!

@@ -1,21 +1,23 @@
 //! Booting one box: disks and config disk, under the jailer their staging into its chroot,
-//! the egress listener, Firecracker (or the jailer that execs it), the API calls that
-//! configure and start the VM, then waiting for berth-init to answer. On error the caller
-//! cleans up (`FirecrackerRuntime::clean`, which also undoes the jail).
+//! the egress listener, Firecracker (or the jailer that execs it), then the API calls that
+//! configure and start the VM (the VM runtime then waits for berth-init to answer). On
+//! error the runtime cleans up (undoing the jail too).
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::api::{ActionType, ApiRequest, BootSource, Drive, MachineConfig, Vsock};
 use super::client::{ApiClient, ApiError};
 use super::cmdline::{self, BOOT_ARGS};
 use super::jail::{self, JailPlan};
 use super::paths::FcPaths;
-use super::{api_failed, drives, FirecrackerRuntime};
+use super::{api_failed, drives, Firecracker};
 use crate::process::vmm as process;
+use crate::vm::vmm::{Launched, Vmm};
 use crate::vm::{config_disk, volume};
-use crate::vm::{hybrid_client, prepare_box, rootfs_image, wait_ready, ReadyWait};
-use crate::{Booted, BoxSpec, EgressListener, RuntimeError};
+use crate::vm::{prepare_box, rootfs_image};
+use crate::{BoxSpec, RuntimeError};
+use berth_protocol::vm::VmConfig;
 
 /// The guest CID. Every VM has its own vsock device behind its own socket, so the CID only
 /// has to be valid (≥ 3), not unique on the host.
@@ -24,7 +26,6 @@ pub const GUEST_CID: u32 = 3;
 const MAX_VCPUS: u32 = 32;
 /// How long Firecracker may take to create its API socket.
 const API_SOCKET_DEADLINE: Duration = Duration::from_secs(5);
-const INFO_ATTEMPT: Duration = Duration::from_secs(5);
 
 /// Everything `PUT` before `InstanceStart`.
 #[derive(Debug, Clone)]
@@ -66,57 +67,18 @@ pub fn vcpus(cpus: f64) -> u32 {
     }
 }
 
-/// A Firecracker spawned for a box and listening on its API, not yet given a VM: a cold
-/// boot configures and starts one ([`VmSetup`]), a restore loads a snapshot instead.
-pub(super) struct Launched {
-    pub pid: i32,
-    pub api: ApiClient,
-    pub setup: VmSetup,
-    pub egress: EgressListener,
-    /// Where this boot's output starts in the console log.
-    pub console_from: u64,
-    pub started: Instant,
+/// What one launch of a box's Firecracker is made of: the VM's configuration (in the
+/// paths Firecracker sees), the config disk, and under the jailer what it stages.
+pub(crate) struct Plan {
+    setup: VmSetup,
+    config: VmConfig,
+    jail: Option<JailPlan>,
 }
 
-impl FirecrackerRuntime {
-    pub(super) async fn boot(
-        &self,
-        spec: &BoxSpec,
-        paths: &FcPaths,
-    ) -> Result<Booted, RuntimeError> {
-        let launched = self.launch(spec, paths).await?;
-        let vm = paths.vm();
-        configure_and_start(&launched.api, &launched.setup)
-            .await
-            .map_err(|e| api_failed("boot", &e, &vm.console_log()))?;
-
-        let client = hybrid_client(paths.vsock_socket(), &spec.boot_token);
-        let wait = ReadyWait {
-            id: &spec.id,
-            client: &client,
-            vmm_pid: launched.pid,
-            deadline: self.config.boot_deadline,
-            attempt: INFO_ATTEMPT,
-            console_log: &vm.console_log(),
-            console_from: launched.console_from,
-        };
-        wait_ready(wait, || "Firecracker exited".to_owned()).await?;
-        tracing::info!(box_id = %spec.id, boot_ms = launched.started.elapsed().as_millis() as u64, "Firecracker VM ready");
-        Ok(Booted {
-            client,
-            egress: launched.egress,
-            phases: crate::BootPhases::default(),
-        })
-    }
-
-    /// Everything of a boot up to a Firecracker listening on its API: disks, config disk,
-    /// the jail, the egress listener, the process. The same for a cold boot and a restore,
+impl Firecracker {
+    /// The drives, config disk and jail of a boot: the same for a cold boot and a restore,
     /// so a snapshot finds every drive where its boot had it.
-    pub(super) async fn launch(
-        &self,
-        spec: &BoxSpec,
-        paths: &FcPaths,
-    ) -> Result<Launched, RuntimeError> {
+    pub(super) async fn plan(&self, spec: &BoxSpec, paths: &FcPaths) -> Result<Plan, RuntimeError> {
         let root_image = rootfs_image(spec, "firecracker")?;
         let vm = paths.vm();
         prepare_box(spec, vm).await?;
@@ -161,12 +123,58 @@ impl FirecrackerRuntime {
                 &inside_layers,
                 &jail.config_disk.inside,
             );
-            (jailer, jail)
+            jail
         });
         let config = config_disk::build(spec, plan.disks)?;
-        config_disk::write(&vm.config_disk(), &config)?;
+        let setup = VmSetup {
+            machine: MachineConfig {
+                vcpu_count: vcpus(spec.limits.cpus),
+                mem_size_mib: spec.limits.memory_mib,
+                smt: false,
+            },
+            boot_source: source,
+            drives: plan.drives,
+            vsock: Vsock {
+                guest_cid: GUEST_CID,
+                // The sockets dir has the same path inside the chroot.
+                uds_path: paths.vsock_socket().display().to_string(),
+            },
+        };
+        Ok(Plan {
+            setup,
+            config,
+            jail,
+        })
+    }
+
+    /// `Vmm::launch`: Firecracker spawned, then configured and started through its API.
+    pub(super) async fn launch(
+        &self,
+        spec: &BoxSpec,
+        paths: &FcPaths,
+        plan: Plan,
+    ) -> Result<Launched, RuntimeError> {
+        let (launched, api, setup) = self.spawn(spec, paths, plan).await?;
+        configure_and_start(&api, &setup)
+            .await
+            .map_err(|e| api_failed("boot", &e, &paths.vm().console_log()))?;
+        Ok(launched)
+    }
+
+    /// Everything of a boot up to a Firecracker listening on its API, not yet given a VM:
+    /// the config disk, the jail, the egress listener, the process. Returns its API and
+    /// the VM a cold boot configures.
+    pub(super) async fn spawn(
+        &self,
+        spec: &BoxSpec,
+        paths: &FcPaths,
+        plan: Plan,
+    ) -> Result<(Launched, ApiClient, VmSetup), RuntimeError> {
+        let vm = paths.vm();
+        config_disk::write(&vm.config_disk(), &plan.config)?;
         let owner = crate::vm::vmm_owner(spec.id_map);
-        if let Some((_, jail)) = &jail {
+        let jailer = self.config.jailer.as_ref().zip(plan.jail.as_ref());
+        if let Some((_, jail)) = jailer {
             // A crashed boot's chroot would make the jailer reuse stale files.
             self.unjail(&spec.id, paths)?;
             jail::stage(jail, owner.0, owner.1)?;
@@ -179,8 +187,7 @@ impl FirecrackerRuntime {
             crate::fs::remove_if_exists(&stale)?;
         }
         let console_from = crate::vm::exit::begin_boot(vm)?;
-        let started = Instant::now();
-        let (bin, args) = match &jail {
+        let (bin, args) = match jailer {
             None => (
                 &self.config.firecracker_bin,
                 cmdline::firecracker_args(&paths.api_socket(), &spec.id),
@@ -207,28 +214,12 @@ impl FirecrackerRuntime {
                 &vm.console_log(),
             ));
         }
-        let setup = VmSetup {
-            machine: MachineConfig {
-                vcpu_count: vcpus(spec.limits.cpus),
-                mem_size_mib: spec.limits.memory_mib,
-                smt: false,
-            },
-            boot_source: source,
-            drives: plan.drives,
-            vsock: Vsock {
-                guest_cid: GUEST_CID,
-                // The sockets dir has the same path inside the chroot.
-                uds_path: paths.vsock_socket().display().to_string(),
-            },
-        };
-        Ok(Launched {
+        let launched = Launched {
             pid,
-            api,
-            setup,
             egress,
             console_from,
-            started,
-        })
+        };
+        Ok((launched, api, plan.setup))
     }
 }
 

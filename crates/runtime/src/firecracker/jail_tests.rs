@@ -17,6 +17,7 @@ use super::jail_clean::mounts_below;
 use super::runtime_tests::{fake_runtime, spec, Cleanup};
 use super::*;
 use crate::RuntimeError;
+use crate::{Runtime, RuntimeStatus};
 
 const FAKE_JAILER: &str = r#"#!/bin/sh
 set -eu
@@ -47,11 +48,15 @@ fn jailed_runtime(dir: &Path, jail_base: &Path) -> (FirecrackerRuntime, PathBuf)
     let jailer_bin = dir.join("jailer");
     std::fs::write(&jailer_bin, FAKE_JAILER).unwrap();
     crate::fs::set_mode(&jailer_bin, 0o755).unwrap();
-    for file in [&runtime.config.kernel, &runtime.config.initramfs, &rootfs] {
+    for file in [
+        &runtime.vmm.config.kernel,
+        &runtime.vmm.config.initramfs,
+        &rootfs,
+    ] {
         std::fs::write(file, [1u8; 4096]).unwrap();
         crate::fs::set_mode(file, 0o644).unwrap();
     }
-    runtime.config.jailer = Some(JailerConfig {
+    runtime.vmm.config.jailer = Some(JailerConfig {
         jailer_bin,
         chroot_base_dir: jail_base.to_path_buf(),
         cgroup_version: 2,
@@ -60,7 +65,7 @@ fn jailed_runtime(dir: &Path, jail_base: &Path) -> (FirecrackerRuntime, PathBuf)
 }
 
 fn jailer(runtime: &FirecrackerRuntime) -> &JailerConfig {
-    runtime.config.jailer.as_ref().unwrap()
+    runtime.vmm.config.jailer.as_ref().unwrap()
 }
 
 fn mounts(dir: &Path) -> Vec<PathBuf> {
@@ -87,13 +92,13 @@ fn same_inode(a: &Path, b: &Path) -> bool {
 
 /// Nothing of a jailed boot is left: no jail dir, no mount, no process, the volume berth's.
 fn assert_nothing_left(runtime: &FirecrackerRuntime, id: &BoxId, pid: Option<i32>) {
-    let jail_dir = jailer(runtime).jail_dir(&runtime.config.firecracker_bin, id);
+    let jail_dir = jailer(runtime).jail_dir(&runtime.vmm.config.firecracker_bin, id);
     assert!(mounts(&jail_dir).is_empty(), "{:?}", mounts(&jail_dir));
     assert!(!jail_dir.exists(), "{} left", jail_dir.display());
     if let Some(pid) = pid {
         assert!(!crate::process::pid_alive(pid), "the VMM outlived it");
     }
-    let paths = runtime.box_paths(id);
+    let paths = runtime.files(id);
     for file in paths.boot_files() {
         assert!(!file.exists(), "{} left", file.display());
     }
@@ -110,8 +115,8 @@ fn stand_ins(
     id: &BoxId,
     fault: Option<&'static str>,
 ) -> tokio::task::JoinHandle<(FakeApi, FakeGuest, Vec<PathBuf>)> {
-    let paths = runtime.box_paths(id);
-    let jail_dir = jailer(runtime).jail_dir(&runtime.config.firecracker_bin, id);
+    let paths = runtime.files(id);
+    let jail_dir = jailer(runtime).jail_dir(&runtime.vmm.config.firecracker_bin, id);
     let (api_socket, vsock, pid_file) =
         (paths.api_socket(), paths.vsock_socket(), paths.pid_file());
     let console = paths.vm().console_log();
@@ -168,8 +173,8 @@ async fn a_jailed_boot_stages_its_files_answers_stops_and_leaves_nothing() {
     let _cleanup = Cleanup(&runtime);
     let spec = spec(&rootfs);
     let id = &spec.id;
-    let paths = runtime.box_paths(id);
-    let chroot = jailer(&runtime).chroot(&runtime.config.firecracker_bin, id);
+    let paths = runtime.files(id);
+    let chroot = jailer(&runtime).chroot(&runtime.vmm.config.firecracker_bin, id);
     // The box's own VMM ids, no other box's.
     let (uid, gid) = crate::vm::vmm_owner(spec.id_map);
 
@@ -221,8 +226,8 @@ async fn a_jailed_boot_stages_its_files_answers_stops_and_leaves_nothing() {
     let config_disk = paths.vm().config_disk();
     let volume = paths.vm().volume();
     for (name, host) in [
-        ("vmlinux", &runtime.config.kernel),
-        ("initrd.img", &runtime.config.initramfs),
+        ("vmlinux", &runtime.vmm.config.kernel),
+        ("initrd.img", &runtime.vmm.config.initramfs),
         ("rootfs.img", &rootfs),
     ] {
         assert!(same_inode(&chroot.join(name), host), "{name}");
@@ -235,7 +240,7 @@ async fn a_jailed_boot_stages_its_files_answers_stops_and_leaves_nothing() {
     // The sockets dir is bound at its host path; only it is mounted.
     let sockets_inside = in_chroot(&chroot, &paths.sockets_dir());
     assert_eq!(
-        mounts(&jailer(&runtime).jail_dir(&runtime.config.firecracker_bin, id)),
+        mounts(&jailer(&runtime).jail_dir(&runtime.vmm.config.firecracker_bin, id)),
         std::slice::from_ref(&sockets_inside)
     );
     assert_eq!(owner_mode(&paths.sockets_dir()), (uid, gid, 0o700));
@@ -289,7 +294,7 @@ async fn a_failed_jailed_start_across_file_systems_leaves_nothing() {
     let _cleanup = Cleanup(&runtime);
     let spec = spec(&rootfs);
     let id = &spec.id;
-    let chroot = jailer(&runtime).chroot(&runtime.config.firecracker_bin, id);
+    let chroot = jailer(&runtime).chroot(&runtime.vmm.config.firecracker_bin, id);
 
     let stand_ins = stand_ins(&runtime, id, Some("/drives/berth_vol"));
     match runtime.start(&spec).await {
@@ -320,7 +325,7 @@ async fn a_failed_jailed_start_across_file_systems_leaves_nothing() {
             "volume.ext4"
         ]
     );
-    assert!(staged.contains(&in_chroot(&chroot, &runtime.box_paths(id).sockets_dir())));
+    assert!(staged.contains(&in_chroot(&chroot, &runtime.files(id).sockets_dir())));
     assert_nothing_left(&runtime, id, None);
     assert_eq!(runtime.status(id).await.unwrap(), RuntimeStatus::Stopped);
 }
@@ -371,7 +376,7 @@ async fn the_sweep_at_new_undoes_a_crashed_daemons_jail() {
     let _cleanup = Cleanup(&runtime);
     let spec = spec(&rootfs);
     let id = &spec.id;
-    let jail_dir = jailer(&runtime).jail_dir(&runtime.config.firecracker_bin, id);
+    let jail_dir = jailer(&runtime).jail_dir(&runtime.vmm.config.firecracker_bin, id);
 
     let stand_ins = stand_ins(&runtime, id, None);
     match runtime.start(&spec).await {
@@ -399,13 +404,15 @@ async fn the_sweep_at_new_undoes_a_crashed_daemons_jail() {
         "the crash left the jail staged"
     );
 
-    let next = FirecrackerRuntime {
-        config: runtime.config.clone(),
-        layout: VmLayout::new(&runtime.config.data_dir),
-        kvm: "test".into(),
+    let next = VmRuntime {
+        vmm: Firecracker {
+            config: runtime.vmm.config.clone(),
+            layout: VmLayout::new(&runtime.vmm.config.data_dir),
+            kvm: "test".into(),
+        },
     };
     next.sweep_jails().unwrap();
     assert!(mounts(&jail_dir).is_empty());
     assert!(!jail_dir.exists());
-    assert_eq!(owner_mode(&next.box_paths(id).vm().volume()).0, 0);
+    assert_eq!(owner_mode(&next.files(id).vm().volume()).0, 0);
 }

@@ -1,7 +1,9 @@
 //! The `firecracker` backend: each box is a Firecracker microVM booting berth's kernel
 //! (an uncompressed `vmlinux`) and initramfs straight into berth-init.
 //!
-//! It shares the qemu backend's backend-neutral parts: the box layout, the volume and
+//! [`FirecrackerRuntime`] is the one VM runtime (`crate::vm::runtime`) over the
+//! [`Firecracker`] driver (`driver.rs`). It shares the qemu backend's backend-neutral
+//! parts: the box layout, the volume and
 //! layer images, the config disk, the egress listener and process supervision. Firecracker
 //! is driven through its REST API on a Unix socket (`api.rs` has the bodies, `client.rs`
 //! sends them); its vsock is natively hybrid, with the same sockets a qemu box's channel bridge
@@ -13,6 +15,7 @@ pub mod api;
 mod boot;
 pub mod client;
 mod cmdline;
+mod driver;
 pub mod drives;
 #[cfg(test)]
 mod fake;
@@ -32,7 +35,6 @@ mod stop;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use berth_protocol::BoxId;
 
 pub use boot::{boot_requests, configure_and_start, vcpus, VmSetup, GUEST_CID};
@@ -43,19 +45,15 @@ pub use cmdline::{
 pub use paths::FcPaths;
 pub use probe::kernel_problem;
 
-use crate::error::wrong_state;
 use crate::process::vmm as process;
+use crate::vm::runtime::VmRuntime;
 use crate::vm::{find_program, VmLayout};
-use crate::{
-    BootToken, Booted, BoxExit, BoxSpec, Capabilities, EgressListener, GuestClient, IdMap, Runtime,
-    RuntimeError, RuntimeStatus,
-};
+use crate::{Capabilities, RuntimeError};
 
 /// The Firecracker binary looked up on `PATH` unless `$BERTH_FIRECRACKER` names one.
 pub const DEFAULT_FIRECRACKER: &str = "firecracker";
 /// How long a boot may take to a ready berth-init (Firecracker always runs under KVM).
 pub const BOOT_DEADLINE: Duration = Duration::from_secs(20);
-const REMOVE_GRACE: Duration = Duration::from_secs(5);
 /// Snapshots: Firecracker's own create and load (`snapshot.rs`).
 pub const CAPABILITIES: Capabilities = Capabilities {
     pause: true,
@@ -114,14 +112,19 @@ pub struct FirecrackerDescription {
 /// What berth says (at start, and in `GET /v1/runtimes`) when Firecracker runs un-jailed.
 pub const UNJAILED_NOTICE: &str = "Firecracker runs UN-JAILED as host root (--firecracker-unjailed): a guest that escapes into the VMM is root on this host";
 
+/// The Firecracker driver of the VM runtime (`crate::vm::runtime`): its `Vmm` is in
+/// `driver.rs`.
 #[derive(Debug)]
-pub struct FirecrackerRuntime {
+pub struct Firecracker {
     config: FirecrackerConfig,
     layout: VmLayout,
     kvm: String,
 }
 
-impl FirecrackerRuntime {
+/// The `firecracker` backend: the one VM runtime driving Firecracker.
+pub type FirecrackerRuntime = VmRuntime<Firecracker>;
+
+impl VmRuntime<Firecracker> {
     /// Checks the binary and images and probes KVM by booting the kernel under
     /// Firecracker (at most a few seconds). Without a binary, a `vmlinux` or a KVM that
     /// runs a guest: [`RuntimeError::Missing`] saying which.
@@ -172,10 +175,12 @@ impl FirecrackerRuntime {
             Some(_) => tracing::info!(kvm = %kvm, "firecracker backend (jailed)"),
             None => tracing::warn!(kvm = %kvm, "{UNJAILED_NOTICE}"),
         }
-        let runtime = FirecrackerRuntime {
-            config,
-            layout,
-            kvm,
+        let runtime = VmRuntime {
+            vmm: Firecracker {
+                config,
+                layout,
+                kvm,
+            },
         };
         runtime.sweep_jails()?;
         Ok(runtime)
@@ -184,22 +189,50 @@ impl FirecrackerRuntime {
     /// Undoes the jails of boxes whose Firecracker is gone (a crashed daemon's leftovers:
     /// mounts, chroot dirs, cgroups, the volume's owner).
     fn sweep_jails(&self) -> Result<(), RuntimeError> {
-        if self.config.jailer.is_none() {
+        if self.vmm.config.jailer.is_none() {
             return Ok(());
         }
         for (id, paths) in self.box_dirs()? {
-            if process::find(&paths.pid_file(), &paths.vm().vm_dir()).is_some() {
+            if self.find(&paths).is_some() {
                 continue;
             }
             // One box's stuck mount must not take the backend down: its next start or
             // stop undoes the jail again, and fails there if it still cannot.
-            if let Err(e) = self.unjail(&id, &paths) {
+            if let Err(e) = self.vmm.unjail(&id, &paths) {
                 tracing::warn!(box_id = %id, error = %crate::error_chain(&e), "cannot undo a leftover jail");
             }
         }
         Ok(())
     }
 
+    pub fn layout(&self) -> &VmLayout {
+        &self.vmm.layout
+    }
+
+    pub fn describe(&self) -> FirecrackerDescription {
+        let fc = &self.vmm;
+        FirecrackerDescription {
+            firecracker: fc.config.firecracker_bin.clone(),
+            kernel: fc.config.kernel.clone(),
+            initramfs: fc.config.initramfs.clone(),
+            kvm: fc.kvm.clone(),
+            jailer: fc.config.jailer.is_some(),
+            notice: fc
+                .config
+                .jailer
+                .is_none()
+                .then(|| UNJAILED_NOTICE.to_owned()),
+            boot_deadline_ms: fc.config.boot_deadline.as_millis() as u64,
+        }
+    }
+
+    /// The host pid of a box's Firecracker, when it runs.
+    pub fn firecracker_pid(&self, id: &BoxId) -> Option<i32> {
+        self.find(&self.files(id)).map(|p| p.pid())
+    }
+}
+
+impl Firecracker {
     /// Undoes what a jailed boot of `id` staged; nothing to do without a jailer.
     fn unjail(&self, id: &BoxId, paths: &FcPaths) -> Result<(), RuntimeError> {
         let Some(jailer) = &self.config.jailer else {
@@ -216,69 +249,6 @@ impl FirecrackerRuntime {
         })
     }
 
-    /// The egress listener where this boot's Firecracker delivers port 2025 (the jailed
-    /// Firecracker's uid's: it connects to it).
-    fn bind_egress(&self, paths: &FcPaths, id_map: IdMap) -> Result<EgressListener, RuntimeError> {
-        let owner = self
-            .config
-            .jailer
-            .as_ref()
-            .map(|_| crate::vm::vmm_owner(id_map));
-        crate::vm::egress::bind(&paths.egress_socket(), owner)
-    }
-
-    pub fn layout(&self) -> &VmLayout {
-        &self.layout
-    }
-
-    pub fn describe(&self) -> FirecrackerDescription {
-        FirecrackerDescription {
-            firecracker: self.config.firecracker_bin.clone(),
-            kernel: self.config.kernel.clone(),
-            initramfs: self.config.initramfs.clone(),
-            kvm: self.kvm.clone(),
-            jailer: self.config.jailer.is_some(),
-            notice: self
-                .config
-                .jailer
-                .is_none()
-                .then(|| UNJAILED_NOTICE.to_owned()),
-            boot_deadline_ms: self.config.boot_deadline.as_millis() as u64,
-        }
-    }
-
-    /// The host pid of a box's Firecracker, when it runs.
-    pub fn firecracker_pid(&self, id: &BoxId) -> Option<i32> {
-        let paths = self.box_paths(id);
-        process::find(&paths.pid_file(), &paths.vm().vm_dir()).map(|p| p.pid())
-    }
-
-    /// Kills every Firecracker under this backend's data dir and removes their boot files,
-    /// synchronously (for Drop guards). Returns the boxes whose process would not die.
-    pub fn kill_all_blocking(&self) -> Vec<BoxId> {
-        let mut left = Vec::new();
-        for (id, paths) in self.box_dirs().unwrap_or_default() {
-            if let Some(vmm) = process::find(&paths.pid_file(), &paths.vm().vm_dir()) {
-                if !vmm.kill_blocking(stop::KILL_WAIT) {
-                    left.push(id);
-                    continue;
-                }
-            }
-            process::reap_exited(&paths.pid_file());
-            for file in paths.boot_files() {
-                let _ = std::fs::remove_file(file);
-            }
-            if let Err(e) = self.unjail(&id, &paths) {
-                tracing::warn!(box_id = %id, error = %crate::error_chain(&e), "cannot undo the jail");
-            }
-        }
-        left
-    }
-
-    fn box_paths(&self, id: &BoxId) -> FcPaths {
-        self.fc_paths(self.layout.box_paths(id).box_dir())
-    }
-
     fn fc_paths(&self, box_dir: &Path) -> FcPaths {
         if self.config.jailer.is_some() {
             FcPaths::jailed_at(box_dir)
@@ -287,70 +257,12 @@ impl FirecrackerRuntime {
         }
     }
 
-    /// Box dirs under `boxes/` that have a VM dir (whatever their backend).
-    fn box_dirs(&self) -> Result<Vec<(BoxId, FcPaths)>, RuntimeError> {
-        Ok(crate::vm::box_dirs(&self.layout)?
-            .into_iter()
-            .map(|(id, paths)| (id, self.fc_paths(paths.box_dir())))
-            .collect())
-    }
-
-    /// What runs of the box now, from Firecracker's own `GET /`. A box whose Firecracker
-    /// is gone is cleaned up here.
-    async fn state(&self, id: &BoxId) -> Result<RuntimeStatus, RuntimeError> {
-        let paths = self.box_paths(id);
-        if process::find(&paths.pid_file(), &paths.vm().vm_dir()).is_none() {
-            self.clean(id, &paths).await?;
-            return Ok(RuntimeStatus::Stopped);
-        }
-        let info = ApiClient::new(&paths.api_socket())
-            .instance_info()
-            .await
-            .map_err(|e| api_failed("status", &e, &paths.vm().console_log()))?;
-        Ok(match info.state {
-            api::InstanceState::Paused => RuntimeStatus::Paused,
-            // "Not started": mid-boot, which `start` owns; the VMM runs.
-            api::InstanceState::Running | api::InstanceState::NotStarted => RuntimeStatus::Running,
-        })
-    }
-
-    /// Kills whatever is left of the box's Firecracker and removes this boot's files (and,
-    /// under the jailer, its chroot).
-    async fn clean(&self, id: &BoxId, paths: &FcPaths) -> Result<(), RuntimeError> {
-        let vm_dir = paths.vm().vm_dir();
-        if !vm_dir.exists() {
-            return self.unjail(id, paths);
-        }
-        if let Some(vmm) = process::find(&paths.pid_file(), &vm_dir) {
-            if !vmm.kill(stop::KILL_WAIT).await {
-                return Err(still_alive(&paths.pid_file(), vmm.pid()));
-            }
-        }
-        // A Firecracker that exited on its own may be unreaped yet: keep how it ended.
-        process::reap_exited_into(&paths.pid_file(), &paths.vm().vmm_exit());
-        for file in paths.boot_files() {
-            crate::fs::remove_if_exists(&file)?;
-        }
-        self.unjail(id, paths)
-    }
-
     async fn set_vm_state(
         &self,
-        id: &BoxId,
+        paths: &FcPaths,
         operation: &'static str,
-        from: RuntimeStatus,
         to: api::VmStateRequest,
     ) -> Result<(), RuntimeError> {
-        let status = self.state(id).await?;
-        if status != from {
-            let expected = if from == RuntimeStatus::Running {
-                "running"
-            } else {
-                "paused"
-            };
-            return Err(wrong_state(id, operation, expected, status));
-        }
-        let paths = self.box_paths(id);
         ApiClient::new(&paths.api_socket())
             .call(&api::ApiRequest::vm_state(to))
             .await
@@ -366,121 +278,5 @@ fn api_failed(operation: &'static str, error: &ApiError, console: &Path) -> Runt
         operation,
         status: crate::error_chain(error),
         stderr: process::log_tail(console),
-    }
-}
-
-fn still_alive(pid_file: &Path, pid: i32) -> RuntimeError {
-    crate::vm::still_alive(pid_file, pid, stop::KILL_WAIT)
-}
-
-#[async_trait]
-impl Runtime for FirecrackerRuntime {
-    fn name(&self) -> &'static str {
-        "firecracker"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        CAPABILITIES
-    }
-
-    /// A cold boot changes the volume under any snapshot, which could then never be
-    /// restored safely: it is discarded first.
-    async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {
-        let status = self.state(&spec.id).await?;
-        if status == RuntimeStatus::Stopped {
-            self.discard(&spec.id)?;
-        }
-        let paths = self.box_paths(&spec.id);
-        crate::vm::start_or_clean(
-            spec,
-            status,
-            self.boot(spec, &paths),
-            self.clean(&spec.id, &paths),
-        )
-        .await
-    }
-
-    async fn rebind_egress(
-        &self,
-        id: &BoxId,
-        id_map: IdMap,
-    ) -> Result<EgressListener, RuntimeError> {
-        self.bind_egress(&self.box_paths(id), id_map)
-    }
-
-    async fn stop(&self, id: &BoxId, grace: Duration) -> Result<(), RuntimeError> {
-        self.shut_down(id, grace).await
-    }
-
-    async fn pause(&self, id: &BoxId) -> Result<(), RuntimeError> {
-        self.set_vm_state(
-            id,
-            "pause",
-            RuntimeStatus::Running,
-            api::VmStateRequest::Paused,
-        )
-        .await
-    }
-
-    async fn resume(&self, id: &BoxId) -> Result<(), RuntimeError> {
-        self.set_vm_state(
-            id,
-            "resume",
-            RuntimeStatus::Paused,
-            api::VmStateRequest::Resumed,
-        )
-        .await
-    }
-
-    async fn status(&self, id: &BoxId) -> Result<RuntimeStatus, RuntimeError> {
-        self.state(id).await
-    }
-
-    async fn wait_exit(&self, id: &BoxId) -> Result<BoxExit, RuntimeError> {
-        self.wait_boot_end(id).await
-    }
-
-    fn channel(&self, id: &BoxId, token: &BootToken) -> GuestClient {
-        crate::vm::hybrid_client(self.box_paths(id).vsock_socket(), token)
-    }
-
-    async fn snapshot(&self, id: &BoxId) -> Result<(), RuntimeError> {
-        self.take_snapshot(id).await
-    }
-
-    async fn restore(&self, spec: &BoxSpec, old_token: &BootToken) -> Result<Booted, RuntimeError> {
-        self.restore_snapshot(spec, old_token).await
-    }
-
-    async fn snapshot_size(&self, id: &BoxId) -> Result<Option<u64>, RuntimeError> {
-        self.snapshot_bytes(id)
-    }
-
-    async fn discard_snapshot(&self, id: &BoxId) -> Result<(), RuntimeError> {
-        self.discard(id)
-    }
-
-    /// Firecracker's RSS: the guest RAM it has touched plus its own. (Un-jailed it runs in
-    /// no cgroup of berth's; jailed, in the jailer's.)
-    async fn memory_held(&self, id: &BoxId) -> Result<Option<u64>, RuntimeError> {
-        let paths = self.box_paths(id);
-        Ok(process::find(&paths.pid_file(), &paths.vm().vm_dir()).and_then(|vmm| vmm.rss_bytes()))
-    }
-
-    async fn list(&self) -> Result<Vec<BoxId>, RuntimeError> {
-        Ok(self
-            .box_dirs()?
-            .into_iter()
-            .filter(|(_, paths)| process::find(&paths.pid_file(), &paths.vm().vm_dir()).is_some())
-            .map(|(id, _)| id)
-            .collect())
-    }
-
-    async fn remove(&self, id: &BoxId) -> Result<(), RuntimeError> {
-        self.stop(id, REMOVE_GRACE).await?;
-        crate::fs::remove_dir_all_if_exists(
-            self.box_paths(id).vm().box_dir(),
-            "remove the box directory",
-        )
     }
 }

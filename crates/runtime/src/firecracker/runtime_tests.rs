@@ -11,6 +11,7 @@ use serde_json::json;
 use super::api::InstanceState;
 use super::fake::{FakeApi, FakeGuest};
 use super::*;
+use crate::{BootToken, BoxSpec, IdMap, Runtime, RuntimeStatus};
 use crate::{Limits, RuntimeError};
 
 /// Kills what the test's runtime left running, also on panic.
@@ -77,12 +78,14 @@ pub(super) fn fake_runtime(dir: &Path) -> (FirecrackerRuntime, PathBuf) {
     config.firecracker_bin = fake_bin;
     // These tests drive the un-jailed mode (`jail_tests.rs` the jailed one).
     config.jailer = None;
-    let runtime = FirecrackerRuntime {
-        layout: VmLayout::new(&data),
-        config,
-        kvm: "test".into(),
+    let runtime = VmRuntime {
+        vmm: Firecracker {
+            layout: VmLayout::new(&data),
+            config,
+            kvm: "test".into(),
+        },
     };
-    std::fs::create_dir_all(runtime.layout.boxes_dir()).unwrap();
+    std::fs::create_dir_all(runtime.layout().boxes_dir()).unwrap();
     (runtime, rootfs)
 }
 
@@ -91,7 +94,7 @@ pub(super) async fn start_faked(
     runtime: &FirecrackerRuntime,
     spec: &BoxSpec,
 ) -> Option<(FakeApi, FakeGuest)> {
-    let paths = runtime.box_paths(&spec.id);
+    let paths = runtime.files(&spec.id);
     let (api_socket, vsock, pid_file) =
         (paths.api_socket(), paths.vsock_socket(), paths.pid_file());
     let console = paths.vm().console_log();
@@ -119,6 +122,11 @@ pub(super) fn booted_or_skip<T>(result: Result<T, RuntimeError>) -> Option<T> {
     }
 }
 
+/// The names of a start's phases, in order.
+pub(super) fn phase_names(phases: &crate::BootPhases) -> Vec<&str> {
+    phases.0.iter().map(|p| p.name.as_str()).collect()
+}
+
 /// `wait_exit`: a killed VMM is a crash naming the signal; a guest that powers itself off
 /// (Firecracker keeps running: no ACPI) is a clean end, seen on the console; a stop is
 /// clean; a box that runs nothing answers at once.
@@ -130,7 +138,7 @@ async fn wait_exit_tells_a_killed_vmm_a_power_off_and_a_stop_apart() {
     let spec = spec(&rootfs);
     let id = &spec.id;
     assert_eq!(runtime.wait_exit(id).await.unwrap(), crate::BoxExit::Clean);
-    let paths = runtime.box_paths(id);
+    let paths = runtime.files(id);
     let Some(_stand_ins) = start_faked(&runtime, &spec).await else {
         return;
     };
@@ -179,7 +187,7 @@ async fn start_pause_resume_stop_and_remove_drive_firecrackers_api() {
     let (runtime, rootfs) = fake_runtime(dir.path());
     let _cleanup = Cleanup(&runtime);
     let spec = spec(&rootfs);
-    let paths = runtime.box_paths(&spec.id);
+    let paths = runtime.files(&spec.id);
 
     // The stand-ins come up once the "VMM" has been spawned (its pid file is written
     // after the runtime removed the stale sockets).
@@ -203,6 +211,11 @@ async fn start_pause_resume_stop_and_remove_drive_firecrackers_api() {
     };
     let (api, _guest) = stand_ins.await.unwrap();
     api.power_off_to(&paths.vm().console_log());
+    assert_eq!(
+        phase_names(&booted.phases),
+        ["plan", "launch", "guest_ready"],
+        "a VM start reports its phases"
+    );
 
     let seen = api.requests();
     let calls: Vec<String> = seen
@@ -228,8 +241,8 @@ async fn start_pause_resume_stop_and_remove_drive_firecrackers_api() {
     assert_eq!(
         seen[1].body,
         Some(json!({
-            "kernel_image_path": runtime.config.kernel.display().to_string(),
-            "initrd_path": runtime.config.initramfs.display().to_string(),
+            "kernel_image_path": runtime.vmm.config.kernel.display().to_string(),
+            "initrd_path": runtime.vmm.config.initramfs.display().to_string(),
             "boot_args": BOOT_ARGS,
         }))
     );
@@ -367,7 +380,7 @@ fn only_an_unjailed_backend_carries_the_loud_notice() {
     let described = runtime.describe();
     assert!(!described.jailer);
     assert_eq!(described.notice.as_deref(), Some(UNJAILED_NOTICE));
-    runtime.config.jailer = Some(JailerConfig::new(dir.path()));
+    runtime.vmm.config.jailer = Some(JailerConfig::new(dir.path()));
     let described = runtime.describe();
     assert!(described.jailer && described.notice.is_none());
 }

@@ -13,9 +13,12 @@
 //!     state                              Firecracker's device and vCPU state
 //!     memory                             the guest's RAM (sparse where it never wrote)
 //! ```
+//!
+//! A save that fails after the guest was paused for it, keeping the files included,
+//! resumes the guest (a box that stays `running` never sits paused); when the guest cannot
+//! be resumed, that is the error.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use berth_protocol::BoxId;
 
@@ -23,16 +26,19 @@ use super::api::{
     ApiRequest, MemBackend, MemBackendType, SnapshotCreate, SnapshotLoad, SnapshotType,
     VmStateRequest,
 };
+use super::boot::Plan;
 use super::client::ApiClient;
 use super::paths::FcPaths;
-use super::{api_failed, stop, FirecrackerRuntime};
-use crate::error::{io, wrong_state};
-use crate::process::vmm as process;
-use crate::vm::snapshot::{hand_over, restore_kept, KeptSnapshot};
-use crate::{BootToken, Booted, BoxSpec, RuntimeError, RuntimeStatus};
+use super::{api_failed, Firecracker};
+use crate::error::io;
+use crate::vm::snapshot::KeptSnapshot;
+use crate::vm::vmm::Launched;
+use crate::{BoxSpec, RuntimeError, RuntimeStatus};
 
 const STATE: &str = "state";
 const MEMORY: &str = "memory";
+/// The files of a whole snapshot.
+pub(super) const FILES: &[&str] = &[STATE, MEMORY];
 
 /// The snapshot's files, where they are kept and where Firecracker sees them.
 struct Files {
@@ -44,7 +50,7 @@ struct Files {
 
 impl Files {
     fn of(paths: &FcPaths) -> Files {
-        let kept = KeptSnapshot::of(paths.vm(), &[STATE, MEMORY]);
+        let kept = KeptSnapshot::of(paths.vm(), FILES);
         let vmm = |name: &str| paths.sockets_dir().join(format!("snapshot.{name}"));
         Files {
             state: (kept.file(STATE), vmm(STATE)),
@@ -63,23 +69,33 @@ impl Files {
         }
         Ok(())
     }
+
+    /// Moves what Firecracker wrote into the kept snapshot.
+    fn keep(&self) -> Result<(), RuntimeError> {
+        self.kept.renew()?;
+        for (kept, vmm) in self.pairs() {
+            std::fs::rename(vmm, kept).map_err(io("keep the snapshot file", vmm))?;
+        }
+        Ok(())
+    }
 }
 
 fn api_path(path: &Path) -> String {
     path.display().to_string()
 }
 
-impl FirecrackerRuntime {
-    pub(super) async fn take_snapshot(&self, id: &BoxId) -> Result<(), RuntimeError> {
-        let status = self.state(id).await?;
-        if status == RuntimeStatus::Stopped {
-            return Err(wrong_state(id, "snapshot", "running or paused", status));
-        }
-        let paths = self.box_paths(id);
+impl Firecracker {
+    /// `Vmm::save`: the running guest paused, `PUT /snapshot/create`, the files kept. On a
+    /// failure nothing is kept and a guest paused for the save is resumed.
+    pub(super) async fn save(
+        &self,
+        id: &BoxId,
+        paths: &FcPaths,
+        status: RuntimeStatus,
+    ) -> Result<(), RuntimeError> {
         let console = paths.vm().console_log();
-        let files = Files::of(&paths);
+        let files = Files::of(paths);
         let api = ApiClient::new(&paths.api_socket());
-        let started = Instant::now();
         files.remove_vmm_side()?;
         if status == RuntimeStatus::Running {
             api.call(&ApiRequest::vm_state(VmStateRequest::Paused))
@@ -91,60 +107,40 @@ impl FirecrackerRuntime {
             mem_file_path: api_path(&files.memory.1),
             snapshot_type: SnapshotType::Full,
         };
-        if let Err(e) = api.call(&ApiRequest::snapshot_create(&create)).await {
-            // Nothing was saved: the box goes on as it was.
-            if status == RuntimeStatus::Running {
-                let _ = api
-                    .call(&ApiRequest::vm_state(VmStateRequest::Resumed))
-                    .await;
-            }
-            let _ = files.remove_vmm_side();
-            return Err(api_failed("snapshot", &e, &console));
-        }
-        files.kept.renew()?;
-        for (kept, vmm) in files.pairs() {
-            std::fs::rename(vmm, kept).map_err(io("keep the snapshot file", vmm))?;
-        }
-        // Berth ended this boot: `wait_exit` says clean, not killed.
-        crate::vm::exit::mark_stop(paths.vm());
-        if let Some(vmm) = process::find(&paths.pid_file(), &paths.vm().vm_dir()) {
-            if !vmm.kill(stop::KILL_WAIT).await {
-                return Err(crate::vm::still_alive(
-                    &paths.pid_file(),
-                    vmm.pid(),
-                    stop::KILL_WAIT,
-                ));
+        let saved = match api.call(&ApiRequest::snapshot_create(&create)).await {
+            Ok(_) => files.keep(),
+            Err(e) => Err(api_failed("snapshot", &e, &console)),
+        };
+        let Err(error) = saved else {
+            return Ok(());
+        };
+        // Nothing was kept: the box goes on as it was.
+        for cleanup in [files.remove_vmm_side(), files.kept.discard()] {
+            if let Err(e) = cleanup {
+                tracing::warn!(box_id = %id, error = %crate::error_chain(&e), "cannot remove a failed snapshot");
             }
         }
-        self.clean(id, &paths).await?;
-        tracing::info!(box_id = %id, snapshot_ms = started.elapsed().as_millis() as u64, "Firecracker VM snapshotted");
-        Ok(())
+        if status == RuntimeStatus::Running {
+            if let Err(e) = api
+                .call(&ApiRequest::vm_state(VmStateRequest::Resumed))
+                .await
+            {
+                tracing::warn!(box_id = %id, error = %crate::error_chain(&error), "snapshot failed");
+                return Err(api_failed("resume after a failed snapshot", &e, &console));
+            }
+        }
+        Err(error)
     }
 
-    pub(super) async fn restore_snapshot(
-        &self,
-        spec: &BoxSpec,
-        old_token: &BootToken,
-    ) -> Result<Booted, RuntimeError> {
-        let status = self.state(&spec.id).await?;
-        let paths = self.box_paths(&spec.id);
-        restore_kept(
-            spec,
-            status,
-            &Files::of(&paths).kept,
-            self.load(spec, &paths, old_token),
-            self.clean(&spec.id, &paths),
-        )
-        .await
-    }
-
-    async fn load(
+    /// `Vmm::load`: a fresh Firecracker, launched as a boot would be, `PUT /snapshot/load`s
+    /// the kept snapshot instead of configuring a VM.
+    pub(super) async fn load(
         &self,
         spec: &BoxSpec,
         paths: &FcPaths,
-        old_token: &BootToken,
-    ) -> Result<Booted, RuntimeError> {
-        let launched = self.launch(spec, paths).await?;
+        plan: Plan,
+    ) -> Result<Launched, RuntimeError> {
+        let (launched, api, _) = self.spawn(spec, paths, plan).await?;
         let console = paths.vm().console_log();
         let files = Files::of(paths);
         // Linked, not moved: a load that fails leaves the snapshot for another try.
@@ -161,33 +157,10 @@ impl FirecrackerRuntime {
             enable_diff_snapshots: false,
             resume_vm: true,
         };
-        let loaded = launched.api.call(&ApiRequest::snapshot_load(&load)).await;
+        let loaded = api.call(&ApiRequest::snapshot_load(&load)).await;
         // Firecracker holds what it needs open (the memory is mapped).
         files.remove_vmm_side()?;
         loaded.map_err(|e| api_failed("restore", &e, &console))?;
-
-        let client = hand_over(
-            &spec.id,
-            &paths.vsock_socket(),
-            old_token,
-            &spec.boot_token,
-            self.config.boot_deadline,
-        )
-        .await?;
-        files.kept.discard()?;
-        tracing::info!(box_id = %spec.id, restore_ms = launched.started.elapsed().as_millis() as u64, "Firecracker VM restored");
-        Ok(Booted {
-            client,
-            egress: launched.egress,
-            phases: crate::BootPhases::default(),
-        })
-    }
-
-    pub(super) fn snapshot_bytes(&self, id: &BoxId) -> Result<Option<u64>, RuntimeError> {
-        Files::of(&self.box_paths(id)).kept.bytes()
-    }
-
-    pub(super) fn discard(&self, id: &BoxId) -> Result<(), RuntimeError> {
-        Files::of(&self.box_paths(id)).kept.discard()
+        Ok(launched)
     }
 }

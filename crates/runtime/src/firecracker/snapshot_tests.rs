@@ -9,8 +9,9 @@ use serde_json::json;
 
 use super::api::InstanceState;
 use super::fake::{FakeApi, FakeGuest, GuestToken};
-use super::runtime_tests::{booted_or_skip, fake_runtime, spec, wait_for, Cleanup};
+use super::runtime_tests::{booted_or_skip, fake_runtime, phase_names, spec, wait_for, Cleanup};
 use super::*;
+use crate::{BootToken, BoxSpec, Runtime, RuntimeStatus};
 use crate::{GuestError, RuntimeError};
 
 /// Serves the fake API (and, for a cold boot, the guest) once the "VMM" is spawned.
@@ -42,7 +43,7 @@ async fn a_snapshot_ends_the_vmm_and_a_restore_loads_it_and_hands_over_a_new_tok
     let (runtime, rootfs) = fake_runtime(dir.path());
     let _cleanup = Cleanup(&runtime);
     let spec = spec(&rootfs);
-    let (id, paths) = (&spec.id, runtime.box_paths(&spec.id));
+    let (id, paths) = (&spec.id, runtime.files(&spec.id));
     assert!(runtime.capabilities().snapshot);
 
     // Nothing to restore, nothing to snapshot yet.
@@ -139,6 +140,7 @@ async fn a_snapshot_ends_the_vmm_and_a_restore_loads_it_and_hands_over_a_new_tok
     let api = api_for_load.await.unwrap();
     let booted = booted.unwrap_or_else(|e| panic!("{}", crate::error_chain(&e)));
     assert_eq!(calls(&api), ["PUT /snapshot/load"]);
+    assert_eq!(phase_names(&booted.phases), ["plan", "load", "hand_over"]);
     assert_eq!(
         api.requests()[0].body,
         Some(json!({
@@ -185,7 +187,7 @@ async fn a_failed_load_keeps_the_snapshot_and_discard_removes_it() {
     let (runtime, rootfs) = fake_runtime(dir.path());
     let _cleanup = Cleanup(&runtime);
     let spec = spec(&rootfs);
-    let (id, paths) = (&spec.id, runtime.box_paths(&spec.id));
+    let (id, paths) = (&spec.id, runtime.files(&spec.id));
     let kept = paths.vm().box_dir().join("snapshot");
     crate::vm::make_private_dir(paths.vm().box_dir()).unwrap();
     crate::vm::make_private_dir(&kept).unwrap();

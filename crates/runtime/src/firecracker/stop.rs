@@ -1,6 +1,7 @@
-//! Stopping a VM: `SendCtrlAltDel` (berth-init turns it into a graceful stop: every process
-//! stopped, the volume synced, power off), waiting for the guest to power off or
-//! Firecracker to exit within the grace, then SIGKILL and removing the boot's files.
+//! Stopping a Firecracker VM: `SendCtrlAltDel` (berth-init turns it into a graceful stop:
+//! every process stopped, the volume synced, power off), waiting for the guest to power off
+//! or Firecracker to exit within the grace; the VM runtime then SIGKILLs it and removes the
+//! boot's files.
 //!
 //! A Firecracker guest that powers off without ACPI only halts, and Firecracker keeps
 //! running; so the end of the guest is seen on its console ("reboot: Power down", which
@@ -12,28 +13,28 @@ use berth_protocol::BoxId;
 
 use super::api::{ActionType, ApiRequest, InstanceState, VmStateRequest};
 use super::client::ApiClient;
-use super::FirecrackerRuntime;
-use crate::process::vmm as process;
-use crate::RuntimeError;
+use super::paths::FcPaths;
+use super::Firecracker;
+use crate::process::vmm::VmProcess;
+use crate::vm::VmPaths;
 
-/// How long a SIGKILLed Firecracker may take to be gone.
-pub(super) const KILL_WAIT: Duration = Duration::from_secs(5);
 /// What the guest kernel prints once it powers off or resets.
 const GUEST_GONE_MARKS: [&str; 2] = ["reboot: Power down", "reboot: Restarting system"];
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
 const MAX_BACKOFF: Duration = Duration::from_millis(100);
-/// How often `wait_boot_end` reads the console for a halted guest.
+/// How often `guest_halted` reads the console.
 const CONSOLE_POLL: Duration = Duration::from_millis(500);
 
-impl FirecrackerRuntime {
-    pub(super) async fn shut_down(&self, id: &BoxId, grace: Duration) -> Result<(), RuntimeError> {
-        let paths = self.box_paths(id);
-        let vm_dir = paths.vm().vm_dir();
-        let Some(vmm) = process::find(&paths.pid_file(), &vm_dir) else {
-            return self.clean(id, &paths).await;
-        };
-        // However Firecracker now ends (even by SIGKILL), berth ended this boot.
-        crate::vm::exit::mark_stop(paths.vm());
+impl Firecracker {
+    /// `Vmm::power_off`: `SendCtrlAltDel`, then the wait for Firecracker's exit or the
+    /// guest's power-off on the console, at most `grace`.
+    pub(super) async fn power_off(
+        &self,
+        id: &BoxId,
+        paths: &FcPaths,
+        vmm: &VmProcess,
+        grace: Duration,
+    ) {
         let started = Instant::now();
         let api = ApiClient::new(&paths.api_socket());
         let console = paths.vm().console_log();
@@ -66,45 +67,18 @@ impl FirecrackerRuntime {
                 tracing::debug!(box_id = %id, error = %crate::error_chain(&e), "SendCtrlAltDel failed; killing")
             }
         }
-        if !vmm.kill(KILL_WAIT).await {
-            return Err(super::still_alive(&paths.pid_file(), vmm.pid()));
-        }
-        self.clean(id, &paths).await
     }
 }
 
-impl FirecrackerRuntime {
-    /// `Runtime::wait_exit`: Firecracker's exit, or the guest's power-off on the console
-    /// (a guest without ACPI halts and Firecracker keeps running), polled.
-    pub(super) async fn wait_boot_end(&self, id: &BoxId) -> Result<crate::BoxExit, RuntimeError> {
-        let paths = self.box_paths(id);
-        let vm = paths.vm();
-        if let Some(vmm) = process::find(&paths.pid_file(), &vm.vm_dir()) {
-            let ours = vmm.is_child();
-            let console = vm.console_log();
-            let console_start = std::fs::read_to_string(vm.console_start())
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-                .unwrap_or(0);
-            let halted = async {
-                while !guest_gone(&console, console_start) {
-                    tokio::time::sleep(CONSOLE_POLL).await;
-                }
-            };
-            let logs = [console.as_path()];
-            tokio::select! {
-                () = vmm.wait_gone() => crate::vm::exit::settle(&vmm, ours, vm).await,
-                () = halted => {}
-                () = crate::vm::log_ring::keep_bounded(&logs) => {}
-            }
-        } else {
-            crate::vm::exit::settle_gone(&paths.pid_file(), vm).await;
-        }
-        Ok(crate::vm::exit::classify(
-            vm,
-            "Firecracker",
-            &vm.console_log(),
-        ))
+/// Resolves once this boot's console says the guest powered off or reset (polled).
+pub(super) async fn guest_halted(vm: &VmPaths) {
+    let console = vm.console_log();
+    let console_start = std::fs::read_to_string(vm.console_start())
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    while !guest_gone(&console, console_start) {
+        tokio::time::sleep(CONSOLE_POLL).await;
     }
 }
 

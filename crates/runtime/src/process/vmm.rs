@@ -241,18 +241,6 @@ impl VmProcess {
         kib.checked_mul(1024)
     }
 
-    /// Its arguments (without the program), from `/proc/<pid>/cmdline`.
-    pub fn args(&self) -> std::io::Result<Vec<std::ffi::OsString>> {
-        use std::os::unix::ffi::OsStrExt;
-        let raw = std::fs::read(format!("/proc/{}/cmdline", self.pid))?;
-        Ok(raw
-            .split(|&b| b == 0)
-            .filter(|part| !part.is_empty())
-            .skip(1)
-            .map(|part| std::ffi::OsStr::from_bytes(part).to_os_string())
-            .collect())
-    }
-
     /// Whether it is stopped by a signal (`SIGSTOP`: a paused VM).
     pub fn is_stopped(&self) -> bool {
         std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).is_ok_and(|stat| {
@@ -318,6 +306,11 @@ impl VmProcess {
     }
 
     /// Whether it has exited (a zombie counts), without waiting.
+    pub fn has_exited(&self) -> bool {
+        self.exited(0)
+    }
+
+    /// Whether it exits within `wait_ms` (a zombie counts), blocking the thread that long.
     fn exited(&self, wait_ms: i32) -> bool {
         let mut poll = libc::pollfd {
             fd: self.pidfd.as_raw_fd(),

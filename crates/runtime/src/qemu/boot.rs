@@ -1,78 +1,39 @@
 //! Booting one box: disks, config disk, the box's cgroup and the files its jailed
 //! processes may use (`crate::vm::jail`), egress listener, the channel bridge, QEMU, then
-//! waiting for berth-init to answer. On error the caller cleans up
-//! (`QemuRuntime::clean`): every step leaves its traces where `clean` looks.
+//! (the VM runtime then waits for berth-init to answer). On error the runtime cleans up:
+//! every step leaves its traces where its cleanup looks.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use berth_protocol::vm::{
     VmDisk, CONFIG_DISK_SERIAL, LAYER_DISK_SERIAL_PREFIX, ROOT_DISK_SERIAL, VOLUME_DISK_SERIAL,
 };
 
 use super::cmdline::{self, Accel, Disk, Launch};
-use super::QemuRuntime;
+use super::launch_record::LaunchRecord;
+use super::Qemu;
 use crate::process::vmm as process;
 use crate::vm::cgroup::VmCgroup;
 use crate::vm::jail::{self, Access, Jail};
-use crate::vm::{self, ReadyWait};
-use crate::vm::{config_disk, egress, volume, VmPaths};
-use crate::{Booted, BoxSpec, EgressListener, GuestClient, RuntimeError};
+use crate::vm::vmm::Launched;
+use crate::vm::{self, config_disk, egress, volume, VmPaths};
+use crate::{BoxSpec, RuntimeError};
 
 /// How long the channel bridge may take to create its sockets.
 const BRIDGE_DEADLINE: Duration = Duration::from_secs(5);
-/// The longest one `info` attempt may wait (never past the boot deadline).
-const INFO_ATTEMPT: Duration = Duration::from_secs(10);
 
-/// What one launch of a box's QEMU is made of: its disks (in QEMU's order) and argv.
-pub(super) struct Plan {
+/// What one launch of a box's QEMU is made of: its disks (in QEMU's order), argv and the
+/// guest's RAM.
+pub(crate) struct Plan {
     disks: Vec<Disk>,
     targets: Vec<VmDisk>,
     pub(super) args: Vec<OsString>,
+    pub(super) memory_mib: u64,
 }
 
-/// A QEMU launched for a box, before its guest answers.
-pub(super) struct Launched {
-    pub(super) qemu: i32,
-    pub(super) egress: EgressListener,
-    pub(super) started: Instant,
-    pub(super) console_from: u64,
-}
-
-impl QemuRuntime {
-    pub(super) async fn boot(
-        &self,
-        spec: &BoxSpec,
-        paths: &VmPaths,
-    ) -> Result<Booted, RuntimeError> {
-        let plan = self.plan(spec, paths).await?;
-        let launched = self.launch(spec, paths, plan).await?;
-        let client = self.channel_for(spec, paths);
-        let wait = ReadyWait {
-            id: &spec.id,
-            client: &client,
-            vmm_pid: launched.qemu,
-            deadline: self.boot_deadline(),
-            attempt: INFO_ATTEMPT,
-            console_log: &paths.console_log(),
-            console_from: launched.console_from,
-        };
-        vm::wait_ready(wait, || {
-            format!(
-                "QEMU exited ({})",
-                one_line(&process::log_tail(&paths.qemu_log()))
-            )
-        })
-        .await?;
-        tracing::info!(box_id = %spec.id, accel = self.accel.accel.as_str(), boot_ms = launched.started.elapsed().as_millis() as u64, "VM ready");
-        Ok(Booted {
-            client,
-            egress: launched.egress,
-            phases: crate::BootPhases::default(),
-        })
-    }
-
+impl Qemu {
     /// The disks and QEMU's argv for booting `spec` (the volume created on the first boot).
     pub(super) async fn plan(&self, spec: &BoxSpec, paths: &VmPaths) -> Result<Plan, RuntimeError> {
         let root_image = vm::rootfs_image(spec, "qemu")?;
@@ -124,11 +85,13 @@ impl QemuRuntime {
             disks,
             targets,
             args,
+            memory_mib: spec.limits.memory_mib,
         })
     }
 
     /// Writes the config disk, confines and starts the channel bridge and then QEMU with
-    /// `plan`. Returns once QEMU runs; its guest may not answer yet.
+    /// `plan`, recording what it was launched with (`LaunchRecord`). Returns once QEMU
+    /// runs; its guest may not answer yet.
     pub(super) async fn launch(
         &self,
         spec: &BoxSpec,
@@ -139,6 +102,7 @@ impl QemuRuntime {
             disks,
             targets,
             args,
+            memory_mib,
         } = plan;
         let config = config_disk::build(spec, targets)?;
         config_disk::write(&paths.config_disk(), &config)?;
@@ -191,8 +155,8 @@ impl QemuRuntime {
         }
         let qemu_jail = jail(qemu_files).prepare()?;
 
+        LaunchRecord::of(&args, memory_mib).write(paths)?;
         let console_from = crate::vm::exit::begin_boot(paths)?;
-        let started = Instant::now();
         let qemu = process::spawn_recorded(
             &self.config.qemu_bin,
             &args,
@@ -202,15 +166,10 @@ impl QemuRuntime {
         )?;
         process::supervise(qemu, Some(bridge), &paths.vmm_exit());
         Ok(Launched {
-            qemu,
+            pid: qemu,
             egress,
-            started,
             console_from,
         })
-    }
-
-    fn channel_for(&self, spec: &BoxSpec, paths: &VmPaths) -> GuestClient {
-        vm::hybrid_client(paths.vsock_socket(), &spec.boot_token)
     }
 
     /// Starts the channel bridge (`berth-init bridge`) in `jail` and waits for both its
@@ -288,7 +247,7 @@ fn hand_over(
     Ok(())
 }
 
-fn one_line(text: &str) -> String {
+pub(super) fn one_line(text: &str) -> String {
     let joined = text
         .lines()
         .filter(|l| !l.trim().is_empty())

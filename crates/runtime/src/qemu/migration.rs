@@ -184,49 +184,8 @@ fn timeout(deadline: Duration) -> MigrationError {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fake_qmp::FakeQmp;
     use super::*;
-    use tokio::io::{AsyncBufReadExt, BufReader};
-
-    /// A subverted QEMU: it greets, answers `migrate` by streaming into the daemon's socket
-    /// without end, and says `active` forever. Returns its QMP socket.
-    fn endless_qemu(dir: &Path, migration_socket: std::path::PathBuf) -> std::path::PathBuf {
-        let path = dir.join("qmp.sock");
-        let listener = UnixListener::bind(&path).unwrap();
-        tokio::spawn(async move {
-            let (stream, _) = listener.accept().await.unwrap();
-            let (read, mut write) = stream.into_split();
-            write
-                .write_all(b"{\"QMP\": {\"version\": {}, \"capabilities\": []}}\r\n")
-                .await
-                .unwrap();
-            let mut lines = BufReader::new(read).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let request: serde_json::Value = serde_json::from_str(&line).unwrap();
-                let answer = match request["execute"].as_str() {
-                    Some("migrate") => {
-                        let socket = migration_socket.clone();
-                        tokio::spawn(async move {
-                            let mut stream = UnixStream::connect(&socket).await.unwrap();
-                            let chunk = vec![0x5a; 64 * 1024];
-                            while stream.write_all(&chunk).await.is_ok() {}
-                        });
-                        serde_json::json!({})
-                    }
-                    Some("query-migrate") => serde_json::json!({"status": "active"}),
-                    _ => serde_json::json!({}),
-                };
-                let reply = serde_json::json!({"return": answer, "id": request["id"]});
-                if write
-                    .write_all(format!("{reply}\r\n").as_bytes())
-                    .await
-                    .is_err()
-                {
-                    break;
-                }
-            }
-        });
-        path
-    }
 
     /// Whatever QEMU sends, the file stops at the limit (the guest's RAM and room for
     /// device state): a VMM cannot fill the host's disk through a snapshot.
@@ -235,8 +194,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("migration.sock");
         let file = dir.path().join("state");
-        let qmp_path = endless_qemu(dir.path(), socket.clone());
-        let mut qmp = Qmp::connect(&qmp_path).await.unwrap();
+        let fake = FakeQmp::endless(dir.path(), &socket);
+        let mut qmp = Qmp::connect(&fake.socket).await.unwrap();
         let owner = (current_uid(), current_gid());
         let limit = 4 << 20;
         let saved = save(

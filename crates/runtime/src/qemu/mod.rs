@@ -4,13 +4,15 @@
 //! the port, and the bridge offers the host the same hybrid-vsock sockets Firecracker does.
 //! A serial port is what QEMU can migrate, so a box can be snapshotted (`snapshot.rs`).
 //!
-//! Per box and boot (`paths.rs` has the files): the volume image is created on the first
-//! start (`volume.rs`); the config disk carries the token, harness, environment, hosts,
-//! trust bundle and disk map (`config_disk.rs`); the egress listener is bound
-//! (`egress.rs`); the bridge starts, then QEMU (`cmdline.rs` builds its argv), and `start`
-//! returns once berth-init answers through the bridge (`boot.rs`). QMP (`qmp.rs`) quits
-//! and migrates; `stop.rs` asks the guest to power off first. The accelerator
-//! is KVM only when a probe guest actually runs under it (`accel.rs`).
+//! [`QemuRuntime`] is the one VM runtime (`crate::vm::runtime`) over the [`Qemu`] driver
+//! (`driver.rs`). Per box and boot (`paths.rs` has the files): the volume image is created
+//! on the first start (`volume.rs`); the config disk carries the token, harness,
+//! environment, hosts, trust bundle and disk map (`config_disk.rs`); the egress listener is
+//! bound (`egress.rs`); the bridge starts, then QEMU (`cmdline.rs` builds its argv; what it
+//! launched with is recorded), and `start` returns once berth-init answers through the
+//! bridge (`boot.rs`). QMP (`qmp.rs`) quits and migrates; `stop.rs` asks the guest to power
+//! off first. The accelerator is KVM only when a probe guest actually runs under it
+//! (`accel.rs`).
 //!
 //! Confinement: QEMU (`-sandbox on`, every option denied) and the bridge (a seccomp filter
 //! of berth's) each run as the box's own unprivileged VMM uid, without
@@ -28,15 +30,20 @@ mod accel;
 mod boot;
 mod cmdline;
 mod disk_full;
+mod driver;
+#[cfg(test)]
+mod fake_qmp;
+mod launch_record;
 mod migration;
 mod qmp;
+#[cfg(test)]
+mod save_tests;
 mod snapshot;
 mod stop;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use berth_protocol::BoxId;
 
 pub use accel::{AccelChoice, AccelMode};
@@ -45,13 +52,9 @@ pub use qmp::{Qmp, QmpError, QmpEvent, RunState};
 // The shared VM layout and program lookup, where the qemu tests and users found them.
 pub use crate::vm::{find_program, VmLayout, VmPaths};
 
-use crate::error::wrong_state;
 use crate::process::vmm as process;
-use crate::vm::{egress, exit};
-use crate::{
-    BootToken, Booted, BoxExit, BoxSpec, Capabilities, EgressListener, GuestClient, IdMap, Runtime,
-    RuntimeError, RuntimeStatus,
-};
+use crate::vm::runtime::VmRuntime;
+use crate::{Capabilities, RuntimeError};
 
 /// The QEMU binary looked up on `PATH` unless `$BERTH_QEMU` names one.
 pub const DEFAULT_QEMU: &str = "qemu-system-x86_64";
@@ -67,8 +70,6 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     snapshot: true,
     host_rootfs: false,
 };
-/// The grace `remove` gives a running box.
-const REMOVE_GRACE: Duration = Duration::from_secs(5);
 /// How long a SIGSTOP or SIGCONT may take to show in `/proc`.
 const SIGNAL_WAIT: Duration = Duration::from_secs(5);
 
@@ -118,8 +119,9 @@ pub struct QemuDescription {
     pub boot_deadline_ms: u64,
 }
 
+/// The QEMU driver of the VM runtime (`crate::vm::runtime`): its `Vmm` is in `driver.rs`.
 #[derive(Debug)]
-pub struct QemuRuntime {
+pub struct Qemu {
     config: QemuConfig,
     layout: VmLayout,
     accel: AccelChoice,
@@ -127,7 +129,10 @@ pub struct QemuRuntime {
     tsc_khz: Option<u64>,
 }
 
-impl QemuRuntime {
+/// The `qemu` backend: the one VM runtime driving QEMU.
+pub type QemuRuntime = VmRuntime<Qemu>;
+
+impl VmRuntime<Qemu> {
     /// Checks the binaries and images, chooses the accelerator (probing KVM by booting the
     /// kernel when `config.accel` is `Auto`: at most a few seconds, once) and takes over the
     /// CIDs of VMs a previous daemon left running.
@@ -158,93 +163,55 @@ impl QemuRuntime {
         let layout = VmLayout::new(&config.data_dir);
         std::fs::create_dir_all(layout.boxes_dir())
             .map_err(process::io("create", &layout.boxes_dir()))?;
-        Ok(QemuRuntime {
-            layout,
-            accel,
-            tsc_khz: cmdline::host_tsc_khz(),
-            config,
+        Ok(VmRuntime {
+            vmm: Qemu {
+                layout,
+                accel,
+                tsc_khz: cmdline::host_tsc_khz(),
+                config,
+            },
         })
     }
 
     pub fn layout(&self) -> &VmLayout {
-        &self.layout
+        &self.vmm.layout
     }
 
     pub fn accel(&self) -> Accel {
-        self.accel.accel
+        self.vmm.accel.accel
     }
 
     pub fn describe(&self) -> QemuDescription {
+        let qemu = &self.vmm;
         QemuDescription {
-            accel: self.accel.clone(),
-            qemu: self.config.qemu_bin.clone(),
-            bridge: self.config.bridge_bin.clone(),
-            kernel: self.config.kernel.clone(),
-            initramfs: self.config.initramfs.clone(),
-            boot_deadline_ms: self.boot_deadline().as_millis() as u64,
+            accel: qemu.accel.clone(),
+            qemu: qemu.config.qemu_bin.clone(),
+            bridge: qemu.config.bridge_bin.clone(),
+            kernel: qemu.config.kernel.clone(),
+            initramfs: qemu.config.initramfs.clone(),
+            boot_deadline_ms: qemu.boot_deadline().as_millis() as u64,
         }
     }
 
     /// The host pid of a box's QEMU, when it runs.
     pub fn qemu_pid(&self, id: &BoxId) -> Option<i32> {
-        let paths = self.layout.box_paths(id);
+        let paths = self.vmm.layout.box_paths(id);
         process::find(&paths.qemu_pid(), &paths.vm_dir()).map(|p| p.pid())
     }
 
     /// The host pid of a box's channel bridge, when it runs.
     pub fn bridge_pid(&self, id: &BoxId) -> Option<i32> {
-        let paths = self.layout.box_paths(id);
+        let paths = self.vmm.layout.box_paths(id);
         process::find(&paths.bridge_pid(), &paths.vm_dir()).map(|p| p.pid())
     }
+}
 
+impl Qemu {
     fn boot_deadline(&self) -> Duration {
         self.config.boot_deadline.unwrap_or(match self.accel.accel {
             Accel::Kvm => KVM_BOOT_DEADLINE,
             Accel::Tcg => TCG_BOOT_DEADLINE,
         })
-    }
-
-    /// Box dirs under `boxes/` that have a VM dir (whatever their backend).
-    fn box_dirs(&self) -> Result<Vec<(BoxId, VmPaths)>, RuntimeError> {
-        crate::vm::box_dirs(&self.layout)
-    }
-
-    /// What runs of the box now. A box whose QEMU is gone is cleaned up here (its bridge
-    /// killed, sockets and pid files removed).
-    async fn state(&self, id: &BoxId) -> Result<RuntimeStatus, RuntimeError> {
-        let paths = self.layout.box_paths(id);
-        match process::find(&paths.qemu_pid(), &paths.vm_dir()) {
-            None => {
-                self.clean(id, &paths).await?;
-                Ok(RuntimeStatus::Stopped)
-            }
-            Some(qemu) if qemu.is_stopped() => Ok(RuntimeStatus::Paused),
-            Some(_) => Ok(RuntimeStatus::Running),
-        }
-    }
-
-    /// Kills whatever of the box's processes is left, removes this boot's files and
-    /// cgroup, and gives the box's files back to root.
-    async fn clean(&self, id: &BoxId, paths: &VmPaths) -> Result<(), RuntimeError> {
-        let vm_dir = paths.vm_dir();
-        if !vm_dir.exists() {
-            return Ok(());
-        }
-        for pid_file in [paths.qemu_pid(), paths.bridge_pid()] {
-            if let Some(process) = process::find(&pid_file, &vm_dir) {
-                if !process.kill(stop::KILL_WAIT).await {
-                    return Err(still_alive(&pid_file, process.pid()));
-                }
-            }
-        }
-        // A QEMU that exited on its own may be unreaped yet: keep how it ended.
-        process::reap_exited_into(&paths.qemu_pid(), &paths.vmm_exit());
-        process::reap_exited(&paths.bridge_pid());
-        for file in paths.boot_files() {
-            egress::remove_if_exists(&file)?;
-        }
-        crate::vm::cgroup::VmCgroup::of(id).remove()?;
-        take_back(paths)
     }
 }
 
@@ -282,158 +249,5 @@ fn signal_failed(paths: &VmPaths, operation: &'static str, pid: i32) -> RuntimeE
             SIGNAL_WAIT.as_millis()
         ),
         stderr: String::new(),
-    }
-}
-
-fn still_alive(pid_file: &Path, pid: i32) -> RuntimeError {
-    crate::vm::still_alive(pid_file, pid, stop::KILL_WAIT)
-}
-
-#[async_trait]
-impl Runtime for QemuRuntime {
-    fn name(&self) -> &'static str {
-        "qemu"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        CAPABILITIES
-    }
-
-    async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {
-        let status = self.state(&spec.id).await?;
-        if status == RuntimeStatus::Stopped {
-            self.discard(&spec.id)?;
-        }
-        let paths = self.layout.box_paths(&spec.id);
-        let clean = self.clean(&spec.id, &paths);
-        crate::vm::start_or_clean(spec, status, self.boot(spec, &paths), clean).await
-    }
-
-    async fn rebind_egress(
-        &self,
-        id: &BoxId,
-        id_map: IdMap,
-    ) -> Result<EgressListener, RuntimeError> {
-        let socket = self.layout.box_paths(id).egress_socket();
-        egress::bind(&socket, Some(crate::vm::vmm_owner(id_map)))
-    }
-
-    async fn stop(&self, id: &BoxId, grace: Duration) -> Result<(), RuntimeError> {
-        self.shut_down(id, grace).await
-    }
-
-    async fn pause(&self, id: &BoxId) -> Result<(), RuntimeError> {
-        let paths = self.layout.box_paths(id);
-        let status = self.state(id).await?;
-        let qemu = process::find(&paths.qemu_pid(), &paths.vm_dir())
-            .filter(|_| status == RuntimeStatus::Running)
-            .ok_or_else(|| wrong_state(id, "pause", "running", status))?;
-        // SIGSTOP, not QMP `stop`: a stopped process freezes every vCPU and QEMU's own
-        // threads at once, and its state shows in `/proc` (`status` reads it back). The
-        // bridge keeps running: what the host sends meanwhile waits in the serial socket.
-        qemu.signal(libc::SIGSTOP);
-        if !qemu.wait_stopped(true, SIGNAL_WAIT).await {
-            return Err(signal_failed(&paths, "pause", qemu.pid()));
-        }
-        Ok(())
-    }
-
-    async fn resume(&self, id: &BoxId) -> Result<(), RuntimeError> {
-        let paths = self.layout.box_paths(id);
-        let status = self.state(id).await?;
-        let qemu = process::find(&paths.qemu_pid(), &paths.vm_dir())
-            .filter(|_| status == RuntimeStatus::Paused)
-            .ok_or_else(|| wrong_state(id, "resume", "paused", status))?;
-        qemu.signal(libc::SIGCONT);
-        if !qemu.wait_stopped(false, SIGNAL_WAIT).await {
-            return Err(signal_failed(&paths, "resume", qemu.pid()));
-        }
-        Ok(())
-    }
-
-    async fn status(&self, id: &BoxId) -> Result<RuntimeStatus, RuntimeError> {
-        self.state(id).await
-    }
-
-    async fn wait_exit(&self, id: &BoxId) -> Result<BoxExit, RuntimeError> {
-        let paths = self.layout.box_paths(id);
-        let Some(qemu) = process::find(&paths.qemu_pid(), &paths.vm_dir()) else {
-            exit::settle_gone(&paths.qemu_pid(), &paths).await;
-            return Ok(exit::classify(&paths, "QEMU", &paths.qemu_log()));
-        };
-        let ours = qemu.is_child();
-        let logs = [paths.console_log(), paths.qemu_log(), paths.bridge_log()];
-        let logs = logs.each_ref().map(|p| p.as_path());
-        tokio::select! {
-            () = qemu.wait_gone() => {}
-            () = crate::vm::log_ring::keep_bounded(&logs) => {}
-            () = disk_full::stopped_on_enospc(&paths) => {
-                let reason = disk_full::reason(&paths);
-                tracing::warn!(box_id = %id, %reason, "the VM stopped on a full host disk; ending it");
-                // Recorded for later callers if the full disk lets us; this one is told
-                // either way.
-                if let Err(e) = exit::mark_disk_full(&paths, &reason) {
-                    tracing::warn!(box_id = %id, error = %crate::error_chain(&e), "cannot record the full disk");
-                }
-                qemu.signal(libc::SIGKILL);
-                if !qemu.wait_exit(stop::KILL_WAIT).await {
-                    return Err(still_alive(&paths.qemu_pid(), qemu.pid()));
-                }
-                exit::settle(&qemu, ours, &paths).await;
-                return Ok(BoxExit::Crashed(reason));
-            }
-        }
-        exit::settle(&qemu, ours, &paths).await;
-        Ok(exit::classify(&paths, "QEMU", &paths.qemu_log()))
-    }
-
-    fn channel(&self, id: &BoxId, token: &BootToken) -> GuestClient {
-        crate::vm::hybrid_client(self.layout.box_paths(id).vsock_socket(), token)
-    }
-
-    async fn snapshot(&self, id: &BoxId) -> Result<(), RuntimeError> {
-        self.take_snapshot(id).await
-    }
-
-    async fn restore(&self, spec: &BoxSpec, old_token: &BootToken) -> Result<Booted, RuntimeError> {
-        self.restore_snapshot(spec, old_token).await
-    }
-
-    async fn snapshot_size(&self, id: &BoxId) -> Result<Option<u64>, RuntimeError> {
-        self.snapshot_bytes(id)
-    }
-
-    async fn discard_snapshot(&self, id: &BoxId) -> Result<(), RuntimeError> {
-        self.discard(id)
-    }
-
-    /// The box cgroup's charge: QEMU (the guest's RAM included) and the bridge.
-    async fn memory_held(&self, id: &BoxId) -> Result<Option<u64>, RuntimeError> {
-        let paths = self.layout.box_paths(id);
-        if process::find(&paths.qemu_pid(), &paths.vm_dir()).is_none() {
-            return Ok(None);
-        }
-        crate::vm::cgroup::memory_used(id)
-    }
-
-    async fn list(&self) -> Result<Vec<BoxId>, RuntimeError> {
-        Ok(self
-            .box_dirs()?
-            .into_iter()
-            .filter(|(_, paths)| {
-                [paths.qemu_pid(), paths.bridge_pid()]
-                    .iter()
-                    .any(|pid_file| process::find(pid_file, &paths.vm_dir()).is_some())
-            })
-            .map(|(id, _)| id)
-            .collect())
-    }
-
-    async fn remove(&self, id: &BoxId) -> Result<(), RuntimeError> {
-        self.stop(id, REMOVE_GRACE).await?;
-        crate::fs::remove_dir_all_if_exists(
-            self.layout.box_paths(id).box_dir(),
-            "remove the box directory",
-        )
     }
 }

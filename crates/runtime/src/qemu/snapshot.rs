@@ -12,27 +12,42 @@
 //!     launch.json                        the QEMU version and argv it was saved from
 //! ```
 //!
+//! The argv and the guest's RAM come from what the boot recorded at launch
+//! (`<vm>/launch.json`, `launch_record.rs`), never from the running QEMU's `/proc` command
+//! line, which QEMU itself can rewrite: the RAM bounds how much of its stream is copied.
+//!
+//! A save that fails at any step after the guest was halted, the record's write included,
+//! discards what it wrote and continues the guest (`save_or_continue`): a box that stays
+//! `running` never sits halted. When the guest cannot be continued, that is the error.
+//!
 //! A snapshot loads only into the same QEMU with the same argv (memory, vCPUs, disks and
 //! their images): `launch.json` is compared before anything starts, and a box whose
 //! template or limits changed since boots cold instead.
 
 use std::ffi::OsString;
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use berth_protocol::BoxId;
 use serde::{Deserialize, Serialize};
 
 use super::migration::{self, MigrationError};
-use super::qmp::{Qmp, QMP_TIMEOUT};
-use super::{stop, QemuRuntime};
-use crate::error::{io, wrong_state};
-use crate::process::vmm as process;
-use crate::vm::snapshot::{hand_over, restore_kept, KeptSnapshot};
+use super::qmp::{Qmp, QmpError};
+use super::Qemu;
+use crate::error::io;
+use crate::process::vmm::{self as process, VmProcess};
+use crate::vm::snapshot::KeptSnapshot;
+use crate::vm::vmm::{Launched, Vmm};
 use crate::vm::VmPaths;
-use crate::{BootToken, Booted, BoxSpec, Runtime, RuntimeError, RuntimeStatus};
+use crate::{BoxSpec, RuntimeError, RuntimeStatus};
+
+use super::boot::Plan;
+use super::launch_record::{comparable_args, LaunchRecord};
 
 const STATE: &str = "state";
 const LAUNCH: &str = "launch.json";
+/// The files of a whole snapshot.
+pub(super) const FILES: &[&str] = &[STATE, LAUNCH];
 /// A save or load passes once over the guest's RAM: a floor, plus time per MiB that a
 /// loaded TCG host still meets.
 const MIGRATION_FLOOR: Duration = Duration::from_secs(30);
@@ -43,36 +58,13 @@ const DEVICE_STATE_MIB: u64 = 64;
 
 /// What a snapshot loads into: the QEMU that saved it, launched with the same argv.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct LaunchRecord {
+struct SavedLaunch {
     /// QMP's `query-version`.
     qemu: serde_json::Value,
     /// The argv, without the kernel command line (it only mattered at boot, and it carries
     /// the host's measured TSC rate, which may differ between daemon runs) and without a
     /// restored QEMU's `-incoming`.
     args: Vec<String>,
-}
-
-fn comparable_args(args: impl IntoIterator<Item = OsString>) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut args = args.into_iter().map(|a| a.to_string_lossy().into_owned());
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "-append" => {
-                args.next();
-                out.extend([arg, "<kernel command line>".into()]);
-            }
-            // A restored QEMU's own: not part of what the guest saw.
-            "-incoming" => {
-                args.next();
-            }
-            _ => out.push(arg),
-        }
-    }
-    out
-}
-
-fn kept(paths: &VmPaths) -> KeptSnapshot {
-    KeptSnapshot::of(paths, &[STATE, LAUNCH])
 }
 
 fn migration_deadline(memory_mib: u64) -> Duration {
@@ -88,109 +80,142 @@ fn failed(operation: &'static str, error: impl std::error::Error, paths: &VmPath
     }
 }
 
-impl QemuRuntime {
-    pub(super) async fn take_snapshot(&self, id: &BoxId) -> Result<(), RuntimeError> {
-        let status = self.state(id).await?;
-        if status == RuntimeStatus::Stopped {
-            return Err(wrong_state(id, "snapshot", "running or paused", status));
-        }
-        let paths = self.layout.box_paths(id);
-        let qemu = process::find(&paths.qemu_pid(), &paths.vm_dir()).ok_or_else(|| {
-            wrong_state(id, "snapshot", "running or paused", RuntimeStatus::Stopped)
-        })?;
-        let started = Instant::now();
-        let args = qemu
-            .args()
-            .map_err(io("read QEMU's command line", &paths.qemu_pid()))?;
-        let args = comparable_args(args);
-        let memory_mib = memory_mib(&args);
-        let owner = owner_of(&paths.run_dir())?;
-        let snapshot = kept(&paths);
-        snapshot.renew()?;
-        let state = snapshot.file(STATE);
-        let socket = paths.migration_socket();
-        crate::fs::remove_if_exists(&socket)?;
-        // A paused box's processes are SIGSTOPped (`pause`): QMP needs QEMU running. Its
-        // vCPUs are halted through QMP at once; they run for that moment only.
-        if status == RuntimeStatus::Paused {
-            self.resume(id).await?;
-        }
-        let mut qmp = Qmp::connect(&paths.qmp_socket())
-            .await
-            .map_err(|e| failed("snapshot", e, &paths))?;
-        let saved = async {
-            qmp.stop().await?;
-            let qemu_version = qmp.execute("query-version").await?;
-            let deadline = migration_deadline(memory_mib);
-            let limit = (memory_mib + DEVICE_STATE_MIB) << 20;
-            let bytes = migration::save(&mut qmp, &socket, owner, &state, deadline, limit).await?;
-            Ok::<_, MigrationError>((qemu_version, bytes))
-        }
-        .await;
-        let _ = crate::fs::remove_if_exists(&socket);
-        let (qemu_version, bytes) = match saved {
-            Ok(saved) => saved,
-            Err(e) => {
-                // Nothing was kept: the box goes on as it was.
-                let _ = snapshot.discard();
-                let _ = qmp.cont().await;
-                if status == RuntimeStatus::Paused {
-                    let _ = self.pause(id).await;
-                }
-                return Err(failed("snapshot", e, &paths));
-            }
-        };
-        let record = LaunchRecord {
-            qemu: qemu_version,
-            args,
+/// Why a save kept nothing.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SaveError {
+    #[error(transparent)]
+    Migration(#[from] MigrationError),
+    #[error("cannot write the snapshot's launch record {path}")]
+    Record {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The save failed after the guest was halted, and `cont` failed too: the guest stays
+    /// halted.
+    #[error("{failed}; then continuing the guest failed, so it stays halted")]
+    NotContinued {
+        failed: Box<SaveError>,
+        #[source]
+        cont: QmpError,
+    },
+}
+
+impl From<QmpError> for SaveError {
+    fn from(e: QmpError) -> SaveError {
+        SaveError::Migration(MigrationError::Qmp(e))
+    }
+}
+
+/// Where a save goes: the kept snapshot, the migration socket QEMU connects to (handed to
+/// `owner`, QEMU's uid), and what the boot was launched with.
+pub(super) struct SaveTo<'a> {
+    pub snapshot: &'a KeptSnapshot,
+    pub socket: &'a Path,
+    pub owner: (u32, u32),
+    pub launch: &'a LaunchRecord,
+}
+
+/// Halts the guest and saves it into `to.snapshot` (the state, then the record: a snapshot
+/// without its record is none). On any failure nothing is kept and the guest is continued;
+/// a failed `cont` is [`SaveError::NotContinued`]. Returns the state's bytes.
+pub(super) async fn save_or_continue(qmp: &mut Qmp, to: SaveTo<'_>) -> Result<u64, SaveError> {
+    let saved = async {
+        qmp.stop().await?;
+        let qemu = qmp.execute("query-version").await?;
+        let memory_mib = to.launch.memory_mib;
+        let limit = (memory_mib + DEVICE_STATE_MIB) << 20;
+        let state = to.snapshot.file(STATE);
+        let deadline = migration_deadline(memory_mib);
+        let bytes = migration::save(qmp, to.socket, to.owner, &state, deadline, limit).await?;
+        let record = SavedLaunch {
+            qemu,
+            args: to.launch.args.clone(),
         };
         let record = serde_json::to_vec_pretty(&record).expect("a launch record serialises");
-        // Written after the state: a snapshot without its record is no snapshot (`exists`).
-        let record_path = snapshot.file(LAUNCH);
-        std::fs::write(&record_path, record).map_err(io("write", &record_path))?;
-
-        // Berth ended this boot: `wait_exit` says clean, not killed.
-        crate::vm::exit::mark_stop(&paths);
-        let _ = tokio::time::timeout(QMP_TIMEOUT, qmp.quit()).await;
-        drop(qmp);
-        if !qemu.wait_exit(stop::KILL_WAIT).await && !qemu.kill(stop::KILL_WAIT).await {
-            return Err(super::still_alive(&paths.qemu_pid(), qemu.pid()));
-        }
-        qemu.reap_into(&paths.vmm_exit());
-        self.clean(id, &paths).await?;
-        tracing::info!(box_id = %id, snapshot_ms = started.elapsed().as_millis() as u64, bytes, "QEMU VM snapshotted");
-        Ok(())
+        let path = to.snapshot.file(LAUNCH);
+        std::fs::write(&path, record).map_err(|source| SaveError::Record { path, source })?;
+        Ok::<_, SaveError>(bytes)
     }
+    .await;
+    let _ = crate::fs::remove_if_exists(to.socket);
+    let failed = match saved {
+        Ok(bytes) => return Ok(bytes),
+        Err(e) => e,
+    };
+    if let Err(e) = to.snapshot.discard() {
+        tracing::warn!(error = %crate::error_chain(&e), "cannot remove a failed snapshot");
+    }
+    match qmp.cont().await {
+        Ok(()) => Err(failed),
+        Err(cont) => Err(SaveError::NotContinued {
+            failed: Box::new(failed),
+            cont,
+        }),
+    }
+}
 
-    pub(super) async fn restore_snapshot(
+impl Qemu {
+    /// `Vmm::save`: a paused box (SIGSTOPped) runs again for the moment QMP needs, its
+    /// vCPUs halted through QMP at once, and is paused again when the save fails.
+    pub(super) async fn save(
         &self,
-        spec: &BoxSpec,
-        old_token: &BootToken,
-    ) -> Result<Booted, RuntimeError> {
-        let status = self.state(&spec.id).await?;
-        let paths = self.layout.box_paths(&spec.id);
-        restore_kept(
-            spec,
-            status,
-            &kept(&paths),
-            self.load(spec, &paths, old_token),
-            self.clean(&spec.id, &paths),
-        )
-        .await
+        id: &BoxId,
+        paths: &VmPaths,
+        vmm: &VmProcess,
+        status: RuntimeStatus,
+    ) -> Result<(), RuntimeError> {
+        let launch = LaunchRecord::read(paths)?;
+        let owner = owner_of(&paths.run_dir())?;
+        let snapshot = self.kept(paths);
+        snapshot.renew()?;
+        let socket = paths.migration_socket();
+        crate::fs::remove_if_exists(&socket)?;
+        let paused = status == RuntimeStatus::Paused;
+        if paused {
+            Vmm::resume(self, paths, vmm).await?;
+        }
+        let saved = async {
+            let mut qmp = Qmp::connect(&paths.qmp_socket()).await?;
+            let to = SaveTo {
+                snapshot: &snapshot,
+                socket: &socket,
+                owner,
+                launch: &launch,
+            };
+            save_or_continue(&mut qmp, to).await
+        }
+        .await;
+        let error = match saved {
+            Ok(bytes) => {
+                tracing::debug!(box_id = %id, bytes, "QEMU saved the VM");
+                return Ok(());
+            }
+            Err(e) => failed("snapshot", e, paths),
+        };
+        // Nothing was kept: the box goes on as it was.
+        if paused {
+            if let Err(e) = Vmm::pause(self, paths, vmm).await {
+                tracing::warn!(box_id = %id, error = %crate::error_chain(&error), "snapshot failed");
+                return Err(e);
+            }
+        }
+        Err(error)
     }
 
-    async fn load(
+    /// `Vmm::load`: QEMU launched as the boot was (compared with the snapshot's record
+    /// first) but with `-incoming`, the saved state sent into it, the guest continued.
+    pub(super) async fn load(
         &self,
         spec: &BoxSpec,
         paths: &VmPaths,
-        old_token: &BootToken,
-    ) -> Result<Booted, RuntimeError> {
-        let snapshot = kept(paths);
+        mut plan: Plan,
+    ) -> Result<Launched, RuntimeError> {
+        let snapshot = self.kept(paths);
         let record_path = snapshot.file(LAUNCH);
         let record = std::fs::read(&record_path).map_err(io("read", &record_path))?;
-        let record: LaunchRecord = serde_json::from_slice(&record)
+        let record: SavedLaunch = serde_json::from_slice(&record)
             .map_err(|e| changed(format!("{}: {e}", record_path.display())))?;
-        let mut plan = self.plan(spec, paths).await?;
         let args = comparable_args(plan.args.clone());
         if args != record.args {
             return Err(changed(first_difference(&record.args, &args)));
@@ -203,7 +228,7 @@ impl QemuRuntime {
         let launched = self.launch(spec, paths, plan).await?;
 
         let deadline = migration_deadline(spec.limits.memory_mib);
-        process::wait_for_path(&socket, launched.qemu, deadline)
+        process::wait_for_path(&socket, launched.pid, deadline)
             .await
             .map_err(|_| failed("restore", QemuGone, paths))?;
         let mut qmp = Qmp::connect(&paths.qmp_socket())
@@ -224,35 +249,12 @@ impl QemuRuntime {
             .map_err(|e| failed("restore", e, paths))?;
         drop(qmp);
         crate::fs::remove_if_exists(&socket)?;
-
-        let client = hand_over(
-            &spec.id,
-            &paths.vsock_socket(),
-            old_token,
-            &spec.boot_token,
-            self.boot_deadline(),
-        )
-        .await?;
-        snapshot.discard()?;
-        tracing::info!(box_id = %spec.id, restore_ms = launched.started.elapsed().as_millis() as u64, "QEMU VM restored");
-        Ok(Booted {
-            client,
-            egress: launched.egress,
-            phases: crate::BootPhases::default(),
-        })
-    }
-
-    pub(super) fn snapshot_bytes(&self, id: &BoxId) -> Result<Option<u64>, RuntimeError> {
-        kept(&self.layout.box_paths(id)).bytes()
-    }
-
-    pub(super) fn discard(&self, id: &BoxId) -> Result<(), RuntimeError> {
-        kept(&self.layout.box_paths(id)).discard()
+        Ok(launched)
     }
 }
 
 /// Who the boot's jailed VMM processes run as: the owner of its run dir (`boot::hand_over`).
-fn owner_of(run_dir: &std::path::Path) -> Result<(u32, u32), RuntimeError> {
+fn owner_of(run_dir: &Path) -> Result<(u32, u32), RuntimeError> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(run_dir).map_err(io("stat", run_dir))?;
     Ok((meta.uid(), meta.gid()))
@@ -261,14 +263,6 @@ fn owner_of(run_dir: &std::path::Path) -> Result<(u32, u32), RuntimeError> {
 #[derive(Debug, thiserror::Error)]
 #[error("QEMU exited before it listened for the snapshot")]
 struct QemuGone;
-
-/// The guest RAM in an argv (`-m <n>M`); 0 when absent.
-fn memory_mib(args: &[String]) -> u64 {
-    args.windows(2)
-        .find(|pair| pair[0] == "-m")
-        .and_then(|pair| pair[1].strip_suffix('M')?.parse().ok())
-        .unwrap_or(0)
-}
 
 fn first_difference(saved: &[String], now: &[String]) -> String {
     let at = saved
@@ -312,7 +306,6 @@ mod tests {
             ["-m", "256M", "-append", "tsc_early_khz=2", "-smp", "1"].map(OsString::from),
         );
         assert_eq!(a, b);
-        assert_eq!(memory_mib(&a), 256);
         let c = comparable_args(["-m", "512M", "-append", "x", "-smp", "1"].map(OsString::from));
         assert_ne!(a, c);
         assert_eq!(

@@ -1,4 +1,5 @@
-//! What the two VM backends (`qemu`, `firecracker`) share: the box layout (`paths.rs`),
+//! What the two VM backends (`qemu`, `firecracker`) share: their one `Runtime`
+//! (`runtime.rs`, [`VmRuntime`]) over a small driver per VMM (`vmm.rs`), the box layout (`paths.rs`),
 //! finding their boxes on disk, the checks before a boot, the disk images (`volume.rs`)
 //! and config disk (`config_disk.rs`) of a boot, the egress listener (`egress.rs`), the
 //! steps of a start that do not depend on the VMM (`start.rs`), the guest channel over
@@ -14,9 +15,11 @@ pub(crate) mod jail;
 pub(crate) mod log_ring;
 mod paths;
 mod ready;
+pub(crate) mod runtime;
 pub(crate) mod seccomp;
 pub(crate) mod snapshot;
 mod start;
+pub(crate) mod vmm;
 pub(crate) mod volume;
 
 use std::path::{Path, PathBuf};
@@ -29,6 +32,7 @@ pub(crate) use ready::{wait_ready, ReadyWait};
 pub(crate) use start::{prepare_box, rootfs_image, start_or_clean};
 
 pub use paths::{VmLayout, VmPaths};
+pub use runtime::VmRuntime;
 
 use crate::{BootToken, GuestAddr, GuestClient, IdMap, RuntimeError};
 

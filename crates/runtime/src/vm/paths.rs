@@ -15,6 +15,8 @@
 //!     console.log                         the serial console (kernel and berth-init)
 //!     qemu.log, bridge.log                what the two processes print on stderr
 //!     config.img                          this boot's config disk
+//!     launch.json                         qemu: the argv and guest RAM this boot launched
+//!                                         with (what a snapshot records and is bounded by)
 //!     qemu.pid, bridge.pid                this boot's processes
 //!     console.start                       where this boot's part of console.log begins
 //!     vmm.exit                            how the VMM ended (`exited N` / `killed N`)
@@ -172,6 +174,11 @@ impl VmPaths {
         self.vm_dir().join("config.img")
     }
 
+    /// What a boot's QEMU was launched with (argv, guest RAM), recorded as it launched.
+    pub fn launch_record(&self) -> PathBuf {
+        self.vm_dir().join("launch.json")
+    }
+
     pub fn qemu_pid(&self) -> PathBuf {
         self.vm_dir().join("qemu.pid")
     }
@@ -191,6 +198,7 @@ impl VmPaths {
             self.qmp_socket(),
             self.qmp_events_socket(),
             self.config_disk(),
+            self.launch_record(),
             self.qemu_pid(),
             self.bridge_pid(),
         ]
