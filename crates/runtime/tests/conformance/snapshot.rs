@@ -1,16 +1,21 @@
 //! The memory a box holds, and snapshots where a backend cannot take one.
 
+use std::time::{Duration, Instant};
+
 use berth_protocol::guest::{BoxUser, EGRESS_TLS_PORT};
 use berth_runtime::{Limits, RuntimeError, RuntimeStatus};
 
-use crate::common::{self, run_ok, Fixture};
+use crate::common::{self, run, run_ok, Fixture};
 use crate::GRACE;
 
 /// A running box holds memory the host can measure (its cgroup's charge, or its VMM's
 /// RSS), at least what a process in it keeps touched; a stopped one holds none.
 pub async fn memory_held_is_measured_while_running_and_none_once_stopped(fx: &Fixture) {
     let spec = fx.spec(Limits::default());
+    let booting = Instant::now();
     let client = fx.runtime.start(&spec).await.expect("start").client;
+    // Writing 40 MiB takes a TCG guest on a loaded machine a while: three of its boots.
+    let write_within = Duration::from_secs(30).max(booting.elapsed() * 3);
     let before = fx.runtime.memory_held(&spec.id).await.unwrap();
     let before = before.expect("a running box holds memory");
     assert!(before > 0);
@@ -18,7 +23,7 @@ pub async fn memory_held_is_measured_while_running_and_none_once_stopped(fx: &Fi
     // container's charge grows by most of it; a VM's guest may reuse pages it touched while
     // booting, so there the charge need only cover the 40 MiB (measuring the wrong cgroup,
     // the channel bridge's few MiB, would not).
-    run_ok(
+    let (code, _, err) = run(
         &client,
         &[
             "sh",
@@ -26,8 +31,10 @@ pub async fn memory_held_is_measured_while_running_and_none_once_stopped(fx: &Fi
             "head -c 41943040 /dev/zero > /dev/shm/held && echo ok",
         ],
         BoxUser::User,
+        Some(write_within),
     )
     .await;
+    assert_eq!(code, 0, "writing 40 MiB to /dev/shm: {err}");
     let after = fx.runtime.memory_held(&spec.id).await.unwrap().unwrap();
     eprintln!("memory held: {before} bytes idle, {after} bytes with 40 MiB more");
     let floor = if fx.is_vm() {

@@ -191,9 +191,11 @@ async fn a_guest_that_panics_fails_start_with_its_console_and_leaves_nothing() {
         text.contains("Kernel panic"),
         "the console tail is missing: {text}"
     );
+    // Noticed at once: QEMU's exit ended the wait, not the boot deadline (how long the
+    // kernel takes to panic is TCG's and the machine's load's, not berth's).
     assert!(
-        t0.elapsed() < Duration::from_secs(30),
-        "the failure was not noticed at once"
+        !text.contains("boot deadline passed"),
+        "the failure was not noticed at once: {text}"
     );
     assert!(rt.list().await.unwrap().is_empty());
     assert_eq!(vm_files_left(&rt, &spec.id), Vec::<PathBuf>::new());

@@ -87,7 +87,9 @@ async fn answers_throughout(
     rounds
 }
 
-/// How long the fork bomb runs (its exec's timeout) while the host calls in.
+/// How long the fork bomb runs (its exec's timeout) while the host calls in, at least;
+/// a slow guest (TCG on a loaded machine boots in 10 s and more) gets three of its boots,
+/// so the bomb is still there when the test looks for it.
 const BOMB_RUNS: Duration = Duration::from_secs(15);
 
 /// A fork bomb fills the box's process limit, and the host's exec and file calls into that
@@ -102,7 +104,9 @@ pub async fn the_host_reaches_a_box_through_its_fork_bomb(fx: &Fixture) {
     let Some(probe) = crate::isolation::add_probe(fx, &mut spec, test) else {
         return;
     };
+    let booting = Instant::now();
     let client = fx.runtime.start(&spec).await.expect("start").client;
+    let bomb_runs = BOMB_RUNS.max(booting.elapsed() * 3);
     let events = box_cgroup_file(&client, "pids.events").await;
     let bomb = {
         let client = client.clone();
@@ -114,7 +118,7 @@ pub async fn the_host_reaches_a_box_through_its_fork_bomb(fx: &Fixture) {
                 &client,
                 &[&probe, "fork-bomb"],
                 BoxUser::User,
-                Some(BOMB_RUNS),
+                Some(bomb_runs),
             )
             .await
         })
@@ -132,6 +136,10 @@ pub async fn the_host_reaches_a_box_through_its_fork_bomb(fx: &Fixture) {
     // moment to reach the limit, and each one that exits is forked again).
     let current = box_cgroup_file(&client, "pids.current").await;
     common::wait_until_within(fx.patience(), || async {
+        assert!(
+            !bomb.is_finished(),
+            "the bomb ended ({bomb_runs:?}) before it filled the box"
+        );
         let count = run_ok(&client, &["cat", &current], BoxUser::Root).await;
         eprintln!("the bomb holds {} of the box's 64 processes", count.trim());
         count.trim().parse::<u64>().is_ok_and(|n| n >= 60)
