@@ -2,6 +2,8 @@
 //! (`berth up`) on a temporary data dir that is stopped, with its boxes, when dropped.
 #![allow(dead_code)] // each test binary uses a part
 
+pub mod tmux;
+
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::{Read as _, Write as _};
@@ -52,6 +54,32 @@ pub fn assert_one_line_error(out: &Output, expected_status: i32, needles: &[&str
     );
     for needle in needles {
         assert!(err.contains(needle), "{needle:?} not in {err:?}");
+    }
+}
+
+/// Runs `berth --data-dir <dir> <args>` with a terminal on its stdin and stdout (util-linux
+/// `script`: stderr lands on the same terminal, so the output holds both); `None` (a skip,
+/// said and recorded) without `script`.
+pub fn berth_on_a_terminal(dir: &Path, args: &[&str]) -> Option<Output> {
+    let quote = |word: &str| format!("'{}'", word.replace('\'', r"'\''"));
+    let line = std::iter::once(BERTH.to_owned())
+        .chain(["--data-dir".to_owned(), dir.display().to_string()])
+        .chain(args.iter().map(|a| a.to_string()))
+        .map(|w| quote(&w))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let out = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env_remove("BERTH_URL")
+        .env_remove("BERTH_API_KEY")
+        .stdin(Stdio::null())
+        .output();
+    match out {
+        Ok(out) => Some(out),
+        Err(e) => {
+            berth_testkit::skip("shells", format!("no util-linux `script` ({e})"));
+            None
+        }
     }
 }
 
@@ -296,7 +324,7 @@ impl Daemon {
     }
 
     /// Makes the daemon's VM images (from the shared test image cache, through `berth image
-    /// build`) and waits until the running daemon offers qemu; `None` (a `qemu` skip, said
+    /// build`), after which the running daemon offers qemu at once; `None` (a `qemu` skip, said
     /// and recorded: `berth_testkit::skip`) without QEMU or the Debian mirror.
     pub fn offer_qemu(&self) -> Option<()> {
         let (env, name) = ("BERTH_QEMU", berth_runtime::qemu::DEFAULT_QEMU);
@@ -329,21 +357,16 @@ impl Daemon {
             }
             panic!("berth image build failed: {err}");
         }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let listed = self.berth_ok(&["runtime", "ls"]);
-            if listed
+        // `image build` returns once the running daemon has checked the new images.
+        let listed = self.berth_ok(&["runtime", "ls"]);
+        assert!(
+            listed
                 .lines()
-                .any(|l| l.starts_with("qemu") && l.contains("yes"))
-            {
-                return Some(());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "qemu still unavailable a minute after the image build:\n{listed}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+                .any(|l| l.starts_with("qemu") && l.contains("yes")),
+            "qemu unavailable right after the image build:\n{listed}\n{}",
+            self.logs()
+        );
+        Some(())
     }
 
     /// The daemon's `host:port` and admin key, for tests that speak HTTP to it directly.

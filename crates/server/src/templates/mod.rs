@@ -63,6 +63,9 @@ pub struct Template {
     /// Why boxes cannot be made from this template right now (e.g. the echo harness binary
     /// is missing); `None`: usable. Listed either way.
     pub unavailable: Option<String>,
+    /// What its file should say instead (an earlier release's key names, still read),
+    /// logged when it is loaded.
+    pub warnings: Vec<String>,
 }
 
 /// The base root filesystem. `host` runs on the sandbox only; the others are read-only
