@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::tmux::Tmux;
+use common::terminal::Tmux;
 use common::{e2e_skip_reason, Daemon};
 
 /// The whole session: size, resize, ^C, a full-screen program, the exit status, and a sane

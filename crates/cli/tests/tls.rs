@@ -87,7 +87,7 @@ fn client_commands_reach_a_tls_daemon_through_its_pinned_certificate() {
     assert_eq!(url.trim(), format!("https://{listen}"));
     // The terminal's way in is the same connector: a WebSocket upgrade through TLS gets the
     // daemon's answer (no such box), not a TLS failure.
-    if let Some(shell) = berth_on_a_terminal(daemon.dir(), &["shell", "nobox"]) {
+    if let Some(shell) = common::terminal::berth_on_a_terminal(daemon.dir(), &["shell", "nobox"]) {
         let screen = stdout(&shell);
         assert_eq!(shell.status.code(), Some(1), "{screen}");
         assert!(

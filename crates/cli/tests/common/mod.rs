@@ -2,7 +2,7 @@
 //! (`berth up`) on a temporary data dir that is stopped, with its boxes, when dropped.
 #![allow(dead_code)] // each test binary uses a part
 
-pub mod tmux;
+pub mod terminal;
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -54,32 +54,6 @@ pub fn assert_one_line_error(out: &Output, expected_status: i32, needles: &[&str
     );
     for needle in needles {
         assert!(err.contains(needle), "{needle:?} not in {err:?}");
-    }
-}
-
-/// Runs `berth --data-dir <dir> <args>` with a terminal on its stdin and stdout (util-linux
-/// `script`: stderr lands on the same terminal, so the output holds both); `None` (a skip,
-/// said and recorded) without `script`.
-pub fn berth_on_a_terminal(dir: &Path, args: &[&str]) -> Option<Output> {
-    let quote = |word: &str| format!("'{}'", word.replace('\'', r"'\''"));
-    let line = std::iter::once(BERTH.to_owned())
-        .chain(["--data-dir".to_owned(), dir.display().to_string()])
-        .chain(args.iter().map(|a| a.to_string()))
-        .map(|w| quote(&w))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let out = Command::new("script")
-        .args(["-qec", &line, "/dev/null"])
-        .env_remove("BERTH_URL")
-        .env_remove("BERTH_API_KEY")
-        .stdin(Stdio::null())
-        .output();
-    match out {
-        Ok(out) => Some(out),
-        Err(e) => {
-            berth_testkit::skip("shells", format!("no util-linux `script` ({e})"));
-            None
-        }
     }
 }
 
@@ -335,19 +309,7 @@ impl Daemon {
             );
             return None;
         }
-        let cache = std::env::var_os("BERTH_TEST_IMAGE_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| "/var/tmp/berth-test-images".into())
-            .join("images");
-        // The built images are shared (content-addressed, so tests with different
-        // berth-init builds never clash); what the daemon reads as built, `built.json`, is
-        // this daemon's own: tests running side by side may build with other binaries.
-        let images = self.dir().join("images");
-        fs::create_dir_all(&images).unwrap();
-        for part in ["apt", "initramfs", "kernel", "layers", "rootfs", "tmp"] {
-            fs::create_dir_all(cache.join(part)).unwrap();
-            std::os::unix::fs::symlink(cache.join(part), images.join(part)).unwrap();
-        }
+        link_test_image_cache(self.dir());
         let built = self.berth(&["image", "build"]);
         if !built.status.success() {
             let err = stderr(&built);
@@ -449,6 +411,25 @@ impl Drop for Daemon {
         self.terminate();
         // A daemon that had to be killed leaves its boxes' volume mounts behind.
         berth_runtime::sandbox::release_all_mounts_blocking(self.dir());
+    }
+}
+
+/// Points the image store of `data_dir` at the tests' shared image cache
+/// (`$BERTH_TEST_IMAGE_DIR`, else `/var/tmp/berth-test-images`), so `berth image build`
+/// there reuses what an earlier test built. The built images are shared (content-addressed,
+/// so tests with different berth-init builds never clash); what the daemon reads as built,
+/// `built.json`, is this data dir's own: tests running side by side may build with other
+/// binaries.
+pub fn link_test_image_cache(data_dir: &Path) {
+    let cache = std::env::var_os("BERTH_TEST_IMAGE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/var/tmp/berth-test-images".into())
+        .join("images");
+    let images = data_dir.join("images");
+    fs::create_dir_all(&images).unwrap();
+    for part in ["apt", "initramfs", "kernel", "layers", "rootfs", "tmp"] {
+        fs::create_dir_all(cache.join(part)).unwrap();
+        std::os::unix::fs::symlink(cache.join(part), images.join(part)).unwrap();
     }
 }
 

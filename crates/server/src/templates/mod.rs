@@ -11,6 +11,8 @@ mod base;
 mod builtin;
 mod egress;
 mod error;
+#[cfg(test)]
+mod old_releases;
 mod parse;
 mod registry;
 mod source;

@@ -1,7 +1,9 @@
-//! A real terminal for tests: a tmux server of the test's own, running a host shell in a
-//! window of a known size, typed into with send-keys and read with capture-pane.
+//! Real terminals for tests: a tmux server of the test's own, running a host shell in a
+//! window of a known size, typed into with send-keys and read with capture-pane; and one
+//! `berth` command run on a terminal of util-linux `script`.
 
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// One tmux server of our own (its own socket), killed on drop with everything in it.
@@ -95,4 +97,30 @@ fn rand_suffix() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0)
+}
+
+/// Runs `berth --data-dir <dir> <args>` with a terminal on its stdin and stdout (util-linux
+/// `script`: stderr lands on the same terminal, so the output holds both); `None` (a skip,
+/// said and recorded) without `script`.
+pub fn berth_on_a_terminal(dir: &Path, args: &[&str]) -> Option<Output> {
+    let quote = |word: &str| format!("'{}'", word.replace('\'', r"'\''"));
+    let line = std::iter::once(super::BERTH.to_owned())
+        .chain(["--data-dir".to_owned(), dir.display().to_string()])
+        .chain(args.iter().map(|a| a.to_string()))
+        .map(|w| quote(&w))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let out = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env_remove("BERTH_URL")
+        .env_remove("BERTH_API_KEY")
+        .stdin(Stdio::null())
+        .output();
+    match out {
+        Ok(out) => Some(out),
+        Err(e) => {
+            berth_testkit::skip("shells", format!("no util-linux `script` ({e})"));
+            None
+        }
+    }
 }
