@@ -1,14 +1,16 @@
-//! A data dir from each earlier release still starts: its database at every earlier schema
-//! version (migrated at start), its template files and berth.toml with the key names that
-//! release used (read, and warned about in the log). An upgrade loses nothing silently.
+//! Data dirs: one from each earlier release still starts (its database at every earlier
+//! schema version, migrated at start; its template files and berth.toml with the key names
+//! that release used, read and warned about in the log), so an upgrade loses nothing
+//! silently; and a data dir in use refuses a second daemon at once.
 
 mod common;
 
 use std::fs;
 use std::path::Path;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
-use common::{e2e_skip_reason, Daemon};
+use common::{assert_one_line_error, berth, e2e_skip_reason, Daemon};
 
 const MIGRATIONS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../store/migrations");
 
@@ -109,4 +111,32 @@ fn a_data_dir_of_each_earlier_release_starts_with_its_templates() {
             );
         }
     }
+}
+
+#[test]
+fn a_second_daemon_on_a_data_dir_in_use_is_refused_at_once() {
+    if let Some(reason) = e2e_skip_reason() {
+        berth_testkit::skip("sandbox", &reason);
+        return;
+    }
+    let daemon = Daemon::start();
+    let began = Instant::now();
+    let out = berth()
+        .args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(daemon.dir())
+        .output()
+        .unwrap();
+    // Before the runtimes' probes (qemu's boots a kernel, seconds even under KVM).
+    assert!(
+        began.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        began.elapsed()
+    );
+    assert_one_line_error(
+        &out,
+        1,
+        &["already running", &daemon.dir().display().to_string()],
+    );
+    // The first daemon goes on serving.
+    daemon.berth_ok(&["box", "ls"]);
 }
