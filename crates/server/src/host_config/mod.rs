@@ -34,19 +34,19 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 mod egress;
+mod error;
 mod server;
 #[cfg(test)]
 mod tests;
 
 pub use egress::EgressHostConfig;
+pub use error::HostConfigError;
 pub use server::ServerHostConfig;
 
 /// The file name looked up in the data directory when no `--config` is given.
 pub const HOST_CONFIG_FILE: &str = "berth.toml";
 /// The secret store's key, in the data directory unless `[secrets] key_file` says otherwise.
 pub const DEFAULT_SECRETS_KEY_FILE: &str = "secrets.key";
-/// A config file larger than this is refused (it is a few lines).
-const MAX_BYTES: u64 = 1024 * 1024;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -160,47 +160,6 @@ impl SecretsHostConfig {
     }
 }
 
-/// Why the host config could not be used. Shown as `FILE[:LINE]: message`.
-#[derive(Debug, thiserror::Error)]
-pub enum HostConfigError {
-    #[error("{}: cannot read the file", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{}: the file is larger than {MAX_BYTES} bytes", path.display())]
-    TooLarge { path: PathBuf },
-    #[error("{}{}: {}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default(), source.message())]
-    Syntax {
-        path: PathBuf,
-        line: Option<usize>,
-        /// Boxed: an error is rare, a `Result` of one is everywhere.
-        #[source]
-        source: Box<toml::de::Error>,
-    },
-    #[error("{}: [egress] extra_roots: {} must be an absolute path", path.display(), root.display())]
-    RelativeRoot { path: PathBuf, root: PathBuf },
-    #[error("{}: [storage] min_free_percent must be between 0 and 50, got {value}", path.display())]
-    MinFreeOutOfRange { path: PathBuf, value: f64 },
-    #[error("{}: [storage] overcommit must be between 1 and 100, got {value}", path.display())]
-    OvercommitOutOfRange { path: PathBuf, value: f64 },
-    #[error("{}: [ports] base_domain {value:?} {rule}", path.display())]
-    BaseDomain {
-        path: PathBuf,
-        value: String,
-        rule: &'static str,
-    },
-    #[error("{}: {key} must be between {min} and {max}, got {value}", path.display())]
-    OutOfRange {
-        path: PathBuf,
-        key: &'static str,
-        value: u64,
-        min: u64,
-        max: u64,
-    },
-}
-
 impl HostConfig {
     /// Reads `path`; a missing file is an error (the caller asked for it by name).
     pub fn load(path: &Path) -> Result<HostConfig, HostConfigError> {
@@ -209,7 +168,7 @@ impl HostConfig {
             source,
         };
         let len = std::fs::metadata(path).map_err(read)?.len();
-        if len > MAX_BYTES {
+        if len > error::MAX_BYTES {
             return Err(HostConfigError::TooLarge {
                 path: path.to_path_buf(),
             });
