@@ -203,7 +203,6 @@ impl HostConfig {
             });
         }
         config.check_limits(path)?;
-        config.egress.check(path)?;
         let min_free = config.storage.min_free_percent;
         if !(0.0..=50.0).contains(&min_free) {
             return Err(HostConfigError::MinFreeOutOfRange {
@@ -289,6 +288,7 @@ impl HostConfig {
         let streams = self.terminals.limits().into_iter().chain([send_timeout]);
         for (key, value, min, max) in checks
             .into_iter()
+            .chain(self.egress.limits())
             .chain(self.ports.limits())
             .chain(wakeups)
             .chain(streams)
