@@ -20,6 +20,7 @@ export ECHO_HARNESS_BIN := $(CURDIR)/$(ECHO_BIN)
 up: deps init
 	$(CARGO) build --release -p berth
 	cp $(INIT_BIN) $(ECHO_BIN) target/release/
+	@echo "berth: for client commands in another shell, \`make install\` (into /usr/local/bin) or: export PATH=$(CURDIR)/target/release:\$$PATH"
 	target/release/berth up $(ARGS)
 
 ## test: install what is missing, build, and run all tests (cargo nextest when installed:

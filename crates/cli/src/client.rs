@@ -118,6 +118,21 @@ impl ClientError {
     }
 }
 
+/// The command that lists what a "no such …" answer (`message`) did not find.
+fn next_step(message: &str) -> Option<&'static str> {
+    [
+        ("no box ", "berth box ls"),
+        ("no tenant ", "berth tenant ls"),
+        ("no API key ", "berth tenant key ls TENANT"),
+        ("no process ", "berth process ls NAME"),
+        ("no share link ", "berth port links NAME"),
+        ("no secret ", "berth secret ls"),
+    ]
+    .into_iter()
+    .find(|(prefix, _)| message.starts_with(prefix))
+    .map(|(_, command)| command)
+}
+
 #[derive(Debug, Clone)]
 pub struct Client {
     target: Target,
@@ -341,6 +356,9 @@ impl Client {
                     ErrorCode::Unauthorized => {
                         format!(" (the API key from {} was refused)", self.target.key_source)
                     }
+                    ErrorCode::NotFound => next_step(&body.error.message)
+                        .map(|command| format!("; see `{command}`"))
+                        .unwrap_or_default(),
                     _ => String::new(),
                 };
                 ClientError::Api {
@@ -432,6 +450,13 @@ fn percent_encode(raw: &str, keep: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_not_found_answer_names_the_command_that_lists_what_exists() {
+        assert_eq!(next_step("no box \"x\""), Some("berth box ls"));
+        assert_eq!(next_step("no secret named \"gh\""), Some("berth secret ls"));
+        assert_eq!(next_step("not here"), None);
+    }
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
     /// A one-shot HTTP server that answers the first request with `status` and `body`,

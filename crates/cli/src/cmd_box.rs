@@ -32,11 +32,12 @@ pub enum BoxCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Print one box as JSON.
+    /// Print one box as JSON (at a terminal, with a table of its last start's phases).
     Show {
         /// The box's name or id (`bx_…`).
         name: String,
-        /// Accepted for symmetry with the other commands: `show` always prints JSON.
+        /// Print the JSON alone (also what a pipe gets); at a terminal the phases of the
+        /// box's last start follow it as a table.
         #[arg(long)]
         json: bool,
     },
@@ -255,11 +256,17 @@ pub async fn run(client: &Client, command: BoxCommand) -> anyhow::Result<()> {
                 out.write_all(table(&list.boxes).as_bytes())?;
             }
         }
-        BoxCommand::Show { name, json: _ } => {
+        BoxCommand::Show { name, json } => {
             let raw: serde_json::Value = client
                 .json(Method::GET, &box_path(&name, ""), None::<&()>, "a box")
                 .await?;
             output::json(&mut out, &raw)?;
+            // For a person only: a pipe gets the JSON alone, as before.
+            if !json && std::io::IsTerminal::is_terminal(&out) {
+                if let Some(phases) = crate::boot_phases::table_of(&raw) {
+                    out.write_all(phases.as_bytes())?;
+                }
+            }
         }
         BoxCommand::Set(args) => {
             drop(out);

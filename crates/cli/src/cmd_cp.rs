@@ -289,22 +289,24 @@ async fn download(
         return Ok(());
     }
 
-    let dest = if local.is_dir() {
-        let base = path
-            .rsplit('/')
-            .next()
-            .filter(|b| !b.is_empty())
-            .unwrap_or("download");
-        local.join(base)
+    // Where the file lands, as `cp -r` decides for a directory: into `local` when it is a
+    // directory or ends in '/', the missing directories on the way made.
+    let dest = crate::cmd_cp_dir::download_target(local, path);
+    let dest = if dest.as_path() == local && local.to_string_lossy().ends_with('/') {
+        local.join("download")
     } else {
-        local.to_path_buf()
+        dest
     };
-    // Write beside the destination and rename at the end, so a failed download never
-    // leaves a truncated file under the real name.
     let dir = dest
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    tokio::fs::create_dir_all(dir)
+        .await
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    // Written beside the destination and renamed at the end, so a failed download never
+    // leaves a truncated file under the real name. Errors name the destination: the
+    // temporary name means nothing to the user.
     let file_name = dest
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -313,7 +315,7 @@ async fn download(
     let result = async {
         let mut file = tokio::fs::File::create(&partial)
             .await
-            .with_context(|| format!("cannot create {}", partial.display()))?;
+            .with_context(|| format!("cannot create {}", dest.display()))?;
         while let Some(frame) = body.frame().await {
             if let Ok(data) = frame
                 .context("reading the file from the daemon")?
@@ -321,15 +323,15 @@ async fn download(
             {
                 file.write_all(&data)
                     .await
-                    .with_context(|| format!("writing {}", partial.display()))?;
+                    .with_context(|| format!("writing {}", dest.display()))?;
             }
         }
         file.flush()
             .await
-            .with_context(|| format!("writing {}", partial.display()))?;
+            .with_context(|| format!("writing {}", dest.display()))?;
         tokio::fs::rename(&partial, &dest)
             .await
-            .with_context(|| format!("cannot rename {} to {}", partial.display(), dest.display()))
+            .with_context(|| format!("cannot write {}", dest.display()))
     }
     .await;
     if result.is_err() {

@@ -96,6 +96,7 @@ fn build(args: BuildArgs, data_dir: &Path) -> anyhow::Result<u8> {
         built.rootfs.insert(base.clone(), image.path.clone());
     }
     built.save(data_dir)?;
+    crate::cmd_image_wait::for_the_daemon(data_dir)?;
     if args.json {
         crate::output::json(&mut std::io::stdout().lock(), &built)?;
         return Ok(0);

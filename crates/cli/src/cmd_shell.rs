@@ -3,7 +3,7 @@
 //! key, ^C included, goes to the box), window-size changes are forwarded, and the local
 //! terminal is restored on every way out. berth exits with the program's status.
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 
 use anyhow::Context as _;
 use berth_protocol::terminal::{ClientControl, ServerControl, TerminalSize};
@@ -59,6 +59,15 @@ pub struct ShellArgs {
 }
 
 pub async fn run(client: &Client, args: ShellArgs) -> anyhow::Result<u8> {
+    // A shell fed from a pipe may start after the piped bytes, and its end, were sent: it
+    // then waits forever for input. Refused before anything starts in the box.
+    if !std::io::stdin().is_terminal() {
+        anyhow::bail!(
+            "stdin is not a terminal: `berth shell` and `berth exec -it` need one; \
+             to run a command with piped input use `berth exec {} -- CMD`",
+            args.name
+        );
+    }
     let size = window_size().unwrap_or_default();
     let socket = client.websocket(&pty_path(&args, size)).await?;
     let raw = RawMode::enter().context("cannot put the terminal in raw mode")?;

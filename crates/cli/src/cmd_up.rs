@@ -121,6 +121,13 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
         Some(path) => berth_server::HostConfig::load(path),
         None => berth_server::HostConfig::load_default(&data_dir),
     }?;
+    // Said at once, not after the runtimes' probes (qemu's boots a kernel): the daemon
+    // takes this lock for its life when it binds, a moment later.
+    if data_dir.is_dir() {
+        drop(berth_server::data_dir_lock::DataDirLock::acquire(
+            &data_dir,
+        )?);
+    }
     let init_bin = berth_runtime::init_binary()?;
     // Both runtimes are tried; one that cannot run is offered as unavailable with the
     // reason (`berth runtime ls`), and only the default must work. qemu's KVM probe boots

@@ -4,6 +4,7 @@
 //! here.
 
 mod args;
+mod boot_phases;
 mod client;
 mod cmd_box;
 mod cmd_box_set;
@@ -14,6 +15,7 @@ mod cmd_cp_dir;
 mod cmd_egress;
 mod cmd_exec;
 mod cmd_image;
+mod cmd_image_wait;
 mod cmd_logs;
 mod cmd_pair;
 mod cmd_port;
@@ -138,8 +140,14 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     let connect = || target::from_env(&data_dir).map(client::Client::new);
     match cli.command {
         Command::Up(args) => cmd_up::run(args, data_dir.clone()).map(|()| 0),
-        Command::Image(command) => cmd_image::run(command, &data_dir),
-        Command::Completion(args) => cmd_completion::run(args),
+        Command::Image(command) => {
+            end_quietly_on_closed_pipe();
+            cmd_image::run(command, &data_dir)
+        }
+        Command::Completion(args) => {
+            end_quietly_on_closed_pipe();
+            cmd_completion::run(args)
+        }
         Command::Box(command) => {
             client_main(async { cmd_box::run(&connect()?, command).await.map(|()| 0) })
         }
@@ -177,17 +185,22 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
 
 /// Runs a client command on a single-threaded runtime.
 fn client_main(command: impl Future<Output = anyhow::Result<u8>>) -> anyhow::Result<u8> {
-    // A client writing into a closed pipe (`berth box ls | head -1`) should end quietly,
-    // as Unix tools do, rather than fail on EPIPE. Not for the daemon.
-    // SAFETY: setting a signal disposition to SIG_DFL installs no handler of ours; it is
-    // done before any thread is started.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    end_quietly_on_closed_pipe();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(command)
+}
+
+/// A command writing into a closed pipe (`berth box ls | head -1`, `berth completion bash
+/// | head`) ends quietly, as Unix tools do, rather than panic in `println!` on EPIPE. Not
+/// for the daemon, whose sockets must survive a peer that went away.
+fn end_quietly_on_closed_pipe() {
+    // SAFETY: setting a signal disposition to SIG_DFL installs no handler of ours; every
+    // caller does it before starting any thread.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 /// The one place an error becomes an exit status.

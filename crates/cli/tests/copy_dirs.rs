@@ -196,6 +196,30 @@ fn round_trip(daemon: &Daemon, name: &str) {
     assert_one_line_error(&out, 1, &["absent"]);
 }
 
+/// A file and a directory land alike where local directories are missing: made on the
+/// way, and into a directory when the target ends in '/'. A failure names the target the
+/// user gave, never the temporary file beside it.
+fn to_missing_directories(daemon: &Daemon, name: &str) {
+    sh(
+        daemon,
+        name,
+        "mkdir -p /home/user/m/sub && echo x > /home/user/m/sub/f.txt",
+    );
+    let work = tempfile::tempdir().unwrap();
+    let at = |rel: &str| work.path().join(rel).to_str().unwrap().to_owned();
+    daemon.berth_ok(&["cp", &format!("{name}:m/sub/f.txt"), &at("a/b/f.txt")]);
+    daemon.berth_ok(&["cp", "-r", &format!("{name}:m"), &at("c/d/m")]);
+    daemon.berth_ok(&["cp", &format!("{name}:m/sub/f.txt"), &at("e/")]);
+    daemon.berth_ok(&["cp", "-r", &format!("{name}:m"), &at("g/")]);
+    for landed in ["a/b/f.txt", "c/d/m/sub/f.txt", "e/f.txt", "g/m/sub/f.txt"] {
+        let text = fs::read_to_string(work.path().join(landed));
+        assert_eq!(text.ok().as_deref(), Some("x\n"), "{landed}");
+    }
+    let out = daemon.berth(&["cp", &format!("{name}:m/sub/f.txt"), &at("a/b/f.txt/under")]);
+    assert_one_line_error(&out, 1, &["a/b/f.txt"]);
+    assert!(!stderr(&out).contains("berth-partial"), "{}", stderr(&out));
+}
+
 /// `GET …/files/watch` on box `name`, read a line at a time from the raw (chunked)
 /// answer: each event is one JSON line; chunk sizes and keepalives are skipped.
 struct Watch {
@@ -326,6 +350,7 @@ fn end_to_end_cp_r_round_trip_on_a_sandbox_box() {
     let daemon = Daemon::start();
     daemon.berth_ok(&["box", "create", "dirs"]);
     round_trip(&daemon, "dirs");
+    to_missing_directories(&daemon, "dirs");
     watch_sees_an_exec(&daemon, "dirs", Duration::from_secs(30));
     attacks_are_refused(&daemon, "dirs");
     daemon.berth_ok(&["box", "rm", "dirs"]);

@@ -6,103 +6,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::terminal::Tmux;
 use common::{e2e_skip_reason, Daemon};
-
-/// One tmux server of our own (its own socket), killed on drop with everything in it.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    /// A detached session running `sh` in a `cols`×`rows` window.
-    fn start(cols: u16, rows: u16) -> Option<Tmux> {
-        if Command::new("tmux").arg("-V").output().is_err() {
-            berth_testkit::skip(
-                "sandbox",
-                "tmux is not installed (scripts/install-deps.sh --tests)",
-            );
-            return None;
-        }
-        let socket = format!("berth-test-{}-{}", std::process::id(), rand_suffix());
-        let tmux = Tmux { socket };
-        tmux.run(&[
-            "new-session",
-            "-d",
-            "-x",
-            &cols.to_string(),
-            "-y",
-            &rows.to_string(),
-            "env",
-            "PS1=host$ ",
-            "TERM=xterm-256color",
-            "sh",
-        ]);
-        Some(tmux)
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.socket, "-f", "/dev/null"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Types `line` and Enter.
-    fn type_line(&self, line: &str) {
-        self.run(&["send-keys", "-l", line]);
-        self.run(&["send-keys", "Enter"]);
-    }
-
-    fn screen(&self) -> String {
-        self.run(&["capture-pane", "-p"])
-    }
-
-    /// Waits until the screen satisfies `done`; panics with the screen after `within`.
-    fn wait(&self, what: &str, within: Duration, done: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + within;
-        loop {
-            let screen = self.screen();
-            if done(&screen) {
-                return screen;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{what}: not on the screen after {within:?}:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Waits for `text` on the screen.
-    fn wait_for(&self, text: &str, within: Duration) -> String {
-        self.wait(text, within, |screen| screen.contains(text))
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .output();
-    }
-}
-
-fn rand_suffix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
 
 /// The whole session: size, resize, ^C, a full-screen program, the exit status, and a sane
 /// local terminal afterwards. `within` scales the waits for slow (TCG) guests.

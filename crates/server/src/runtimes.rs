@@ -5,10 +5,12 @@
 //!
 //! A runtime unavailable for want of images (qemu before `berth image build`) becomes ready
 //! without a daemon restart: [`watch_images`] notices a new record of built images. A
-//! ready runtime is never replaced (its running boxes hold it).
+//! ready runtime is never replaced (its running boxes hold it). From the moment the record
+//! changes until its check ends, such a runtime's reason is [`CHECKING_IMAGES`], so that
+//! `berth image build` can wait for the check and no caller sees the stale reason.
 
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
 use berth_runtime::Capabilities;
@@ -58,10 +60,38 @@ pub struct Runtimes {
     /// Firecracker was asked to run un-jailed (`berth up --firecracker-unjailed`): a
     /// firecracker runtime made later ([`watch_images`]) runs so too.
     firecracker_unjailed: bool,
+    /// The record of built images as [`watch_images`] last checked it.
+    checked: Arc<Mutex<ImagesChecked>>,
 }
 
+/// The reason a VM runtime shows while the daemon checks newly built images (its probe
+/// boots the kernel): it is neither ready nor unavailable for its old reason yet.
+pub const CHECKING_IMAGES: &str = "checking the new images";
+
 /// How often [`watch_images`] looks at the record of built images.
-const IMAGE_WATCH_EVERY: Duration = Duration::from_secs(2);
+const IMAGE_WATCH_EVERY: Duration = Duration::from_millis(500);
+
+/// The record of built images [`watch_images`] watches (`None`: no watcher) and its
+/// modification time when its last check began.
+#[derive(Debug, Default)]
+struct ImagesChecked {
+    record: Option<PathBuf>,
+    seen: Option<SystemTime>,
+}
+
+impl ImagesChecked {
+    /// Whether the record has changed since the last check began: a check is due or under
+    /// way.
+    fn outdated(&self) -> bool {
+        self.record
+            .as_deref()
+            .is_some_and(|record| modified(record) != self.seen)
+    }
+}
+
+fn modified(path: &std::path::Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
 
 /// The registry cannot be made as asked.
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +132,7 @@ impl Runtimes {
             entries: Arc::new(RwLock::new(entries)),
             default: default.into(),
             firecracker_unjailed: false,
+            checked: Arc::default(),
         })
     }
 
@@ -118,6 +149,7 @@ impl Runtimes {
             entries: Arc::new(RwLock::new(vec![RuntimeEntry::ready(runtime, None)])),
             default: name,
             firecracker_unjailed: false,
+            checked: Arc::default(),
         }
     }
 
@@ -191,8 +223,13 @@ impl Runtimes {
             .collect()
     }
 
+    fn images_checked(&self) -> std::sync::MutexGuard<'_, ImagesChecked> {
+        self.checked.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The `GET /v1/runtimes` view.
     pub fn views(&self) -> Vec<RuntimeView> {
+        let checking = self.images_checked().outdated();
         self.read()
             .iter()
             .map(|e| {
@@ -209,7 +246,11 @@ impl Runtimes {
                     ),
                     RuntimeState::Unavailable { reason } => (
                         false,
-                        Some(reason.clone()),
+                        Some(if checking && boots_images(&e.name) {
+                            CHECKING_IMAGES.to_owned()
+                        } else {
+                            reason.clone()
+                        }),
                         None,
                         known_capabilities(&e.name),
                     ),
@@ -310,22 +351,21 @@ fn vm_runtimes() -> impl Iterator<Item = &'static str> {
 pub fn watch_images(runtimes: Runtimes, data_dir: PathBuf) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let record = crate::images::BuiltImages::path(&data_dir);
-        let modified = |path: &std::path::Path| -> Option<SystemTime> {
-            std::fs::metadata(path).and_then(|m| m.modified()).ok()
+        *runtimes.images_checked() = ImagesChecked {
+            record: Some(record.clone()),
+            seen: modified(&record),
         };
         let waiting = |runtimes: &Runtimes| -> Vec<&'static str> {
             vm_runtimes()
                 .filter(|name| runtimes.is_unavailable(name))
                 .collect()
         };
-        let mut seen = modified(&record);
         while !waiting(&runtimes).is_empty() {
             tokio::time::sleep(IMAGE_WATCH_EVERY).await;
             let now = modified(&record);
-            if now == seen {
+            if now == runtimes.images_checked().seen {
                 continue;
             }
-            seen = now;
             for name in waiting(&runtimes) {
                 let entry = vm_entry(name, data_dir.clone(), runtimes.firecracker_unjailed).await;
                 match &entry.state {
@@ -338,6 +378,8 @@ pub fn watch_images(runtimes: Runtimes, data_dir: PathBuf) -> tokio::task::JoinH
                 }
                 runtimes.replace_unavailable(entry);
             }
+            // Only now: until the check ends, the views say it is under way.
+            runtimes.images_checked().seen = now;
         }
     })
 }
@@ -456,5 +498,33 @@ mod tests {
         let views = r.views();
         assert_eq!(views.len(), 1);
         assert!(views[0].default && !views[0].available);
+    }
+
+    #[test]
+    fn a_vm_runtime_says_it_is_checking_new_images_until_the_check_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let record = dir.path().join("built.json");
+        std::fs::write(&record, "{}").unwrap();
+        let r = Runtimes::new(
+            vec![
+                RuntimeEntry::unavailable("sandbox", "no runc"),
+                RuntimeEntry::unavailable("qemu", "no VM images"),
+            ],
+            "sandbox",
+        )
+        .unwrap();
+        let reasons = |r: &Runtimes| -> Vec<String> {
+            r.views().into_iter().map(|v| v.reason.unwrap()).collect()
+        };
+        // No watcher: the stored reasons.
+        assert_eq!(reasons(&r), ["no runc", "no VM images"]);
+        // The record changed since the last check: only the VM runtime is being checked.
+        *r.images_checked() = ImagesChecked {
+            record: Some(record.clone()),
+            seen: None,
+        };
+        assert_eq!(reasons(&r), ["no runc", CHECKING_IMAGES]);
+        r.images_checked().seen = modified(&record);
+        assert_eq!(reasons(&r), ["no runc", "no VM images"]);
     }
 }

@@ -2,6 +2,8 @@
 //! (`berth up`) on a temporary data dir that is stopped, with its boxes, when dropped.
 #![allow(dead_code)] // each test binary uses a part
 
+pub mod terminal;
+
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::{Read as _, Write as _};
@@ -296,7 +298,7 @@ impl Daemon {
     }
 
     /// Makes the daemon's VM images (from the shared test image cache, through `berth image
-    /// build`) and waits until the running daemon offers qemu; `None` (a `qemu` skip, said
+    /// build`), after which the running daemon offers qemu at once; `None` (a `qemu` skip, said
     /// and recorded: `berth_testkit::skip`) without QEMU or the Debian mirror.
     pub fn offer_qemu(&self) -> Option<()> {
         let (env, name) = ("BERTH_QEMU", berth_runtime::qemu::DEFAULT_QEMU);
@@ -307,19 +309,7 @@ impl Daemon {
             );
             return None;
         }
-        let cache = std::env::var_os("BERTH_TEST_IMAGE_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| "/var/tmp/berth-test-images".into())
-            .join("images");
-        // The built images are shared (content-addressed, so tests with different
-        // berth-init builds never clash); what the daemon reads as built, `built.json`, is
-        // this daemon's own: tests running side by side may build with other binaries.
-        let images = self.dir().join("images");
-        fs::create_dir_all(&images).unwrap();
-        for part in ["apt", "initramfs", "kernel", "layers", "rootfs", "tmp"] {
-            fs::create_dir_all(cache.join(part)).unwrap();
-            std::os::unix::fs::symlink(cache.join(part), images.join(part)).unwrap();
-        }
+        link_test_image_cache(self.dir());
         let built = self.berth(&["image", "build"]);
         if !built.status.success() {
             let err = stderr(&built);
@@ -329,21 +319,16 @@ impl Daemon {
             }
             panic!("berth image build failed: {err}");
         }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let listed = self.berth_ok(&["runtime", "ls"]);
-            if listed
+        // `image build` returns once the running daemon has checked the new images.
+        let listed = self.berth_ok(&["runtime", "ls"]);
+        assert!(
+            listed
                 .lines()
-                .any(|l| l.starts_with("qemu") && l.contains("yes"))
-            {
-                return Some(());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "qemu still unavailable a minute after the image build:\n{listed}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+                .any(|l| l.starts_with("qemu") && l.contains("yes")),
+            "qemu unavailable right after the image build:\n{listed}\n{}",
+            self.logs()
+        );
+        Some(())
     }
 
     /// The daemon's `host:port` and admin key, for tests that speak HTTP to it directly.
@@ -426,6 +411,25 @@ impl Drop for Daemon {
         self.terminate();
         // A daemon that had to be killed leaves its boxes' volume mounts behind.
         berth_runtime::sandbox::release_all_mounts_blocking(self.dir());
+    }
+}
+
+/// Points the image store of `data_dir` at the tests' shared image cache
+/// (`$BERTH_TEST_IMAGE_DIR`, else `/var/tmp/berth-test-images`), so `berth image build`
+/// there reuses what an earlier test built. The built images are shared (content-addressed,
+/// so tests with different berth-init builds never clash); what the daemon reads as built,
+/// `built.json`, is this data dir's own: tests running side by side may build with other
+/// binaries.
+pub fn link_test_image_cache(data_dir: &Path) {
+    let cache = std::env::var_os("BERTH_TEST_IMAGE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/var/tmp/berth-test-images".into())
+        .join("images");
+    let images = data_dir.join("images");
+    fs::create_dir_all(&images).unwrap();
+    for part in ["apt", "initramfs", "kernel", "layers", "rootfs", "tmp"] {
+        fs::create_dir_all(cache.join(part)).unwrap();
+        std::os::unix::fs::symlink(cache.join(part), images.join(part)).unwrap();
     }
 }
 

@@ -82,6 +82,7 @@ fn image_base(name: &str, base: Base) -> Template {
         warm: 0,
         origin: Origin::Builtin,
         unavailable: None,
+        warnings: Vec::new(),
     }
 }
 
@@ -109,6 +110,7 @@ fn echo(data_dir: &Path, unavailable: Option<String>) -> Template {
         warm: 0,
         origin: Origin::Builtin,
         unavailable,
+        warnings: Vec::new(),
     }
 }
 

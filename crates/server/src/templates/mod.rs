@@ -11,6 +11,8 @@ mod base;
 mod builtin;
 mod egress;
 mod error;
+#[cfg(test)]
+mod old_releases;
 mod parse;
 mod registry;
 mod source;
@@ -63,6 +65,9 @@ pub struct Template {
     /// Why boxes cannot be made from this template right now (e.g. the echo harness binary
     /// is missing); `None`: usable. Listed either way.
     pub unavailable: Option<String>,
+    /// What its file should say instead (an earlier release's key names, still read),
+    /// logged when it is loaded.
+    pub warnings: Vec<String>,
 }
 
 /// The base root filesystem. `host` runs on the sandbox only; the others are read-only

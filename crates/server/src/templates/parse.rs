@@ -52,6 +52,9 @@ struct RawTemplate {
     snapshot_after_s: Option<Spanned<u64>>,
     #[serde(default)]
     stop_after_s: Option<Spanned<u64>>,
+    /// `stop_after_s` before the sleep ladder had other rungs: read when that is absent.
+    #[serde(default)]
+    idle_timeout_s: Option<Spanned<u64>>,
     #[serde(default)]
     auto_resume: Option<bool>,
     #[serde(default)]
@@ -160,7 +163,24 @@ pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError
         warm,
         origin: Origin::File(file.to_path_buf()),
         unavailable: None,
+        warnings: old_names(&raw),
     })
+}
+
+/// What the file should say instead of an earlier release's key names.
+fn old_names(raw: &RawTemplate) -> Vec<String> {
+    match (&raw.idle_timeout_s, &raw.stop_after_s) {
+        (Some(old), None) => vec![format!(
+            "idle_timeout_s = {} is the old name of stop_after_s; rename the key",
+            old.get_ref()
+        )],
+        (Some(_), Some(_)) => vec![
+            "idle_timeout_s (the old name of stop_after_s) is ignored: stop_after_s is given; \
+             remove it"
+                .into(),
+        ],
+        (None, _) => Vec::new(),
+    }
 }
 
 /// The ladder's rungs: each off (0) or up to a week, and later rungs after earlier ones.
@@ -172,14 +192,22 @@ fn sleep(src: &Source<'_>, raw: &RawTemplate) -> Result<SleepSettings, TemplateE
     let sleep = SleepSettings {
         pause_after_s: rung(&raw.pause_after_s, "pause_after_s", 0)?,
         snapshot_after_s: rung(&raw.snapshot_after_s, "snapshot_after_s", 0)?,
-        stop_after_s: rung(&raw.stop_after_s, "stop_after_s", DEFAULT_STOP_AFTER_S)?,
+        stop_after_s: match (&raw.stop_after_s, &raw.idle_timeout_s) {
+            (None, Some(old)) => in_range(src, old, "idle_timeout_s", SLEEP_RUNG_RANGE)?,
+            (new, _) => rung(new, "stop_after_s", DEFAULT_STOP_AFTER_S)?,
+        },
         auto_resume: raw.auto_resume.unwrap_or(true),
     };
     if let Err(order) = sleep.in_order() {
-        let at = [&raw.stop_after_s, &raw.snapshot_after_s, &raw.pause_after_s]
-            .into_iter()
-            .flatten()
-            .next();
+        let at = [
+            &raw.stop_after_s,
+            &raw.idle_timeout_s,
+            &raw.snapshot_after_s,
+            &raw.pause_after_s,
+        ]
+        .into_iter()
+        .flatten()
+        .next();
         let kind = TemplateErrorKind::SleepOrder(order);
         return Err(match at {
             Some(v) => src.at(v, kind),

@@ -73,6 +73,9 @@ impl TemplateRegistry {
                     });
                 }
                 Ok(t) => {
+                    for warning in &t.warnings {
+                        tracing::warn!(file = %file.display(), "template: {warning}");
+                    }
                     by_name.insert(t.name.clone(), Arc::new(t));
                 }
                 Err(e) => errors.push(e),

@@ -52,6 +52,7 @@ fn builtin_host() -> Template {
         warm: 0,
         origin: Origin::Builtin,
         unavailable: None,
+        warnings: Vec::new(),
     }
 }
 
