@@ -2,7 +2,7 @@
 # Installs what berth needs when it is missing: Debian packages (root installs them; anyone
 # else is told what to install), Node and npm among them (berth embeds its web app, built
 # from web/ with npm packages). With --tests, also what the tests need: python3 (the
-# model stand-in), tmux and vi (terminals), qemu, chromium (the web app's browser tests),
+# model stand-in), tmux and vi (terminals), sqlite3 (the upgrade tests), qemu, chromium (the web app's browser tests),
 # and Claude Code from the npm registry (the harness test). With --bench, also nginx with its stream module (the egress
 # benchmark's comparison).
 set -euo pipefail
@@ -53,6 +53,7 @@ if $for_tests; then
   [ -d /usr/share/fonts/truetype/dejavu ] || missing+=(fonts-dejavu-core)
   command -v pebble >/dev/null 2>&1 || missing+=(pebble) # ACME tests: a real ACME CA and its mock DNS
   command -v curl >/dev/null 2>&1 || missing+=(curl) # the cookie tests' browser stand-in (its cookie jar)
+  command -v sqlite3 >/dev/null 2>&1 || missing+=(sqlite3) # the upgrade tests write earlier releases' databases
 fi
 
 # The egress bench runs its own nginx from a config in a temp dir (stream module,

@@ -76,7 +76,7 @@ fn a_data_dir_of_each_earlier_release_starts_with_its_templates() {
         return;
     }
     if Command::new("sqlite3").arg("-version").output().is_err() {
-        berth_testkit::skip("sandbox", "no sqlite3 to write an old database with");
+        berth_testkit::skip("sqlite3", "no sqlite3 to write an old database with");
         return;
     }
     let migrations = migrations();

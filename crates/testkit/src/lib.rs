@@ -36,6 +36,7 @@
 //! | `browser` | what the web app's end-to-end tests drive: Debian's `chromium` and `node` with `npm` ([`browser`]) |
 //! | `pebble` | Debian's `pebble` and `pebble-challtestsrv`, the ACME test CA the TLS tests order from |
 //! | `curl` | `curl`, the browser stand-in of the cookie tests (its cookie jar) |
+//! | `sqlite3` | the `sqlite3` shell, which writes the earlier releases' databases of the upgrade tests |
 
 use std::io::Write;
 
@@ -69,6 +70,7 @@ pub const PARTS: &[&str] = &[
     "browser",
     "pebble",
     "curl",
+    "sqlite3",
 ];
 
 /// The variable naming the parts a run requires.
