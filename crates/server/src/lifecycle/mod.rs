@@ -14,6 +14,8 @@
 
 pub mod activity;
 pub mod awake;
+mod boot;
+pub(crate) mod boot_plan;
 pub(crate) mod boot_tasks;
 pub(crate) mod detached;
 pub mod event_retention;
@@ -23,6 +25,7 @@ mod owner;
 pub(crate) mod rootfs;
 mod sleep;
 mod stop;
+pub(crate) mod transition;
 mod wake;
 pub mod wakeups;
 pub mod warm_pool;
