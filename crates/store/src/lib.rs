@@ -175,6 +175,8 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
+mod box_outcomes_tests;
+#[cfg(test)]
 mod box_settings_tests;
 #[cfg(test)]
 mod event_retention_tests;
