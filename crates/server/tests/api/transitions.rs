@@ -14,6 +14,7 @@ use crate::end_to_end::exec;
 use crate::fake::FakeRuntime;
 use crate::harness::TestServer;
 use crate::idle::create;
+use crate::templates::{reload, write_template};
 
 async fn with(fake: FakeRuntime, data: tempfile::TempDir) -> (TestServer, Arc<FakeRuntime>) {
     let fake = Arc::new(fake);
@@ -201,4 +202,50 @@ async fn a_dead_box_that_cannot_be_cleaned_up_is_recorded() {
     let failed = wait_view(&server, "gone", |v| !v["failure"].is_null()).await;
     assert_eq!(failed["state"], "failed");
     assert_failure(&failed, "exit", "runtime_stop");
+}
+
+#[tokio::test]
+async fn a_start_whose_template_is_gone_is_recorded_at_the_plan() {
+    let (server, fake) = fake().await;
+    write_template(&server, "gone.toml", "name = \"gone\"\n");
+    reload(&server).await;
+    create(&server, json!({"name": "orphan", "template": "gone"})).await;
+    std::fs::remove_file(server.data.path().join("templates/gone.toml")).unwrap();
+    reload(&server).await;
+    let (status, body) = call(&server, "orphan", "start").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let failed = view(&server, "orphan").await;
+    assert_eq!(failed["state"], "failed");
+    let failure = &failed["failure"];
+    assert_eq!(failure["transition"], "start", "{failed}");
+    assert_eq!(failure["step"], "plan", "{failed}");
+    assert!(
+        failure["cause"]
+            .as_str()
+            .unwrap()
+            .contains("no longer exists"),
+        "{failed}"
+    );
+    assert!(
+        failure["hint"].as_str().unwrap().contains("template"),
+        "{failed}"
+    );
+    // Nothing reached the runtime.
+    assert_eq!(fake.starts.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_restore_is_recorded_as_one() {
+    let data = tempfile::tempdir().unwrap();
+    let fake = FakeRuntime::snapshotting(data.path().to_owned());
+    let (server, _fake) = with(fake, data).await;
+    create(&server, json!({"name": "saved", "stop_after_s": 0})).await;
+    let (status, started) = call(&server, "saved", "start").await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    assert_eq!(started["last_boot"]["restored"], false, "{started}");
+    let (status, body) = call(&server, "saved", "snapshot").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, resumed) = call(&server, "saved", "resume").await;
+    assert_eq!(status, StatusCode::OK, "{resumed}");
+    assert_eq!(resumed["last_boot"]["restored"], true, "{resumed}");
 }
