@@ -77,9 +77,10 @@ pub struct BoxView {
 /// A failed transition of a box: which, at which step, why, and what to do.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct FailureView {
-    /// `start`, `stop`, `pause`, `snapshot`, `reclaim`, `claim`, `forget`, `fail` or `exit`.
+    /// `start`, `stop`, `pause`, `snapshot`, `reclaim`, `claim`, `forget`, `fail`, `exit` or
+    /// `reconcile`.
     pub transition: String,
-    /// The step that failed: `plan`, `rootfs`, `egress`, `runtime_start`, `runtime_stop`,
+    /// The step that failed: `plan`, `runtime`, `rootfs`, `egress`, `runtime_start`, `runtime_stop`,
     /// `runtime_pause`, `runtime_resume`, `runtime_snapshot` or `handover`.
     pub step: String,
     /// The whole cause chain (host paths hidden from tenants).

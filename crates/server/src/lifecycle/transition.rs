@@ -48,6 +48,8 @@ pub(crate) enum Kind {
     Fail,
     /// The boot ended on its own (the exit watch).
     Exit,
+    /// The daemon's start bringing the runtime in line with the store.
+    Reconcile,
 }
 
 impl Kind {
@@ -62,6 +64,7 @@ impl Kind {
             Kind::Forget => "forget",
             Kind::Fail => "fail",
             Kind::Exit => "exit",
+            Kind::Reconcile => "reconcile",
         }
     }
 }
@@ -71,6 +74,8 @@ impl Kind {
 pub(crate) enum Step {
     /// The box's template is gone or unusable, or the box has no uid range.
     Plan,
+    /// The box's runtime is unavailable in this daemon.
+    Runtime,
     Rootfs,
     Egress,
     /// The runtime's start or restore.
@@ -87,6 +92,7 @@ impl Step {
     fn as_str(self) -> &'static str {
         match self {
             Step::Plan => "plan",
+            Step::Runtime => "runtime",
             Step::Rootfs => "rootfs",
             Step::Egress => "egress",
             Step::RuntimeStart => "runtime_start",
@@ -102,6 +108,7 @@ impl Step {
     fn hint(self, name: &str) -> String {
         match self {
             Step::Plan => format!("restore or fix the box's template (berth template list), then start it again: POST /v1/boxes/{name}/start"),
+            Step::Runtime => format!("bring the box's runtime back (GET /v1/runtimes says why it is unavailable), then start the box again: POST /v1/boxes/{name}/start"),
             Step::Rootfs => format!("the template's rootfs could not be made (berth image build, or fix its base), then start the box again: POST /v1/boxes/{name}/start"),
             Step::Egress => format!("set the secrets its credential rules name (berth secret set), then start the box again: POST /v1/boxes/{name}/start"),
             Step::RuntimeStart => format!("fix the cause (details in the daemon's log), then start the box again: POST /v1/boxes/{name}/start"),
