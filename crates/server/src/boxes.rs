@@ -66,7 +66,8 @@ impl Drop for Pumps {
 /// duration, so concurrent wakes start a box once: the second caller finds it running.
 #[derive(Debug)]
 pub struct BoxSlot {
-    pub lifecycle: tokio::sync::Mutex<Live>,
+    /// Shared so a transition can hold it while it runs (`lifecycle::transition`).
+    pub lifecycle: Arc<tokio::sync::Mutex<Live>>,
     /// Wakes the delivery pump: a message was stored.
     pub delivery: Notify,
     /// The newest stored event seq, for live readers (SSE).

@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use berth_protocol::BoxId;
 use rusqlite::{params, OptionalExtension};
 
-use crate::boxes::{labels_json, BoxLimits, COLUMNS};
+use crate::box_rows::COLUMNS;
+use crate::boxes::{labels_json, BoxLimits};
 use crate::error::{sql, StoreError};
 use crate::quota::{self, QuotaLimit, TemplateDisk};
 use crate::sleep::SleepSettings;
@@ -142,7 +143,7 @@ fn read_box(conn: &rusqlite::Connection, id: &BoxId) -> Result<BoxRecord, StoreE
         .query_row(
             &format!("SELECT {COLUMNS} FROM boxes WHERE id = ?1"),
             params![id.as_str()],
-            crate::boxes::RawBox::from_row,
+            crate::box_rows::RawBox::from_row,
         )
         .optional()
         .map_err(sql("read a box"))?;

@@ -4,15 +4,16 @@
 use std::collections::BTreeMap;
 
 use berth_protocol::{BoxId, TenantId};
-use rusqlite::{params, OptionalExtension, Row};
+use rusqlite::{params, OptionalExtension};
 use time::OffsetDateTime;
 
+use crate::box_outcomes::{LastBoot, TransitionFailure};
+use crate::box_rows::COLUMNS;
 use crate::error::{sql, StoreError};
-use crate::events::STATE_EVENT;
-use crate::quota::{self, QuotaLimit, TemplateDisk};
+use crate::quota::{self, TemplateDisk};
 use crate::sleep::SleepSettings;
-use crate::state::{check_transition, BoxState};
-use crate::{format_time, now, parse_time, Store};
+use crate::state::BoxState;
+use crate::{format_time, now, Store};
 
 /// What the caller decides about a new box; the store adds the slot, state and times.
 #[derive(Debug, Clone, PartialEq)]
@@ -109,6 +110,10 @@ pub struct BoxRecord {
     pub env: BTreeMap<String, String>,
     /// Limits set while the box may have processes: its next start applies them.
     pub pending_limits: Option<BoxLimits>,
+    /// The last transition that failed, until the box's next state change.
+    pub failure: Option<TransitionFailure>,
+    /// How the box's last successful boot went; `None` before one was measured.
+    pub last_boot: Option<LastBoot>,
 }
 
 impl BoxRecord {
@@ -135,11 +140,6 @@ impl BoxRecord {
         self.pending_limits.unwrap_or_else(|| self.limits())
     }
 }
-
-pub(crate) const COLUMNS: &str = "id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
-                       cpus, id_slot, generation, created_at, updated_at, stop_after_s, egress, runtime, \
-                       disk_mib, labels, env, pending_memory_mib, pending_pids, pending_cpus, pause_after_s, \
-                       snapshot_after_s, auto_resume";
 
 /// What a new box is admitted against besides its tenant's quota.
 #[derive(Clone, Copy)]
@@ -237,6 +237,8 @@ impl Store {
             labels: new.labels.clone(),
             env: new.env.clone(),
             pending_limits: None,
+            failure: None,
+            last_boot: None,
         })
     }
 
@@ -283,119 +285,6 @@ impl Store {
     /// Every box of every tenant (reconciliation, shutdown).
     pub fn list_all_boxes(&self) -> Result<Vec<BoxRecord>, StoreError> {
         self.query_many(&format!("SELECT {COLUMNS} FROM boxes ORDER BY id_slot"), [])
-    }
-
-    /// Moves the box to `to` if its generation is still `expected_generation` and the state
-    /// machine allows it; returns the new generation.
-    pub fn update_box_state(
-        &self,
-        id: &BoxId,
-        expected_generation: u64,
-        to: BoxState,
-        reason: Option<&str>,
-    ) -> Result<u64, StoreError> {
-        self.change_state(id, expected_generation, to, reason, |_, _| Ok(()))
-    }
-
-    /// Moves a stopped or failed box to `starting` (as [`Store::update_box_state`]) if its
-    /// tenant's `max_running` has room: the count and the change are one transaction, so
-    /// concurrent starts cannot both take the last unit.
-    pub fn begin_start(&self, id: &BoxId, expected_generation: u64) -> Result<u64, StoreError> {
-        self.change_state(
-            id,
-            expected_generation,
-            BoxState::Starting,
-            None,
-            |tx, tenant| {
-                let limits = quota::read(tx, tenant)?;
-                if limits.max_running.is_none() {
-                    return Ok(());
-                }
-                // The box itself is not running (the state machine admits `starting` only
-                // from `stopped` or `failed`), so it is not in the count.
-                let usage = quota::usage(tx, tenant, &|_| 0)?;
-                quota::check(QuotaLimit::MaxRunning, limits.max_running, usage.running, 1)?;
-                Ok(())
-            },
-        )
-    }
-
-    /// The state change of [`Store::update_box_state`], after `admit` (given the box's
-    /// tenant) agreed, all in one transaction.
-    fn change_state(
-        &self,
-        id: &BoxId,
-        expected_generation: u64,
-        to: BoxState,
-        reason: Option<&str>,
-        admit: impl FnOnce(&rusqlite::Transaction<'_>, &TenantId) -> Result<(), StoreError>,
-    ) -> Result<u64, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let row: Option<(String, i64, String)> = tx
-            .query_row(
-                "SELECT state, generation, tenant_id FROM boxes WHERE id = ?1",
-                params![id.as_str()],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-            )
-            .optional()
-            .map_err(sql("read a box's state"))?;
-        let Some((from, generation, tenant)) = row else {
-            return Err(StoreError::BoxNotFound { id: id.clone() });
-        };
-        let generation = generation as u64;
-        if generation != expected_generation {
-            return Err(StoreError::StaleGeneration {
-                id: id.clone(),
-                expected: expected_generation,
-                actual: generation,
-            });
-        }
-        let from = parse_state(&from)?;
-        check_transition(from, to).map_err(|source| StoreError::Transition {
-            id: id.clone(),
-            source,
-        })?;
-        let tenant = tenant.parse().map_err(|source| StoreError::CorruptId {
-            column: "boxes.tenant_id",
-            source,
-        })?;
-        admit(&tx, &tenant)?;
-        let mut event_seq = None;
-        if to == BoxState::Deleted {
-            // Its messages and events go with it (ON DELETE CASCADE), and its id slot is
-            // free for the next new box: the caller deletes the row only once the runtime
-            // has removed the box's files, mounts and processes.
-            tx.execute("DELETE FROM boxes WHERE id = ?1", params![id.as_str()])
-                .map_err(sql("delete a box"))?;
-        } else {
-            // The boot token lives only while the box runs, is paused, or is snapshotted (a
-            // restore hands the new boot's token over on a channel the old one opens).
-            tx.execute(
-                "UPDATE boxes SET state = ?1, state_reason = ?2, generation = generation + 1, updated_at = ?3, \
-                 boot_token = CASE WHEN ?1 IN ('running', 'paused', 'snapshotted') THEN boot_token ELSE NULL END \
-                 WHERE id = ?4 AND generation = ?5",
-                params![to.as_str(), reason, format_time(now())?, id.as_str(), generation as i64],
-            )
-            .map_err(sql("update a box's state"))?;
-            // Every state change is in the box's event log, in the same transaction.
-            let seq: i64 = tx
-                .query_row(
-                    "SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE box_id = ?1",
-                    params![id.as_str()],
-                    |row| row.get(0),
-                )
-                .map_err(sql("read a box's last event seq"))?;
-            let data = serde_json::json!({"state": to.as_str(), "reason": reason});
-            crate::events::insert(&tx, id, seq as u64, STATE_EVENT, &data, now())?;
-            event_seq = Some(seq as u64);
-        }
-        tx.commit().map_err(sql("commit a box's state"))?;
-        drop(conn);
-        if let Some(seq) = event_seq {
-            self.notify_appended(id, seq);
-        }
-        Ok(generation + 1)
     }
 
     /// Moves a stopped or failed box to another runtime (its volume goes with it: one image
@@ -481,133 +370,6 @@ impl Store {
             .map_err(sql("delete a box"))?;
         Ok(n > 0)
     }
-
-    fn query_one(
-        &self,
-        query: &str,
-        params: impl rusqlite::Params,
-    ) -> Result<Option<BoxRecord>, StoreError> {
-        let raw = self
-            .read()
-            .query_row(query, params, RawBox::from_row)
-            .optional()
-            .map_err(sql("read a box"))?;
-        raw.map(RawBox::into_record).transpose()
-    }
-
-    fn query_many(
-        &self,
-        query: &str,
-        params: impl rusqlite::Params,
-    ) -> Result<Vec<BoxRecord>, StoreError> {
-        let raws: Vec<RawBox> = {
-            let conn = self.read();
-            let mut stmt = conn.prepare(query).map_err(sql("list boxes"))?;
-            let rows = stmt
-                .query_map(params, RawBox::from_row)
-                .map_err(sql("list boxes"))?;
-            rows.collect::<Result<_, _>>().map_err(sql("list boxes"))?
-        };
-        raws.into_iter().map(RawBox::into_record).collect()
-    }
-}
-
-/// A row as SQLite returns it, before the typed parse.
-pub(crate) struct RawBox {
-    id: String,
-    tenant_id: String,
-    name: String,
-    template: String,
-    state: String,
-    state_reason: Option<String>,
-    memory_mib: i64,
-    pids: i64,
-    cpus: f64,
-    id_slot: u32,
-    generation: i64,
-    created_at: String,
-    updated_at: String,
-    stop_after_s: i64,
-    egress: Option<String>,
-    runtime: String,
-    disk_mib: Option<i64>,
-    labels: String,
-    env: String,
-    pending: (Option<i64>, Option<i64>, Option<f64>),
-    /// `pause_after_s`, `snapshot_after_s`, `auto_resume`.
-    sleep: (i64, i64, bool),
-}
-
-impl RawBox {
-    pub(crate) fn from_row(row: &Row<'_>) -> rusqlite::Result<RawBox> {
-        Ok(RawBox {
-            id: row.get(0)?,
-            tenant_id: row.get(1)?,
-            name: row.get(2)?,
-            template: row.get(3)?,
-            state: row.get(4)?,
-            state_reason: row.get(5)?,
-            memory_mib: row.get(6)?,
-            pids: row.get(7)?,
-            cpus: row.get(8)?,
-            id_slot: row.get(9)?,
-            generation: row.get(10)?,
-            created_at: row.get(11)?,
-            updated_at: row.get(12)?,
-            stop_after_s: row.get(13)?,
-            egress: row.get(14)?,
-            runtime: row.get(15)?,
-            disk_mib: row.get(16)?,
-            labels: row.get(17)?,
-            env: row.get(18)?,
-            pending: (row.get(19)?, row.get(20)?, row.get(21)?),
-            sleep: (row.get(22)?, row.get(23)?, row.get(24)?),
-        })
-    }
-
-    pub(crate) fn into_record(self) -> Result<BoxRecord, StoreError> {
-        Ok(BoxRecord {
-            id: self.id.parse().map_err(|source| StoreError::CorruptId {
-                column: "boxes.id",
-                source,
-            })?,
-            tenant_id: self
-                .tenant_id
-                .parse()
-                .map_err(|source| StoreError::CorruptId {
-                    column: "boxes.tenant_id",
-                    source,
-                })?,
-            name: self.name,
-            template: self.template,
-            state: parse_state(&self.state)?,
-            state_reason: self.state_reason,
-            memory_mib: self.memory_mib as u64,
-            pids: self.pids as u64,
-            cpus: self.cpus,
-            stop_after_s: self.stop_after_s as u64,
-            pause_after_s: self.sleep.0 as u64,
-            snapshot_after_s: self.sleep.1 as u64,
-            auto_resume: self.sleep.2,
-            id_slot: self.id_slot,
-            generation: self.generation as u64,
-            created_at: parse_time("boxes.created_at", &self.created_at)?,
-            updated_at: parse_time("boxes.updated_at", &self.updated_at)?,
-            egress: self.egress,
-            runtime: self.runtime,
-            disk_mib: self.disk_mib.map(|d| d as u64),
-            labels: parse_map("boxes.labels", &self.labels)?,
-            env: parse_map("boxes.env", &self.env)?,
-            pending_limits: match self.pending {
-                (Some(memory_mib), Some(pids), Some(cpus)) => Some(BoxLimits {
-                    memory_mib: memory_mib as u64,
-                    pids: pids as u64,
-                    cpus,
-                }),
-                _ => None,
-            },
-        })
-    }
 }
 
 /// The lowest id slot below `limit` that no box holds.
@@ -624,15 +386,4 @@ fn free_slot(tx: &rusqlite::Transaction<'_>, limit: u32) -> Result<u32, StoreErr
         .ok()
         .filter(|slot| *slot < limit)
         .ok_or(StoreError::NoIdSlot { limit })
-}
-
-fn parse_map(column: &'static str, s: &str) -> Result<BTreeMap<String, String>, StoreError> {
-    serde_json::from_str(s).map_err(|source| StoreError::CorruptJson { column, source })
-}
-
-fn parse_state(s: &str) -> Result<BoxState, StoreError> {
-    s.parse().map_err(|source| StoreError::CorruptState {
-        column: "boxes.state",
-        source,
-    })
 }

@@ -10,7 +10,10 @@
 //! per call (`spawn_blocking`) would cost about as much as the call itself.
 
 mod api_keys;
+mod box_outcomes;
+mod box_rows;
 mod box_settings;
+mod box_state;
 mod boxes;
 mod error;
 mod events;
@@ -38,6 +41,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 pub use api_keys::{ApiKeyMeta, NewApiKey};
+pub use box_outcomes::{BootPhase, LastBoot, PhaseSource, TransitionFailure, BOOT_EVENT};
 pub use box_settings::BoxChange;
 pub use boxes::{Admission, BoxLimits, BoxRecord, NewBox};
 pub use error::StoreError;
@@ -170,6 +174,8 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+#[cfg(test)]
+mod box_outcomes_tests;
 #[cfg(test)]
 mod box_settings_tests;
 #[cfg(test)]

@@ -32,6 +32,7 @@ const MIGRATIONS: &[(u32, &str)] = &[
         include_str!("../migrations/0015_web_session_origin.sql"),
     ),
     (16, include_str!("../migrations/0016_wakeup_box_slots.sql")),
+    (17, include_str!("../migrations/0017_box_transitions.sql")),
 ];
 
 /// Migrations that rebuild a table other tables reference: they run with foreign keys off

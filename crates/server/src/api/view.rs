@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use berth_store::{BoxLimits, BoxRecord, BoxState, Principal};
+use berth_store::{BoxLimits, BoxRecord, BoxState, LastBoot, PhaseSource, Principal};
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 
@@ -49,6 +49,13 @@ pub struct BoxView {
     /// message, an answer, a process's exit); `null` before any.
     pub last_activity_at: Option<String>,
     pub state_reason: Option<String>,
+    /// The box's last transition that failed (a start, stop, pause, snapshot, …), until its
+    /// next state change; absent when none did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureView>,
+    /// How the box's last successful start or restore went; absent before one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_boot: Option<LastBootView>,
     /// The egress policy the box's next start applies (canonical form): its own, else its
     /// template's current one. Empty: nothing leaves.
     pub egress: EgressPolicy,
@@ -65,6 +72,64 @@ pub struct BoxView {
     /// knows it (empty: nothing the host knows of; the box may still hold a harness turn
     /// or a terminal, which the reclaimer asks it about). Empty unless `running`.
     pub awake_because: Vec<AwakeReason>,
+}
+
+/// A failed transition of a box: which, at which step, why, and what to do.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct FailureView {
+    /// `start`, `stop`, `pause`, `snapshot`, `reclaim`, `claim`, `forget`, `fail`, `exit` or
+    /// `reconcile`.
+    pub transition: String,
+    /// The step that failed: `plan`, `runtime`, `rootfs`, `egress`, `runtime_start`, `runtime_stop`,
+    /// `runtime_pause`, `runtime_resume`, `runtime_snapshot` or `handover`.
+    pub step: String,
+    /// The whole cause chain (host paths hidden from tenants).
+    pub cause: String,
+    /// What to do about it.
+    pub hint: String,
+}
+
+/// The timings of a box's last successful boot.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct LastBootView {
+    /// From the wake's start to the box ready for calls.
+    pub total_ms: f64,
+    /// A restore from a snapshot (else a cold start).
+    pub restored: bool,
+    /// In the order they ran: the daemon's steps (`plan`, `rootfs`, `egress`,
+    /// `runtime_start`, `first_ready`), then the runtime's own, which ran inside
+    /// `runtime_start`.
+    pub phases: Vec<BootPhaseView>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct BootPhaseView {
+    pub name: String,
+    pub micros: u64,
+    /// `daemon` or `runtime`: who measured it.
+    pub source: String,
+}
+
+impl From<LastBoot> for LastBootView {
+    fn from(b: LastBoot) -> Self {
+        LastBootView {
+            total_ms: b.total_micros as f64 / 1000.0,
+            restored: b.restored,
+            phases: b
+                .phases
+                .into_iter()
+                .map(|p| BootPhaseView {
+                    name: p.name,
+                    micros: p.micros,
+                    source: match p.source {
+                        PhaseSource::Daemon => "daemon",
+                        PhaseSource::Runtime => "runtime",
+                    }
+                    .to_owned(),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// A box's volume image (`<data>/boxes/<id>/volume.ext4`), read without mounting it.
@@ -140,10 +205,20 @@ impl BoxView {
             Some(_) => EgressSource::Box,
             None => EgressSource::Template,
         };
-        let state_reason = match r.state_reason {
-            Some(reason) if !who.is_admin => Some(redact_host_paths(&reason)),
-            reason => reason,
+        let shown = |text: String| {
+            if who.is_admin {
+                text
+            } else {
+                redact_host_paths(&text)
+            }
         };
+        let state_reason = r.state_reason.map(shown);
+        let failure = r.failure.map(|f| FailureView {
+            transition: f.transition,
+            step: f.step,
+            cause: shown(f.cause),
+            hint: f.hint,
+        });
         let volume = VolumeView::of(ctx, &r.id);
         let last_activity_at = match ctx.store.last_activity_at(&r.id) {
             Ok(at) => at.and_then(|at| at.format(&Rfc3339).ok()),
@@ -170,6 +245,8 @@ impl BoxView {
             created_at: r.created_at.format(&Rfc3339).unwrap_or_default(),
             last_activity_at,
             state_reason,
+            failure,
+            last_boot: r.last_boot.map(LastBootView::from),
             egress,
             egress_source,
             runtime: r.runtime,

@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 
 use crate::ctx::{Ctx, STOP_GRACE};
 use crate::error::OpError;
-use crate::ops::box_find::reload;
+use crate::lifecycle::transition::{runtime_error, Kind, Step, Transition};
 use berth_runtime::error_chain;
 
 /// The reason a box that powered itself off is `stopped` with.
@@ -72,46 +72,33 @@ async fn boot_ended(
     boot: u64,
     exit: BoxExit,
 ) -> Result<(), OpError> {
-    let slot = ctx.boxes.slot(id);
-    let mut live = slot.lifecycle.lock().await;
+    let mut t = Transition::begin(ctx, id, Kind::Exit).await?;
     // Stopped, deleted or started again meanwhile: that call has dealt with this boot.
-    if live.boot != boot || live.client.is_none() {
+    if t.live.boot != boot || t.live.client.is_none() {
         return Ok(());
     }
-    let record = reload(ctx, id)?;
-    if !matches!(record.state, BoxState::Running | BoxState::Paused) {
+    if !matches!(t.record().state, BoxState::Running | BoxState::Paused) {
         return Ok(());
     }
-    live.end_boot();
+    t.live.end_boot();
     ctx.egress.end(id);
     // Sockets, pid files and any helper process of the boot go now, not at the next call.
-    if let Err(e) = runtime.stop(id, STOP_GRACE).await {
-        let reason = format!(
-            "the box ended, then cleaning up after it failed: {}",
-            error_chain(&e)
-        );
-        ctx.store
-            .update_box_state(id, record.generation, BoxState::Failed, Some(&reason))?;
-        return Err(OpError::Runtime {
-            action: "stop",
-            id: id.clone(),
-            source: Box::new(e),
-        });
-    }
+    t.run(
+        Step::RuntimeStop,
+        Some(BoxState::Failed),
+        runtime.stop(id, STOP_GRACE),
+    )
+    .await
+    .map_err(|source| runtime_error("stop", id, source))?;
+    let name = t.record().name.clone();
     match exit {
         BoxExit::Clean => {
-            ctx.store.update_box_state(
-                id,
-                record.generation,
-                BoxState::Stopped,
-                Some(SHUT_ITSELF_DOWN),
-            )?;
-            tracing::info!(box_id = %id, name = %record.name, "the box shut itself down");
+            t.write(BoxState::Stopped, Some(SHUT_ITSELF_DOWN))?;
+            tracing::info!(box_id = %id, name = %name, "the box shut itself down");
         }
         BoxExit::Crashed(reason) => {
-            ctx.store
-                .update_box_state(id, record.generation, BoxState::Failed, Some(&reason))?;
-            tracing::warn!(box_id = %id, name = %record.name, reason = %reason, "the box ended unexpectedly");
+            t.write(BoxState::Failed, Some(&reason))?;
+            tracing::warn!(box_id = %id, name = %name, reason = %reason, "the box ended unexpectedly");
         }
     }
     Ok(())

@@ -28,8 +28,8 @@ use crate::boxes::Live;
 use crate::ctx::Ctx;
 use crate::error::OpError;
 use crate::lifecycle::sleep::{descend_held, Rung};
+use crate::lifecycle::transition::{Kind, Transition};
 use crate::lifecycle::Use;
-use crate::ops::box_find::reload;
 use berth_runtime::error_chain;
 
 /// How long the reclaimer waits for a harness to say whether it is busy.
@@ -112,15 +112,14 @@ pub fn rung_due(ctx: &Ctx, record: &BoxRecord) -> Option<Rung> {
 /// Under the box's lifecycle lock: checks again, then takes the box to the rung due.
 /// `Ok(Some(rung))` when it went there.
 pub async fn reclaim(ctx: &Ctx, id: &BoxId) -> Result<Option<Rung>, OpError> {
-    let slot = ctx.boxes.slot(id);
-    let mut live = slot.lifecycle.lock().await;
-    let record = reload(ctx, id)?;
+    let mut t = Transition::begin(ctx, id, Kind::Reclaim).await?;
+    let record = t.record().clone();
     let Some(rung) = rung_due(ctx, &record) else {
         return Ok(None);
     };
     if record.state == BoxState::Running
-        && (harness_busy(&live, id).await
-            || work_inside(&live, id).await
+        && (harness_busy(&t.live, id).await
+            || work_inside(&t.live, id).await
             || messages_waiting(ctx, id)?)
     {
         // Busy after all: the clock starts again from now.
@@ -129,7 +128,7 @@ pub async fn reclaim(ctx: &Ctx, id: &BoxId) -> Result<Option<Rung>, OpError> {
     }
     let reason = Some("idle");
     tracing::info!(box_id = %id, name = %record.name, from = %record.state, to = ?rung, "box idle: taking it down its ladder");
-    descend_held(ctx, id, &mut live, rung, reason).await?;
+    descend_held(&mut t, rung, reason).await?;
     Ok(Some(rung))
 }
 

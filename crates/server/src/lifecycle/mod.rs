@@ -2,7 +2,10 @@
 //! wake, stop, pause, snapshot or fail a box. Each of those holds the box's lifecycle lock
 //! for its whole run, in a task of its own (a client that disconnects cannot cut a start or
 //! a snapshot half-way; the caller just stops waiting), and keeps the boot bookkeeping
-//! (`crate::boxes::Live`: client, pumps, egress, exit watch) in step with the store.
+//! (`crate::boxes::Live`: client, pumps, egress, exit watch) in step with the store. Every
+//! one of them runs inside a `transition::Transition`, the one place that takes the lock,
+//! reads the row, writes the state with its generation and records a failed step on the box;
+//! a boot is planned without side effects first (`boot_plan`).
 //!
 //! The rungs of the sleep ladder, cheapest wake first: `running`, `paused` (frozen in
 //! memory), `snapshotted` (memory on disk, no VMM), `stopped` (processes gone, disk kept).
@@ -14,6 +17,8 @@
 
 pub mod activity;
 pub mod awake;
+mod boot;
+pub(crate) mod boot_plan;
 pub(crate) mod boot_tasks;
 pub(crate) mod detached;
 pub mod event_retention;
@@ -23,6 +28,7 @@ mod owner;
 pub(crate) mod rootfs;
 mod sleep;
 mod stop;
+pub(crate) mod transition;
 mod wake;
 pub mod wakeups;
 pub mod warm_pool;

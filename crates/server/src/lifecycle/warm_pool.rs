@@ -35,6 +35,7 @@ use tokio::task::JoinHandle;
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
+use crate::lifecycle::transition::{Kind, Step, Transition};
 use crate::ops::box_create::{create_box, CreateBox};
 use crate::ops::box_disk;
 use crate::secrets::SecretValue;
@@ -284,13 +285,15 @@ async fn create_pool_box(ctx: &Ctx, template: &str) -> Result<BoxId, OpError> {
 /// it since the pool was read), then deletes it: stopped, no claim can take it.
 async fn retire_pool_box(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
     {
-        let slot = ctx.boxes.slot(id);
-        let mut live = slot.lifecycle.lock().await;
-        match ctx.store.get_box(id)? {
-            Some(record) if is_pool_box(&record) => {}
-            _ => return Ok(()),
+        let mut t = match Transition::begin(ctx, id, Kind::Stop).await {
+            Ok(t) => t,
+            Err(OpError::BoxNotFound { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if !is_pool_box(t.record()) {
+            return Ok(());
         }
-        super::stop::stop_held(ctx, id, &mut live).await?;
+        super::stop::stop_held(&mut t).await?;
     }
     crate::ops::box_delete::delete_box(ctx, id).await
 }
@@ -380,14 +383,15 @@ struct Owner {
 /// Claims pool box `id` for `owner` under its lifecycle lock. `Ok(None)`: it is not
 /// claimable (any more), or the owner's quota or name refuse it; the box stays in the pool.
 async fn claim_locked(ctx: &Ctx, id: &BoxId, owner: &Owner) -> Result<Option<BoxRecord>, OpError> {
-    let slot = ctx.boxes.slot(id);
-    let mut live = slot.lifecycle.lock().await;
-    let Some(record) = ctx.store.get_box(id)? else {
+    let mut t = match Transition::begin(ctx, id, Kind::Claim).await {
+        Ok(t) => t,
+        Err(OpError::BoxNotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let Some(pool_client) = t.live.client.clone() else {
         return Ok(None);
     };
-    let Some(pool_client) = live.client.clone() else {
-        return Ok(None);
-    };
+    let record = t.record().clone();
     if !is_pool_box(&record) || record.state != BoxState::Running {
         return Ok(None);
     }
@@ -400,7 +404,7 @@ async fn claim_locked(ctx: &Ctx, id: &BoxId, owner: &Owner) -> Result<Option<Box
             return Ok(None);
         }
     };
-    let runtime = ctx.runtime_of(&record)?;
+    let runtime = t.runtime()?;
     let id_map = IdMap::for_slot(record.id_slot).ok_or_else(|| OpError::NoIdRange {
         id: id.clone(),
         slot: record.id_slot,
@@ -419,6 +423,8 @@ async fn claim_locked(ctx: &Ctx, id: &BoxId, owner: &Owner) -> Result<Option<Box
         sleep: owner.sleep,
         boot_token: token.as_str(),
     };
+    // The claim is a write of its own (a new owner, not a state change) at the generation
+    // this transition read.
     let claimed = match ctx
         .store
         .claim_warm_box(id, record.generation, &claim, admission)
@@ -429,33 +435,45 @@ async fn claim_locked(ctx: &Ctx, id: &BoxId, owner: &Owner) -> Result<Option<Box
             return Ok(None);
         }
     };
+    t.reload()?;
     // From here the box is the owner's: whatever fails leaves it stopped, as a created box
-    // is, and its next wake boots it cold with a token of its own.
+    // is, with the failure on it, and its next wake boots it cold with a token of its own.
     let handed_over = async {
         pool_client
             .rotate_token(&token)
             .await
-            .map_err(|e| error_chain(&e))?;
+            .map_err(HandoverError::Token)?;
         runtime
             .rebind_egress(id, id_map)
             .await
-            .map_err(|e| error_chain(&e))
+            .map_err(HandoverError::Egress)
     };
     let listener = match handed_over.await {
         Ok(listener) => listener,
-        Err(reason) => {
-            tracing::warn!(box_id = %id, reason, "warm pool: the claimed box cannot be handed over; stopping it");
-            super::stop::stop_held(ctx, id, &mut live).await?;
-            return Ok(ctx.store.get_box(id)?);
+        Err(e) => {
+            tracing::warn!(box_id = %id, error = %error_chain(&e), "warm pool: the claimed box cannot be handed over; stopping it");
+            super::stop::stop_held(&mut t).await?;
+            t.failed(Step::Handover, &e, None);
+            return t.finish().map(Some);
         }
     };
     let client = runtime.channel(id, &token);
-    live.egress = Some(ctx.egress.serve(&egress, listener));
-    live.client = Some(client);
+    t.live.egress = Some(ctx.egress.serve(&egress, listener));
+    t.live.client = Some(client);
     // The pool boot goes on as the owner's: its tasks start again with the new client.
-    super::boot_tasks::start(ctx, id, &mut live, runtime, ctx.box_has_harness(&claimed));
+    let harness = ctx.box_has_harness(&claimed);
+    super::boot_tasks::start(ctx, id, &mut t.live, runtime, harness);
     // The idle clock starts at the claim.
     ctx.activity.touch(id);
     tracing::info!(box_id = %id, name = %claimed.name, template = %claimed.template, "box created from the warm pool");
     Ok(Some(claimed))
+}
+
+/// Why a claimed pool box could not be handed to its owner.
+#[derive(Debug, thiserror::Error)]
+enum HandoverError {
+    #[error("the box's agent did not take its new boot token")]
+    Token(#[source] berth_runtime::GuestError),
+    #[error("the box's egress channel could not be bound again")]
+    Egress(#[source] berth_runtime::RuntimeError),
 }

@@ -42,11 +42,11 @@ pub fn promised_bytes(ctx: &Ctx) -> Result<u64, OpError> {
         .sum())
 }
 
-/// The volume size for the box's start ([`crate::disk_space::DiskGuard::volume_mib_for_start`]):
-/// a volume grows only while its tenant is within its disk quota (a template reload can
-/// raise its boxes' sizes past it) and the host's disk has room for every promise.
-pub fn volume_mib_for_start(ctx: &Ctx, record: &BoxRecord, template_disk: u64) -> u64 {
-    let wanted = record.disk_mib.unwrap_or(template_disk);
+/// The volume size for the box's start, which asks for `wanted`
+/// ([`crate::disk_space::DiskGuard::volume_mib_for_start`]): a volume grows only while its
+/// tenant is within its disk quota (a template reload can raise its boxes' sizes past it)
+/// and the host's disk has room for every promise.
+pub fn volume_mib_for_start(ctx: &Ctx, record: &BoxRecord, wanted: u64) -> u64 {
     let image = berth_runtime::volume_image(&ctx.data_dir, &record.id);
     let current = match std::fs::metadata(&image) {
         Ok(m) if m.len() >> 20 < wanted => m.len() >> 20,

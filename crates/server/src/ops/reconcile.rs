@@ -17,6 +17,7 @@ use berth_store::{BoxRecord, BoxState};
 
 use crate::ctx::{Ctx, STOP_GRACE};
 use crate::error::OpError;
+use crate::lifecycle::transition::{Kind, Step, Transition};
 use berth_runtime::error_chain;
 
 /// How long a reattach waits for the agent's `info`.
@@ -31,53 +32,42 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), OpError> {
     ctx.store.set_event_listener(ctx.boxes.clone());
     let records = ctx.store.list_all_boxes()?;
     for record in &records {
+        let mut t = Transition::begin(ctx, &record.id, Kind::Reconcile).await?;
         // A box whose runtime this daemon lacks is never moved to another: it is `failed`
         // with the reason (unless already `stopped`: nothing of it runs, and its next start
         // fails with the same reason).
-        let runtime = match ctx.runtime_of(record) {
+        let runtime = match t.runtime() {
             Ok(runtime) => runtime,
             Err(e) => {
-                if !matches!(record.state, BoxState::Stopped | BoxState::Failed) {
-                    let reason = error_chain(&e);
-                    tracing::warn!(box_id = %record.id, name = %record.name, reason = %reason, "reconcile: the box's runtime is unavailable");
-                    ctx.store.update_box_state(
-                        &record.id,
-                        record.generation,
-                        BoxState::Failed,
-                        Some(&reason),
-                    )?;
+                if !matches!(t.record().state, BoxState::Stopped | BoxState::Failed) {
+                    t.failed(Step::Runtime, &e, Some(BoxState::Failed));
                 }
                 continue;
             }
         };
-        if !record.state.may_have_processes() {
+        if !t.record().state.may_have_processes() {
             continue;
         }
         // A paused box is thawed to be reached; the reclaimer pauses it again when idle.
-        let record = &match record.state {
-            BoxState::Paused => thaw(ctx, &runtime, record).await?,
-            _ => record.clone(),
-        };
-        if record.state == BoxState::Running && reattach(ctx, &runtime, record).await? {
+        if t.record().state == BoxState::Paused {
+            thaw(&mut t, &runtime).await?;
+        }
+        if t.record().state == BoxState::Running && reattach(&mut t, &runtime).await? {
             continue;
         }
-        ctx.egress.end(&record.id);
-        let (to, reason) = match runtime.stop(&record.id, STOP_GRACE).await {
-            Ok(()) => (BoxState::Stopped, None),
-            Err(e) => {
-                tracing::error!(box_id = %record.id, error = %error_chain(&e), "reconcile: cannot stop box");
-                (
-                    BoxState::Failed,
-                    Some(format!(
-                        "stop after a daemon restart failed: {}",
-                        error_chain(&e)
-                    )),
-                )
-            }
-        };
-        ctx.store
-            .update_box_state(&record.id, record.generation, to, reason.as_deref())?;
-        tracing::info!(box_id = %record.id, name = %record.name, was = %record.state, now = %to, "reconcile: box reset");
+        let (id, was) = (record.id.clone(), t.record().state);
+        ctx.egress.end(&id);
+        let stopped = t
+            .run(
+                Step::RuntimeStop,
+                Some(BoxState::Failed),
+                runtime.stop(&id, STOP_GRACE),
+            )
+            .await;
+        if stopped.is_ok() {
+            t.write(BoxState::Stopped, None)?;
+        }
+        tracing::info!(box_id = %id, name = %record.name, was = %was, now = %t.record().state, "reconcile: box reset");
     }
     let known: HashSet<_> = records.iter().map(|r| &r.id).collect();
     for runtime in ctx.runtimes.ready() {
@@ -111,29 +101,21 @@ async fn remove_unknown(runtime: &dyn Runtime, known: &HashSet<&BoxId>) {
     }
 }
 
-/// A box the old daemon left paused, resumed and recorded `running` (unchanged if the
+/// A box the old daemon left paused, resumed and recorded `running` (left paused if the
 /// runtime cannot resume it: it is stopped then, like any box that cannot be reached).
-async fn thaw(
-    ctx: &Ctx,
-    runtime: &Arc<dyn Runtime>,
-    record: &BoxRecord,
-) -> Result<BoxRecord, OpError> {
-    if let Err(e) = runtime.resume(&record.id).await {
-        tracing::info!(box_id = %record.id, error = %error_chain(&e), "reconcile: cannot resume the paused box; stopping it");
-        return Ok(record.clone());
+async fn thaw(t: &mut Transition<'_>, runtime: &Arc<dyn Runtime>) -> Result<(), OpError> {
+    if let Err(e) = runtime.resume(t.id()).await {
+        tracing::info!(box_id = %t.id(), error = %error_chain(&e), "reconcile: cannot resume the paused box; stopping it");
+        return Ok(());
     }
-    ctx.store
-        .update_box_state(&record.id, record.generation, BoxState::Running, None)?;
-    crate::ops::box_find::reload(ctx, &record.id)
+    t.write(BoxState::Running, None)
 }
 
 /// Reaches the box's agent with its stored boot token; on an answer, restores the
 /// client and the pumps. `false`: the box must be stopped.
-async fn reattach(
-    ctx: &Ctx,
-    runtime: &Arc<dyn Runtime>,
-    record: &BoxRecord,
-) -> Result<bool, OpError> {
+async fn reattach(t: &mut Transition<'_>, runtime: &Arc<dyn Runtime>) -> Result<bool, OpError> {
+    let ctx = t.ctx();
+    let record = t.record().clone();
     let Some(token) = ctx
         .store
         .boot_token(&record.id)?
@@ -169,20 +151,18 @@ async fn reattach(
             return Ok(false);
         }
     };
-    let listener = match runtime.rebind_egress(&record.id, id_map(record)?).await {
+    let listener = match runtime.rebind_egress(&record.id, id_map(&record)?).await {
         Ok(listener) => listener,
         Err(e) => {
             tracing::warn!(box_id = %record.id, error = %error_chain(&e), "reconcile: cannot bind the box's egress channel; stopping it");
             return Ok(false);
         }
     };
-    let slot = ctx.boxes.slot(&record.id);
-    let mut live = slot.lifecycle.lock().await;
-    live.egress = Some(ctx.egress.serve(&boot_egress, listener));
-    live.client = Some(client.clone());
-    live.boot += 1;
-    let harness = ctx.box_has_harness(record);
-    crate::lifecycle::boot_tasks::start(ctx, &record.id, &mut live, runtime.clone(), harness);
+    t.live.egress = Some(ctx.egress.serve(&boot_egress, listener));
+    t.live.client = Some(client.clone());
+    t.live.boot += 1;
+    let harness = ctx.box_has_harness(&record);
+    crate::lifecycle::boot_tasks::start(ctx, &record.id, &mut t.live, runtime.clone(), harness);
     tracing::info!(box_id = %record.id, name = %record.name, "reconcile: reattached a running box");
     Ok(true)
 }

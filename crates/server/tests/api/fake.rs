@@ -12,78 +12,19 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use axum::body::Bytes;
-use axum::extract::{Query, Request, State};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
-use berth_protocol::guest::{ExecFrame, ExecRequest, FileEntry, FileKind, FileList, FileQuery};
-use berth_protocol::harness::{DeliverRequest, DeliverResponse, GuestEvent};
-use berth_protocol::{BoxId, ErrorBody, ErrorCode};
+use berth_protocol::BoxId;
 use berth_runtime::{
-    BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestAddr, GuestClient, IdMap,
-    Runtime, RuntimeError, RuntimeStatus,
+    BootPhase, BootPhases, BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestAddr,
+    GuestClient, IdMap, Runtime, RuntimeError, RuntimeStatus,
 };
-use futures_util::StreamExt;
-use http::StatusCode;
 
-/// Files of every box, by path: they outlive boots, like a volume.
-type Volume = Arc<Mutex<HashMap<String, Vec<u8>>>>;
-
-/// The harness side of a fake box's volume: what it received, what it said.
-#[derive(Debug)]
-pub struct FakeHarness {
-    pub journal: Mutex<Journal>,
-    /// The newest event seq: wakes open event streams.
-    changed: tokio::sync::watch::Sender<u64>,
-    /// The next this many deliveries answer 503 (to test retries).
-    pub fail_deliveries: AtomicUsize,
-}
-
-#[derive(Debug, Default)]
-pub struct Journal {
-    pub seen: std::collections::HashSet<String>,
-    /// Message contents in the order the harness got them (each once).
-    pub received: Vec<String>,
-    pub events: Vec<GuestEvent>,
-}
-
-impl Default for FakeHarness {
-    fn default() -> Self {
-        FakeHarness {
-            journal: Mutex::default(),
-            changed: tokio::sync::watch::Sender::new(0),
-            fail_deliveries: AtomicUsize::new(0),
-        }
-    }
-}
-
-impl FakeHarness {
-    fn emit(&self, kind: &str, data: serde_json::Value) {
-        let seq = {
-            let mut journal = self.journal.lock().unwrap();
-            let seq = journal.events.len() as u64 + 1;
-            journal.events.push(GuestEvent {
-                seq,
-                kind: kind.into(),
-                data,
-                at_ms: 1,
-            });
-            seq
-        };
-        self.changed.send_replace(seq);
-    }
-
-    pub fn received(&self) -> Vec<String> {
-        self.journal.lock().unwrap().received.clone()
-    }
-}
+use crate::fake_agent::{agent, Volume};
+pub use crate::fake_agent::{FakeHarness, Memory};
 
 /// A fake box's agent task, the switch that ends its open exec streams, and its memory.
 type RunningAgent = (
@@ -91,13 +32,6 @@ type RunningAgent = (
     tokio::sync::watch::Sender<bool>,
     Memory,
 );
-
-/// What a fake box keeps only in memory: its token and a counter.
-#[derive(Debug, Clone, Default)]
-pub struct Memory {
-    token: Arc<Mutex<String>>,
-    counter: Arc<AtomicUsize>,
-}
 
 #[derive(Debug, Default)]
 pub struct FakeRuntime {
@@ -119,11 +53,24 @@ pub struct FakeRuntime {
     snapshots: bool,
     saved: Mutex<HashMap<BoxId, Memory>>,
     /// The next restore fails (the daemon must boot the box cold instead).
-    pub fail_restore: std::sync::atomic::AtomicBool,
+    pub fail_restore: AtomicBool,
     pub restores: AtomicUsize,
     pub discarded: Mutex<Vec<BoxId>>,
     /// The interception CA each start or restore was given, in order.
     pub cas: Mutex<Vec<Option<String>>>,
+    /// The next start, stop or snapshot fails (the daemon must record it on the box).
+    pub fail_start: AtomicBool,
+    pub fail_stop: AtomicBool,
+    pub fail_snapshot: AtomicBool,
+}
+
+/// The error of a call a test told to fail.
+fn told_to_fail(operation: &'static str) -> RuntimeError {
+    RuntimeError::Io {
+        action: operation,
+        path: PathBuf::from("/fake/told-to-fail"),
+        source: std::io::Error::other("the fake was told to fail"),
+    }
 }
 
 impl FakeRuntime {
@@ -234,7 +181,11 @@ impl Runtime for FakeRuntime {
     }
 
     async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {
+        let began = Instant::now();
         self.starts.fetch_add(1, Ordering::SeqCst);
+        if self.fail_start.swap(false, Ordering::SeqCst) {
+            return Err(told_to_fail("start"));
+        }
         self.specs
             .lock()
             .unwrap()
@@ -254,14 +205,22 @@ impl Runtime for FakeRuntime {
             counter: Arc::default(),
         };
         let egress = self.serve(spec, memory)?;
+        // One phase, as a backend that measures its start reports it.
+        let phases = BootPhases(vec![BootPhase {
+            name: "fake_boot".into(),
+            micros: began.elapsed().as_micros() as u64,
+        }]);
         Ok(Booted {
             client: self.channel(&spec.id, &spec.boot_token),
             egress,
-            phases: Default::default(),
+            phases,
         })
     }
 
     async fn snapshot(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        if self.fail_snapshot.swap(false, Ordering::SeqCst) {
+            return Err(told_to_fail("snapshot"));
+        }
         if !self.snapshots {
             return Err(RuntimeError::Unsupported {
                 backend: "fake",
@@ -324,6 +283,9 @@ impl Runtime for FakeRuntime {
     }
 
     async fn stop(&self, id: &BoxId, _grace: Duration) -> Result<(), RuntimeError> {
+        if self.fail_stop.swap(false, Ordering::SeqCst) {
+            return Err(told_to_fail("stop"));
+        }
         self.kill(id);
         self.stopped.lock().unwrap().push(id.clone());
         Ok(())
@@ -366,280 +328,4 @@ impl Runtime for FakeRuntime {
         self.removed.lock().unwrap().push(id.clone());
         Ok(())
     }
-}
-
-#[derive(Clone)]
-struct Agent {
-    memory: Memory,
-    volume: Volume,
-    harness: Arc<FakeHarness>,
-    /// Turns `false` when the box is stopped: open exec streams end then.
-    alive: tokio::sync::watch::Receiver<bool>,
-}
-
-fn agent(
-    memory: Memory,
-    volume: Volume,
-    harness: Arc<FakeHarness>,
-    alive: tokio::sync::watch::Receiver<bool>,
-) -> Router {
-    let state = Agent {
-        memory,
-        volume,
-        harness,
-        alive,
-    };
-    Router::new()
-        .route(
-            "/v1/info",
-            get(|| async { Json(serde_json::json!({"protocol_version": berth_protocol::PROTOCOL_VERSION, "boot_id": "fake"})) }),
-        )
-        .route("/v1/exec", post(exec))
-        .route("/v1/boot/token", post(rotate_token))
-        .route("/v1/messages", post(deliver))
-        .route("/v1/events", get(events))
-        .route(
-            "/v1/files",
-            get(read)
-                .put(write)
-                .delete(|| async { StatusCode::NO_CONTENT }),
-        )
-        .route("/v1/files/stat", get(stat))
-        .route("/v1/files/list", get(list))
-        .route("/v1/files/mkdir", post(|| async { StatusCode::NO_CONTENT }))
-        .layer(middleware::from_fn_with_state(state.clone(), check_token))
-        .with_state(state)
-}
-
-fn error(status: StatusCode, code: ErrorCode, message: &str) -> Response {
-    (status, Json(ErrorBody::new(code, message))).into_response()
-}
-
-async fn check_token(State(agent): State<Agent>, req: Request, next: Next) -> Response {
-    let expected = format!("Bearer {}", agent.memory.token.lock().unwrap());
-    if req
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        != Some(expected.as_str())
-    {
-        return error(
-            StatusCode::UNAUTHORIZED,
-            ErrorCode::Unauthorized,
-            "wrong boot token",
-        );
-    }
-    next.run(req).await
-}
-
-/// Echoes `<argv> as <user>`; `fail` exits 3 with a line on stderr; `missing` is an
-/// error frame; `hang` runs until the box stops.
-/// `POST /v1/boot/token`: the new token at once, the old one refused from then on.
-async fn rotate_token(State(agent): State<Agent>, body: Bytes) -> StatusCode {
-    let req: berth_protocol::guest::BootTokenRequest = serde_json::from_slice(&body).unwrap();
-    *agent.memory.token.lock().unwrap() = req.token;
-    StatusCode::NO_CONTENT
-}
-
-async fn exec(State(agent): State<Agent>, body: Bytes) -> Response {
-    let req: ExecRequest = serde_json::from_slice(&body).unwrap();
-    let mut frames = vec![ExecFrame::Started { pid: 42 }];
-    match req.argv[0].as_str() {
-        "hang" => {
-            let started = serde_json::to_string(&frames[0]).unwrap() + "\n";
-            let mut alive = agent.alive.clone();
-            let stream = futures_util::stream::once(
-                async move { Ok::<_, std::io::Error>(started) },
-            )
-            .chain(futures_util::stream::once(async move {
-                let _ = alive.wait_for(|alive| !alive).await;
-                Err(std::io::Error::other("the box stopped"))
-            }));
-            return axum::body::Body::from_stream(stream).into_response();
-        }
-        "count" => {
-            let n = agent.memory.counter.fetch_add(1, Ordering::SeqCst) + 1;
-            frames.push(ExecFrame::Stdout {
-                data: format!("{n}\n").into_bytes(),
-            });
-            frames.push(ExecFrame::Exit {
-                code: Some(0),
-                signal: None,
-                timed_out: false,
-            });
-        }
-        "missing" => frames.push(ExecFrame::Error {
-            code: ErrorCode::NotFound,
-            message: "no such program".into(),
-        }),
-        "fail" => {
-            frames.push(ExecFrame::Stderr {
-                data: b"failing\n".to_vec(),
-            });
-            frames.push(ExecFrame::Exit {
-                code: Some(3),
-                signal: None,
-                timed_out: false,
-            });
-        }
-        _ => {
-            let line = format!("{} as {}\n", req.argv.join(" "), req.user.as_str());
-            frames.push(ExecFrame::Stdout {
-                data: line.into_bytes(),
-            });
-            frames.push(ExecFrame::Exit {
-                code: Some(0),
-                signal: None,
-                timed_out: false,
-            });
-        }
-    }
-    let body: String = frames
-        .iter()
-        .map(|f| serde_json::to_string(f).unwrap() + "\n")
-        .collect();
-    ([("content-type", "application/x-ndjson")], body).into_response()
-}
-
-fn forbidden(q: &FileQuery) -> Option<Response> {
-    (q.path.starts_with("/root/") && q.user == berth_protocol::guest::BoxUser::User).then(|| {
-        error(
-            StatusCode::FORBIDDEN,
-            ErrorCode::PermissionDenied,
-            "root only",
-        )
-    })
-}
-
-async fn read(State(agent): State<Agent>, Query(q): Query<FileQuery>) -> Response {
-    if let Some(denied) = forbidden(&q) {
-        return denied;
-    }
-    match agent.volume.lock().unwrap().get(&q.path) {
-        Some(data) => data.clone().into_response(),
-        None => error(StatusCode::NOT_FOUND, ErrorCode::NotFound, "no such file"),
-    }
-}
-
-async fn write(State(agent): State<Agent>, Query(q): Query<FileQuery>, body: Bytes) -> Response {
-    if let Some(denied) = forbidden(&q) {
-        return denied;
-    }
-    agent.volume.lock().unwrap().insert(q.path, body.to_vec());
-    StatusCode::NO_CONTENT.into_response()
-}
-
-fn entry(path: &str, data: &[u8]) -> FileEntry {
-    let name = path.rsplit('/').next().unwrap_or_default().to_owned();
-    FileEntry {
-        name,
-        kind: FileKind::File,
-        size: data.len() as u64,
-        mode: 0o644,
-        mtime: 0,
-    }
-}
-
-async fn stat(State(agent): State<Agent>, Query(q): Query<FileQuery>) -> Response {
-    match agent.volume.lock().unwrap().get(&q.path) {
-        Some(data) => Json(entry(&q.path, data)).into_response(),
-        None => error(StatusCode::NOT_FOUND, ErrorCode::NotFound, "no such file"),
-    }
-}
-
-async fn list(State(agent): State<Agent>, Query(q): Query<FileQuery>) -> Json<FileList> {
-    let prefix = format!("{}/", q.path.trim_end_matches('/'));
-    let volume = agent.volume.lock().unwrap();
-    let entries = volume
-        .iter()
-        .filter(|(path, _)| path.starts_with(&prefix) && !path[prefix.len()..].contains('/'))
-        .map(|(path, data)| entry(path, data))
-        .collect();
-    Json(FileList { entries })
-}
-
-/// Journals the id; a new message is "written to the harness", which answers it.
-async fn deliver(State(agent): State<Agent>, body: Bytes) -> Response {
-    let req: DeliverRequest = serde_json::from_slice(&body).unwrap();
-    let failing = agent
-        .harness
-        .fail_deliveries
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-        .is_ok();
-    if failing {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::Unavailable,
-            "harness busy",
-        );
-    }
-    let harness = &agent.harness;
-    let duplicate = {
-        let mut journal = harness.journal.lock().unwrap();
-        let new = journal.seen.insert(req.id.clone());
-        if new {
-            journal.received.push(req.content.clone());
-        }
-        !new
-    };
-    if !duplicate {
-        let user =
-            serde_json::json!({"type":"user","message":{"role":"user","content":req.content}});
-        harness.emit("user", user);
-        harness.emit(
-            "assistant",
-            serde_json::json!({"type":"assistant","text":format!("echo: {}", req.content)}),
-        );
-        harness.emit(
-            "result",
-            serde_json::json!({"type":"result","result":req.content}),
-        );
-    }
-    Json(DeliverResponse {
-        id: req.id,
-        duplicate,
-    })
-    .into_response()
-}
-
-#[derive(Debug, serde::Deserialize)]
-struct After {
-    after: u64,
-}
-
-/// Every event after `after`, then new ones, until the box stops.
-async fn events(State(agent): State<Agent>, Query(q): Query<After>) -> Response {
-    let changed = agent.harness.changed.subscribe();
-    let state = (q.after, changed, agent.alive.clone(), agent.harness.clone());
-    let stream = futures_util::stream::unfold(
-        state,
-        |(after, mut changed, mut alive, harness)| async move {
-            loop {
-                let new: Vec<GuestEvent> = harness
-                    .journal
-                    .lock()
-                    .unwrap()
-                    .events
-                    .iter()
-                    .filter(|e| e.seq > after)
-                    .cloned()
-                    .collect();
-                if let Some(last) = new.last().map(|e| e.seq) {
-                    let lines: String = new
-                        .iter()
-                        .map(|e| serde_json::to_string(e).unwrap() + "\n")
-                        .collect();
-                    return Some((
-                        Ok::<_, std::io::Error>(lines),
-                        (last, changed, alive, harness),
-                    ));
-                }
-                tokio::select! {
-                    r = changed.changed() => if r.is_err() { return None; },
-                    _ = alive.wait_for(|alive| !alive) => return None,
-                }
-            }
-        },
-    );
-    axum::body::Body::from_stream(stream).into_response()
 }

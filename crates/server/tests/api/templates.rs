@@ -29,13 +29,13 @@ fn find<'a>(templates: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no template {name} in {templates}"))
 }
 
-fn write_template(server: &TestServer, file: &str, text: &str) {
+pub(crate) fn write_template(server: &TestServer, file: &str, text: &str) {
     let dir = server.data.path().join("templates");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(file), text).unwrap();
 }
 
-async fn reload(server: &TestServer) -> Value {
+pub(crate) async fn reload(server: &TestServer) -> Value {
     let (status, body) = server
         .call(Method::POST, "/v1/templates/reload", None)
         .await;
