@@ -10,6 +10,7 @@ use crate::api::auth::Caller;
 use crate::api::boxes::LimitsBody;
 use crate::api::error::ApiError;
 use crate::api::extract::ApiJson;
+use crate::api::old_names;
 use crate::api::view::BoxView;
 use crate::ctx::Ctx;
 use crate::ops::box_find;
@@ -32,6 +33,11 @@ pub struct UpdateBody {
     /// Rungs that are on must grow: pause, then snapshot, then stop.
     #[serde(default)]
     stop_after_s: Option<u64>,
+    /// The old name of `stop_after_s` (before the sleep ladder): still read, with a
+    /// warning in the daemon's log; `stop_after_s` wins when both are given.
+    #[serde(default)]
+    #[schema(deprecated)]
+    idle_timeout_s: Option<u64>,
     /// Whether a call that needs a paused or snapshotted box wakes it ; false:
     /// such calls get 409 until `POST /v1/boxes/{ref}/resume`.
     #[serde(default)]
@@ -61,7 +67,11 @@ impl From<UpdateBody> for BoxUpdate {
             sleep: SleepInput {
                 pause_after_s: b.pause_after_s,
                 snapshot_after_s: b.snapshot_after_s,
-                stop_after_s: b.stop_after_s,
+                stop_after_s: old_names::renamed(
+                    "PATCH /v1/boxes/{ref}",
+                    ("stop_after_s", b.stop_after_s),
+                    ("idle_timeout_s", b.idle_timeout_s),
+                ),
                 auto_resume: b.auto_resume,
             },
             limits: b.limits.map(Into::into),

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use crate::api::auth::Caller;
 use crate::api::error::ApiError;
 use crate::api::extract::{ApiJson, ApiQuery, OptionalJson};
+use crate::api::old_names;
 use crate::api::view::{BoxListView, BoxView};
 use crate::box_labels::BoxFilter;
 use crate::ctx::Ctx;
@@ -39,6 +40,11 @@ pub struct CreateBody {
     /// Rungs that are on must grow: pause, then snapshot, then stop.
     #[serde(default)]
     stop_after_s: Option<u64>,
+    /// The old name of `stop_after_s` (before the sleep ladder): still read, with a
+    /// warning in the daemon's log; `stop_after_s` wins when both are given.
+    #[serde(default)]
+    #[schema(deprecated)]
+    idle_timeout_s: Option<u64>,
     /// Whether a call that needs a paused or snapshotted box wakes it (default true); false:
     /// such calls get 409 until `POST /v1/boxes/{ref}/resume`.
     #[serde(default)]
@@ -103,7 +109,11 @@ pub async fn create(
             sleep: SleepInput {
                 pause_after_s: body.pause_after_s,
                 snapshot_after_s: body.snapshot_after_s,
-                stop_after_s: body.stop_after_s,
+                stop_after_s: old_names::renamed(
+                    "POST /v1/boxes",
+                    ("stop_after_s", body.stop_after_s),
+                    ("idle_timeout_s", body.idle_timeout_s),
+                ),
                 auto_resume: body.auto_resume,
             },
             egress: body.egress,

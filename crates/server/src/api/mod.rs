@@ -14,6 +14,7 @@ pub mod files;
 pub mod files_archive;
 pub mod files_watch;
 pub mod messages;
+mod old_names;
 pub mod openapi;
 pub mod port_links;
 pub mod ports;

@@ -207,3 +207,30 @@ async fn an_idle_box_is_paused_then_stopped_and_the_sandbox_refuses_snapshots() 
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
 }
+
+/// A client written before the sleep ladder sends `idle_timeout_s`: it is still read as
+/// `stop_after_s` on create and on update (the new name wins when both are given).
+#[tokio::test]
+async fn the_old_idle_timeout_name_still_sets_the_stop_rung() {
+    let server = TestServer::without_runtime().await;
+    let created = create(&server, json!({"name": "old", "idle_timeout_s": 900})).await;
+    assert_eq!(created["stop_after_s"], json!(900), "{created}");
+    let (status, body) = server
+        .call(
+            Method::PATCH,
+            "/v1/boxes/old",
+            Some(json!({"idle_timeout_s": 1200})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["stop_after_s"], json!(1200), "{body}");
+    let (status, body) = server
+        .call(
+            Method::PATCH,
+            "/v1/boxes/old",
+            Some(json!({"idle_timeout_s": 60, "stop_after_s": 1800})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["stop_after_s"], json!(1800), "{body}");
+}
