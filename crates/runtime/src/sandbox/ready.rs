@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use berth_protocol::guest::Info;
+
 use crate::process::{self, pid_alive};
 use crate::{error_chain, GuestClient, RuntimeError};
 
@@ -13,18 +15,19 @@ const MAX_BACKOFF: Duration = Duration::from_millis(20);
 /// How much of the console log an error shows.
 const TAIL_LINES: usize = 20;
 
-/// Calls `info` until it answers, the init process dies, or the deadline passes.
+/// Calls `info` until it answers (its answer: berth-init's boot phases are in it), the init
+/// process dies, or the deadline passes.
 pub async fn wait_ready(
     id: &str,
     client: &GuestClient,
     init_pid: i32,
     console: &Path,
-) -> Result<(), RuntimeError> {
+) -> Result<Info, RuntimeError> {
     let started = Instant::now();
     let mut backoff = FIRST_BACKOFF;
     loop {
         let last = match client.info().await {
-            Ok(_) => return Ok(()),
+            Ok(info) => return Ok(info),
             // A version mismatch will not fix itself.
             Err(e @ crate::GuestError::Version { .. }) => return Err(e.into()),
             Err(e) => e,
