@@ -3,7 +3,9 @@
 //! - cold start (create → first exec answered) vs the OCI runtime's own `run` of a box's
 //!   own bundle with `/usr/bin/true` in place of berth-init;
 //! - exec round-trip on a running box (`true`) vs a local fork + exec of `/usr/bin/true`;
-//! - berth-init's resident memory while serving.
+//! - berth-init's resident memory while serving;
+//! - the cold start step by step (`berth_benches::phases`): the same number of starts on
+//!   the sandbox runtime directly, the median of each step it reports.
 //!
 //! Needs root, runc and a static berth-init (`make bench` builds it).
 //! `BERTH_BENCH_STARTS` and `BERTH_BENCH_EXECS` set the sample counts.
@@ -13,6 +15,7 @@ use std::time::{Duration, Instant};
 use berth_benches::daemon::{count, BenchResult, Daemon, OCI_RUNTIME};
 use berth_benches::floor::{fork_exec_once, TrivialBundle};
 use berth_benches::http::Client;
+use berth_benches::phases::PhaseTable;
 use berth_benches::stats::{ms, ratio, Summary};
 use http::{Method, StatusCode};
 use serde_json::json;
@@ -97,6 +100,7 @@ async fn run() -> BenchResult<()> {
         .ok_or_else(|| format!("cannot read berth-init's VmRSS: {body}"))?;
 
     daemon.stop().await?;
+    let steps = PhaseTable::sample(&dir.path().join("phases"), starts).await?;
 
     report(
         "cold start (create → first exec)",
@@ -127,6 +131,7 @@ async fn run() -> BenchResult<()> {
         rss_kib as f64 / 1024.0,
         if rss_kib <= 5 * 1024 { "met" } else { "MISSED" }
     );
+    steps.print();
     Ok(())
 }
 

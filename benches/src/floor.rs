@@ -9,9 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use berth_protocol::BoxId;
 use berth_runtime::sandbox::{build_bundle, BundleInput, SandboxConfig, SandboxRuntime};
-use berth_runtime::{BootToken, BoxSpec, IdMap, Limits, Rootfs, Runtime};
+use berth_runtime::{IdMap, Runtime};
 
 /// A box's own bundle with a trivial process, ready to `run` again and again.
 pub struct TrivialBundle {
@@ -32,19 +31,7 @@ impl TrivialBundle {
             oci_runtime: oci_runtime.into(),
             init_bin: berth_runtime::init_binary()?,
         })?;
-        let spec = BoxSpec {
-            id: BoxId::from_random([0; 20]),
-            hostname: "floor".into(),
-            rootfs: Rootfs::Host,
-            limits: Limits::default(),
-            boot_token: BootToken::from_random([1; 32]),
-            id_map: IdMap::for_slot(IdMap::SLOTS - 1).ok_or("no id range")?,
-            layers: Vec::new(),
-            harness: None,
-            egress: Default::default(),
-            env: Default::default(),
-            disk_mib: berth_runtime::DEFAULT_DISK_MIB,
-        };
+        let spec = crate::phases::box_spec(0, IdMap::SLOTS - 1)?;
         sandbox.start(&spec).await?;
         sandbox.stop(&spec.id, Duration::from_secs(5)).await?;
 

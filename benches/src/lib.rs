@@ -4,6 +4,7 @@ pub mod daemon;
 pub mod egress;
 pub mod floor;
 pub mod http;
+pub mod phases;
 pub mod sse;
 pub mod stats;
 pub mod vm;

@@ -120,7 +120,8 @@ impl Drop for BenchGateway {
 }
 
 /// berth-init's hop in miniature: 127.0.0.1:port → the gateway's socket, bytes copied both
-/// ways with `copy_bidirectional` and TCP_NODELAY on the accepted side, as berth-init does.
+/// ways with `copy_bidirectional_with_sizes` and berth-init's buffer size
+/// ([`BOX_HOP_COPY_BUF`]), TCP_NODELAY on the accepted side, as berth-init does.
 pub struct BoxHop {
     pub addr: SocketAddr,
     runtime: Option<tokio::runtime::Runtime>,
@@ -149,10 +150,15 @@ impl BoxHop {
     }
 }
 
+/// berth-init's copy buffer per direction (`crates/init/src/egress/forward.rs`,
+/// `COPY_BUF`): berth-init is a binary, so the figure is repeated here, not imported.
+pub const BOX_HOP_COPY_BUF: usize = 32 * 1024;
+
 async fn forward(mut client: TcpStream, gateway: Arc<PathBuf>) {
     let _ = client.set_nodelay(true);
     if let Ok(mut up) = UnixStream::connect(gateway.as_path()).await {
-        let _ = tokio::io::copy_bidirectional(&mut client, &mut up).await;
+        let buf = BOX_HOP_COPY_BUF;
+        let _ = tokio::io::copy_bidirectional_with_sizes(&mut client, &mut up, buf, buf).await;
     }
 }
 

@@ -6,12 +6,12 @@
 
 use std::time::{Duration, Instant};
 
-use berth_protocol::guest::{BoxUser, ExecFrame, ExecRequest};
 use berth_protocol::BoxId;
 use berth_runtime::qemu::{QemuConfig, QemuRuntime};
-use berth_runtime::{BootToken, BoxSpec, GuestClient, IdMap, Limits, Rootfs, Runtime};
+use berth_runtime::{BootToken, BoxSpec, IdMap, Limits, Rootfs, Runtime};
 
 use crate::daemon::BenchResult;
+use crate::phases::exec_true;
 use crate::stats::{ms, ratio, Summary};
 use crate::vm::images::vm_images;
 
@@ -58,7 +58,7 @@ async fn rounds(runtime: &QemuRuntime, spec: &mut BoxSpec, samples: usize) -> Be
     };
     let mut client = runtime.start(spec).await?.client;
     for n in 0..=samples {
-        exec(&client).await?;
+        exec_true(&client).await?;
         held.running
             .get_or_insert(runtime.memory_held(&spec.id).await?);
 
@@ -67,7 +67,7 @@ async fn rounds(runtime: &QemuRuntime, spec: &mut BoxSpec, samples: usize) -> Be
             .get_or_insert(runtime.memory_held(&spec.id).await?);
         let began = Instant::now();
         runtime.resume(&spec.id).await?;
-        exec(&client).await?;
+        exec_true(&client).await?;
         let resume = began.elapsed();
 
         runtime.snapshot(&spec.id).await?;
@@ -78,14 +78,14 @@ async fn rounds(runtime: &QemuRuntime, spec: &mut BoxSpec, samples: usize) -> Be
         let old = next_token(spec);
         let began = Instant::now();
         client = runtime.restore(spec, &old).await?.client;
-        exec(&client).await?;
+        exec_true(&client).await?;
         let restore = began.elapsed();
 
         runtime.stop(&spec.id, GRACE).await?;
         next_token(spec);
         let began = Instant::now();
         client = runtime.start(spec).await?.client;
-        exec(&client).await?;
+        exec_true(&client).await?;
         let cold = began.elapsed();
         if n > 0 {
             resumes.push(resume);
@@ -153,23 +153,4 @@ fn mib(bytes: Option<u64>) -> String {
         Some(bytes) => format!("{:.1} MiB", bytes as f64 / 1_048_576.0),
         None => "none".to_owned(),
     }
-}
-
-async fn exec(client: &GuestClient) -> BenchResult<()> {
-    let request = ExecRequest {
-        argv: vec!["true".into()],
-        user: BoxUser::User,
-        ..Default::default()
-    };
-    let mut stream = client.exec(&request).await?;
-    while let Some(frame) = stream.next_frame().await? {
-        match frame {
-            ExecFrame::Exit { code: Some(0), .. } => return Ok(()),
-            ExecFrame::Exit { .. } | ExecFrame::Error { .. } => {
-                return Err(format!("exec true in the box: {frame:?}").into())
-            }
-            _ => {}
-        }
-    }
-    Err("exec true in the box: no exit".into())
 }

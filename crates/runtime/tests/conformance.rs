@@ -32,6 +32,8 @@ mod isolation;
 mod lifecycle;
 #[path = "conformance/limits.rs"]
 mod limits;
+#[path = "conformance/phases.rs"]
+mod phases;
 #[path = "conformance/snapshot.rs"]
 mod snapshot;
 #[path = "conformance/storage.rs"]
@@ -111,6 +113,7 @@ every_backend_checks!(sandbox => Sandbox,
     storage::a_directory_volume_is_migrated_at_the_next_start,
     exit::wait_exit_tells_a_stop_a_shutdown_and_a_kill_apart,
     snapshot::snapshot_is_refused_with_the_reason_where_unsupported,
+    phases::a_sandbox_start_reports_its_steps_and_berth_inits,
 );
 
 // The sandbox on the `minimal` rootfs image the VMs boot (`/` read-only, idmapped): every

@@ -1,7 +1,7 @@
 //! The `sandbox` backend: OCI bundles run by runc (default), crun or runsc.
 //!
 //! Each box is one OCI container named by its box id, under berth's own runtime state dir
-//! (`<data>/oci`). `start` writes the bundle (`bundle.rs`) over the shared host rootfs
+//! (`<data>/oci`). `start` (its steps in `boot.rs`, each timed by `phases.rs`) writes the bundle (`bundle.rs`) over the shared host rootfs
 //! (`rootfs.rs`, with mount points for layers made by `mountpoints.rs`), or over the box's
 //! read-only, idmapped mount of a rootfs image (`image_rootfs.rs`), and the box's run
 //! dir (`volume.rs`), mounts the box's volume image (`volume_mount.rs`: the same ext4 image
@@ -18,6 +18,7 @@
 //! hand box processes a full capability set over fresh kernel surface); and the host never
 //! follows a link in the box-writable run dir (see `GuestClient`'s Unix connect).
 
+mod boot;
 mod bundle;
 mod cgroup;
 mod egress;
@@ -31,6 +32,7 @@ mod migrate;
 mod mountpoints;
 mod oci_cli;
 mod paths;
+mod phases;
 mod ready;
 mod rootfs;
 mod seccomp;
@@ -253,73 +255,6 @@ impl SandboxRuntime {
         }
     }
 
-    async fn boot(&self, spec: &BoxSpec, paths: &BoxPaths) -> Result<Booted, RuntimeError> {
-        let id = spec.id.as_str();
-        // Checks the layers before anything of the box is touched.
-        mountpoints::check_layers(spec)?;
-        let rootfs = match &spec.rootfs {
-            crate::Rootfs::Host => {
-                let rootfs = self.layout.host_rootfs();
-                rootfs::ensure_host_rootfs(&rootfs)?;
-                mountpoints::prepare(&rootfs, spec)?;
-                volume::prepare_box_dirs(paths, spec.id_map)?;
-                rootfs
-            }
-            crate::Rootfs::Image(image) => {
-                volume::prepare_box_dirs(paths, spec.id_map)?;
-                mount_image_rootfs(paths, image, spec).await?
-            }
-        };
-        mount_volume(paths, spec).await?;
-        volume::write_token(paths, spec.id_map, &spec.boot_token)?;
-        volume::write_harness(paths, spec.id_map, spec.harness.as_ref())?;
-        volume::write_env(paths, spec.id_map, &spec.env)?;
-        egress::write_etc(paths, &spec.egress)?;
-        // Bound before the box runs: its harness may connect out during boot.
-        let egress = egress::bind(paths, spec.id_map)?;
-        bundle::write(&BundleInput {
-            spec,
-            rootfs: &rootfs,
-            init_bin: &self.config.init_bin,
-            paths,
-        })?;
-        let console = host::open_console(&paths.console_log())?;
-        // berth-init gets its container's cgroup to put the box's processes in a child.
-        let cgroup_dirs = match self.oci_kind() {
-            "runc" | "crun" => cgroup::delegate(spec, &cgroups_path(spec))?,
-            _ => Vec::new(),
-        };
-        if let Err(e) = self
-            .oci
-            .run_detached(
-                id,
-                &paths.bundle(),
-                &paths.pid_file(),
-                console,
-                cgroup_dirs,
-                bundle::INIT_OOM_SCORE_ADJ,
-            )
-            .await
-        {
-            return Err(host::with_console(e, &paths.console_log()));
-        }
-        let pid = std::fs::read_to_string(paths.pid_file())
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0);
-        // The init becomes berth's child when the detached OCI runtime exits (berth is the
-        // child subreaper, see `new`): without this it would stay a zombie. Its status tells
-        // `wait_exit` how the boot ended.
-        exit::reap_recorded_on_exit(pid, paths);
-        let client = self.channel(&spec.id, &spec.boot_token);
-        ready::wait_ready(id, &client, pid, &paths.console_log()).await?;
-        Ok(Booted {
-            client,
-            egress,
-            phases: crate::BootPhases::default(),
-        })
-    }
-
     /// Deletes a container that is no longer running, the run dir's leftovers, and
     /// unmounts its volume.
     async fn reap(&self, id: &BoxId) -> Result<(), RuntimeError> {
@@ -359,6 +294,7 @@ impl Runtime for SandboxRuntime {
     }
 
     async fn start(&self, spec: &BoxSpec) -> Result<Booted, RuntimeError> {
+        let mut clock = phases::PhaseClock::start();
         match self.oci.state(spec.id.as_str()).await? {
             Some(s) if matches!(s.status, OciStatus::Running | OciStatus::Paused) => {
                 return Err(RuntimeError::WrongState {
@@ -374,7 +310,8 @@ impl Runtime for SandboxRuntime {
         let paths = self.layout.box_paths(&spec.id);
         crate::fs::mkdir_all(paths.dir())?;
         exit::begin_boot(&paths)?;
-        match self.boot(spec, &paths).await {
+        clock.lap("prepare");
+        match self.boot(spec, &paths, clock).await {
             Ok(booted) => Ok(booted),
             Err(e) => {
                 // Nothing of a failed start stays running.
@@ -539,30 +476,6 @@ impl Runtime for SandboxRuntime {
             self.layout.box_paths(id).dir(),
             "remove the box directory",
         )
-    }
-}
-
-/// [`volume_mount::mount`] off the async workers (it runs e2fsck and may migrate).
-async fn mount_volume(paths: &BoxPaths, spec: &BoxSpec) -> Result<(), RuntimeError> {
-    let (owned, id_map, disk_mib) = (paths.clone(), spec.id_map, spec.disk_mib);
-    blocking(paths, move || volume_mount::mount(&owned, id_map, disk_mib)).await
-}
-
-/// [`image_rootfs::mount`] off the async workers; the mounted root.
-async fn mount_image_rootfs(
-    paths: &BoxPaths,
-    image: &std::path::Path,
-    spec: &BoxSpec,
-) -> Result<PathBuf, RuntimeError> {
-    let (owned, image, spec) = (paths.clone(), image.to_path_buf(), spec.clone());
-    let target = paths.rootfs_mount();
-    match tokio::task::spawn_blocking(move || image_rootfs::mount(&owned, &image, &spec)).await {
-        Ok(result) => Ok(result?),
-        Err(source) => Err(VolumeError::Task {
-            image: target,
-            source,
-        }
-        .into()),
     }
 }
 

@@ -4,27 +4,34 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use berth_protocol::guest::Info;
+
 use crate::process::{self, pid_alive};
 use crate::{error_chain, GuestClient, RuntimeError};
 
 pub const READY_DEADLINE: Duration = Duration::from_secs(10);
-const FIRST_BACKOFF: Duration = Duration::from_millis(1);
+/// berth-init answers 1–3 ms after `runc run -d` returns: polled every millisecond that
+/// long (a refused connect costs microseconds), a doubling backoff would overshoot by up to
+/// its last step (4–8 ms). A box that is slower than [`FAST_POLL`] backs off.
+const POLL: Duration = Duration::from_millis(1);
+const FAST_POLL: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_millis(20);
 /// How much of the console log an error shows.
 const TAIL_LINES: usize = 20;
 
-/// Calls `info` until it answers, the init process dies, or the deadline passes.
+/// Calls `info` until it answers (its answer: berth-init's boot phases are in it), the init
+/// process dies, or the deadline passes.
 pub async fn wait_ready(
     id: &str,
     client: &GuestClient,
     init_pid: i32,
     console: &Path,
-) -> Result<(), RuntimeError> {
+) -> Result<Info, RuntimeError> {
     let started = Instant::now();
-    let mut backoff = FIRST_BACKOFF;
+    let mut backoff = POLL;
     loop {
         let last = match client.info().await {
-            Ok(_) => return Ok(()),
+            Ok(info) => return Ok(info),
             // A version mismatch will not fix itself.
             Err(e @ crate::GuestError::Version { .. }) => return Err(e.into()),
             Err(e) => e,
@@ -49,7 +56,9 @@ pub async fn wait_ready(
             });
         }
         tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+        if started.elapsed() >= FAST_POLL {
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
     }
 }
 
