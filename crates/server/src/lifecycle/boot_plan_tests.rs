@@ -38,6 +38,7 @@ fn template() -> Template {
         warm: 0,
         origin: Origin::Builtin,
         unavailable: None,
+        warnings: Vec::new(),
     }
 }
 
