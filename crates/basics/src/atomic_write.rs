@@ -37,7 +37,18 @@ pub fn write_atomically_with(
         let _ = fs::remove_file(&tmp);
         return Err(err);
     }
-    File::open(dir)?.sync_all()
+    sync_dir(dir)
+}
+
+/// Syncs `dir`, so that the rename in it is on disk. A directory the writer may write but
+/// not read (mode `-wx`) cannot be opened to sync; the file itself is then already in
+/// place and synced, and the write is not failed after the fact.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    match File::open(dir) {
+        Ok(dir) => dir.sync_all(),
+        Err(err) if err.kind() == io::ErrorKind::PermissionDenied => Ok(()),
+        Err(err) => Err(err),
+    }
 }
 
 /// The directory (`.` for a bare name) and the file name of `path`.
