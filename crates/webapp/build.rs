@@ -104,7 +104,7 @@ fn table(out: &Path) -> Result<String, String> {
             "None".to_owned()
         };
         let digest = Sha256::digest(&bytes);
-        let etag: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+        let etag = berth_basics::hex(&digest[..12]);
         writeln!(
             code,
             "    ({:?}, WebFile {{ bytes: include_bytes!({:?}), gzip: {gzip}, content_type: {:?}, immutable: {}, etag: \"\\\"{etag}\\\"\" }}),",

@@ -26,11 +26,10 @@ impl TestPki {
         let ca_key = KeyPair::generate()?;
         let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca = ca_params.self_signed(&ca_key)?;
+        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key)?;
 
         let leaf_key = KeyPair::generate()?;
-        let leaf =
-            CertificateParams::new(vec![host.to_string()])?.signed_by(&leaf_key, &ca, &ca_key)?;
+        let leaf = CertificateParams::new(vec![host.to_string()])?.signed_by(&leaf_key, &*ca)?;
 
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der()));

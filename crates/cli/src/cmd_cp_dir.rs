@@ -1,11 +1,12 @@
 //! `berth cp -r`: a directory into or out of a box, as one tar stream each way.
 //!
 //! Both directions stream: the tar is built (or extracted) on a blocking thread that
-//! meets the HTTP body through a channel of a few chunks, so memory stays small whatever
-//! the tree's size. Progress (bytes so far) goes to stderr every half second when stderr
+//! meets the HTTP body through tokio-util's bridges (a pipe of one chunk each way), so
+//! memory stays small whatever the tree's size. Progress (bytes so far) goes to stderr every half second when stderr
 //! is a terminal; a summary line ends every copy.
 
-use std::io::{self, IsTerminal as _, Read, Write};
+use std::future::ready;
+use std::io::{self, BufWriter, IsTerminal as _, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -13,11 +14,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use berth_protocol::files::ArchiveWritten;
-use bytes::Bytes;
+use futures_util::{StreamExt as _, TryStreamExt as _};
 use http::Method;
-use http_body_util::BodyExt as _;
+use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
-use tokio::sync::mpsc;
+use tokio::sync::oneshot;
+use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
 
 use crate::args::box_path;
 use crate::client::{query_value, Client};
@@ -91,22 +93,29 @@ pub async fn upload(
         );
     }
     let progress = Progress::start(format!("{} -> {name}:{path}", local.display()));
-    let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(4);
-    let counted = progress.bytes.clone();
+    // A duplex end, unlike a split simplex half, ends the stream when it is dropped.
+    let (tar_in, tar_out) = tokio::io::duplex(CHUNK_BYTES);
+    // A pack that fails is told to the body after the bytes it made, so the request is
+    // cut: the daemon never takes a tar that stops between entries for a whole one.
+    let (failed_tx, failed_rx) = oneshot::channel::<io::Error>();
+    let out = SyncIoBridge::new(tar_out);
     let root = local.to_path_buf();
     let packer = tokio::task::spawn_blocking(move || {
-        let mut out = ChannelWriter {
-            tx: tx.clone(),
-            buf: Vec::with_capacity(CHUNK_BYTES),
-            counted,
-        };
-        let packed = pack(&root, &mut out).and_then(|()| out.send());
+        let packed = pack(&root, BufWriter::with_capacity(CHUNK_BYTES, out));
         if let Err(err) = &packed {
-            let _ = tx.blocking_send(Err(io::Error::new(err.kind(), err.to_string())));
+            let _ = failed_tx.send(io::Error::new(err.kind(), err.to_string()));
         }
         packed
     });
-    let body = ChannelBody { rx }.boxed();
+    let counted = progress.bytes.clone();
+    let failure =
+        futures_util::stream::once(failed_rx).filter_map(|failed| ready(failed.ok().map(Err)));
+    let tar = ReaderStream::with_capacity(tar_in, CHUNK_BYTES)
+        .inspect_ok(move |chunk| {
+            counted.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        })
+        .chain(failure);
+    let body = BodyExt::boxed(StreamBody::new(tar.map_ok(Frame::data)));
     let query = format!("?path={}&user={user}", query_value(path));
     let sent = client
         .send(
@@ -145,7 +154,7 @@ pub async fn upload(
 /// The local tree as a tar: names relative to it, symlinks stored as links (never
 /// followed), sockets, FIFOs and devices left out. A file that changes size while it is
 /// read is cut or zero-padded to the size in its header, so the tar stays valid.
-fn pack(root: &Path, out: &mut ChannelWriter) -> io::Result<()> {
+fn pack(root: &Path, out: impl Write) -> io::Result<()> {
     let mut builder = tar::Builder::new(out);
     let mut stack = vec![(root.to_path_buf(), PathBuf::new())];
     while let Some((dir, rel)) = stack.pop() {
@@ -207,40 +216,18 @@ pub async fn download(
         .await?;
     std::fs::create_dir_all(local).with_context(|| format!("cannot create {}", local.display()))?;
     let progress = Progress::start(format!("{name}:{path} -> {}", local.display()));
-    let (tx, rx) = mpsc::channel::<Bytes>(4);
+    let counted = progress.bytes.clone();
+    let tar = response
+        .into_body()
+        .into_data_stream()
+        .inspect_ok(move |chunk| {
+            counted.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        })
+        .map_err(|err| io::Error::other(format!("the box's archive stream broke off: {err}")));
+    let input = SyncIoBridge::new(StreamReader::new(tar));
     let dest = local.to_path_buf();
-    let unpacker = tokio::task::spawn_blocking(move || {
-        unpack(
-            &dest,
-            ChannelReader {
-                rx,
-                current: Bytes::new(),
-            },
-        )
-    });
-    let mut body = response.into_body();
-    let mut fed: anyhow::Result<()> = Ok(());
-    while let Some(frame) = body.frame().await {
-        match frame {
-            Ok(frame) => {
-                if let Ok(data) = frame.into_data() {
-                    progress
-                        .bytes
-                        .fetch_add(data.len() as u64, Ordering::Relaxed);
-                    if tx.send(data).await.is_err() {
-                        break;
-                    }
-                }
-            }
-            Err(err) => {
-                fed = Err(err).context("the box's archive stream broke off");
-                break;
-            }
-        }
-    }
-    drop(tx);
+    let unpacker = tokio::task::spawn_blocking(move || unpack(&dest, input));
     let unpacked = unpacker.await.context("the extraction stopped")?;
-    fed?;
     unpacked.with_context(|| format!("extracting into {}", local.display()))?;
     let bytes = progress.bytes.load(Ordering::Relaxed);
     progress.finish(&format!(
@@ -255,7 +242,7 @@ pub async fn download(
 /// `dest`, directly or through a symlink, is an error) and [`BoundedTar`]'s (no record
 /// the reader would hold whole is over its bound); directories get their modes last, so a
 /// read-only one still receives its contents.
-fn unpack(dest: &Path, input: ChannelReader) -> io::Result<()> {
+fn unpack(dest: &Path, input: impl Read) -> io::Result<()> {
     let mut archive = tar::Archive::new(BoundedTar::new(input));
     archive.set_preserve_permissions(false);
     archive.set_preserve_mtime(true);
@@ -279,99 +266,13 @@ pub fn download_target(local: &Path, box_path: &str) -> PathBuf {
     }
 }
 
-struct ChannelWriter {
-    tx: mpsc::Sender<io::Result<Bytes>>,
-    buf: Vec<u8>,
-    counted: Arc<AtomicU64>,
-}
-
-impl ChannelWriter {
-    fn send(&mut self) -> io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_BYTES));
-        self.counted
-            .fetch_add(chunk.len() as u64, Ordering::Relaxed);
-        self.tx
-            .blocking_send(Ok(Bytes::from(chunk)))
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the upload stopped"))
-    }
-}
-
-impl Write for ChannelWriter {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        let n = data.len().min(CHUNK_BYTES - self.buf.len());
-        self.buf.extend_from_slice(&data[..n]);
-        if self.buf.len() == CHUNK_BYTES {
-            self.send()?;
-        }
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.send()
-    }
-}
-
-/// The download's chunks as a `Read`; a stream that broke off ends the channel without
-/// the tar's end, which the tar reader reports.
-struct ChannelReader {
-    rx: mpsc::Receiver<Bytes>,
-    current: Bytes,
-}
-
-impl Read for ChannelReader {
-    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        while self.current.is_empty() {
-            match self.rx.blocking_recv() {
-                Some(data) => self.current = data,
-                None => return Ok(0),
-            }
-        }
-        let n = out.len().min(self.current.len());
-        out[..n].copy_from_slice(&self.current.split_to(n));
-        Ok(n)
-    }
-}
-
-/// The tar as a request body, chunk by chunk as the packer makes them.
-struct ChannelBody {
-    rx: mpsc::Receiver<io::Result<Bytes>>,
-}
-
-impl hyper::body::Body for ChannelBody {
-    type Data = Bytes;
-    type Error = io::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<io::Result<Frame<Bytes>>>> {
-        self.rx
-            .poll_recv(cx)
-            .map(|chunk| chunk.map(|r| r.map(Frame::data)))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn packed(root: &Path) -> Vec<u8> {
-        let (tx, mut rx) = mpsc::channel(1024);
-        let mut out = ChannelWriter {
-            tx,
-            buf: Vec::new(),
-            counted: Arc::new(AtomicU64::new(0)),
-        };
-        let root = root.to_path_buf();
-        let packer = std::thread::spawn(move || pack(&root, &mut out).and_then(|()| out.send()));
         let mut bytes = Vec::new();
-        while let Some(chunk) = rx.blocking_recv() {
-            bytes.extend_from_slice(&chunk.unwrap());
-        }
-        packer.join().unwrap().unwrap();
+        pack(root, &mut bytes).unwrap();
         bytes
     }
 

@@ -213,10 +213,7 @@ fn write_memo(path: &Path, state: &str, r: &AptRecord) {
     if std::fs::create_dir_all(dir).is_err() {
         return;
     }
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, path).is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
+    let _ = berth_basics::write_atomically(path, text.as_bytes(), 0o644);
 }
 
 fn lists_are_empty() -> bool {

@@ -88,7 +88,7 @@ impl KeyBuilder {
 
     pub fn finish(self) -> ContentKey {
         let digest = self.0.finalize();
-        ContentKey(hex(&digest[..16]))
+        ContentKey(berth_basics::hex(&digest[..16]))
     }
 
     fn put(&mut self, bytes: &[u8]) {
@@ -110,10 +110,6 @@ pub fn file_sha256(path: &Path) -> Result<[u8; 32], ImageError> {
         hasher.update(&buf[..n]);
     }
     Ok(hasher.finalize().into())
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! too. Other compressions: give Firecracker a `vmlinux` (`berth image build --kernel`).
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::error::io;
 use crate::{ImageError, Kernel};
@@ -40,7 +40,7 @@ pub fn vmlinux(kernel: &Kernel) -> Result<PathBuf, ImageError> {
         value: kernel.vmlinuz.display().to_string(),
         why,
     })?;
-    write_atomically(&out, &elf)?;
+    berth_basics::write_atomically(&out, &elf, 0o644).map_err(io("write", &out))?;
     Ok(out)
 }
 
@@ -119,12 +119,6 @@ fn lz4_legacy(mut stream: &[u8], size: usize) -> Result<Vec<u8>, &'static str> {
         stream = &rest[len..];
     }
     Ok(out)
-}
-
-fn write_atomically(out: &Path, bytes: &[u8]) -> Result<(), ImageError> {
-    let tmp = out.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(io("write", &tmp))?;
-    std::fs::rename(&tmp, out).map_err(io("move into place", out))
 }
 
 #[cfg(test)]

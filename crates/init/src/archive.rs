@@ -12,11 +12,14 @@ mod unpack;
 
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
+use std::task::Poll;
 
 use berth_protocol::files::ArchiveWritten;
 use berth_protocol::guest::FileQuery;
 use bytes::Bytes;
+use futures_util::Stream;
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::io::{StreamReader, SyncIoBridge};
 
 use crate::error::ApiError;
 use crate::files::{Chunk, FsIdentity};
@@ -66,9 +69,10 @@ pub fn start_write(
 ) -> Result<oneshot::Receiver<Result<ArchiveWritten, ApiError>>, ApiError> {
     let slot = TRANSFERS.take()?;
     let (done_tx, done_rx) = oneshot::channel();
+    let input = SyncIoBridge::new(StreamReader::new(body_stream(chunks)));
     spawn("berth-tar-in", move || {
         let _slot = slot;
-        let _ = done_tx.send(write(&q, chunks));
+        let _ = done_tx.send(write(&q, input));
     })?;
     Ok(done_rx)
 }
@@ -87,14 +91,31 @@ fn spawn(name: &str, work: impl FnOnce() + Send + 'static) -> Result<(), ApiErro
 
 /// Extracts the tar whose chunks arrive on `chunks` into `q.path`, as the caller, on this
 /// thread.
-fn write(q: &FileQuery, chunks: mpsc::Receiver<Chunk>) -> Result<ArchiveWritten, ApiError> {
+fn write(q: &FileQuery, input: impl Read) -> Result<ArchiveWritten, ApiError> {
     let _identity = FsIdentity::enter(q.user);
-    let input = ChannelReader {
-        rx: chunks,
-        current: Bytes::new(),
-        ended: false,
-    };
     unpack::unpack(&PathBuf::from(&q.path), q.user, input)
+}
+
+/// A request body's chunks as a stream that ends at [`Chunk::End`]; a body that stops
+/// without it (the client went away, or sent too much) is an error, never a clean end of
+/// the archive.
+fn body_stream(
+    mut chunks: mpsc::Receiver<Chunk>,
+) -> impl Stream<Item = io::Result<Bytes>> + Send + Unpin {
+    let mut ended = false;
+    futures_util::stream::poll_fn(move |cx| {
+        if ended {
+            return Poll::Ready(None);
+        }
+        chunks.poll_recv(cx).map(|chunk| match chunk {
+            Some(Chunk::Data(data)) => Some(Ok(data)),
+            Some(Chunk::End) => {
+                ended = true;
+                None
+            }
+            None => Some(Err(io::Error::from_raw_os_error(libc::ECANCELED))),
+        })
+    })
 }
 
 /// A `Write` that sends what it is given in [`CHUNK_BYTES`] pieces; fails once the
@@ -128,32 +149,6 @@ impl Write for ChannelWriter {
 
     fn flush(&mut self) -> io::Result<()> {
         self.send()
-    }
-}
-
-/// A `Read` over a request body's chunks; a body that stops without [`Chunk::End`] (the
-/// client went away, or sent too much) is an error, never a clean end of the archive.
-struct ChannelReader {
-    rx: mpsc::Receiver<Chunk>,
-    current: Bytes,
-    ended: bool,
-}
-
-impl Read for ChannelReader {
-    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        while self.current.is_empty() {
-            if self.ended {
-                return Ok(0);
-            }
-            match self.rx.blocking_recv() {
-                Some(Chunk::Data(data)) => self.current = data,
-                Some(Chunk::End) => self.ended = true,
-                None => return Err(io::Error::from_raw_os_error(libc::ECANCELED)),
-            }
-        }
-        let n = out.len().min(self.current.len());
-        out[..n].copy_from_slice(&self.current.split_to(n));
-        Ok(n)
     }
 }
 

@@ -15,9 +15,8 @@
 //! before it drops privileges.
 //!
 //! Each process gets its own session and process group. The timeout and a client
-//! disconnect (the response body dropped) both SIGKILL the whole group. After the
-//! process exits its pipes are drained until EOF, or for at most [`DRAIN_GRACE`] when a
-//! background child still holds them.
+//! disconnect (the response body dropped) both SIGKILL the whole group; the output is
+//! carried by [`pump`], the loop `/v1/processes` shares.
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -33,22 +32,22 @@ use berth_protocol::guest::{BoxUser, ExecFrame, ExecRequest, BOX_USER_NAME, BOX_
 use berth_protocol::terminal::{TerminalRequest, DEFAULT_TERM};
 use berth_protocol::ErrorCode;
 use bytes::Bytes;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
 
 use crate::box_cgroup::BoxCgroup;
 use crate::error::{io_code, ApiError};
 use crate::reaper::{kill_group, Exit, Reaper};
 use crate::seal::{seal_user_child, UserFilter};
 
+pub mod pump;
+
+use pump::{pump, Pipe, Sink};
+
 /// Ends with `berth_protocol::wake::WAKE_BIN_DIR` (`berth-wake`).
 const BASE_PATH: &str =
     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/run/berth-bin";
-/// How long output is still read after the process exited.
-pub const DRAIN_GRACE: Duration = Duration::from_millis(200);
-pub const READ_CHUNK: usize = 8 * 1024;
 
 /// Starts processes; shared by every exec call.
 #[derive(Debug)]
@@ -414,76 +413,42 @@ pub struct Running {
     pub exit: oneshot::Receiver<Exit>,
 }
 
-/// Pumps output until the process is done, then sends `exit`. Kills the group on timeout
-/// and when the client goes away.
+/// Sends the output as frames until the process is done, then `exit`. The client going
+/// away (the body dropped) kills the group.
 async fn drive(
     mut run: Running,
     tx: mpsc::Sender<Bytes>,
     timeout: Option<Duration>,
     reaper: Arc<Reaper>,
 ) {
-    let pgid = run.pid;
-    let deadline = timeout.map(|t| Instant::now() + t);
-    let mut timed_out = false;
-    let mut exit: Option<Exit> = None;
-    let mut drain_until: Option<Instant> = None;
-    let mut out_buf = vec![0u8; READ_CHUNK];
-    let mut err_buf = vec![0u8; READ_CHUNK];
-    let far = || Instant::now() + Duration::from_secs(86_400 * 365);
-    loop {
-        if exit.is_some() && run.stdout.is_none() && run.stderr.is_none() {
-            break;
-        }
-        let frame_to_send = tokio::select! {
-            _ = tx.closed() => return kill_group(pgid),
-            _ = tokio::time::sleep_until(deadline.unwrap_or_else(far)), if deadline.is_some() && !timed_out && exit.is_none() => {
-                kill_group(pgid);
-                timed_out = true;
-                None
-            }
-            _ = tokio::time::sleep_until(drain_until.unwrap_or_else(far)), if drain_until.is_some() => break,
-            status = &mut run.exit, if exit.is_none() => {
-                exit = Some(status.unwrap_or(Exit { code: None, signal: None }));
-                drain_until = Some(Instant::now() + DRAIN_GRACE);
-                None
-            }
-            n = read_some(&mut run.stdout, &mut out_buf) => match n {
-                Some(n) => Some(ExecFrame::Stdout { data: out_buf[..n].to_vec() }),
-                None => { run.stdout = None; None }
-            },
-            n = read_some(&mut run.stderr, &mut err_buf) => match n {
-                Some(n) => Some(ExecFrame::Stderr { data: err_buf[..n].to_vec() }),
-                None => { run.stderr = None; None }
-            },
-        };
-        if let Some(f) = frame_to_send {
-            if tx.send(frame(&f)).await.is_err() {
-                return kill_group(pgid);
-            }
-        }
-    }
-    let exit = exit.unwrap_or(Exit {
-        code: None,
-        signal: None,
-    });
+    let Some(exit) = pump(&mut run, timeout, &mut FrameSink(tx.clone())).await else {
+        return;
+    };
     let _ = tx
         .send(frame(&ExecFrame::Exit {
             code: exit.code,
             signal: exit.signal,
-            timed_out,
+            timed_out: exit.timed_out,
         }))
         .await;
-    reaper.forget_group_if_empty(pgid);
+    reaper.forget_group_if_empty(run.pid);
 }
 
-/// Reads one chunk; `None` at EOF or error. Pending forever when the pipe is closed.
-pub async fn read_some(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> Option<usize> {
-    match pipe {
-        Some(p) => match p.read(buf).await {
-            Ok(0) | Err(_) => None,
-            Ok(n) => Some(n),
-        },
-        None => std::future::pending().await,
+/// The exec response body: one NDJSON frame per chunk, as fast as the client reads.
+struct FrameSink(mpsc::Sender<Bytes>);
+
+impl Sink for FrameSink {
+    async fn output(&mut self, pipe: Pipe, data: &[u8]) -> bool {
+        let data = data.to_vec();
+        let f = match pipe {
+            Pipe::Stdout => ExecFrame::Stdout { data },
+            Pipe::Stderr => ExecFrame::Stderr { data },
+        };
+        self.0.send(frame(&f)).await.is_ok()
+    }
+
+    async fn gone(&self) {
+        self.0.closed().await
     }
 }
 

@@ -184,42 +184,24 @@ pub enum Chunk {
 /// same directory, fsync, rename. Without `End` (the body failed) the temp file is removed.
 pub fn write_atomic(q: &FileQuery, mut chunks: mpsc::Receiver<Chunk>) -> Result<(), ApiError> {
     let path = Path::new(&q.path);
-    let (dir, name) = match (path.parent(), path.file_name()) {
-        (Some(dir), Some(name)) => (dir, name.to_string_lossy()),
-        _ => {
-            return Err(fs_err("write", path)(std::io::Error::from_raw_os_error(
-                libc::EISDIR,
-            )))
-        }
-    };
+    if path.file_name().is_none() {
+        return Err(fs_err("write", path)(std::io::Error::from_raw_os_error(
+            libc::EISDIR,
+        )));
+    }
     let mode = q.mode.map(|m| m & 0o7777).unwrap_or_else(|| {
         fs::metadata(path)
             .map(|m| m.permissions().mode() & 0o7777)
             .unwrap_or(0o644)
     });
-    let tmp = dir.join(format!(".{name}.berth-{}", crate::boot::random_hex::<6>()));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(fs_err("write", path))?;
-    let result = (|| {
-        loop {
-            match chunks.blocking_recv() {
-                Some(Chunk::Data(data)) => file.write_all(&data)?,
-                Some(Chunk::End) => break,
-                None => return Err(std::io::Error::from_raw_os_error(libc::ECANCELED)),
-            }
+    berth_basics::write_atomically_with(path, mode, |file| loop {
+        match chunks.blocking_recv() {
+            Some(Chunk::Data(data)) => file.write_all(&data)?,
+            Some(Chunk::End) => return Ok(()),
+            None => return Err(std::io::Error::from_raw_os_error(libc::ECANCELED)),
         }
-        file.set_permissions(fs::Permissions::from_mode(mode))?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result.map_err(fs_err("write", path))
+    })
+    .map_err(fs_err("write", path))
 }
 
 fn entry(name: String, meta: &fs::Metadata) -> FileEntry {

@@ -82,7 +82,6 @@ impl BuiltImages {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(io("create", parent))?;
         }
-        let tmp = path.with_extension("json.tmp");
         // Relative to the images dir, so the record stays true when the dir is moved or
         // shared (a symlink to a cache of images).
         let root = images_root(data_dir);
@@ -92,8 +91,7 @@ impl BuiltImages {
                 .unwrap_or_else(|_| p.to_path_buf())
         });
         let text = serde_json::to_vec_pretty(&relative).expect("a record serialises");
-        std::fs::write(&tmp, text).map_err(io("write", &tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io("rename into place", &path))
+        berth_basics::write_atomically(&path, &text, 0o644).map_err(io("write", &path))
     }
 
     fn rebased(self, map: impl Fn(&Path) -> PathBuf) -> BuiltImages {

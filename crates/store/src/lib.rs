@@ -170,9 +170,7 @@ fn random<const N: usize>() -> Result<[u8; N], StoreError> {
     Ok(bytes)
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+use berth_basics::hex;
 
 #[cfg(test)]
 mod box_outcomes_tests;

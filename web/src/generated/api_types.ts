@@ -889,6 +889,13 @@ export interface components {
             /** @enum {string} */
             kind: "recent_use";
         };
+        BootPhaseView: {
+            /** Format: int64 */
+            micros: number;
+            name: string;
+            /** @description `daemon` or `runtime`: who measured it. */
+            source: string;
+        };
         BoxListView: {
             boxes: components["schemas"]["BoxView"][];
         };
@@ -931,6 +938,7 @@ export interface components {
             env: {
                 [key: string]: string;
             };
+            failure?: null | components["schemas"]["FailureView"];
             id: string;
             /** @description The tenant's key/value labels (`GET /v1/boxes?label=k=v` filters on them). */
             labels: {
@@ -941,6 +949,7 @@ export interface components {
              *     message, an answer, a process's exit); `null` before any.
              */
             last_activity_at?: string | null;
+            last_boot?: null | components["schemas"]["LastBootView"];
             /** @description The limits the box's processes run under (a stopped box: its next start's). */
             limits: components["schemas"]["LimitsView"];
             /**
@@ -1008,6 +1017,13 @@ export interface components {
             env?: {
                 [key: string]: string;
             };
+            /**
+             * Format: int64
+             * @deprecated
+             * @description The old name of `stop_after_s` (before the sleep ladder): still read, with a
+             *     warning in the daemon's log; `stop_after_s` wins when both are given.
+             */
+            idle_timeout_s?: number | null;
             /** @description Key/value labels (rules as in `PATCH /v1/boxes/{ref}`). */
             labels?: {
                 [key: string]: string;
@@ -1251,6 +1267,23 @@ export interface components {
             /** @description Whether stdout or stderr was cut at [`OUTPUT_CAP_BYTES`]. */
             truncated: boolean;
         };
+        /** @description A failed transition of a box: which, at which step, why, and what to do. */
+        FailureView: {
+            /** @description The whole cause chain (host paths hidden from tenants). */
+            cause: string;
+            /** @description What to do about it. */
+            hint: string;
+            /**
+             * @description The step that failed: `plan`, `runtime`, `rootfs`, `egress`, `runtime_start`, `runtime_stop`,
+             *     `runtime_pause`, `runtime_resume`, `runtime_snapshot` or `handover`.
+             */
+            step: string;
+            /**
+             * @description `start`, `stop`, `pause`, `snapshot`, `reclaim`, `claim`, `forget`, `fail`, `exit` or
+             *     `reconcile`.
+             */
+            transition: string;
+        };
         /** @description One entry of `files/list`, and the answer of `files/stat`. */
         FileEntry: {
             kind: components["schemas"]["FileKind"];
@@ -1304,6 +1337,22 @@ export interface components {
             last_used_at?: string | null;
             /** @description The key's first characters (`berth_` and 8 hex); `null` for keys older than this. */
             prefix?: string | null;
+        };
+        /** @description The timings of a box's last successful boot. */
+        LastBootView: {
+            /**
+             * @description In the order they ran: the daemon's steps (`plan`, `rootfs`, `egress`,
+             *     `runtime_start`, `first_ready`), then the runtime's own, which ran inside
+             *     `runtime_start`.
+             */
+            phases: components["schemas"]["BootPhaseView"][];
+            /** @description A restore from a snapshot (else a cold start). */
+            restored: boolean;
+            /**
+             * Format: double
+             * @description From the wake's start to the box ready for calls.
+             */
+            total_ms: number;
         };
         LayerView: {
             /** @description The host directory or image it comes from; `null` for a tenant (no host paths). */
@@ -1702,6 +1751,13 @@ export interface components {
             env?: {
                 [key: string]: string;
             } | null;
+            /**
+             * Format: int64
+             * @deprecated
+             * @description The old name of `stop_after_s` (before the sleep ladder): still read, with a
+             *     warning in the daemon's log; `stop_after_s` wins when both are given.
+             */
+            idle_timeout_s?: number | null;
             /**
              * @description Replaces every label (`{}` removes them all). Keys: 1..=63 of `A-Za-z0-9._-/`,
              *     starting with a letter or digit; values: at most 255 bytes, no control characters;

@@ -44,7 +44,7 @@ impl TestPki {
             .distinguished_name
             .push(rcgen::DnType::CommonName, "berth test CA");
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
         let key = rcgen::KeyPair::generate().unwrap();
         let params = rcgen::CertificateParams::new(vec![
             MODEL_HOST.to_owned(),
@@ -52,7 +52,7 @@ impl TestPki {
             ANTHROPIC_HOST.to_owned(),
         ])
         .unwrap();
-        let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+        let cert = params.signed_by(&key, &*ca).unwrap();
         fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
         fs::write(dir.path().join("server.pem"), cert.pem()).unwrap();
         fs::write(dir.path().join("server.key"), key.serialize_pem()).unwrap();

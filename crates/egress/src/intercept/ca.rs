@@ -8,7 +8,7 @@ use std::time::{Duration as StdDuration, Instant};
 use berth_protocol::BoxId;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
+    Issuer, KeyPair, KeyUsagePurpose,
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use time::{Duration, OffsetDateTime};
@@ -73,9 +73,11 @@ impl std::fmt::Debug for Leaf {
 }
 
 pub struct BoxCa {
-    key: KeyPair,
-    /// The issuer leaves are signed with (the CA's name and key).
-    cert: rcgen::Certificate,
+    /// What leaves are signed with: the CA's name and key.
+    issuer: Issuer<'static, KeyPair>,
+    /// The CA certificate's validity, kept to rebuild it identically ([`BoxCa::save`]).
+    not_before: OffsetDateTime,
+    not_after: OffsetDateTime,
     /// The certificate the box trusts, served after each leaf. The same as `cert`'s DER for
     /// a new CA; for a restored one, the original (a re-signed copy differs in its signature).
     der: CertificateDer<'static>,
@@ -110,24 +112,23 @@ impl BoxCa {
     pub fn new(box_id: &BoxId) -> Result<BoxCa, CaError> {
         let key = KeyPair::generate().map_err(CaError::Key)?;
         let now = OffsetDateTime::now_utc();
-        let cert = Self::issuer(box_id, &key, now - BACKDATE, now + CA_VALIDITY)?;
-        let der = cert.der().clone();
+        let (issuer, cert) = Self::issuer(box_id, key, now - BACKDATE, now + CA_VALIDITY)?;
         Ok(BoxCa {
-            key,
-            cert,
-            der,
+            issuer,
+            not_before: now - BACKDATE,
+            not_after: now + CA_VALIDITY,
+            der: cert.der().clone(),
             leaves: Mutex::new(HashMap::new()),
         })
     }
 
     /// Everything [`BoxCa::restore`] needs.
     pub fn save(&self) -> SavedCa {
-        let params = self.cert.params();
         SavedCa {
-            key_pem: self.key.serialize_pem(),
+            key_pem: self.issuer.key().serialize_pem(),
             cert_pem: pem_of(&self.der),
-            not_before: params.not_before.unix_timestamp(),
-            not_after: params.not_after.unix_timestamp(),
+            not_before: self.not_before.unix_timestamp(),
+            not_after: self.not_after.unix_timestamp(),
         }
     }
 
@@ -136,27 +137,27 @@ impl BoxCa {
     pub fn restore(box_id: &BoxId, saved: &SavedCa) -> Result<BoxCa, CaError> {
         let key = KeyPair::from_pem(&saved.key_pem).map_err(CaError::Key)?;
         let time = |t| OffsetDateTime::from_unix_timestamp(t).map_err(|_| CaError::Saved);
-        let cert = Self::issuer(
-            box_id,
-            &key,
-            time(saved.not_before)?,
-            time(saved.not_after)?,
-        )?;
+        let (not_before, not_after) = (time(saved.not_before)?, time(saved.not_after)?);
+        // Only the issuer is needed: the box trusts the saved certificate, not a re-signed
+        // copy of it.
+        let (issuer, _) = Self::issuer(box_id, key, not_before, not_after)?;
         let der = der_of_pem(&saved.cert_pem).ok_or(CaError::Saved)?;
         Ok(BoxCa {
-            key,
-            cert,
+            issuer,
+            not_before,
+            not_after,
             der,
             leaves: Mutex::new(HashMap::new()),
         })
     }
 
+    /// The CA named for `box_id`: its issuer, and its certificate signed by itself.
     fn issuer(
         box_id: &BoxId,
-        key: &KeyPair,
+        key: KeyPair,
         not_before: OffsetDateTime,
         not_after: OffsetDateTime,
-    ) -> Result<rcgen::Certificate, CaError> {
+    ) -> Result<(Issuer<'static, KeyPair>, rcgen::Certificate), CaError> {
         let name = format!("berth egress {}", box_id.as_str());
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
@@ -171,9 +172,10 @@ impl BoxCa {
         ];
         params.not_before = not_before;
         params.not_after = not_after;
-        params
-            .self_signed(key)
-            .map_err(|source| CaError::Sign { name, source })
+        let cert = params
+            .self_signed(&key)
+            .map_err(|source| CaError::Sign { name, source })?;
+        Ok((Issuer::new(params, key), cert))
     }
 
     /// The CA certificate, PEM: what the box's trust store (and `SSL_CERT_FILE` …) gets.
@@ -215,7 +217,7 @@ impl BoxCa {
         params.not_before = now - BACKDATE;
         params.not_after = now + LEAF_VALIDITY;
         let cert = params
-            .signed_by(&key, &self.cert, &self.key)
+            .signed_by(&key, &self.issuer)
             .map_err(|source| CaError::Sign {
                 name: host.to_owned(),
                 source,

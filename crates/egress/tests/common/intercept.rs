@@ -6,7 +6,7 @@ use berth_egress::gateway::{
 use berth_egress::intercept::{BoxCa, CredentialRule, InterceptConfig, Interceptor};
 use berth_egress::policy::Allowlist;
 use berth_protocol::BoxId;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use std::collections::HashMap;
@@ -33,8 +33,7 @@ pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 // ---- the "public" CA and the upstream --------------------------------------------------
 
 pub(crate) struct TestCa {
-    pub(crate) cert: rcgen::Certificate,
-    pub(crate) key: KeyPair,
+    pub(crate) ca: CertifiedIssuer<'static, KeyPair>,
 }
 
 impl TestCa {
@@ -45,8 +44,9 @@ impl TestCa {
             .distinguished_name
             .push(DnType::CommonName, "test public CA");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let cert = params.self_signed(&key).unwrap();
-        TestCa { cert, key }
+        TestCa {
+            ca: CertifiedIssuer::self_signed(params, key).unwrap(),
+        }
     }
 
     pub(crate) fn server_config(&self, hosts: &[&str]) -> ServerConfig {
@@ -54,7 +54,7 @@ impl TestCa {
         let params =
             CertificateParams::new(hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>())
                 .unwrap();
-        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
+        let cert = params.signed_by(&key, &*self.ca).unwrap();
         let mut config = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .unwrap()
@@ -358,7 +358,7 @@ impl Harness {
         let ca = BoxCa::new(&box_id).unwrap();
         let box_ca = ca.cert_der();
         let mut config = InterceptConfig::new(rules);
-        config.extra_roots = vec![public.cert.der().clone()];
+        config.extra_roots = vec![public.ca.der().clone()];
         let interceptor = Arc::new(Interceptor::new(ca, config).unwrap());
         let egress = BoxEgress {
             box_id,
@@ -377,7 +377,7 @@ impl Harness {
             socket,
             sink,
             box_ca,
-            public_ca: public.cert.der().clone(),
+            public_ca: public.ca.der().clone(),
             upstream,
             stop: Some(stop),
             served: Some(served),

@@ -27,11 +27,11 @@ fn pki() -> Pki {
     ca_params
         .distinguished_name
         .push(rcgen::DnType::CommonName, "berth test CA");
-    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
     let leaf_key = rcgen::KeyPair::generate().unwrap();
     let leaf = rcgen::CertificateParams::new(vec![API.to_string()])
         .unwrap()
-        .signed_by(&leaf_key, &ca, &ca_key)
+        .signed_by(&leaf_key, &*ca)
         .unwrap();
     let server = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()

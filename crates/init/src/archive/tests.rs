@@ -40,7 +40,13 @@ fn extract(target: &Path, user: BoxUser, tar: Vec<u8>) -> Result<ArchiveWritten,
         user,
         ..Default::default()
     };
-    let worker = std::thread::spawn(move || write(&q, rx));
+    // The bridge the server uses, on a runtime of the test's own.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let input =
+        SyncIoBridge::new_with_handle(StreamReader::new(body_stream(rx)), runtime.handle().clone());
+    let worker = std::thread::spawn(move || write(&q, input));
     for piece in tar.chunks(1000) {
         if tx
             .blocking_send(Chunk::Data(Bytes::copy_from_slice(piece)))

@@ -221,14 +221,9 @@ fn read_seq(path: &Path) -> io::Result<u64> {
     }
 }
 
-/// Writes `dir/name` through a synced temporary file and a rename, then syncs `dir`.
+/// Replaces `dir/name` atomically (mode 0644, as the logs were always made).
 pub fn write_atomic(dir: &Path, name: &str, data: &[u8]) -> io::Result<()> {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let mut file = File::create(&tmp)?;
-    file.write_all(data)?;
-    file.sync_all()?;
-    fs::rename(&tmp, dir.join(name))?;
-    File::open(dir)?.sync_all()
+    berth_basics::write_atomically(&dir.join(name), data, 0o644)
 }
 
 pub fn now_ms() -> u64 {

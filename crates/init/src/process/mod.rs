@@ -12,20 +12,18 @@ use std::time::Duration;
 
 use berth_protocol::guest::BoxUser;
 use berth_protocol::process::{
-    OutputStream, ProcessExit, ProcessInfo, ProcessList, ProcessRequest, MAX_PROCESSES,
-    PROCESS_TAIL_BYTES,
+    ProcessExit, ProcessInfo, ProcessList, ProcessRequest, MAX_PROCESSES, PROCESS_TAIL_BYTES,
 };
 use berth_protocol::terminal::{signal_number, SignalRequest};
 use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, Notify};
-use tokio::time::Instant;
 
 use crate::error::ApiError;
-use crate::exec::{read_some, Executor, Running, DRAIN_GRACE, READ_CHUNK};
+use crate::exec::pump::{pump, Pipe, Sink};
+use crate::exec::{Executor, Running};
 use crate::harness::Harness;
-use crate::reaper::{kill_group, Exit};
 use tail::Tail;
 
 pub use output::follow;
@@ -234,7 +232,7 @@ pub async fn write_stdin(
     Ok(())
 }
 
-/// Pumps the output into the tail until the process is done, then records the exit. A
+/// Keeps the output in the tail until the process is done, then records the exit. A
 /// timeout kills the group. Nobody's connection is involved: a reader that leaves changes
 /// nothing here.
 async fn drive(
@@ -243,51 +241,9 @@ async fn drive(
     timeout: Option<Duration>,
     processes: Arc<Processes>,
 ) {
-    let deadline = timeout.map(|t| Instant::now() + t);
-    let far = || Instant::now() + Duration::from_secs(86_400 * 365);
-    let mut timed_out = false;
-    let mut exit: Option<Exit> = None;
-    let mut drain_until: Option<Instant> = None;
-    let mut out_buf = vec![0u8; READ_CHUNK];
-    let mut err_buf = vec![0u8; READ_CHUNK];
-    loop {
-        if exit.is_some() && run.stdout.is_none() && run.stderr.is_none() {
-            break;
-        }
-        let chunk = tokio::select! {
-            _ = tokio::time::sleep_until(deadline.unwrap_or_else(far)), if deadline.is_some() && !timed_out && exit.is_none() => {
-                kill_group(run.pid);
-                timed_out = true;
-                None
-            }
-            _ = tokio::time::sleep_until(drain_until.unwrap_or_else(far)), if drain_until.is_some() => break,
-            status = &mut run.exit, if exit.is_none() => {
-                exit = Some(status.unwrap_or(Exit { code: None, signal: None }));
-                drain_until = Some(Instant::now() + DRAIN_GRACE);
-                None
-            }
-            n = read_some(&mut run.stdout, &mut out_buf) => match n {
-                Some(n) => Some((OutputStream::Stdout, &out_buf[..n])),
-                None => { run.stdout = None; None }
-            },
-            n = read_some(&mut run.stderr, &mut err_buf) => match n {
-                Some(n) => Some((OutputStream::Stderr, &err_buf[..n])),
-                None => { run.stderr = None; None }
-            },
-        };
-        if let Some((stream, data)) = chunk {
-            process.state().tail.push(stream, data);
-            process.changed.notify_waiters();
-        }
-    }
-    let exit = exit.unwrap_or(Exit {
-        code: None,
-        signal: None,
-    });
-    let exit = ProcessExit {
-        code: exit.code,
-        signal: exit.signal,
-        timed_out,
+    let sink = &mut TailSink(&process);
+    let Some(exit) = pump(&mut run, timeout, sink).await else {
+        return;
     };
     {
         let mut state = process.state();
@@ -311,4 +267,19 @@ async fn drive(
         )],
     );
     processes.exec.reaper.forget_group_if_empty(run.pid);
+}
+
+/// The process's own tail: never full (it forgets its oldest output), never gone.
+struct TailSink<'a>(&'a Process);
+
+impl Sink for TailSink<'_> {
+    async fn output(&mut self, pipe: Pipe, data: &[u8]) -> bool {
+        self.0.state().tail.push(pipe.into(), data);
+        self.0.changed.notify_waiters();
+        true
+    }
+
+    async fn gone(&self) {
+        std::future::pending().await
+    }
 }

@@ -9,7 +9,7 @@ use berth_protocol::ErrorCode;
 use berth_runtime::GuestClient;
 use bytes::Bytes;
 
-use super::{remote_code, sh, Agent};
+use super::common::{remote_code, sh, Agent};
 
 fn background(script: &str) -> ProcessRequest {
     ProcessRequest {

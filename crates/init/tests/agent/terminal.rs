@@ -10,7 +10,7 @@ use berth_protocol::ErrorCode;
 use berth_runtime::{GuestClient, GuestStream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{gone, remote_code, Agent};
+use super::common::{gone, remote_code, Agent};
 
 fn shell(script: &str, cols: u16, rows: u16) -> TerminalRequest {
     TerminalRequest {

@@ -2,9 +2,11 @@
 //! the box from being idle while it runs. File bytes stream both ways: the daemon holds
 //! a few buffers of a file, never the file.
 
+use std::future::Future;
+
 use berth_protocol::guest::{BoxUser, FileEntry, FileList, FileQuery};
 use berth_protocol::BoxId;
-use berth_runtime::guest_client::{BodyError, FileDownload};
+use berth_runtime::guest_client::{BodyError, FileDownload, GuestClient, GuestError};
 use bytes::Bytes;
 
 use crate::ctx::Ctx;
@@ -39,16 +41,47 @@ pub struct FileRead {
     pub busy: ActivityGuard,
 }
 
-pub async fn read(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileRead, OpError> {
+/// Makes one file call against the box's agent with the query `q`: the box is woken first,
+/// and a call that found the box's processes dead is made once more on a new boot.
+pub(crate) async fn guest_call<T, F, Fut>(
+    ctx: &Ctx,
+    id: &BoxId,
+    q: FileQuery,
+    call: F,
+) -> Result<T, OpError>
+where
+    F: Fn(GuestClient, FileQuery) -> Fut,
+    Fut: Future<Output = Result<T, GuestError>>,
+{
+    ctx.lifecycle().with_guest(id, |c| call(c, q.clone())).await
+}
+
+/// A [`guest_call`] for `target` that keeps the box busy: from before the wake until the
+/// returned guard is dropped, so an answer that streams (a download) holds it as long.
+pub(crate) async fn busy_call<T, F, Fut>(
+    ctx: &Ctx,
+    id: &BoxId,
+    target: &FileTarget,
+    call: F,
+) -> Result<(T, ActivityGuard), OpError>
+where
+    F: Fn(GuestClient, FileQuery) -> Fut,
+    Fut: Future<Output = Result<T, GuestError>>,
+{
     let q = target.query()?;
     let busy = ctx.activity.begin(id);
-    let download = ctx
-        .lifecycle()
-        .with_guest(id, |c| {
-            let q = q.clone();
-            async move { c.download_file(&q).await }
-        })
-        .await?;
+    let answer = guest_call(ctx, id, q, call).await?;
+    Ok((answer, busy))
+}
+
+pub async fn read(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileRead, OpError> {
+    let (download, busy) = busy_call(
+        ctx,
+        id,
+        target,
+        |c, q| async move { c.download_file(&q).await },
+    )
+    .await?;
     Ok(FileRead { download, busy })
 }
 
@@ -58,60 +91,40 @@ where
     B: axum::body::HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<BodyError>,
 {
-    let q = target.query()?;
-    let _busy = ctx.activity.begin(id);
     // Only the connect is retried (a box found dead is woken again): the body can be sent
     // once.
-    let upload = ctx
-        .lifecycle()
-        .with_guest(id, |c| {
-            let q = q.clone();
-            async move { c.open_upload(&q).await }
-        })
-        .await?;
+    let (upload, _busy) = busy_call(
+        ctx,
+        id,
+        target,
+        |c, q| async move { c.open_upload(&q).await },
+    )
+    .await?;
     Ok(upload.send(body).await?)
 }
 
 pub async fn list(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileList, OpError> {
-    let q = target.query()?;
-    let _busy = ctx.activity.begin(id);
-    ctx.lifecycle()
-        .with_guest(id, |c| {
-            let q = q.clone();
-            async move { c.list_files(&q).await }
-        })
-        .await
+    let (list, _busy) = busy_call(
+        ctx,
+        id,
+        target,
+        |c, q| async move { c.list_files(&q).await },
+    )
+    .await?;
+    Ok(list)
 }
 
 pub async fn stat(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileEntry, OpError> {
-    let q = target.query()?;
-    let _busy = ctx.activity.begin(id);
-    ctx.lifecycle()
-        .with_guest(id, |c| {
-            let q = q.clone();
-            async move { c.stat(&q).await }
-        })
-        .await
+    let (entry, _busy) = busy_call(ctx, id, target, |c, q| async move { c.stat(&q).await }).await?;
+    Ok(entry)
 }
 
 pub async fn mkdir(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<(), OpError> {
-    let q = target.query()?;
-    let _busy = ctx.activity.begin(id);
-    ctx.lifecycle()
-        .with_guest(id, |c| {
-            let q = q.clone();
-            async move { c.mkdir(&q).await }
-        })
-        .await
+    let ((), _busy) = busy_call(ctx, id, target, |c, q| async move { c.mkdir(&q).await }).await?;
+    Ok(())
 }
 
 pub async fn remove(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<(), OpError> {
-    let q = target.query()?;
-    let _busy = ctx.activity.begin(id);
-    ctx.lifecycle()
-        .with_guest(id, |c| {
-            let q = q.clone();
-            async move { c.remove(&q).await }
-        })
-        .await
+    let ((), _busy) = busy_call(ctx, id, target, |c, q| async move { c.remove(&q).await }).await?;
+    Ok(())
 }

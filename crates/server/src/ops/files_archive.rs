@@ -9,20 +9,15 @@ use bytes::Bytes;
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
-use crate::ops::files::{FileRead, FileTarget};
+use crate::ops::files::{busy_call, FileRead, FileTarget};
 
 /// A tar being read out of a box (a [`FileRead`] with no length). The box counts as busy
 /// until it is dropped.
 pub async fn read(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileRead, OpError> {
-    let q = target.query()?;
-    let busy = ctx.activity.begin(id);
-    let download = ctx
-        .lifecycle()
-        .with_guest(id, |c| {
-            let q = q.clone();
-            async move { c.download_archive(&q).await }
-        })
-        .await?;
+    let (download, busy) = busy_call(ctx, id, target, |c, q| async move {
+        c.download_archive(&q).await
+    })
+    .await?;
     Ok(FileRead { download, busy })
 }
 
@@ -38,16 +33,11 @@ where
     B: axum::body::HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<BodyError>,
 {
-    let q = target.query()?;
-    let _busy = ctx.activity.begin(id);
     // Only the connect is retried (a box found dead is woken again): the body can be sent
     // once.
-    let upload = ctx
-        .lifecycle()
-        .with_guest(id, |c| {
-            let q = q.clone();
-            async move { c.open_archive_upload(&q).await }
-        })
-        .await?;
+    let (upload, _busy) = busy_call(ctx, id, target, |c, q| async move {
+        c.open_archive_upload(&q).await
+    })
+    .await?;
     Ok(upload.send(body).await?)
 }

@@ -6,14 +6,14 @@ use berth_runtime::guest_client::WatchStream;
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
-use crate::ops::files::FileTarget;
+use crate::ops::files::{guest_call, FileTarget};
 
 pub async fn watch(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<WatchStream, OpError> {
-    let q = target.query()?;
-    ctx.lifecycle()
-        .with_guest(id, |c| {
-            let q = q.clone();
-            async move { c.watch(&q).await }
-        })
-        .await
+    guest_call(
+        ctx,
+        id,
+        target.query()?,
+        |c, q| async move { c.watch(&q).await },
+    )
+    .await
 }

@@ -3,8 +3,6 @@
 //! Browsers bind a subscription to the public key, so losing the file (or making a new
 //! one) silently ends every subscription: it is kept like the admin key.
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -124,26 +122,7 @@ fn create(path: &Path, rng: &SystemRandom) -> Result<(), VapidError> {
     let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, rng)
         .map_err(|_| VapidError::Generate)?;
     let text = pem::encode(&pem::Pem::new(PEM_TAG, pkcs8.as_ref().to_vec()));
-    let mut partial = path.as_os_str().to_owned();
-    partial.push(".partial");
-    let partial = PathBuf::from(partial);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&partial)
-        .map_err(|e| io("create", e))?;
-    file.write_all(text.as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(|e| io("write", e))?;
-    std::fs::rename(&partial, path).map_err(|e| io("create", e))?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| io("sync the directory of", e))?;
-    }
-    Ok(())
+    berth_basics::write_atomically(path, text.as_bytes(), 0o600).map_err(|e| io("create", e))
 }
 
 /// The origin as RFC 8292 wants `aud`: the default port left out.

@@ -48,10 +48,7 @@ impl SecretKey {
 
 /// Hex of the first 8 bytes of SHA-256(key).
 pub fn key_id(raw: &[u8]) -> String {
-    digest(&SHA256, raw).as_ref()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    berth_basics::hex(&digest(&SHA256, raw).as_ref()[..8])
 }
 
 /// Reads the key at `path`; `Ok(None)` when there is no file there.

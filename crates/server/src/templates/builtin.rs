@@ -8,8 +8,7 @@
 //! still listed, marked unavailable with the reason.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use berth_protocol::harness::{AckMode, HarnessConfig, DEFAULT_TURN_TIMEOUT_S};
@@ -170,30 +169,8 @@ fn prepare_layer_from(data_dir: &Path, binary: &Path) -> Result<PathBuf, EchoLay
     if current.as_deref() == Some(&content[..]) {
         return Ok(layer);
     }
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let tmp = bin_dir.join(format!(
-        ".{ECHO_BINARY_NAME}.tmp-{}-{nanos}",
-        std::process::id()
-    ));
-    let written = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o755)
-            .open(&tmp)?;
-        file.write_all(&content)?;
-        // The umask may have narrowed the mode.
-        file.set_permissions(std::fs::Permissions::from_mode(0o755))?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, &dest)
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io("install the echo harness at", &dest)(e));
-    }
+    berth_basics::write_atomically(&dest, &content, 0o755)
+        .map_err(io("install the echo harness at", &dest))?;
     Ok(layer)
 }
 

@@ -5,8 +5,7 @@
 
 mod http_client;
 
-use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -408,22 +407,11 @@ fn private_dir(dir: &Path) -> Result<(), TlsError> {
 
 /// Writes a file only the daemon's user can read, replacing the old one atomically.
 fn write_private(path: &Path, contents: &[u8]) -> Result<(), TlsError> {
-    let tmp = path.with_extension("new");
-    let io = |source| TlsError::Io {
+    berth_basics::write_atomically(path, contents, 0o600).map_err(|source| TlsError::Io {
         action: "write",
         path: path.to_owned(),
         source,
-    };
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io)?;
-    file.write_all(contents).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    })
 }
 
 #[cfg(test)]

@@ -198,14 +198,11 @@ pub(crate) fn write_cert_file(resolver: &CertResolver, data_dir: &Path) -> Resul
         };
     };
     let text: String = current.cert.iter().map(pem_of).collect();
-    let tmp = data_dir.join(format!("{CERT_FILE}.new"));
-    let io = |action, source| TlsError::Io {
-        action,
+    berth_basics::write_atomically(&path, text.as_bytes(), 0o644).map_err(|source| TlsError::Io {
+        action: "replace",
         path: path.clone(),
         source,
-    };
-    std::fs::write(&tmp, text).map_err(|e| io("write", e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| io("replace", e))
+    })
 }
 
 pub(crate) fn pem_of(der: &CertificateDer<'_>) -> String {

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -21,8 +21,7 @@ use crate::harness::{NoBoxes, TestServer};
 
 /// A test CA that signs leaf certificates for `localhost` and 127.0.0.1.
 pub struct TestCa {
-    cert: rcgen::Certificate,
-    key: KeyPair,
+    ca: CertifiedIssuer<'static, KeyPair>,
 }
 
 impl TestCa {
@@ -33,12 +32,13 @@ impl TestCa {
         params
             .distinguished_name
             .push(DnType::CommonName, "berth test CA");
-        let cert = params.self_signed(&key).unwrap();
-        TestCa { cert, key }
+        TestCa {
+            ca: CertifiedIssuer::self_signed(params, key).unwrap(),
+        }
     }
 
     pub fn der(&self) -> CertificateDer<'static> {
-        self.cert.der().clone()
+        self.ca.der().clone()
     }
 
     /// A new leaf (new key) as `(cert PEM, key PEM, cert DER)`.
@@ -46,7 +46,7 @@ impl TestCa {
         let key = KeyPair::generate().unwrap();
         let params =
             CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
-        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
+        let cert = params.signed_by(&key, &*self.ca).unwrap();
         (cert.pem(), key.serialize_pem(), cert.der().clone())
     }
 }

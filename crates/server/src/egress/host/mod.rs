@@ -8,8 +8,6 @@
 //! again.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -461,34 +459,21 @@ impl EgressHost {
 
     fn save(&self, id: &BoxId, json: &[u8]) -> Result<(), EgressBootError> {
         let path = self.boot_file(id);
-        let tmp = path.with_extension("json.tmp");
-        let io = |action, path: &Path| {
-            let path = path.to_path_buf();
-            move |source| EgressBootError::Io {
-                action,
-                path,
-                source,
-            }
-        };
-        let _ = std::fs::remove_file(&tmp);
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io("create", &tmp))?;
-        file.write_all(json)
-            .and_then(|()| file.sync_all())
-            .map_err(io("write", &tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io("rename into place", &path))
+        berth_basics::write_atomically(&path, json, 0o600).map_err(|source| EgressBootError::Io {
+            action: "write",
+            path,
+            source,
+        })
     }
 }
 
 fn new_placeholder() -> Result<String, EgressBootError> {
     let mut random = [0u8; 16];
     getrandom::fill(&mut random).map_err(EgressBootError::Random)?;
-    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
-    Ok(format!("{PLACEHOLDER_PREFIX}{hex}"))
+    Ok(format!(
+        "{PLACEHOLDER_PREFIX}{}",
+        berth_basics::hex(&random)
+    ))
 }
 
 fn load_root(path: &Path) -> Result<CertificateDer<'static>, EgressSetupError> {

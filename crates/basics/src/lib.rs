@@ -1,0 +1,10 @@
+//! The few helpers that every berth crate needs one copy of: writing a file so that it is
+//! either wholly old or wholly new ([`write_atomically`]), and lowercase hex ([`hex`]).
+//!
+//! std only, no dependency: `berth-init` is built static and small, and uses these too.
+
+mod atomic_write;
+mod hex;
+
+pub use atomic_write::{write_atomically, write_atomically_with};
+pub use hex::hex;
