@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use rusqlite::{OptionalExtension, Row};
 
 use crate::box_outcomes::parse_column;
-use crate::boxes::{BoxLimits, BoxRecord};
+use crate::box_record::{BoxLimits, BoxRecord};
 use crate::error::{sql, StoreError};
 use crate::state::BoxState;
 use crate::{parse_time, Store};

@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 use berth_protocol::BoxId;
 use rusqlite::{params, OptionalExtension};
 
+use crate::box_record::BoxLimits;
 use crate::box_rows::COLUMNS;
-use crate::boxes::{labels_json, BoxLimits};
+use crate::boxes::labels_json;
 use crate::error::{sql, StoreError};
 use crate::quota::{self, QuotaLimit, TemplateDisk};
 use crate::sleep::SleepSettings;

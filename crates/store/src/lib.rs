@@ -11,6 +11,7 @@
 
 mod api_keys;
 mod box_outcomes;
+mod box_record;
 mod box_rows;
 mod box_settings;
 mod box_state;
@@ -42,8 +43,9 @@ use time::OffsetDateTime;
 
 pub use api_keys::{ApiKeyMeta, NewApiKey};
 pub use box_outcomes::{BootPhase, LastBoot, PhaseSource, TransitionFailure, BOOT_EVENT};
+pub use box_record::{BoxLimits, BoxRecord};
 pub use box_settings::BoxChange;
-pub use boxes::{Admission, BoxLimits, BoxRecord, NewBox};
+pub use boxes::{Admission, NewBox};
 pub use error::StoreError;
 pub use events::{
     Appended, EventGap, EventListener, EventPage, EventRecord, EventRetention, PageLimit, Pruned,
