@@ -73,7 +73,7 @@ pub fn random_hex<const N: usize>() -> String {
             *b = (seed >> ((i % 16) * 8)) as u8;
         }
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    berth_basics::hex(&bytes)
 }
 
 /// Where the agent finds itself. A VM's PID 1 is all of: process 1, with no `/proc` yet

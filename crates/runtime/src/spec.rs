@@ -119,7 +119,7 @@ pub struct BootToken(String);
 impl BootToken {
     /// A token from 32 random bytes (callers pass bytes from the OS random source).
     pub fn from_random(random: [u8; 32]) -> Self {
-        BootToken(random.iter().map(|b| format!("{b:02x}")).collect())
+        BootToken(berth_basics::hex(&random))
     }
 
     /// A token as [`BootToken::as_str`] spells it (64 lowercase hex digits), as the store

@@ -252,7 +252,7 @@ fn stand_in_secrets(ctx: &Ctx, template: &Template) -> Result<(), OpError> {
         }
         let mut random = [0u8; 24];
         getrandom::fill(&mut random).map_err(OpError::Random)?;
-        let value: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        let value = berth_basics::hex(&random);
         ctx.secrets.set(
             &pool,
             &rule.name,
@@ -266,7 +266,7 @@ fn stand_in_secrets(ctx: &Ctx, template: &Template) -> Result<(), OpError> {
 async fn create_pool_box(ctx: &Ctx, template: &str) -> Result<BoxId, OpError> {
     let mut random = [0u8; 8];
     getrandom::fill(&mut random).map_err(OpError::Random)?;
-    let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let suffix = berth_basics::hex(&random);
     let request = CreateBox {
         name: format!("warm-{suffix}"),
         template: Some(template.to_owned()),
