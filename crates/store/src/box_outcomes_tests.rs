@@ -102,7 +102,11 @@ fn a_boot_is_kept_on_the_box_and_logged_as_an_event() {
             },
         ],
     };
-    store.record_boot(&record.id, &boot).unwrap();
+    store.record_boot(&record.id, "tok", &boot).unwrap();
+    assert_eq!(
+        store.boot_token(&record.id).unwrap().as_deref(),
+        Some("tok")
+    );
     let got = store.get_box(&record.id).unwrap().unwrap();
     assert_eq!(got.last_boot, Some(boot.clone()));
     assert_eq!(got.generation, record.generation, "not a state change");

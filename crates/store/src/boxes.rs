@@ -250,23 +250,6 @@ impl Store {
         })
     }
 
-    /// Records the boot token of the box's running boot, so a restarted daemon can reach
-    /// the box again. Cleared by every change to a state other than running or paused.
-    /// The token is a secret: the database lives in the data directory (mode 0700, root's).
-    pub fn set_boot_token(&self, id: &BoxId, token: &str) -> Result<(), StoreError> {
-        let n = self
-            .conn()
-            .execute(
-                "UPDATE boxes SET boot_token = ?1 WHERE id = ?2",
-                params![token, id.as_str()],
-            )
-            .map_err(sql("store a boot token"))?;
-        if n == 0 {
-            return Err(StoreError::BoxNotFound { id: id.clone() });
-        }
-        Ok(())
-    }
-
     /// The stored boot token of the box's running boot, if any.
     pub fn boot_token(&self, id: &BoxId) -> Result<Option<String>, StoreError> {
         let token: Option<Option<String>> = self

@@ -178,7 +178,12 @@ fn the_boot_token_lives_while_running_and_deleting_a_box_drops_its_log() {
     generation = store
         .update_box_state(&id, generation, BoxState::Running, None)
         .unwrap();
-    store.set_boot_token(&id, "tok").unwrap();
+    let boot = crate::LastBoot {
+        total_micros: 0,
+        restored: false,
+        phases: Vec::new(),
+    };
+    store.record_boot(&id, "tok", &boot).unwrap();
     assert_eq!(store.boot_token(&id).unwrap().as_deref(), Some("tok"));
     generation = store
         .update_box_state(&id, generation, BoxState::Stopping, None)

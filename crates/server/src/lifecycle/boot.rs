@@ -178,21 +178,18 @@ pub(super) async fn boot(
     t.live.boot += 1;
     // The idle clock starts at the wake.
     ctx.activity.touch(&record.id);
-    // Kept so a restarted daemon can reattach (ops/reconcile.rs).
-    if let Err(e) = ctx
-        .store
-        .set_boot_token(&record.id, spec.boot_token.as_str())
-    {
-        tracing::error!(box_id = %record.id, error = %error_chain(&e), "cannot store the boot token");
-    }
     // Messages go only to a harness this boot runs; events come from every box.
     let harness = spec.harness.is_some();
     super::boot_tasks::start(ctx, &record.id, &mut t.live, runtime.clone(), harness);
     clock.lap("first_ready");
     let boot = clock.finish(restored, phases.0.into_iter().map(|p| (p.name, p.micros)));
     tracing::info!(box_id = %record.id, name = %record.name, restored, elapsed_ms = boot.total_micros / 1000, "box started");
-    if let Err(e) = ctx.store.record_boot(&record.id, &boot) {
-        tracing::warn!(box_id = %record.id, error = %error_chain(&e), "cannot record the box's boot");
+    // The boot token is kept so a restarted daemon can reattach (ops/reconcile.rs).
+    if let Err(e) = ctx
+        .store
+        .record_boot(&record.id, spec.boot_token.as_str(), &boot)
+    {
+        tracing::error!(box_id = %record.id, error = %error_chain(&e), "cannot store the boot token and the boot's phases");
     }
     Ok(client)
 }
