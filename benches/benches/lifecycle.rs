@@ -45,6 +45,9 @@ async fn run() -> BenchResult<()> {
 
     let exec_true = json!({"cmd": ["true"]});
     let mut cold = Vec::with_capacity(starts);
+    let mut created = Vec::with_capacity(starts);
+    let mut runtime_starts = Vec::with_capacity(starts);
+    let mut daemon_steps: Vec<(String, Vec<Duration>)> = Vec::new();
     for n in 0..=starts {
         let name = format!("bench-{n}");
         let started = Instant::now();
@@ -52,6 +55,7 @@ async fn run() -> BenchResult<()> {
             .call(Method::POST, "/v1/boxes", json!({"name": name}))
             .await?;
         expect(status, StatusCode::CREATED, "create")?;
+        let create_answered = started.elapsed();
         let (status, body) = client
             .call(
                 Method::POST,
@@ -65,6 +69,15 @@ async fn run() -> BenchResult<()> {
         }
         if n > 0 {
             cold.push(started.elapsed()); // bench-0 warms caches
+            created.push(create_answered);
+            let (total, steps) = last_boot(&mut client, &name).await?;
+            runtime_starts.push(total);
+            for (step, took) in steps {
+                match daemon_steps.iter_mut().find(|(s, _)| *s == step) {
+                    Some((_, all)) => all.push(took),
+                    None => daemon_steps.push((step, vec![took])),
+                }
+            }
         }
         if n < starts {
             let (status, _) = client
@@ -107,7 +120,26 @@ async fn run() -> BenchResult<()> {
         &cold,
         &start_floor,
         "runc run of the box's bundle running /usr/bin/true",
-        2.0,
+        1.5,
+    );
+    let (create, start, whole) = (
+        Summary::of(&created).p50,
+        Summary::of(&runtime_starts).p50,
+        Summary::of(&cold).p50,
+    );
+    println!(
+        "  of it (p50): create answered {}, the daemon's boot (the box's last_boot) {}, the rest of the exec call (routing, lock, store, the exec itself) {}",
+        ms(create),
+        ms(start),
+        ms(whole.saturating_sub(create + start))
+    );
+    let daemon_table: Vec<String> = daemon_steps
+        .iter()
+        .map(|(step, all)| format!("{step} {}", ms(Summary::of(all).p50)))
+        .collect();
+    println!(
+        "  the daemon's boot steps (p50): {}",
+        daemon_table.join(", ")
     );
     report(
         "exec round-trip (running box)",
@@ -133,6 +165,39 @@ async fn run() -> BenchResult<()> {
     );
     steps.print();
     Ok(())
+}
+
+/// The box's last boot as the API reports it: its whole (`last_boot.total_ms`) and the
+/// daemon's own steps (the runtime's are in the step table, sampled without the daemon).
+async fn last_boot(
+    client: &mut Client,
+    name: &str,
+) -> BenchResult<(Duration, Vec<(String, Duration)>)> {
+    let (status, body) = client
+        .call(
+            Method::GET,
+            &format!("/v1/boxes/{name}"),
+            serde_json::Value::Null,
+        )
+        .await?;
+    expect(status, StatusCode::OK, "show")?;
+    let total_ms = body["last_boot"]["total_ms"]
+        .as_f64()
+        .ok_or_else(|| format!("no last_boot.total_ms in {body}"))?;
+    let steps = body["last_boot"]["phases"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["source"] == "daemon")
+        .filter_map(|p| {
+            let micros = p["micros"].as_u64()?;
+            Some((
+                p["name"].as_str()?.to_owned(),
+                Duration::from_micros(micros),
+            ))
+        })
+        .collect();
+    Ok((Duration::from_secs_f64(total_ms / 1000.0), steps))
 }
 
 fn expect(got: StatusCode, want: StatusCode, what: &str) -> Result<(), String> {

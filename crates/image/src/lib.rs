@@ -28,6 +28,7 @@ mod tree;
 mod vmlinux;
 mod volume;
 mod volume_check;
+mod volume_stock;
 mod volume_usage;
 
 pub use cpio::CpioWriter;
@@ -51,4 +52,5 @@ pub use volume::{
     VolumeChange, BOX_USER_UID, MIN_VOLUME_MIB, VOLUME_LABEL,
 };
 pub use volume_check::{check_guest_written_volume, check_volume, FsckOutcome};
+pub use volume_stock::VolumeStock;
 pub use volume_usage::{volume_usage, VolumeUsage};

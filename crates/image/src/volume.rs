@@ -139,9 +139,19 @@ pub fn grow_volume(path: &Path, size_mib: u64) -> Result<(), ImageError> {
 /// Creates the volume when missing, grows it when `size_mib` is larger, and otherwise
 /// leaves it alone (a smaller size is an error: volumes never shrink).
 pub fn ensure_volume(path: &Path, size_mib: u64) -> Result<VolumeChange, ImageError> {
+    ensure_volume_with(path, size_mib, |path| create_volume(path, size_mib))
+}
+
+/// [`ensure_volume`] with `create` making a missing volume (e.g. from a spare).
+pub(crate) fn ensure_volume_with(
+    path: &Path,
+    size_mib: u64,
+    create: impl FnOnce(&Path) -> Result<(), ImageError>,
+) -> Result<VolumeChange, ImageError> {
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            create_volume(path, size_mib)?;
+            check_size(size_mib)?;
+            create(path)?;
             Ok(VolumeChange::Created)
         }
         Err(source) => Err(ImageError::Io {

@@ -4,6 +4,9 @@
 //! berth-init's own phases follow: what [`Booted::phases`] reports.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use berth_image::VolumeStock;
 
 use super::bundle::{self, cgroups_path, BundleInput};
 use super::paths::BoxPaths;
@@ -38,7 +41,7 @@ impl SandboxRuntime {
             }
         };
         clock.lap("rootfs");
-        mount_volume(paths, spec, &mut clock).await?;
+        mount_volume(paths, spec, &self.volumes, &mut clock).await?;
         volume::write_token(paths, spec.id_map, &spec.boot_token)?;
         volume::write_harness(paths, spec.id_map, spec.harness.as_ref())?;
         volume::write_env(paths, spec.id_map, &spec.env)?;
@@ -100,12 +103,14 @@ impl SandboxRuntime {
 async fn mount_volume(
     paths: &BoxPaths,
     spec: &BoxSpec,
+    volumes: &Arc<VolumeStock>,
     clock: &mut PhaseClock,
 ) -> Result<(), RuntimeError> {
     let (owned, id_map, disk_mib) = (paths.clone(), spec.id_map, spec.disk_mib);
+    let volumes = volumes.clone();
     let mut laps = std::mem::replace(clock, PhaseClock::start());
     let work = move || {
-        let mounted = volume_mount::mount(&owned, id_map, disk_mib, &mut laps);
+        let mounted = volume_mount::mount(&owned, id_map, disk_mib, &volumes, &mut laps);
         (mounted, laps)
     };
     match tokio::task::spawn_blocking(work).await {

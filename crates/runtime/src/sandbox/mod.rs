@@ -42,9 +42,11 @@ mod volume_error;
 mod volume_mount;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use berth_image::VolumeStock;
 use berth_protocol::BoxId;
 
 pub use bundle::{build as build_bundle, cgroups_path, BundleInput, INIT_CAPABILITIES};
@@ -52,7 +54,7 @@ pub use oci_cli::{OciCli, OciState, OciStatus};
 pub use paths::{BoxPaths, Layout};
 pub use volume_error::VolumeError;
 
-use crate::error::wrong_state;
+use crate::error::{io, wrong_state};
 use crate::{
     BootToken, Booted, BoxExit, BoxSpec, Capabilities, EgressListener, GuestAddr, GuestClient,
     IdMap, Runtime, RuntimeError, RuntimeStatus,
@@ -91,6 +93,7 @@ pub struct SandboxRuntime {
     config: SandboxConfig,
     layout: Layout,
     oci: OciCli,
+    volumes: Arc<VolumeStock>,
 }
 
 impl SandboxRuntime {
@@ -155,6 +158,8 @@ impl SandboxRuntime {
             host::allow_traverse(&dir)?;
         }
         crate::fs::set_mode(&layout.oci_root(), 0o700)?;
+        let stock = layout.volume_stock();
+        let volumes = VolumeStock::open(&stock).map_err(io("prepare the volume stock", &stock))?;
         rootfs::ensure_host_rootfs(&layout.host_rootfs())?;
         let oci = OciCli::new(program, layout.oci_root());
         // A daemon killed with boxes up left their volumes mounted: release those whose box
@@ -172,6 +177,7 @@ impl SandboxRuntime {
             config,
             layout,
             oci,
+            volumes: Arc::new(volumes),
         })
     }
 

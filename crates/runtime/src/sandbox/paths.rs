@@ -68,6 +68,12 @@ impl Layout {
         self.data_dir.join("boxes")
     }
 
+    /// Spare empty volumes for new boxes ([`berth_image::VolumeStock`]): beside `boxes/`,
+    /// on the same file system, so a spare is renamed into a box, not copied.
+    pub fn volume_stock(&self) -> PathBuf {
+        self.data_dir.join("volume-stock")
+    }
+
     pub fn box_paths(&self, id: &BoxId) -> BoxPaths {
         BoxPaths {
             dir: self.boxes_dir().join(id.as_str()),

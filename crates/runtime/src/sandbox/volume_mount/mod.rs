@@ -15,7 +15,7 @@ use std::os::unix::fs::chown;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use berth_image::{FsckOutcome, ImageError, VolumeChange};
+use berth_image::{FsckOutcome, ImageError, VolumeChange, VolumeStock};
 use berth_protocol::guest::BOX_USER_UID;
 
 use super::idmap_mount::{
@@ -36,6 +36,7 @@ pub fn mount(
     paths: &BoxPaths,
     id_map: IdMap,
     disk_mib: u64,
+    volumes: &VolumeStock,
     clock: &mut PhaseClock,
 ) -> Result<(), VolumeError> {
     let image = paths.volume_image();
@@ -70,8 +71,9 @@ pub fn mount(
         tracing::warn!(image = %image.display(), current_mib, disk_mib, "the volume is larger than the box's disk size (migrated from a fuller directory): kept at its size");
     }
     let disk_mib = disk_mib.max(current_mib);
-    let change =
-        berth_image::ensure_volume(&image, disk_mib).map_err(|source| VolumeError::Image {
+    let change = volumes
+        .ensure_volume(&image, disk_mib)
+        .map_err(|source| VolumeError::Image {
             action: "create or grow the volume",
             image: image.clone(),
             source,

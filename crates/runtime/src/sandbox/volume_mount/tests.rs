@@ -13,6 +13,17 @@ impl Drop for Guard {
     }
 }
 
+/// [`super::mount`] with a volume stock of its own beside the box dir.
+fn mount(
+    paths: &BoxPaths,
+    map: IdMap,
+    disk_mib: u64,
+    clock: &mut PhaseClock,
+) -> Result<(), VolumeError> {
+    let stock = VolumeStock::open(&paths.dir().with_extension("stock")).unwrap();
+    super::mount(paths, map, disk_mib, &stock, clock)
+}
+
 fn skip() -> bool {
     let skip = !nix::unistd::geteuid().is_root() || !Path::new("/dev/loop-control").exists();
     if skip {
