@@ -349,6 +349,39 @@ async fn a_dead_box_a_call_cannot_clean_up_is_recorded_and_the_next_call_clears_
 }
 
 #[tokio::test]
+async fn a_harness_that_gave_up_fails_the_box_with_the_record() {
+    let (server, fake) = fake().await;
+    create(&server, json!({"name": "quitter", "stop_after_s": 0})).await;
+    let (status, body) = call(&server, "quitter", "start").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    fake.harness.emit(
+        "harness_failed",
+        json!({"reason": "it exited 5 times in a row"}),
+    );
+    let failed = wait_view(&server, "quitter", |v| v["state"] == "failed").await;
+    let failure = &failed["failure"];
+    assert_eq!(failure["transition"], "fail", "{failed}");
+    assert_eq!(failure["step"], "harness", "{failed}");
+    assert_eq!(
+        failure["cause"],
+        "the harness gave up: it exited 5 times in a row"
+    );
+    assert!(
+        failure["hint"].as_str().unwrap().contains("harness"),
+        "{failed}"
+    );
+    assert_eq!(failed["state_reason"], failure["cause"]);
+    clears(&server, "quitter", "start", "running").await;
+
+    // A failed box whose processes cannot be stopped says that instead.
+    fake.fail_stop.store(true, Ordering::SeqCst);
+    fake.harness
+        .emit("harness_failed", json!({"reason": "again"}));
+    let failed = wait_view(&server, "quitter", |v| v["state"] == "failed").await;
+    assert_failure(&failed, "fail", "runtime_stop");
+}
+
+#[tokio::test]
 async fn a_box_reconcile_cannot_stop_is_recorded_and_a_start_clears_it() {
     let data = tempfile::tempdir().unwrap();
     let fake = Arc::new(FakeRuntime::new(data.path().to_owned()));
