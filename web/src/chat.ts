@@ -99,30 +99,48 @@ export function chatPanel(root: HTMLElement, ctx: BoxContext): () => void {
 
   const pending = new Map<string, HTMLElement>();
   let flushing: Promise<void> | null = null;
-  const flush = (): Promise<void> => {
-    flushing ??= (async () => {
-      for (const item of await outbox.waiting(ctx.name)) {
-        if (closed) break;
-        if (!navigator.onLine) {
-          // Known offline: wait for the "online" event rather than fail a request.
+  let again = false;
+  /** One pass over the outbox, in order; `false` when the rest must wait (offline, signed out). */
+  const flushOnce = async (): Promise<boolean> => {
+    for (const item of await outbox.waiting(ctx.name)) {
+      if (closed) return false;
+      if (!navigator.onLine) {
+        // Known offline: wait for the "online" event rather than fail a request.
+        pending.get(item.id)?.classList.add("queued");
+        continue;
+      }
+      try {
+        await api("POST", boxPath(ctx.name, "/messages"), { content: item.content, id: item.id });
+        await outbox.remove(item.id);
+        pending.get(item.id)?.classList.remove("queued");
+      } catch (err) {
+        if (isNetworkError(err)) {
           pending.get(item.id)?.classList.add("queued");
-          continue;
+          return false; // offline: the rest waits too, in order
         }
-        try {
-          await api("POST", boxPath(ctx.name, "/messages"), { content: item.content, id: item.id });
-          await outbox.remove(item.id);
-          pending.get(item.id)?.classList.remove("queued");
-        } catch (err) {
-          if (isNetworkError(err)) {
-            pending.get(item.id)?.classList.add("queued");
-            break; // offline: the rest waits too, in order
-          }
-          await outbox.remove(item.id);
-          pending.get(item.id)?.remove();
-          pending.delete(item.id);
-          if (err instanceof ApiError && err.status === 401) return handleError(err);
-          timeline.error(`Not sent: ${message(err)}`);
+        await outbox.remove(item.id);
+        pending.get(item.id)?.remove();
+        pending.delete(item.id);
+        if (err instanceof ApiError && err.status === 401) {
+          handleError(err);
+          return false;
         }
+        timeline.error(`Not sent: ${message(err)}`);
+      }
+    }
+    return true;
+  };
+  const flush = (): Promise<void> => {
+    if (flushing) {
+      // A message put during a pass may come after the list that pass read: one more pass.
+      again = true;
+      return flushing;
+    }
+    flushing = (async () => {
+      let more = true;
+      while (more) {
+        again = false;
+        more = (await flushOnce()) && again;
       }
     })().finally(() => {
       flushing = null;
@@ -131,7 +149,7 @@ export function chatPanel(root: HTMLElement, ctx: BoxContext): () => void {
   };
 
   const showPending = (item: outbox.Outgoing, queued: boolean): void => {
-    const bubble = timeline.pending(item.content, () => pending.delete(item.id));
+    const bubble = timeline.pending(item.id, item.content, () => pending.delete(item.id));
     bubble.classList.toggle("queued", queued);
     bubble.scrollIntoView({ block: "end" });
     pending.set(item.id, bubble);

@@ -10,8 +10,11 @@ import { StreamedAnswer } from "./streamed_answer";
 export interface Timeline {
   add(ev: BerthEvent, live: boolean): void;
   error(text: string): void;
-  /** A message of ours not yet seen in the events; removed when its `user` event comes. */
-  pending(content: string, onMatched: () => void): HTMLElement;
+  /**
+   * A message of ours (`id`: the id it is posted with) not yet seen in the events; removed
+   * when the `user` event that replays it comes.
+   */
+  pending(id: string, content: string, onMatched: () => void): HTMLElement;
   historyDone(): void;
 }
 
@@ -54,7 +57,7 @@ function summaryOfInput(input: unknown): string {
 
 export function renderTimeline(log: HTMLElement, box: string, hooks: Hooks): Timeline {
   const links = wikiLinks(box);
-  const waiting: { content: string; el: HTMLElement; onMatched: () => void }[] = [];
+  const waiting: { id: string; content: string; el: HTMLElement; onMatched: () => void }[] = [];
   let streaming: StreamedAnswer | null = null;
   // While an answer streams in, the log is busy: assistive technology waits for the
   // whole answer instead of announcing every piece.
@@ -101,7 +104,10 @@ export function renderTimeline(log: HTMLElement, box: string, hooks: Hooks): Tim
     const content = data.message?.content;
     const text = textOf(content);
     if (text) {
-      const i = waiting.findIndex((w) => w.content === text);
+      // The replay names the message it replays; one from a berth-init too old to say is
+      // matched by its text. Text alone mistakes another sender's same words for ours.
+      const replays = ev.data.message_id;
+      const i = typeof replays === "string" ? waiting.findIndex((w) => w.id === replays) : waiting.findIndex((w) => w.content === text);
       if (i >= 0) {
         const [w] = waiting.splice(i, 1);
         w!.el.remove();
@@ -188,11 +194,11 @@ export function renderTimeline(log: HTMLElement, box: string, hooks: Hooks): Tim
     error(text) {
       push(errorRow(text));
     },
-    pending(content, onMatched) {
+    pending(id, content, onMatched) {
       const el = bubble("user", content);
       el.classList.add("pending");
       log.append(el);
-      waiting.push({ content, el, onMatched });
+      waiting.push({ id, content, el, onMatched });
       el.scrollIntoView({ block: "end" });
       return el;
     },

@@ -1,25 +1,28 @@
 //! `files/archive`: whole directories as tar streams, both ways ([`pack`], [`unpack`]).
 //!
 //! Both run on a thread of their own under the caller's [`FsIdentity`] and meet the HTTP
-//! side through a channel of a few chunks, so memory stays constant whatever the tree's
-//! size, and each side goes only as fast as the other. Not on the runtime's blocking pool:
-//! it has four threads, and a transfer lasts as long as its slowest reader, which must not
-//! hold up every other file call.
+//! side through tokio-util's bridges ([`SyncIoBridge`] over a pipe or a request body's
+//! stream) that hold a few chunks, so memory stays constant whatever the tree's size, and
+//! each side goes only as fast as the other. Not on the runtime's blocking pool: it has
+//! four threads, and a transfer lasts as long as its slowest reader, which must not hold
+//! up every other file call.
 
 mod beneath;
 mod pack;
 mod unpack;
 
-use std::io::{self, Read, Write};
+use std::future::ready;
+use std::io::{self, BufWriter, Read, Write};
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::task::Poll;
 
 use berth_protocol::files::ArchiveWritten;
 use berth_protocol::guest::FileQuery;
 use bytes::Bytes;
-use futures_util::Stream;
+use futures_util::stream::{self, Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::io::{StreamReader, SyncIoBridge};
+use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
 
 use crate::error::ApiError;
 use crate::files::{Chunk, FsIdentity};
@@ -27,18 +30,27 @@ use crate::slots::Slots;
 
 /// Size of the pieces a tar stream is sent in.
 const CHUNK_BYTES: usize = 64 * 1024;
+/// What the pipe between a download's walk and its HTTP side holds: a few chunks.
+const PIPE_BYTES: usize = 4 * CHUNK_BYTES;
 
 /// Archive transfers (both directions) running at once.
 pub static TRANSFERS: Slots = Slots::new("archive transfers", 16);
 
-/// Opens `q.path` as the caller, then streams its tar through the returned channel. An
-/// open that fails is the call's error; a failure later (an unreadable file deep in the
-/// tree) ends the stream with an error, which cuts the response: a partial tar is never
-/// passed off as a whole one.
-pub async fn read(q: FileQuery) -> Result<mpsc::Receiver<io::Result<Bytes>>, ApiError> {
+/// A tar download as the HTTP side sends it: the tar's bytes, then an error if the pack
+/// failed.
+pub type TarStream = Pin<Box<dyn Stream<Item = io::Result<Bytes>> + Send>>;
+
+/// Opens `q.path` as the caller, then streams its tar. An open that fails is the call's
+/// error; a failure later (an unreadable file deep in the tree) ends the stream with an
+/// error after the bytes made so far, which cuts the response: a partial tar is never
+/// passed off as a whole one. A client that goes away closes the pipe, which fails the
+/// next write and stops the walk.
+pub async fn read(q: FileQuery) -> Result<TarStream, ApiError> {
     let slot = TRANSFERS.take()?;
     let (opened_tx, opened_rx) = oneshot::channel();
-    let (tx, rx) = mpsc::channel(4);
+    let (failed_tx, failed_rx) = oneshot::channel::<io::Error>();
+    let (tar_in, tar_out) = tokio::io::duplex(PIPE_BYTES);
+    let out = SyncIoBridge::new(tar_out);
     spawn("berth-tar-out", move || {
         let _slot = slot;
         let _identity = FsIdentity::enter(q.user);
@@ -49,16 +61,17 @@ pub async fn read(q: FileQuery) -> Result<mpsc::Receiver<io::Result<Bytes>>, Api
         if opened_tx.send(Ok(())).is_err() {
             return;
         }
-        let mut out = ChannelWriter {
-            tx: tx.clone(),
-            buf: Vec::with_capacity(CHUNK_BYTES),
-        };
-        if let Err(err) = pack::pack(root, &mut out).and_then(|()| out.send()) {
-            let _ = tx.blocking_send(Err(err));
+        let mut out = BufWriter::with_capacity(CHUNK_BYTES, out);
+        if let Err(err) = pack::pack(root, &mut out).and_then(|()| out.flush()) {
+            let _ = failed_tx.send(err);
         }
     })?;
     opened_rx.await.map_err(|_| ApiError::Worker)??;
-    Ok(rx)
+    // Resolves once the thread is done: with its error, or cancelled after a whole tar.
+    let failure = stream::once(failed_rx).filter_map(|failed| ready(failed.ok().map(Err)));
+    Ok(Box::pin(
+        ReaderStream::with_capacity(tar_in, CHUNK_BYTES).chain(failure),
+    ))
 }
 
 /// Starts extracting the tar whose chunks arrive on `chunks` into `q.path`, as the caller;
@@ -116,40 +129,6 @@ fn body_stream(
             None => Some(Err(io::Error::from_raw_os_error(libc::ECANCELED))),
         })
     })
-}
-
-/// A `Write` that sends what it is given in [`CHUNK_BYTES`] pieces; fails once the
-/// reader is gone (the client disconnected), which stops the walk.
-struct ChannelWriter {
-    tx: mpsc::Sender<io::Result<Bytes>>,
-    buf: Vec<u8>,
-}
-
-impl ChannelWriter {
-    fn send(&mut self) -> io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_BYTES));
-        self.tx
-            .blocking_send(Ok(Bytes::from(chunk)))
-            .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
-    }
-}
-
-impl Write for ChannelWriter {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        let n = data.len().min(CHUNK_BYTES - self.buf.len());
-        self.buf.extend_from_slice(&data[..n]);
-        if self.buf.len() == CHUNK_BYTES {
-            self.send()?;
-        }
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.send()
-    }
 }
 
 #[cfg(test)]

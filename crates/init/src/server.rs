@@ -520,7 +520,7 @@ fn respond(status: StatusCode, content_type: &'static str, body: Body) -> Respon
 pub enum Body {
     Full(Option<Bytes>),
     Stream(mpsc::Receiver<Bytes>),
-    Fallible(mpsc::Receiver<std::io::Result<Bytes>>),
+    Fallible(archive::TarStream),
     Sized {
         chunks: mpsc::Receiver<Bytes>,
         len: u64,
@@ -542,8 +542,7 @@ impl hyper::body::Body for Body {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         match self.get_mut() {
-            Body::Fallible(rx) => rx
-                .poll_recv(cx)
+            Body::Fallible(chunks) => futures_util::Stream::poll_next(chunks.as_mut(), cx)
                 .map(|chunk| chunk.map(|b| b.map(Frame::data))),
             Body::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             Body::Stream(rx) | Body::Sized { chunks: rx, .. } => rx

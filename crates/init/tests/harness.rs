@@ -11,6 +11,8 @@ use serde_json::json;
 
 #[path = "harness/common.rs"]
 mod common;
+#[path = "harness/message_ids.rs"]
+mod message_ids;
 #[path = "harness/supervision.rs"]
 mod supervision;
 

@@ -22,7 +22,11 @@
 //!
 //! **Events.** Every harness stdout line is an event (its `type` field is the event's kind;
 //! a line that is not a JSON object becomes `log`), every stderr line is `log`, and the
-//! harness's life is `harness_start`, `harness_exit`, `harness_failed`. `berth-init` numbers
+//! harness's life is `harness_start`, `harness_exit`, `harness_failed`. With
+//! [`AckMode::Replay`], the `user` event that replays a delivered message carries that
+//! message's id as [`REPLAY_MESSAGE_ID`], so a client tells two messages of the same text
+//! apart (optional within version 2: an older berth-init leaves it out, and the field is
+//! berth-init's alone: a harness's own is dropped). `berth-init` numbers
 //! them (a per-volume sequence that survives reboots) and journals them on the volume before
 //! anyone reads them. `GET /v1/events?after=N` streams every event with `seq > N`, then new
 //! ones as they come, until the client disconnects; asking with `after=N` also tells
@@ -182,6 +186,10 @@ pub enum HarnessState {
     #[serde(other)]
     Unknown,
 }
+
+/// The field of a `user` event's `data` that names the delivered message it replays (the
+/// host's message id, which is a client's idempotency key when it chose one).
+pub const REPLAY_MESSAGE_ID: &str = "message_id";
 
 /// The stream-json line for a user message (Claude Code's `--input-format stream-json`).
 pub fn user_message_line(content: &str) -> String {

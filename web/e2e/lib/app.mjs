@@ -34,3 +34,18 @@ export async function send(page, text) {
 export async function shows(page, text, ms = 60_000) {
   await until(`the conversation shows ${JSON.stringify(text)}`, ms, async () => (await log(page).innerText()).includes(text));
 }
+
+/**
+ * Holds the app's message posts in the browser until `release()`; `restore()` stops
+ * intercepting them.
+ */
+export async function holdMessagePosts(page) {
+  let release;
+  const held = new Promise((resolve) => { release = resolve; });
+  const messages = /\/v1\/boxes\/[^/]+\/messages$/;
+  await page.route(messages, async (route) => {
+    if (route.request().method() === 'POST') await held;
+    await route.continue();
+  });
+  return { release, restore: () => page.unroute(messages) };
+}

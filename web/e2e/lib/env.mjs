@@ -21,7 +21,7 @@ export function need(name) {
 export const BASE = need('BERTH_URL').replace(/\/$/, '');
 export const ADMIN = need('BERTH_ADMIN_KEY');
 export const SHOTS = need('BERTH_SCREENSHOTS');
-export const SCREENS = ['signin', 'boxes', 'new-box', 'chat', 'waking', 'files', 'markdown', 'terminal', 'delete', 'cookie-conflict', 'history-paged'];
+export const SCREENS = ['signin', 'boxes', 'new-box', 'chat', 'waking', 'files', 'markdown', 'terminal', 'delete', 'cookie-conflict', 'history-paged', 'chat-pending'];
 
 export const phone = {
   viewport: { width: 390, height: 844 },

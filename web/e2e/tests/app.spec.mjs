@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { test } from '@playwright/test';
 
 import { api, until } from '../lib/api.mjs';
-import { createBox as newBoxDialog, log, openChat, send, shows } from '../lib/app.mjs';
+import { createBox as newBoxDialog, holdMessagePosts, log, openChat, send, shows } from '../lib/app.mjs';
 import { watchConsole, screen } from '../lib/checks.mjs';
 import { ADMIN, BASE, check, need, phone, SHOTS, signedOutProbe } from '../lib/env.mjs';
 import { startPushService } from '../lib/push-service.mjs';
@@ -136,13 +136,7 @@ test('create a box from echo, talk, reload, wake it', async () => {
   await until(`${CHAT} reclaimed`, 60_000, async () => (await admin.box(CHAT)).state === 'stopped');
   // A sandbox box wakes in well under a second, too fast to photograph: the message is
   // held in the browser while the waking state is shot, then let go to wake the box.
-  let release;
-  const held = new Promise((resolve) => { release = resolve; });
-  const messages = /\/v1\/boxes\/[^/]+\/messages$/;
-  await page.route(messages, async (route) => {
-    if (route.request().method() === 'POST') await held;
-    await route.continue();
-  });
+  const { release, restore } = await holdMessagePosts(page);
   const before = (await admin.events(CHAT)).length;
   await send(page, 'what did I say?');
   const waking = page.getByRole('status').filter({ hasText: /^\s*Waking your agent/ });
@@ -153,7 +147,7 @@ test('create a box from echo, talk, reload, wake it', async () => {
     release();
   }
   await shows(page, 'You said: remember 42');
-  await page.unroute(messages);
+  await restore();
   const woke = (await admin.events(CHAT)).slice(before).filter((e) => e.type === 'state').map((e) => e.data.state);
   check(woke.includes('starting') && woke.includes('running'), `the message did not wake the box: states ${woke.join(', ')}`);
   await admin.patch(CHAT, { stop_after_s: 300 });

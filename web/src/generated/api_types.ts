@@ -1187,7 +1187,13 @@ export interface components {
         /** @description One event as clients see it (docs/api.md). */
         EventView: {
             created_at: string;
-            data: Record<string, unknown>;
+            /** @description The event's body: a harness's line as it was, or berth's own (docs/api.md, "Events"). */
+            data: {
+                /** @description On a `user` event that replays a message posted to this box: that message's id (`POST /v1/boxes/{box_ref}/messages` answers it; the client's own `id`, its idempotency key, when it chose one). Absent on other events, and where the box's berth-init predates it or its harness acknowledges on write: match by text then. */
+                message_id?: string;
+            } & {
+                [key: string]: unknown;
+            };
             /** Format: int64 */
             seq: number;
             type: components["schemas"]["EventType"] | string;

@@ -254,7 +254,7 @@ fn pack_to_vec(path: &Path, user: BoxUser) -> Vec<u8> {
         .await
         .unwrap();
         let mut out = Vec::new();
-        while let Some(chunk) = rx.recv().await {
+        while let Some(chunk) = rx.next().await {
             out.extend_from_slice(&chunk.unwrap());
         }
         out

@@ -3,10 +3,13 @@
 //! written twice); a new id is journalled, written, and waited for. The wait ends with the
 //! acknowledgement, or `timeout` at the deadline, or `unavailable` when the harness fails.
 
-use berth_protocol::harness::{user_message_line, DeliverRequest, DeliverResponse, HarnessState};
+use berth_protocol::harness::{
+    user_message_line, DeliverRequest, DeliverResponse, HarnessState, REPLAY_MESSAGE_ID,
+};
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::message_log::Pending;
 use super::{lock, Harness, StdinLine};
 use crate::error::ApiError;
 
@@ -111,10 +114,77 @@ pub fn replayed_content(data: &Value) -> Option<String> {
     }
 }
 
+/// Matches the replayed user lines of `batch` to the messages they replay and names each
+/// message on its line ([`REPLAY_MESSAGE_ID`]): in turn, a line replays the oldest of
+/// `unacked` not matched yet when its text is that message's. Returns the matched ids,
+/// oldest first: the messages these lines acknowledge.
+pub fn tag_replays<'a>(
+    batch: &mut [(String, Value)],
+    mut unacked: impl Iterator<Item = &'a Pending>,
+) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut next = unacked.next();
+    for (kind, data) in batch.iter_mut() {
+        let Some(pending) = next else { break };
+        if kind != "user" || replayed_content(data).as_deref() != Some(pending.content.as_str()) {
+            continue;
+        }
+        if let Value::Object(line) = data {
+            line.insert(REPLAY_MESSAGE_ID.to_owned(), pending.id.clone().into());
+        }
+        ids.push(pending.id.clone());
+        next = unacked.next();
+    }
+    ids
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn pending(id: &str, content: &str) -> Pending {
+        Pending {
+            id: id.into(),
+            content: content.into(),
+            after_seq: 0,
+        }
+    }
+
+    fn user(text: &str) -> (String, Value) {
+        let line = json!({"type":"user","message":{"role":"user","content":text}});
+        ("user".into(), line)
+    }
+
+    #[test]
+    fn replays_of_the_same_text_are_named_by_their_own_messages() {
+        let unacked = [
+            pending("a", "hi"),
+            pending("b", "hi"),
+            pending("c", "other"),
+        ];
+        let mut batch = vec![
+            user("hi"),
+            ("assistant".into(), json!({"type":"assistant"})),
+            user("hi"),
+            // Not the next message's text: not a replay of it.
+            user("unrelated"),
+            (
+                "user".into(),
+                json!({"type":"user","message":{"content":[{"type":"tool_result","content":"x"}]}}),
+            ),
+        ];
+        assert_eq!(tag_replays(&mut batch, unacked.iter()), ["a", "b"]);
+        let named: Vec<Option<&str>> = batch
+            .iter()
+            .map(|(_, d)| d.get(REPLAY_MESSAGE_ID).and_then(Value::as_str))
+            .collect();
+        assert_eq!(named, [Some("a"), None, Some("b"), None, None]);
+        // Nothing waiting: nothing named.
+        let mut late = vec![user("hi")];
+        assert!(tag_replays(&mut late, [].iter()).is_empty());
+        assert!(late[0].1.get(REPLAY_MESSAGE_ID).is_none());
+    }
 
     #[test]
     fn replayed_user_lines_are_matched_by_their_text() {

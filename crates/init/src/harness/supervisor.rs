@@ -6,13 +6,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_protocol::harness::{AckMode, HarnessConfig, HarnessLife, HarnessState};
+use berth_protocol::harness::{
+    AckMode, HarnessConfig, HarnessLife, HarnessState, REPLAY_MESSAGE_ID,
+};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
-use super::deliver::replayed_content;
+use super::deliver::tag_replays;
 use super::lines::{Line, Splitter};
 use super::{lock, resume, Harness, StdinLine};
 use crate::exec::Executor;
@@ -271,22 +273,23 @@ async fn read_output(pipe: Option<pipe::Receiver>, h: Arc<Harness>, stream: Stre
 /// "replay"`) acknowledges every message written before it, so a harness that never
 /// echoes still gets its messages counted as received once it has answered them.
 fn on_lines(h: &Harness, stream: Stream, lines: Vec<Line>) {
-    let batch: Vec<(String, Value)> = lines
+    let mut batch: Vec<(String, Value)> = lines
         .into_iter()
         .filter_map(|line| to_event(stream, line))
         .collect();
-    let mut replayed = Vec::new();
+    let replay = h.config.as_ref().is_some_and(|c| c.ack == AckMode::Replay);
+    // Each replay names its message on its event, before anyone can read it.
+    let replayed = match &h.journals {
+        Some(j) if replay => tag_replays(&mut batch, lock(&j.messages).unacked()),
+        _ => Vec::new(),
+    };
     let mut results = 0usize;
     // Index in the batch of the last `result`: its seq bounds what it acknowledges.
     let mut last_result = None;
-    for (i, (kind, data)) in batch.iter().enumerate() {
-        match kind.as_str() {
-            "user" => replayed.extend(replayed_content(data)),
-            "result" => {
-                results += 1;
-                last_result = Some(i);
-            }
-            _ => {}
+    for (i, (kind, _)) in batch.iter().enumerate() {
+        if kind == "result" {
+            results += 1;
+            last_result = Some(i);
         }
     }
     let len = batch.len() as u64;
@@ -296,18 +299,9 @@ fn on_lines(h: &Harness, stream: Stream, lines: Vec<Line>) {
         live.turns.end(results);
         live.exits_in_a_row = 0;
     }
-    let replay = h.config.as_ref().is_some_and(|c| c.ack == AckMode::Replay);
     if replay {
-        for content in replayed {
-            let oldest = h.journals.as_ref().and_then(|j| {
-                lock(&j.messages)
-                    .oldest_unacked()
-                    .filter(|p| p.content == content)
-                    .map(|p| p.id.clone())
-            });
-            if let Some(id) = oldest {
-                acknowledge(h, &id);
-            }
+        for id in replayed {
+            acknowledge(h, &id);
         }
         if let (Some(i), Some(last), Some(j)) = (last_result, last_seq, &h.journals) {
             let result_seq = last - (len - 1 - i as u64);
@@ -369,16 +363,24 @@ fn to_event(stream: Stream, line: Line) -> Option<(String, Value)> {
         return None;
     }
     if stream == Stream::Stdout && !truncated {
-        if let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(&bytes) {
-            let kind = map.get("type").and_then(Value::as_str).filter(|k| {
-                !k.is_empty()
-                    && k.len() <= 64
-                    && !RESERVED.contains(k)
-                    && k.bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-            });
+        if let Ok(Value::Object(mut map)) = serde_json::from_slice::<Value>(&bytes) {
+            let kind = map
+                .get("type")
+                .and_then(Value::as_str)
+                .filter(|k| {
+                    !k.is_empty()
+                        && k.len() <= 64
+                        && !RESERVED.contains(k)
+                        && k.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+                })
+                .map(str::to_owned);
             if let Some(kind) = kind {
-                return Some((kind.to_owned(), Value::Object(map)));
+                if kind == "user" {
+                    // The replayed message's id is berth-init's to give (`tag_replays`).
+                    map.remove(REPLAY_MESSAGE_ID);
+                }
+                return Some((kind, Value::Object(map)));
             }
         }
     }
@@ -459,5 +461,12 @@ mod tests {
         let (_, cut) = to_event(Stream::Stdout, Line::Truncated(b"xx".to_vec())).unwrap();
         assert_eq!(cut["truncated"], true);
         assert!(to_event(Stream::Stdout, Line::Full(b"  ".to_vec())).is_none());
+        // A harness cannot name a message on a user line: that is berth-init's to do.
+        let (_, claimed) = to_event(
+            Stream::Stdout,
+            Line::Full(br#"{"type":"user","message_id":"msg_x","message":{}}"#.to_vec()),
+        )
+        .unwrap();
+        assert_eq!(claimed, json!({"type":"user","message":{}}));
     }
 }

@@ -49,9 +49,31 @@ pub struct EventView {
     seq: u64,
     #[serde(rename = "type")]
     kind: String,
-    #[schema(value_type = Object)]
+    #[schema(schema_with = event_data_schema)]
     data: serde_json::Value,
     created_at: String,
+}
+
+/// `data`'s schema: any object (a harness's line as it was, or berth's own), in which a
+/// replayed `user` line names its message.
+fn event_data_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Type};
+    let message_id = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(
+            "On a `user` event that replays a message posted to this box: that message's id \
+             (`POST /v1/boxes/{box_ref}/messages` answers it; the client's own `id`, its \
+             idempotency key, when it chose one). Absent on other events, and where the box's \
+             berth-init predates it or its harness acknowledges on write: match by text then.",
+        ));
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(
+            "The event's body: a harness's line as it was, or berth's own (docs/api.md, \"Events\").",
+        ))
+        .property(berth_protocol::harness::REPLAY_MESSAGE_ID, message_id)
+        .additional_properties(Some(AdditionalProperties::FreeForm(true)))
+        .build()
 }
 
 impl From<EventRecord> for EventView {

@@ -46,12 +46,22 @@ async fn stop_held_as(t: &mut Transition<'_>, failure: Option<&str>) -> Result<(
             t.write(BoxState::Stopped, None)?;
             tracing::info!(box_id = %id, name = %record.name, "box stopped");
         }
+        // Failed with the record of why, like every other way a box comes to be failed.
         Some(reason) => {
-            t.write(BoxState::Failed, Some(reason))?;
-            tracing::warn!(box_id = %id, name = %record.name, reason, "box failed");
+            let gave_up = HarnessGaveUp {
+                reason: reason.to_owned(),
+            };
+            t.failed(Step::Harness, &gave_up, Some(BoxState::Failed));
         }
     }
     Ok(())
+}
+
+/// The harness's reason for giving up, as the cause of a box's failure.
+#[derive(Debug, thiserror::Error)]
+#[error("{reason}")]
+struct HarnessGaveUp {
+    reason: String,
 }
 
 /// The box's harness gave up (too many exits in a row): its processes are stopped and the

@@ -86,6 +86,8 @@ pub(crate) enum Step {
     RuntimeSnapshot,
     /// Handing a claimed warm-pool box its new token and egress channel.
     Handover,
+    /// The box's harness kept exiting and gave up.
+    Harness,
 }
 
 impl Step {
@@ -101,6 +103,7 @@ impl Step {
             Step::RuntimeResume => "runtime_resume",
             Step::RuntimeSnapshot => "runtime_snapshot",
             Step::Handover => "handover",
+            Step::Harness => "harness",
         }
     }
 
@@ -116,6 +119,7 @@ impl Step {
             Step::RuntimePause | Step::RuntimeSnapshot => format!("the box was left as it was: retry, or stop it (POST /v1/boxes/{name}/stop)"),
             Step::RuntimeResume => format!("stop the box (POST /v1/boxes/{name}/stop), then start it: it boots cold with the same disk"),
             Step::Handover => format!("nothing to do: the box was stopped, and its next start boots it cold (POST /v1/boxes/{name}/start)"),
+            Step::Harness => format!("the box's agent program kept exiting: its output is in the box's events (GET /v1/boxes/{name}/events); fix the template's harness, then start the box again: POST /v1/boxes/{name}/start"),
         }
     }
 }

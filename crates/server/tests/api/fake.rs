@@ -10,7 +10,7 @@
 //! restore brings them back and takes the new token over `POST /v1/boot/token` like
 //! `berth-init`, a cold start begins from zero.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use berth_protocol::BoxId;
 use berth_runtime::{
-    BootPhase, BootPhases, BootToken, Booted, BoxSpec, Capabilities, EgressListener, GuestAddr,
-    GuestClient, IdMap, Runtime, RuntimeError, RuntimeStatus,
+    BootPhase, BootPhases, BootToken, Booted, BoxExit, BoxSpec, Capabilities, EgressListener,
+    GuestAddr, GuestClient, IdMap, Runtime, RuntimeError, RuntimeStatus, EXIT_POLL,
 };
 
 use crate::fake_agent::{agent, Volume};
@@ -62,6 +62,16 @@ pub struct FakeRuntime {
     pub fail_start: AtomicBool,
     pub fail_stop: AtomicBool,
     pub fail_snapshot: AtomicBool,
+    /// Boxes are paused and resumed ([`FakeRuntime::pausing`]); the next pause, resume or
+    /// egress rebind (a warm-pool handover) fails when told to.
+    pauses: bool,
+    paused: Mutex<HashSet<BoxId>>,
+    pub fail_pause: AtomicBool,
+    pub fail_resume: AtomicBool,
+    pub fail_rebind: AtomicBool,
+    /// The runtime does not notice a box that died (`wait_exit` waits on): the next call
+    /// that cannot reach the box finds it dead instead of the exit watch.
+    pub unseen_exits: AtomicBool,
 }
 
 /// The error of a call a test told to fail.
@@ -74,6 +84,14 @@ fn told_to_fail(operation: &'static str) -> RuntimeError {
 }
 
 impl FakeRuntime {
+    /// A fake that pauses and resumes boxes.
+    pub fn pausing(dir: PathBuf) -> FakeRuntime {
+        FakeRuntime {
+            pauses: true,
+            ..FakeRuntime::new(dir)
+        }
+    }
+
     /// A fake that snapshots and restores boxes.
     pub fn snapshotting(dir: PathBuf) -> FakeRuntime {
         FakeRuntime {
@@ -123,6 +141,7 @@ impl FakeRuntime {
     }
 
     fn kill(&self, id: &BoxId) -> Option<Memory> {
+        self.paused.lock().unwrap().remove(id);
         let killed = self.agents.lock().unwrap().remove(id);
         let _ = std::fs::remove_file(self.socket(id));
         killed.map(|(agent, alive, memory)| {
@@ -161,6 +180,35 @@ impl FakeRuntime {
     }
 }
 
+impl FakeRuntime {
+    /// Pauses (`pause`) or resumes box `id`: only a [`FakeRuntime::pausing`] one, and
+    /// failing once when `fail` is set. The agent keeps answering: nothing runs in it.
+    fn pause_or_resume(
+        &self,
+        id: &BoxId,
+        pause: bool,
+        fail: &AtomicBool,
+    ) -> Result<(), RuntimeError> {
+        let operation = if pause { "pause" } else { "resume" };
+        if !self.pauses {
+            return Err(RuntimeError::Unsupported {
+                backend: "fake",
+                operation,
+            });
+        }
+        if fail.swap(false, Ordering::SeqCst) {
+            return Err(told_to_fail(operation));
+        }
+        let mut paused = self.paused.lock().unwrap();
+        if pause {
+            paused.insert(id.clone());
+        } else {
+            paused.remove(id);
+        }
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl Runtime for FakeRuntime {
     fn name(&self) -> &'static str {
@@ -173,7 +221,7 @@ impl Runtime for FakeRuntime {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            pause: false,
+            pause: self.pauses,
             snapshot: self.snapshots,
             // The fake named `qemu` stands in for a VM runtime.
             host_rootfs: self.name != "qemu",
@@ -279,6 +327,9 @@ impl Runtime for FakeRuntime {
         id: &BoxId,
         _id_map: IdMap,
     ) -> Result<EgressListener, RuntimeError> {
+        if self.fail_rebind.swap(false, Ordering::SeqCst) {
+            return Err(told_to_fail("rebind egress"));
+        }
         self.egress_listener(id)
     }
 
@@ -291,26 +342,32 @@ impl Runtime for FakeRuntime {
         Ok(())
     }
 
-    async fn pause(&self, _id: &BoxId) -> Result<(), RuntimeError> {
-        Err(RuntimeError::Unsupported {
-            backend: "fake",
-            operation: "pause",
-        })
+    async fn pause(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        self.pause_or_resume(id, true, &self.fail_pause)
     }
 
-    async fn resume(&self, _id: &BoxId) -> Result<(), RuntimeError> {
-        Err(RuntimeError::Unsupported {
-            backend: "fake",
-            operation: "resume",
-        })
+    async fn resume(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        self.pause_or_resume(id, false, &self.fail_resume)
     }
 
     async fn status(&self, id: &BoxId) -> Result<RuntimeStatus, RuntimeError> {
-        Ok(if self.agents.lock().unwrap().contains_key(id) {
+        Ok(if self.paused.lock().unwrap().contains(id) {
+            RuntimeStatus::Paused
+        } else if self.agents.lock().unwrap().contains_key(id) {
             RuntimeStatus::Running
         } else {
             RuntimeStatus::Stopped
         })
+    }
+
+    async fn wait_exit(&self, id: &BoxId) -> Result<BoxExit, RuntimeError> {
+        loop {
+            let unseen = self.unseen_exits.load(Ordering::SeqCst);
+            if !unseen && self.status(id).await? == RuntimeStatus::Stopped {
+                return Ok(BoxExit::Clean);
+            }
+            tokio::time::sleep(EXIT_POLL).await;
+        }
     }
 
     fn channel(&self, id: &BoxId, token: &BootToken) -> GuestClient {

@@ -1,7 +1,9 @@
 //! Every box transition goes through one guard (`lifecycle/transition.rs`): a step that
 //! fails is recorded on the box (`failure`: transition, step, cause, hint) and a boot that
 //! succeeds leaves its timings (`last_boot`, and a `boot` event). Against the fake runtime
-//! told to fail one call.
+//! told to fail one call: each kind of transition (start, resume, stop, pause, snapshot,
+//! reclaim, claim, forget, fail, exit, reconcile) has its failure recorded, and the next
+//! change of the box's state clears it.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -10,10 +12,13 @@ use std::time::{Duration, Instant};
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
+use berth_store::{warm_pool_tenant, BoxState};
+
 use crate::end_to_end::exec;
 use crate::fake::FakeRuntime;
 use crate::harness::TestServer;
 use crate::idle::create;
+use crate::messages::crash;
 use crate::templates::{reload, write_template};
 
 async fn with(fake: FakeRuntime, data: tempfile::TempDir) -> (TestServer, Arc<FakeRuntime>) {
@@ -248,4 +253,149 @@ async fn a_restore_is_recorded_as_one() {
     let (status, resumed) = call(&server, "saved", "resume").await;
     assert_eq!(status, StatusCode::OK, "{resumed}");
     assert_eq!(resumed["last_boot"]["restored"], true, "{resumed}");
+}
+
+/// A running box of its own on a fake that pauses.
+async fn pausing(name: &str) -> (TestServer, Arc<FakeRuntime>) {
+    let data = tempfile::tempdir().unwrap();
+    let fake = FakeRuntime::pausing(data.path().to_owned());
+    let (server, fake) = with(fake, data).await;
+    create(&server, json!({"name": name})).await;
+    let (status, body) = call(&server, name, "start").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    (server, fake)
+}
+
+/// `verb` on the box answers 200 with the box in `state` and no failure on it.
+async fn clears(server: &TestServer, name: &str, verb: &str, state: &str) {
+    let (status, body) = call(server, name, verb).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["state"], state, "{body}");
+    assert!(body.get("failure").is_none(), "{body}");
+}
+
+#[tokio::test]
+async fn a_failed_pause_is_recorded_and_the_next_pause_clears_it() {
+    let (server, fake) = pausing("frozen").await;
+    fake.fail_pause.store(true, Ordering::SeqCst);
+    let (status, body) = call(&server, "frozen", "pause").await;
+    assert!(status.is_server_error(), "{status}: {body}");
+    let running = view(&server, "frozen").await;
+    assert_eq!(running["state"], "running");
+    assert_failure(&running, "pause", "runtime_pause");
+    clears(&server, "frozen", "pause", "paused").await;
+}
+
+#[tokio::test]
+async fn a_failed_resume_is_recorded_as_a_start_and_the_next_resume_clears_it() {
+    let (server, fake) = pausing("thawed").await;
+    clears(&server, "thawed", "pause", "paused").await;
+    fake.fail_resume.store(true, Ordering::SeqCst);
+    let (status, body) = call(&server, "thawed", "resume").await;
+    assert!(status.is_server_error(), "{status}: {body}");
+    let paused = view(&server, "thawed").await;
+    assert_eq!(paused["state"], "paused");
+    assert_failure(&paused, "start", "runtime_resume");
+    clears(&server, "thawed", "resume", "running").await;
+}
+
+#[tokio::test]
+async fn a_claimed_pool_box_that_cannot_be_handed_over_is_stopped_with_the_record() {
+    let (server, fake) = fake().await;
+    write_template(&server, "pooled.toml", "name = \"pooled\"\nwarm = 1\n");
+    reload(&server).await;
+    let began = Instant::now();
+    loop {
+        let pool = server.store.list_boxes(&warm_pool_tenant()).unwrap();
+        if pool.iter().any(|r| r.state == BoxState::Running) {
+            break;
+        }
+        assert!(began.elapsed() < Duration::from_secs(60), "no pool box");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    fake.fail_rebind.store(true, Ordering::SeqCst);
+    let created = create(&server, json!({"name": "handed", "template": "pooled"})).await;
+    // Claimed (no boot of its own), then stopped by the failed handover.
+    assert_eq!(created["state"], "stopped", "{created}");
+    assert_failure(&created, "claim", "handover");
+    assert_failure(&view(&server, "handed").await, "claim", "handover");
+    clears(&server, "handed", "start", "running").await;
+}
+
+#[tokio::test]
+async fn a_dead_box_a_call_cannot_clean_up_is_recorded_and_the_next_call_clears_it() {
+    let (server, fake) = fake().await;
+    // The runtime is slow to see the box die: the call finds it first.
+    fake.unseen_exits.store(true, Ordering::SeqCst);
+    let created = create(&server, json!({"name": "lost", "stop_after_s": 0})).await;
+    exec(&server, "lost", &["count"]).await;
+    fake.fail_stop.store(true, Ordering::SeqCst);
+    fake.crash(&created["id"].as_str().unwrap().parse().unwrap());
+    let (status, body) = server
+        .call(
+            Method::POST,
+            "/v1/boxes/lost/exec",
+            Some(json!({"cmd": ["count"]})),
+        )
+        .await;
+    assert!(status.is_server_error(), "{status}: {body}");
+    assert_failure(&view(&server, "lost").await, "forget", "runtime_stop");
+    // The next call stops what is left and boots the box afresh.
+    let out = exec(&server, "lost", &["count"]).await;
+    assert_eq!(out["stdout"].as_str().unwrap().trim(), "1", "{out}");
+    let running = view(&server, "lost").await;
+    assert_eq!(running["state"], "running");
+    assert!(running.get("failure").is_none(), "{running}");
+}
+
+#[tokio::test]
+async fn a_harness_that_gave_up_fails_the_box_with_the_record() {
+    let (server, fake) = fake().await;
+    create(&server, json!({"name": "quitter", "stop_after_s": 0})).await;
+    let (status, body) = call(&server, "quitter", "start").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    fake.harness.emit(
+        "harness_failed",
+        json!({"reason": "it exited 5 times in a row"}),
+    );
+    let failed = wait_view(&server, "quitter", |v| v["state"] == "failed").await;
+    let failure = &failed["failure"];
+    assert_eq!(failure["transition"], "fail", "{failed}");
+    assert_eq!(failure["step"], "harness", "{failed}");
+    assert_eq!(
+        failure["cause"],
+        "the harness gave up: it exited 5 times in a row"
+    );
+    assert!(
+        failure["hint"].as_str().unwrap().contains("harness"),
+        "{failed}"
+    );
+    assert_eq!(failed["state_reason"], failure["cause"]);
+    clears(&server, "quitter", "start", "running").await;
+
+    // A failed box whose processes cannot be stopped says that instead.
+    fake.fail_stop.store(true, Ordering::SeqCst);
+    fake.harness
+        .emit("harness_failed", json!({"reason": "again"}));
+    let failed = wait_view(&server, "quitter", |v| v["state"] == "failed").await;
+    assert_failure(&failed, "fail", "runtime_stop");
+}
+
+#[tokio::test]
+async fn a_box_reconcile_cannot_stop_is_recorded_and_a_start_clears_it() {
+    let data = tempfile::tempdir().unwrap();
+    let fake = Arc::new(FakeRuntime::new(data.path().to_owned()));
+    let first = TestServer::start(fake.clone(), None, data).await;
+    let created = create(&first, json!({"name": "left", "stop_after_s": 0})).await;
+    let (status, body) = call(&first, "left", "start").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let data = crash(first).await;
+    // Its agent died with the daemon (no reattach), and the runtime cannot stop it.
+    fake.crash(&created["id"].as_str().unwrap().parse().unwrap());
+    fake.fail_stop.store(true, Ordering::SeqCst);
+    let second = TestServer::start(fake.clone(), None, data).await;
+    let failed = wait_view(&second, "left", |v| !v["failure"].is_null()).await;
+    assert_eq!(failed["state"], "failed");
+    assert_failure(&failed, "reconcile", "runtime_stop");
+    clears(&second, "left", "start", "running").await;
 }
