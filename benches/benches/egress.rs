@@ -4,8 +4,8 @@
 //! - direct: TCP to the upstream;
 //! - gateway: the box's Unix socket served by `Gateway::serve_box` (resolve override to the
 //!   upstream, allowlisted, audit lines to a `JsonlDirSink` in a temp dir);
-//! - gateway + box hop: a TCP listener copying into that socket, as berth-init's
-//!   127.0.0.1:443 does in a box;
+//! - gateway + box hop: a TCP listener handing each accepted socket to the gateway over that
+//!   socket and closing it, as berth-init's 127.0.0.1:443 does in a sandbox;
 //! - nginx: Debian nginx, stream module, `ssl_preread` + `map` on the SNI, on a Unix socket
 //!   (skipped when nginx or its stream module is missing).
 //!

@@ -1,19 +1,21 @@
 //! berth's gateway as the daemon runs it: `Gateway::serve_box` on a box's Unix socket, on its
 //! own runtime, with `resolve_overrides` sending [`HOST`](super::HOST) to the upstream and
 //! the audit log written by a `JsonlDirSink` (one JSON line per connection, as in
-//! production). Optionally the box-side hop berth-init adds: a TCP listener on 127.0.0.1
-//! whose connections are each copied into the gateway's socket, like berth-init's
-//! 127.0.0.1:443 → egress channel forwarder.
+//! production). Optionally the box-side hop berth-init adds in a sandbox: a TCP listener on
+//! 127.0.0.1 that hands each accepted socket to the gateway over its socket and closes it,
+//! like berth-init's 127.0.0.1:443 (`crates/init/src/egress/forward.rs`).
 
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use berth_egress::gateway::{
-    AuditError, BoxEgress, Gateway, GatewayConfig, GatewayError, JsonlDirSink, SystemResolver,
+    AuditError, BoxEgress, Gateway, GatewayConfig, GatewayError, HandoffSender, JsonlDirSink,
+    SystemResolver,
 };
 use berth_egress::policy::{Allowlist, PolicyError};
 use berth_protocol::BoxId;
@@ -60,6 +62,8 @@ impl BenchGateway {
         let audit = Arc::new(JsonlDirSink::new(dir.join("audit"))?);
         let config = GatewayConfig {
             resolve_overrides: HashMap::from([(host.to_string(), upstream)]),
+            // The box hop (berth-init's part) runs in this process.
+            handoff_from: HandoffSender::ThisProcess,
             ..GatewayConfig::default()
         };
         let gateway = Gateway::new(config, Arc::new(SystemResolver), audit.clone())?;
@@ -119,9 +123,9 @@ impl Drop for BenchGateway {
     }
 }
 
-/// berth-init's hop in miniature: 127.0.0.1:port → the gateway's socket, bytes copied both
-/// ways with `copy_bidirectional_with_sizes` and berth-init's buffer size
-/// ([`BOX_HOP_COPY_BUF`]), TCP_NODELAY on the accepted side, as berth-init does.
+/// berth-init's hop in miniature, as it runs as a sandbox's PID 1: 127.0.0.1:port → each
+/// accepted socket, TCP_NODELAY set, handed to the gateway over a fresh stream to its socket
+/// (`berth_handoff::send`) and closed here. Nothing is copied on this side.
 pub struct BoxHop {
     pub addr: SocketAddr,
     runtime: Option<tokio::runtime::Runtime>,
@@ -140,7 +144,7 @@ impl BoxHop {
         let gateway_socket = Arc::new(gateway_socket);
         runtime.spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                tokio::spawn(forward(client, gateway_socket.clone()));
+                tokio::spawn(hand_over(client, gateway_socket.clone()));
             }
         });
         Ok(BoxHop {
@@ -150,16 +154,15 @@ impl BoxHop {
     }
 }
 
-/// berth-init's copy buffer per direction (`crates/init/src/egress/forward.rs`,
-/// `COPY_BUF`): berth-init is a binary, so the figure is repeated here, not imported.
-pub const BOX_HOP_COPY_BUF: usize = 32 * 1024;
-
-async fn forward(mut client: TcpStream, gateway: Arc<PathBuf>) {
+async fn hand_over(client: TcpStream, gateway: Arc<PathBuf>) {
     let _ = client.set_nodelay(true);
-    if let Ok(mut up) = UnixStream::connect(gateway.as_path()).await {
-        let buf = BOX_HOP_COPY_BUF;
-        let _ = tokio::io::copy_bidirectional_with_sizes(&mut client, &mut up, buf, buf).await;
-    }
+    let Ok(up) = UnixStream::connect(gateway.as_path()).await else {
+        return;
+    };
+    let Ok(socket) = client.into_std() else {
+        return;
+    };
+    let _ = berth_handoff::send(&up, OwnedFd::from(socket)).await;
 }
 
 impl Drop for BoxHop {

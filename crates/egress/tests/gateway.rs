@@ -8,6 +8,8 @@ mod allowed;
 mod audit;
 #[path = "common/gateway.rs"]
 mod fixture;
+#[path = "gateway/handoff.rs"]
+mod handoff;
 #[path = "gateway/refused.rs"]
 mod refused;
 #[path = "gateway/resources.rs"]

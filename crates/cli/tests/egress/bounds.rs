@@ -258,3 +258,84 @@ fn bypass_attempts_are_refused_and_logged() {
         );
     }
 }
+
+/// Run as box root: opens connections to 127.0.0.1:443 and counts berth-init's Unix streams
+/// to the gateway (a copying berth-init holds one per connection, a handing one none); then
+/// does what box root can try with the egress socket berth-init uses (box root's): hands
+/// over a socket of its own as berth-init does, keeping a duplicate (with which it could
+/// later clear `O_NONBLOCK` or take the bytes the host was woken for, and block a host
+/// thread in `splice`). Prints one JSON object.
+const HANDOFF_PROBE: &str = r#"
+import json, socket, sys, time
+egress_socket, model = sys.argv[1], sys.argv[2]
+def unix_streams():
+    with open("/proc/net/unix") as f:
+        return sum(1 for line in f.readlines()[1:] if line.split()[5] == "03")
+before = unix_streams()
+held = [socket.create_connection((model, 443), timeout=30) for _ in range(4)]
+deadline = time.monotonic() + 20
+while unix_streams() > before and time.monotonic() < deadline:
+    time.sleep(0.05)
+out = {"streams_per_connection": (unix_streams() - before) / len(held)}
+for s in held:
+    s.close()
+
+listener = socket.create_server(("127.0.0.1", 0))
+client = socket.create_connection(listener.getsockname())
+kept, _ = listener.accept()
+client.sendall(b"\x16\x03\x01\x00\x05hello")
+gateway = socket.socket(socket.AF_UNIX)
+gateway.connect(egress_socket)
+socket.send_fds(gateway, [b"\x00"], [kept.fileno()])
+gateway.settimeout(30)
+try:
+    out["gateway_closed"] = gateway.recv(1) == b""
+except ConnectionResetError:
+    out["gateway_closed"] = True
+kept.settimeout(5)
+out["unread"] = kept.recv(64).decode("latin-1")
+print(json.dumps(out))
+"#;
+
+/// In a sandbox berth-init hands each connection's socket to the gateway and keeps no
+/// stream for it; and only the box's init may: box root's handoff is closed unread and
+/// audited `handoff_refused` (the gateway's side: `crates/egress/tests/gateway/handoff.rs`).
+#[test]
+fn berth_init_hands_connections_over_and_box_root_cannot() {
+    if let Some(reason) = skip_reason() {
+        berth_testkit::skip("sandbox", &reason);
+        return;
+    }
+    let world = World::new("handoff", &agent_template());
+    let daemon = &world.daemon;
+    let socket = format!(
+        "{}/{}",
+        berth_protocol::guest::SANDBOX_RUN_DIR,
+        berth_protocol::guest::EGRESS_SOCKET
+    );
+    let printed = daemon.berth_ok(&[
+        "exec",
+        "handoff",
+        "--user",
+        "root",
+        "--timeout",
+        "90",
+        "--",
+        "python3",
+        "-c",
+        HANDOFF_PROBE,
+        &socket,
+        MODEL_HOST,
+    ]);
+    let out: serde_json::Value = serde_json::from_str(printed.trim()).unwrap();
+    assert_eq!(out["streams_per_connection"], 0.0, "{out}");
+    assert_eq!(out["gateway_closed"], true, "{out}");
+    assert_eq!(out["unread"], "\u{16}\u{3}\u{1}\u{0}\u{5}hello", "{out}");
+    let audit = daemon.berth_ok(&["egress", "handoff", "--json"]);
+    let refused = audit
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["decision"] == "deny" && r["reason"] == "handoff_refused")
+        .count();
+    assert_eq!(refused, 1, "{audit}");
+}

@@ -65,6 +65,9 @@ pub enum DenyReason {
     EncodedResponse,
     /// The box already has `max_connections_per_box` connections open.
     TooManyConnections,
+    /// A socket was handed over by a process that is not the box's init, or not as one
+    /// connected TCP socket with the marker byte (`berth_handoff`): closed unread.
+    HandoffRefused,
 }
 
 impl DenyReason {
@@ -93,6 +96,7 @@ impl DenyReason {
             DenyReason::InterceptFailed => "intercept_failed".into(),
             DenyReason::EncodedResponse => "encoded_response".into(),
             DenyReason::TooManyConnections => "too_many_connections".into(),
+            DenyReason::HandoffRefused => "handoff_refused".into(),
         }
     }
 

@@ -1,9 +1,10 @@
 //! The gateway's I/O: one Unix listener per box, one stream per outbound connection.
 //!
-//! Per stream (`session.rs`): optional CONNECT preamble → ClientHello (SNI) → the box's
-//! allowlist → resolve and vet the address → dial → replay the buffered bytes → splice, with
-//! one audit line per decision. The box is the one whose listener accepted the stream; nothing
-//! the box sends can change that.
+//! Per stream (`session.rs`): the box's own TCP socket if the box's init handed it over with
+//! the stream (a sandbox, `handoff.rs`), else the stream's bytes → optional CONNECT preamble
+//! → ClientHello (SNI) → the box's allowlist → resolve and vet the address → dial → replay
+//! the buffered bytes → splice, with one audit line per decision. The box is the one whose
+//! listener accepted the stream; nothing the box sends can change that.
 //!
 //! `resolve_overrides` map a name to a fixed address and are the ONLY way past the address
 //! checks (loopback, private, metadata…). They exist for tests and for pinning internal
@@ -12,6 +13,7 @@
 mod audit;
 mod audit_log;
 mod decision;
+mod handoff;
 mod hello;
 mod preamble;
 mod resolve;
@@ -33,6 +35,9 @@ use tokio::task::JoinSet;
 use crate::hostname::{canonical_host, HostError};
 use crate::intercept::Interceptor;
 use crate::policy::Allowlist;
+
+/// Whose sockets the gateway takes (see [`GatewayConfig::handoff_from`]).
+pub use berth_handoff::Sender as HandoffSender;
 
 pub use audit::{
     AuditError, AuditRecord, AuditSink, MemorySink, RefusedAddress, Verdict, Via, WithheldRecord,
@@ -88,8 +93,14 @@ pub struct GatewayConfig {
     pub resolve_overrides: HashMap<String, SocketAddr>,
     pub timeouts: Timeouts,
     /// Open connections one box may have at once; one more is refused at once (audited
-    /// `too_many_connections`). Each holds two sockets and buffers on the host.
+    /// `too_many_connections`). Each holds two sockets and buffers on the host. A sandbox's
+    /// berth-init hands its connections over and keeps none, so this is the bound on how
+    /// many a sandbox box has open through the gateway.
     pub max_connections_per_box: usize,
+    /// Who may hand the gateway a box's TCP socket instead of copying its bytes into the
+    /// stream: the box's init ([`HandoffSender::BoxInit`], the daemon's setting and the
+    /// default), or this very process (tests and benchmarks that play berth-init).
+    pub handoff_from: HandoffSender,
 }
 
 impl Default for GatewayConfig {
@@ -98,6 +109,7 @@ impl Default for GatewayConfig {
             resolve_overrides: HashMap::new(),
             timeouts: Timeouts::default(),
             max_connections_per_box: DEFAULT_MAX_CONNECTIONS_PER_BOX,
+            handoff_from: HandoffSender::BoxInit,
         }
     }
 }
@@ -190,6 +202,7 @@ impl Gateway {
         shutdown: impl Future<Output = ()>,
     ) {
         let egress = Arc::new(egress);
+        let handoffs = Arc::new(handoff::Handoffs::new(self.inner.config.handoff_from));
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
         tokio::pin!(shutdown);
@@ -202,12 +215,14 @@ impl Gateway {
                             self.inner.clone(),
                             egress.clone(),
                             interceptor.clone(),
+                            handoffs.clone(),
                             stop_rx.clone(),
                         );
                         while tasks.try_join_next().is_some() {}
                         if tasks.len() >= self.inner.config.max_connections_per_box {
                             // Refused before a byte is read: a box opening connections
-                            // without end costs the host a socket and a line, no task.
+                            // without end costs the host a socket and a line, no task. A
+                            // socket handed over with the stream is closed with it, unread.
                             session.over_cap(stream);
                         } else {
                             tasks.spawn(session.run(stream));

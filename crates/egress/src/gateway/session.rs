@@ -1,13 +1,16 @@
-//! One stream from one box: decide, then either refuse (audit at once) or dial and splice
-//! (audit when the connection ends).
+//! One stream from one box: take the socket berth-init handed over with it, if any
+//! (`handoff.rs`), decide, then either refuse (audit at once) or dial and splice (audit
+//! when the connection ends).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use berth_handoff::{receive_first, First};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::UnixStream;
 use tokio::sync::watch;
 use tokio::time::{timeout_at, Instant as TokioInstant};
 
@@ -17,6 +20,7 @@ use crate::policy::EGRESS_PORT;
 
 use super::audit::{AuditRecord, RefusedAddress, Verdict, Via, WithheldRecord};
 use super::decision::{DenyReason, Route};
+use super::handoff::Handoffs;
 use super::hello::{host_deny, read_client_hello};
 use super::preamble::{read_preamble, Preamble, PreambleError};
 use super::resolve::vet_addresses;
@@ -27,8 +31,11 @@ pub(crate) struct Session {
     gw: Arc<Inner>,
     egress: Arc<BoxEgress>,
     interceptor: Option<Arc<Interceptor>>,
+    handoffs: Arc<Handoffs>,
     stop: watch::Receiver<bool>,
     started: Instant,
+    /// The end of the wait for the CONNECT head or ClientHello, counted from accept.
+    hello_deadline: TokioInstant,
     time: OffsetDateTime,
     via: Option<Via>,
     target: Option<String>,
@@ -50,14 +57,18 @@ impl Session {
         gw: Arc<Inner>,
         egress: Arc<BoxEgress>,
         interceptor: Option<Arc<Interceptor>>,
+        handoffs: Arc<Handoffs>,
         stop: watch::Receiver<bool>,
     ) -> Self {
+        let hello_deadline = TokioInstant::now() + gw.config.timeouts.client_hello;
         Session {
             gw,
             egress,
             interceptor,
+            handoffs,
             stop,
             started: Instant::now(),
+            hello_deadline,
             time: OffsetDateTime::now_utc(),
             via: None,
             target: None,
@@ -72,8 +83,39 @@ impl Session {
         }
     }
 
-    pub(crate) async fn run<S: AsyncRead + AsyncWrite + Unpin + 'static>(mut self, mut stream: S) {
-        let mut buf = Vec::new();
+    /// Serves one stream accepted on the box's listener. Its first read brings either a
+    /// socket handed over by the box's init, which is then the box side and the stream is
+    /// closed, or the first byte of a plain stream, which is kept as the start of it.
+    pub(crate) async fn run(self, mut stream: UnixStream) {
+        let mut stop = self.stop.clone();
+        let first = tokio::select! {
+            first = timeout_at(self.hello_deadline, receive_first(&stream, self.handoffs.from)) => {
+                first.map_err(|_elapsed| DenyReason::Timeout)
+            }
+            _ = stop.wait_for(|s| *s) => Err(DenyReason::Shutdown),
+        };
+        match first {
+            Err(reason) => self.refuse(&mut stream, reason).await,
+            Ok(Ok(First::Socket(socket))) => {
+                drop(stream);
+                self.serve(socket, Vec::new()).await
+            }
+            Ok(Ok(First::Byte(byte))) => self.serve(stream, vec![byte]).await,
+            Ok(Ok(First::Closed)) => self.refuse(&mut stream, DenyReason::ClosedEarly).await,
+            Ok(Err(e)) => {
+                // Whatever came with the byte has been closed by `receive_first`.
+                self.handoffs.refused(&self.egress.box_id, &e);
+                self.refuse(&mut stream, DenyReason::HandoffRefused).await
+            }
+        }
+    }
+
+    /// Serves the box side `stream`, whose first bytes, already read, are `buf`.
+    async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(
+        mut self,
+        mut stream: S,
+        mut buf: Vec<u8>,
+    ) {
         let mut stop = self.stop.clone();
         let decided = tokio::select! {
             d = self.decide(&mut stream, &mut buf) => d,
@@ -107,7 +149,7 @@ impl Session {
         buf: &mut Vec<u8>,
     ) -> Result<Route, DenyReason> {
         let hello_timeout = self.gw.config.timeouts.client_hello;
-        let deadline = TokioInstant::now() + hello_timeout;
+        let deadline = self.hello_deadline;
         let preamble = timeout_at(deadline, read_preamble(stream, buf))
             .await
             .map_err(|_| DenyReason::Timeout)?

@@ -146,13 +146,18 @@ where
     B: AsyncRead + AsyncWrite + Unpin + 'static,
     U: AsyncRead + AsyncWrite + Unpin + 'static,
 {
-    // The gateway's own streams take the zero-copy path; anything else (tests' in-memory
-    // pipes, a TLS stream) is copied through buffers.
-    let b = (box_side as &mut dyn Any).downcast_mut::<UnixStream>();
-    let u = (&mut upstream.inner as &mut dyn Any).downcast_mut::<TcpStream>();
-    if let (Some(b), Some(u)) = (b, u) {
+    // The gateway's own sockets (a box side handed over by berth-init or a stream, a TCP
+    // upstream) take the zero-copy path; anything else (tests' in-memory pipes, a TLS
+    // stream) is copied through buffers.
+    let b = &*box_side as &dyn Any;
+    if let Some(u) = (&upstream.inner as &dyn Any).downcast_ref::<TcpStream>() {
         let c = &upstream.counters;
-        return zero_copy::splice(b, u, first_bytes, &c.up, &c.down).await;
+        if let Some(b) = b.downcast_ref::<TcpStream>() {
+            return zero_copy::splice(b, u, first_bytes, &c.up, &c.down).await;
+        }
+        if let Some(b) = b.downcast_ref::<UnixStream>() {
+            return zero_copy::splice(b, u, first_bytes, &c.up, &c.down).await;
+        }
     }
     upstream.write_all(first_bytes).await?;
     tokio::io::copy_bidirectional_with_sizes(box_side, upstream, SPLICE_BUF, SPLICE_BUF).await?;
@@ -189,25 +194,38 @@ mod tests {
         assert_eq!((counters.up(), counters.down()), (10, 5));
     }
 
-    /// The gateway's real pair: the box's Unix socket and a TCP connection (loopback).
-    struct Sockets {
-        box_side: UnixStream,
-        box_peer: UnixStream,
+    /// The gateway's real sockets: the box side (a stream's Unix socket, or the box's own
+    /// TCP socket handed over by berth-init) and a TCP connection upstream (loopback).
+    struct Sockets<B> {
+        box_side: B,
+        box_peer: B,
         upstream: TcpStream,
         up_peer: TcpStream,
     }
 
-    async fn sockets() -> Sockets {
-        let (box_side, box_peer) = UnixStream::pair().unwrap();
+    async fn tcp_pair() -> (TcpStream, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (upstream, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        let (connected, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        (connected.unwrap(), accepted.unwrap().0)
+    }
+
+    async fn around<B>((box_side, box_peer): (B, B)) -> Sockets<B> {
+        let (upstream, up_peer) = tcp_pair().await;
         Sockets {
             box_side,
             box_peer,
-            upstream: upstream.unwrap(),
-            up_peer: accepted.unwrap().0,
+            upstream,
+            up_peer,
         }
+    }
+
+    async fn sockets() -> Sockets<UnixStream> {
+        around(UnixStream::pair().unwrap()).await
+    }
+
+    async fn handed_sockets() -> Sockets<TcpStream> {
+        around(tcp_pair().await).await
     }
 
     /// Writes `send` and shuts down, while reading to EOF; returns what was read.
@@ -226,14 +244,16 @@ mod tests {
         tokio::join!(writer, reader).1
     }
 
-    #[tokio::test]
-    async fn sockets_move_large_transfers_both_ways_exactly() {
+    async fn large_transfers_both_ways_exactly<B>(sockets: Sockets<B>)
+    where
+        B: AsyncRead + AsyncWrite + Unpin + 'static,
+    {
         let Sockets {
             mut box_side,
             box_peer,
             upstream,
             up_peer,
-        } = sockets().await;
+        } = sockets;
         let counters = Counters::default();
         let mut upstream = Counted::new(upstream, counters.clone());
         let hello = b"client hello".to_vec();
@@ -257,13 +277,25 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn sockets_pass_half_close_on_and_keep_the_other_way_open() {
+    async fn sockets_move_large_transfers_both_ways_exactly() {
+        large_transfers_both_ways_exactly(sockets().await).await;
+    }
+
+    #[tokio::test]
+    async fn a_handed_socket_moves_large_transfers_both_ways_exactly() {
+        large_transfers_both_ways_exactly(handed_sockets().await).await;
+    }
+
+    async fn half_close_passed_on_and_the_other_way_open<B>(sockets: Sockets<B>)
+    where
+        B: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         let Sockets {
             mut box_side,
             mut box_peer,
             upstream,
             mut up_peer,
-        } = sockets().await;
+        } = sockets;
         let counters = Counters::default();
         let mut upstream = Counted::new(upstream, counters.clone());
         let task = tokio::spawn(async move {
@@ -287,6 +319,12 @@ mod tests {
         let (res, _, _) = task.await.unwrap();
         res.unwrap();
         assert_eq!((counters.up(), counters.down()), (8, 6));
+    }
+
+    #[tokio::test]
+    async fn sockets_pass_half_close_on_and_keep_the_other_way_open() {
+        half_close_passed_on_and_the_other_way_open(sockets().await).await;
+        half_close_passed_on_and_the_other_way_open(handed_sockets().await).await;
     }
 
     #[tokio::test]

@@ -1,20 +1,22 @@
-//! The passthrough splice for the gateway's real sockets (the box's `UnixStream`, the upstream
-//! `TcpStream`), one design per direction, each the faster one measured (docs/benchmarks.md,
-//! "Egress"):
+//! The passthrough splice for the gateway's real sockets (the box side: the box's own
+//! `TcpStream` that berth-init handed over in a sandbox, or the `UnixStream` of a plain
+//! stream, as a VM's are; the upstream `TcpStream`). How a direction moves bytes depends on the socket
+//! it reads from, each the faster one measured (docs/benchmarks.md, "Egress"):
 //!
-//! - download (upstream → box): splice(2) TCP → pipe → Unix socket. The pipe holds
-//!   references to the TCP receive buffer's pages and the Unix socket takes them over, so the
-//!   gateway copies nothing; it needs about a third less CPU than copying through a buffer.
-//! - upload (box → upstream): recv(2)/send(2) through a buffer. Splicing *from* a Unix socket
-//!   measured worse: the gateway spent more CPU than copying while the whole chain moved
-//!   about 30% fewer bytes per second (likely because splice copies each skb's linear head
-//!   into a fresh page anyway, and the sender's pages stay pinned until the upstream has
-//!   read them instead of being reused while still in cache).
+//! - from TCP (download, and the upload of a handed-over socket): splice(2) TCP → pipe →
+//!   socket. The pipe holds references to the TCP receive buffer's pages and the receiving
+//!   socket takes them over, so the gateway copies nothing; it needs about a third less CPU
+//!   than copying through a buffer.
+//! - from a Unix socket (the upload of a stream): recv(2)/send(2) through a buffer. Splicing
+//!   *from* a Unix socket measured worse: the gateway spent more CPU than copying while the
+//!   whole chain moved about 30% fewer bytes per second (likely because splice copies each
+//!   skb's linear head into a fresh page anyway, and the sender's pages stay pinned until the
+//!   upstream has read them instead of being reused while still in cache).
 //!
 //! Both start small and grow only while a connection moves bulk data, so the many small API
-//! calls hold little: the upload buffer from 16 KiB to 256 KiB; the download copies through a
-//! 16 KiB buffer until a read fills it, then makes a pipe of the kernel's default size
-//! (64 KiB), grown to 1 MiB while splices keep it half full. A direction falls back to the
+//! calls hold little: a copy buffer from 16 KiB to 256 KiB; a splicing direction copies
+//! through a 16 KiB buffer until a read fills it, then makes a pipe of the kernel's default
+//! size (64 KiB), grown to 1 MiB while splices keep it half full. A direction falls back to the
 //! buffer when the kernel refuses to splice (EINVAL) or no pipe can be made (EMFILE, ENFILE).
 //!
 //! The process must ignore SIGPIPE (the Rust runtime does, before `main`): splicing into a
@@ -53,11 +55,14 @@ pub(super) enum Mode {
 
 /// A socket tokio drives: readiness, and the fd for the syscalls.
 pub(super) trait Socket: AsFd {
+    /// How the bytes read from this kind of socket are moved on.
+    const READ_MODE: Mode;
     fn ready(&self, interest: Interest) -> impl Future<Output = io::Result<()>>;
     fn attempt<R>(&self, interest: Interest, f: impl FnOnce() -> io::Result<R>) -> io::Result<R>;
 }
 
 impl Socket for UnixStream {
+    const READ_MODE: Mode = Mode::Copy;
     async fn ready(&self, interest: Interest) -> io::Result<()> {
         UnixStream::ready(self, interest).await.map(|_| ())
     }
@@ -67,6 +72,7 @@ impl Socket for UnixStream {
 }
 
 impl Socket for TcpStream {
+    const READ_MODE: Mode = Mode::Splice;
     async fn ready(&self, interest: Interest) -> io::Result<()> {
         TcpStream::ready(self, interest).await.map(|_| ())
     }
@@ -78,8 +84,8 @@ impl Socket for TcpStream {
 /// Replays `first_bytes` upstream, then moves bytes both ways until both directions have
 /// closed (each EOF passed on as a write shutdown) or either fails, which ends both. `up`
 /// counts bytes written to `upstream`, `down` bytes read from it, as they pass.
-pub(super) async fn splice(
-    box_side: &UnixStream,
+pub(super) async fn splice<B: Socket>(
+    box_side: &B,
     upstream: &TcpStream,
     first_bytes: &[u8],
     up: &AtomicU64,
@@ -87,8 +93,8 @@ pub(super) async fn splice(
 ) -> io::Result<()> {
     write_all(upstream, first_bytes, up).await?;
     tokio::try_join!(
-        pump(box_side, upstream, Mode::Copy, None, Some(up)),
-        pump(upstream, box_side, Mode::Splice, Some(down), None),
+        pump(box_side, upstream, B::READ_MODE, None, Some(up)),
+        pump(upstream, box_side, TcpStream::READ_MODE, Some(down), None),
     )?;
     Ok(())
 }

@@ -1,8 +1,8 @@
 //! The fixtures of `tests/gateway.rs`.
 
 use berth_egress::gateway::{
-    AuditRecord, AuditSink, BoxEgress, Gateway, GatewayConfig, MemorySink, StaticResolver,
-    Timeouts, Verdict, Via, DEFAULT_MAX_CONNECTIONS_PER_BOX,
+    AuditRecord, AuditSink, BoxEgress, Gateway, GatewayConfig, HandoffSender, MemorySink,
+    StaticResolver, Timeouts, Verdict, Via, DEFAULT_MAX_CONNECTIONS_PER_BOX,
 };
 use berth_egress::policy::Allowlist;
 use berth_protocol::BoxId;
@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, UnixStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -145,6 +145,9 @@ pub(crate) struct Setup {
     pub(crate) timeouts: Timeouts,
     pub(crate) max_connections: usize,
     pub(crate) sink: Option<Arc<dyn AuditSink>>,
+    /// Whose sockets the gateway takes: the box's init, as in production, unless a test
+    /// plays berth-init itself.
+    pub(crate) handoff_from: HandoffSender,
 }
 
 impl Setup {
@@ -160,6 +163,7 @@ impl Setup {
             timeouts: Timeouts::default(),
             max_connections: DEFAULT_MAX_CONNECTIONS_PER_BOX,
             sink: None,
+            handoff_from: HandoffSender::BoxInit,
         }
     }
 
@@ -174,6 +178,7 @@ impl Setup {
                 resolve_overrides: self.overrides,
                 timeouts: self.timeouts,
                 max_connections_per_box: self.max_connections,
+                handoff_from: self.handoff_from,
             },
             Arc::new(StaticResolver {
                 answers: self.answers,
@@ -211,6 +216,20 @@ impl Harness {
         UnixStream::connect(&self.socket).await.unwrap()
     }
 
+    /// Does what berth-init does with a connection it accepted in a sandbox: hands the
+    /// socket to the gateway and keeps no copy. Returns the client's end (the box's program).
+    pub(crate) async fn hand_over(&self) -> TcpStream {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (client, accepted) = tokio::join!(
+            TcpStream::connect(listener.local_addr().unwrap()),
+            listener.accept()
+        );
+        let socket: std::os::fd::OwnedFd = accepted.unwrap().0.into_std().unwrap().into();
+        let unix = self.connect().await;
+        berth_handoff::send(&unix, socket).await.unwrap();
+        client.unwrap()
+    }
+
     /// Stops serving and waits until the gateway has returned (every connection closed).
     pub(crate) async fn shutdown(mut self) {
         if let Some(stop) = self.stop.take() {
@@ -230,7 +249,10 @@ impl Drop for Harness {
     }
 }
 
-pub(crate) async fn connect_head(s: &mut UnixStream, target: &str) -> String {
+pub(crate) async fn connect_head<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    target: &str,
+) -> String {
     s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
         .await
         .unwrap();
@@ -238,7 +260,7 @@ pub(crate) async fn connect_head(s: &mut UnixStream, target: &str) -> String {
 }
 
 /// Reads a response head byte by byte so nothing after it is consumed.
-pub(crate) async fn read_head(s: &mut UnixStream) -> String {
+pub(crate) async fn read_head<S: AsyncRead + Unpin>(s: &mut S) -> String {
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -251,7 +273,10 @@ pub(crate) async fn read_head(s: &mut UnixStream) -> String {
 }
 
 /// Sends `hello` + `ping`, half-closes, and returns what came back.
-pub(crate) async fn exchange(s: &mut UnixStream, hello: &[u8]) -> Vec<u8> {
+pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    hello: &[u8],
+) -> Vec<u8> {
     s.write_all(hello).await.unwrap();
     s.write_all(b"ping").await.unwrap();
     s.shutdown().await.unwrap();
@@ -262,13 +287,13 @@ pub(crate) async fn exchange(s: &mut UnixStream, hello: &[u8]) -> Vec<u8> {
 
 /// Half-closes the box side (so an upstream that was wrongly reached answers and closes
 /// instead of waiting) and asserts the gateway sends nothing more and closes.
-pub(crate) async fn expect_closed(s: &mut UnixStream) {
+pub(crate) async fn expect_closed<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S) {
     let _ = s.shutdown().await;
     expect_closed_without_eof(s).await;
 }
 
 /// As [`expect_closed`] but without half-closing: the gateway must close on its own.
-pub(crate) async fn expect_closed_without_eof(s: &mut UnixStream) {
+pub(crate) async fn expect_closed_without_eof<S: AsyncRead + Unpin>(s: &mut S) {
     let mut rest = Vec::new();
     // A reset is as good as EOF here: either way nothing came back. The bound turns a
     // gateway that wrongly keeps the stream open into a failure instead of a hang.

@@ -1,24 +1,36 @@
-//! One accepted TCP connection = one stream to the host's egress gateway, bytes copied
-//! both ways unchanged. No parsing here: the gateway reads the CONNECT head or the
-//! ClientHello itself, and answers the CONNECT.
+//! One accepted TCP connection = one connection through the host's egress gateway. No
+//! parsing here: the gateway reads the CONNECT head or the ClientHello itself, and answers
+//! the CONNECT. Two ways to get it there:
 //!
-//! Bounds, because the box controls how many connections it opens: at most `max`
-//! forwarded pairs at once (over that, a new connection is closed at once), and per pair
-//! only the two copy buffers of [`copy_bidirectional_with_sizes`]. A half-close (EOF) on one side is
+//! - **Handed over** (a sandbox, where berth-init is PID 1 on the host's kernel): the
+//!   accepted socket itself is passed to the gateway over a fresh stream to its Unix socket
+//!   (`berth_handoff::send`), and berth-init closes its descriptor at once. It copies
+//!   nothing and holds nothing: the gateway reads and writes the box's socket directly. The
+//!   host takes sockets only from the box's init, so a berth-init that is not PID 1 copies.
+//! - **Copied** (a VM's vsock or serial channel, or not PID 1): one stream per connection,
+//!   bytes copied both ways unchanged.
+//!
+//! Bounds, because the box controls how many connections it opens: at most `max` pairs at
+//! once (over that, a new connection is closed at once), and per copied pair only the two
+//! copy buffers of [`copy_bidirectional_with_sizes`]. A handed-over connection holds its
+//! slot only until it has been sent; from then on the gateway's per-box cap
+//! (`max_connections_per_box`) bounds it. A half-close (EOF) on one side is
 //! passed on as a write shutdown of the other; an error on either side ends the pair and
 //! closes both. A peer that is fully closed shows up as EOF and then as an error on the
 //! next write (EPIPE, RST), so no pair outlives its peers.
 
 use std::io;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::io::copy_bidirectional_with_sizes;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpStream, UnixStream};
 use tokio::sync::Semaphore;
 
 use super::upstream::Upstream;
+use crate::stream::Stream;
 
 /// Copy buffer per direction: 8 KiB (tokio's default) costs a syscall pair per 8 KiB and
 /// cut the box hop's throughput; 32 KiB keeps most of the gain at half the gateway's memory
@@ -37,20 +49,32 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 #[derive(Debug)]
 pub struct Forwarder {
     gateway: Upstream,
+    /// Whether connections are handed over rather than copied (the gateway is a Unix socket
+    /// and this process is PID 1).
+    hand_over: bool,
     max: usize,
     slots: Arc<Semaphore>,
     unreachable: RateLimitedLog,
+    hand_over_failed: RateLimitedLog,
     over_cap: RateLimitedLog,
     accept_failed: RateLimitedLog,
 }
 
 impl Forwarder {
+    /// Hands connections over when it can: the gateway is a sandbox's Unix socket and
+    /// berth-init is PID 1, the only process whose sockets the host takes.
     pub fn new(gateway: Upstream, max: usize) -> Self {
+        Forwarder::choosing(gateway, max, std::process::id() == 1)
+    }
+
+    fn choosing(gateway: Upstream, max: usize, pid_1: bool) -> Self {
         Forwarder {
+            hand_over: pid_1 && matches!(gateway, Upstream::Unix(_)),
             gateway,
             max,
             slots: Arc::new(Semaphore::new(max)),
             unreachable: RateLimitedLog::default(),
+            hand_over_failed: RateLimitedLog::default(),
             over_cap: RateLimitedLog::default(),
             accept_failed: RateLimitedLog::default(),
         }
@@ -63,9 +87,10 @@ impl Forwarder {
     }
 
     async fn forward(&self, mut client: TcpStream) {
-        // Small writes (TLS handshakes, SSE events) must not wait for Nagle.
+        // Small writes (TLS handshakes, SSE events) must not wait for Nagle. Set on the
+        // socket itself, so it holds for the gateway too once handed over.
         let _ = client.set_nodelay(true);
-        let mut gateway = match self.gateway.connect().await {
+        let gateway = match self.gateway.connect().await {
             Ok(stream) => stream,
             Err(err) => {
                 // Dropping the client closes it: nothing leaves without the gateway.
@@ -79,9 +104,35 @@ impl Forwarder {
                 return;
             }
         };
-        // Either side's error ends both; the streams are dropped (closed) on return.
-        let _ = copy_bidirectional_with_sizes(&mut client, &mut gateway, COPY_BUF, COPY_BUF).await;
+        match gateway {
+            Stream::Unix(gateway) if self.hand_over => {
+                // Our descriptor is closed as it leaves, sent or not; unsent, that closes the
+                // connection (nothing leaves without the gateway).
+                if let Err(err) = hand_over(&gateway, client).await {
+                    self.hand_over_failed.note(|missed| {
+                        eprintln!(
+                            "berth-init: egress: cannot hand the connection to the gateway at {}: {err}; closing it{}",
+                            self.gateway,
+                            more(missed)
+                        )
+                    });
+                }
+            }
+            mut gateway => {
+                // Either side's error ends both; the streams are dropped (closed) on return.
+                let _ =
+                    copy_bidirectional_with_sizes(&mut client, &mut gateway, COPY_BUF, COPY_BUF)
+                        .await;
+            }
+        }
     }
+}
+
+/// Passes `client`'s socket to the gateway over `gateway` and closes this process's
+/// descriptor of it: the gateway then holds the only one.
+async fn hand_over(gateway: &UnixStream, client: TcpStream) -> io::Result<()> {
+    let socket: OwnedFd = client.into_std()?.into();
+    berth_handoff::send(gateway, socket).await
 }
 
 /// Accepts connections forever and forwards each in its own task.
@@ -168,10 +219,20 @@ mod tests {
     }
 
     impl Setup {
+        /// Copies, as berth-init does when it is not PID 1 (as in these tests).
         async fn new(max: usize) -> Setup {
+            Setup::choosing(max, false).await
+        }
+
+        /// Hands over, as berth-init does as a sandbox's PID 1.
+        async fn handing_over(max: usize) -> Setup {
+            Setup::choosing(max, true).await
+        }
+
+        async fn choosing(max: usize, pid_1: bool) -> Setup {
             let dir = tempfile::tempdir().unwrap();
             let gateway = Upstream::Unix(dir.path().join("egress.sock"));
-            let fwd = Arc::new(Forwarder::new(gateway, max));
+            let fwd = Arc::new(Forwarder::choosing(gateway, max, pid_1));
             let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
             tokio::spawn(accept_loop(listener, fwd.clone()));
@@ -294,18 +355,65 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn without_a_gateway_the_client_is_closed() {
-        let s = Setup::new(8).await;
-        for _ in 0..3 {
+        for s in [Setup::new(8).await, Setup::handing_over(8).await] {
+            for _ in 0..3 {
+                let mut client = s.client().await;
+                let _ = client.write_all(b"CONNECT x:443 HTTP/1.1\r\n\r\n").await;
+                assert_eq!(read_to_close(&mut client).await, b"");
+            }
+            s.until_active(0).await;
+            // A socket file nobody listens on: refused, same outcome.
+            drop(s.gateway());
             let mut client = s.client().await;
-            let _ = client.write_all(b"CONNECT x:443 HTTP/1.1\r\n\r\n").await;
             assert_eq!(read_to_close(&mut client).await, b"");
+            s.until_active(0).await;
         }
-        s.until_active(0).await;
-        // A socket file nobody listens on: refused, same outcome.
-        drop(s.gateway());
+    }
+
+    #[test]
+    fn only_pid_1_with_a_unix_gateway_hands_over() {
+        let unix = || Upstream::Unix("/run/berth/egress.sock".into());
+        assert!(Forwarder::choosing(unix(), 1, true).hand_over);
+        assert!(!Forwarder::choosing(unix(), 1, false).hand_over);
+        assert!(!Forwarder::choosing(Upstream::vm_host(), 1, true).hand_over);
+        // These tests do not run as PID 1.
+        assert!(!Forwarder::new(unix(), 1).hand_over);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_handed_over_connection_is_the_gateways_alone() {
+        let s = Setup::handing_over(8).await;
+        let gateway = s.gateway();
         let mut client = s.client().await;
-        assert_eq!(read_to_close(&mut client).await, b"");
+        let mut host = accept(&gateway).await;
+        let first = berth_handoff::receive_first(&host, berth_handoff::Sender::ThisProcess)
+            .await
+            .unwrap();
+        let berth_handoff::First::Socket(mut socket) = first else {
+            panic!("no socket was handed over: {first:?}");
+        };
+        assert!(
+            socket.nodelay().unwrap(),
+            "TCP_NODELAY is set before the handoff"
+        );
+        // Nothing else on the stream, and berth-init holds no slot for the connection.
+        let mut rest = Vec::new();
+        assert_eq!(host.read_to_end(&mut rest).await.unwrap(), 0);
         s.until_active(0).await;
+
+        client
+            .write_all(b"\x16\x03\x01 from the box")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 16];
+        socket.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"\x16\x03\x01 from the box");
+        socket.write_all(b"from the gateway").await.unwrap();
+        client.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"from the gateway");
+        // berth-init kept no descriptor: the gateway's close is the connection's end.
+        drop(socket);
+        assert_eq!(read_to_close(&mut client).await, b"");
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -3,9 +3,10 @@
 //! The box has no network device but `lo`. `berth-init` makes sure `lo` is up, then
 //! listens on 127.0.0.1:[`EGRESS_TLS_PORT`] (where `/etc/hosts` pins every allowed host)
 //! and on 127.0.0.1:[`EGRESS_PROXY_PORT`] (the HTTP CONNECT proxy named by `HTTPS_PROXY`),
-//! and forwards each accepted connection, unchanged, as one stream to the host's gateway on
-//! `<run dir>/`[`berth_protocol::guest::EGRESS_SOCKET`] in a sandbox or over vsock in a VM
-//! ([`forward`], [`upstream`]). Nothing listens on port 80 or any other
+//! and passes each accepted connection, unchanged, to the host's gateway: in a sandbox it
+//! hands the socket itself over `<run dir>/`[`berth_protocol::guest::EGRESS_SOCKET`] and
+//! keeps no copy; in a VM it copies the bytes into one stream over vsock or the serial
+//! channel ([`forward`], [`upstream`]). Nothing listens on port 80 or any other
 //! port, so nothing else leaves. Both listeners are bound before the harness starts: it may
 //! connect out at once.
 //!
@@ -26,8 +27,10 @@ use tokio::net::TcpListener;
 use self::forward::Forwarder;
 pub use self::upstream::Upstream;
 
-/// Forwarded connections at once, for the whole box. Each costs two copy buffers; the cap
-/// keeps a box from exhausting `berth-init`'s memory or descriptors.
+/// Connections being copied or handed over at once, for the whole box. A copied one costs
+/// two copy buffers; the cap keeps a box from exhausting `berth-init`'s memory or
+/// descriptors. A handed-over one is held only until sent; the gateway bounds how many a
+/// box has open (`max_connections_per_box`).
 pub const MAX_CONNECTIONS: usize = 1024;
 
 /// Where the phase listens and forwards to; the defaults are the box's.

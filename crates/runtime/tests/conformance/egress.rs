@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
+use berth_handoff::{receive_first, First, Sender};
 use berth_protocol::guest::{BoxUser, BOX_CA_BUNDLE, EGRESS_PROXY_PORT, EGRESS_TLS_PORT};
 use berth_runtime::{EgressListener, EgressSetup, GuestClient, Limits};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::common::{run, run_ok, Fixture};
 use crate::GRACE;
@@ -132,11 +133,38 @@ pub async fn egress_round_trip(
         let script = connect_script(port, &format!("ping {port}\\n"));
         tokio::spawn(async move { run_in_box(&client, script).await })
     };
-    let (mut stream, _) = tokio::time::timeout(Duration::from_secs(30), listener.accept())
+    let (stream, _) = tokio::time::timeout(Duration::from_secs(30), listener.accept())
         .await
         .unwrap_or_else(|_| panic!("{round}: no stream from port {port}"))
         .expect("accept");
-    let mut line = Vec::new();
+    // The gateway's first read: in a sandbox berth-init (PID 1) hands the connection's own
+    // socket over with the stream; a VM's stream carries the bytes.
+    let first = receive_first(&stream, Sender::BoxInit)
+        .await
+        .unwrap_or_else(|e| panic!("{round}: {e}"));
+    match first {
+        First::Socket(socket) => answer(socket, Vec::new(), port, round).await,
+        First::Byte(byte) => answer(stream, vec![byte], port, round).await,
+        First::Closed => panic!("{round}: the stream ended early"),
+    }
+    let (code, out, err) = tokio::time::timeout(Duration::from_secs(60), box_side)
+        .await
+        .expect("the box side ended")
+        .unwrap();
+    assert_eq!(
+        (code, out.trim()),
+        (0, format!("pong {port}").as_str()),
+        "{round}: {err}"
+    );
+}
+
+/// Reads the box's line (`line` holds what was read of it already) and answers it.
+async fn answer<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    mut line: Vec<u8>,
+    port: u16,
+    round: &str,
+) {
     let mut byte = [0u8; 1];
     while !line.ends_with(b"\n") {
         let n = stream.read(&mut byte).await.unwrap();
@@ -148,14 +176,4 @@ pub async fn egress_round_trip(
         .write_all(format!("pong {port}\n").as_bytes())
         .await
         .unwrap();
-    drop(stream);
-    let (code, out, err) = tokio::time::timeout(Duration::from_secs(60), box_side)
-        .await
-        .expect("the box side ended")
-        .unwrap();
-    assert_eq!(
-        (code, out.trim()),
-        (0, format!("pong {port}").as_str()),
-        "{round}: {err}"
-    );
 }

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth_egress::gateway::{
-    AuditError, AuditLimits, BoxEgress, Gateway, GatewayConfig, GatewayError, JsonlDirSink,
-    SystemResolver, Timeouts,
+    AuditError, AuditLimits, BoxEgress, Gateway, GatewayConfig, GatewayError, HandoffSender,
+    JsonlDirSink, SystemResolver, Timeouts,
 };
 use berth_egress::intercept::{
     BoxCa, CaError, CredentialRule, InterceptConfig, InterceptSetupError, Interceptor, RuleError,
@@ -193,6 +193,8 @@ impl EgressHost {
                 },
                 max_connections_per_box: usize::try_from(config.max_connections_per_box)
                     .unwrap_or(usize::MAX),
+                // A sandbox's berth-init hands its connections over; no one else in a box may.
+                handoff_from: HandoffSender::BoxInit,
             },
             Arc::new(SystemResolver),
             audit.clone(),
