@@ -116,9 +116,18 @@ fn check_sender(unix: &UnixStream, sender: Sender) -> Result<(), HandoffError> {
 /// Whether `pid` (in this process's PID namespace) is PID 1 of a namespace exactly one
 /// level below this process's own, read from the `NSpid` lines of `/proc`.
 fn is_child_namespace_init(pid: i32) -> io::Result<bool> {
-    let own = ns_pids("/proc/self/status")?;
     let peer = ns_pids(&format!("/proc/{pid}/status"))?;
-    Ok(peer.len() == own.len() + 1 && peer.last() == Some(&1))
+    Ok(peer.len() == own_depth()? + 1 && peer.last() == Some(&1))
+}
+
+/// How many PID namespaces this process is in: read once (it cannot change).
+fn own_depth() -> io::Result<usize> {
+    static DEPTH: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    if let Some(depth) = DEPTH.get() {
+        return Ok(*depth);
+    }
+    let depth = ns_pids("/proc/self/status")?.len();
+    Ok(*DEPTH.get_or_init(|| depth))
 }
 
 fn ns_pids(path: &str) -> io::Result<Vec<i64>> {
