@@ -8,11 +8,12 @@
 //!   keep-alive connection to the host's server, and to the host's server with a new
 //!   connection per request (what a proxy without a pool pays);
 //! - throughput: `GET /big` of `BERTH_BENCH_PORT_MIB` MiB and `POST /count` of as many,
-//!   MiB/s, as a ratio to the same on the host.
+//!   MiB/s, as a ratio to the same on the host, `BERTH_BENCH_PORT_ROUNDS` times each,
+//!   proxied and direct alternating; the median ratio of the rounds.
 //!
 //! Needs root, runc, python3 and a static berth-init (`make bench` builds it).
-//! `BERTH_BENCH_PORT_REQUESTS` (default 300) and `BERTH_BENCH_PORT_MIB` (default 256) set
-//! the sizes.
+//! `BERTH_BENCH_PORT_REQUESTS` (default 300), `BERTH_BENCH_PORT_MIB` (default 256) and
+//! `BERTH_BENCH_PORT_ROUNDS` (default 5) set the sizes.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -50,6 +51,7 @@ struct Target {
 async fn run() -> BenchResult<()> {
     let requests = count("BERTH_BENCH_PORT_REQUESTS", 300);
     let mib = count("BERTH_BENCH_PORT_MIB", 256);
+    let rounds = count("BERTH_BENCH_PORT_ROUNDS", 5).max(1);
     let dir = tempfile::tempdir()?;
 
     // The floor: the same program on the host's loopback.
@@ -107,10 +109,22 @@ async fn run() -> BenchResult<()> {
     let via = Summary::of(&latency(&proxied, requests).await?);
     let floor = Summary::of(&latency(&direct, requests).await?);
     let fresh = Summary::of(&latency_fresh(&direct, requests).await?);
-    let down_via = download(&proxied, mib).await?;
-    let down_floor = download(&direct, mib).await?;
-    let up_via = upload_mib_s(&proxied, mib).await?;
-    let up_floor = upload_mib_s(&direct, mib).await?;
+    // Proxied and direct alternate, round by round, so a busy moment of the host slows
+    // both alike; each round's ratio is printed, and the median of them.
+    let mut down = Vec::new();
+    let mut up = Vec::new();
+    for _ in 0..rounds {
+        down.push((
+            download(&proxied, mib).await?,
+            download(&direct, mib).await?,
+        ));
+    }
+    for _ in 0..rounds {
+        up.push((
+            upload_mib_s(&proxied, mib).await?,
+            upload_mib_s(&direct, mib).await?,
+        ));
+    }
     daemon.stop().await?;
 
     println!(
@@ -136,15 +150,31 @@ async fn run() -> BenchResult<()> {
         ratio(via.p50, fresh.p50),
         ratio(via.p99, fresh.p99)
     );
-    println!(
-        "port download (GET /big, {mib} MiB): {down_via:.0} MiB/s; direct {down_floor:.0} MiB/s; ratio {:.2}×",
-        down_via / down_floor
-    );
-    println!(
-        "port upload (POST /count, {mib} MiB, chunked): {up_via:.0} MiB/s; direct {up_floor:.0} MiB/s; ratio {:.2}×",
-        up_via / up_floor
+    throughput(&format!("port download (GET /big, {mib} MiB)"), &down);
+    throughput(
+        &format!("port upload (POST /count, {mib} MiB, chunked)"),
+        &up,
     );
     Ok(())
+}
+
+/// Prints each round's (proxied, direct) MiB/s and ratio, then the medians.
+fn throughput(what: &str, rounds: &[(f64, f64)]) {
+    let median = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    let each: Vec<String> = rounds
+        .iter()
+        .map(|(via, floor)| format!("{via:.0}/{floor:.0} ({:.2}×)", via / floor))
+        .collect();
+    println!(
+        "{what}: median {:.0} MiB/s; direct {:.0} MiB/s; ratio {:.2}× (rounds, proxied/direct: {})",
+        median(rounds.iter().map(|r| r.0).collect()),
+        median(rounds.iter().map(|r| r.1).collect()),
+        median(rounds.iter().map(|(via, floor)| via / floor).collect()),
+        each.join(", ")
+    );
 }
 
 /// `n` requests of `GET /headers` on one connection, each timed.

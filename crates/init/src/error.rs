@@ -78,6 +78,8 @@ pub enum ApiError {
         #[source]
         source: io::Error,
     },
+    #[error("cannot hand the port's connection to the host")]
+    Handoff(#[source] io::Error),
     #[error("invalid terminal request: {reason}")]
     BadTerminal { reason: &'static str },
     #[error("the box already has {limit} terminals")]
@@ -130,7 +132,7 @@ impl ApiError {
             ApiError::PortClosed { .. } => ErrorCode::Unavailable,
             ApiError::TooManyTerminals { .. } => ErrorCode::TooManyRequests,
             ApiError::NoTerminal { .. } => ErrorCode::NotFound,
-            ApiError::Pty(_) => ErrorCode::Internal,
+            ApiError::Pty(_) | ApiError::Handoff(_) => ErrorCode::Internal,
             ApiError::Start { code, .. } => *code,
             ApiError::NoRoute { .. } => ErrorCode::NotFound,
             ApiError::NotRegularFile { .. } => ErrorCode::NotARegularFile,

@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{UnixListener, UnixStream};
@@ -18,6 +19,12 @@ pub trait Listener: Send + 'static {
     type Conn: AsyncRead + AsyncWrite + Unpin + Send + 'static;
 
     fn accept_conn(&self) -> impl Future<Output = io::Result<Self::Conn>> + Send;
+
+    /// The connection's socket when it can carry a descriptor to the host (a Unix socket:
+    /// a sandbox's channel, for `crate::ports::hand_over`).
+    fn descriptor_channel(_conn: &Self::Conn) -> Option<BorrowedFd<'_>> {
+        None
+    }
 }
 
 impl Listener for UnixListener {
@@ -25,6 +32,10 @@ impl Listener for UnixListener {
 
     async fn accept_conn(&self) -> io::Result<UnixStream> {
         self.accept().await.map(|(stream, _)| stream)
+    }
+
+    fn descriptor_channel(conn: &UnixStream) -> Option<BorrowedFd<'_>> {
+        Some(conn.as_fd())
     }
 }
 
@@ -66,6 +77,13 @@ impl Listener for ChannelListener {
             ChannelListener::Unix(l) => l.accept_conn().await.map(Stream::Unix),
             ChannelListener::Vsock(l) => l.accept_conn().await.map(Stream::Vsock),
             ChannelListener::Mux(l) => l.accept_conn().await.map(Stream::Mux),
+        }
+    }
+
+    fn descriptor_channel(conn: &Stream) -> Option<BorrowedFd<'_>> {
+        match conn {
+            Stream::Unix(unix) => Some(unix.as_fd()),
+            Stream::Vsock(_) | Stream::Mux(_) => None,
         }
     }
 }

@@ -81,8 +81,14 @@ pub async fn serve<L: Listener>(listener: L, agent: Arc<Agent>) {
             }
         };
         let agent = agent.clone();
+        let channel = L::descriptor_channel(&stream).and_then(ports::HandoffChannel::of);
         tokio::spawn(async move {
-            let service = service_fn(move |req| handle(agent.clone(), req));
+            let service = service_fn(move |mut req: Request<Incoming>| {
+                if let Some(channel) = &channel {
+                    req.extensions_mut().insert(channel.clone());
+                }
+                handle(agent.clone(), req)
+            });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
                 .with_upgrades()
@@ -114,6 +120,10 @@ async fn route(agent: &Arc<Agent>, mut req: Request<Incoming>) -> Result<Respons
         return terminal_route(agent, &parts, rest, body, upgrade).await;
     }
     if let Some(port) = parts.uri.path().strip_prefix("/v1/ports/") {
+        if let (Some(port), &Method::POST) = (ports::handoff_of(port), &parts.method) {
+            ports::hand_over(port, parts.extensions.get()).await?;
+            return Ok(no_content());
+        }
         if parts.method != Method::GET {
             return Err(no_route(&parts));
         }

@@ -16,6 +16,8 @@ mod common;
 mod exec;
 #[path = "agent/files.rs"]
 mod files;
+#[path = "agent/ports.rs"]
+mod ports;
 #[path = "agent/process.rs"]
 mod process;
 #[path = "agent/terminal.rs"]

@@ -23,8 +23,8 @@ use berth_protocol::BoxId;
 
 pub use error::{error_chain, RuntimeError};
 pub use guest_client::{
-    EventStream, ExecStream, GuestAddr, GuestClient, GuestError, GuestStream, NdjsonStream,
-    ProcessOutput, TerminalStream,
+    EventStream, ExecStream, GuestAddr, GuestClient, GuestError, GuestStream, HandoffRefused,
+    HandoffSender, NdjsonStream, PortHandoff, ProcessOutput, TerminalStream,
 };
 pub use layer::{LayerError, TargetError};
 pub use spec::{BootToken, BoxSpec, EgressSetup, IdMap, Layer, Limits, Rootfs, DEFAULT_DISK_MIB};

@@ -12,6 +12,7 @@
 mod archive;
 mod body;
 mod error;
+mod handoff;
 mod ndjson;
 mod process;
 #[cfg(test)]
@@ -41,8 +42,10 @@ use crate::spec::BootToken;
 use body::{collect_limited, full, RequestBody};
 
 pub use archive::{ArchiveUpload, WatchStream};
+pub use berth_handoff::Sender as HandoffSender;
 pub use body::{FileDownload, Upload};
 pub use error::{BodyError, GuestError};
+pub use handoff::{HandoffRefused, PortHandoff};
 pub use ndjson::NdjsonStream;
 pub use process::ProcessOutput;
 pub use upgrade::{GuestStream, TerminalStream};

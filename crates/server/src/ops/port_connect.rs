@@ -5,11 +5,12 @@
 use std::time::Duration;
 
 use berth_protocol::{BoxId, ErrorCode};
-use berth_runtime::{GuestError, GuestStream};
+use berth_runtime::{GuestError, HandoffSender};
 use tokio::time::Instant;
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
+use crate::ports::dial::{self, AppStream};
 
 /// The first pause after a refused connection; it doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(50);
@@ -33,13 +34,15 @@ pub async fn connect(
     name: &str,
     port: u16,
     wait: Duration,
-) -> Result<GuestStream, OpError> {
+) -> Result<AppStream, OpError> {
     let deadline = Instant::now() + wait;
     let mut pause = FIRST_PAUSE;
     loop {
         let result = ctx
             .lifecycle()
-            .with_guest(id, |client| async move { client.port_connect(port).await })
+            .with_guest(id, |client| async move {
+                dial::dial(&client, port, HandoffSender::BoxInit).await
+            })
             .await;
         match result {
             Err(OpError::Guest(e)) if nothing_listens(&e) => {

@@ -67,7 +67,7 @@ pub async fn forward(
         ctx.ports.listen_wait(),
     )
     .await?;
-    let sender = proxy::handshake(stream, to.port)
+    let sender = proxy::handshake(stream.into_io(), to.port)
         .await
         .map_err(proxy_error)?;
     match proxy::exchange(sender, prepared, to.port, answer_timeout, hold, reuse).await {

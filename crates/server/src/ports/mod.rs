@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod cookie;
+pub mod dial;
 pub mod host;
 pub mod pool;
 pub mod proxy;

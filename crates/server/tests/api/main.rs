@@ -30,6 +30,7 @@ mod messages;
 mod port_cookies;
 mod ports;
 mod ports_faults;
+mod ports_handoff;
 mod ports_links;
 mod processes;
 mod push;
