@@ -222,22 +222,35 @@ struct ControlBuf {
     bytes: [MaybeUninit<u8>; cmsg_space(MAX_FDS)],
 }
 
+impl ControlBuf {
+    fn new() -> Self {
+        ControlBuf {
+            _align: [],
+            bytes: [MaybeUninit::new(0); cmsg_space(MAX_FDS)],
+        }
+    }
+}
+
+/// A message of the one byte `iov` points at, with the first `control_len` bytes of
+/// `control` as its control data. The pointers it holds are valid while both are.
+fn message(iov: &mut libc::iovec, control: &mut ControlBuf, control_len: usize) -> libc::msghdr {
+    // SAFETY: an all-zero msghdr is a valid empty message.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.bytes.as_mut_ptr().cast();
+    msg.msg_controllen = control_len as _;
+    msg
+}
+
 fn send_fd(unix: RawFd, socket: RawFd) -> io::Result<()> {
     let mut byte = [MARKER];
     let mut iov = libc::iovec {
         iov_base: byte.as_mut_ptr().cast(),
         iov_len: 1,
     };
-    let mut control = ControlBuf {
-        _align: [],
-        bytes: [MaybeUninit::new(0); cmsg_space(MAX_FDS)],
-    };
-    // SAFETY: zeroed msghdr is valid; every pointer set below outlives the sendmsg call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &raw mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.bytes.as_mut_ptr().cast();
-    msg.msg_controllen = cmsg_space(1) as _;
+    let mut control = ControlBuf::new();
+    let msg = message(&mut iov, &mut control, cmsg_space(1));
     // SAFETY: the control buffer holds CMSG_SPACE(one fd); CMSG_FIRSTHDR is non-null for it.
     unsafe {
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
@@ -273,16 +286,8 @@ fn recv_byte_and_fds(unix: RawFd) -> io::Result<Received> {
         iov_base: byte.as_mut_ptr().cast(),
         iov_len: 1,
     };
-    let mut control = ControlBuf {
-        _align: [],
-        bytes: [MaybeUninit::new(0); cmsg_space(MAX_FDS)],
-    };
-    // SAFETY: zeroed msghdr is valid; every pointer set below outlives the recvmsg call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &raw mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.bytes.as_mut_ptr().cast();
-    msg.msg_controllen = cmsg_space(MAX_FDS) as _;
+    let mut control = ControlBuf::new();
+    let mut msg = message(&mut iov, &mut control, cmsg_space(MAX_FDS));
     // SAFETY: msg points at live buffers of the sizes it names.
     let read =
         unsafe { libc::recvmsg(unix, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT) };
