@@ -25,8 +25,9 @@
 //! harness's life is `harness_start`, `harness_exit`, `harness_failed`. With
 //! [`AckMode::Replay`], the `user` event that replays a delivered message carries that
 //! message's id as [`REPLAY_MESSAGE_ID`], so a client tells two messages of the same text
-//! apart (optional within version 2: an older berth-init leaves it out, and the field is
-//! berth-init's alone: a harness's own is dropped). `berth-init` numbers
+//! apart; the `result` that ends a message's turn carries it too (optional within version 2:
+//! an older berth-init leaves it out, and the field is berth-init's alone: a harness's own is
+//! dropped). `berth-init` numbers
 //! them (a per-volume sequence that survives reboots) and journals them on the volume before
 //! anyone reads them. `GET /v1/events?after=N` streams every event with `seq > N`, then new
 //! ones as they come, until the client disconnects; asking with `after=N` also tells
@@ -187,8 +188,9 @@ pub enum HarnessState {
     Unknown,
 }
 
-/// The field of a `user` event's `data` that names the delivered message it replays (the
-/// host's message id, which is a client's idempotency key when it chose one).
+/// The field of a `user` event's `data` that names the delivered message it replays, and of
+/// a `result` event's the message whose turn it ends (the host's message id, which is a
+/// client's idempotency key when it chose one).
 pub const REPLAY_MESSAGE_ID: &str = "message_id";
 
 /// The stream-json line for a user message (Claude Code's `--input-format stream-json`).

@@ -47,6 +47,9 @@ pub enum Hook {
     Flood(usize),
     /// `sleep MS`: wait MS milliseconds before answering.
     Sleep(u64),
+    /// `last MS`: wait MS milliseconds, answer, then exit with status 3 before reading
+    /// another line (what was written meanwhile is left unread in the pipe).
+    Last(u64),
     /// `stream N`: answer in N `assistant` lines, [`STREAM_PAUSE`] apart, so a client can
     /// watch an answer arrive over time (and lose its network in the middle of one).
     Stream(usize),
@@ -73,6 +76,7 @@ pub fn hook(content: &str) -> Option<Hook> {
     match word {
         "flood" => arg.trim().parse().ok().map(Hook::Flood),
         "sleep" => arg.trim().parse().ok().map(Hook::Sleep),
+        "last" => arg.trim().parse().ok().map(Hook::Last),
         "stream" => arg
             .trim()
             .parse()
@@ -116,6 +120,7 @@ mod tests {
         assert_eq!(hook("crash"), Some(Hook::Crash));
         assert_eq!(hook("flood 10"), Some(Hook::Flood(10)));
         assert_eq!(hook("sleep 5"), Some(Hook::Sleep(5)));
+        assert_eq!(hook("last 5"), Some(Hook::Last(5)));
         assert_eq!(hook("flood many"), None);
         assert_eq!(hook("crash now"), None);
         assert_eq!(hook("hello"), None);

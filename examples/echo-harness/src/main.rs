@@ -15,6 +15,7 @@
 //!
 //! Test hooks: content `crash` exits with status 3 after the replay, before answering;
 //! `flood N` prints one non-JSON line of N bytes first; `sleep MS` waits MS ms first;
+//! `last MS` waits MS ms, answers, and exits with status 3 before reading another line;
 //! `stream N` answers in N `assistant` lines 300 ms apart (`chunk 001 of 00N. `…);
 //! `ECHO_HARNESS_DEAF=1` never reads stdin; `ECHO_HARNESS_NO_REPLAY=1` answers without
 //! replaying the user line (like Claude Code without `--replay-user-messages`);
@@ -104,10 +105,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             out.flush()?;
         }
         let mut streamed = None;
+        let mut last = false;
         match hook(&content) {
             Some(Hook::Crash) => std::process::exit(3),
             Some(Hook::Flood(n)) => flood(&mut out, n)?,
             Some(Hook::Sleep(ms)) => std::thread::sleep(Duration::from_millis(ms)),
+            Some(Hook::Last(ms)) => {
+                std::thread::sleep(Duration::from_millis(ms));
+                last = true;
+            }
             Some(Hook::Stream(n)) => streamed = Some(n),
             None => {}
         }
@@ -131,14 +137,16 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                         "content":[{"type":"text","text":part}],"model":"echo"},"session_id":session.id}),
             )?;
         }
-        if !result {
-            continue;
+        if result {
+            emit(
+                &mut out,
+                &json!({"type":"result","subtype":"success","is_error":false,"result":text,
+                        "session_id":session.id,"num_turns":session.turns}),
+            )?;
         }
-        emit(
-            &mut out,
-            &json!({"type":"result","subtype":"success","is_error":false,"result":text,
-                    "session_id":session.id,"num_turns":session.turns}),
-        )?;
+        if last {
+            std::process::exit(3);
+        }
     }
     Ok(())
 }

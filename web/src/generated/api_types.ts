@@ -1189,7 +1189,7 @@ export interface components {
             created_at: string;
             /** @description The event's body: a harness's line as it was, or berth's own (docs/api.md, "Events"). */
             data: {
-                /** @description On a `user` event that replays a message posted to this box: that message's id (`POST /v1/boxes/{box_ref}/messages` answers it; the client's own `id`, its idempotency key, when it chose one). Absent on other events, and where the box's berth-init predates it or its harness acknowledges on write: match by text then. */
+                /** @description On a `user` event that replays a message posted to this box, and on the `result` event that ends that message's turn: that message's id (`POST /v1/boxes/{box_ref}/messages` answers it; the client's own `id`, its idempotency key, when it chose one). Absent on other events, and where the box's berth-init predates it (or, on `user`, its harness acknowledges on write): match by text then. */
                 message_id?: string;
             } & {
                 [key: string]: unknown;

@@ -71,10 +71,12 @@ impl Turns {
         self.ids.push_back(id.to_owned());
     }
 
-    /// `n` results: the oldest `n` turns are over, the next (if any) starts now.
-    pub fn end(&mut self, n: usize) {
-        self.ids.drain(..n.min(self.ids.len()));
+    /// `n` results: the oldest `n` turns are over, the next (if any) starts now. Returns
+    /// the messages of the turns ended, oldest first.
+    pub fn end(&mut self, n: usize) -> Vec<String> {
+        let ended = self.ids.drain(..n.min(self.ids.len())).collect();
         self.since = (!self.ids.is_empty()).then(Instant::now);
+        ended
     }
 
     pub fn len(&self) -> usize {

@@ -5,13 +5,14 @@
 //! on its next boot, write the message to the harness again, though the harness already
 //! had it. So at boot, before anything is delivered, the event journal is read for replays
 //! of the messages still unacked: each one found acks its message. The same holds for the
-//! other two acknowledgements journalled as events: a `result` acks every message written
-//! before it, a `turn_timeout` the message it names.
+//! other two acknowledgements journalled as events: a `result` or a `turn_timeout` acks the
+//! message it names. A `result` journalled by an older berth-init names none: it acks every
+//! message written before it, as that berth-init did.
 
 use std::io;
 use std::path::Path;
 
-use berth_protocol::harness::GuestEvent;
+use berth_protocol::harness::{GuestEvent, REPLAY_MESSAGE_ID};
 
 use super::deliver::replayed_content;
 use super::event_log::read_file_after;
@@ -19,8 +20,7 @@ use super::message_log::MessageLog;
 use super::supervisor::TURN_TIMEOUT;
 
 /// Acks every unacked message the event journal holds an acknowledgement of after the
-/// point it was written: its replay (oldest first), a later `result`, or a `turn_timeout`
-/// naming it.
+/// point it was written: its replay (oldest first), or a `result` or `turn_timeout` naming it.
 pub fn acks_from_replays(messages: &mut MessageLog, events_file: &Path) -> io::Result<()> {
     let Some(first) = messages.oldest_unacked() else {
         return Ok(());
@@ -45,14 +45,17 @@ pub fn acks_from_replays(messages: &mut MessageLog, events_file: &Path) -> io::R
                 let id = next.id.clone();
                 messages.ack(&id)?;
             }
-            "result" => {
-                messages.ack_written_before(event.seq)?;
-            }
-            TURN_TIMEOUT => {
-                if let Some(id) = event.data.get("message_id").and_then(|v| v.as_str()) {
-                    messages.ack(id)?;
+            "result" | TURN_TIMEOUT => match event.data.get(REPLAY_MESSAGE_ID) {
+                Some(id) => {
+                    if let Some(id) = id.as_str() {
+                        messages.ack(id)?;
+                    }
                 }
-            }
+                None if event.kind == "result" => {
+                    messages.ack_written_before(event.seq)?;
+                }
+                None => {}
+            },
             _ => {}
         }
     }
@@ -105,12 +108,12 @@ mod tests {
     }
 
     #[test]
-    fn a_journalled_result_or_turn_timeout_acks_what_came_before() {
+    fn an_older_result_naming_nothing_or_a_turn_timeout_acks_what_came_before() {
         let dir = tempfile::tempdir().unwrap();
         let mut events = EventLog::open(dir.path()).unwrap();
         let mut messages = MessageLog::open(dir.path()).unwrap();
         messages.write("a", "never echoed", 0).unwrap();
-        // The harness answered a without replaying it; the box died before the ack.
+        // An older berth-init journalled a's answer without naming it; the box died before the ack.
         events
             .append(vec![
                 ("assistant".into(), json!({})),
@@ -127,6 +130,24 @@ mod tests {
             .unwrap();
         drop(messages);
         assert_a_and_b_acked_after_boot(dir.path(), "nothing acknowledged c");
+    }
+
+    #[test]
+    fn a_result_naming_its_message_acks_that_one_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut events = EventLog::open(dir.path()).unwrap();
+        let mut messages = MessageLog::open(dir.path()).unwrap();
+        messages.write("a", "first", 0).unwrap();
+        messages.write("b", "second", 0).unwrap();
+        // b was written before a's answer was read: the answer is still a's alone.
+        events
+            .append(vec![("result".into(), json!({"message_id":"a"}))])
+            .unwrap();
+        drop(messages);
+        let mut messages = MessageLog::open(dir.path()).unwrap();
+        acks_from_replays(&mut messages, &dir.path().join(EVENTS_FILE)).unwrap();
+        assert!(messages.is_acked("a"));
+        assert!(messages.is_unacked("b"), "b's turn has not been answered");
     }
 
     #[test]

@@ -269,45 +269,40 @@ async fn read_output(pipe: Option<pipe::Receiver>, h: Arc<Harness>, stream: Stre
 }
 
 /// Journals a batch of lines as events, then acts on them: a replayed user message
-/// acknowledges the oldest unacknowledged one; a `result` ends a turn and (with `ack =
-/// "replay"`) acknowledges every message written before it, so a harness that never
-/// echoes still gets its messages counted as received once it has answered them.
+/// acknowledges the oldest unacknowledged one; a `result` ends the oldest turn, names that
+/// turn's message on its event and (with `ack = "replay"`) acknowledges it, so a harness
+/// that never echoes still gets its messages counted as received once it has answered them.
+/// A result acknowledges its own turn's message only: a message written after the harness
+/// answered but before its answer was read here is not the answered one.
 fn on_lines(h: &Harness, stream: Stream, lines: Vec<Line>) {
     let mut batch: Vec<(String, Value)> = lines
         .into_iter()
         .filter_map(|line| to_event(stream, line))
         .collect();
     let replay = h.config.as_ref().is_some_and(|c| c.ack == AckMode::Replay);
-    // Each replay names its message on its event, before anyone can read it.
+    // Each replay and each result names its message on its event, before anyone can read it.
     let replayed = match &h.journals {
         Some(j) if replay => tag_replays(&mut batch, lock(&j.messages).unacked()),
         _ => Vec::new(),
     };
-    let mut results = 0usize;
-    // Index in the batch of the last `result`: its seq bounds what it acknowledges.
-    let mut last_result = None;
-    for (i, (kind, _)) in batch.iter().enumerate() {
-        if kind == "result" {
-            results += 1;
-            last_result = Some(i);
-        }
-    }
-    let len = batch.len() as u64;
-    let last_seq = emit(h, batch);
-    if results > 0 {
+    let results = batch.iter().filter(|(kind, _)| kind == "result").count();
+    let answered = if results > 0 {
         let mut live = lock(&h.live);
-        live.turns.end(results);
         live.exits_in_a_row = 0;
-    }
-    if replay {
-        for id in replayed {
-            acknowledge(h, &id);
+        live.turns.end(results)
+    } else {
+        Vec::new()
+    };
+    let results_in_batch = batch.iter_mut().filter(|(kind, _)| kind == "result");
+    for ((_, data), id) in results_in_batch.zip(&answered) {
+        if let Value::Object(line) = data {
+            line.insert(REPLAY_MESSAGE_ID.to_owned(), id.clone().into());
         }
-        if let (Some(i), Some(last), Some(j)) = (last_result, last_seq, &h.journals) {
-            let result_seq = last - (len - 1 - i as u64);
-            if let Err(err) = lock(&j.messages).ack_written_before(result_seq) {
-                eprintln!("berth-init: cannot journal the acknowledgements of a result: {err}");
-            }
+    }
+    emit(h, batch);
+    if replay {
+        for id in replayed.iter().chain(&answered) {
+            acknowledge(h, id);
         }
     }
     if results > 0 {
@@ -376,8 +371,8 @@ fn to_event(stream: Stream, line: Line) -> Option<(String, Value)> {
                 })
                 .map(str::to_owned);
             if let Some(kind) = kind {
-                if kind == "user" {
-                    // The replayed message's id is berth-init's to give (`tag_replays`).
+                if kind == "user" || kind == "result" {
+                    // The answered message's id is berth-init's to give (`on_lines`).
                     map.remove(REPLAY_MESSAGE_ID);
                 }
                 return Some((kind, Value::Object(map)));

@@ -55,16 +55,18 @@ pub struct EventView {
 }
 
 /// `data`'s schema: any object (a harness's line as it was, or berth's own), in which a
-/// replayed `user` line names its message.
+/// replayed `user` line and a `result` name their message.
 fn event_data_schema() -> utoipa::openapi::schema::Object {
     use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Type};
     let message_id = ObjectBuilder::new()
         .schema_type(Type::String)
         .description(Some(
-            "On a `user` event that replays a message posted to this box: that message's id \
+            "On a `user` event that replays a message posted to this box, and on the `result` \
+             event that ends that message's turn: that message's id \
              (`POST /v1/boxes/{box_ref}/messages` answers it; the client's own `id`, its \
              idempotency key, when it chose one). Absent on other events, and where the box's \
-             berth-init predates it or its harness acknowledges on write: match by text then.",
+             berth-init predates it (or, on `user`, its harness acknowledges on write): match \
+             by text then.",
         ));
     ObjectBuilder::new()
         .schema_type(Type::Object)
