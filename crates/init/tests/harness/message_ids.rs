@@ -76,7 +76,12 @@ async fn a_message_written_during_the_last_answer_reaches_the_next_life() {
     let answered: Vec<_> = events
         .iter()
         .filter(|e| e.kind == "result")
-        .map(|e| (e.data[REPLAY_MESSAGE_ID].as_str(), e.data["result"].as_str()))
+        .map(|e| {
+            (
+                e.data[REPLAY_MESSAGE_ID].as_str(),
+                e.data["result"].as_str(),
+            )
+        })
         .collect();
     assert_eq!(
         answered,
@@ -86,5 +91,8 @@ async fn a_message_written_during_the_last_answer_reaches_the_next_life() {
         ]
     );
     let exits = events.iter().filter(|e| e.kind == "harness_exit").count();
-    assert_eq!(exits, 1, "the second answer came from the harness's next life");
+    assert_eq!(
+        exits, 1,
+        "the second answer came from the harness's next life"
+    );
 }
