@@ -44,6 +44,8 @@ pub enum ApiError {
     },
     #[error("refusing to remove /")]
     RemoveRoot,
+    #[error("refusing to move / or onto /")]
+    MoveRoot,
     #[error("{path:?} is not a regular file (a FIFO, device or socket, or a symlink to one): its bytes are not read")]
     NotRegularFile { path: String },
     #[error("the file worker stopped unexpectedly")]
@@ -100,6 +102,8 @@ pub enum ApiError {
     TooManyProcesses { limit: usize },
     #[error("stdin text and open_stdin exclude each other: send the text through the stdin call")]
     StdinTwice,
+    #[error("a tag is 1 to {limit_bytes} bytes of text without control characters")]
+    BadTag { limit_bytes: usize },
     #[error("the stdin of process {id} is not open (it was not asked for, is closed, or another writer has it)")]
     StdinNotOpen { id: String },
     #[error("process {id} no longer reads its stdin (it closed it or exited)")]
@@ -117,6 +121,7 @@ impl ApiError {
             | ApiError::EmptyArgv
             | ApiError::NulInExec
             | ApiError::RemoveRoot
+            | ApiError::MoveRoot
             | ApiError::UnsafeEntry { .. }
             | ApiError::BadArchive(_)
             | ApiError::UnsupportedEntry { .. }
@@ -125,7 +130,8 @@ impl ApiError {
             | ApiError::ReservedPort { .. }
             | ApiError::BadTerminal { .. }
             | ApiError::BadSignal { .. }
-            | ApiError::StdinTwice => ErrorCode::InvalidRequest,
+            | ApiError::StdinTwice
+            | ApiError::BadTag { .. } => ErrorCode::InvalidRequest,
             ApiError::NoProcess { .. } => ErrorCode::NotFound,
             ApiError::TooManyProcesses { .. } => ErrorCode::TooManyRequests,
             ApiError::StdinNotOpen { .. } | ApiError::StdinClosed { .. } => ErrorCode::Conflict,

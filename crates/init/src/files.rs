@@ -22,6 +22,7 @@ use berth_protocol::guest::{
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::account_names::AccountNames;
 use crate::error::ApiError;
 use crate::thread_caps;
 
@@ -204,7 +205,8 @@ pub fn write_atomic(q: &FileQuery, mut chunks: mpsc::Receiver<Chunk>) -> Result<
     .map_err(fs_err("write", path))
 }
 
-fn entry(name: String, meta: &fs::Metadata) -> FileEntry {
+/// `path`'s entry from its lstat metadata: a symlink's target is read from `path`.
+fn entry(name: String, path: &Path, meta: &fs::Metadata, names: &AccountNames) -> FileEntry {
     let ft = meta.file_type();
     let kind = if ft.is_symlink() {
         FileKind::Symlink
@@ -221,6 +223,13 @@ fn entry(name: String, meta: &fs::Metadata) -> FileEntry {
         size: meta.len(),
         mode: meta.mode() & 0o7777,
         mtime: meta.mtime(),
+        owner: Some(names.user(meta.uid())),
+        group: Some(names.group(meta.gid())),
+        symlink_target: ft
+            .is_symlink()
+            .then(|| fs::read_link(path).ok())
+            .flatten()
+            .map(|target| target.to_string_lossy().into_owned()),
     }
 }
 
@@ -230,19 +239,19 @@ pub fn stat(path: &Path) -> Result<FileEntry, ApiError> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "/".into());
-    Ok(entry(name, &meta))
+    Ok(entry(name, path, &meta, &AccountNames::load()))
 }
 
 pub fn list(path: &Path) -> Result<FileList, ApiError> {
     let mut entries = Vec::new();
+    let names = AccountNames::load();
     for item in fs::read_dir(path).map_err(fs_err("list", path))? {
         let item = item.map_err(fs_err("list", path))?;
         // An entry removed while listing is skipped.
-        if let Ok(meta) = fs::symlink_metadata(item.path()) {
-            entries.push(entry(
-                item.file_name().to_string_lossy().into_owned(),
-                &meta,
-            ));
+        let item_path = item.path();
+        if let Ok(meta) = fs::symlink_metadata(&item_path) {
+            let name = item.file_name().to_string_lossy().into_owned();
+            entries.push(entry(name, &item_path, &meta, &names));
         }
     }
     entries.sort_by(|a, b| a.name.cmp(&b.name));
@@ -255,6 +264,15 @@ pub fn mkdir(path: &Path, parents: bool) -> Result<(), ApiError> {
         .mode(0o755)
         .create(path)
         .map_err(fs_err("mkdir", path))
+}
+
+/// `POST /v1/files/move`: rename(2) `from` to `to`; answers `to`'s entry.
+pub fn rename(from: &Path, to: &Path) -> Result<FileEntry, ApiError> {
+    if from.parent().is_none() || to.parent().is_none() {
+        return Err(ApiError::MoveRoot);
+    }
+    fs::rename(from, to).map_err(fs_err("move", from))?;
+    stat(to)
 }
 
 pub fn remove(path: &Path, recursive: bool) -> Result<(), ApiError> {
@@ -399,6 +417,22 @@ mod tests {
         assert!(matches!(
             remove(Path::new("/"), true),
             Err(ApiError::RemoveRoot)
+        ));
+    }
+
+    #[test]
+    fn a_move_renames_and_answers_the_new_entry_with_its_link_target() {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/somewhere", dir.path().join("l")).unwrap();
+        let moved = rename(&dir.path().join("l"), &dir.path().join("m")).unwrap();
+        assert_eq!((moved.name.as_str(), moved.kind), ("m", FileKind::Symlink));
+        assert_eq!(moved.symlink_target.as_deref(), Some("/somewhere"));
+        assert!(moved.owner.is_some() && moved.group.is_some());
+        let gone = rename(&dir.path().join("l"), &dir.path().join("n")).unwrap_err();
+        assert_eq!(gone.code(), berth_protocol::ErrorCode::NotFound);
+        assert!(matches!(
+            rename(Path::new("/"), &dir.path().join("x")),
+            Err(ApiError::MoveRoot)
         ));
     }
 }

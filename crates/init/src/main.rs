@@ -14,6 +14,7 @@
 //! agent in a temporary directory, not as PID 1 (with `127.0.0.1:0` for the egress
 //! listeners).
 
+mod account_names;
 mod archive;
 mod boot;
 mod boot_token;
@@ -36,6 +37,7 @@ mod sandbox_cgroup;
 mod seal;
 mod server;
 mod slots;
+mod started;
 mod stop;
 mod stream;
 mod terminal;

@@ -42,11 +42,16 @@ pub fn file_query(raw: Option<&str>) -> Result<FileQuery, ApiError> {
         name: "path",
         reason: "missing",
     })?;
+    q.path = checked_path(path)?;
+    Ok(q)
+}
+
+/// A path the box's file calls take: absolute, without NUL.
+pub fn checked_path(path: String) -> Result<String, ApiError> {
     if !path.starts_with('/') || path.contains('\0') {
         return Err(ApiError::BadPath { path });
     }
-    q.path = path;
-    Ok(q)
+    Ok(path)
 }
 
 /// The `after` of `GET /v1/events` (a seq; absent means 0).

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use berth_protocol::guest::{Info, MAX_FILE_BYTES};
+use berth_protocol::guest::{FileMove, Info, MAX_FILE_BYTES};
 use berth_protocol::ports::PORT_UPGRADE;
 use berth_protocol::process::Busy;
 use berth_protocol::terminal::{OFFSET_HEADER, TERMINAL_UPGRADE};
@@ -32,7 +32,7 @@ use crate::harness::{self, Harness};
 use crate::listener::Listener;
 use crate::ports;
 use crate::process::{self, Processes};
-use crate::query::{after_query, close_query, file_query, offset_query};
+use crate::query::{after_query, checked_path, close_query, file_query, offset_query};
 use crate::terminal::Terminals;
 use crate::watch;
 
@@ -191,6 +191,12 @@ async fn route(agent: &Arc<Agent>, mut req: Request<Incoming>) -> Result<Respons
             let q = file_query(query)?;
             json(&files::run_as(q.user, move || files::stat(q.path.as_ref())).await?)
         }
+        (&Method::POST, "/v1/files/move") => {
+            let bytes = collect(body, &parts.headers, MAX_CONTROL_BODY).await?;
+            let req: FileMove = serde_json::from_slice(&bytes).map_err(ApiError::BadJson)?;
+            let (from, to) = (checked_path(req.from)?, checked_path(req.to)?);
+            json(&files::run_as(req.user, move || files::rename(from.as_ref(), to.as_ref())).await?)
+        }
         (&Method::POST, "/v1/files/mkdir") => {
             let q = file_query(query)?;
             files::run_as(q.user, move || files::mkdir(q.path.as_ref(), q.recursive)).await?;
@@ -219,6 +225,7 @@ async fn route(agent: &Arc<Agent>, mut req: Request<Incoming>) -> Result<Respons
             json(&agent.processes.start(&bytes)?)
         }
         (&Method::GET, "/v1/processes") => json(&agent.processes.list()),
+        (&Method::GET, "/v1/terminals") => json(&agent.terminals.list()),
         (&Method::POST, "/v1/terminals") => {
             let bytes = collect(body, &parts.headers, MAX_CONTROL_BODY).await?;
             json(&agent.terminals.open(&bytes)?)

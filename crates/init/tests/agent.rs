@@ -16,6 +16,8 @@ mod common;
 mod exec;
 #[path = "agent/files.rs"]
 mod files;
+#[path = "agent/listed.rs"]
+mod listed;
 #[path = "agent/ports.rs"]
 mod ports;
 #[path = "agent/process.rs"]

@@ -141,6 +141,10 @@ pub enum Call {
     BootToken,
     /// The host's answer to a box's `wake_request` event ([`crate::wake`]).
     WakeReply,
+    /// `POST /v1/files/move` ([`FileMove`]): a rename within the box.
+    FileMove,
+    /// `GET /v1/terminals` ([`crate::terminal::TerminalList`]).
+    TerminalList,
 }
 
 impl Call {
@@ -172,6 +176,7 @@ impl Call {
             | Call::FileWatch
             | Call::PortConnect => 3,
             Call::BootToken | Call::WakeReply => 4,
+            Call::FileMove | Call::TerminalList => 5,
         }
     }
 }
@@ -341,6 +346,26 @@ pub struct FileEntry {
     pub mode: u32,
     /// Modification time, seconds since the Unix epoch.
     pub mtime: i64,
+    /// The owner's and group's names in the box (the number when the box has no name for
+    /// it). Absent from a berth-init older than protocol version 5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// A symlink's target, as stored (version 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symlink_target: Option<String>,
+}
+
+/// Body of `POST /v1/files/move` (protocol version 5): renames `from` to `to` as `user`,
+/// like rename(2): within the box's file systems, replacing a file or an empty directory at
+/// `to`. Answered with the [`FileEntry`] now at `to`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileMove {
+    pub from: String,
+    pub to: String,
+    #[serde(default)]
+    pub user: BoxUser,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -444,6 +469,9 @@ mod tests {
             size: 4096,
             mode: 0o755,
             mtime: 5,
+            owner: None,
+            group: None,
+            symlink_target: None,
         };
         assert_eq!(
             serde_json::to_value(&entry).unwrap(),
@@ -467,5 +495,65 @@ mod tests {
     fn shell_status_folds_signals() {
         assert_eq!(ExecFrame::shell_status(Some(2), None), 2);
         assert_eq!(ExecFrame::shell_status(None, Some(9)), 137);
+    }
+}
+
+#[cfg(test)]
+mod version_5_tests {
+    use super::*;
+    use crate::process::{ProcessInfo, ProcessRequest};
+    use crate::terminal::{TerminalInfo, TerminalList, TerminalSize};
+    use serde_json::json;
+
+    /// Version 5's additions, frozen: a move, an entry's owner and link target, tags, and
+    /// what a process or terminal was started with.
+    #[test]
+    fn version_5_schema_is_frozen() {
+        assert_eq!(Call::FileMove.introduced_in(), 5);
+        assert_eq!(Call::TerminalList.introduced_in(), 5);
+        let moved = FileMove {
+            from: "/a".into(),
+            to: "/b".into(),
+            user: BoxUser::Root,
+        };
+        assert_eq!(
+            serde_json::to_value(&moved).unwrap(),
+            json!({"from":"/a","to":"/b","user":"root"})
+        );
+        let entry: FileEntry = serde_json::from_value(json!({"name":"l","kind":"symlink","size":1,"mode":511,"mtime":2,"owner":"user","group":"user","symlink_target":"/x"})).unwrap();
+        assert_eq!(entry.owner.as_deref(), Some("user"));
+        assert_eq!(entry.symlink_target.as_deref(), Some("/x"));
+        let req: ProcessRequest =
+            serde_json::from_value(json!({"argv":["sh"],"tag":"web"})).unwrap();
+        assert_eq!(req.tag.as_deref(), Some("web"));
+        let info: ProcessInfo = serde_json::from_value(
+            json!({"id":"pr_1","pid":3,"argv":["sh"],"tag":"web","cwd":"/tmp","env":{"A":"b"}}),
+        )
+        .unwrap();
+        assert_eq!(
+            (info.tag.as_deref(), info.cwd.as_deref()),
+            (Some("web"), Some("/tmp"))
+        );
+        assert_eq!(info.env.get("A").map(String::as_str), Some("b"));
+        let list = TerminalList {
+            terminals: vec![TerminalInfo {
+                id: "tm_1".into(),
+                pid: 2,
+                argv: vec![],
+                user: BoxUser::User,
+                size: TerminalSize { cols: 80, rows: 24 },
+                attached: false,
+                output_end: 0,
+                output_start: 0,
+                exit: None,
+                tag: Some("t".into()),
+                cwd: None,
+                env: Default::default(),
+            }],
+        };
+        assert_eq!(
+            serde_json::to_value(&list).unwrap(),
+            json!({"terminals":[{"id":"tm_1","pid":2,"argv":[],"user":"user","size":{"cols":80,"rows":24},"attached":false,"output_end":0,"output_start":0,"exit":null,"tag":"t"}]})
+        );
     }
 }

@@ -19,6 +19,8 @@
 //! Stdin is a pipe only when asked for (`open_stdin`); a writer streams bytes to it, one
 //! writer at a time, and may close it.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::guest::{BoxUser, ExecRequest};
@@ -41,7 +43,14 @@ pub struct ProcessRequest {
     /// Keep stdin open as a pipe for `POST …/stdin` (default: stdin is empty).
     #[serde(default)]
     pub open_stdin: bool,
+    /// The caller's name for the process (E2B's `tag`), at most [`MAX_TAG_BYTES`]
+    /// (version 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
 }
+
+/// The longest process or terminal tag.
+pub const MAX_TAG_BYTES: usize = 256;
 
 fn yes() -> bool {
     true
@@ -71,6 +80,14 @@ pub struct ProcessInfo {
     /// Present once the process has exited.
     #[serde(default)]
     pub exit: Option<ProcessExit>,
+    /// What the request set (version 5): its tag, working directory and the variables it
+    /// added to the base environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -204,6 +221,9 @@ mod tests {
             stdin_open: true,
             output_end: 3,
             exit: None,
+            tag: None,
+            cwd: None,
+            env: BTreeMap::new(),
         };
         assert_eq!(
             serde_json::to_value(&info).unwrap(),

@@ -4,6 +4,7 @@
 //! | call | method and path | request | response |
 //! |---|---|---|---|
 //! | [`crate::guest::Call::TerminalOpen`] | `POST /v1/terminals` | [`TerminalRequest`] | [`TerminalInfo`] |
+//! | [`crate::guest::Call::TerminalList`] | `GET /v1/terminals` (version 5) | - | [`TerminalList`] |
 //! | [`crate::guest::Call::TerminalGet`] | `GET /v1/terminals/{id}` | - | [`TerminalInfo`] |
 //! | [`crate::guest::Call::TerminalAttach`] | `GET /v1/terminals/{id}/attach?offset=N`, `Upgrade: berth-terminal` | - | `101`, then raw bytes both ways |
 //! | [`crate::guest::Call::TerminalResize`] | `POST /v1/terminals/{id}/resize` | [`TerminalSize`] | 204 |
@@ -71,6 +72,10 @@ pub struct TerminalRequest {
     /// How long the terminal lives on while detached; defaults to [`DEFAULT_GRACE_MS`].
     #[serde(default)]
     pub grace_ms: Option<u64>,
+    /// The caller's name for the terminal, at most [`crate::process::MAX_TAG_BYTES`]
+    /// (version 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
 }
 
 /// A window size in character cells.
@@ -123,6 +128,21 @@ pub struct TerminalInfo {
     /// Present once the program has exited.
     #[serde(default)]
     pub exit: Option<TerminalExit>,
+    /// What the request set (version 5): its tag, working directory and the variables it
+    /// added to the base environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+}
+
+/// Answer to `GET /v1/terminals` (version 5): every terminal the agent holds.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TerminalList {
+    pub terminals: Vec<TerminalInfo>,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -236,6 +256,7 @@ mod tests {
             },
             term: Some("xterm".into()),
             grace_ms: Some(5000),
+            tag: None,
         };
         assert_eq!(
             serde_json::to_value(&req).unwrap(),
@@ -254,6 +275,9 @@ mod tests {
                 code: None,
                 signal: Some(2),
             }),
+            tag: None,
+            cwd: None,
+            env: BTreeMap::new(),
         };
         let value = json!({"id":"tm_0123456789abcdef","pid":9,"argv":["sh"],"user":"root","size":{"cols":80,"rows":24},"attached":true,"output_end":10,"output_start":2,"exit":{"code":null,"signal":2}});
         assert_eq!(serde_json::to_value(&info).unwrap(), value);

@@ -24,6 +24,7 @@ use crate::error::ApiError;
 use crate::exec::pump::{pump, Pipe, Sink};
 use crate::exec::{Executor, Running};
 use crate::harness::Harness;
+use crate::started::Started;
 use tail::Tail;
 
 pub use output::follow;
@@ -44,6 +45,7 @@ pub struct Process {
     user: BoxUser,
     started_at_ms: u64,
     keep_awake: bool,
+    started: Started,
     state: Mutex<State>,
     /// Woken on new output and on the exit.
     changed: Notify,
@@ -71,6 +73,7 @@ impl Processes {
     /// `POST /v1/processes`: starts the process and returns at once.
     pub fn start(self: &Arc<Self>, body: &[u8]) -> Result<ProcessInfo, ApiError> {
         let req: ProcessRequest = serde_json::from_slice(body).map_err(ApiError::BadJson)?;
+        let started = Started::new(req.tag, req.exec.cwd.clone(), req.exec.env.clone())?;
         let mut prepared = self.exec.prepare_request(req.exec)?;
         if req.open_stdin {
             if prepared.has_stdin_text() {
@@ -91,6 +94,7 @@ impl Processes {
             user: prepared.user(),
             started_at_ms: crate::harness::event_log::now_ms(),
             keep_awake: req.keep_awake,
+            started,
             state: Mutex::new(State {
                 tail: Tail::new(PROCESS_TAIL_BYTES),
                 exit: None,
@@ -168,6 +172,9 @@ impl Process {
             stdin_open: state.stdin_open,
             output_end: state.tail.end(),
             exit: state.exit,
+            tag: self.started.tag.clone(),
+            cwd: self.started.cwd.clone(),
+            env: self.started.env.clone(),
         }
     }
 

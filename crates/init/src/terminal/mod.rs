@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use berth_protocol::guest::BoxUser;
 use berth_protocol::terminal::{
-    signal_number, TerminalExit, TerminalInfo, TerminalRequest, TerminalSize, DEFAULT_GRACE_MS,
-    MAX_GRACE_MS, MAX_TERMINALS, TERMINAL_BUFFER_BYTES,
+    signal_number, TerminalExit, TerminalInfo, TerminalList, TerminalRequest, TerminalSize,
+    DEFAULT_GRACE_MS, MAX_GRACE_MS, MAX_TERMINALS, TERMINAL_BUFFER_BYTES,
 };
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{oneshot, Notify};
@@ -27,6 +27,7 @@ use tokio::time::Instant;
 use crate::error::ApiError;
 use crate::exec::Executor;
 use crate::reaper::Exit;
+use crate::started::Started;
 use ring::Ring;
 
 /// How long output is still read after the program exited, when something else (a
@@ -53,6 +54,7 @@ pub struct Terminal {
     pid: i32,
     argv: Vec<String>,
     user: BoxUser,
+    started: Started,
     master: AsyncFd<OwnedFd>,
     grace: Duration,
     state: Mutex<State>,
@@ -87,6 +89,7 @@ impl Terminals {
     pub fn open(self: &Arc<Self>, body: &[u8]) -> Result<TerminalInfo, ApiError> {
         let req: TerminalRequest = serde_json::from_slice(body).map_err(ApiError::BadJson)?;
         check_size(req.size)?;
+        let started = Started::new(req.tag.clone(), req.cwd.clone(), req.env.clone())?;
         let grace_ms = req.grace_ms.unwrap_or(DEFAULT_GRACE_MS);
         if grace_ms > MAX_GRACE_MS {
             return Err(ApiError::BadTerminal {
@@ -114,6 +117,7 @@ impl Terminals {
             pid,
             argv: prepared.argv().to_vec(),
             user: req.user,
+            started,
             master,
             grace: Duration::from_millis(grace_ms),
             state: Mutex::new(State {
@@ -133,6 +137,13 @@ impl Terminals {
         tokio::spawn(watch_exit(terminal.clone(), exit, self.exec.clone()));
         tokio::spawn(keep_or_end(self.clone(), terminal.clone()));
         Ok(terminal.info())
+    }
+
+    /// `GET /v1/terminals`.
+    pub fn list(&self) -> TerminalList {
+        let mut terminals: Vec<TerminalInfo> = self.lock().values().map(|t| t.info()).collect();
+        terminals.sort_by(|a, b| a.id.cmp(&b.id));
+        TerminalList { terminals }
     }
 
     pub fn get(&self, id: &str) -> Result<Arc<Terminal>, ApiError> {
@@ -180,6 +191,9 @@ impl Terminal {
                 code: e.code,
                 signal: e.signal,
             }),
+            tag: self.started.tag.clone(),
+            cwd: self.started.cwd.clone(),
+            env: self.started.env.clone(),
         }
     }
 

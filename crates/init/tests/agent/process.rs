@@ -16,6 +16,7 @@ fn background(script: &str) -> ProcessRequest {
         exec: sh(script),
         keep_awake: true,
         open_stdin: false,
+        tag: None,
     }
 }
 
@@ -177,6 +178,7 @@ async fn stdin_streams_any_length_then_closes_and_signals_reach_the_group() {
             ..sh("cat")
         },
         keep_awake: true,
+        tag: None,
     };
     assert_eq!(
         remote_code(c.process_start(&bad).await.unwrap_err()),
@@ -199,6 +201,7 @@ async fn a_timeout_ends_a_background_process() {
         },
         keep_awake: true,
         open_stdin: false,
+        tag: None,
     };
     let info = c.process_start(&req).await.unwrap();
     let (_, _, exit, _) = follow(c, &info.id, 0).await;

@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use berth_protocol::guest::{
-    BootTokenRequest, Call, ExecFrame, ExecRequest, FileEntry, FileList, FileQuery, Info,
+    BootTokenRequest, Call, ExecFrame, ExecRequest, FileEntry, FileList, FileMove, FileQuery, Info,
     MAX_ERROR_BODY_BYTES, MAX_JSON_ANSWER_BYTES,
 };
 use berth_protocol::harness::{DeliverRequest, DeliverResponse, GuestEvent, HarnessStatus};
@@ -210,6 +210,13 @@ impl GuestClient {
         self.send(Call::FileMkdir, Method::POST, &uri, Bytes::new())
             .await
             .map(drop)
+    }
+
+    /// Renames within the box (protocol version 5); answers the entry now at `to`.
+    pub async fn move_file(&self, req: &FileMove) -> Result<FileEntry, GuestError> {
+        let body = Bytes::from(serde_json::to_vec(req)?);
+        self.call_json(Call::FileMove, Method::POST, "/v1/files/move", body)
+            .await
     }
 
     pub async fn remove(&self, q: &FileQuery) -> Result<(), GuestError> {

@@ -7,7 +7,8 @@ use berth_protocol::guest::Call;
 use berth_protocol::ports::PORT_UPGRADE;
 use berth_protocol::process::Busy;
 use berth_protocol::terminal::{
-    SignalRequest, TerminalInfo, TerminalRequest, TerminalSize, OFFSET_HEADER, TERMINAL_UPGRADE,
+    SignalRequest, TerminalInfo, TerminalList, TerminalRequest, TerminalSize, OFFSET_HEADER,
+    TERMINAL_UPGRADE,
 };
 use bytes::Bytes;
 use http::{Method, StatusCode};
@@ -39,6 +40,17 @@ impl GuestClient {
         let body = Bytes::from(serde_json::to_vec(req)?);
         self.call_json(Call::TerminalOpen, Method::POST, "/v1/terminals", body)
             .await
+    }
+
+    /// Every terminal the agent holds (protocol version 5).
+    pub async fn terminals(&self) -> Result<TerminalList, GuestError> {
+        self.call_json(
+            Call::TerminalList,
+            Method::GET,
+            "/v1/terminals",
+            Bytes::new(),
+        )
+        .await
     }
 
     pub async fn terminal(&self, id: &str) -> Result<TerminalInfo, GuestError> {

@@ -285,6 +285,7 @@ pub async fn start_counter(client: &GuestClient) {
         },
         keep_awake: false,
         open_stdin: false,
+        tag: None,
     };
     client
         .process_start(&counter)

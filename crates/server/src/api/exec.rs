@@ -73,6 +73,7 @@ impl ExecBody {
                 command,
                 keep_awake: keep_awake.unwrap_or(true),
                 open_stdin,
+                tag: None,
             }));
         }
         if keep_awake.is_some() || open_stdin {

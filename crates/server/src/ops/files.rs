@@ -4,7 +4,7 @@
 
 use std::future::Future;
 
-use berth_protocol::guest::{BoxUser, FileEntry, FileList, FileQuery};
+use berth_protocol::guest::{BoxUser, FileEntry, FileList, FileMove, FileQuery};
 use berth_protocol::BoxId;
 use berth_runtime::guest_client::{BodyError, FileDownload, GuestClient, GuestError};
 use bytes::Bytes;
@@ -122,6 +122,27 @@ pub async fn stat(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileEntr
 pub async fn mkdir(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<(), OpError> {
     let ((), _busy) = busy_call(ctx, id, target, |c, q| async move { c.mkdir(&q).await }).await?;
     Ok(())
+}
+
+/// Renames `target` to `to` within the box, as `target`'s user; answers the entry at `to`.
+pub async fn move_entry(
+    ctx: &Ctx,
+    id: &BoxId,
+    target: &FileTarget,
+    to: &str,
+) -> Result<FileEntry, OpError> {
+    validate::box_path(to)?;
+    let to = to.to_owned();
+    let (entry, _busy) = busy_call(ctx, id, target, |c, q| {
+        let req = FileMove {
+            from: q.path,
+            to: to.clone(),
+            user: q.user,
+        };
+        async move { c.move_file(&req).await }
+    })
+    .await?;
+    Ok(entry)
 }
 
 pub async fn remove(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<(), OpError> {

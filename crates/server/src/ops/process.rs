@@ -17,6 +17,8 @@ pub struct Background {
     pub command: ExecCommand,
     pub keep_awake: bool,
     pub open_stdin: bool,
+    /// The caller's name for the process (E2B's `tag`).
+    pub tag: Option<String>,
 }
 
 /// Starts the process and answers at once.
@@ -31,6 +33,7 @@ pub async fn start(
         exec: background.command.into_request_with(None)?,
         keep_awake: background.keep_awake,
         open_stdin: background.open_stdin,
+        tag: background.tag,
     };
     let _busy = ctx.activity.begin(id);
     ctx.lifecycle()

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use berth_protocol::guest::BoxUser;
-use berth_protocol::terminal::{TerminalRequest, TerminalSize, MAX_GRACE_MS};
+use berth_protocol::terminal::{TerminalList, TerminalRequest, TerminalSize, MAX_GRACE_MS};
 use berth_protocol::BoxId;
 use berth_runtime::{GuestClient, TerminalStream};
 
@@ -23,6 +23,8 @@ pub struct TerminalCommand {
     pub term: Option<String>,
     pub size: TerminalSize,
     pub grace_s: Option<u64>,
+    /// The caller's name for the terminal (E2B's `tag`).
+    pub tag: Option<String>,
 }
 
 /// What to attach to.
@@ -85,7 +87,17 @@ impl TerminalCommand {
             size: self.size,
             term: self.term,
             grace_ms,
+            tag: self.tag,
         })
+    }
+}
+
+/// The box's terminals; none when it is not running (they ended with it).
+pub async fn list(ctx: &Ctx, id: &BoxId) -> Result<TerminalList, OpError> {
+    let client = ctx.boxes.slot(id).lifecycle.lock().await.client.clone();
+    match client {
+        Some(client) => Ok(client.terminals().await?),
+        None => Ok(TerminalList::default()),
     }
 }
 

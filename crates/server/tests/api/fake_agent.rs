@@ -246,6 +246,9 @@ fn entry(path: &str, data: &[u8]) -> FileEntry {
         size: data.len() as u64,
         mode: 0o644,
         mtime: 0,
+        owner: None,
+        group: None,
+        symlink_target: None,
     }
 }
 
