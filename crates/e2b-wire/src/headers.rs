@@ -1,5 +1,5 @@
-//! The Connect request headers berth reads, and the checks on them that are not the timeout's
-//! (see [`crate::timeout`]): protocol version and content encoding.
+//! The Connect request headers berth reads (and envd's keepalive one), and the checks on them
+//! that are not the timeout's (see [`crate::timeout`]): protocol version and content encoding.
 //!
 //! Compression: identity only. Neither pinned SDK compresses a Connect message or asks for a
 //! compressed one: the Python SDK (`e2b` 2.63.0, `e2b/envd/client_shared.py`) passes
@@ -29,6 +29,10 @@ pub const CONNECT_CONTENT_ENCODING: HeaderName =
     HeaderName::from_static("connect-content-encoding");
 /// A streaming call's accepted response compressions (unary calls use `Accept-Encoding`).
 pub const CONNECT_ACCEPT_ENCODING: HeaderName = HeaderName::from_static("connect-accept-encoding");
+/// envd's own header on a streaming call (`Start`, `Connect`, `WatchDir`): the interval, in
+/// whole seconds, at which the client wants a `KeepAlive` event while the stream is quiet. Both
+/// SDKs send `50`.
+pub const KEEPALIVE_PING_INTERVAL: HeaderName = HeaderName::from_static("keepalive-ping-interval");
 /// The value of the accept-encoding header berth answers with when it refuses an encoding.
 pub const ACCEPTED_ENCODINGS: &str = "identity";
 

@@ -51,8 +51,8 @@
 //! The protos are those of E2B commit `b8029973a`. The pinned Python SDK (2.63.0) was generated
 //! from a later `filesystem.proto` that adds `bool is_symlink = 12` to `EntryInfo`, which the
 //! npm SDK (2.51.0) does not know. Without it the Python SDK takes a symlink's type from
-//! `type`, as it does for an older envd, so berth reports a symlink as `FILE_TYPE_SYMLINK` in
-//! `type`, which both SDKs read the same way. A field or enum name this crate does not know is
+//! `type`, as it does for an older envd, so the handlers report a symlink as `FILE_TYPE_SYMLINK`
+//! in `type`, which both SDKs read the same way. A field or enum name this crate does not know is
 //! skipped when decoding either codec, as envd's own codecs skip it.
 
 pub mod code;
