@@ -3,7 +3,8 @@
 # else is told what to install), Node and npm among them (berth embeds its web app, built
 # from web/ with npm packages). With --tests, also what the tests need: python3 (the
 # model stand-in), tmux and vi (terminals), sqlite3 (the upgrade tests), qemu, chromium (the web app's browser tests),
-# and Claude Code from the npm registry (the harness test). With --bench, also nginx with its stream module (the egress
+# Claude Code from the npm registry (the harness test), and the pinned E2B Python SDK from PyPI
+# in a venv under target/ (the E2B compatibility test). With --bench, also nginx with its stream module (the egress
 # benchmark's comparison).
 set -euo pipefail
 for_tests=false
@@ -54,6 +55,8 @@ if $for_tests; then
   command -v pebble >/dev/null 2>&1 || missing+=(pebble) # ACME tests: a real ACME CA and its mock DNS
   command -v curl >/dev/null 2>&1 || missing+=(curl) # the cookie tests' browser stand-in (its cookie jar)
   command -v sqlite3 >/dev/null 2>&1 || missing+=(sqlite3) # the upgrade tests write earlier releases' databases
+  # the E2B SDK's venv (Debian splits venv's pip bootstrap into its own package)
+  python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 fi
 
 # The egress bench runs its own nginx from a config in a temp dir (stream module,
@@ -87,4 +90,20 @@ if $for_tests && [ "$(id -u)" -eq 0 ] && command -v npm >/dev/null 2>&1 && [ ! -
   mkdir -p "$claude_dir"
   npm install --prefix "$claude_dir" --no-audit --no-fund --loglevel=error @anthropic-ai/claude-code
   chmod -R a+rX "$claude_dir"
+fi
+
+# The E2B Python SDK, pinned, unmodified, from PyPI, for the test that drives berth with it
+# (crates/cli/tests/e2b_sdk.rs). In a venv under target/, kept across runs: a rerun finds the
+# marker and installs nothing. Without PyPI it is left out, and that test skips (part e2b-sdk).
+e2b_sdk=2.63.0
+e2b_venv="$(cd "$(dirname "$0")/.." && pwd)/target/e2b-sdk/venv"
+if $for_tests && [ ! -e "$e2b_venv/.e2b-$e2b_sdk" ]; then
+  echo "installing the E2B Python SDK $e2b_sdk into $e2b_venv (PyPI)" >&2
+  rm -rf "$e2b_venv"
+  if python3 -m venv "$e2b_venv" &&
+    "$e2b_venv/bin/pip" install --quiet --disable-pip-version-check "e2b==$e2b_sdk"; then
+    touch "$e2b_venv/.e2b-$e2b_sdk"
+  else
+    echo "could not install the E2B Python SDK; its test will skip (part e2b-sdk)" >&2
+  fi
 fi

@@ -13,11 +13,11 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use blocks::{Block, Steer, Step};
 use common::terminal::Tmux;
-use common::{e2e_skip_reason, Daemon, BERTH};
+use common::{e2e_skip_reason, wait_or_kill, Daemon, BERTH};
 
 /// A block that downloads the kernel (`berth image build`, first time on a host) or waits
 /// out an idle timeout takes minutes; one that hangs fails.
@@ -59,18 +59,7 @@ impl Walk<'_> {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let deadline = Instant::now() + BLOCK_DEADLINE;
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break Some(status);
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
+        let status = wait_or_kill(&mut child, BLOCK_DEADLINE);
         let output = fs::read_to_string(&log).unwrap_or_default();
         match status {
             Some(status) if status.success() => Ok(output),

@@ -66,6 +66,8 @@ pub struct Ctx {
     pub wakeups: Arc<crate::lifecycle::wakeups::doorbell::Wakeups>,
     /// When the client of a terminal or an exec stream counts as gone.
     pub stream_limits: crate::stream_limits::StreamLimits,
+    /// The E2B API's access-token key and lifetime doorbell (`crate::e2b`).
+    pub e2b: Arc<crate::e2b::E2b>,
 }
 
 impl Ctx {

@@ -386,6 +386,9 @@ pub enum ServerError {
     #[error("cannot start the egress gateway")]
     Egress(#[from] crate::egress::EgressSetupError),
 
+    #[error("cannot load the E2B API's access-token key")]
+    E2b(#[from] crate::e2b::access_token::KeyError),
+
     #[error("cannot load the VAPID key for Web Push")]
     Push(#[from] crate::push::vapid::VapidError),
 

@@ -16,6 +16,7 @@ pub mod config;
 pub mod ctx;
 pub mod data_dir_lock;
 pub mod disk_space;
+pub mod e2b;
 pub mod egress;
 pub mod error;
 pub mod host_config;

@@ -132,6 +132,7 @@ impl Server {
                 config.host.server.send_timeout_s,
                 &config.host.terminals,
             ),
+            e2b: crate::e2b::E2b::open(data)?,
         };
         if let Err(e) = reconcile::reconcile(&ctx).await {
             // The store failing here fails every request too: refuse to start.
@@ -201,6 +202,7 @@ impl Server {
             self.idle_check,
         ));
         let wakeups = AbortOnDrop(crate::lifecycle::wakeups::spawn(self.ctx.clone()));
+        let e2b_lifetimes = AbortOnDrop(crate::e2b::lifetime::spawn(self.ctx.clone()));
         let _warm_pool = AbortOnDrop(crate::lifecycle::warm_pool::spawn(self.ctx.clone()));
         let _disk_watch = AbortOnDrop(self.ctx.disk.clone().watch());
         let _pruner = AbortOnDrop(self.ctx.event_pruner.clone().spawn(self.ctx.store.clone()));
@@ -226,6 +228,7 @@ impl Server {
                 tracing::info!("shutting down: stopping every box");
                 reclaimer.0.abort();
                 wakeups.0.abort();
+                e2b_lifetimes.0.abort();
                 // No new connections; open ones finish the request in flight.
                 let _ = stop.send(true);
                 reconcile::stop_all(&self.ctx).await;

@@ -16,6 +16,7 @@ mod box_rows;
 mod box_settings;
 mod box_state;
 mod boxes;
+mod e2b_sandboxes;
 mod error;
 mod events;
 mod messages;
@@ -46,6 +47,7 @@ pub use box_outcomes::{BootPhase, LastBoot, PhaseSource, TransitionFailure, BOOT
 pub use box_record::{BoxLimits, BoxRecord};
 pub use box_settings::BoxChange;
 pub use boxes::{Admission, NewBox};
+pub use e2b_sandboxes::{E2bIdempotency, E2bInsert, E2bSandbox};
 pub use error::StoreError;
 pub use events::{
     Appended, EventGap, EventListener, EventPage, EventRecord, EventRetention, PageLimit, Pruned,
@@ -178,6 +180,8 @@ use berth_basics::hex;
 mod box_outcomes_tests;
 #[cfg(test)]
 mod box_settings_tests;
+#[cfg(test)]
+mod e2b_sandboxes_tests;
 #[cfg(test)]
 mod event_retention_tests;
 #[cfg(test)]

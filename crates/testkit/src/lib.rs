@@ -37,10 +37,12 @@
 //! | `pebble` | Debian's `pebble` and `pebble-challtestsrv`, the ACME test CA the TLS tests order from |
 //! | `curl` | `curl`, the browser stand-in of the cookie tests (its cookie jar) |
 //! | `sqlite3` | the `sqlite3` shell, which writes the earlier releases' databases of the upgrade tests |
+//! | `e2b-sdk` | the pinned E2B Python SDK in its venv under `target/e2b-sdk` (`scripts/install-deps.sh --tests`: `python3-venv` and PyPI) ([`e2b_sdk`]) |
 
 use std::io::Write;
 
 pub mod browser;
+pub mod e2b_sdk;
 pub mod pattern;
 pub mod raw_tar;
 
@@ -71,6 +73,7 @@ pub const PARTS: &[&str] = &[
     "pebble",
     "curl",
     "sqlite3",
+    "e2b-sdk",
 ];
 
 /// The variable naming the parts a run requires.

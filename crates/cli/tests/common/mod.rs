@@ -463,6 +463,22 @@ pub fn health_ok(listen: &str) -> bool {
 }
 
 /// Why the end-to-end test cannot run here, if it cannot.
+/// Waits for `child` to exit, for at most `within`; past it, kills it and says `None`.
+pub fn wait_or_kill(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 pub fn e2e_skip_reason() -> Option<String> {
     if let Err(e) = berth_runtime::sandbox::SandboxRuntime::check_host("runc") {
         return Some(e.to_string());

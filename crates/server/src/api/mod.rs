@@ -163,6 +163,7 @@ pub fn router(ctx: Ctx) -> Router {
             post(push::subscribe).get(push::list),
         )
         .route("/v1/web/push/subscriptions/{id}", delete(push::unsubscribe))
+        .nest(crate::e2b::PREFIX, crate::e2b::router())
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(security_headers::add))

@@ -1,0 +1,113 @@
+//! E2B's official Python SDK, pinned and unmodified, drives a real `berth up` (sandbox
+//! runtime): `e2b_sdk/lifecycle.py` runs a sandbox's lifecycle with the sync `Sandbox` and
+//! the async `AsyncSandbox` (create with metadata and envs, list filtered by metadata,
+//! get_info, set_timeout, the kill at the timeout, pause and connect, the auto-pause at the
+//! timeout, kill), pointed at berth by the three variables of docs/e2b.md. It prints one
+//! `ok <check>` line per check; this test asserts every one, then looks at the berth box of
+//! the sandbox the script leaves running.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{e2e_skip_reason, wait_or_kill, Daemon};
+
+/// Every check the script makes, in order.
+const CHECKS: &[&str] = &[
+    "sync create",
+    "sync get_info",
+    "sync list by metadata",
+    "sync set_timeout",
+    "sync metrics",
+    "sync pause",
+    "sync connect resumes",
+    "sync killed at timeout",
+    "sync kill",
+    "async create",
+    "async get_info",
+    "async list by metadata",
+    "async set_timeout",
+    "async pause and connect",
+    "async auto-pause at timeout",
+    "async killed at timeout",
+    "async kill",
+    "done",
+];
+
+/// What the whole script may take on a loaded machine.
+const SCRIPT_DEADLINE: Duration = Duration::from_secs(600);
+
+#[test]
+fn the_unmodified_python_sdk_runs_a_sandbox_lifecycle_on_berth() {
+    if let Some(reason) = e2e_skip_reason() {
+        berth_testkit::skip("sandbox", reason);
+        return;
+    }
+    let python = match berth_testkit::e2b_sdk::find() {
+        Ok(python) => python,
+        Err(reason) => {
+            berth_testkit::skip("e2b-sdk", reason);
+            return;
+        }
+    };
+    let daemon = Daemon::start();
+    let (addr, key) = daemon.api_endpoint();
+    let url = format!("http://{addr}/e2b");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2b_sdk/lifecycle.py");
+    let log = daemon.dir().join("e2b-sdk.out");
+    let mut child = Command::new(&python)
+        .arg(&script)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", daemon.dir())
+        .env("E2B_API_URL", &url)
+        .env("E2B_SANDBOX_URL", &url)
+        .env("E2B_API_KEY", &key)
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::from(
+            std::fs::File::options().append(true).open(&log).unwrap(),
+        ))
+        .spawn()
+        .unwrap();
+    let status = wait_or_kill(&mut child, SCRIPT_DEADLINE);
+    let output = std::fs::read_to_string(&log).unwrap_or_default();
+    eprintln!("--- lifecycle.py\n{output}");
+    let passed: Vec<&str> = output
+        .lines()
+        .filter_map(|l| l.strip_prefix("ok "))
+        .collect();
+    assert!(
+        status.is_some_and(|s| s.success()) && passed == CHECKS,
+        "lifecycle.py ({status:?}) passed {passed:?} of {CHECKS:?}:\n{output}\n{}",
+        daemon.logs()
+    );
+
+    // The sandbox the script left running is a berth box: named by its id, labelled, with
+    // the SDK's envs as its environment.
+    let kept = output
+        .lines()
+        .find_map(|l| l.strip_prefix("box kept "))
+        .expect("the script names the sandbox it keeps");
+    let shown: serde_json::Value =
+        serde_json::from_str(&daemon.berth_ok(&["box", "show", kept])).unwrap();
+    assert_eq!(shown["state"], "running", "{shown}");
+    assert_eq!(shown["labels"]["e2b"], "true", "{shown}");
+    assert_eq!(shown["env"]["GREETING"], "hello from e2b", "{shown}");
+    let listed = daemon.berth_ok(&["box", "ls"]);
+    assert!(listed.contains(kept), "{listed}");
+    // The script killed every other sandbox it made, or their timeouts did.
+    let others: Vec<&str> = output
+        .lines()
+        .filter_map(|l| l.strip_prefix("box "))
+        .filter_map(|l| l.split_once(' ').map(|(_, id)| id))
+        .filter(|id| *id != kept)
+        .collect();
+    assert_eq!(others.len(), 2, "{output}");
+    for id in others {
+        assert!(!listed.contains(id), "{id} is still there:\n{listed}");
+    }
+}
