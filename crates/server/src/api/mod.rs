@@ -163,7 +163,13 @@ pub fn router(ctx: Ctx) -> Router {
             post(push::subscribe).get(push::list),
         )
         .route("/v1/web/push/subscriptions/{id}", delete(push::unsubscribe))
-        .nest(crate::e2b::PREFIX, crate::e2b::router())
+        .nest(
+            crate::e2b::PREFIX,
+            crate::e2b::router().layer(middleware::from_fn_with_state(
+                ctx.clone(),
+                crate::e2b::envd::by_sandbox_header,
+            )),
+        )
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(security_headers::add))

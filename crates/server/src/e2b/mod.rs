@@ -17,6 +17,7 @@
 pub mod access_token;
 mod connect;
 mod create;
+pub mod envd;
 pub mod error;
 mod handlers;
 mod kill;
