@@ -39,26 +39,18 @@ const CHECKS: &[&str] = &[
 /// What the whole script may take on a loaded machine.
 const SCRIPT_DEADLINE: Duration = Duration::from_secs(600);
 
-#[test]
-fn the_unmodified_python_sdk_runs_a_sandbox_lifecycle_on_berth() {
-    if let Some(reason) = e2e_skip_reason() {
-        berth_testkit::skip("sandbox", reason);
-        return;
-    }
-    let python = match berth_testkit::e2b_sdk::find() {
-        Ok(python) => python,
-        Err(reason) => {
-            berth_testkit::skip("e2b-sdk", reason);
-            return;
-        }
-    };
-    let daemon = Daemon::start();
+/// Runs `tests/e2b_sdk/<script>` with the pinned Python SDK against `daemon`, pointed at it by
+/// the three variables of docs/e2b.md, and asserts that it printed `ok <check>` for exactly
+/// `checks`, in order. Answers the script's output.
+fn run_python(daemon: &Daemon, python: &Path, script: &str, checks: &[&str]) -> String {
     let (addr, key) = daemon.api_endpoint();
     let url = format!("http://{addr}/e2b");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2b_sdk/lifecycle.py");
-    let log = daemon.dir().join("e2b-sdk.out");
-    let mut child = Command::new(&python)
-        .arg(&script)
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/e2b_sdk")
+        .join(script);
+    let log = daemon.dir().join(format!("{script}.out"));
+    let mut child = Command::new(python)
+        .arg(&path)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", daemon.dir())
@@ -75,16 +67,41 @@ fn the_unmodified_python_sdk_runs_a_sandbox_lifecycle_on_berth() {
         .unwrap();
     let status = wait_or_kill(&mut child, SCRIPT_DEADLINE);
     let output = std::fs::read_to_string(&log).unwrap_or_default();
-    eprintln!("--- lifecycle.py\n{output}");
+    eprintln!("--- {script}\n{output}");
     let passed: Vec<&str> = output
         .lines()
         .filter_map(|l| l.strip_prefix("ok "))
         .collect();
     assert!(
-        status.is_some_and(|s| s.success()) && passed == CHECKS,
-        "lifecycle.py ({status:?}) passed {passed:?} of {CHECKS:?}:\n{output}\n{}",
+        status.is_some_and(|s| s.success()) && passed == checks,
+        "{script} ({status:?}) passed {passed:?} of {checks:?}:\n{output}\n{}",
         daemon.logs()
     );
+    output
+}
+
+/// The daemon and the SDK's Python, or why this machine cannot run the SDK's tests.
+fn daemon_and_python() -> Option<(Daemon, std::path::PathBuf)> {
+    if let Some(reason) = e2e_skip_reason() {
+        berth_testkit::skip("sandbox", reason);
+        return None;
+    }
+    let python = match berth_testkit::e2b_sdk::find() {
+        Ok(python) => python,
+        Err(reason) => {
+            berth_testkit::skip("e2b-sdk", reason);
+            return None;
+        }
+    };
+    Some((Daemon::start(), python))
+}
+
+#[test]
+fn the_unmodified_python_sdk_runs_a_sandbox_lifecycle_on_berth() {
+    let Some((daemon, python)) = daemon_and_python() else {
+        return;
+    };
+    let output = run_python(&daemon, &python, "lifecycle.py", CHECKS);
 
     // The sandbox the script left running is a berth box: named by its id, labelled, with
     // the SDK's envs as its environment.
