@@ -24,6 +24,7 @@ use http::StatusCode;
 use crate::api::error::ApiError;
 use crate::api::{session_cookie, web_origin};
 use crate::ctx::Ctx;
+use crate::e2b::envd;
 use crate::error::OpError;
 use crate::ops::box_find::find_box;
 use crate::ops::port_connect::parse_port;
@@ -101,6 +102,13 @@ pub async fn by_host(State(ctx): State<Ctx>, request: Request, next: Next) -> Re
             },
             wants_html(&request),
         ),
+        HostMatch::Port(port_host) if is_envd(&ctx, &port_host) => {
+            let mut request = request;
+            request
+                .extensions_mut()
+                .insert(envd::caller::SandboxByHost(port_host.box_name));
+            envd::serve(ctx, request).await
+        }
         HostMatch::Port(port_host) => {
             let html = wants_html(&request);
             let target = Target {
@@ -116,6 +124,16 @@ pub async fn by_host(State(ctx): State<Ctx>, request: Request, next: Next) -> Re
             serve(ctx, target, request, html).await
         }
     }
+}
+
+/// Whether a port's host name is an E2B sandbox's envd (`49983-<sandboxID>`): served by the
+/// daemon itself, never by a program of the box listening on that port.
+fn is_envd(ctx: &Ctx, port_host: &crate::ports::host::PortHost) -> bool {
+    port_host.port == envd::ENVD_PORT
+        && ctx
+            .store
+            .e2b_sandbox_on_host(&port_host.box_name)
+            .is_ok_and(|row| row.is_some())
 }
 
 /// Reads `/v1/boxes/{ref}/ports/{port}{rest}` from the raw path (the app gets `rest` as
@@ -198,12 +216,44 @@ async fn serve_or_fail(ctx: Ctx, target: Target, request: Request) -> Result<Res
 /// tenant's box of that name first), or a live share-link session's link and the link's
 /// box (only that box and port). Page script at a port's host name can add share-link
 /// cookies of its own: each is tried (a few).
+/// An E2B sandbox's port opened with its `e2b-traffic-access-token` (the SDK's
+/// `trafficAccessToken`): that sandbox's box only. A wrong token opens nothing and falls
+/// through to berth's own ways in.
+fn e2b_traffic(
+    ctx: &Ctx,
+    target: &Target,
+    headers: &http::HeaderMap,
+) -> Result<Option<(berth_protocol::TenantId, BoxRecord)>, ApiError> {
+    let Some(token) = headers
+        .get(crate::e2b::access_token::TRAFFIC_TOKEN_HEADER)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Ok(None);
+    };
+    let store = |e| ApiError::Op(OpError::Store(Box::new(e)));
+    let Some(row) = ctx
+        .store
+        .e2b_sandbox_on_host(&target.reference)
+        .map_err(store)?
+    else {
+        return Ok(None);
+    };
+    if !crate::e2b::access_token::check_traffic(ctx, &row.box_id, token.trim()) {
+        return Ok(None);
+    }
+    let record = ctx.store.get_box(&row.box_id).map_err(store)?;
+    Ok(record.map(|record| (row.tenant_id, record)))
+}
+
 fn access(
     ctx: &Ctx,
     target: &Target,
     request: &Request,
 ) -> Result<(berth_protocol::TenantId, BoxRecord), ApiError> {
     let headers = request.headers();
+    if let Some(granted) = e2b_traffic(ctx, target, headers)? {
+        return Ok(granted);
+    }
     let key = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

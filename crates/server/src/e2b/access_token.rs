@@ -7,6 +7,10 @@
 //! Unlike E2B, berth issues the token for every sandbox, `secure` or not: a box's processes
 //! are never open to whoever learns its id.
 //!
+//! A sandbox's `trafficAccessToken` is derived the same way under another context: the
+//! `e2b-traffic-access-token` header that opens its ports' host names (E2B's private
+//! sandboxes send it; berth's sandboxes are all private). Neither token opens the other's door.
+//!
 //! The key is 32 OS-random bytes in `<data>/e2b-access.key` (mode 0600), made at the first
 //! start; losing it only invalidates the tokens of running sandboxes, which `connect` hands
 //! out again.
@@ -20,11 +24,31 @@ use ring::hmac;
 
 use crate::ctx::Ctx;
 
+/// The header E2B's SDKs and users send to a private sandbox's ports, with its
+/// `trafficAccessToken`.
+pub const TRAFFIC_TOKEN_HEADER: &str = "e2b-traffic-access-token";
+
 /// The key file, in the data directory.
 pub const KEY_FILE: &str = "e2b-access.key";
 const KEY_BYTES: usize = 32;
-/// Binds the tag to its use: the same key never signs anything else under this prefix.
-const CONTEXT: &[u8] = b"berth e2b envd access token v1\0";
+/// What a token opens: each binds its tag to its use, so the same key never signs anything
+/// else under these prefixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// `envdAccessToken`: the in-sandbox API.
+    Envd,
+    /// `trafficAccessToken`: the sandbox's ports by host name.
+    Traffic,
+}
+
+impl Purpose {
+    fn context(self) -> &'static [u8] {
+        match self {
+            Purpose::Envd => b"berth e2b envd access token v1\0",
+            Purpose::Traffic => b"berth e2b traffic access token v1\0",
+        }
+    }
+}
 
 /// Why the key could not be loaded or made.
 #[derive(Debug, thiserror::Error)]
@@ -77,32 +101,42 @@ impl AccessTokens {
         }
     }
 
-    /// The token of box `id`.
-    pub fn for_box(&self, id: &BoxId) -> String {
-        berth_basics::hex(hmac::sign(&self.key, &message(id)).as_ref())
+    /// Box `id`'s token for `purpose`.
+    pub fn for_box(&self, purpose: Purpose, id: &BoxId) -> String {
+        berth_basics::hex(hmac::sign(&self.key, &message(purpose, id)).as_ref())
     }
 
-    /// Whether `token` is box `id`'s, compared in constant time.
-    pub fn check(&self, id: &BoxId, token: &str) -> bool {
+    /// Whether `token` is box `id`'s for `purpose`, compared in constant time.
+    pub fn check(&self, purpose: Purpose, id: &BoxId, token: &str) -> bool {
         let Some(tag) = unhex(token) else {
             return false;
         };
-        hmac::verify(&self.key, &message(id), &tag).is_ok()
+        hmac::verify(&self.key, &message(purpose, id), &tag).is_ok()
     }
 }
 
 /// The token of box `id` (`envdAccessToken`).
 pub fn for_box(ctx: &Ctx, id: &BoxId) -> String {
-    ctx.e2b.tokens().for_box(id)
+    ctx.e2b.tokens().for_box(Purpose::Envd, id)
 }
 
 /// Whether `token` (an `X-Access-Token`) is box `id`'s, in constant time.
 pub fn check(ctx: &Ctx, id: &BoxId, token: &str) -> bool {
-    ctx.e2b.tokens().check(id, token)
+    ctx.e2b.tokens().check(Purpose::Envd, id, token)
 }
 
-fn message(id: &BoxId) -> Vec<u8> {
-    [CONTEXT, id.as_str().as_bytes()].concat()
+/// The `trafficAccessToken` of box `id`.
+pub fn traffic_for_box(ctx: &Ctx, id: &BoxId) -> String {
+    ctx.e2b.tokens().for_box(Purpose::Traffic, id)
+}
+
+/// Whether `token` (an `e2b-traffic-access-token`) is box `id`'s, in constant time.
+pub fn check_traffic(ctx: &Ctx, id: &BoxId, token: &str) -> bool {
+    ctx.e2b.tokens().check(Purpose::Traffic, id, token)
+}
+
+fn message(purpose: Purpose, id: &BoxId) -> Vec<u8> {
+    [purpose.context(), id.as_str().as_bytes()].concat()
 }
 
 /// Lowercase or uppercase hex of exactly a SHA-256 tag; anything else is `None`.
@@ -183,14 +217,19 @@ mod tests {
     fn a_token_opens_its_own_box_only() {
         let tokens = AccessTokens::from_bytes(&[7; KEY_BYTES]);
         let (a, b) = (BoxId::from_random([1; 20]), BoxId::from_random([2; 20]));
-        let token = tokens.for_box(&a);
+        let token = tokens.for_box(Purpose::Envd, &a);
         assert_eq!(token.len(), 64);
-        assert!(tokens.check(&a, &token));
-        assert!(tokens.check(&a, &token.to_uppercase()));
-        assert!(!tokens.check(&b, &token));
+        assert!(tokens.check(Purpose::Envd, &a, &token));
+        assert!(tokens.check(Purpose::Envd, &a, &token.to_uppercase()));
+        assert!(!tokens.check(Purpose::Envd, &b, &token));
+        // The envd token never opens the ports, nor the reverse.
+        assert!(!tokens.check(Purpose::Traffic, &a, &token));
+        let traffic = tokens.for_box(Purpose::Traffic, &a);
+        assert!(tokens.check(Purpose::Traffic, &a, &traffic));
+        assert!(!tokens.check(Purpose::Envd, &a, &traffic));
         let mut flipped = token.clone().into_bytes();
         flipped[10] = if flipped[10] == b'0' { b'1' } else { b'0' };
-        assert!(!tokens.check(&a, std::str::from_utf8(&flipped).unwrap()));
+        assert!(!tokens.check(Purpose::Envd, &a, std::str::from_utf8(&flipped).unwrap()));
         for bad in [
             "",
             "zz",
@@ -198,21 +237,28 @@ mod tests {
             &format!("{token}0"),
             &"g".repeat(64),
         ] {
-            assert!(!tokens.check(&a, bad), "{bad:?}");
+            assert!(!tokens.check(Purpose::Envd, &a, bad), "{bad:?}");
         }
         let other_host = AccessTokens::from_bytes(&[8; KEY_BYTES]);
-        assert!(!other_host.check(&a, &token));
+        assert!(!other_host.check(Purpose::Envd, &a, &token));
     }
 
     #[test]
     fn the_key_is_made_once_and_kept_private() {
         let dir = tempfile::tempdir().unwrap();
         let id = BoxId::from_random([3; 20]);
-        let first = AccessTokens::open(dir.path()).unwrap().for_box(&id);
+        let first = AccessTokens::open(dir.path())
+            .unwrap()
+            .for_box(Purpose::Envd, &id);
         let path = dir.path().join(KEY_FILE);
         let meta = std::fs::metadata(&path).unwrap();
         assert_eq!((meta.len(), meta.permissions().mode() & 0o777), (32, 0o600));
-        assert_eq!(AccessTokens::open(dir.path()).unwrap().for_box(&id), first);
+        assert_eq!(
+            AccessTokens::open(dir.path())
+                .unwrap()
+                .for_box(Purpose::Envd, &id),
+            first
+        );
 
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(matches!(

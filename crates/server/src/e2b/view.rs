@@ -45,7 +45,7 @@ pub fn sandbox(ctx: &Ctx, record: &BoxRecord, row: &E2bSandbox) -> Sandbox {
         client_id: CLIENT_ID,
         envd_version: ENVD_VERSION,
         envd_access_token: access_token::for_box(ctx, &record.id),
-        traffic_access_token: None,
+        traffic_access_token: Some(access_token::traffic_for_box(ctx, &record.id)),
         domain: ctx.ports.base_domain.clone(),
     }
 }

@@ -312,6 +312,8 @@ fn request_headers(
         out.remove(header::AUTHORIZATION);
     }
     out.remove(header::COOKIE);
+    // An E2B sandbox's traffic token opened the port: the app never sees it.
+    out.remove(crate::e2b::access_token::TRAFFIC_TOKEN_HEADER);
     if let Some(cookies) = cookie::without_ours(incoming) {
         out.insert(header::COOKIE, cookies);
     }
@@ -439,11 +441,13 @@ mod tests {
             ("proxy-authorization", "Basic abc"),
             ("authorization", "Bearer berth_0123"),
             ("cookie", "berth_port=bps_1; app=2"),
+            ("e2b-traffic-access-token", "ab12"),
             ("x-forwarded-for", "6.6.6.6"),
             ("accept", "text/plain"),
         ]);
         let out = request_headers(&incoming, None, &to());
         for gone in [
+            "e2b-traffic-access-token",
             "connection",
             "keep-alive",
             "x-secret-hop",

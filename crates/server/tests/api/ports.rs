@@ -68,7 +68,7 @@ pub(crate) async fn serving_host(
     Some(server)
 }
 
-async fn put_file(server: &TestServer, name: &str, path: &str, bytes: &[u8]) {
+pub(crate) async fn put_file(server: &TestServer, name: &str, path: &str, bytes: &[u8]) {
     let (status, _, body) = server
         .raw(
             Method::PUT,
@@ -82,7 +82,7 @@ async fn put_file(server: &TestServer, name: &str, path: &str, bytes: &[u8]) {
 }
 
 /// Starts both servers as background processes: they outlive the call that started them.
-async fn start_servers(server: &TestServer, name: &str) {
+pub(crate) async fn start_servers(server: &TestServer, name: &str) {
     let out = exec(
         server,
         name,
