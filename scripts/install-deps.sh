@@ -107,3 +107,17 @@ if $for_tests && [ ! -e "$e2b_venv/.e2b-$e2b_sdk" ]; then
     echo "could not install the E2B Python SDK; its test will skip (part e2b-sdk)" >&2
   fi
 fi
+
+# E2B's npm SDK at the version berth pins, from the npm registry, under target/ beside the
+# Python one (crates/cli/tests/e2b_sdk.rs runs both).
+e2b_npm=2.51.0
+e2b_node="$(cd "$(dirname "$0")/.." && pwd)/target/e2b-sdk/node"
+if $for_tests && command -v npm >/dev/null 2>&1 && [ ! -e "$e2b_node/.e2b-$e2b_npm" ]; then
+  echo "installing the E2B npm SDK $e2b_npm into $e2b_node (npm registry)" >&2
+  rm -rf "$e2b_node" && mkdir -p "$e2b_node"
+  if npm install --prefix "$e2b_node" --no-audit --no-fund --loglevel=error "e2b@$e2b_npm" >/dev/null; then
+    touch "$e2b_node/.e2b-$e2b_npm"
+  else
+    echo "could not install the E2B npm SDK; its test will skip (part e2b-sdk)" >&2
+  fi
+fi

@@ -80,6 +80,46 @@ fn run_python(daemon: &Daemon, python: &Path, script: &str, checks: &[&str]) -> 
     output
 }
 
+/// Runs `tests/e2b_sdk/<script>` (an ES module) with node and the pinned npm SDK (`module`)
+/// against `daemon`, as [`run_python`] does.
+fn run_node(daemon: &Daemon, module: &Path, script: &str, checks: &[&str]) -> String {
+    let (addr, key) = daemon.api_endpoint();
+    let url = format!("http://{addr}/e2b");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/e2b_sdk")
+        .join(script);
+    let log = daemon.dir().join(format!("{script}.out"));
+    let mut child = Command::new("node")
+        .arg(&path)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", daemon.dir())
+        .env("E2B_API_URL", &url)
+        .env("E2B_SANDBOX_URL", &url)
+        .env("E2B_API_KEY", &key)
+        .env("BERTH_E2B_JS", module)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::from(
+            std::fs::File::options().append(true).open(&log).unwrap(),
+        ))
+        .spawn()
+        .unwrap();
+    let status = wait_or_kill(&mut child, SCRIPT_DEADLINE);
+    let output = std::fs::read_to_string(&log).unwrap_or_default();
+    eprintln!("--- {script}\n{output}");
+    let passed: Vec<&str> = output
+        .lines()
+        .filter_map(|l| l.strip_prefix("ok "))
+        .collect();
+    assert!(
+        status.is_some_and(|s| s.success()) && passed == checks,
+        "{script} ({status:?}) passed {passed:?} of {checks:?}:\n{output}\n{}",
+        daemon.logs()
+    );
+    output
+}
+
 /// The daemon and the SDK's Python, or why this machine cannot run the SDK's tests.
 fn daemon_and_python() -> Option<(Daemon, std::path::PathBuf)> {
     if let Some(reason) = e2e_skip_reason() {
@@ -127,4 +167,33 @@ fn the_unmodified_python_sdk_runs_a_sandbox_lifecycle_on_berth() {
     for id in others {
         assert!(!listed.contains(id), "{id} is still there:\n{listed}");
     }
+}
+
+/// Every check `lifecycle.mjs` makes, in order.
+const JS_LIFECYCLE_CHECKS: &[&str] = &[
+    "js create",
+    "js getInfo",
+    "js list by metadata",
+    "js setTimeout",
+    "js pause and connect",
+    "js killed at timeout",
+    "js kill",
+    "done",
+];
+
+#[test]
+fn the_unmodified_npm_sdk_runs_a_sandbox_lifecycle_on_berth() {
+    if let Some(reason) = e2e_skip_reason() {
+        berth_testkit::skip("sandbox", reason);
+        return;
+    }
+    let module = match berth_testkit::e2b_sdk::find_npm() {
+        Ok(module) => module,
+        Err(reason) => {
+            berth_testkit::skip("e2b-sdk", reason);
+            return;
+        }
+    };
+    let daemon = Daemon::start();
+    run_node(&daemon, &module, "lifecycle.mjs", JS_LIFECYCLE_CHECKS);
 }

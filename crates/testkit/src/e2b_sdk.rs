@@ -1,21 +1,58 @@
-//! The `e2b-sdk` part: E2B's official Python SDK, unmodified, at the version berth pins
-//! ([`PINNED`]), installed from PyPI into a venv under the workspace's `target/e2b-sdk` by
-//! `scripts/install-deps.sh --tests` (which keeps it there, so a rerun installs nothing).
+//! The `e2b-sdk` part: E2B's official SDKs, unmodified, at the versions berth pins: the
+//! Python one ([`PINNED`]) from PyPI into a venv, and the npm one ([`PINNED_NPM`]) from the
+//! npm registry, both under the workspace's `target/e2b-sdk`, by
+//! `scripts/install-deps.sh --tests` (which keeps them there, so a rerun installs nothing).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The SDK version berth's E2B API is tested against.
 pub const PINNED: &str = "2.63.0";
+/// The npm SDK version berth's E2B API is tested against.
+pub const PINNED_NPM: &str = "2.51.0";
 /// Names another Python whose environment has the SDK (instead of the venv).
 pub const PYTHON_VAR: &str = "BERTH_E2B_PYTHON";
 
-/// The venv's directory: `<target>/e2b-sdk/venv`.
-pub fn venv_dir() -> PathBuf {
+/// `<target>/e2b-sdk`.
+fn sdk_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    target.join("e2b-sdk").join("venv")
+    target.join("e2b-sdk")
+}
+
+/// The venv's directory: `<target>/e2b-sdk/venv`.
+pub fn venv_dir() -> PathBuf {
+    sdk_dir().join("venv")
+}
+
+/// The npm SDK's ES module (what a script imports), or why there is none (for
+/// [`crate::skip`] with `e2b-sdk`). Node runs it: `node` must be on `PATH`.
+pub fn find_npm() -> Result<PathBuf, String> {
+    let package = sdk_dir().join("node/node_modules/e2b");
+    let manifest = std::fs::read_to_string(package.join("package.json")).map_err(|e| {
+        format!(
+            "no E2B npm SDK at {} ({e}; scripts/install-deps.sh --tests installs it when npm is here)",
+            package.display()
+        )
+    })?;
+    // The manifest's top-level version line, as npm publishes it (no JSON parser needed here).
+    let version = manifest
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("\"version\":"))
+        .map(|v| v.trim().trim_end_matches(',').trim_matches('"').to_owned())
+        .unwrap_or_default();
+    if version != PINNED_NPM {
+        return Err(format!(
+            "{} has e2b {version:?}, not {PINNED_NPM}; rerun scripts/install-deps.sh --tests",
+            package.display()
+        ));
+    }
+    let node = Command::new("node").arg("--version").output();
+    if !node.is_ok_and(|o| o.status.success()) {
+        return Err("no node on PATH to run the E2B npm SDK with".into());
+    }
+    Ok(package.join("dist/index.mjs"))
 }
 
 /// The Python that has the pinned SDK, or why there is none (for [`crate::skip`] with
