@@ -44,9 +44,10 @@ test: test-deps init
 
 ## bench: cold start, exec round-trip, wake latency, message throughput, egress (gateway
 ## vs direct vs nginx), the ports proxy (vs the same server on the host) and terminal
-## keystroke echo (vs a PTY on the host), each against a baseline measured in the same run
+## keystroke echo (vs a PTY on the host), and the E2B layer (vs berth's own API), each
+## against a baseline measured in the same run
 bench: deps init
-	@./scripts/install-deps.sh --bench
+	@./scripts/install-deps.sh --tests --bench
 	$(CARGO) bench -p berth-benches
 
 ## deps: the Debian packages berth needs (runc; nodejs and npm for the web app), installed
