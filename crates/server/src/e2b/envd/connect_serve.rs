@@ -185,10 +185,10 @@ where
 
 /// The request messages of a streaming body, decoded as its chunks arrive. An end-stream
 /// envelope from a client, a malformed or oversized one, or a body cut inside an envelope ends
-/// the stream with an error.
+/// the stream with an error. Fused: asking again after the end is answered `None`.
 fn messages<M: WireMessage + Send + 'static>(codec: Codec, body: Body) -> Incoming<M> {
     let state = (body.into_data_stream(), EnvelopeDecoder::new(), false);
-    Box::pin(futures_util::stream::unfold(
+    let stream = futures_util::stream::unfold(
         state,
         move |(mut chunks, mut decoder, mut done)| async move {
             loop {
@@ -229,7 +229,8 @@ fn messages<M: WireMessage + Send + 'static>(codec: Codec, body: Body) -> Incomi
                 }
             }
         },
-    ))
+    );
+    Box::pin(stream.fuse())
 }
 
 /// The single request message of a server-streaming call.

@@ -11,6 +11,8 @@
 
 pub mod caller;
 pub mod connect_serve;
+#[cfg(test)]
+mod connect_serve_tests;
 pub mod error;
 mod files_http;
 mod filesystem;
