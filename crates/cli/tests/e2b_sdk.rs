@@ -128,3 +128,35 @@ fn the_unmodified_python_sdk_runs_a_sandbox_lifecycle_on_berth() {
         assert!(!listed.contains(id), "{id} is still there:\n{listed}");
     }
 }
+
+/// Every check of `e2b_sdk/commands.py`, in order.
+const COMMANDS_CHECKS: &[&str] = &[
+    "sync run",
+    "sync non-zero exit raises",
+    "sync on_stdout",
+    "sync envs",
+    "sync cwd",
+    "sync user",
+    "sync background wait",
+    "sync stdin",
+    "sync list",
+    "sync kill",
+    "sync connect",
+    "async run",
+    "async non-zero exit raises",
+    "async on_stdout",
+    "async envs cwd user",
+    "async stdin",
+    "async list",
+    "async kill",
+    "async connect",
+    "done",
+];
+
+#[test]
+fn the_unmodified_python_sdk_runs_commands_on_berth() {
+    let Some((daemon, python)) = daemon_and_python() else {
+        return;
+    };
+    run_python(&daemon, &python, "commands.py", COMMANDS_CHECKS);
+}
