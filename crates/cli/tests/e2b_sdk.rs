@@ -160,3 +160,26 @@ fn the_unmodified_python_sdk_runs_commands_on_berth() {
     };
     run_python(&daemon, &python, "commands.py", COMMANDS_CHECKS);
 }
+
+/// Every check of `e2b_sdk/pty.py`, in order.
+const PTY_CHECKS: &[&str] = &[
+    "sync pty create and send_stdin",
+    "sync pty listed",
+    "sync pty resize",
+    "sync pty connect",
+    "sync pty kill",
+    "sync pty exit code",
+    "async pty create and on_data",
+    "async pty resize",
+    "async pty connect",
+    "async pty kill",
+    "done",
+];
+
+#[test]
+fn the_unmodified_python_sdk_drives_ptys_on_berth() {
+    let Some((daemon, python)) = daemon_and_python() else {
+        return;
+    };
+    run_python(&daemon, &python, "pty.py", PTY_CHECKS);
+}
