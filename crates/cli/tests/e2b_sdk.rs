@@ -197,3 +197,58 @@ fn the_unmodified_npm_sdk_runs_a_sandbox_lifecycle_on_berth() {
     let daemon = Daemon::start();
     run_node(&daemon, &module, "lifecycle.mjs", JS_LIFECYCLE_CHECKS);
 }
+
+/// Every check of `e2b_sdk/commands.py`, in order.
+const COMMANDS_CHECKS: &[&str] = &[
+    "sync run",
+    "sync non-zero exit raises",
+    "sync on_stdout",
+    "sync envs",
+    "sync cwd",
+    "sync user",
+    "sync background wait",
+    "sync stdin",
+    "sync list",
+    "sync kill",
+    "sync connect",
+    "async run",
+    "async non-zero exit raises",
+    "async on_stdout",
+    "async envs cwd user",
+    "async stdin",
+    "async list",
+    "async kill",
+    "async connect",
+    "done",
+];
+
+#[test]
+fn the_unmodified_python_sdk_runs_commands_on_berth() {
+    let Some((daemon, python)) = daemon_and_python() else {
+        return;
+    };
+    run_python(&daemon, &python, "commands.py", COMMANDS_CHECKS);
+}
+
+/// Every check of `e2b_sdk/pty.py`, in order.
+const PTY_CHECKS: &[&str] = &[
+    "sync pty create and send_stdin",
+    "sync pty listed",
+    "sync pty resize",
+    "sync pty connect",
+    "sync pty kill",
+    "sync pty exit code",
+    "async pty create and on_data",
+    "async pty resize",
+    "async pty connect",
+    "async pty kill",
+    "done",
+];
+
+#[test]
+fn the_unmodified_python_sdk_drives_ptys_on_berth() {
+    let Some((daemon, python)) = daemon_and_python() else {
+        return;
+    };
+    run_python(&daemon, &python, "pty.py", PTY_CHECKS);
+}

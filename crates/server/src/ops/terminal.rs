@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use berth_protocol::guest::BoxUser;
-use berth_protocol::terminal::{TerminalList, TerminalRequest, TerminalSize, MAX_GRACE_MS};
+use berth_protocol::terminal::{
+    TerminalInfo, TerminalList, TerminalRequest, TerminalSize, MAX_GRACE_MS,
+};
 use berth_protocol::BoxId;
 use berth_runtime::{GuestClient, TerminalStream};
 
@@ -101,40 +103,55 @@ pub async fn list(ctx: &Ctx, id: &BoxId) -> Result<TerminalList, OpError> {
     }
 }
 
+/// Sends `signal` (a name without `SIG`) to a terminal's process group.
+pub async fn signal(ctx: &Ctx, id: &BoxId, terminal: &str, signal: &str) -> Result<(), OpError> {
+    Ok(running(ctx, id, terminal)
+        .await?
+        .terminal_signal(terminal, signal)
+        .await?)
+}
+
+/// Sets a terminal's window size (its program gets `SIGWINCH`).
+pub async fn resize(
+    ctx: &Ctx,
+    id: &BoxId,
+    terminal: &str,
+    size: TerminalSize,
+) -> Result<(), OpError> {
+    Ok(running(ctx, id, terminal)
+        .await?
+        .terminal_resize(terminal, size)
+        .await?)
+}
+
+/// The running boot's client; a stopped box has no terminals.
+async fn running(ctx: &Ctx, id: &BoxId, terminal: &str) -> Result<GuestClient, OpError> {
+    let client = ctx.boxes.slot(id).lifecycle.lock().await.client.clone();
+    client.ok_or_else(|| OpError::NoSuchProcess {
+        id: terminal.to_owned(),
+    })
+}
+
 /// Starts or finds the terminal and attaches to it. The caller holds an activity guard
 /// for as long as it stays attached.
 pub async fn attach(ctx: &Ctx, id: &BoxId, target: TerminalTarget) -> Result<Attached, OpError> {
-    let (request, existing) = match target {
-        TerminalTarget::New(mut command) => {
-            // The box's env (PATCH /v1/boxes/{ref}) under the client's own.
-            command.env = crate::box_env::env_for_box(ctx, id, std::mem::take(&mut command.env))?;
-            (Some(command.into_request()?), None)
-        }
-        TerminalTarget::Existing { id, offset, size } => {
-            if size.is_some_and(|s| !(1..=4096).contains(&s.cols) || !(1..=4096).contains(&s.rows))
-            {
-                return Err(OpError::InvalidTerminal {
-                    rule: "cols and rows must be between 1 and 4096",
-                });
-            }
-            (None, Some((id, offset, size)))
-        }
+    let (terminal, offset, size) = match target {
+        TerminalTarget::New(command) => return Ok(open(ctx, id, command).await?.1),
+        TerminalTarget::Existing { id, offset, size } => (id, offset, size),
     };
+    if size.is_some_and(|s| !(1..=4096).contains(&s.cols) || !(1..=4096).contains(&s.rows)) {
+        return Err(OpError::InvalidTerminal {
+            rule: "cols and rows must be between 1 and 4096",
+        });
+    }
     let limits = ctx.stream_limits;
     ctx.lifecycle()
         .with_guest(id, |client| {
-            let (request, existing) = (request.clone(), existing.clone());
+            let terminal = terminal.clone();
             async move {
-                let (terminal, offset) = match (request, existing) {
-                    (Some(request), _) => (client.terminal_open(&request).await?.id, Some(0)),
-                    (None, Some((id, offset, size))) => {
-                        if let Some(size) = size {
-                            client.terminal_resize(&id, size).await?;
-                        }
-                        (id, offset)
-                    }
-                    (None, None) => unreachable!("a target is new or existing"),
-                };
+                if let Some(size) = size {
+                    client.terminal_resize(&terminal, size).await?;
+                }
                 let stream = client.terminal_attach(&terminal, offset).await?;
                 Ok(Attached {
                     client,
@@ -142,6 +159,35 @@ pub async fn attach(ctx: &Ctx, id: &BoxId, target: TerminalTarget) -> Result<Att
                     stream,
                     limits,
                 })
+            }
+        })
+        .await
+}
+
+/// Starts a program on a new terminal and attaches to it from its first byte; also the
+/// terminal as the agent reported it (its pid, for E2B's PTYs).
+pub async fn open(
+    ctx: &Ctx,
+    id: &BoxId,
+    mut command: TerminalCommand,
+) -> Result<(TerminalInfo, Attached), OpError> {
+    // The box's env (PATCH /v1/boxes/{ref}) under the client's own.
+    command.env = crate::box_env::env_for_box(ctx, id, std::mem::take(&mut command.env))?;
+    let request = command.into_request()?;
+    let limits = ctx.stream_limits;
+    ctx.lifecycle()
+        .with_guest(id, |client| {
+            let request = request.clone();
+            async move {
+                let info = client.terminal_open(&request).await?;
+                let stream = client.terminal_attach(&info.id, Some(0)).await?;
+                let attached = Attached {
+                    client,
+                    id: info.id.clone(),
+                    stream,
+                    limits,
+                };
+                Ok((info, attached))
             }
         })
         .await

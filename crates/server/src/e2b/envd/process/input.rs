@@ -1,0 +1,201 @@
+//! `SendInput`, `StreamInput` and `CloseStdin`: bytes to a command's stdin (berth's
+//! process stdin, which a command has when started with `stdin`), or to a PTY.
+//!
+//! A berth terminal takes input only through its attachment, and has one attachment at a
+//! time. So while a `Start` or `Connect` stream of a PTY is open, its input side is kept in
+//! [`ATTACHED`] and input goes through it; with none open, input attaches for as long as it
+//! writes (the output it would carry is not read).
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use berth_e2b_wire::process::{
+    process_input::Input, stream_input_request::Event, CloseStdinRequest, CloseStdinResponse,
+    SendInputRequest, SendInputResponse, StreamInputRequest, StreamInputResponse,
+};
+use berth_e2b_wire::ConnectError;
+use berth_protocol::BoxId;
+use berth_runtime::guest_client::GuestStream;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http_body_util::Full;
+use tokio::io::{AsyncWriteExt, WriteHalf};
+
+use super::select::{self, Target};
+use super::{box_of, ProcessCallError};
+use crate::ctx::Ctx;
+use crate::e2b::envd::caller::EnvdCaller;
+use crate::e2b::envd::connect_serve::Incoming;
+use crate::e2b::envd::error::connect_error;
+use crate::ops::process;
+use crate::ops::terminal::{self, TerminalTarget};
+
+type PtyInput = Arc<tokio::sync::Mutex<WriteHalf<GuestStream>>>;
+
+/// The input side of each PTY attached to a `Start` or `Connect` stream now, by box and
+/// terminal. Process-wide: box ids are unique, whichever daemon in the process holds them.
+static ATTACHED: LazyLock<Mutex<HashMap<(BoxId, String), PtyInput>>> =
+    LazyLock::new(Default::default);
+
+/// A PTY's input side in [`ATTACHED`], taken out when this is dropped (its stream ended).
+pub struct Registration {
+    key: (BoxId, String),
+    input: PtyInput,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut attached = ATTACHED.lock().unwrap_or_else(|p| p.into_inner());
+        // A later attachment of the same terminal may have replaced this one.
+        if attached
+            .get(&self.key)
+            .is_some_and(|input| Arc::ptr_eq(input, &self.input))
+        {
+            attached.remove(&self.key);
+        }
+    }
+}
+
+/// Makes `input` the way into terminal `id` of `box_id` while the registration lives.
+pub fn register(box_id: &BoxId, id: &str, input: WriteHalf<GuestStream>) -> Registration {
+    let key = (box_id.clone(), id.to_owned());
+    let input = Arc::new(tokio::sync::Mutex::new(input));
+    ATTACHED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key.clone(), input.clone());
+    Registration { key, input }
+}
+
+/// `SendInput`.
+pub async fn send(
+    ctx: &Ctx,
+    caller: &EnvdCaller,
+    req: SendInputRequest,
+) -> Result<SendInputResponse, ConnectError> {
+    let input = req
+        .input
+        .and_then(|i| i.input)
+        .ok_or(ProcessCallError::NoInput)?;
+    let target = select::find(ctx, caller, req.process).await?;
+    write(ctx, caller, &target, input).await?;
+    Ok(SendInputResponse {})
+}
+
+/// `StreamInput`: a start event naming the process, then its input in order (keepalives
+/// skipped), each written before the next is read.
+pub async fn stream(
+    ctx: &Ctx,
+    caller: &EnvdCaller,
+    mut incoming: Incoming<StreamInputRequest>,
+) -> Result<StreamInputResponse, ConnectError> {
+    let target = loop {
+        match incoming.next().await.transpose()?.and_then(|m| m.event) {
+            Some(Event::Start(start)) => break select::find(ctx, caller, start.process).await?,
+            Some(Event::Keepalive(_)) => continue,
+            Some(Event::Data(_)) | None => return Err(ProcessCallError::NoStreamStart.into()),
+        }
+    };
+    while let Some(message) = incoming.next().await {
+        match message?.event {
+            Some(Event::Data(data)) => {
+                if let Some(input) = data.input.and_then(|i| i.input) {
+                    write(ctx, caller, &target, input).await?;
+                }
+            }
+            Some(Event::Keepalive(_)) | None => {}
+            Some(Event::Start(_)) => return Err(ProcessCallError::NoStreamStart.into()),
+        }
+    }
+    Ok(StreamInputResponse {})
+}
+
+/// `CloseStdin`: the command's stdin reaches its end. A PTY has none (envd says the
+/// same): it takes Ctrl-D as input instead.
+pub async fn close(
+    ctx: &Ctx,
+    caller: &EnvdCaller,
+    req: CloseStdinRequest,
+) -> Result<CloseStdinResponse, ConnectError> {
+    match select::find(ctx, caller, req.process).await? {
+        Target::Process(info) => {
+            process::write_stdin(ctx, box_of(caller), &info.id, true, Full::new(Bytes::new()))
+                .await
+                .map_err(connect_error)?;
+            Ok(CloseStdinResponse {})
+        }
+        Target::Terminal(info) => Err(ProcessCallError::IsAPty {
+            pid: info.pid,
+            what: "closing stdin",
+        }
+        .into()),
+    }
+}
+
+async fn write(
+    ctx: &Ctx,
+    caller: &EnvdCaller,
+    target: &Target,
+    input: Input,
+) -> Result<(), ConnectError> {
+    let id = box_of(caller);
+    match (target, input) {
+        (Target::Process(info), Input::Stdin(bytes)) => {
+            process::write_stdin(ctx, id, &info.id, false, Full::new(Bytes::from(bytes)))
+                .await
+                .map_err(connect_error)
+        }
+        (Target::Terminal(info), Input::Pty(bytes)) => write_pty(ctx, id, &info.id, &bytes).await,
+        (Target::Process(info), Input::Pty(_)) => Err(ProcessCallError::NotAPty {
+            pid: info.pid,
+            what: "PTY input",
+        }
+        .into()),
+        (Target::Terminal(info), Input::Stdin(_)) => Err(ProcessCallError::IsAPty {
+            pid: info.pid,
+            what: "stdin input",
+        }
+        .into()),
+    }
+}
+
+/// Writes to a terminal through the stream attached to it, or through an attachment of
+/// its own when none is.
+async fn write_pty(ctx: &Ctx, box_id: &BoxId, id: &str, bytes: &[u8]) -> Result<(), ConnectError> {
+    let attached = ATTACHED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&(box_id.clone(), id.to_owned()))
+        .cloned();
+    let written = match attached {
+        Some(input) => {
+            let mut input = input.lock().await;
+            write_all(&mut *input, bytes).await
+        }
+        None => {
+            let target = TerminalTarget::Existing {
+                id: id.to_owned(),
+                offset: None,
+                size: None,
+            };
+            let mut attached = terminal::attach(ctx, box_id, target)
+                .await
+                .map_err(connect_error)?;
+            write_all(&mut attached.stream.stream, bytes).await
+        }
+    };
+    written.map_err(|error| {
+        ConnectError::new(
+            berth_e2b_wire::Code::Unavailable,
+            format!("the PTY's input did not reach the box: {error}"),
+        )
+    })
+}
+
+async fn write_all(
+    to: &mut (impl tokio::io::AsyncWrite + Unpin),
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    to.write_all(bytes).await?;
+    to.flush().await
+}
