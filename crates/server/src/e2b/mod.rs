@@ -68,6 +68,8 @@ pub struct E2b {
     tokens: AccessTokens,
     /// Rings when a sandbox's deadline moved: the lifetime task looks again.
     deadlines: Notify,
+    /// The input side of each PTY that a `Start` or `Connect` stream holds now.
+    pub(crate) pty_inputs: Arc<envd::process::PtyInputs>,
 }
 
 impl std::fmt::Debug for E2b {
@@ -82,6 +84,7 @@ impl E2b {
         Ok(Arc::new(E2b {
             tokens: AccessTokens::open(data_dir)?,
             deadlines: Notify::new(),
+            pty_inputs: Arc::default(),
         }))
     }
 

@@ -16,7 +16,7 @@ mod connect_serve_tests;
 pub mod error;
 mod files_http;
 mod filesystem;
-mod process;
+pub(crate) mod process;
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;

@@ -3,11 +3,11 @@
 //!
 //! A berth terminal takes input only through its attachment, and has one attachment at a
 //! time. So while a `Start` or `Connect` stream of a PTY is open, its input side is kept in
-//! [`ATTACHED`] and input goes through it; with none open, input attaches for as long as it
+//! [`PtyInputs`] (the daemon's, in `ctx.e2b`) and input goes through it; with none open, input attaches for as long as it
 //! writes (the output it would carry is not read).
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 
 use berth_e2b_wire::process::{
     process_input::Input, stream_input_request::Event, CloseStdinRequest, CloseStdinResponse,
@@ -33,19 +33,32 @@ use crate::ops::terminal::{self, TerminalTarget};
 type PtyInput = Arc<tokio::sync::Mutex<WriteHalf<GuestStream>>>;
 
 /// The input side of each PTY attached to a `Start` or `Connect` stream now, by box and
-/// terminal. Process-wide: box ids are unique, whichever daemon in the process holds them.
-static ATTACHED: LazyLock<Mutex<HashMap<(BoxId, String), PtyInput>>> =
-    LazyLock::new(Default::default);
+/// terminal.
+#[derive(Default)]
+pub struct PtyInputs(Mutex<HashMap<(BoxId, String), PtyInput>>);
 
-/// A PTY's input side in [`ATTACHED`], taken out when this is dropped (its stream ended).
+impl std::fmt::Debug for PtyInputs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PtyInputs").finish_non_exhaustive()
+    }
+}
+
+impl PtyInputs {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(BoxId, String), PtyInput>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A PTY's input side in [`PtyInputs`], taken out when this is dropped (its stream ended).
 pub struct Registration {
+    inputs: Arc<PtyInputs>,
     key: (BoxId, String),
     input: PtyInput,
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let mut attached = ATTACHED.lock().unwrap_or_else(|p| p.into_inner());
+        let mut attached = self.inputs.lock();
         // A later attachment of the same terminal may have replaced this one.
         if attached
             .get(&self.key)
@@ -57,14 +70,17 @@ impl Drop for Registration {
 }
 
 /// Makes `input` the way into terminal `id` of `box_id` while the registration lives.
-pub fn register(box_id: &BoxId, id: &str, input: WriteHalf<GuestStream>) -> Registration {
+pub fn register(
+    ctx: &Ctx,
+    box_id: &BoxId,
+    id: &str,
+    input: WriteHalf<GuestStream>,
+) -> Registration {
     let key = (box_id.clone(), id.to_owned());
     let input = Arc::new(tokio::sync::Mutex::new(input));
-    ATTACHED
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(key.clone(), input.clone());
-    Registration { key, input }
+    let inputs = ctx.e2b.pty_inputs.clone();
+    inputs.lock().insert(key.clone(), input.clone());
+    Registration { inputs, key, input }
 }
 
 /// `SendInput`.
@@ -162,9 +178,10 @@ async fn write(
 /// Writes to a terminal through the stream attached to it, or through an attachment of
 /// its own when none is.
 async fn write_pty(ctx: &Ctx, box_id: &BoxId, id: &str, bytes: &[u8]) -> Result<(), ConnectError> {
-    let attached = ATTACHED
+    let attached = ctx
+        .e2b
+        .pty_inputs
         .lock()
-        .unwrap_or_else(|p| p.into_inner())
         .get(&(box_id.clone(), id.to_owned()))
         .cloned();
     let written = match attached {

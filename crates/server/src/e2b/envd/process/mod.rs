@@ -9,6 +9,8 @@
 
 mod control;
 mod input;
+
+pub(crate) use input::PtyInputs;
 mod select;
 mod stream;
 

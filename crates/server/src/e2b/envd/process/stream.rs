@@ -278,7 +278,7 @@ fn terminal_events(ctx: &Ctx, caller: &EnvdCaller, pid: u32, attached: Attached)
     } = attached;
     let (output, writer) = tokio::io::split(stream.stream);
     let box_id = box_of(caller).clone();
-    let registration = input::register(&box_id, &id, writer);
+    let registration = input::register(ctx, &box_id, &id, writer);
     // The box stays awake while a client is attached, as for berth's own terminals.
     let busy = ctx.activity.begin(&box_id);
     let state = Some((output, client, id, registration, busy));
