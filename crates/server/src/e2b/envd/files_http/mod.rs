@@ -255,22 +255,26 @@ async fn serve_upload(ctx: &Ctx, request: Request) -> Result<Vec<Written>, Files
         ));
     };
     let path = query_path(path, &caller)?;
-    Ok(vec![write_one(ctx, &caller, path, body).await?])
+    Ok(vec![write_one(ctx, &caller, path, body, true).await?])
 }
 
-/// Writes one file at `path` (absolute), making its missing parents first.
+/// Writes one file at `path` (absolute), making its missing parents first unless
+/// `make_parents` is false (the upload made them for an earlier file).
 async fn write_one<B>(
     ctx: &Ctx,
     caller: &EnvdCaller,
     path: String,
     body: B,
+    make_parents: bool,
 ) -> Result<Written, FilesError>
 where
     B: axum::body::HttpBody<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<berth_runtime::guest_client::BodyError>,
 {
     let id = &caller.sandbox.box_id;
-    files::mkdir(ctx, id, &file_target(caller, parent(&path), true)).await?;
+    if make_parents {
+        files::mkdir(ctx, id, &file_target(caller, parent(&path), true)).await?;
+    }
     files::write(ctx, id, &file_target(caller, path.clone(), false), body).await?;
     Ok(Written {
         name: base_name(&path),

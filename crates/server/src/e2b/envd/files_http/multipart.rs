@@ -7,6 +7,7 @@
 //! most [`MAX_HEADER_BYTES`] (the parser holds them until the headers end, so a part with
 //! endless headers would otherwise be held whole).
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -16,6 +17,7 @@ use futures_util::StreamExt;
 use super::{query_path, write_one, FilesError, FilesQuery, Written};
 use crate::ctx::Ctx;
 use crate::e2b::envd::caller::EnvdCaller;
+use crate::e2b::envd::filesystem::paths::parent;
 
 /// The most parts (files) one upload may carry.
 pub const MAX_PARTS: usize = 1000;
@@ -59,6 +61,8 @@ pub async fn upload(
         multer::Constraints::new().size_limit(limits),
     );
     let mut written = Vec::new();
+    // The directories this upload has made already: each is made once.
+    let mut made = HashSet::new();
     loop {
         budget.read.store(0, Ordering::Relaxed);
         budget.reading_headers.store(true, Ordering::Relaxed);
@@ -83,8 +87,9 @@ pub async fn upload(
             }
         };
         let path = query_path(&name, caller)?;
+        let make_parents = made.insert(parent(&path));
         let data = Body::from_stream(part);
-        written.push(write_one(ctx, caller, path, data).await?);
+        written.push(write_one(ctx, caller, path, data, make_parents).await?);
     }
     if written.is_empty() {
         return Err(FilesError::BadRequest(
@@ -101,7 +106,12 @@ struct HeadersTooLong;
 fn part_error(error: multer::Error) -> FilesError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
     while let Some(e) = source {
-        if e.is::<HeadersTooLong>() {
+        // An io::Error's `source` skips the error it wraps: look inside it too.
+        let wrapped = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            .is_some_and(|inner| inner.is::<HeadersTooLong>());
+        if wrapped || e.is::<HeadersTooLong>() {
             return FilesError::BadRequest(HeadersTooLong.to_string());
         }
         source = e.source();
