@@ -47,6 +47,28 @@ async fn envd(
     .await
 }
 
+/// `Stat` of `path` in JSON, with `token`.
+async fn stat_json(
+    server: &TestServer,
+    id: &str,
+    token: Option<&str>,
+    path: &str,
+) -> (StatusCode, Bytes) {
+    let json = [("content-type", "application/json")];
+    let body = Bytes::from(json!({ "path": path }).to_string());
+    let (status, _, answer) = envd(
+        server,
+        Method::POST,
+        "/filesystem.Filesystem/Stat",
+        id,
+        token,
+        &json,
+        body,
+    )
+    .await;
+    (status, answer)
+}
+
 fn json_of(bytes: &Bytes) -> Value {
     serde_json::from_slice(bytes)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(bytes)))
@@ -109,17 +131,7 @@ async fn files_upload_download_and_stat_in_both_codecs() {
     assert_eq!(headers["content-length"], "5");
 
     // Stat in JSON...
-    let json = [("content-type", "application/json")];
-    let (status, _, body) = envd(
-        &server,
-        Method::POST,
-        "/filesystem.Filesystem/Stat",
-        &id,
-        Some(&token),
-        &json,
-        Bytes::from(json!({"path": "/home/user/notes.txt"}).to_string()),
-    )
-    .await;
+    let (status, body) = stat_json(&server, &id, Some(&token), "/home/user/notes.txt").await;
     assert_eq!(status, StatusCode::OK, "{body:?}");
     let entry = &json_of(&body)["entry"];
     assert_eq!(entry["type"], "FILE_TYPE_FILE", "{entry}");
@@ -156,16 +168,7 @@ async fn files_upload_download_and_stat_in_both_codecs() {
     );
 
     // A file that is not there is Connect's not_found (the SDK's FileNotFoundException).
-    let (status, _, body) = envd(
-        &server,
-        Method::POST,
-        "/filesystem.Filesystem/Stat",
-        &id,
-        Some(&token),
-        &json,
-        Bytes::from(json!({"path": "/nope"}).to_string()),
-    )
-    .await;
+    let (status, body) = stat_json(&server, &id, Some(&token), "/nope").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body:?}");
     assert_eq!(json_of(&body)["code"], "not_found");
 }
@@ -175,23 +178,12 @@ async fn without_the_token_or_a_valid_signature_nothing_is_served() {
     let (server, _fake) = e2b_server().await;
     let (id, token) = sandbox(&server).await;
     let (other_id, other_token) = sandbox(&server).await;
-    let json = [("content-type", "application/json")];
-    let stat = Bytes::from(json!({"path": "/home/user"}).to_string());
     for bad in [
         None,
         Some("0".repeat(64).as_str()),
         Some(other_token.as_str()),
     ] {
-        let (status, _, body) = envd(
-            &server,
-            Method::POST,
-            "/filesystem.Filesystem/Stat",
-            &id,
-            bad,
-            &json,
-            stat.clone(),
-        )
-        .await;
+        let (status, body) = stat_json(&server, &id, bad, "/home/user").await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{body:?}");
         assert_eq!(json_of(&body)["code"], "unauthenticated");
     }
@@ -279,19 +271,9 @@ async fn without_the_token_or_a_valid_signature_nothing_is_served() {
 async fn odd_paths_and_multipart_bounds() {
     let (server, _fake) = e2b_server().await;
     let (id, token) = sandbox(&server).await;
-    let json = [("content-type", "application/json")];
     // `~user` is not expanded (envd: only the caller's own home); NUL is refused by berth.
     for path in ["~root/x", "/home/user/a\u{0}b"] {
-        let (status, _, body) = envd(
-            &server,
-            Method::POST,
-            "/filesystem.Filesystem/Stat",
-            &id,
-            Some(&token),
-            &json,
-            Bytes::from(json!({ "path": path }).to_string()),
-        )
-        .await;
+        let (status, body) = stat_json(&server, &id, Some(&token), path).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{path:?}: {body:?}");
         assert_eq!(json_of(&body)["code"], "invalid_argument", "{path:?}");
     }
