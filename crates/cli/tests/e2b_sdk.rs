@@ -252,3 +252,24 @@ fn the_unmodified_python_sdk_drives_ptys_on_berth() {
     };
     run_python(&daemon, &python, "pty.py", PTY_CHECKS);
 }
+
+/// What `files.py` checks, in order.
+const FILES_CHECKS: &[&str] = &[
+    "sync write str, bytes, a list and a stream",
+    "sync read text, bytes, stream and gzip",
+    "sync list with depth",
+    "sync exists and get_info",
+    "sync make_dir, rename and remove",
+    "sync watch_dir",
+    "signed urls with httpx, an expired and a forged one refused",
+    "async write and watch_dir",
+    "async read, list, get_info, rename and remove",
+];
+
+#[test]
+fn the_unmodified_python_sdk_reads_and_writes_a_sandboxs_files() {
+    let Some((daemon, python)) = daemon_and_python() else {
+        return;
+    };
+    run_python(&daemon, &python, "files.py", FILES_CHECKS);
+}

@@ -170,6 +170,8 @@ pub fn router(ctx: Ctx) -> Router {
                 crate::e2b::envd::by_sandbox_header,
             )),
         )
+        // The SDK's signed file URLs made from E2B_SANDBOX_URL lose its `/e2b` (docs/e2b.md).
+        .route("/files", get(e2b_root_files).post(e2b_root_files))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(security_headers::add))
@@ -182,6 +184,14 @@ pub fn router(ctx: Ctx) -> Router {
         .layer(middleware::from_fn_with_state(ctx.clone(), ports::by_host))
         .layer(middleware::from_fn(log_request))
         .with_state(ctx)
+}
+
+/// envd's `/files` at berth's root (signed URLs only: see `e2b::envd::files_http::auth`).
+async fn e2b_root_files(
+    axum::extract::State(ctx): axum::extract::State<Ctx>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    crate::e2b::envd::serve(ctx, request).await
 }
 
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]

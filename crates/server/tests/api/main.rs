@@ -16,6 +16,7 @@ mod box_wakeup_limits;
 mod connection_admission;
 mod disk_full;
 mod e2b_control;
+mod e2b_envd_files;
 mod e2b_envd_process;
 mod e2b_hosts;
 mod e2b_lifetime;
