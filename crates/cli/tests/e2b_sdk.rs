@@ -58,6 +58,8 @@ fn run_python(daemon: &Daemon, python: &Path, script: &str, checks: &[&str]) -> 
         .env("E2B_SANDBOX_URL", &url)
         .env("E2B_API_KEY", &key)
         .env("PYTHONUNBUFFERED", "1")
+        // A crash of the SDK (or its native parts) prints where it was.
+        .env("PYTHONFAULTHANDLER", "1")
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&log).unwrap())
         .stderr(Stdio::from(

@@ -70,6 +70,8 @@ pub struct E2b {
     deadlines: Notify,
     /// The input side of each PTY that a `Start` or `Connect` stream holds now.
     pub(crate) pty_inputs: Arc<envd::process::PtyInputs>,
+    /// The polled watchers (`CreateWatcher`) of every sandbox.
+    pub(crate) watchers: Arc<envd::filesystem::Watchers>,
 }
 
 impl std::fmt::Debug for E2b {
@@ -85,6 +87,7 @@ impl E2b {
             tokens: AccessTokens::open(data_dir)?,
             deadlines: Notify::new(),
             pty_inputs: Arc::default(),
+            watchers: Arc::default(),
         }))
     }
 

@@ -15,7 +15,7 @@ pub mod connect_serve;
 mod connect_serve_tests;
 pub mod error;
 mod files_http;
-mod filesystem;
+pub(crate) mod filesystem;
 pub(crate) mod process;
 
 use axum::extract::{Request, State};

@@ -14,6 +14,8 @@ pub mod paths;
 mod watch;
 mod watchers;
 
+pub(crate) use watchers::Watchers;
+
 use axum::extract::{Path, Request, State};
 use axum::response::Response;
 use berth_e2b_wire::RpcKind;
@@ -57,10 +59,18 @@ async fn dispatch(ctx: Ctx, caller: EnvdCaller, method: &str, request: Request) 
         }
         "CreateWatcher" => unary(request, |req| watchers::create(ctx, caller, req)).await,
         "GetWatcherEvents" => {
-            unary(request, |req| async move { watchers::events(caller, &req) }).await
+            unary(
+                request,
+                |req| async move { watchers::events(ctx, caller, &req) },
+            )
+            .await
         }
         "RemoveWatcher" => {
-            unary(request, |req| async move { watchers::remove(caller, &req) }).await
+            unary(
+                request,
+                |req| async move { watchers::remove(ctx, caller, &req) },
+            )
+            .await
         }
         other => {
             let error = super::no_method(berth_e2b_wire::filesystem::SERVICE, other);

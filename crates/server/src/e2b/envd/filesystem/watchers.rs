@@ -13,10 +13,10 @@
 //!
 //! The registry is keyed by box id, which is never reused, so a sandbox's watchers are
 //! reachable only with its own access token, and never by a later sandbox of the same name.
-//! It is the daemon's (one per process): the envd surface has no state of its own in `Ctx`.
+//! It is the daemon's (`ctx.e2b`).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use berth_e2b_wire::filesystem::{
@@ -41,7 +41,31 @@ pub const IDLE_LIMIT: Duration = Duration::from_secs(600);
 /// Each sandbox's (box's) watchers by id.
 type Registry = HashMap<BoxId, HashMap<String, Arc<Watcher>>>;
 
-static WATCHERS: LazyLock<Mutex<Registry>> = LazyLock::new(Mutex::default);
+/// Every sandbox's watchers.
+#[derive(Default)]
+pub struct Watchers(Mutex<Registry>);
+
+impl std::fmt::Debug for Watchers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watchers").finish_non_exhaustive()
+    }
+}
+
+impl Watchers {
+    fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn forget(&self, box_id: &BoxId, watcher_id: &str) -> Option<Arc<Watcher>> {
+        let mut all = self.registry();
+        let watchers = all.get_mut(box_id)?;
+        let removed = watchers.remove(watcher_id);
+        if watchers.is_empty() {
+            all.remove(box_id);
+        }
+        removed
+    }
+}
 
 struct Watcher {
     queue: Arc<Mutex<Queue>>,
@@ -56,22 +80,8 @@ struct Queue {
     last_read: Instant,
 }
 
-fn registry() -> std::sync::MutexGuard<'static, Registry> {
-    WATCHERS.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 fn lock(queue: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
     queue.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn forget(box_id: &BoxId, watcher_id: &str) -> Option<Arc<Watcher>> {
-    let mut all = registry();
-    let watchers = all.get_mut(box_id)?;
-    let removed = watchers.remove(watcher_id);
-    if watchers.is_empty() {
-        all.remove(box_id);
-    }
-    removed
 }
 
 fn not_found(watcher_id: &str) -> ConnectError {
@@ -93,7 +103,8 @@ pub async fn create(
             format!("this sandbox has {MAX_WATCHERS_PER_SANDBOX} watchers already: remove one"),
         )
     };
-    let count = || registry().get(&box_id).map_or(0, HashMap::len);
+    let all = &ctx.e2b.watchers;
+    let count = || all.registry().get(&box_id).map_or(0, HashMap::len);
     if count() >= MAX_WATCHERS_PER_SANDBOX {
         return Err(full());
     }
@@ -109,12 +120,13 @@ pub async fn create(
         ended: None,
         last_read: Instant::now(),
     }));
-    let mut all = registry();
-    let watchers = all.entry(box_id.clone()).or_default();
+    let mut registry = all.registry();
+    let watchers = registry.entry(box_id.clone()).or_default();
     if watchers.len() >= MAX_WATCHERS_PER_SANDBOX {
         return Err(full());
     }
     let task = tokio::spawn(run(
+        Arc::clone(all),
         box_id,
         watcher_id.clone(),
         stream,
@@ -132,11 +144,14 @@ pub async fn create(
 /// The events queued since the last call. A watcher whose watch ended answers what it
 /// queued once more, then is gone.
 pub fn events(
+    ctx: &Ctx,
     caller: &EnvdCaller,
     req: &GetWatcherEventsRequest,
 ) -> Result<GetWatcherEventsResponse, ConnectError> {
     let box_id = &caller.sandbox.box_id;
-    let watcher = registry()
+    let all = &ctx.e2b.watchers;
+    let watcher = all
+        .registry()
         .get(box_id)
         .and_then(|watchers| watchers.get(&req.watcher_id))
         .cloned()
@@ -150,7 +165,7 @@ pub fn events(
     let events: Vec<FilesystemEvent> = queue.events.drain(..).collect();
     if let Some(why) = queue.ended.clone() {
         drop(queue);
-        if let Some(gone) = forget(box_id, &req.watcher_id) {
+        if let Some(gone) = all.forget(box_id, &req.watcher_id) {
             gone.task.abort();
         }
         if events.is_empty() {
@@ -164,10 +179,14 @@ pub fn events(
 }
 
 pub fn remove(
+    ctx: &Ctx,
     caller: &EnvdCaller,
     req: &RemoveWatcherRequest,
 ) -> Result<RemoveWatcherResponse, ConnectError> {
-    let watcher = forget(&caller.sandbox.box_id, &req.watcher_id)
+    let watcher = ctx
+        .e2b
+        .watchers
+        .forget(&caller.sandbox.box_id, &req.watcher_id)
         .ok_or_else(|| not_found(&req.watcher_id))?;
     watcher.task.abort();
     Ok(RemoveWatcherResponse {})
@@ -177,6 +196,7 @@ pub fn remove(
 /// [`IDLE_LIMIT`]; holds the tenant's stream slot as long. An ended watcher is kept for
 /// its last read, at most as long.
 async fn run(
+    all: Arc<Watchers>,
     box_id: BoxId,
     watcher_id: String,
     mut stream: WatchStream,
@@ -189,7 +209,7 @@ async fn run(
             next = next_events(&mut stream) => next,
             () = tokio::time::sleep_until(idle_at) => {
                 if lock(&queue).last_read + IDLE_LIMIT <= Instant::now() {
-                    forget(&box_id, &watcher_id);
+                    all.forget(&box_id, &watcher_id);
                     return;
                 }
                 continue;
@@ -217,7 +237,7 @@ async fn run(
         let idle_at = lock(&queue).last_read + IDLE_LIMIT;
         tokio::time::sleep_until(idle_at).await;
         if lock(&queue).last_read + IDLE_LIMIT <= Instant::now() {
-            forget(&box_id, &watcher_id);
+            all.forget(&box_id, &watcher_id);
             return;
         }
     }
