@@ -43,6 +43,17 @@ const SCRIPT_DEADLINE: Duration = Duration::from_secs(600);
 /// the three variables of docs/e2b.md, and asserts that it printed `ok <check>` for exactly
 /// `checks`, in order. Answers the script's output.
 fn run_python(daemon: &Daemon, python: &Path, script: &str, checks: &[&str]) -> String {
+    run_python_with(daemon, python, script, checks, &[])
+}
+
+/// [`run_python`] with `env` added to the script's environment.
+fn run_python_with(
+    daemon: &Daemon,
+    python: &Path,
+    script: &str,
+    checks: &[&str],
+    env: &[(&str, &str)],
+) -> String {
     let (addr, key) = daemon.api_endpoint();
     let url = format!("http://{addr}/e2b");
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -60,6 +71,7 @@ fn run_python(daemon: &Daemon, python: &Path, script: &str, checks: &[&str]) -> 
         .env("PYTHONUNBUFFERED", "1")
         // A crash of the SDK (or its native parts) prints where it was.
         .env("PYTHONFAULTHANDLER", "1")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&log).unwrap())
         .stderr(Stdio::from(
@@ -274,4 +286,32 @@ fn the_unmodified_python_sdk_reads_and_writes_a_sandboxs_files() {
         return;
     };
     run_python(&daemon, &python, "files.py", FILES_CHECKS);
+}
+
+/// The same commands and files suites with the sandboxes on qemu (TCG here): the daemon's
+/// images are built, then it is restarted with qemu as its default runtime, and the sandboxes
+/// are made from berth's `debian` template (berth's default on a VM runtime, `minimal`, is
+/// busybox, without the bash E2B's commands run in).
+#[test]
+fn the_unmodified_python_sdk_runs_commands_and_files_on_a_qemu_box() {
+    if let Some(reason) = e2e_skip_reason() {
+        berth_testkit::skip("sandbox", reason);
+        return;
+    }
+    let python = match berth_testkit::e2b_sdk::find() {
+        Ok(python) => python,
+        Err(reason) => {
+            berth_testkit::skip("e2b-sdk", reason);
+            return;
+        }
+    };
+    let Some(mut daemon) = Daemon::start_offering_qemu() else {
+        return;
+    };
+    // From the shared test image cache after the first build (debootstrap, minutes).
+    daemon.berth_ok(&["image", "build", "--template", "debian"]);
+    daemon.restart_with(&["--runtime", "qemu"]);
+    let on_debian = [("BERTH_E2B_TEMPLATE", "debian")];
+    run_python_with(&daemon, &python, "commands.py", COMMANDS_CHECKS, &on_debian);
+    run_python_with(&daemon, &python, "files.py", FILES_CHECKS, &on_debian);
 }

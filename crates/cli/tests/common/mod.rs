@@ -151,6 +151,14 @@ impl Daemon {
         self.child.wait().unwrap();
     }
 
+    /// Stops the daemon and starts it again on the same data dir with `args` (e.g.
+    /// `--runtime qemu` once its images are built).
+    pub fn restart_with(&mut self, args: &[&str]) {
+        self.terminate();
+        self.args = args.iter().map(OsString::from).collect();
+        self.restart();
+    }
+
     /// Starts the daemon again on the same data dir, after [`Daemon::kill`].
     pub fn restart(&mut self) {
         let listen = format!("127.0.0.1:{}", closed_port());

@@ -7,6 +7,7 @@ Prints `ok <check>` for each check that passed; any failure raises (exit status 
 """
 
 import asyncio
+import os
 import io
 import time
 import urllib.parse
@@ -15,6 +16,10 @@ import httpx
 
 from e2b import AsyncSandbox, FilesystemEventType, FileType, Sandbox
 from e2b.sandbox.filesystem.filesystem import WriteEntry
+
+# The E2B template the sandboxes are made from: `base` (berth's default template) unless
+# the test names another (the qemu run names `debian`, which has bash).
+TEMPLATE = os.environ.get("BERTH_E2B_TEMPLATE", "base")
 
 # Long enough for a loaded machine; each wait polls, and fails only past it.
 WAIT_S = 60
@@ -25,7 +30,7 @@ def ok(check):
 
 
 def sync_files():
-    sbx = Sandbox.create(timeout=300)
+    sbx = Sandbox.create(template=TEMPLATE, timeout=300)
     try:
         files = sbx.files
         info = files.write("notes/hello.txt", "hello berth\n")
@@ -112,7 +117,7 @@ def sync_files():
 
 
 async def async_files():
-    sbx = await AsyncSandbox.create(timeout=300)
+    sbx = await AsyncSandbox.create(template=TEMPLATE, timeout=300)
     try:
         files = sbx.files
         await files.make_dir("/home/user/watched")
