@@ -178,7 +178,7 @@ async fn serve_download(ctx: &Ctx, request: Request) -> Result<Response, FilesEr
         .headers
         .get(header::ACCEPT_ENCODING)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(gzip::accepts_gzip);
+        .is_some_and(gzip::asks_for_gzip);
     let mut response = match gzip {
         true => Response::new(Body::from_stream(slot.holding(gzip::encode(bytes)))),
         false => Response::new(Body::from_stream(slot.holding(bytes))),
