@@ -8,6 +8,7 @@ any failure raises (exit status 1).
 
 import asyncio
 import os
+import sys
 import time
 
 from e2b import AsyncSandbox, CommandExitException, Sandbox
@@ -181,3 +182,8 @@ def main():
 
 if __name__ == "__main__":
     main()
+    # Every check is done and printed. The pinned SDK's native HTTP client (pyqwest) can
+    # abort in the interpreter's teardown after streaming calls ("Fatal Python error:
+    # Aborted", no Python frame); leave without it.
+    sys.stdout.flush()
+    os._exit(0)

@@ -135,7 +135,7 @@ def main():
 if __name__ == "__main__":
     main()
     # Every check is done and printed. The pinned SDK's native HTTP client (pyqwest) can
-    # abort in the interpreter's teardown after a disconnected PTY stream ("Fatal Python
-    # error: Aborted", no Python frame), about one run in five here; leave without it.
+    # abort in the interpreter's teardown after streaming calls ("Fatal Python error:
+    # Aborted", no Python frame); leave without it.
     sys.stdout.flush()
     os._exit(0)
