@@ -67,7 +67,7 @@ pub struct Ctx {
     /// When the client of a terminal or an exec stream counts as gone.
     pub stream_limits: crate::stream_limits::StreamLimits,
     /// The E2B API's access-token key and lifetime doorbell (`crate::e2b`).
-    pub e2b: Arc<crate::e2b::E2b>,
+    pub e2b: Arc<crate::e2b::state::E2b>,
 }
 
 impl Ctx {

@@ -387,7 +387,7 @@ pub enum ServerError {
     Egress(#[from] crate::egress::EgressSetupError),
 
     #[error("cannot load the E2B API's access-token key")]
-    E2b(#[from] crate::e2b::access_token::KeyError),
+    E2b(#[from] crate::e2b::access_key::KeyError),
 
     #[error("cannot load the VAPID key for Web Push")]
     Push(#[from] crate::push::vapid::VapidError),

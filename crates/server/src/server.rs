@@ -132,7 +132,7 @@ impl Server {
                 config.host.server.send_timeout_s,
                 &config.host.terminals,
             ),
-            e2b: crate::e2b::E2b::open(data)?,
+            e2b: crate::e2b::state::E2b::open(data)?,
         };
         if let Err(e) = reconcile::reconcile(&ctx).await {
             // The store failing here fails every request too: refuse to start.

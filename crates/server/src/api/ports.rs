@@ -225,7 +225,7 @@ fn e2b_traffic(
     headers: &http::HeaderMap,
 ) -> Result<Option<(berth_protocol::TenantId, BoxRecord)>, ApiError> {
     let Some(token) = headers
-        .get(crate::e2b::access_token::TRAFFIC_TOKEN_HEADER)
+        .get(crate::e2b::access_key::TRAFFIC_TOKEN_HEADER)
         .and_then(|v| v.to_str().ok())
     else {
         return Ok(None);

@@ -14,6 +14,7 @@
 //! - [`access_token`]: the `envdAccessToken` each sandbox gets, for the in-sandbox API.
 //! - [`wire`] and [`view`]: E2B's JSON; [`error`]: E2B's error body and retry hints.
 
+pub mod access_key;
 pub mod access_token;
 mod connect;
 mod create;
@@ -28,19 +29,15 @@ mod metadata;
 mod metrics;
 mod pause;
 pub mod request;
+pub mod state;
 mod timeout;
 pub mod view;
 pub mod wire;
 
-use std::path::Path;
-use std::sync::Arc;
-
 use axum::routing::{get, post, put};
 use axum::Router;
-use tokio::sync::Notify;
 
 use crate::ctx::Ctx;
-use access_token::{AccessTokens, KeyError};
 
 /// The envd version sandboxes report: the E2B SDKs switch features on it
 /// (`e2b/envd/versions.py` of the pinned Python SDK, 2.63.0), so it names the newest envd
@@ -61,49 +58,6 @@ pub const CLIENT_ID: &str = "berth";
 
 /// The longest timeout a sandbox may be given: 24 hours, E2B's longest.
 pub const MAX_TIMEOUT_S: u64 = 24 * 60 * 60;
-
-/// What the E2B API keeps for the daemon's life: the access-token key, and the doorbell of
-/// the lifetime task.
-pub struct E2b {
-    tokens: AccessTokens,
-    /// Rings when a sandbox's deadline moved: the lifetime task looks again.
-    deadlines: Notify,
-    /// The input side of each PTY that a `Start` or `Connect` stream holds now.
-    pub(crate) pty_inputs: Arc<envd::process::PtyInputs>,
-    /// The polled watchers (`CreateWatcher`) of every sandbox.
-    pub(crate) watchers: Arc<envd::filesystem::Watchers>,
-}
-
-impl std::fmt::Debug for E2b {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("E2b").finish_non_exhaustive()
-    }
-}
-
-impl E2b {
-    /// Loads (or makes, at the first start) the access-token key in `data_dir`.
-    pub fn open(data_dir: &Path) -> Result<Arc<E2b>, KeyError> {
-        Ok(Arc::new(E2b {
-            tokens: AccessTokens::open(data_dir)?,
-            deadlines: Notify::new(),
-            pty_inputs: Arc::default(),
-            watchers: Arc::default(),
-        }))
-    }
-
-    pub fn tokens(&self) -> &AccessTokens {
-        &self.tokens
-    }
-
-    /// Tells the lifetime task that a deadline was set, moved or disarmed.
-    pub fn deadline_moved(&self) {
-        self.deadlines.notify_one();
-    }
-
-    fn deadlines(&self) -> &Notify {
-        &self.deadlines
-    }
-}
 
 /// Now, Unix milliseconds: the clock of sandbox lifetimes.
 pub fn now_ms() -> i64 {

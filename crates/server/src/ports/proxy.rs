@@ -313,7 +313,7 @@ fn request_headers(
     }
     out.remove(header::COOKIE);
     // An E2B sandbox's traffic token opened the port: the app never sees it.
-    out.remove(crate::e2b::access_token::TRAFFIC_TOKEN_HEADER);
+    out.remove(crate::e2b::access_key::TRAFFIC_TOKEN_HEADER);
     if let Some(cookies) = cookie::without_ours(incoming) {
         out.insert(header::COOKIE, cookies);
     }

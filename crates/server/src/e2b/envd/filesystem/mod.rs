@@ -12,9 +12,8 @@ mod entry;
 mod events;
 pub mod paths;
 mod watch;
+pub mod watcher_registry;
 mod watchers;
-
-pub(crate) use watchers::Watchers;
 
 use axum::extract::{Path, Request, State};
 use axum::response::Response;

@@ -29,6 +29,7 @@ use berth_runtime::guest_client::WatchStream;
 use tokio::time::Instant;
 
 use super::watch::{next_events, start};
+use super::watcher_registry::{lock, Queue, Watcher, Watchers};
 use crate::admission::Slot;
 use crate::ctx::Ctx;
 use crate::e2b::envd::caller::EnvdCaller;
@@ -37,52 +38,6 @@ use crate::e2b::envd::error::connect_error;
 pub const MAX_WATCHERS_PER_SANDBOX: usize = 16;
 pub const MAX_QUEUED_EVENTS: usize = 1024;
 pub const IDLE_LIMIT: Duration = Duration::from_secs(600);
-
-/// Each sandbox's (box's) watchers by id.
-type Registry = HashMap<BoxId, HashMap<String, Arc<Watcher>>>;
-
-/// Every sandbox's watchers.
-#[derive(Default)]
-pub struct Watchers(Mutex<Registry>);
-
-impl std::fmt::Debug for Watchers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Watchers").finish_non_exhaustive()
-    }
-}
-
-impl Watchers {
-    fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn forget(&self, box_id: &BoxId, watcher_id: &str) -> Option<Arc<Watcher>> {
-        let mut all = self.registry();
-        let watchers = all.get_mut(box_id)?;
-        let removed = watchers.remove(watcher_id);
-        if watchers.is_empty() {
-            all.remove(box_id);
-        }
-        removed
-    }
-}
-
-struct Watcher {
-    queue: Arc<Mutex<Queue>>,
-    task: tokio::task::AbortHandle,
-}
-
-struct Queue {
-    events: VecDeque<FilesystemEvent>,
-    dropped: u64,
-    /// Why the watch ended, once it has.
-    ended: Option<String>,
-    last_read: Instant,
-}
-
-fn lock(queue: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
-    queue.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 fn not_found(watcher_id: &str) -> ConnectError {
     ConnectError::new(

@@ -3,11 +3,8 @@
 //!
 //! A berth terminal takes input only through its attachment, and has one attachment at a
 //! time. So while a `Start` or `Connect` stream of a PTY is open, its input side is kept in
-//! [`PtyInputs`] (the daemon's, in `ctx.e2b`) and input goes through it; with none open, input attaches for as long as it
+//! [`super::pty_inputs::PtyInputs`] (the daemon's, in `ctx.e2b`) and input goes through it; with none open, input attaches for as long as it
 //! writes (the output it would carry is not read).
-
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 
 use berth_e2b_wire::process::{
     process_input::Input, stream_input_request::Event, CloseStdinRequest, CloseStdinResponse,
@@ -15,11 +12,10 @@ use berth_e2b_wire::process::{
 };
 use berth_e2b_wire::ConnectError;
 use berth_protocol::BoxId;
-use berth_runtime::guest_client::GuestStream;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::Full;
-use tokio::io::{AsyncWriteExt, WriteHalf};
+use tokio::io::AsyncWriteExt;
 
 use super::select::{self, Target};
 use super::{box_of, ProcessCallError};
@@ -29,59 +25,6 @@ use crate::e2b::envd::connect_serve::Incoming;
 use crate::e2b::envd::error::connect_error;
 use crate::ops::process;
 use crate::ops::terminal::{self, TerminalTarget};
-
-type PtyInput = Arc<tokio::sync::Mutex<WriteHalf<GuestStream>>>;
-
-/// The input side of each PTY attached to a `Start` or `Connect` stream now, by box and
-/// terminal.
-#[derive(Default)]
-pub struct PtyInputs(Mutex<HashMap<(BoxId, String), PtyInput>>);
-
-impl std::fmt::Debug for PtyInputs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PtyInputs").finish_non_exhaustive()
-    }
-}
-
-impl PtyInputs {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(BoxId, String), PtyInput>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// A PTY's input side in [`PtyInputs`], taken out when this is dropped (its stream ended).
-pub struct Registration {
-    inputs: Arc<PtyInputs>,
-    key: (BoxId, String),
-    input: PtyInput,
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        let mut attached = self.inputs.lock();
-        // A later attachment of the same terminal may have replaced this one.
-        if attached
-            .get(&self.key)
-            .is_some_and(|input| Arc::ptr_eq(input, &self.input))
-        {
-            attached.remove(&self.key);
-        }
-    }
-}
-
-/// Makes `input` the way into terminal `id` of `box_id` while the registration lives.
-pub fn register(
-    ctx: &Ctx,
-    box_id: &BoxId,
-    id: &str,
-    input: WriteHalf<GuestStream>,
-) -> Registration {
-    let key = (box_id.clone(), id.to_owned());
-    let input = Arc::new(tokio::sync::Mutex::new(input));
-    let inputs = ctx.e2b.pty_inputs.clone();
-    inputs.lock().insert(key.clone(), input.clone());
-    Registration { inputs, key, input }
-}
 
 /// `SendInput`.
 pub async fn send(
@@ -178,12 +121,7 @@ async fn write(
 /// Writes to a terminal through the stream attached to it, or through an attachment of
 /// its own when none is.
 async fn write_pty(ctx: &Ctx, box_id: &BoxId, id: &str, bytes: &[u8]) -> Result<(), ConnectError> {
-    let attached = ctx
-        .e2b
-        .pty_inputs
-        .lock()
-        .get(&(box_id.clone(), id.to_owned()))
-        .cloned();
+    let attached = ctx.e2b.pty_inputs.get(box_id, id);
     let written = match attached {
         Some(input) => {
             let mut input = input.lock().await;

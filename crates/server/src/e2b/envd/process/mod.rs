@@ -9,8 +9,7 @@
 
 mod control;
 mod input;
-
-pub(crate) use input::PtyInputs;
+pub mod pty_inputs;
 mod select;
 mod stream;
 

@@ -22,7 +22,7 @@ use futures_util::{Stream, StreamExt};
 use tokio::io::AsyncReadExt;
 
 use super::select::{self, Target};
-use super::{box_of, input, ProcessCallError};
+use super::{box_of, pty_inputs, ProcessCallError};
 use crate::ctx::Ctx;
 use crate::e2b::envd::caller::EnvdCaller;
 use crate::e2b::envd::connect_serve::Events;
@@ -278,7 +278,7 @@ fn terminal_events(ctx: &Ctx, caller: &EnvdCaller, pid: u32, attached: Attached)
     } = attached;
     let (output, writer) = tokio::io::split(stream.stream);
     let box_id = box_of(caller).clone();
-    let registration = input::register(ctx, &box_id, &id, writer);
+    let registration = pty_inputs::register(&ctx.e2b.pty_inputs, &box_id, &id, writer);
     // The box stays awake while a client is attached, as for berth's own terminals.
     let busy = ctx.activity.begin(&box_id);
     let state = Some((output, client, id, registration, busy));
