@@ -1292,6 +1292,7 @@ export interface components {
         };
         /** @description One entry of `files/list`, and the answer of `files/stat`. */
         FileEntry: {
+            group?: string | null;
             kind: components["schemas"]["FileKind"];
             /**
              * Format: int32
@@ -1304,8 +1305,15 @@ export interface components {
              */
             mtime: number;
             name: string;
+            /**
+             * @description The owner's and group's names in the box (the number when the box has no name for
+             *     it). Absent from a berth-init older than protocol version 5.
+             */
+            owner?: string | null;
             /** Format: int64 */
             size: number;
+            /** @description A symlink's target, as stored (version 5). */
+            symlink_target?: string | null;
         };
         /** @enum {string} */
         FileKind: "file" | "dir" | "symlink" | "other" | "unknown";
@@ -1502,6 +1510,10 @@ export interface components {
         /** @description A process as the agent knows it. */
         ProcessInfo: {
             argv: string[];
+            cwd?: string | null;
+            env?: {
+                [key: string]: string;
+            };
             exit?: null | components["schemas"]["ProcessExit"];
             /** @description `pr_` and 16 hex digits, unique within one boot. */
             id: string;
@@ -1520,6 +1532,11 @@ export interface components {
             started_at_ms?: number;
             /** @description Whether its stdin is still open for writing. */
             stdin_open?: boolean;
+            /**
+             * @description What the request set (version 5): its tag, working directory and the variables it
+             *     added to the base environment.
+             */
+            tag?: string | null;
             user?: components["schemas"]["BoxUser"];
         };
         /** @description Answer to `GET /v1/processes`. */
