@@ -204,7 +204,7 @@ fn the_unmodified_npm_sdk_runs_a_sandbox_lifecycle_on_berth() {
     let module = match berth_testkit::e2b_sdk::find_npm() {
         Ok(module) => module,
         Err(reason) => {
-            berth_testkit::skip("e2b-sdk", reason);
+            berth_testkit::skip("e2b-npm", reason);
             return;
         }
     };

@@ -26,8 +26,12 @@ pub fn venv_dir() -> PathBuf {
     sdk_dir().join("venv")
 }
 
+/// The oldest Node the pinned npm SDK supports (its `engines`).
+pub const NODE_MIN: (u32, u32, u32) = (20, 18, 1);
+
 /// The npm SDK's ES module (what a script imports), or why there is none (for
-/// [`crate::skip`] with `e2b-sdk`). Node runs it: `node` must be on `PATH`.
+/// [`crate::skip`] with `e2b-npm`). Node runs it: a `node` of [`NODE_MIN`] or newer must be
+/// on `PATH`.
 pub fn find_npm() -> Result<PathBuf, String> {
     let package = sdk_dir().join("node/node_modules/e2b");
     let manifest = std::fs::read_to_string(package.join("package.json")).map_err(|e| {
@@ -48,9 +52,25 @@ pub fn find_npm() -> Result<PathBuf, String> {
             package.display()
         ));
     }
-    let node = Command::new("node").arg("--version").output();
-    if !node.is_ok_and(|o| o.status.success()) {
-        return Err("no node on PATH to run the E2B npm SDK with".into());
+    let node = Command::new("node")
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("no node on PATH to run the E2B npm SDK with ({e})"))?;
+    let text = String::from_utf8_lossy(&node.stdout).trim().to_owned();
+    let numbers: Vec<u32> = text
+        .trim_start_matches('v')
+        .split('.')
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    let new_enough = match numbers[..] {
+        [major, minor, patch] => (major, minor, patch) >= NODE_MIN,
+        _ => false,
+    };
+    if !new_enough {
+        let (major, minor, patch) = NODE_MIN;
+        return Err(format!(
+            "node {text:?} is older than the E2B npm SDK supports ({major}.{minor}.{patch})"
+        ));
     }
     Ok(package.join("dist/index.mjs"))
 }

@@ -37,7 +37,8 @@
 //! | `pebble` | Debian's `pebble` and `pebble-challtestsrv`, the ACME test CA the TLS tests order from |
 //! | `curl` | `curl`, the browser stand-in of the cookie tests (its cookie jar) |
 //! | `sqlite3` | the `sqlite3` shell, which writes the earlier releases' databases of the upgrade tests |
-//! | `e2b-sdk` | the pinned E2B SDKs under `target/e2b-sdk`: Python in its venv (`python3-venv` and PyPI) and npm (the npm registry), both by `scripts/install-deps.sh --tests` ([`e2b_sdk`]) |
+//! | `e2b-sdk` | the pinned E2B Python SDK in its venv under `target/e2b-sdk` (`scripts/install-deps.sh --tests`: `python3-venv` and PyPI) ([`e2b_sdk`]) |
+//! | `e2b-npm` | the pinned E2B npm SDK under `target/e2b-sdk` (`scripts/install-deps.sh --tests` with npm) and a `node` it supports (20.18.1 or newer; Debian 12's own is 18) ([`e2b_sdk`]) |
 
 use std::io::Write;
 
@@ -74,6 +75,7 @@ pub const PARTS: &[&str] = &[
     "curl",
     "sqlite3",
     "e2b-sdk",
+    "e2b-npm",
 ];
 
 /// The variable naming the parts a run requires.
