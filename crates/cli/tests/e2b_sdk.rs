@@ -8,6 +8,7 @@
 
 mod common;
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -54,56 +55,39 @@ fn run_python_with(
     checks: &[&str],
     env: &[(&str, &str)],
 ) -> String {
-    let (addr, key) = daemon.api_endpoint();
-    let url = format!("http://{addr}/e2b");
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/e2b_sdk")
-        .join(script);
-    let log = daemon.dir().join(format!("{script}.out"));
-    let mut child = Command::new(python)
-        .arg(&path)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", daemon.dir())
-        .env("E2B_API_URL", &url)
-        .env("E2B_SANDBOX_URL", &url)
-        .env("E2B_API_KEY", &key)
-        .env("PYTHONUNBUFFERED", "1")
+    let mut vars: Vec<(&str, &OsStr)> = vec![
+        ("PYTHONUNBUFFERED", OsStr::new("1")),
         // A crash of the SDK (or its native parts) prints where it was.
-        .env("PYTHONFAULTHANDLER", "1")
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(Stdio::from(
-            std::fs::File::options().append(true).open(&log).unwrap(),
-        ))
-        .spawn()
-        .unwrap();
-    let status = wait_or_kill(&mut child, SCRIPT_DEADLINE);
-    let output = std::fs::read_to_string(&log).unwrap_or_default();
-    eprintln!("--- {script}\n{output}");
-    let passed: Vec<&str> = output
-        .lines()
-        .filter_map(|l| l.strip_prefix("ok "))
-        .collect();
-    assert!(
-        status.is_some_and(|s| s.success()) && passed == checks,
-        "{script} ({status:?}) passed {passed:?} of {checks:?}:\n{output}\n{}",
-        daemon.logs()
-    );
-    output
+        ("PYTHONFAULTHANDLER", OsStr::new("1")),
+    ];
+    vars.extend(env.iter().map(|(name, value)| (*name, OsStr::new(*value))));
+    run_script(daemon, python.as_os_str(), script, checks, &vars)
 }
 
 /// Runs `tests/e2b_sdk/<script>` (an ES module) with node and the pinned npm SDK (`module`)
 /// against `daemon`, as [`run_python`] does.
 fn run_node(daemon: &Daemon, module: &Path, script: &str, checks: &[&str]) -> String {
+    let vars = [("BERTH_E2B_JS", module.as_os_str())];
+    run_script(daemon, OsStr::new("node"), script, checks, &vars)
+}
+
+/// Runs `tests/e2b_sdk/<script>` with `program` against `daemon`, pointed at it by the
+/// three variables of docs/e2b.md (plus `env`), and asserts that it printed `ok <check>` for
+/// exactly `checks`, in order. Answers the script's output.
+fn run_script(
+    daemon: &Daemon,
+    program: &OsStr,
+    script: &str,
+    checks: &[&str],
+    env: &[(&str, &OsStr)],
+) -> String {
     let (addr, key) = daemon.api_endpoint();
     let url = format!("http://{addr}/e2b");
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/e2b_sdk")
         .join(script);
     let log = daemon.dir().join(format!("{script}.out"));
-    let mut child = Command::new("node")
+    let mut child = Command::new(program)
         .arg(&path)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -111,7 +95,7 @@ fn run_node(daemon: &Daemon, module: &Path, script: &str, checks: &[&str]) -> St
         .env("E2B_API_URL", &url)
         .env("E2B_SANDBOX_URL", &url)
         .env("E2B_API_KEY", &key)
-        .env("BERTH_E2B_JS", module)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&log).unwrap())
         .stderr(Stdio::from(

@@ -131,6 +131,40 @@ fn rfc3339_ms(text: &Value) -> i64 {
     (t.unix_timestamp_nanos() / 1_000_000) as i64
 }
 
+/// A sandbox's id and access token.
+pub async fn sandbox(server: &TestServer) -> (String, String) {
+    let created = create(server, json!({"templateID": "base", "timeout": 600})).await;
+    let id = created["sandboxID"].as_str().unwrap().to_owned();
+    let token = created["envdAccessToken"].as_str().unwrap().to_owned();
+    (id, token)
+}
+
+/// An envd call under `/e2b` for sandbox `id` with `token` (`None`: without one).
+pub async fn envd(
+    server: &TestServer,
+    method: Method,
+    path: &str,
+    id: &str,
+    token: Option<&str>,
+    extra: &[(&str, &str)],
+    body: Bytes,
+) -> (StatusCode, http::HeaderMap, Bytes) {
+    let mut headers = vec![("e2b-sandbox-id", id)];
+    if let Some(token) = token {
+        headers.push(("x-access-token", token));
+    }
+    headers.extend_from_slice(extra);
+    request(
+        server.addr,
+        method,
+        &format!("/e2b{path}"),
+        None,
+        &headers,
+        body,
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_sandbox_is_a_running_berth_box_until_killed() {
     let (server, _fake) = e2b_server().await;

@@ -10,42 +10,8 @@ use http::{Method, StatusCode};
 use serde_json::{json, Value};
 use sha2::Digest as _;
 
-use crate::e2b_control::{create, e2b_server};
+use crate::e2b_control::{e2b_server, envd, sandbox};
 use crate::harness::{request, TestServer};
-
-/// A sandbox's id and access token.
-async fn sandbox(server: &TestServer) -> (String, String) {
-    let created = create(server, json!({"templateID": "base", "timeout": 600})).await;
-    let id = created["sandboxID"].as_str().unwrap().to_owned();
-    let token = created["envdAccessToken"].as_str().unwrap().to_owned();
-    (id, token)
-}
-
-/// An envd call under `/e2b` for sandbox `id` with `token` (`None`: without one).
-async fn envd(
-    server: &TestServer,
-    method: Method,
-    path: &str,
-    id: &str,
-    token: Option<&str>,
-    extra: &[(&str, &str)],
-    body: Bytes,
-) -> (StatusCode, http::HeaderMap, Bytes) {
-    let mut headers = vec![("e2b-sandbox-id", id)];
-    if let Some(token) = token {
-        headers.push(("x-access-token", token));
-    }
-    headers.extend_from_slice(extra);
-    request(
-        server.addr,
-        method,
-        &format!("/e2b{path}"),
-        None,
-        &headers,
-        body,
-    )
-    .await
-}
 
 /// `Stat` of `path` in JSON, with `token`.
 async fn stat_json(

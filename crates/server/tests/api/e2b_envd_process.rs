@@ -13,17 +13,9 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::{json, Value};
 
-use crate::e2b_control::{create, e2b_server};
+use crate::e2b_control::{self, e2b_server, sandbox};
 use crate::end_to_end::with_sandbox;
-use crate::harness::{request, TestServer};
-
-/// A sandbox's id and access token.
-async fn sandbox(server: &TestServer) -> (String, String) {
-    let created = create(server, json!({"templateID": "base", "timeout": 600})).await;
-    let id = created["sandboxID"].as_str().unwrap().to_owned();
-    let token = created["envdAccessToken"].as_str().unwrap().to_owned();
-    (id, token)
-}
+use crate::harness::TestServer;
 
 /// One envd call to `/process.Process/<method>` with `content_type`, as sandbox `id` with
 /// `token` (`None`: no token).
@@ -35,20 +27,17 @@ async fn envd(
     content_type: &str,
     body: Vec<u8>,
 ) -> (StatusCode, HeaderMap, Bytes) {
-    let mut headers = vec![
-        ("e2b-sandbox-id", id),
+    let headers = [
         ("content-type", content_type),
         ("connect-protocol-version", "1"),
     ];
-    if let Some(token) = token {
-        headers.push(("x-access-token", token));
-    }
-    let path = format!("/e2b/process.Process/{method}");
-    request(
-        server.addr,
+    let path = format!("/process.Process/{method}");
+    e2b_control::envd(
+        server,
         Method::POST,
         &path,
-        None,
+        id,
+        token,
         &headers,
         Bytes::from(body),
     )
