@@ -8,12 +8,8 @@
 
 mod common;
 
-use std::ffi::OsStr;
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
-use common::{e2e_skip_reason, wait_or_kill, Daemon};
+use common::e2b::{npm_module, python, run_node, run_python, run_python_with};
+use common::Daemon;
 
 /// Every check the script makes, in order.
 const CHECKS: &[&str] = &[
@@ -37,108 +33,12 @@ const CHECKS: &[&str] = &[
     "done",
 ];
 
-/// What the whole script may take on a loaded machine.
-const SCRIPT_DEADLINE: Duration = Duration::from_secs(600);
-
-/// Runs `tests/e2b_sdk/<script>` with the pinned Python SDK against `daemon`, pointed at it by
-/// the three variables of docs/e2b.md, and asserts that it printed `ok <check>` for exactly
-/// `checks`, in order. Answers the script's output.
-fn run_python(daemon: &Daemon, python: &Path, script: &str, checks: &[&str]) -> String {
-    run_python_with(daemon, python, script, checks, &[])
-}
-
-/// [`run_python`] with `env` added to the script's environment.
-fn run_python_with(
-    daemon: &Daemon,
-    python: &Path,
-    script: &str,
-    checks: &[&str],
-    env: &[(&str, &str)],
-) -> String {
-    let mut vars: Vec<(&str, &OsStr)> = vec![
-        ("PYTHONUNBUFFERED", OsStr::new("1")),
-        // A crash of the SDK (or its native parts) prints where it was.
-        ("PYTHONFAULTHANDLER", OsStr::new("1")),
-    ];
-    vars.extend(env.iter().map(|(name, value)| (*name, OsStr::new(*value))));
-    run_script(daemon, python.as_os_str(), script, checks, &vars)
-}
-
-/// Runs `tests/e2b_sdk/<script>` (an ES module) with node and the pinned npm SDK (`module`)
-/// against `daemon`, as [`run_python`] does.
-fn run_node(daemon: &Daemon, module: &Path, script: &str, checks: &[&str]) -> String {
-    let vars = [("BERTH_E2B_JS", module.as_os_str())];
-    run_script(daemon, OsStr::new("node"), script, checks, &vars)
-}
-
-/// Runs `tests/e2b_sdk/<script>` with `program` against `daemon`, pointed at it by the
-/// three variables of docs/e2b.md (plus `env`), and asserts that it printed `ok <check>` for
-/// exactly `checks`, in order. Answers the script's output.
-fn run_script(
-    daemon: &Daemon,
-    program: &OsStr,
-    script: &str,
-    checks: &[&str],
-    env: &[(&str, &OsStr)],
-) -> String {
-    let (addr, key) = daemon.api_endpoint();
-    let url = format!("http://{addr}/e2b");
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/e2b_sdk")
-        .join(script);
-    let log = daemon.dir().join(format!("{script}.out"));
-    let mut child = Command::new(program)
-        .arg(&path)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", daemon.dir())
-        .env("E2B_API_URL", &url)
-        .env("E2B_SANDBOX_URL", &url)
-        .env("E2B_API_KEY", &key)
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(Stdio::from(
-            std::fs::File::options().append(true).open(&log).unwrap(),
-        ))
-        .spawn()
-        .unwrap();
-    let status = wait_or_kill(&mut child, SCRIPT_DEADLINE);
-    let output = std::fs::read_to_string(&log).unwrap_or_default();
-    eprintln!("--- {script}\n{output}");
-    let passed: Vec<&str> = output
-        .lines()
-        .filter_map(|l| l.strip_prefix("ok "))
-        .collect();
-    assert!(
-        status.is_some_and(|s| s.success()) && passed == checks,
-        "{script} ({status:?}) passed {passed:?} of {checks:?}:\n{output}\n{}",
-        daemon.logs()
-    );
-    output
-}
-
-/// The daemon and the SDK's Python, or why this machine cannot run the SDK's tests.
-fn daemon_and_python() -> Option<(Daemon, std::path::PathBuf)> {
-    if let Some(reason) = e2e_skip_reason() {
-        berth_testkit::skip("sandbox", reason);
-        return None;
-    }
-    let python = match berth_testkit::e2b_sdk::find() {
-        Ok(python) => python,
-        Err(reason) => {
-            berth_testkit::skip("e2b-sdk", reason);
-            return None;
-        }
-    };
-    Some((Daemon::start(), python))
-}
-
 #[test]
 fn the_unmodified_python_sdk_runs_a_sandbox_lifecycle_on_berth() {
-    let Some((daemon, python)) = daemon_and_python() else {
+    let Some(python) = python() else {
         return;
     };
+    let daemon = Daemon::start();
     let output = run_python(&daemon, &python, "lifecycle.py", CHECKS);
 
     // The sandbox the script left running is a berth box: named by its id, labelled, with
@@ -181,16 +81,8 @@ const JS_LIFECYCLE_CHECKS: &[&str] = &[
 
 #[test]
 fn the_unmodified_npm_sdk_runs_a_sandbox_lifecycle_on_berth() {
-    if let Some(reason) = e2e_skip_reason() {
-        berth_testkit::skip("sandbox", reason);
+    let Some(module) = npm_module() else {
         return;
-    }
-    let module = match berth_testkit::e2b_sdk::find_npm() {
-        Ok(module) => module,
-        Err(reason) => {
-            berth_testkit::skip("e2b-npm", reason);
-            return;
-        }
     };
     let daemon = Daemon::start();
     run_node(&daemon, &module, "lifecycle.mjs", JS_LIFECYCLE_CHECKS);
@@ -222,9 +114,10 @@ const COMMANDS_CHECKS: &[&str] = &[
 
 #[test]
 fn the_unmodified_python_sdk_runs_commands_on_berth() {
-    let Some((daemon, python)) = daemon_and_python() else {
+    let Some(python) = python() else {
         return;
     };
+    let daemon = Daemon::start();
     run_python(&daemon, &python, "commands.py", COMMANDS_CHECKS);
 }
 
@@ -245,9 +138,10 @@ const PTY_CHECKS: &[&str] = &[
 
 #[test]
 fn the_unmodified_python_sdk_drives_ptys_on_berth() {
-    let Some((daemon, python)) = daemon_and_python() else {
+    let Some(python) = python() else {
         return;
     };
+    let daemon = Daemon::start();
     run_python(&daemon, &python, "pty.py", PTY_CHECKS);
 }
 
@@ -266,9 +160,10 @@ const FILES_CHECKS: &[&str] = &[
 
 #[test]
 fn the_unmodified_python_sdk_reads_and_writes_a_sandboxs_files() {
-    let Some((daemon, python)) = daemon_and_python() else {
+    let Some(python) = python() else {
         return;
     };
+    let daemon = Daemon::start();
     run_python(&daemon, &python, "files.py", FILES_CHECKS);
 }
 
@@ -278,16 +173,8 @@ fn the_unmodified_python_sdk_reads_and_writes_a_sandboxs_files() {
 /// busybox, without the bash E2B's commands run in).
 #[test]
 fn the_unmodified_python_sdk_runs_commands_and_files_on_a_qemu_box() {
-    if let Some(reason) = e2e_skip_reason() {
-        berth_testkit::skip("sandbox", reason);
+    let Some(python) = python() else {
         return;
-    }
-    let python = match berth_testkit::e2b_sdk::find() {
-        Ok(python) => python,
-        Err(reason) => {
-            berth_testkit::skip("e2b-sdk", reason);
-            return;
-        }
     };
     let Some(mut daemon) = Daemon::start_offering_qemu() else {
         return;
