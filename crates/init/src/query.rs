@@ -33,7 +33,7 @@ pub fn file_query(raw: Option<&str>) -> Result<FileQuery, ApiError> {
                     }
                 }
             }
-            "recursive" | "parents" => q.recursive = flag(&value)?,
+            "recursive" | "parents" => q.recursive = flag("recursive", &value)?,
             "mode" => q.mode = Some(mode(&value)?),
             _ => {}
         }
@@ -66,22 +66,25 @@ pub fn offset_query(raw: Option<&str>) -> Result<Option<u64>, ApiError> {
 
 /// The `close` of a stdin write (absent: false).
 pub fn close_query(raw: Option<&str>) -> Result<bool, ApiError> {
-    let mut close = false;
+    switch(raw, "close")
+}
+
+/// The `follow` of a process start (absent: false).
+pub fn follow_query(raw: Option<&str>) -> Result<bool, ApiError> {
+    switch(raw, "follow")
+}
+
+/// The flag named `name` in a query: `name`, `name=true` or `name=1` (the last one given;
+/// absent: false).
+fn switch(raw: Option<&str>, name: &'static str) -> Result<bool, ApiError> {
+    let mut on = false;
     for pair in raw.unwrap_or("").split('&') {
-        if let Some(value) = pair.strip_prefix("close") {
-            close = match value {
-                "" | "=true" | "=1" => true,
-                "=false" | "=0" => false,
-                _ => {
-                    return Err(ApiError::BadQuery {
-                        name: "close",
-                        reason: "must be true or false",
-                    })
-                }
-            };
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if key == name {
+            on = flag(name, value)?;
         }
     }
-    Ok(close)
+    Ok(on)
 }
 
 /// The number named `name` in a query (the last one given).
@@ -103,12 +106,12 @@ fn number(
     Ok(found)
 }
 
-fn flag(value: &str) -> Result<bool, ApiError> {
+fn flag(name: &'static str, value: &str) -> Result<bool, ApiError> {
     match value {
         "true" | "1" | "" => Ok(true),
         "false" | "0" => Ok(false),
         _ => Err(ApiError::BadQuery {
-            name: "recursive",
+            name,
             reason: "must be true or false",
         }),
     }
@@ -191,5 +194,17 @@ mod tests {
             Err(ApiError::BadPath { .. })
         ));
         assert!(file_query(None).is_err());
+    }
+
+    #[test]
+    fn switches_are_true_false_or_refused() {
+        assert!(!follow_query(None).unwrap());
+        assert!(follow_query(Some("follow")).unwrap());
+        assert!(follow_query(Some("follow=true")).unwrap());
+        assert!(!follow_query(Some("follow=1&follow=false")).unwrap());
+        // Another key that starts with the name is not the switch.
+        assert!(!close_query(Some("closed=1")).unwrap());
+        let err = follow_query(Some("follow=yes")).unwrap_err();
+        assert_eq!(err.code(), berth_protocol::ErrorCode::InvalidRequest);
     }
 }

@@ -32,7 +32,9 @@ use crate::harness::{self, Harness};
 use crate::listener::Listener;
 use crate::ports;
 use crate::process::{self, Processes};
-use crate::query::{after_query, checked_path, close_query, file_query, offset_query};
+use crate::query::{
+    after_query, checked_path, close_query, file_query, follow_query, offset_query,
+};
 use crate::terminal::Terminals;
 use crate::watch;
 
@@ -221,8 +223,17 @@ async fn route(agent: &Arc<Agent>, mut req: Request<Incoming>) -> Result<Respons
             processes: agent.processes.busy(),
         }),
         (&Method::POST, "/v1/processes") => {
+            let follow = follow_query(query)?;
             let bytes = collect(body, &parts.headers, MAX_EXEC_BODY).await?;
-            json(&agent.processes.start(&bytes)?)
+            let started = agent.processes.start(&bytes)?;
+            if !follow {
+                return json(&started.info());
+            }
+            Ok(respond(
+                StatusCode::OK,
+                "application/x-ndjson",
+                Body::Stream(process::started_and_followed(started)),
+            ))
         }
         (&Method::GET, "/v1/processes") => json(&agent.processes.list()),
         (&Method::GET, "/v1/terminals") => json(&agent.terminals.list()),

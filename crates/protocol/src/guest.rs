@@ -145,6 +145,10 @@ pub enum Call {
     FileMove,
     /// `GET /v1/terminals` ([`crate::terminal::TerminalList`]).
     TerminalList,
+    /// `POST /v1/processes?follow=true`: a process started and its output followed on one
+    /// answer (its `ProcessInfo` line, then the frames of `GET …/output?offset=0`), so a
+    /// command that is run to its end costs one round trip to the box, not two.
+    ProcessStartFollowed,
 }
 
 impl Call {
@@ -177,6 +181,7 @@ impl Call {
             | Call::PortConnect => 3,
             Call::BootToken | Call::WakeReply => 4,
             Call::FileMove | Call::TerminalList => 5,
+            Call::ProcessStartFollowed => 6,
         }
     }
 }

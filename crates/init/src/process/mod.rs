@@ -27,7 +27,7 @@ use crate::harness::Harness;
 use crate::started::Started;
 use tail::Tail;
 
-pub use output::follow;
+pub use output::{follow, started_and_followed};
 
 /// Every process of this boot started through `/v1/processes`, oldest first.
 #[derive(Debug)]
@@ -71,7 +71,7 @@ impl Processes {
     }
 
     /// `POST /v1/processes`: starts the process and returns at once.
-    pub fn start(self: &Arc<Self>, body: &[u8]) -> Result<ProcessInfo, ApiError> {
+    pub fn start(self: &Arc<Self>, body: &[u8]) -> Result<Arc<Process>, ApiError> {
         let req: ProcessRequest = serde_json::from_slice(body).map_err(ApiError::BadJson)?;
         let started = Started::new(req.tag, req.exec.cwd.clone(), req.exec.env.clone())?;
         let mut prepared = self.exec.prepare_request(req.exec)?;
@@ -110,7 +110,7 @@ impl Processes {
             prepared.timeout(),
             self.clone(),
         ));
-        Ok(process.info())
+        Ok(process)
     }
 
     pub fn list(&self) -> ProcessList {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use berth_protocol::guest::ExecRequest;
 use berth_protocol::process::{OutputStream, ProcessExit, ProcessFrame, ProcessRequest};
 use berth_protocol::ErrorCode;
-use berth_runtime::GuestClient;
+use berth_runtime::{GuestClient, ProcessOutput};
 use bytes::Bytes;
 
 use super::common::{remote_code, sh, Agent};
@@ -26,7 +26,11 @@ async fn follow(
     id: &str,
     offset: u64,
 ) -> (Vec<u8>, Vec<u8>, ProcessExit, Vec<u64>) {
-    let mut stream = c.process_output(id, offset).await.unwrap();
+    read_to_exit(c.process_output(id, offset).await.unwrap()).await
+}
+
+/// Reads `stream` to the exit: (stdout, stderr, exit, offsets seen).
+async fn read_to_exit(mut stream: ProcessOutput) -> (Vec<u8>, Vec<u8>, ProcessExit, Vec<u64>) {
     let (mut out, mut err, mut offsets) = (Vec::new(), Vec::new(), Vec::new());
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -114,6 +118,36 @@ async fn a_background_process_outlives_its_readers_and_its_exit_is_an_event() {
             break;
         }
     }
+}
+
+#[tokio::test]
+async fn a_start_followed_answers_the_process_then_all_its_output_on_one_call() {
+    let agent = Agent::start();
+    let c = &agent.client;
+    let script = "echo one; echo two >&2; echo three; exit 3";
+    let (info, output) = c.process_start_followed(&background(script)).await.unwrap();
+    assert!(info.id.starts_with("pr_") && info.pid > 0, "{info:?}");
+    let (out, err, exit, offsets) = read_to_exit(output).await;
+    assert_eq!(String::from_utf8_lossy(&out), "one\nthree\n");
+    assert_eq!(String::from_utf8_lossy(&err), "two\n");
+    assert_eq!(exit.shell_status(), 3);
+    assert_eq!(offsets.first(), Some(&0));
+    // A background process like any other: listed, and followed again from its start.
+    let listed = c.processes().await.unwrap().processes;
+    assert!(listed.iter().any(|p| p.id == info.id), "{listed:?}");
+    let (again, _, _, _) = follow(c, &info.id, 0).await;
+    assert_eq!(again, out);
+    // A start that fails is an error answer, not a stream.
+    let missing = background("unused");
+    let missing = ProcessRequest {
+        exec: ExecRequest {
+            argv: vec!["/no/such/program".into()],
+            ..missing.exec
+        },
+        ..missing
+    };
+    let err = c.process_start_followed(&missing).await.err().unwrap();
+    assert_eq!(remote_code(err).1, ErrorCode::NotFound);
 }
 
 #[tokio::test]

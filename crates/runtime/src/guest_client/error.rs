@@ -55,6 +55,9 @@ pub enum GuestError {
     /// An upgrade call did not become a stream as the protocol says.
     #[error("the box's agent broke an upgrade: {reason}")]
     BadUpgrade { reason: &'static str },
+    /// A streamed answer ended before the part every such answer starts with.
+    #[error("the box's agent ended its answer before the {what}")]
+    Cut { what: &'static str },
 }
 
 impl GuestError {
@@ -62,9 +65,10 @@ impl GuestError {
     pub fn code(&self) -> ErrorCode {
         match self {
             GuestError::Remote { body, .. } => body.error.code,
-            GuestError::Connect { .. } | GuestError::Handshake { .. } | GuestError::Http(_) => {
-                ErrorCode::Unavailable
-            }
+            GuestError::Connect { .. }
+            | GuestError::Handshake { .. }
+            | GuestError::Http(_)
+            | GuestError::Cut { .. } => ErrorCode::Unavailable,
             GuestError::Unsupported { .. } => ErrorCode::Unsupported,
             GuestError::TooLong { .. } | GuestError::UploadTooLarge { .. } => {
                 ErrorCode::PayloadTooLarge

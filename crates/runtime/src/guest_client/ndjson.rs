@@ -74,6 +74,19 @@ impl<T: serde::de::DeserializeOwned> NdjsonStream<T> {
         }
     }
 
+    /// The rest of the stream read as values of another type: an answer whose first line
+    /// says what the lines after it are about.
+    pub(super) fn retype<U>(self) -> NdjsonStream<U> {
+        NdjsonStream {
+            body: self.body,
+            buf: self.buf,
+            scanned: self.scanned,
+            max_line: self.max_line,
+            done: self.done,
+            _item: std::marker::PhantomData,
+        }
+    }
+
     /// Ends the stream after a line over the bound: what was held is freed, and the next
     /// call answers `None`.
     fn fail(&mut self) -> GuestError {

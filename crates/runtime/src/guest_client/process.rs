@@ -19,6 +19,34 @@ impl GuestClient {
             .await
     }
 
+    /// Starts a process and follows its output from its first byte: one round trip where
+    /// the agent speaks protocol 6 (`POST /v1/processes?follow=true`), a start and then a
+    /// follow with an older one.
+    pub async fn process_start_followed(
+        &self,
+        req: &ProcessRequest,
+    ) -> Result<(ProcessInfo, ProcessOutput), GuestError> {
+        if self.agreed_version().await? < Call::ProcessStartFollowed.introduced_in() {
+            let info = self.process_start(req).await?;
+            let output = self.process_output(&info.id, 0).await?;
+            return Ok((info, output));
+        }
+        let body = Bytes::from(serde_json::to_vec(req)?);
+        let response = self
+            .send(
+                Call::ProcessStartFollowed,
+                Method::POST,
+                "/v1/processes?follow=true",
+                body,
+            )
+            .await?;
+        let mut answer = NdjsonStream::<ProcessInfo>::new(response.into_body());
+        let info = answer.next_frame().await?.ok_or(GuestError::Cut {
+            what: "started process's info",
+        })?;
+        Ok((info, answer.retype()))
+    }
+
     pub async fn processes(&self) -> Result<ProcessList, GuestError> {
         self.call_json(
             Call::ProcessList,

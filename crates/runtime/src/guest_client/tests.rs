@@ -447,3 +447,73 @@ async fn an_archive_upload_answers_what_was_written() {
         .unwrap();
     assert_eq!((written.files, written.dirs, written.bytes), (2, 1, 9));
 }
+
+fn ndjson_reply(body: &str) -> Reply {
+    Reply::Raw(
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes(),
+    )
+}
+
+const STARTED: &str = r#"{"id":"pr_1","pid":7,"argv":["true"]}"#;
+const EXITED: &str = r#"{"type":"output","stream":"stdout","offset":0,"data":"aGk="}
+{"type":"exit","code":0,"output_end":2}
+"#;
+
+/// Reads a followed start to its exit: (the pid, stdout, whether the exit came).
+async fn read_followed(client: &GuestClient) -> Result<(u32, Vec<u8>, bool), GuestError> {
+    use berth_protocol::process::{ProcessFrame, ProcessRequest};
+    let request = ProcessRequest {
+        exec: berth_protocol::guest::ExecRequest {
+            argv: vec!["true".into()],
+            ..Default::default()
+        },
+        keep_awake: false,
+        open_stdin: false,
+        tag: None,
+    };
+    let (info, mut output) = client.process_start_followed(&request).await?;
+    let (mut out, mut exited) = (Vec::new(), false);
+    while let Some(frame) = output.next_frame().await? {
+        match frame {
+            ProcessFrame::Output { data, .. } => out.extend(data),
+            ProcessFrame::Exit { .. } => exited = true,
+            ProcessFrame::Unknown => {}
+        }
+    }
+    Ok((info.pid, out, exited))
+}
+
+#[tokio::test]
+async fn a_followed_start_is_one_call_to_a_protocol_6_agent() {
+    let agent = FakeAgent::start(PROTOCOL_VERSION, |path| match path {
+        "/v1/processes" => ndjson_reply(&format!("{STARTED}\n{EXITED}")),
+        _ => json_reply("{}"),
+    });
+    let (pid, out, exited) = read_followed(&agent.client).await.unwrap();
+    assert_eq!((pid, out.as_slice(), exited), (7, &b"hi"[..], true));
+    assert_eq!(agent.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_followed_start_is_a_start_then_a_follow_to_an_older_agent() {
+    let agent = FakeAgent::start(5, |path| match path {
+        "/v1/processes" => json_reply(STARTED),
+        "/v1/processes/pr_1/output" => ndjson_reply(EXITED),
+        _ => json_reply("{}"),
+    });
+    let (pid, out, exited) = read_followed(&agent.client).await.unwrap();
+    assert_eq!((pid, out.as_slice(), exited), (7, &b"hi"[..], true));
+    assert_eq!(agent.calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_followed_start_without_its_info_line_is_an_error() {
+    let agent = FakeAgent::start(PROTOCOL_VERSION, |_| ndjson_reply("\n\n"));
+    let err = read_followed(&agent.client).await.unwrap_err();
+    assert!(matches!(err, GuestError::Cut { .. }), "{err:?}");
+    assert_eq!(err.code(), ErrorCode::Unavailable);
+}

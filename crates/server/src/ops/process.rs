@@ -22,19 +22,8 @@ pub struct Background {
 }
 
 /// Starts the process and answers at once.
-pub async fn start(
-    ctx: &Ctx,
-    id: &BoxId,
-    mut background: Background,
-) -> Result<ProcessInfo, OpError> {
-    let command = &mut background.command;
-    command.env = crate::box_env::env_for_box(ctx, id, std::mem::take(&mut command.env))?;
-    let request = ProcessRequest {
-        exec: background.command.into_request_with(None)?,
-        keep_awake: background.keep_awake,
-        open_stdin: background.open_stdin,
-        tag: background.tag,
-    };
+pub async fn start(ctx: &Ctx, id: &BoxId, background: Background) -> Result<ProcessInfo, OpError> {
+    let request = request(ctx, id, background)?;
     let _busy = ctx.activity.begin(id);
     ctx.lifecycle()
         .with_guest(id, |client| {
@@ -42,6 +31,34 @@ pub async fn start(
             async move { client.process_start(&request).await }
         })
         .await
+}
+
+/// Starts the process and follows its output from its first byte (one round trip to the
+/// box): for a caller that waits for the command's end, as E2B's `commands.run` does.
+pub async fn start_followed(
+    ctx: &Ctx,
+    id: &BoxId,
+    background: Background,
+) -> Result<(ProcessInfo, ProcessOutput), OpError> {
+    let request = request(ctx, id, background)?;
+    let _busy = ctx.activity.begin(id);
+    ctx.lifecycle()
+        .with_guest(id, |client| {
+            let request = request.clone();
+            async move { client.process_start_followed(&request).await }
+        })
+        .await
+}
+
+fn request(ctx: &Ctx, id: &BoxId, mut background: Background) -> Result<ProcessRequest, OpError> {
+    let command = &mut background.command;
+    command.env = crate::box_env::env_for_box(ctx, id, std::mem::take(&mut command.env))?;
+    Ok(ProcessRequest {
+        exec: background.command.into_request_with(None)?,
+        keep_awake: background.keep_awake,
+        open_stdin: background.open_stdin,
+        tag: background.tag,
+    })
 }
 
 /// The box's processes; none when it is not running.

@@ -1,9 +1,9 @@
 //! `Start` and `Connect`: a process's or PTY's events, `StartEvent` (its pid) first, then
 //! its output as `DataEvent`s, then one `EndEvent` when it exits.
 //!
-//! - A command is started as a berth background process and followed from offset 0 at
-//!   once (two calls to the box, no listing); `Connect` follows a running one from offset 0
-//!   too, so it gets the output berth still holds (the last 512 KiB), then what comes.
+//! - A command is started as a berth background process and followed from offset 0 on the
+//!   same answer (one call to the box); `Connect` follows a running one from offset 0 too,
+//!   so it gets the output berth still holds (the last 512 KiB), then what comes.
 //! - A PTY is a berth terminal, attached from its first byte; `Connect` reattaches (a
 //!   terminal has one attachment at a time, so an earlier stream of the same PTY ends).
 //!   While a stream is attached, `SendInput` writes through it ([`super::input`]).
@@ -122,10 +122,7 @@ async fn start_process(
         open_stdin: stdin.unwrap_or(true),
         tag,
     };
-    let info = process::start(ctx, id, background)
-        .await
-        .map_err(connect_error)?;
-    let output = process::output(ctx, id, &info.id, 0)
+    let (info, output) = process::start_followed(ctx, id, background)
         .await
         .map_err(connect_error)?;
     Ok(process_events(info.pid, output))
