@@ -1,0 +1,30 @@
+//! E2B's official npm SDK (`e2b`, pinned and unmodified) drives a real `berth up` (sandbox
+//! runtime), pointed at berth by the three variables of docs/e2b.md: the scripts in
+//! `e2b_sdk/*.mjs` are the JavaScript twins of the Python suites in `e2b_sdk.rs`. Each prints
+//! one `ok <check>` line per check; each test asserts every one, in order.
+
+mod common;
+
+use common::e2b::{npm_module, run_node};
+use common::Daemon;
+
+/// Every check `lifecycle.mjs` makes, in order.
+const LIFECYCLE_CHECKS: &[&str] = &[
+    "js create",
+    "js getInfo",
+    "js list by metadata",
+    "js setTimeout",
+    "js pause and connect",
+    "js killed at timeout",
+    "js kill",
+    "done",
+];
+
+#[test]
+fn the_unmodified_npm_sdk_runs_a_sandbox_lifecycle_on_berth() {
+    let Some(module) = npm_module() else {
+        return;
+    };
+    let daemon = Daemon::start();
+    run_node(&daemon, &module, "lifecycle.mjs", LIFECYCLE_CHECKS);
+}
