@@ -28,3 +28,28 @@ fn the_unmodified_npm_sdk_runs_a_sandbox_lifecycle_on_berth() {
     let daemon = Daemon::start();
     run_node(&daemon, &module, "lifecycle.mjs", LIFECYCLE_CHECKS);
 }
+
+/// Every check of `commands.mjs`, in order.
+const COMMANDS_CHECKS: &[&str] = &[
+    "js run",
+    "js non-zero exit throws CommandExitError",
+    "js onStdout and onStderr",
+    "js envs",
+    "js cwd",
+    "js user",
+    "js background wait",
+    "js stdin",
+    "js list",
+    "js kill",
+    "js connect",
+    "done",
+];
+
+#[test]
+fn the_unmodified_npm_sdk_runs_commands_on_berth() {
+    let Some(module) = npm_module() else {
+        return;
+    };
+    let daemon = Daemon::start();
+    run_node(&daemon, &module, "commands.mjs", COMMANDS_CHECKS);
+}
