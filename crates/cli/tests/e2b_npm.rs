@@ -53,3 +53,24 @@ fn the_unmodified_npm_sdk_runs_commands_on_berth() {
     let daemon = Daemon::start();
     run_node(&daemon, &module, "commands.mjs", COMMANDS_CHECKS);
 }
+
+/// Every check of `files.mjs`, in order.
+const FILES_CHECKS: &[&str] = &[
+    "js write a string, ArrayBuffer, Blob, stream, gzip and several files",
+    "js read text, bytes, blob, stream and gzip",
+    "js list with depth",
+    "js exists and getInfo",
+    "js makeDir, rename and remove",
+    "js watchDir",
+    "js signed urls with fetch, an expired and a forged one refused",
+    "done",
+];
+
+#[test]
+fn the_unmodified_npm_sdk_reads_and_writes_a_sandboxs_files() {
+    let Some(module) = npm_module() else {
+        return;
+    };
+    let daemon = Daemon::start();
+    run_node(&daemon, &module, "files.mjs", FILES_CHECKS);
+}
