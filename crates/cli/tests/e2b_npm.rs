@@ -74,3 +74,23 @@ fn the_unmodified_npm_sdk_reads_and_writes_a_sandboxs_files() {
     let daemon = Daemon::start();
     run_node(&daemon, &module, "files.mjs", FILES_CHECKS);
 }
+
+/// Every check of `pty.mjs`, in order.
+const PTY_CHECKS: &[&str] = &[
+    "js pty create with onData and sendInput",
+    "js pty listed",
+    "js pty resize",
+    "js pty connect",
+    "js pty kill",
+    "js pty exit code",
+    "done",
+];
+
+#[test]
+fn the_unmodified_npm_sdk_drives_ptys_on_berth() {
+    let Some(module) = npm_module() else {
+        return;
+    };
+    let daemon = Daemon::start();
+    run_node(&daemon, &module, "pty.mjs", PTY_CHECKS);
+}
