@@ -5,8 +5,11 @@
 
 mod common;
 
-use common::e2b::{npm_module, run_node};
+use common::e2b::{npm_module, run_node, run_node_with};
 use common::Daemon;
+
+/// The sandboxes' domain: a name that no DNS answers, reached by sending to the daemon.
+const DOMAIN: &str = "boxes.test";
 
 /// Every check `lifecycle.mjs` makes, in order.
 const LIFECYCLE_CHECKS: &[&str] = &[
@@ -14,7 +17,8 @@ const LIFECYCLE_CHECKS: &[&str] = &[
     "js getInfo",
     "js list by metadata",
     "js setTimeout",
-    "js pause and connect",
+    "js getHost and the traffic token",
+    "js pause and connect keep processes",
     "js killed at timeout",
     "js kill",
     "done",
@@ -25,8 +29,11 @@ fn the_unmodified_npm_sdk_runs_a_sandbox_lifecycle_on_berth() {
     let Some(module) = npm_module() else {
         return;
     };
-    let daemon = Daemon::start();
-    run_node(&daemon, &module, "lifecycle.mjs", LIFECYCLE_CHECKS);
+    // For `getHost`: the SDK names a port `<port>-<sandboxID>.<E2B_DOMAIN>`, which berth
+    // serves under its `[ports] base_domain`.
+    let daemon = Daemon::start_with_config(&format!("[ports]\nbase_domain = \"{DOMAIN}\"\n"));
+    let domain = [("E2B_DOMAIN", DOMAIN)];
+    run_node_with(&daemon, &module, "lifecycle.mjs", LIFECYCLE_CHECKS, &domain);
 }
 
 /// Every check of `commands.mjs`, in order.
