@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::e2b::{npm_module, python, run_node, run_python, run_python_with};
+use common::e2b::{python, run_python, run_python_with};
 use common::Daemon;
 
 /// Every check the script makes, in order.
@@ -65,27 +65,6 @@ fn the_unmodified_python_sdk_runs_a_sandbox_lifecycle_on_berth() {
     for id in others {
         assert!(!listed.contains(id), "{id} is still there:\n{listed}");
     }
-}
-
-/// Every check `lifecycle.mjs` makes, in order.
-const JS_LIFECYCLE_CHECKS: &[&str] = &[
-    "js create",
-    "js getInfo",
-    "js list by metadata",
-    "js setTimeout",
-    "js pause and connect",
-    "js killed at timeout",
-    "js kill",
-    "done",
-];
-
-#[test]
-fn the_unmodified_npm_sdk_runs_a_sandbox_lifecycle_on_berth() {
-    let Some(module) = npm_module() else {
-        return;
-    };
-    let daemon = Daemon::start();
-    run_node(&daemon, &module, "lifecycle.mjs", JS_LIFECYCLE_CHECKS);
 }
 
 /// Every check of `e2b_sdk/commands.py`, in order.
