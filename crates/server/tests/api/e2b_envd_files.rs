@@ -353,3 +353,50 @@ async fn a_listing_past_its_bound_is_refused_saying_so() {
     let message = answer["message"].as_str().unwrap();
     assert!(message.contains("more than 10000 entries"), "{message}");
 }
+
+/// A refused upload whose client is still sending its body: the client reads the 401, as
+/// from envd, rather than a reset that throws the answer away (undici's `fetch` of a
+/// multipart body to an expired upload URL saw `EPIPE` more often than the answer).
+#[tokio::test]
+async fn a_refused_upload_is_answered_while_its_body_still_comes() {
+    let (server, _fake) = e2b_server().await;
+    let (_id, token) = sandbox(&server).await;
+    let path = "/home/user/up.bin";
+    let past = now_s() - 10;
+    let target = format!(
+        "/files?path={}&signature={}&signature_expiration={past}",
+        query_value(path),
+        query_value(&signature(path, "write", &token, Some(past)))
+    );
+    let addr = server.addr;
+    let answer = tokio::task::spawn_blocking(move || {
+        use std::io::{Read as _, Write as _};
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        // Chunked, as a streaming client (undici's fetch of a FormData) sends it.
+        let head = format!(
+            "POST {target} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: application/octet-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        let chunk = [b'x'; 16 * 1024];
+        let mut sent = Ok(());
+        for _ in 0..256 {
+            sent = stream
+                .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+                .and_then(|()| stream.write_all(&chunk))
+                .and_then(|()| stream.write_all(b"\r\n"));
+            if sent.is_err() {
+                break;
+            }
+        }
+        let sent = sent.and_then(|()| stream.write_all(b"0\r\n\r\n"));
+        let mut answer = Vec::new();
+        let read = stream.read_to_end(&mut answer);
+        (sent.is_ok(), read.is_ok(), String::from_utf8_lossy(&answer).into_owned())
+    })
+    .await
+    .unwrap();
+    let (sent, read, text) = answer;
+    assert!(sent && read, "sent {sent}, read {read}: {text:?}");
+    assert!(text.starts_with("HTTP/1.1 401"), "{text:?}");
+    assert!(text.contains(r#""code":401"#), "{text:?}");
+}

@@ -204,16 +204,61 @@ async fn serve_download(ctx: &Ctx, request: Request) -> Result<Response, FilesEr
 /// `POST /files?path=&username=`: writes the body (octet-stream) or each part (multipart);
 /// answers the written files.
 pub async fn upload(State(ctx): State<Ctx>, request: Request) -> Response {
-    match serve_upload(&ctx, request).await {
+    let (mut parts, body) = request.into_parts();
+    let admitted = match admit_upload(&ctx, &mut parts) {
+        Ok(admitted) => admitted,
+        Err(error) => {
+            // A client streams its body while it waits for the answer: reading some of it
+            // first lets it see the refusal rather than a reset (as envd's Go server does).
+            if !matches!(error, FilesError::Api(ApiError::PayloadTooLarge { .. })) {
+                discard_some(body).await;
+            }
+            return error.into_response();
+        }
+    };
+    match write_upload(&ctx, admitted, &parts, body).await {
         Ok(written) => Json(written).into_response(),
         Err(error) => error.into_response(),
     }
 }
 
-async fn serve_upload(ctx: &Ctx, request: Request) -> Result<Vec<Written>, FilesError> {
-    let (mut parts, body) = request.into_parts();
+/// Of a refused upload's body, what is read and dropped at most before the answer, and for
+/// how long: enough for the uploads a program makes in one go (envd's Go server reads
+/// 256 KiB, then waits for the client to read the answer before it closes).
+const DISCARD_BYTES: u64 = 8 * 1024 * 1024;
+const DISCARD_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reads and drops `body` up to its end, [`DISCARD_BYTES`] or [`DISCARD_TIME`]: nothing is
+/// kept, and a client that sends more or slower is cut off as before.
+async fn discard_some(body: Body) {
+    use http_body_util::BodyExt as _;
+    let mut body = body;
+    let mut read = 0u64;
+    let _ = tokio::time::timeout(DISCARD_TIME, async {
+        while read <= DISCARD_BYTES {
+            match body.frame().await {
+                Some(Ok(frame)) => {
+                    read += frame.data_ref().map_or(0, |d| d.len() as u64);
+                }
+                _ => return,
+            }
+        }
+    })
+    .await;
+}
+
+/// An upload let in: its caller, query and upload slot.
+struct Admitted {
+    caller: EnvdCaller,
+    query: FilesQuery,
+    _slot: crate::admission::Slot,
+}
+
+/// Everything decided before a byte of the body is read: who, where, how big, and one of
+/// the tenant's upload slots.
+fn admit_upload(ctx: &Ctx, parts: &mut http::request::Parts) -> Result<Admitted, FilesError> {
     let query = FilesQuery::parse(parts.uri.query())?;
-    let caller = auth::authorize(ctx, &mut parts, &query, Operation::Write)?;
+    let caller = auth::authorize(ctx, parts, &query, Operation::Write)?;
     let declared = parts
         .headers
         .get(header::CONTENT_LENGTH)
@@ -224,8 +269,21 @@ async fn serve_upload(ctx: &Ctx, request: Request) -> Result<Vec<Written>, Files
             limit_bytes: crate::api::extract::UPLOAD_LIMIT_BYTES,
         }));
     }
-    // Taken before a byte of the body is read.
-    let _slot = ctx.uploads.take(&caller.sandbox.tenant)?;
+    let slot = ctx.uploads.take(&caller.sandbox.tenant)?;
+    Ok(Admitted {
+        caller,
+        query,
+        _slot: slot,
+    })
+}
+
+async fn write_upload(
+    ctx: &Ctx,
+    admitted: Admitted,
+    parts: &http::request::Parts,
+    body: Body,
+) -> Result<Vec<Written>, FilesError> {
+    let Admitted { caller, query, .. } = &admitted;
     let body = match parts
         .headers
         .get(header::CONTENT_ENCODING)
@@ -244,18 +302,17 @@ async fn serve_upload(ctx: &Ctx, request: Request) -> Result<Vec<Written>, Files
         .headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
+        .unwrap_or("");
     if content_type.starts_with("multipart/form-data") {
-        return multipart::upload(ctx, &caller, &query, &content_type, body).await;
+        return multipart::upload(ctx, caller, query, content_type, body).await;
     }
     let Some(path) = query.path.as_deref() else {
         return Err(FilesError::BadRequest(
             "an application/octet-stream upload needs the path query parameter".to_owned(),
         ));
     };
-    let path = query_path(path, &caller)?;
-    Ok(vec![write_one(ctx, &caller, path, body, true).await?])
+    let path = query_path(path, caller)?;
+    Ok(vec![write_one(ctx, caller, path, body, true).await?])
 }
 
 /// Writes one file at `path` (absolute), making its missing parents first unless
