@@ -205,6 +205,31 @@ pub fn write_atomic(q: &FileQuery, mut chunks: mpsc::Receiver<Chunk>) -> Result<
     .map_err(fs_err("write", path))
 }
 
+/// Writes `path` in place as `user` from the chunks received: opened (made with `mode`, or
+/// 0o644), truncated, written, as envd does; not synced, as envd does not (the volume is
+/// synced when the box stops). Without `End` (the body failed) the file keeps what came.
+pub fn write_in_place(q: &FileQuery, mut chunks: mpsc::Receiver<Chunk>) -> Result<(), ApiError> {
+    let path = Path::new(&q.path);
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(q.mode.map_or(0o644, |m| m & 0o7777))
+        .open(path)
+        .map_err(fs_err("write", path))?;
+    loop {
+        match chunks.blocking_recv() {
+            Some(Chunk::Data(data)) => file.write_all(&data).map_err(fs_err("write", path))?,
+            Some(Chunk::End) => return Ok(()),
+            None => {
+                return Err(fs_err("write", path)(std::io::Error::from_raw_os_error(
+                    libc::ECANCELED,
+                )))
+            }
+        }
+    }
+}
+
 /// `path`'s entry from its lstat metadata: a symlink's target is read from `path`.
 fn entry(name: String, path: &Path, meta: &fs::Metadata, names: &AccountNames) -> FileEntry {
     let ft = meta.file_type();

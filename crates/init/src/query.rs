@@ -74,6 +74,11 @@ pub fn follow_query(raw: Option<&str>) -> Result<bool, ApiError> {
     switch(raw, "follow")
 }
 
+/// The `in_place` of a file write (absent: false, an atomic write).
+pub fn in_place_query(raw: Option<&str>) -> Result<bool, ApiError> {
+    switch(raw, "in_place")
+}
+
 /// The flag named `name` in a query: `name`, `name=true` or `name=1` (the last one given;
 /// absent: false).
 fn switch(raw: Option<&str>, name: &'static str) -> Result<bool, ApiError> {

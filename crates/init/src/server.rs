@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use berth_protocol::guest::{FileMove, Info, MAX_FILE_BYTES};
+use berth_protocol::guest::{FileMove, Info, WriteMode, MAX_FILE_BYTES};
 use berth_protocol::ports::PORT_UPGRADE;
 use berth_protocol::process::Busy;
 use berth_protocol::terminal::{OFFSET_HEADER, TERMINAL_UPGRADE};
@@ -33,7 +33,7 @@ use crate::listener::Listener;
 use crate::ports;
 use crate::process::{self, Processes};
 use crate::query::{
-    after_query, checked_path, close_query, file_query, follow_query, offset_query,
+    after_query, checked_path, close_query, file_query, follow_query, in_place_query, offset_query,
 };
 use crate::terminal::Terminals;
 use crate::watch;
@@ -157,7 +157,11 @@ async fn route(agent: &Arc<Agent>, mut req: Request<Incoming>) -> Result<Respons
             ))
         }
         (&Method::PUT, "/v1/files") => {
-            write(file_query(query)?, body, &parts.headers).await?;
+            let mode = match in_place_query(query)? {
+                true => WriteMode::InPlace,
+                false => WriteMode::Atomic,
+            };
+            write(file_query(query)?, mode, body, &parts.headers).await?;
             Ok(no_content())
         }
         (&Method::DELETE, "/v1/files") => {
@@ -419,6 +423,7 @@ fn check_version(headers: &HeaderMap) -> Result<(), ApiError> {
 /// Streams a `PUT` body into [`files::write_atomic`] on a blocking thread.
 async fn write(
     q: berth_protocol::guest::FileQuery,
+    mode: WriteMode,
     body: Incoming,
     headers: &HeaderMap,
 ) -> Result<(), ApiError> {
@@ -430,7 +435,10 @@ async fn write(
     let (tx, rx) = mpsc::channel(4);
     let worker = tokio::task::spawn_blocking(move || {
         let _identity = FsIdentity::enter(q.user);
-        files::write_atomic(&q, rx)
+        match mode {
+            WriteMode::Atomic => files::write_atomic(&q, rx),
+            WriteMode::InPlace => files::write_in_place(&q, rx),
+        }
     });
     let fed = feed(body, tx, MAX_FILE_BYTES).await;
     let written = worker.await.map_err(|_| ApiError::Worker)?;

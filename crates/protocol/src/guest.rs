@@ -393,6 +393,19 @@ pub struct FileQuery {
     pub mode: Option<u32>,
 }
 
+/// How `PUT /v1/files` lands a file's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WriteMode {
+    /// Into a temporary file beside it, synced, then renamed over it: a reader sees the old
+    /// file or the whole new one, never a part.
+    #[default]
+    Atomic,
+    /// Into the file itself, truncated first (`in_place=true`, protocol 6): what E2B's envd
+    /// does, so a directory watch sees the name created and written, as E2B programs expect.
+    /// An older agent ignores the key and writes atomically.
+    InPlace,
+}
+
 pub(crate) mod base64_bytes {
     use base64::engine::general_purpose::STANDARD;
     use base64::Engine as _;

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{berth, closed_port, e2e_skip_reason, health_ok, link_test_image_cache, stderr, stdout};
+use super::{
+    berth, closed_port, e2e_skip_reason, health_ok, link_test_image_cache, stderr, stdout,
+};
 
 /// The daemon as a child process; SIGTERM (then SIGKILL) on drop, so no box outlives us.
 pub struct Daemon {

@@ -87,12 +87,15 @@ def sync_files():
 
         handle = files.watch_dir("/home/user/moved")
         files.write("/home/user/moved/new.txt", "new")
+        # Written in place, as envd writes: the name created and written, no other name.
+        wanted = {("new.txt", FilesystemEventType.CREATE), ("new.txt", FilesystemEventType.WRITE)}
         deadline = time.monotonic() + WAIT_S
         seen = []
-        while time.monotonic() < deadline and not any(e.name == "new.txt" for e in seen):
+        while time.monotonic() < deadline and not wanted <= {(e.name, e.type) for e in seen}:
             seen += handle.get_new_events()
             time.sleep(0.2)
-        assert any(e.name == "new.txt" for e in seen), seen
+        assert wanted <= {(e.name, e.type) for e in seen}, seen
+        assert all(e.name == "new.txt" for e in seen), seen
         handle.stop()
         ok("sync watch_dir")
 
@@ -128,12 +131,12 @@ async def async_files():
         await files.write("/home/user/watched/bytes.bin", b"\x00\x01")
         deadline = time.monotonic() + WAIT_S
         while time.monotonic() < deadline and not any(
-            e.name == "a.txt" and e.type in (FilesystemEventType.CREATE, FilesystemEventType.WRITE)
-            for e in events
+            e.name == "bytes.bin" and e.type == FilesystemEventType.WRITE for e in events
         ):
             await asyncio.sleep(0.2)
         await handle.stop()
-        assert any(e.name == "a.txt" for e in events), events
+        assert any(e.name == "a.txt" and e.type == FilesystemEventType.WRITE for e in events), events
+        assert {e.name for e in events} == {"a.txt", "bytes.bin"}, events
         ok("async write and watch_dir")
 
         assert await files.read("/home/user/watched/a.txt") == "async"

@@ -4,7 +4,7 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
-use berth_protocol::guest::{BoxUser, ExecRequest, FileKind, FileQuery, BOX_USER_UID};
+use berth_protocol::guest::{BoxUser, ExecRequest, FileKind, FileQuery, WriteMode, BOX_USER_UID};
 use berth_protocol::ErrorCode;
 use berth_runtime::{GuestClient, GuestError};
 use bytes::Bytes;
@@ -197,4 +197,50 @@ async fn read_tar(c: &GuestClient, q: &FileQuery) -> Result<Vec<u8>, GuestError>
         bytes.extend_from_slice(&chunk);
     }
     Ok(bytes)
+}
+
+/// Writes `data` to `q` in `mode`.
+async fn write_as(c: &GuestClient, q: &FileQuery, mode: WriteMode, data: &'static [u8]) {
+    let upload = c.open_upload(q, mode).await.unwrap();
+    upload
+        .send(http_body_util::Full::new(Bytes::from_static(data)))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_in_place_write_keeps_the_file_an_atomic_one_replaces_it() {
+    let agent = Agent::start();
+    let c = &agent.client;
+    let q = agent.query("kept.txt", BoxUser::User);
+    let path = agent.home().join("kept.txt");
+    write_as(c, &q, WriteMode::InPlace, b"a first, longer text").await;
+    let first = std::fs::metadata(&path).unwrap();
+    assert_eq!(
+        (first.uid(), first.mode() & 0o777),
+        (BOX_USER_UID, 0o644)
+    );
+    // In place: the same file, truncated and written (what a watch of the directory sees as
+    // the name written, as with E2B's envd).
+    write_as(c, &q, WriteMode::InPlace, b"second").await;
+    assert_eq!(std::fs::read(&path).unwrap(), b"second");
+    assert_eq!(std::fs::metadata(&path).unwrap().ino(), first.ino());
+    // Atomic: a new file renamed over it.
+    write_as(c, &q, WriteMode::Atomic, b"third").await;
+    assert_eq!(std::fs::read(&path).unwrap(), b"third");
+    assert_ne!(std::fs::metadata(&path).unwrap().ino(), first.ino());
+    // In place is still as the box user: root's files stay out of reach.
+    let root_only = agent.home().join("root-only");
+    std::fs::write(&root_only, b"root's").unwrap();
+    std::fs::set_permissions(&root_only, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let upload = c
+        .open_upload(&agent.query("root-only", BoxUser::User), WriteMode::InPlace)
+        .await
+        .unwrap();
+    let err = upload
+        .send(http_body_util::Full::new(Bytes::from_static(b"mine")))
+        .await
+        .unwrap_err();
+    assert_eq!(remote_code(err).1, ErrorCode::PermissionDenied);
+    assert_eq!(std::fs::read(&root_only).unwrap(), b"root's");
 }

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use berth_protocol::guest::{
     BootTokenRequest, Call, ExecFrame, ExecRequest, FileEntry, FileList, FileMove, FileQuery, Info,
-    MAX_ERROR_BODY_BYTES, MAX_JSON_ANSWER_BYTES,
+    WriteMode, MAX_ERROR_BODY_BYTES, MAX_JSON_ANSWER_BYTES,
 };
 use berth_protocol::harness::{DeliverRequest, DeliverResponse, GuestEvent, HarnessStatus};
 use berth_protocol::version::VERSION_HEADER;
@@ -177,11 +177,15 @@ impl GuestClient {
 
     /// Connects for a file write; [`Upload::send`] then streams the bytes. Split in
     /// two so a caller can retry the connect without having spent the body.
-    pub async fn open_upload(&self, q: &FileQuery) -> Result<Upload, GuestError> {
+    pub async fn open_upload(&self, q: &FileQuery, mode: WriteMode) -> Result<Upload, GuestError> {
         self.require(Call::FileWrite).await?;
+        let mut uri = file_uri("/v1/files", q);
+        if mode == WriteMode::InPlace {
+            uri.push_str("&in_place=true");
+        }
         Ok(Upload {
             sender: self.connection().await?,
-            request: self.builder(Method::PUT, &file_uri("/v1/files", q)),
+            request: self.builder(Method::PUT, &uri),
             limit: Some(berth_protocol::guest::MAX_FILE_BYTES),
         })
     }
@@ -190,7 +194,10 @@ impl GuestClient {
     /// with [`GuestClient::open_upload`].
     pub async fn write_file(&self, q: &FileQuery, data: Bytes) -> Result<(), GuestError> {
         let body = http_body_util::Full::new(data);
-        self.open_upload(q).await?.send(body).await
+        self.open_upload(q, WriteMode::Atomic)
+            .await?
+            .send(body)
+            .await
     }
 
     pub async fn list_files(&self, q: &FileQuery) -> Result<FileList, GuestError> {

@@ -341,7 +341,11 @@ async fn a_file_announced_over_the_limit_or_sent_past_it_is_refused() {
 #[tokio::test]
 async fn an_upload_past_the_limit_is_cut_with_a_typed_error() {
     let agent = FakeAgent::start(PROTOCOL_VERSION, |_| Reply::Drain);
-    let upload = agent.client.open_upload(&query("/a")).await.unwrap();
+    let upload = agent
+        .client
+        .open_upload(&query("/a"), WriteMode::Atomic)
+        .await
+        .unwrap();
     let err = upload.send(endless_body(1024 * 1024)).await.unwrap_err();
     assert!(matches!(err, GuestError::UploadTooLarge { .. }), "{err:?}");
 }

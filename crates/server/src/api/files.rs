@@ -4,7 +4,7 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::Response;
 use axum::Json;
-use berth_protocol::guest::{BoxUser, FileEntry, FileList};
+use berth_protocol::guest::{BoxUser, FileEntry, FileList, WriteMode};
 use http::StatusCode;
 use serde::Deserialize;
 
@@ -91,7 +91,14 @@ pub async fn write(
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
     // Taken before a byte of the body is read (so before `100 Continue`).
     let _slot = ctx.uploads.take(&who.tenant_id)?;
-    files::write(&ctx, &record.id, &params.into(), upload.body).await?;
+    files::write(
+        &ctx,
+        &record.id,
+        &params.into(),
+        WriteMode::Atomic,
+        upload.body,
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

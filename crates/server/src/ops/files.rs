@@ -4,7 +4,7 @@
 
 use std::future::Future;
 
-use berth_protocol::guest::{BoxUser, FileEntry, FileList, FileMove, FileQuery};
+use berth_protocol::guest::{BoxUser, FileEntry, FileList, FileMove, FileQuery, WriteMode};
 use berth_protocol::BoxId;
 use berth_runtime::guest_client::{BodyError, FileDownload, GuestClient, GuestError};
 use bytes::Bytes;
@@ -86,19 +86,22 @@ pub async fn read(ctx: &Ctx, id: &BoxId, target: &FileTarget) -> Result<FileRead
 }
 
 /// Streams `body` into the file, as fast as the box takes it.
-pub async fn write<B>(ctx: &Ctx, id: &BoxId, target: &FileTarget, body: B) -> Result<(), OpError>
+pub async fn write<B>(
+    ctx: &Ctx,
+    id: &BoxId,
+    target: &FileTarget,
+    mode: WriteMode,
+    body: B,
+) -> Result<(), OpError>
 where
     B: axum::body::HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<BodyError>,
 {
     // Only the connect is retried (a box found dead is woken again): the body can be sent
     // once.
-    let (upload, _busy) = busy_call(
-        ctx,
-        id,
-        target,
-        |c, q| async move { c.open_upload(&q).await },
-    )
+    let (upload, _busy) = busy_call(ctx, id, target, |c, q| async move {
+        c.open_upload(&q, mode).await
+    })
     .await?;
     Ok(upload.send(body).await?)
 }

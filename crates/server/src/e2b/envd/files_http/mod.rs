@@ -19,6 +19,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use berth_protocol::guest::WriteMode;
 use http::{header, HeaderValue, StatusCode};
 use serde::Serialize;
 
@@ -332,7 +333,9 @@ where
     if make_parents {
         files::mkdir(ctx, id, &file_target(caller, parent(&path), true)).await?;
     }
-    files::write(ctx, id, &file_target(caller, path.clone(), false), body).await?;
+    // In place, as envd writes: a watch of the directory sees the name written.
+    let target = file_target(caller, path.clone(), false);
+    files::write(ctx, id, &target, WriteMode::InPlace, body).await?;
     Ok(Written {
         name: base_name(&path),
         kind: "file",
