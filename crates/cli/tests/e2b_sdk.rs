@@ -1,15 +1,18 @@
 //! E2B's official Python SDK, pinned and unmodified, drives a real `berth up` (sandbox
-//! runtime): `e2b_sdk/lifecycle.py` runs a sandbox's lifecycle with the sync `Sandbox` and
-//! the async `AsyncSandbox` (create with metadata and envs, list filtered by metadata,
-//! get_info, set_timeout, the kill at the timeout, pause and connect, the auto-pause at the
-//! timeout, kill), pointed at berth by the three variables of docs/e2b.md. It prints one
-//! `ok <check>` line per check; this test asserts every one, then looks at the berth box of
-//! the sandbox the script leaves running.
+//! runtime, and qemu), pointed at berth by the three variables of docs/e2b.md, with the sync
+//! `Sandbox` and the async `AsyncSandbox`: `e2b_sdk/lifecycle.py` (create with metadata and
+//! envs, list filtered by metadata, get_info, set_timeout, get_host, the kill at the timeout,
+//! pause and connect keeping processes, the auto-pause at the timeout, kill), `commands.py`,
+//! `pty.py` and `files.py`. Each prints one `ok <check>` line per check; a test asserts every
+//! one. The npm SDK's suites are `e2b_npm.rs`.
 
 mod common;
 
 use common::e2b::{python, run_python, run_python_with};
 use common::Daemon;
+
+/// The `[ports] base_domain` of the lifecycle's daemon.
+const DOMAIN: &str = "boxes.test";
 
 /// Every check the script makes, in order.
 const CHECKS: &[&str] = &[
@@ -18,8 +21,10 @@ const CHECKS: &[&str] = &[
     "sync list by metadata",
     "sync set_timeout",
     "sync metrics",
+    "sync get_host",
     "sync pause",
     "sync connect resumes",
+    "sync connect keeps processes",
     "sync killed at timeout",
     "sync kill",
     "async create",
@@ -33,16 +38,19 @@ const CHECKS: &[&str] = &[
     "done",
 ];
 
-#[test]
-fn the_unmodified_python_sdk_runs_a_sandbox_lifecycle_on_berth() {
-    let Some(python) = python() else {
-        return;
-    };
-    let daemon = Daemon::start();
-    let output = run_python(&daemon, &python, "lifecycle.py", CHECKS);
+/// A daemon whose `[ports] base_domain` the lifecycle's `get_host` names (the SDK names a
+/// port `<port>-<sandboxID>.<E2B_DOMAIN>`, which berth serves under that domain).
+fn daemon_with_domain() -> Daemon {
+    Daemon::start_with_config(&format!("[ports]\nbase_domain = \"{DOMAIN}\"\n"))
+}
 
-    // The sandbox the script left running is a berth box: named by its id, labelled, with
-    // the SDK's envs as its environment.
+/// Runs `lifecycle.py` (with `env` added), then looks at the berth box of the sandbox it
+/// left running: named by its id, labelled, with the SDK's envs as its environment; and the
+/// other sandboxes it made are gone, killed by it or by their timeouts.
+fn run_lifecycle(daemon: &Daemon, python: &std::path::Path, env: &[(&str, &str)]) {
+    let mut env = env.to_vec();
+    env.push(("E2B_DOMAIN", DOMAIN));
+    let output = run_python_with(daemon, python, "lifecycle.py", CHECKS, &env);
     let kept = output
         .lines()
         .find_map(|l| l.strip_prefix("box kept "))
@@ -54,7 +62,6 @@ fn the_unmodified_python_sdk_runs_a_sandbox_lifecycle_on_berth() {
     assert_eq!(shown["env"]["GREETING"], "hello from e2b", "{shown}");
     let listed = daemon.berth_ok(&["box", "ls"]);
     assert!(listed.contains(kept), "{listed}");
-    // The script killed every other sandbox it made, or their timeouts did.
     let others: Vec<&str> = output
         .lines()
         .filter_map(|l| l.strip_prefix("box "))
@@ -65,6 +72,14 @@ fn the_unmodified_python_sdk_runs_a_sandbox_lifecycle_on_berth() {
     for id in others {
         assert!(!listed.contains(id), "{id} is still there:\n{listed}");
     }
+}
+
+#[test]
+fn the_unmodified_python_sdk_runs_a_sandbox_lifecycle_on_berth() {
+    let Some(python) = python() else {
+        return;
+    };
+    run_lifecycle(&daemon_with_domain(), &python, &[]);
 }
 
 /// Every check of `e2b_sdk/commands.py`, in order.
@@ -146,22 +161,25 @@ fn the_unmodified_python_sdk_reads_and_writes_a_sandboxs_files() {
     run_python(&daemon, &python, "files.py", FILES_CHECKS);
 }
 
-/// The same commands and files suites with the sandboxes on qemu (TCG here): the daemon's
-/// images are built, then it is restarted with qemu as its default runtime, and the sandboxes
-/// are made from berth's `debian` template (berth's default on a VM runtime, `minimal`, is
-/// busybox, without the bash E2B's commands run in).
+/// Every suite with the sandboxes on qemu (TCG here): the daemon's images are built, then it
+/// is restarted with qemu as its default runtime, and the sandboxes are made from berth's
+/// `debian` template (berth's default on a VM runtime, `minimal`, is busybox, without the
+/// bash E2B's commands run in, or the python3 of the lifecycle's port app).
 #[test]
-fn the_unmodified_python_sdk_runs_commands_and_files_on_a_qemu_box() {
+fn the_unmodified_python_sdk_runs_every_suite_on_qemu_boxes() {
     let Some(python) = python() else {
         return;
     };
-    let Some(mut daemon) = Daemon::start_offering_qemu() else {
+    let mut daemon = daemon_with_domain();
+    if daemon.offer_qemu().is_none() {
         return;
-    };
+    }
     // From the shared test image cache after the first build (debootstrap, minutes).
     daemon.berth_ok(&["image", "build", "--template", "debian"]);
     daemon.restart_with(&["--runtime", "qemu"]);
     let on_debian = [("BERTH_E2B_TEMPLATE", "debian")];
     run_python_with(&daemon, &python, "commands.py", COMMANDS_CHECKS, &on_debian);
     run_python_with(&daemon, &python, "files.py", FILES_CHECKS, &on_debian);
+    run_python_with(&daemon, &python, "pty.py", PTY_CHECKS, &on_debian);
+    run_lifecycle(&daemon, &python, &on_debian);
 }

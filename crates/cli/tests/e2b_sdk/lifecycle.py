@@ -8,12 +8,16 @@ sandboxes whose berth boxes the Rust test looks at; any failure raises (exit sta
 
 import asyncio
 import os
+import pathlib
 import sys
 import time
+import urllib.parse
 import uuid
 
+import httpx
 from e2b import (
     AsyncSandbox,
+    FileNotFoundException,
     Sandbox,
     SandboxNotFoundException,
     SandboxQuery,
@@ -21,6 +25,15 @@ from e2b import (
 )
 
 RUN = uuid.uuid4().hex[:12]
+# The E2B template the sandboxes are made from: `base` (berth's default template) unless
+# the test names another (the qemu run names `debian`, which has bash and python3).
+TEMPLATE = os.environ.get("BERTH_E2B_TEMPLATE", "base")
+# The ports proxy's test app (HTTP; standard library only), run in the sandbox.
+APP = pathlib.Path(__file__).parents[3] / "server/tests/api/fixtures/port_app.py"
+APP_PORT = 8001
+# Where the daemon listens: host names under E2B_DOMAIN resolve nowhere here, so requests
+# to them go to this address with the name as their Host.
+DAEMON = urllib.parse.urlsplit(os.environ["E2B_API_URL"]).netloc
 # Long enough for a loaded machine; each wait polls, and fails only past it.
 WAIT_S = 90
 
@@ -52,7 +65,9 @@ def lifetime_s(info):
 
 def sync_suite():
     meta = {"run": RUN, "kind": "sync"}
-    sbx = Sandbox.create(timeout=120, metadata=meta, envs={"GREETING": "hello from e2b"})
+    sbx = Sandbox.create(
+        template=TEMPLATE, timeout=120, metadata=meta, envs={"GREETING": "hello from e2b"}
+    )
     print(f"box sync {sbx.sandbox_id}", flush=True)
     assert len(sbx.sandbox_id) == 20, sbx.sandbox_id
     ok("sync create")
@@ -62,11 +77,13 @@ def sync_suite():
     assert info.metadata == meta, info.metadata
     assert info.state == SandboxState.RUNNING, info.state
     assert info.envd_version == "0.5.7", info.envd_version
-    assert info.template_id == "base", info.template_id
+    assert info.template_id == TEMPLATE, info.template_id
     assert 115 <= lifetime_s(info) <= 125, info
     ok("sync get_info")
 
-    other = Sandbox.create(timeout=120, metadata={"run": RUN, "kind": "other"})
+    other = Sandbox.create(
+        template=TEMPLATE, timeout=120, metadata={"run": RUN, "kind": "other"}
+    )
     found = Sandbox.list(query=SandboxQuery(metadata=meta)).next_items()
     assert [s.sandbox_id for s in found] == [sbx.sandbox_id], found
     everything = Sandbox.list(query=SandboxQuery(metadata={"run": RUN}), limit=1)
@@ -86,6 +103,39 @@ def sync_suite():
     assert len(metrics) == 1 and metrics[0].mem_total > 0, metrics
     ok("sync metrics")
 
+    host = sbx.get_host(APP_PORT)
+    assert host == f"{APP_PORT}-{sbx.sandbox_id}.{os.environ['E2B_DOMAIN']}", host
+    sbx.files.write("/home/user/port_app.py", APP.read_bytes())
+    app = sbx.commands.run(f"python3 /home/user/port_app.py {APP_PORT}", background=True)
+    traffic = {"host": host, "e2b-traffic-access-token": sbx.traffic_access_token}
+
+    def app_answers():
+        try:
+            return httpx.get(f"http://{DAEMON}/headers", headers=traffic).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for("the app by its host name", app_answers)
+    seen = httpx.get(f"http://{DAEMON}/headers", headers=traffic).json()
+    assert seen["path"] == "/headers", seen
+    assert "e2b-traffic-access-token" not in {k.lower() for k, _ in seen["headers"]}, seen
+    refused = httpx.get(f"http://{DAEMON}/headers", headers={"host": host})
+    assert refused.status_code == 401, (refused.status_code, refused.text)
+    ok("sync get_host")
+
+    # A loop appending a line every 200 ms: after the pause and the connect it is the same
+    # process, still appending, and the app still answers.
+    loop = sbx.commands.run(
+        "while true; do echo tick >> /home/user/ticks; sleep 0.2; done", background=True
+    )
+
+    def ticks():
+        try:
+            return len(sbx.files.read("/home/user/ticks").splitlines())
+        except FileNotFoundException:
+            return 0  # the loop has not written yet
+
+    wait_for("the loop's first lines", lambda: ticks() > 0)
     assert sbx.pause() is True
     assert Sandbox.get_info(sbx.sandbox_id).state == SandboxState.PAUSED
     assert sbx.pause() is False, "already paused"
@@ -100,7 +150,14 @@ def sync_suite():
     assert again.get_info().state == SandboxState.RUNNING
     ok("sync connect resumes")
 
-    short = Sandbox.create(timeout=2, metadata={"run": RUN, "kind": "short"})
+    running = {p.pid for p in again.commands.list()}
+    assert {loop.pid, app.pid} <= running, (loop.pid, app.pid, running)
+    counted = ticks()
+    wait_for("the loop to go on after the resume", lambda: ticks() > counted)
+    assert app_answers(), "the app answers after the resume"
+    ok("sync connect keeps processes")
+
+    short = Sandbox.create(template=TEMPLATE, timeout=2, metadata={"run": RUN, "kind": "short"})
     wait_for("the short sandbox to be killed", lambda: gone(short.sandbox_id))
     ok("sync killed at timeout")
 
@@ -131,6 +188,7 @@ async def async_wait_for(what, condition):
 async def async_suite():
     meta = {"run": RUN, "kind": "async"}
     sbx = await AsyncSandbox.create(
+        template=TEMPLATE,
         timeout=120, metadata=meta, envs={"GREETING": "hello from async"}
     )
     print(f"box async {sbx.sandbox_id}", flush=True)
@@ -158,6 +216,7 @@ async def async_suite():
 
     # On timeout, an auto-pausing sandbox is paused, and connect brings it back.
     napper = await AsyncSandbox.create(
+        template=TEMPLATE,
         timeout=2, metadata={"run": RUN, "kind": "napper"}, lifecycle={"on_timeout": "pause"}
     )
 
@@ -169,7 +228,9 @@ async def async_suite():
     assert (await woken.get_info()).state == SandboxState.RUNNING
     ok("async auto-pause at timeout")
 
-    short = await AsyncSandbox.create(timeout=2, metadata={"run": RUN, "kind": "short"})
+    short = await AsyncSandbox.create(
+        template=TEMPLATE, timeout=2, metadata={"run": RUN, "kind": "short"}
+    )
 
     async def short_gone():
         return await async_gone(short.sandbox_id)
@@ -187,7 +248,7 @@ def main():
     sync_suite()
     asyncio.run(async_suite())
     # Left running for the Rust test, which looks at its berth box.
-    kept = Sandbox.create(timeout=600, envs={"GREETING": "hello from e2b"})
+    kept = Sandbox.create(template=TEMPLATE, timeout=600, envs={"GREETING": "hello from e2b"})
     print(f"box kept {kept.sandbox_id}", flush=True)
     ok("done")
 

@@ -14,6 +14,9 @@ import time
 
 from e2b import AsyncSandbox, CommandExitException, PtySize, Sandbox
 
+# The E2B template the sandboxes are made from: `base` (berth's default template) unless
+# the test names another (the qemu run names `debian`, which has bash).
+TEMPLATE = os.environ.get("BERTH_E2B_TEMPLATE", "base")
 # Long enough for a loaded machine; each wait polls, and fails only past it.
 WAIT_S = 90
 
@@ -35,7 +38,7 @@ def read_until(handle, needle, seen):
 
 
 def sync_suite():
-    sbx = Sandbox.create(timeout=300)
+    sbx = Sandbox.create(template=TEMPLATE, timeout=300)
     print(f"box {sbx.sandbox_id}", flush=True)
     try:
         handle = sbx.pty.create(PtySize(rows=24, cols=80), timeout=WAIT_S * 2)
@@ -92,7 +95,7 @@ async def wait_for(what, condition):
 
 
 async def async_suite():
-    sbx = await AsyncSandbox.create(timeout=300)
+    sbx = await AsyncSandbox.create(template=TEMPLATE, timeout=300)
     print(f"box {sbx.sandbox_id}", flush=True)
     try:
         seen = bytearray()
