@@ -79,6 +79,14 @@ def sync_suite():
         assert result.stdout == "got:hello\nmore\n", result
         ok("sync stdin")
 
+        # StreamInput: one ordered stream of many chunks, as the iterable yields them.
+        lines = [f"line {i}\n" for i in range(200)]
+        handle = sbx.commands.run("cat", background=True, stdin=True)
+        sbx.commands.stream_input(handle.pid, iter(lines))
+        sbx.commands.close_stdin(handle.pid)
+        assert handle.wait().stdout == "".join(lines)
+        ok("sync stream_input")
+
         handle = sbx.commands.run(
             "sleep 600", background=True, envs={"LISTED": "yes"}, cwd="/tmp"
         )
@@ -142,6 +150,15 @@ async def async_suite():
         await handle.close_stdin()
         assert (await handle.wait()).stdout == "piped\n"
         ok("async stdin")
+
+        handle = await sbx.commands.run("cat", background=True, stdin=True)
+        async with sbx.commands.stream_input(handle.pid) as stream:
+            for i in range(100):
+                await stream.send(f"chunk {i}\n")
+        await handle.close_stdin()
+        result = await handle.wait()
+        assert result.stdout == "".join(f"chunk {i}\n" for i in range(100)), result
+        ok("async stream_input")
 
         handle = await sbx.commands.run("sleep 600", background=True, envs={"LISTED": "a"})
         info = listed(await sbx.commands.list(), handle.pid)
