@@ -109,7 +109,7 @@ if $for_tests && [ ! -e "$e2b_venv/.e2b-$e2b_sdk" ]; then
 fi
 
 # E2B's npm SDK at the version berth pins, from the npm registry, under target/ beside the
-# Python one (crates/cli/tests/e2b_sdk.rs runs both).
+# Python one (crates/cli/tests/e2b_npm.rs runs it).
 e2b_npm=2.51.0
 e2b_node="$(cd "$(dirname "$0")/.." && pwd)/target/e2b-sdk/node"
 if $for_tests && command -v npm >/dev/null 2>&1 && [ ! -e "$e2b_node/.e2b-$e2b_npm" ]; then
@@ -118,6 +118,6 @@ if $for_tests && command -v npm >/dev/null 2>&1 && [ ! -e "$e2b_node/.e2b-$e2b_n
   if npm install --prefix "$e2b_node" --no-audit --no-fund --loglevel=error "e2b@$e2b_npm" >/dev/null; then
     touch "$e2b_node/.e2b-$e2b_npm"
   else
-    echo "could not install the E2B npm SDK; its test will skip (part e2b-sdk)" >&2
+    echo "could not install the E2B npm SDK; its tests will skip (part e2b-npm)" >&2
   fi
 fi
