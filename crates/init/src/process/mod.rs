@@ -259,20 +259,24 @@ async fn drive(
         state.stdin_open = false;
     }
     process.changed.notify_waiters();
-    crate::harness::supervisor::emit(
-        &processes.harness,
-        vec![(
-            "process_exit".to_owned(),
-            serde_json::json!({
-                "id": process.id,
-                "argv": process.argv,
-                "code": exit.code,
-                "signal": exit.signal,
-                "timed_out": exit.timed_out,
-                "status": exit.shell_status(),
-            }),
-        )],
+    let event = (
+        "process_exit".to_owned(),
+        serde_json::json!({
+            "id": process.id,
+            "argv": process.argv,
+            "code": exit.code,
+            "signal": exit.signal,
+            "timed_out": exit.timed_out,
+            "status": exit.shell_status(),
+        }),
     );
+    // The journal syncs each append to disk: off the agent's one async thread, so the
+    // readers just woken send the exit now, not after the disk answers.
+    let harness = processes.harness.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        crate::harness::supervisor::emit(&harness, vec![event])
+    })
+    .await;
     processes.exec.reaper.forget_group_if_empty(run.pid);
 }
 
