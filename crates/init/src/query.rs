@@ -5,7 +5,7 @@
 //! octal with a `0o` prefix). Unknown keys are ignored (lenient inside). `+` is kept
 //! literally: the host client percent-encodes spaces.
 
-use berth_protocol::guest::{BoxUser, FileQuery};
+use berth_protocol::guest::{BoxUser, FileQuery, WriteMode};
 
 use crate::error::ApiError;
 
@@ -74,9 +74,12 @@ pub fn follow_query(raw: Option<&str>) -> Result<bool, ApiError> {
     switch(raw, "follow")
 }
 
-/// The `in_place` of a file write (absent: false, an atomic write).
-pub fn in_place_query(raw: Option<&str>) -> Result<bool, ApiError> {
-    switch(raw, "in_place")
+/// How a file write lands: `in_place=true`, else atomically.
+pub fn write_mode(raw: Option<&str>) -> Result<WriteMode, ApiError> {
+    Ok(match switch(raw, "in_place")? {
+        true => WriteMode::InPlace,
+        false => WriteMode::Atomic,
+    })
 }
 
 /// The flag named `name` in a query: `name`, `name=true` or `name=1` (the last one given;

@@ -33,7 +33,7 @@ use crate::listener::Listener;
 use crate::ports;
 use crate::process::{self, Processes};
 use crate::query::{
-    after_query, checked_path, close_query, file_query, follow_query, in_place_query, offset_query,
+    after_query, checked_path, close_query, file_query, follow_query, offset_query, write_mode,
 };
 use crate::terminal::Terminals;
 use crate::watch;
@@ -157,11 +157,7 @@ async fn route(agent: &Arc<Agent>, mut req: Request<Incoming>) -> Result<Respons
             ))
         }
         (&Method::PUT, "/v1/files") => {
-            let mode = match in_place_query(query)? {
-                true => WriteMode::InPlace,
-                false => WriteMode::Atomic,
-            };
-            write(file_query(query)?, mode, body, &parts.headers).await?;
+            write(file_query(query)?, write_mode(query)?, body, &parts.headers).await?;
             Ok(no_content())
         }
         (&Method::DELETE, "/v1/files") => {

@@ -216,10 +216,7 @@ async fn an_in_place_write_keeps_the_file_an_atomic_one_replaces_it() {
     let path = agent.home().join("kept.txt");
     write_as(c, &q, WriteMode::InPlace, b"a first, longer text").await;
     let first = std::fs::metadata(&path).unwrap();
-    assert_eq!(
-        (first.uid(), first.mode() & 0o777),
-        (BOX_USER_UID, 0o644)
-    );
+    assert_eq!((first.uid(), first.mode() & 0o777), (BOX_USER_UID, 0o644));
     // In place: the same file, truncated and written (what a watch of the directory sees as
     // the name written, as with E2B's envd).
     write_as(c, &q, WriteMode::InPlace, b"second").await;
