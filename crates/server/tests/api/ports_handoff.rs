@@ -3,9 +3,15 @@
 //! daemon (this process) holds a TCP socket connected to the app's port in the box, which
 //! no relayed connection would give it (that is a Unix socket to the box's agent).
 
-use http::StatusCode;
+use http::{Method, StatusCode};
+use serde_json::json;
 
-use crate::ports::{get, json_of, serving, APP_PORT};
+use crate::ports::{get, json_of, serving, APP};
+
+/// The port of this test's own instance of the app. Tests of one binary share this process
+/// (`cargo test` runs them as threads), and others hold sockets to the app's usual port in
+/// their boxes: only this test's box listens on this one.
+const HANDED_PORT: u16 = 8019;
 
 /// This process's TCP sockets whose peer is `127.0.0.1:<port>` (nothing on the host's own
 /// loopback listens on the app's port in these tests).
@@ -48,15 +54,23 @@ async fn a_sandbox_boxs_app_is_reached_on_the_socket_berth_init_hands_over() {
     let Some(server) = serving(30).await else {
         return;
     };
+    let started = json!({
+        "cmd": ["python3", "-c", APP, HANDED_PORT.to_string()],
+        "background": true,
+    });
+    let (status, body) = server
+        .call(Method::POST, "/v1/boxes/web/exec", Some(started))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
     let bearer = format!("Bearer {}", server.key);
-    let path = format!("/v1/boxes/web/ports/{APP_PORT}/headers");
-    assert_eq!(sockets_to(APP_PORT), 0, "before any request");
+    let path = format!("/v1/boxes/web/ports/{HANDED_PORT}/headers");
+    assert_eq!(sockets_to(HANDED_PORT), 0, "before any request");
     let (status, _, body) = get(server.addr, "berth", &path, &[("authorization", &bearer)]).await;
     assert_eq!(status, StatusCode::OK, "{body:?}");
     let first = json_of(&body)["peer"].clone();
     // The connection went back to the pool, held by the daemon: the box's own socket.
     assert_eq!(
-        sockets_to(APP_PORT),
+        sockets_to(HANDED_PORT),
         1,
         "no handed socket to the app's port"
     );
@@ -64,5 +78,5 @@ async fn a_sandbox_boxs_app_is_reached_on_the_socket_berth_init_hands_over() {
     let (status, _, body) = get(server.addr, "berth", &path, &[("authorization", &bearer)]).await;
     assert_eq!(status, StatusCode::OK, "{body:?}");
     assert_eq!(json_of(&body)["peer"], first);
-    assert_eq!(sockets_to(APP_PORT), 1);
+    assert_eq!(sockets_to(HANDED_PORT), 1);
 }
