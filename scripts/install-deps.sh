@@ -4,7 +4,8 @@
 # from web/ with npm packages). With --tests, also what the tests need: python3 (the
 # model stand-in), tmux and vi (terminals), sqlite3 (the upgrade tests), qemu, chromium (the web app's browser tests),
 # Claude Code from the npm registry (the harness test), and the pinned E2B Python SDK from PyPI
-# in a venv under target/ (the E2B compatibility test). With --bench, also nginx with its stream module (the egress
+# in a venv under target/ (the E2B compatibility test), and berth's own Python SDK with pinned
+# httpx and pytest in another (its test). With --bench, also nginx with its stream module (the egress
 # benchmark's comparison).
 set -euo pipefail
 for_tests=false
@@ -105,6 +106,27 @@ if $for_tests && [ ! -e "$e2b_venv/.e2b-$e2b_sdk" ]; then
     touch "$e2b_venv/.e2b-$e2b_sdk"
   else
     echo "could not install the E2B Python SDK; its test will skip (part e2b-sdk)" >&2
+  fi
+fi
+
+# berth's own Python SDK (sdk/python), installed editable into a venv under target/ with the
+# versions its tests pin (crates/cli/tests/sdk_python.rs runs its pytest suite). The marker
+# names the pins, so a rerun installs nothing until they change. Without PyPI it is left
+# out, and that test skips (part sdk-python).
+sdk_pins="httpx==0.28.1 websockets==17.4 pytest==9.2.0"
+sdk_root="$(cd "$(dirname "$0")/.." && pwd)"
+sdk_venv="$sdk_root/target/sdk-python/venv"
+sdk_marker="$sdk_venv/.pins-$(echo "$sdk_pins" | tr ' =' '-_')"
+if $for_tests && [ ! -e "$sdk_marker" ]; then
+  echo "installing berth's Python SDK and its test tools ($sdk_pins) into $sdk_venv (PyPI)" >&2
+  rm -rf "$sdk_venv"
+  # shellcheck disable=SC2086 # the pins are words
+  if python3 -m venv "$sdk_venv" &&
+    "$sdk_venv/bin/pip" install --quiet --disable-pip-version-check $sdk_pins &&
+    "$sdk_venv/bin/pip" install --quiet --disable-pip-version-check -e "$sdk_root/sdk/python"; then
+    touch "$sdk_marker"
+  else
+    echo "could not install berth's Python SDK; its test will skip (part sdk-python)" >&2
   fi
 fi
 

@@ -38,6 +38,7 @@
 //! | `curl` | `curl`, the browser stand-in of the cookie tests (its cookie jar) |
 //! | `sqlite3` | the `sqlite3` shell, which writes the earlier releases' databases of the upgrade tests |
 //! | `e2b-sdk` | the pinned E2B Python SDK in its venv under `target/e2b-sdk` (`scripts/install-deps.sh --tests`: `python3-venv` and PyPI) ([`e2b_sdk`]) |
+//! | `sdk-python` | berth's own Python SDK in its venv under `target/sdk-python`, with pinned httpx, websockets and pytest (`scripts/install-deps.sh --tests`: `python3-venv` and PyPI) ([`sdk_python`]) |
 //! | `e2b-npm` | the pinned E2B npm SDK under `target/e2b-sdk` (`scripts/install-deps.sh --tests` with npm) and a `node` it supports (20.18.1 or newer; Debian 12's own is 18) ([`e2b_sdk`]) |
 
 use std::io::Write;
@@ -46,6 +47,7 @@ pub mod browser;
 pub mod e2b_sdk;
 pub mod pattern;
 pub mod raw_tar;
+pub mod sdk_python;
 
 /// Every part a test may skip for; `BERTH_REQUIRE` names only these (or `all`).
 pub const PARTS: &[&str] = &[
@@ -76,6 +78,7 @@ pub const PARTS: &[&str] = &[
     "sqlite3",
     "e2b-sdk",
     "e2b-npm",
+    "sdk-python",
 ];
 
 /// The variable naming the parts a run requires.

@@ -1,0 +1,61 @@
+//! berth's own Python SDK (`sdk/python`) against a real `berth up`: its pytest suite
+//! (`sdk/python/tests`) makes its own boxes through the SDK, drives every call on them, and
+//! deletes them; this test runs it with `BERTH_URL` and `BERTH_API_KEY` pointing at the
+//! daemon, asserts pytest passed, and that no box was left behind.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{e2e_skip_reason, wait_or_kill, Daemon};
+
+/// What the whole suite may take on a loaded machine.
+const SUITE_DEADLINE: Duration = Duration::from_secs(600);
+
+#[test]
+fn the_python_sdk_suite_passes_against_a_real_daemon() {
+    if let Some(reason) = e2e_skip_reason() {
+        berth_testkit::skip("sandbox", reason);
+        return;
+    }
+    let python = match berth_testkit::sdk_python::find() {
+        Ok(python) => python,
+        Err(reason) => {
+            berth_testkit::skip("sdk-python", reason);
+            return;
+        }
+    };
+    let daemon = Daemon::start();
+    let (addr, key) = daemon.api_endpoint();
+    let sdk = berth_testkit::sdk_python::sdk_dir();
+    let log = daemon.dir().join("pytest.out");
+    let mut child = Command::new(&python)
+        .args(["-m", "pytest", "tests", "-x", "-q", "-p", "no:cacheprovider"])
+        .current_dir(&sdk)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", daemon.dir())
+        .env("PYTHONUNBUFFERED", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("BERTH_URL", format!("http://{addr}"))
+        .env("BERTH_API_KEY", &key)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::from(
+            std::fs::File::options().append(true).open(&log).unwrap(),
+        ))
+        .spawn()
+        .unwrap();
+    let status = wait_or_kill(&mut child, SUITE_DEADLINE);
+    let output = std::fs::read_to_string(&log).unwrap_or_default();
+    eprintln!("--- pytest\n{output}");
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "pytest ({status:?}) failed:\n{output}\n{}",
+        daemon.logs()
+    );
+    let left = daemon.berth_ok(&["box", "ls", "--json"]);
+    let left: serde_json::Value = serde_json::from_str(&left).unwrap();
+    assert_eq!(left["boxes"].as_array().map(Vec::len), Some(0), "{left}");
+}

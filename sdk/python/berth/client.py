@@ -1,0 +1,264 @@
+"""The blocking client: `Berth(url=…, api_key=…)`, its `boxes`, and a box's calls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
+
+import httpx
+
+from . import _api
+from ._config import resolve
+from ._sync import Transport
+from .messages import Turn, follow
+from .models import BoxInfo, Event, EventPage, ExecResult, PortUrls, ProcessInfo, ShareLink
+from .files import Files
+from .processes import Process
+from .terminal import Terminal, open_terminal, pty_params
+
+
+class Berth:
+    """A client of one berth daemon. `url` and `api_key` default to `BERTH_URL` and
+    `BERTH_API_KEY`, else to the files of the local daemon's data dir (`data_dir`, else
+    `BERTH_DATA_DIR` or the default one). `timeout` bounds each call that is not a stream
+    or a command (seconds). Close it (or use it as a context manager) to free its
+    connections."""
+
+    def __init__(
+        self,
+        url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        data_dir: Optional[Union[str, Path]] = None,
+        timeout: float = 60.0,
+        http: Optional[httpx.Client] = None,
+    ) -> None:
+        self._transport = Transport(resolve(url, api_key, data_dir), timeout, http)
+        self.boxes = Boxes(self._transport)
+
+    @property
+    def url(self) -> str:
+        return self._transport.target.url
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def __enter__(self) -> "Berth":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Boxes:
+    """The tenant's boxes."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._t = transport
+
+    def create(
+        self,
+        name: str,
+        *,
+        template: Optional[str] = None,
+        runtime: Optional[str] = None,
+        limits: Optional[Mapping[str, Any]] = None,
+        labels: Optional[Mapping[str, str]] = None,
+        env: Optional[Mapping[str, str]] = None,
+        **more: Any,
+    ) -> "Box":
+        """Makes a box (stopped; the next call that needs it starts it). `more` takes the
+        other fields of `POST /v1/boxes` (`stop_after_s`, `disk_mib`, `egress`, …)."""
+        fields = dict(template=template, runtime=runtime, limits=limits, labels=labels,
+                      env=env, **more)
+        return self._box(self._t.send(_api.create_box(name, fields)).json())
+
+    def list(
+        self, *, labels: Optional[Mapping[str, str]] = None, state: Optional[str] = None
+    ) -> List["Box"]:
+        """The boxes with every one of `labels` and in `state`, when given."""
+        answer = self._t.send(_api.list_boxes(labels, state)).json()
+        return [self._box(b) for b in answer["boxes"]]
+
+    def get(self, ref: str) -> "Box":
+        """A box by its id (`bx_…`) or name."""
+        return self._box(self._t.send(_api.get_box(ref)).json())
+
+    def delete(self, ref: str) -> None:
+        """Stops the box and deletes it with its volume."""
+        self._t.send(_api.delete_box(ref))
+
+    def _box(self, data: Dict[str, Any]) -> "Box":
+        return Box(self._t, BoxInfo.from_json(data))
+
+
+class Box:
+    """One box: `info` is the box as last seen (each call that answers the box updates it)."""
+
+    def __init__(self, transport: Transport, info: BoxInfo) -> None:
+        self._t = transport
+        self.info = info
+        self.files = Files(transport, info.id)
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def state(self) -> str:
+        return self.info.state
+
+    def __repr__(self) -> str:
+        return f"Box({self.name!r}, id={self.id!r}, state={self.state!r})"
+
+    def _set(self, response: httpx.Response) -> "Box":
+        self.info = BoxInfo.from_json(response.json())
+        return self
+
+    def refresh(self) -> "Box":
+        return self._set(self._t.send(_api.get_box(self.id)))
+
+    def start(self, *, runtime: Optional[str] = None) -> "Box":
+        """Starts the box (on `runtime` from now on, when given: it must be stopped)."""
+        body = {"runtime": runtime} if runtime else None
+        return self._set(self._t.send(_api.box_verb(self.id, "start", body)))
+
+    def stop(self) -> "Box":
+        return self._set(self._t.send(_api.box_verb(self.id, "stop")))
+
+    def pause(self) -> "Box":
+        return self._set(self._t.send(_api.box_verb(self.id, "pause")))
+
+    def resume(self) -> "Box":
+        return self._set(self._t.send(_api.box_verb(self.id, "resume")))
+
+    def snapshot(self) -> "Box":
+        return self._set(self._t.send(_api.box_verb(self.id, "snapshot")))
+
+    def update(self, **fields: Any) -> "Box":
+        """Changes any of `pause_after_s`, `snapshot_after_s`, `stop_after_s`,
+        `auto_resume`, `limits`, `disk_mib`, `labels` (whole), `env` (whole)."""
+        return self._set(self._t.send(_api.update_box(self.id, fields)))
+
+    def delete(self) -> None:
+        self._t.send(_api.delete_box(self.id))
+
+    def exec(
+        self,
+        cmd: _api.Command,
+        *,
+        cwd: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        user: Optional[str] = None,
+        stdin: Optional[Union[str, bytes]] = None,
+        timeout: Optional[float] = None,
+        on_stdout: Optional[_api.OutputCallback] = None,
+        on_stderr: Optional[_api.OutputCallback] = None,
+    ) -> ExecResult:
+        """Runs `cmd` (a string through `sh -c`, or a list) to its end, waking the box.
+        With `on_stdout`/`on_stderr` the output is streamed to them as it comes (and is
+        also in the result). `timeout` (seconds, default 60) kills the process group."""
+        body = _api.exec_body(cmd, cwd=cwd, env=env, user=user, stdin=stdin, timeout=timeout)
+        if on_stdout is None and on_stderr is None:
+            answer = self._t.send(_api.exec_request(self.id, body, stream=False))
+            return ExecResult.from_json(answer.json())
+        collector = _api.ExecCollector(on_stdout, on_stderr)
+        with self._t.stream(_api.exec_request(self.id, body, stream=True)) as response:
+            for line in response.iter_lines():
+                collector.feed(line)
+                if collector.result is not None:
+                    return collector.result
+        raise _api.cut("the exec stream")
+
+    def spawn(
+        self,
+        cmd: _api.Command,
+        *,
+        cwd: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        user: Optional[str] = None,
+        stdin: Optional[Union[str, bytes]] = None,
+        timeout: Optional[float] = None,
+        open_stdin: bool = False,
+        keep_awake: Optional[bool] = None,
+    ) -> Process:
+        """Starts `cmd` in the background, waking the box: it runs until it exits (or its
+        `timeout`, none by default), whoever watches. `open_stdin=True` keeps its stdin
+        open for `write_stdin`; `keep_awake=False` lets the box sleep while it runs."""
+        body = _api.exec_body(cmd, cwd=cwd, env=env, user=user, stdin=stdin, timeout=timeout)
+        body = _api.spawn_body(body, open_stdin=open_stdin, keep_awake=keep_awake)
+        answer = self._t.send(_api.exec_request(self.id, body, stream=False))
+        return Process(self._t, self.id, ProcessInfo.from_json(answer.json()))
+
+    def processes(self) -> List[Process]:
+        """The box's background processes, running or exited and not yet forgotten (none
+        while the box is not running)."""
+        answer = self._t.send(_api.list_processes(self.id)).json()
+        return [Process(self._t, self.id, ProcessInfo.from_json(p)) for p in answer["processes"]]
+
+    def send(self, text: str, *, id: Optional[str] = None) -> Turn:
+        """Posts a message to the box's agent (waking the box) and answers its turn: iterate
+        it for the events until its `result`. `id` is an idempotency key: the same key
+        again answers the same message."""
+        after = self.last_event_seq()
+        posted = self._t.send(_api.post_message(self.id, text, id)).json()
+        return Turn(self, posted["id"], posted["seq"], after)
+
+    def events(self, *, after: int = 0) -> Iterator[Event]:
+        """The box's events after seq `after`, stored ones first, then live as they come,
+        for as long as the loop reads (a cut stream is resumed after the last one seen).
+        Watching does not keep the box awake."""
+        return follow(self, after)
+
+    def event_page(self, *, after: int = 0) -> EventPage:
+        """One page of stored events after seq `after`, without waiting for new ones."""
+        return EventPage.from_json(self._t.send(_api.event_page(self.id, after)).json())
+
+    def last_event_seq(self) -> int:
+        """The seq of the newest stored event (0 for none), read page by page."""
+        after = 0
+        while True:
+            page = self.event_page(after=after)
+            after = page.next_after
+            if not page.more:
+                return after
+
+    def port_url(self, port: int) -> PortUrls:
+        """Where the box's `port` is reached through berth (does not wake the box)."""
+        return PortUrls.from_json(self._t.send(_api.port_urls(self.id, port)).json())
+
+    def share(self, port: int, *, ttl_s: int = 3600) -> ShareLink:
+        """A share link to `port` for someone without a key, live for `ttl_s` seconds;
+        its `url` (with the token) is only in this answer."""
+        return ShareLink.from_json(self._t.send(_api.share_port(self.id, port, ttl_s)).json())
+
+    def links(self, port: Optional[int] = None) -> List[ShareLink]:
+        """The box's share links (of `port`, when given), without their URLs."""
+        answer = self._t.send(_api.list_links(self.id, port)).json()
+        return [ShareLink.from_json(link) for link in answer["links"]]
+
+    def revoke(self, link_id: str) -> ShareLink:
+        """Ends a share link and every cookie it opened, at once."""
+        return ShareLink.from_json(self._t.send(_api.revoke_link(self.id, link_id)).json())
+
+    def terminal(
+        self,
+        cols: int = 80,
+        rows: int = 24,
+        *,
+        cmd: Optional[_api.Command] = None,
+        user: Optional[str] = None,
+        cwd: Optional[str] = None,
+        env: Optional[Dict[str, str]] = None,
+        attach: Optional[Terminal] = None,
+    ) -> Terminal:
+        """A new terminal running `cmd` (default: the user's login shell), waking the box;
+        or, with `attach`, that terminal again from where its reading stopped (nothing lost
+        or repeated: within its grace, its output is kept)."""
+        again = (attach.id, attach.offset) if attach is not None else None
+        params = pty_params(cmd, cols, rows, user, cwd, env, again)
+        return open_terminal(self._t.target, self.id, params)

@@ -1,0 +1,45 @@
+"""Boxes: create, get, list, update, the lifecycle verbs, delete."""
+
+import pytest
+
+from berth import NotFound
+
+from conftest import unique
+
+
+def test_create_get_list_update_delete(client, make_box):
+    team = unique("team")
+    box = make_box(
+        "crud",
+        template="host",
+        runtime="sandbox",
+        limits={"memory_mib": 256, "pids": 128},
+        labels={"team": team},
+        env={"GREETING": "hello"},
+    )
+    assert box.state == "stopped" and box.id.startswith("bx_")
+    assert box.info.limits.memory_mib == 256 and box.info.limits.pids == 128
+    assert box.info.labels == {"team": team} and box.info.env == {"GREETING": "hello"}
+
+    assert client.boxes.get(box.name).id == box.id
+    assert client.boxes.get(box.id).name == box.name
+    assert [b.id for b in client.boxes.list(labels={"team": team})] == [box.id]
+    assert [b.id for b in client.boxes.list(labels={"team": team}, state="running")] == []
+
+    box.update(labels={"team": team, "tier": "gold"}, stop_after_s=600)
+    assert box.info.labels["tier"] == "gold" and box.info.stop_after_s == 600
+    assert client.boxes.get(box.name).info.labels["tier"] == "gold"
+
+    client.boxes.delete(box.name)
+    with pytest.raises(NotFound):
+        client.boxes.get(box.id)
+
+
+def test_start_pause_resume_stop(make_box):
+    box = make_box("life")
+    assert box.start().state == "running"
+    assert box.exec("echo $GREETING", env={"GREETING": "up"}).stdout == "up\n"
+    assert box.pause().state == "paused"
+    assert box.resume().state == "running"
+    assert box.stop().state == "stopped"
+    assert box.refresh().state == "stopped"
