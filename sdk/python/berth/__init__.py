@@ -6,7 +6,8 @@
         box = client.boxes.create("alice")
         print(box.exec("echo hi").stdout)
 
-docs/sdk-python.md in berth's repository describes every call.
+The asyncio client is `berth.aio.AsyncBerth`, with the same surface. docs/sdk-python.md in
+berth's repository describes every call.
 """
 
 from .client import Berth, Box, Boxes

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
-from .errors import BerthError, Unavailable, error_for
-from .models import Event, ExecResult, OutputChunk, ProcessExit, WatchEvent
+from .errors import BerthError, BoxFailed, Unavailable, error_for
+from .models import BoxInfo, Event, ExecResult, OutputChunk, ProcessExit, WatchEvent
 
 Params = List[Tuple[str, str]]
 Command = Union[str, Sequence[str]]
@@ -49,6 +49,16 @@ def cut(what: str) -> BerthError:
 
 
 # Boxes
+
+
+def failed_start(error: Unavailable, box: Optional[BoxInfo]) -> BerthError:
+    """A `503` on a box's call is a failed start when the box is now `failed`: the API says
+    so only in the box's state, which the client looked up (`None`: it could not)."""
+    if box is None or box.state != "failed":
+        return error
+    return BoxFailed(
+        error.message, reason=box.state_reason, failure=box.failure, status=error.status
+    )
 
 
 def create_box(name: str, fields: Mapping[str, Any]) -> Request:

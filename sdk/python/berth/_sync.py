@@ -10,7 +10,7 @@ import httpx
 
 from . import _api
 from ._config import Target
-from .errors import BerthError, BoxFailed, Unavailable, error_from
+from .errors import BerthError, Unavailable, error_from
 from .models import BoxInfo
 
 
@@ -69,14 +69,8 @@ class Transport:
         return error
 
     def _failed_start(self, ref: str, error: Unavailable) -> BerthError:
-        """A `503` on a box's call is a failed start when the box is now `failed`: the API
-        says so only in the box's state, so it is looked up."""
         try:
-            box = BoxInfo.from_json(self.send(_api.get_box(ref)).json())
+            box: Optional[BoxInfo] = BoxInfo.from_json(self.send(_api.get_box(ref)).json())
         except BerthError:
-            return error
-        if box.state != "failed":
-            return error
-        return BoxFailed(
-            error.message, reason=box.state_reason, failure=box.failure, status=error.status
-        )
+            box = None
+        return _api.failed_start(error, box)

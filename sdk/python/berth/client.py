@@ -10,6 +10,7 @@ import httpx
 from . import _api
 from ._config import resolve
 from ._sync import Transport
+from ._views import BoxView
 from .messages import Turn, follow
 from .models import BoxInfo, Event, EventPage, ExecResult, PortUrls, ProcessInfo, ShareLink
 from .files import Files
@@ -92,28 +93,13 @@ class Boxes:
         return Box(self._t, BoxInfo.from_json(data))
 
 
-class Box:
+class Box(BoxView):
     """One box: `info` is the box as last seen (each call that answers the box updates it)."""
 
     def __init__(self, transport: Transport, info: BoxInfo) -> None:
         self._t = transport
         self.info = info
         self.files = Files(transport, info.id)
-
-    @property
-    def id(self) -> str:
-        return self.info.id
-
-    @property
-    def name(self) -> str:
-        return self.info.name
-
-    @property
-    def state(self) -> str:
-        return self.info.state
-
-    def __repr__(self) -> str:
-        return f"Box({self.name!r}, id={self.id!r}, state={self.state!r})"
 
     def _set(self, response: httpx.Response) -> "Box":
         self.info = BoxInfo.from_json(response.json())

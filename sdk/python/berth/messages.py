@@ -3,18 +3,19 @@ event log until its `result`, and the log itself, resumed across cut connections
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 import httpx
 
 from . import _api
+from ._views import TurnView
 from .models import Event
 
 if TYPE_CHECKING:
     from .client import Box
 
 
-class Turn:
+class Turn(TurnView):
     """The answer to one message: iterate it for the turn's events as they come, the last
     one its `result` (also kept in `result`). `message_id` is the message's id (the key
     given, else `msg_…`); `seq` its place in the box's queue."""
@@ -44,13 +45,6 @@ class Turn:
             pass
         assert self.result is not None
         return self.result
-
-    @property
-    def text(self) -> Optional[str]:
-        """The `result`'s text, once the turn ended."""
-        data: Dict[str, Any] = self.result.data if self.result else {}
-        text = data.get("result")
-        return text if isinstance(text, str) else None
 
 
 def follow(box: "Box", after: int) -> Iterator[Event]:

@@ -9,10 +9,11 @@ import httpx
 
 from . import _api
 from ._sync import Transport
+from ._views import ProcessView
 from .models import OutputChunk, ProcessExit, ProcessInfo
 
 
-class Process:
+class Process(ProcessView):
     """A process started with `box.spawn(...)` (or found by `box.processes()`). `offset` is
     where the next `output()` starts: past what this handle has read so far."""
 
@@ -22,17 +23,6 @@ class Process:
         self.info = info
         self.offset = 0
         self.exit: Optional[ProcessExit] = info.exit
-
-    @property
-    def id(self) -> str:
-        return self.info.id
-
-    @property
-    def pid(self) -> int:
-        return self.info.pid
-
-    def __repr__(self) -> str:
-        return f"Process({self.id!r}, argv={self.info.argv!r}, exit={self.exit!r})"
 
     def output(self, offset: Optional[int] = None) -> Iterator[OutputChunk]:
         """The output from `offset` (default: where this handle's reading stopped) to the

@@ -104,16 +104,23 @@ class Terminal:
         self.close()
 
     def _control(self, message: Union[str, bytes]) -> Dict[str, Any]:
-        if isinstance(message, bytes):
-            raise BerthError("the terminal sent output before its hello")
-        control = json.loads(message)
-        if "exit" in control:
-            self.exit_code = control["exit"]["code"]
-        elif "detached" in control:
-            self.detached = control["detached"]
-        elif "error" in control:
-            raise error_for(control["error"].get("code", "unknown"), control["error"].get("message", ""))
-        return control
+        return take_control(self, message)
+
+
+def take_control(terminal: Any, message: Union[str, bytes]) -> Dict[str, Any]:
+    """Reads a control frame into `terminal` (either client's): its `exit_code` or why it
+    was `detached`; an error frame raised."""
+    if isinstance(message, bytes):
+        raise BerthError("the terminal sent output before its hello")
+    control = json.loads(message)
+    if "exit" in control:
+        terminal.exit_code = control["exit"]["code"]
+    elif "detached" in control:
+        terminal.detached = control["detached"]
+    elif "error" in control:
+        error = control["error"]
+        raise error_for(error.get("code", "unknown"), error.get("message", ""))
+    return control
 
 
 def open_terminal(target: Target, ref: str, params: List[Tuple[str, str]]) -> Terminal:

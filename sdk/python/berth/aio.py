@@ -1,0 +1,502 @@
+"""The asyncio client: `AsyncBerth`, the same surface as `Berth` with coroutines, and
+async iterators where the blocking client has iterators. Both clients build their calls
+and read their answers with `_api` (no I/O), so only the sending differs.
+
+    from berth.aio import AsyncBerth
+
+    async with AsyncBerth() as client:
+        box = await client.boxes.create("alice")
+        print((await box.exec("echo hi")).stdout)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from pathlib import Path
+from typing import Any, AsyncIterator, Dict, Iterable, List, Mapping, Optional, Union
+
+import httpx
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from . import _api, _tar
+from ._async import AsyncTransport
+from ._config import resolve
+from ._views import BoxView, ProcessView, TurnView
+from .errors import BerthError, NotFound, error_from
+from .models import (
+    ArchiveWritten,
+    BoxInfo,
+    Event,
+    EventPage,
+    ExecResult,
+    FileEntry,
+    OutputChunk,
+    PortUrls,
+    ProcessExit,
+    ProcessInfo,
+    ShareLink,
+    WatchEvent,
+)
+from .terminal import pty_params, ssl_context, take_control, ws_url
+
+# A cut stream: the daemon restarting, or a proxy dropping an idle connection.
+_CUT = (httpx.ReadError, httpx.RemoteProtocolError)
+
+
+class AsyncBerth:
+    """A client of one berth daemon for asyncio programs; found as `Berth` finds it."""
+
+    def __init__(
+        self,
+        url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        data_dir: Optional[Union[str, Path]] = None,
+        timeout: float = 60.0,
+        http: Optional[httpx.AsyncClient] = None,
+    ) -> None:
+        self._transport = AsyncTransport(resolve(url, api_key, data_dir), timeout, http)
+        self.boxes = AsyncBoxes(self._transport)
+
+    @property
+    def url(self) -> str:
+        return self._transport.target.url
+
+    async def close(self) -> None:
+        await self._transport.close()
+
+    async def __aenter__(self) -> "AsyncBerth":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+class AsyncBoxes:
+    """The tenant's boxes."""
+
+    def __init__(self, transport: AsyncTransport) -> None:
+        self._t = transport
+
+    async def create(
+        self,
+        name: str,
+        *,
+        template: Optional[str] = None,
+        runtime: Optional[str] = None,
+        limits: Optional[Mapping[str, Any]] = None,
+        labels: Optional[Mapping[str, str]] = None,
+        env: Optional[Mapping[str, str]] = None,
+        **more: Any,
+    ) -> "AsyncBox":
+        fields = dict(template=template, runtime=runtime, limits=limits, labels=labels,
+                      env=env, **more)
+        return self._box((await self._t.send(_api.create_box(name, fields))).json())
+
+    async def list(
+        self, *, labels: Optional[Mapping[str, str]] = None, state: Optional[str] = None
+    ) -> List["AsyncBox"]:
+        answer = (await self._t.send(_api.list_boxes(labels, state))).json()
+        return [self._box(b) for b in answer["boxes"]]
+
+    async def get(self, ref: str) -> "AsyncBox":
+        return self._box((await self._t.send(_api.get_box(ref))).json())
+
+    async def delete(self, ref: str) -> None:
+        await self._t.send(_api.delete_box(ref))
+
+    def _box(self, data: Dict[str, Any]) -> "AsyncBox":
+        return AsyncBox(self._t, BoxInfo.from_json(data))
+
+
+class AsyncBox(BoxView):
+    """One box, as `Box` (docs/sdk-python.md has each call)."""
+
+    def __init__(self, transport: AsyncTransport, info: BoxInfo) -> None:
+        self._t = transport
+        self.info = info
+        self.files = AsyncFiles(transport, info.id)
+
+    async def _set(self, request: _api.Request) -> "AsyncBox":
+        self.info = BoxInfo.from_json((await self._t.send(request)).json())
+        return self
+
+    async def refresh(self) -> "AsyncBox":
+        return await self._set(_api.get_box(self.id))
+
+    async def start(self, *, runtime: Optional[str] = None) -> "AsyncBox":
+        body = {"runtime": runtime} if runtime else None
+        return await self._set(_api.box_verb(self.id, "start", body))
+
+    async def stop(self) -> "AsyncBox":
+        return await self._set(_api.box_verb(self.id, "stop"))
+
+    async def pause(self) -> "AsyncBox":
+        return await self._set(_api.box_verb(self.id, "pause"))
+
+    async def resume(self) -> "AsyncBox":
+        return await self._set(_api.box_verb(self.id, "resume"))
+
+    async def snapshot(self) -> "AsyncBox":
+        return await self._set(_api.box_verb(self.id, "snapshot"))
+
+    async def update(self, **fields: Any) -> "AsyncBox":
+        return await self._set(_api.update_box(self.id, fields))
+
+    async def delete(self) -> None:
+        await self._t.send(_api.delete_box(self.id))
+
+    async def exec(
+        self,
+        cmd: _api.Command,
+        *,
+        cwd: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        user: Optional[str] = None,
+        stdin: Optional[Union[str, bytes]] = None,
+        timeout: Optional[float] = None,
+        on_stdout: Optional[_api.OutputCallback] = None,
+        on_stderr: Optional[_api.OutputCallback] = None,
+    ) -> ExecResult:
+        """Runs `cmd` to its end; with `on_stdout`/`on_stderr` (plain functions) the output
+        is streamed to them as it comes."""
+        body = _api.exec_body(cmd, cwd=cwd, env=env, user=user, stdin=stdin, timeout=timeout)
+        if on_stdout is None and on_stderr is None:
+            answer = await self._t.send(_api.exec_request(self.id, body, stream=False))
+            return ExecResult.from_json(answer.json())
+        collector = _api.ExecCollector(on_stdout, on_stderr)
+        async with self._t.stream(_api.exec_request(self.id, body, stream=True)) as response:
+            async for line in response.aiter_lines():
+                collector.feed(line)
+                if collector.result is not None:
+                    return collector.result
+        raise _api.cut("the exec stream")
+
+    async def spawn(
+        self,
+        cmd: _api.Command,
+        *,
+        cwd: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        user: Optional[str] = None,
+        stdin: Optional[Union[str, bytes]] = None,
+        timeout: Optional[float] = None,
+        open_stdin: bool = False,
+        keep_awake: Optional[bool] = None,
+    ) -> "AsyncProcess":
+        body = _api.exec_body(cmd, cwd=cwd, env=env, user=user, stdin=stdin, timeout=timeout)
+        body = _api.spawn_body(body, open_stdin=open_stdin, keep_awake=keep_awake)
+        answer = await self._t.send(_api.exec_request(self.id, body, stream=False))
+        return AsyncProcess(self._t, self.id, ProcessInfo.from_json(answer.json()))
+
+    async def processes(self) -> List["AsyncProcess"]:
+        answer = (await self._t.send(_api.list_processes(self.id))).json()
+        return [AsyncProcess(self._t, self.id, ProcessInfo.from_json(p))
+                for p in answer["processes"]]
+
+    async def send(self, text: str, *, id: Optional[str] = None) -> "AsyncTurn":
+        after = await self.last_event_seq()
+        posted = (await self._t.send(_api.post_message(self.id, text, id))).json()
+        return AsyncTurn(self, posted["id"], posted["seq"], after)
+
+    async def events(self, *, after: int = 0) -> AsyncIterator[Event]:
+        """The box's events after seq `after`, live, resumed after the last one seen when
+        the stream is cut, for as long as the caller reads."""
+        reconnects = _api.Reconnects("the event stream")
+        while True:
+            try:
+                async with self._t.stream(_api.event_stream(self.id, after)) as response:
+                    parser = _api.SseParser()
+                    async for line in response.aiter_lines():
+                        event = parser.feed(line)
+                        if event is not None:
+                            after = event.seq
+                            reconnects.progress()
+                            yield event
+            except _CUT:
+                pass
+            reconnects.cut()
+
+    async def event_page(self, *, after: int = 0) -> EventPage:
+        return EventPage.from_json((await self._t.send(_api.event_page(self.id, after))).json())
+
+    async def last_event_seq(self) -> int:
+        after = 0
+        while True:
+            page = await self.event_page(after=after)
+            after = page.next_after
+            if not page.more:
+                return after
+
+    async def port_url(self, port: int) -> PortUrls:
+        return PortUrls.from_json((await self._t.send(_api.port_urls(self.id, port))).json())
+
+    async def share(self, port: int, *, ttl_s: int = 3600) -> ShareLink:
+        answer = await self._t.send(_api.share_port(self.id, port, ttl_s))
+        return ShareLink.from_json(answer.json())
+
+    async def links(self, port: Optional[int] = None) -> List[ShareLink]:
+        answer = (await self._t.send(_api.list_links(self.id, port))).json()
+        return [ShareLink.from_json(link) for link in answer["links"]]
+
+    async def revoke(self, link_id: str) -> ShareLink:
+        answer = await self._t.send(_api.revoke_link(self.id, link_id))
+        return ShareLink.from_json(answer.json())
+
+    async def terminal(
+        self,
+        cols: int = 80,
+        rows: int = 24,
+        *,
+        cmd: Optional[_api.Command] = None,
+        user: Optional[str] = None,
+        cwd: Optional[str] = None,
+        env: Optional[Dict[str, str]] = None,
+        attach: Optional["AsyncTerminal"] = None,
+    ) -> "AsyncTerminal":
+        again = (attach.id, attach.offset) if attach is not None else None
+        params = pty_params(cmd, cols, rows, user, cwd, env, again)
+        target = self._t.target
+        try:
+            connection = await connect(
+                ws_url(target, self.id, params),
+                additional_headers={"Authorization": f"Bearer {target.api_key}"},
+                ssl=ssl_context(target),
+                max_size=None,
+            )
+        except InvalidStatus as refused:
+            raise error_from(
+                refused.response.status_code, refused.response.body or b""
+            ) from None
+        terminal = AsyncTerminal(connection)
+        await terminal._hello()
+        return terminal
+
+
+class AsyncProcess(ProcessView):
+    """A background process, as `Process`; `output()` is an async iterator."""
+
+    def __init__(self, transport: AsyncTransport, box_id: str, info: ProcessInfo) -> None:
+        self._t = transport
+        self._box = box_id
+        self.info = info
+        self.offset = 0
+        self.exit: Optional[ProcessExit] = info.exit
+
+    async def output(self, offset: Optional[int] = None) -> AsyncIterator[OutputChunk]:
+        cursor = _api.OutputCursor(self.offset if offset is None else offset)
+        while cursor.exit is None:
+            request = _api.process_output(self._box, self.id, cursor.offset)
+            try:
+                async with self._t.stream(request) as response:
+                    async for line in response.aiter_lines():
+                        chunk = cursor.feed(line)
+                        if chunk is not None:
+                            self.offset = cursor.offset
+                            yield chunk
+            except _CUT:
+                pass
+            if cursor.exit is None:
+                cursor.reconnects.cut()
+        self.exit = cursor.exit
+
+    async def wait(self) -> ProcessExit:
+        async for _ in self.output():
+            pass
+        assert self.exit is not None
+        return self.exit
+
+    async def write_stdin(
+        self, data: Union[str, bytes, Iterable[bytes]], *, close: bool = False
+    ) -> None:
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        await self._t.send(_api.process_stdin(self._box, self.id, data, close))
+
+    async def close_stdin(self) -> None:
+        await self._t.send(_api.process_stdin(self._box, self.id, b"", True))
+
+    async def signal(self, signal: str) -> None:
+        await self._t.send(_api.process_signal(self._box, self.id, signal))
+
+    async def kill(self) -> None:
+        await self.signal("KILL")
+
+
+class AsyncTurn(TurnView):
+    """The answer to one message, as `Turn`: `async for` its events up to its `result`."""
+
+    def __init__(self, box: AsyncBox, message_id: str, seq: int, after: int) -> None:
+        self._box = box
+        self.message_id = message_id
+        self.seq = seq
+        self._after = after
+        self.result: Optional[Event] = None
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        if self.result is not None:
+            return
+        turn = _api.TurnFilter(self.message_id)
+        events = self._box.events(after=self._after)
+        try:
+            async for event in events:
+                self._after = event.seq
+                turn.take(event)
+                yield event
+                if turn.done:
+                    self.result = event
+                    return
+        finally:
+            await events.aclose()  # type: ignore[attr-defined]
+
+    async def wait(self) -> Event:
+        async for _ in self:
+            pass
+        assert self.result is not None
+        return self.result
+
+
+class AsyncFiles:
+    """A box's files, as `Files`."""
+
+    def __init__(self, transport: AsyncTransport, box_id: str) -> None:
+        self._t = transport
+        self._box = box_id
+
+    async def read(self, path: str, *, user: Optional[str] = None) -> bytes:
+        return (await self._t.send(_api.read_file(self._box, path, user))).content
+
+    async def read_text(
+        self, path: str, *, user: Optional[str] = None, encoding: str = "utf-8"
+    ) -> str:
+        return (await self.read(path, user=user)).decode(encoding)
+
+    async def read_stream(self, path: str, *, user: Optional[str] = None) -> AsyncIterator[bytes]:
+        async with self._t.stream(_api.read_file(self._box, path, user)) as response:
+            async for chunk in response.aiter_bytes():
+                yield chunk
+
+    async def write(
+        self,
+        path: str,
+        data: Union[str, bytes, Iterable[bytes], AsyncIterator[bytes]],
+        *,
+        mode: Optional[int] = None,
+        user: Optional[str] = None,
+    ) -> None:
+        """Writes `data` (text, bytes, or chunks from an iterable or an async iterable)."""
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        await self._t.send(_api.write_file(self._box, path, data, mode, user))
+
+    async def list(self, path: str, *, user: Optional[str] = None) -> List[FileEntry]:
+        answer = (await self._t.send(_api.list_files(self._box, path, user))).json()
+        return [FileEntry.from_json(e) for e in answer["entries"]]
+
+    async def stat(self, path: str, *, user: Optional[str] = None) -> FileEntry:
+        answer = await self._t.send(_api.stat_file(self._box, path, user))
+        return FileEntry.from_json(answer.json())
+
+    async def exists(self, path: str, *, user: Optional[str] = None) -> bool:
+        try:
+            await self.stat(path, user=user)
+        except NotFound:
+            return False
+        return True
+
+    async def mkdir(
+        self, path: str, *, recursive: bool = False, user: Optional[str] = None
+    ) -> None:
+        await self._t.send(_api.make_dir(self._box, path, recursive, user))
+
+    async def remove(
+        self, path: str, *, recursive: bool = False, user: Optional[str] = None
+    ) -> None:
+        await self._t.send(_api.remove_file(self._box, path, recursive, user))
+
+    async def upload_dir(
+        self, local: Union[str, Path], path: str, *, user: Optional[str] = None
+    ) -> ArchiveWritten:
+        """The local directory's tar is made on a worker thread as it is sent."""
+        request = _api.write_archive(self._box, path, _tar.tar_chunks(local), user)
+        return ArchiveWritten.from_json((await self._t.send(request)).json())
+
+    async def download_dir(
+        self, path: str, local: Union[str, Path], *, user: Optional[str] = None
+    ) -> None:
+        """The tar is spooled to a temporary file as it comes (memory holds a chunk), then
+        extracted on a worker thread, never outside `local`."""
+        with tempfile.TemporaryFile() as spool:
+            async with self._t.stream(_api.read_archive(self._box, path, user)) as response:
+                async for chunk in response.aiter_bytes():
+                    await asyncio.to_thread(spool.write, chunk)
+            spool.seek(0)
+            await asyncio.to_thread(_tar.extract, spool, local)  # type: ignore[arg-type]
+
+    async def watch(
+        self, path: str, *, recursive: bool = False, user: Optional[str] = None
+    ) -> AsyncIterator[WatchEvent]:
+        request = _api.watch_files(self._box, path, recursive, user)
+        async with self._t.stream(request) as response:
+            async for line in response.aiter_lines():
+                event = _api.watch_event(line)
+                if event is not None:
+                    yield event
+                    if event.type == "gone":
+                        return
+
+
+class AsyncTerminal:
+    """An attached terminal, as `Terminal`: `async for` over `read()` for its bytes."""
+
+    def __init__(self, connection: ClientConnection) -> None:
+        self._ws = connection
+        self.id = ""
+        self.offset = 0
+        self.exit_code: Optional[int] = None
+        self.detached: Optional[Any] = None
+
+    async def _hello(self) -> None:
+        hello = self._control(await self._ws.recv())
+        if "id" not in hello:
+            await self.close()
+            raise BerthError(f"the terminal did not say hello: {hello}")
+        self.id = hello["id"]
+        self.offset = hello["offset"]
+
+    async def write(self, data: Union[str, bytes]) -> None:
+        await self._ws.send(data.encode("utf-8") if isinstance(data, str) else data)
+
+    async def resize(self, cols: int, rows: int) -> None:
+        await self._ws.send(json.dumps({"resize": {"cols": cols, "rows": rows}}))
+
+    async def signal(self, signal: str) -> None:
+        await self._ws.send(json.dumps({"signal": signal.upper().removeprefix("SIG")}))
+
+    async def read(self) -> AsyncIterator[bytes]:
+        while self.exit_code is None and self.detached is None:
+            try:
+                message = await self._ws.recv()
+            except ConnectionClosed:
+                return
+            if isinstance(message, bytes):
+                self.offset += len(message)
+                yield message
+            else:
+                self._control(message)
+
+    async def close(self) -> None:
+        """Leaves the terminal (it lives on for its grace, to be reattached)."""
+        await self._ws.close()
+
+    async def __aenter__(self) -> "AsyncTerminal":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def _control(self, message: Union[str, bytes]) -> Dict[str, Any]:
+        return take_control(self, message)
