@@ -5,10 +5,10 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use common::{e2e_skip_reason, wait_or_kill, Daemon};
+use common::{e2e_skip_reason, run_logged, Daemon};
 
 /// What the whole suite may take on a loaded machine.
 const SUITE_DEADLINE: Duration = Duration::from_secs(600);
@@ -30,26 +30,25 @@ fn the_python_sdk_suite_passes_against_a_real_daemon() {
     let (addr, key) = daemon.api_endpoint();
     let sdk = berth_testkit::sdk_python::sdk_dir();
     let log = daemon.dir().join("pytest.out");
-    let mut child = Command::new(&python)
-        .args(["-m", "pytest", "tests", "-x", "-q", "-p", "no:cacheprovider"])
-        .current_dir(&sdk)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", daemon.dir())
-        .env("PYTHONUNBUFFERED", "1")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("BERTH_URL", format!("http://{addr}"))
-        .env("BERTH_API_KEY", &key)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(Stdio::from(
-            std::fs::File::options().append(true).open(&log).unwrap(),
-        ))
-        .spawn()
-        .unwrap();
-    let status = wait_or_kill(&mut child, SUITE_DEADLINE);
-    let output = std::fs::read_to_string(&log).unwrap_or_default();
-    eprintln!("--- pytest\n{output}");
+    let mut cmd = Command::new(&python);
+    cmd.args([
+        "-m",
+        "pytest",
+        "tests",
+        "-x",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ])
+    .current_dir(&sdk)
+    .env_clear()
+    .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+    .env("HOME", daemon.dir())
+    .env("PYTHONUNBUFFERED", "1")
+    .env("PYTHONDONTWRITEBYTECODE", "1")
+    .env("BERTH_URL", format!("http://{addr}"))
+    .env("BERTH_API_KEY", &key);
+    let (status, output) = run_logged(&mut cmd, "pytest", &log, SUITE_DEADLINE);
     assert!(
         status.is_some_and(|s| s.success()),
         "pytest ({status:?}) failed:\n{output}\n{}",

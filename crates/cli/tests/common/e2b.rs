@@ -4,10 +4,10 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use super::{e2e_skip_reason, wait_or_kill, Daemon};
+use super::{e2e_skip_reason, run_logged, Daemon};
 
 /// What one script may take on a loaded machine.
 const SCRIPT_DEADLINE: Duration = Duration::from_secs(600);
@@ -102,25 +102,16 @@ fn run_script(
         .join("tests/e2b_sdk")
         .join(script);
     let log = daemon.dir().join(format!("{script}.out"));
-    let mut child = Command::new(program)
-        .arg(&path)
+    let mut cmd = Command::new(program);
+    cmd.arg(&path)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", daemon.dir())
         .env("E2B_API_URL", &url)
         .env("E2B_SANDBOX_URL", &url)
         .env("E2B_API_KEY", &key)
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(Stdio::from(
-            std::fs::File::options().append(true).open(&log).unwrap(),
-        ))
-        .spawn()
-        .unwrap();
-    let status = wait_or_kill(&mut child, SCRIPT_DEADLINE);
-    let output = std::fs::read_to_string(&log).unwrap_or_default();
-    eprintln!("--- {script}\n{output}");
+        .envs(env.iter().copied());
+    let (status, output) = run_logged(&mut cmd, script, &log, SCRIPT_DEADLINE);
     let passed: Vec<&str> = output
         .lines()
         .filter_map(|l| l.strip_prefix("ok "))

@@ -133,6 +133,29 @@ pub fn wait_or_kill(child: &mut Child, within: Duration) -> Option<std::process:
 }
 
 /// Why the end-to-end test cannot run here, if it cannot.
+/// Runs `cmd` (stdin closed) with its stdout and stderr in the file `log`, for at most
+/// `within` (then killed); answers its exit status (`None`: killed) and what it printed,
+/// which it also shows on the test's stderr under `name`.
+pub fn run_logged(
+    cmd: &mut Command,
+    name: &str,
+    log: &Path,
+    within: Duration,
+) -> (Option<std::process::ExitStatus>, String) {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(log).unwrap())
+        .stderr(Stdio::from(
+            fs::File::options().append(true).open(log).unwrap(),
+        ))
+        .spawn()
+        .unwrap();
+    let status = wait_or_kill(&mut child, within);
+    let output = fs::read_to_string(log).unwrap_or_default();
+    eprintln!("--- {name}\n{output}");
+    (status, output)
+}
+
 pub fn e2e_skip_reason() -> Option<String> {
     if let Err(e) = berth_runtime::sandbox::SandboxRuntime::check_host("runc") {
         return Some(e.to_string());

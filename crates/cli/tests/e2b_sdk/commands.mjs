@@ -4,28 +4,11 @@
 // Prints `ok <check>` for each check that passed and `box <sandbox id>`; any failure throws
 // (exit status 1).
 
+import { WAIT_MS, assert, ok, rejectsWith, same, show } from "./check.mjs";
+
 const { Sandbox, CommandExitError } = await import(process.env.BERTH_E2B_JS);
 
-// Long enough for a loaded machine; each wait polls, and fails only past it.
-const WAIT_MS = 90_000;
-
-const ok = (check) => console.log(`ok ${check}`);
-const assert = (cond, what) => {
-  if (!cond) throw new Error(`assertion failed: ${what}`);
-};
-const show = (value) => JSON.stringify(value);
-const same = (a, b) => show(a) === show(b);
-
-// The CommandExitError `promise` rejects with; anything else (or no rejection) fails.
-async function exitError(promise) {
-  try {
-    const result = await promise;
-    throw new Error(`no CommandExitError, but ${show(result)}`);
-  } catch (e) {
-    if (!(e instanceof CommandExitError)) throw e;
-    return e;
-  }
-}
+const exitError = (promise) => rejectsWith(CommandExitError, promise);
 
 function listed(processes, pid) {
   const found = processes.filter((p) => p.pid === pid);

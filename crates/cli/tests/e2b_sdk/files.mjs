@@ -6,27 +6,11 @@
 // Prints `ok <check>` for each check that passed and `box <sandbox id>`; any failure throws
 // (exit status 1).
 
+import { assert, ok, same, show, waitFor } from "./check.mjs";
+
 const { Sandbox, FileType, FilesystemEventType } = await import(process.env.BERTH_E2B_JS);
 
-// Long enough for a loaded machine; each wait polls, and fails only past it.
-const WAIT_MS = 90_000;
-
-const ok = (check) => console.log(`ok ${check}`);
-const assert = (cond, what) => {
-  if (!cond) throw new Error(`assertion failed: ${what}`);
-};
-const show = (value) => JSON.stringify(value);
-const same = (a, b) => show(a) === show(b);
 const sameBytes = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
-
-async function waitFor(what, condition) {
-  const deadline = Date.now() + WAIT_MS;
-  while (Date.now() < deadline) {
-    if (await condition()) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 async function drain(stream) {
   const chunks = [];

@@ -8,28 +8,14 @@ import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import net from "node:net";
 
+import { WAIT_MS, assert, ok, waitFor } from "./check.mjs";
+
 const { Sandbox } = await import(process.env.BERTH_E2B_JS);
 // The SDK's own HTTP client (a real WebSocket client among its parts), whose fetch takes
 // its dispatchers (Node's built-in fetch is an older undici).
 const { Agent, WebSocket, fetch } = createRequire(process.env.BERTH_E2B_JS)("undici");
 
 const RUN = Math.random().toString(16).slice(2, 14);
-// Long enough for a loaded machine; each wait polls, and fails only past it.
-const WAIT_MS = 90_000;
-
-const ok = (check) => console.log(`ok ${check}`);
-const assert = (cond, what) => {
-  if (!cond) throw new Error(`assertion failed: ${what}`);
-};
-
-async function waitFor(what, condition) {
-  const deadline = Date.now() + WAIT_MS;
-  while (Date.now() < deadline) {
-    if (await condition()) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 // `promise`, or a failure naming `what` once the deadline has passed.
 function within(what, promise) {

@@ -5,16 +5,10 @@
 // (exit status 1). A terminal echoes its input, so each command prints a marker the input
 // itself does not contain (`$((1+1))` is echoed as typed, printed as 2).
 
+import { WAIT_MS, assert, ok, rejectsWith, show } from "./check.mjs";
+
 const { Sandbox, CommandExitError } = await import(process.env.BERTH_E2B_JS);
 
-// Long enough for a loaded machine; each wait polls, and fails only past it.
-const WAIT_MS = 90_000;
-
-const ok = (check) => console.log(`ok ${check}`);
-const assert = (cond, what) => {
-  if (!cond) throw new Error(`assertion failed: ${what}`);
-};
-const show = (value) => JSON.stringify(value);
 const input = (text) => new TextEncoder().encode(text);
 
 // What a terminal printed so far, decoded as it comes.
@@ -34,15 +28,7 @@ class Screen {
   }
 }
 
-async function exitError(promise) {
-  try {
-    const result = await promise;
-    throw new Error(`no CommandExitError, but ${show(result)}`);
-  } catch (e) {
-    if (!(e instanceof CommandExitError)) throw e;
-    return e;
-  }
-}
+const exitError = (promise) => rejectsWith(CommandExitError, promise);
 
 const sbx = await Sandbox.create({ timeoutMs: 300_000 });
 console.log(`box ${sbx.sandboxId}`);
