@@ -58,7 +58,7 @@ pub async fn bridge(socket: WebSocket, attached: Attached, busy: ActivityGuard) 
         stream,
         limits,
     } = attached;
-    let (mut to_client, from_client) = socket.split();
+    let (mut to_client, mut from_client) = socket.split();
     let hello = ServerControl::Hello {
         id: id.clone(),
         offset: stream.start,
@@ -70,13 +70,15 @@ pub async fn bridge(socket: WebSocket, attached: Attached, busy: ActivityGuard) 
     let (replies, replies_rx) = mpsc::channel(REPLIES);
     let end = tokio::select! {
         end = write_half(&mut to_client, output, replies_rx, &limits) => end,
-        end = read_half(from_client, input, &client, &id, replies, &limits) => end,
+        end = read_half(&mut from_client, input, &client, &id, replies, &limits) => end,
     };
     match end {
         End::Closed => {
             let last = last_word(&client, &id).await;
-            if send(&mut to_client, text(&last), &limits).await.is_ok() {
-                let _ = send(&mut to_client, Message::Close(None), &limits).await;
+            if send(&mut to_client, text(&last), &limits).await.is_ok()
+                && send(&mut to_client, Message::Close(None), &limits).await.is_ok()
+            {
+                await_close_reply(&mut from_client, &limits).await;
             }
         }
         End::Silent => {
@@ -101,6 +103,14 @@ async fn send(
         Ok(Err(_)) => Err(End::ClientGone),
         Err(_elapsed) => Err(End::NotReading),
     }
+}
+
+/// The rest of the closing handshake: the client's own Close. Dropping the connection
+/// before it came would leave the client's bytes unread, and the kernel would answer
+/// them with a reset that can cost the client the last word it has not read yet.
+async fn await_close_reply(from_client: &mut FromClient, limits: &StreamLimits) {
+    let drained = async { while let Some(Ok(_)) = from_client.next().await {} };
+    let _ = tokio::time::timeout(limits.send_timeout, drained).await;
 }
 
 /// The program's output, the answers to control messages, and the pings, until the
@@ -131,7 +141,7 @@ async fn write_half(
 /// The client's messages, each heard within the silence limit of the one before and
 /// handed on within it too.
 async fn read_half(
-    mut from_client: FromClient,
+    from_client: &mut FromClient,
     mut input: impl AsyncWrite + Unpin,
     client: &GuestClient,
     id: &str,

@@ -2,7 +2,7 @@
 //! real sandbox box: a resize reaches the program, output printed while detached is
 //! replayed once on reattach, the exit status ends the socket, and a terminal keeps the box
 //! awake while attached and within its grace, and no longer after: not even for a client
-//! that stops reading while the program floods.
+//! that stops reading while the program floods. The exit ends with a full closing handshake.
 
 use std::time::{Duration, Instant};
 
@@ -162,6 +162,46 @@ async fn a_websocket_terminal_resizes_replays_what_it_missed_once_and_exits() {
     let (status, body) = server.call(Method::GET, "/v1/boxes/t1/pty", None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(body["error"]["code"], "invalid_request");
+}
+
+/// The exit is the server's last word, then a closing handshake the server waits out: had
+/// it dropped the connection right after its Close, the client's Close would reach a closed
+/// socket, and the reset that answers it can cost a client (Python's `websockets`) the exit
+/// it had received but not yet read.
+#[tokio::test]
+async fn the_server_waits_for_the_clients_close_after_the_exit() {
+    let Some(server) = with_sandbox().await else {
+        return;
+    };
+    let (status, body) = server
+        .call(Method::POST, "/v1/boxes", Some(json!({"name": "t1"})))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let mut socket = connect(&server, "cmd=sh&cmd=-c&cmd=exit%207")
+        .await
+        .unwrap();
+    let mut seen = Seen::default();
+    read_until(&mut socket, &mut seen, |s| s.last.is_some()).await;
+    assert_eq!(seen.last.as_ref().unwrap()["exit"]["code"], 7);
+    let close = tokio::time::timeout(Duration::from_secs(30), socket.next()).await;
+    assert!(
+        matches!(close, Ok(Some(Ok(Message::Close(_))))),
+        "{close:?}"
+    );
+    // tungstenite sends its reply on the next poll: until then the server's side stays open.
+    let mut byte = [0u8; 1];
+    let early = tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::io::AsyncReadExt::read(socket.get_mut(), &mut byte),
+    )
+    .await;
+    assert!(
+        early.is_err(),
+        "the server closed before the client's Close: {early:?}"
+    );
+    // The reply completes the handshake, and then the server closes.
+    let end = tokio::time::timeout(Duration::from_secs(30), socket.next()).await;
+    assert!(matches!(end, Ok(None | Some(Err(_)))), "{end:?}");
 }
 
 #[tokio::test]
