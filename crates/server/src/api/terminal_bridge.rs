@@ -76,7 +76,9 @@ pub async fn bridge(socket: WebSocket, attached: Attached, busy: ActivityGuard) 
         End::Closed => {
             let last = last_word(&client, &id).await;
             if send(&mut to_client, text(&last), &limits).await.is_ok()
-                && send(&mut to_client, Message::Close(None), &limits).await.is_ok()
+                && send(&mut to_client, Message::Close(None), &limits)
+                    .await
+                    .is_ok()
             {
                 await_close_reply(&mut from_client, &limits).await;
             }
