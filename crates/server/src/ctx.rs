@@ -68,6 +68,8 @@ pub struct Ctx {
     pub stream_limits: crate::stream_limits::StreamLimits,
     /// The E2B API's access-token key and lifetime doorbell (`crate::e2b`).
     pub e2b: Arc<crate::e2b::state::E2b>,
+    /// Webhooks: their settings and the worker's doorbell.
+    pub webhooks: Arc<crate::webhooks::Webhooks>,
 }
 
 impl Ctx {

@@ -290,6 +290,9 @@ pub enum OpError {
     Push(#[from] crate::push::PushError),
 
     #[error(transparent)]
+    Webhook(#[from] crate::webhooks::WebhookError),
+
+    #[error(transparent)]
     Wakeup(#[from] crate::lifecycle::wakeups::error::WakeupError),
 
     /// The secret store refused or failed (a bad name or value, no such secret, a row

@@ -23,6 +23,7 @@ pub mod host_config;
 pub mod images;
 pub mod lifecycle;
 pub mod ops;
+pub mod outbound;
 pub mod ports;
 pub mod public_url;
 pub mod pumps;
@@ -34,6 +35,7 @@ pub mod stream_limits;
 pub mod templates;
 pub mod tls;
 pub mod validate;
+pub mod webhooks;
 
 pub use config::{ServerConfig, ADMIN_KEY_FILE, URL_FILE};
 pub use error::{OpError, ServerError};

@@ -133,6 +133,7 @@ impl Server {
                 &config.host.terminals,
             ),
             e2b: crate::e2b::state::E2b::open(data)?,
+            webhooks: crate::webhooks::Webhooks::new(&config.host.webhooks),
         };
         if let Err(e) = reconcile::reconcile(&ctx).await {
             // The store failing here fails every request too: refuse to start.
@@ -141,6 +142,7 @@ impl Server {
             }
             tracing::error!(error = %error_chain(&e), "reconcile failed");
         }
+        crate::webhooks::worker::spawn(ctx.clone());
         let listener =
             TcpListener::bind(config.listen)
                 .await

@@ -49,7 +49,7 @@ pub enum StoreError {
     CorruptMessageState { value: String },
 
     #[error("corrupt value {value:?} in {column}")]
-    CorruptWakeup { column: &'static str, value: String },
+    CorruptValue { column: &'static str, value: String },
 
     /// `opened_with` unknown, or `api_key` without the key's id.
     #[error("web session {id} has a corrupt origin {value:?} in web_sessions.opened_with")]

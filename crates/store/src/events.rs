@@ -95,19 +95,22 @@ pub struct Pruned {
 const PRUNE_BATCH: u32 = 256;
 
 impl Store {
-    /// Sets who hears about appended events (the daemon's live readers). Replaces any
-    /// earlier listener.
-    pub fn set_event_listener(&self, listener: Arc<dyn EventListener>) {
-        *self.listener.write().unwrap_or_else(|p| p.into_inner()) = Some(listener);
+    /// Adds one more that hears about appended events (the daemon's live readers, its
+    /// webhooks), after every commit that appended some.
+    pub fn add_event_listener(&self, listener: Arc<dyn EventListener>) {
+        self.listeners
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(listener);
     }
 
     pub(crate) fn notify_appended(&self, box_id: &BoxId, last_seq: u64) {
-        let listener = self
-            .listener
+        let listeners = self
+            .listeners
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        if let Some(listener) = listener {
+        for listener in listeners {
             listener.appended(box_id, last_seq);
         }
     }
@@ -405,11 +408,13 @@ pub(crate) fn insert(
 ) -> Result<(), StoreError> {
     let data = data.to_string();
     let bytes = (kind.len() + data.len()) as i64;
+    let at = format_time(at)?;
     tx.execute(
         "INSERT INTO events (box_id, seq, type, data, created_at, bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![box_id.as_str(), seq as i64, kind, data, format_time(at)?, bytes],
+        params![box_id.as_str(), seq as i64, kind, data, at, bytes],
     )
     .map_err(sql("insert an event"))?;
+    crate::webhooks::enqueue(tx, box_id, seq, kind, &data, &at)?;
     tx.execute(
         "UPDATE boxes SET event_bytes = event_bytes + ?1 WHERE id = ?2",
         params![bytes, box_id.as_str()],

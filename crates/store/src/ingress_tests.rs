@@ -132,7 +132,7 @@ impl EventListener for Heard {
 fn guest_events_are_stored_once_with_host_seqs_and_state_changes_interleave() {
     let (dir, store, id) = setup();
     let heard = Arc::new(Heard::default());
-    store.set_event_listener(heard.clone());
+    store.add_event_listener(heard.clone());
     let record = store.get_box(&id).unwrap().unwrap();
     store
         .update_box_state(&id, record.generation, BoxState::Starting, None)

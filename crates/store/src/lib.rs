@@ -32,6 +32,7 @@ mod tenants;
 mod wakeups;
 mod warm_pool;
 mod web_sessions;
+pub mod webhooks;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -81,7 +82,7 @@ pub struct Store {
     /// writes (all reads outside a write transaction).
     readers: ReadPool,
     /// Told after each commit that appended events.
-    listener: RwLock<Option<Arc<dyn EventListener>>>,
+    listeners: RwLock<Vec<Arc<dyn EventListener>>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -115,7 +116,7 @@ impl Store {
         Ok(Store {
             conn: Mutex::new(conn),
             readers,
-            listener: RwLock::new(None),
+            listeners: RwLock::new(Vec::new()),
         })
     }
 
@@ -204,3 +205,5 @@ mod wakeups_tests;
 mod warm_pool_tests;
 #[cfg(test)]
 mod web_sessions_tests;
+#[cfg(test)]
+mod webhooks_tests;

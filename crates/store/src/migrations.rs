@@ -34,6 +34,7 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (16, include_str!("../migrations/0016_wakeup_box_slots.sql")),
     (17, include_str!("../migrations/0017_box_transitions.sql")),
     (18, include_str!("../migrations/0018_e2b_sandboxes.sql")),
+    (19, include_str!("../migrations/0019_webhooks.sql")),
 ];
 
 /// Migrations that rebuild a table other tables reference: they run with foreign keys off

@@ -155,7 +155,7 @@ impl Store {
     pub fn secret_key_ids(&self) -> Result<Vec<String>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn
-            .prepare("SELECT DISTINCT key_id FROM secrets ORDER BY key_id")
+            .prepare("SELECT key_id FROM secrets UNION SELECT key_id FROM webhooks ORDER BY key_id")
             .map_err(sql("list secret key ids"))?;
         let ids = stmt
             .query_map([], |row| row.get::<_, String>(0))

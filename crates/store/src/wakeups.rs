@@ -58,7 +58,7 @@ impl WakeupOrigin {
         match s {
             "api" => Ok(WakeupOrigin::Api),
             "box" => Ok(WakeupOrigin::Box),
-            other => Err(StoreError::CorruptWakeup {
+            other => Err(StoreError::CorruptValue {
                 column: "wakeups.created_by",
                 value: other.to_owned(),
             }),
@@ -259,7 +259,7 @@ impl Store {
             ],
         )
         .map_err(sql("add a wakeup"))?;
-        let added = read(&tx, &id)?.ok_or_else(|| StoreError::CorruptWakeup {
+        let added = read(&tx, &id)?.ok_or_else(|| StoreError::CorruptValue {
             column: "wakeups.id",
             value: id.clone(),
         })?;
@@ -490,7 +490,7 @@ impl Raw {
             ("in", _, _) => WakeupKind::In,
             ("cron", Some(expr), Some(tz)) => WakeupKind::Cron { expr, tz },
             (other, _, _) => {
-                return Err(StoreError::CorruptWakeup {
+                return Err(StoreError::CorruptValue {
                     column: "wakeups.kind",
                     value: other.to_owned(),
                 })

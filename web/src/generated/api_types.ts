@@ -831,6 +831,76 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's webhooks */
+        get: operations["get_webhooks"];
+        put?: never;
+        /** Add a webhook (its signing secret is in this answer only) */
+        post: operations["post_webhooks"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One webhook */
+        get: operations["get_webhooks_id"];
+        put?: never;
+        post?: never;
+        /** Delete a webhook and its deliveries */
+        delete: operations["delete_webhooks_id"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A webhook's deliveries and their last attempts, newest first */
+        get: operations["get_webhooks_id_deliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Send a `webhook.test` event and answer with its first attempt */
+        post: operations["post_webhooks_id_test"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1108,10 +1178,28 @@ export interface components {
             /** @description IANA time zone `cron` is read in (default `UTC`). */
             tz?: string | null;
         };
+        CreateWebhook: {
+            /** @description A note of the tenant's own (at most 256 characters). */
+            description?: string;
+            /**
+             * @description What it is told of: `box.state_changed`, `box.failed`, `turn.completed`,
+             *     `wakeup.fired`, `process.exited`.
+             */
+            events: string[];
+            /**
+             * @description Where deliveries are POSTed: `https://`, not to a private address, unless berth.toml
+             *     `[webhooks] allow_endpoints` lists its origin.
+             */
+            url: string;
+        };
         CreatedView: {
             /** @description Shown only this once; berth keeps its hash. */
             api_key: string;
             tenant: components["schemas"]["TenantView"];
+        };
+        CreatedWebhook: components["schemas"]["WebhookView"] & {
+            /** @description The signing secret (`whsec_…`, Standard Webhooks): shown only now. */
+            secret: string;
         };
         /**
          * @description One credential rule: requests to `hosts` that carry the box's placeholder (from the
@@ -1140,6 +1228,31 @@ export interface components {
             paths?: string[];
             /** @description The environment variable the box finds its placeholder in, e.g. `ANTHROPIC_API_KEY`. */
             placeholder_env: string;
+        };
+        DeliveryList: {
+            deliveries: components["schemas"]["DeliveryView"][];
+        };
+        DeliveryView: {
+            /** Format: int32 */
+            attempts: number;
+            created_at: string;
+            event: string;
+            /** @description `msg_…`: the `webhook-id` header of every attempt. */
+            id: string;
+            last_attempt_at?: string | null;
+            /** @description Why the last attempt did not count as delivered. */
+            last_error?: string | null;
+            /**
+             * Format: int32
+             * @description The HTTP status of the last attempt, when it was answered.
+             */
+            last_status?: number | null;
+            next_attempt_at?: string | null;
+            /**
+             * @description `pending` (attempted again at `next_attempt_at`), `delivered` (answered 2xx) or
+             *     `failed` (given up: a day of attempts, or refused before any).
+             */
+            state: string;
         };
         DetachReason: {
             reason: string;
@@ -1914,6 +2027,17 @@ export interface components {
             opened_with: string;
             /** @description The tenant's name. */
             tenant: string;
+        };
+        WebhookList: {
+            webhooks: components["schemas"]["WebhookView"][];
+        };
+        WebhookView: {
+            created_at: string;
+            description: string;
+            events: string[];
+            /** @description `wh_…` */
+            id: string;
+            url: string;
         };
     };
     responses: never;
@@ -5097,6 +5221,246 @@ export interface operations {
                 };
             };
             /** @description no such session */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_webhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookList"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    post_webhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateWebhook"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedWebhook"];
+                };
+            };
+            /** @description a URL that is not https or is private, an unknown event (`invalid_request`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the tenant has 20 webhooks (`conflict`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_webhooks_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `wh_…` */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookView"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such webhook */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_webhooks_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `wh_…` */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such webhook */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_webhooks_id_deliveries: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `wh_…` */
+                id: string;
+                /** @description How many, newest first (default 50, at most 500). */
+                limit: number | null;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryList"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such webhook */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    post_webhooks_id_test: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description `wh_…` */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the delivery after its first attempt (or still pending when it took longer than the attempt timeout) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryView"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such webhook */
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -12,6 +12,7 @@ use crate::lifecycle::wakeups::error::WakeupError;
 use crate::ports::proxy::ProxyError;
 use crate::push::PushError;
 use crate::secrets::SecretError;
+use crate::webhooks::WebhookError;
 
 /// Everything a handler can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -233,6 +234,7 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         OpError::Guest(e) => guest_status(e.code()),
         OpError::Secret(e) => secret_status(e),
         OpError::Push(e) => push_status(e),
+        OpError::Webhook(e) => webhook_status(e),
         OpError::Wakeup(e) => wakeup_status(e),
         OpError::ExecRefused { code, .. } => guest_status(*code),
         OpError::Runtime { .. }
@@ -280,6 +282,18 @@ fn push_status(e: &PushError) -> (StatusCode, ErrorCode) {
         }
         PushError::TooMany { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
         PushError::NotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+    }
+}
+
+/// How [`WebhookError`]s answer.
+fn webhook_status(e: &WebhookError) -> (StatusCode, ErrorCode) {
+    match e {
+        WebhookError::Url(_)
+        | WebhookError::UnknownEvent { .. }
+        | WebhookError::NoEvents
+        | WebhookError::Description => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
+        WebhookError::TooMany { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
+        WebhookError::NotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
     }
 }
 

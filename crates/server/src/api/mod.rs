@@ -34,6 +34,7 @@ pub mod wakeups;
 pub mod web_origin;
 pub mod web_sessions;
 pub mod webapp;
+pub mod webhooks;
 
 use std::time::Instant;
 
@@ -163,6 +164,13 @@ pub fn router(ctx: Ctx) -> Router {
             post(push::subscribe).get(push::list),
         )
         .route("/v1/web/push/subscriptions/{id}", delete(push::unsubscribe))
+        .route("/v1/webhooks", post(webhooks::create).get(webhooks::list))
+        .route(
+            "/v1/webhooks/{id}",
+            get(webhooks::show).delete(webhooks::delete),
+        )
+        .route("/v1/webhooks/{id}/test", post(webhooks::test))
+        .route("/v1/webhooks/{id}/deliveries", get(webhooks::deliveries))
         .nest(
             crate::e2b::PREFIX,
             crate::e2b::router().layer(middleware::from_fn_with_state(

@@ -11,7 +11,7 @@ use utoipa::{Modify, OpenApi};
 use super::{
     box_sleep, box_update, boxes, egress, events, exec, files, files_archive, files_watch,
     messages, port_links, ports, processes, push, runtimes, secrets, templates, tenants, terminals,
-    wakeups, web_sessions,
+    wakeups, web_sessions, webhooks,
 };
 
 #[derive(OpenApi)]
@@ -84,6 +84,12 @@ use super::{
         wakeups::create,
         wakeups::list,
         wakeups::delete,
+        webhooks::create,
+        webhooks::list,
+        webhooks::show,
+        webhooks::delete,
+        webhooks::test,
+        webhooks::deliveries,
     ),
     components(schemas(
         berth_protocol::terminal::ClientControl,

@@ -73,6 +73,9 @@ pub struct HostConfig {
     /// `[terminals]`: when a terminal's client counts as gone (`crate::stream_limits`).
     #[serde(default)]
     pub terminals: crate::stream_limits::TerminalsHostConfig,
+    /// `[webhooks]`: where and how hard webhooks are delivered (`crate::webhooks::config`).
+    #[serde(default)]
+    pub webhooks: crate::webhooks::config::WebhooksHostConfig,
 }
 
 /// `[events]`: how much of each box's event log the store keeps (the harness's own

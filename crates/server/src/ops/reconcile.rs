@@ -29,7 +29,7 @@ const REATTACH_TIMEOUT: Duration = Duration::from_secs(2);
 /// messages.
 pub async fn reconcile(ctx: &Ctx) -> Result<(), OpError> {
     // Stored events wake live readers (SSE) from now on.
-    ctx.store.set_event_listener(ctx.boxes.clone());
+    ctx.store.add_event_listener(ctx.boxes.clone());
     let records = ctx.store.list_all_boxes()?;
     for record in &records {
         let mut t = Transition::begin(ctx, &record.id, Kind::Reconcile).await?;

@@ -54,53 +54,12 @@ impl TryFrom<RawPushConfig> for PushHostConfig {
                 "[push] subject {subject:?} must be a mailto: or https: URL (RFC 8292)"
             ));
         }
-        let allow_endpoints = raw
-            .allow_endpoints
-            .iter()
-            .map(|entry| {
-                origin_of(entry.trim_end_matches('/'))
-                    .filter(|(origin, rest)| !origin.is_empty() && rest.is_empty())
-                    .map(|(origin, _)| origin)
-                    .ok_or_else(|| {
-                        format!(
-                            "[push] allow_endpoints: {entry:?} must be an origin such as \"http://127.0.0.1:8099\" (scheme, host and port, no path)"
-                        )
-                    })
-            })
-            .collect::<Result<_, _>>()?;
+        let allow_endpoints = crate::outbound::allowed_origins(&raw.allow_endpoints, "push")?;
         Ok(PushHostConfig {
             subject,
             allow_endpoints,
         })
     }
-}
-
-/// `(scheme://host:port, the rest)` of an http(s) URL, the origin normalised (lower case,
-/// the default port written out); `None` when it is not one.
-pub(crate) fn origin_of(url: &str) -> Option<(String, String)> {
-    let uri: http::Uri = url.parse().ok()?;
-    let scheme = uri.scheme_str()?.to_ascii_lowercase();
-    let default_port = match scheme.as_str() {
-        "https" => 443,
-        "http" => 80,
-        _ => return None,
-    };
-    let authority = uri.authority()?;
-    if authority.as_str().contains('@') {
-        return None;
-    }
-    let host = authority.host().to_ascii_lowercase();
-    if host.is_empty() {
-        return None;
-    }
-    let port = authority.port_u16().unwrap_or(default_port);
-    let rest = uri
-        .path_and_query()
-        .map(|p| p.as_str())
-        .filter(|p| *p != "/" || url.ends_with('/'))
-        .unwrap_or("")
-        .to_owned();
-    Some((format!("{scheme}://{host}:{port}"), rest))
 }
 
 #[cfg(test)]

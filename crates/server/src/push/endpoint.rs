@@ -6,10 +6,11 @@
 
 use std::net::IpAddr;
 
-use super::config::{origin_of, PushHostConfig};
+use super::config::PushHostConfig;
+pub use crate::outbound::Endpoint;
 
 /// Longest endpoint accepted (real ones are a few hundred bytes).
-pub const MAX_ENDPOINT_BYTES: usize = 2048;
+pub const MAX_ENDPOINT_BYTES: usize = crate::outbound::MAX_URL_BYTES;
 
 /// Host names of the push services browsers use: exact names, and `.`-prefixed suffixes.
 const PUSH_SERVICES: &[&str] = &[
@@ -19,21 +20,6 @@ const PUSH_SERVICES: &[&str] = &[
     "web.push.apple.com",
     ".push.apple.com",
 ];
-
-/// An endpoint that passed [`check`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Endpoint {
-    pub https: bool,
-    /// Lower case; an IP literal only when allowed by `[push] allow_endpoints`.
-    pub host: String,
-    pub port: u16,
-    /// `scheme://host:port`: the VAPID `aud`.
-    pub origin: String,
-    /// What goes on the request line.
-    pub path_and_query: String,
-    /// Allowed by `[push] allow_endpoints` (so its addresses are not checked).
-    pub allowed_by_config: bool,
-}
 
 /// Why an endpoint is refused: each says what a valid one looks like.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -57,34 +43,16 @@ pub fn check(endpoint: &str, config: &PushHostConfig) -> Result<Endpoint, Endpoi
     if endpoint.len() > MAX_ENDPOINT_BYTES {
         return Err(EndpointRefused::TooLong);
     }
-    let (origin, rest) = origin_of(endpoint).ok_or(EndpointRefused::NotAUrl)?;
-    let uri: http::Uri = endpoint.parse().map_err(|_| EndpointRefused::NotAUrl)?;
-    let authority = uri.authority().ok_or(EndpointRefused::NotAUrl)?;
-    let host = authority.host().to_ascii_lowercase();
-    let https = origin.starts_with("https://");
-    let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
-    let path_and_query = if rest.is_empty() {
-        "/".to_owned()
-    } else {
-        rest
-    };
-    let allowed_by_config = config.allow_endpoints.contains(&origin);
-    let found = Endpoint {
-        https,
-        host,
-        port,
-        origin,
-        path_and_query,
-        allowed_by_config,
-    };
+    let found =
+        Endpoint::parse(endpoint, &config.allow_endpoints).ok_or(EndpointRefused::NotAUrl)?;
+    let (https, allowed_by_config) = (found.https, found.allowed_by_config);
     if allowed_by_config {
         return Ok(found);
     }
     if !https {
         return Err(EndpointRefused::NotHttps);
     }
-    let bare = found.host.trim_start_matches('[').trim_end_matches(']');
-    if bare.parse::<IpAddr>().is_ok() {
+    if found.bare_host().parse::<IpAddr>().is_ok() {
         return Err(EndpointRefused::IpAddress { host: found.host });
     }
     let known = PUSH_SERVICES

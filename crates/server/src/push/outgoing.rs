@@ -3,7 +3,7 @@
 
 use berth_store::push_subscriptions::PushSubscription;
 
-use super::config::origin_of;
+use crate::outbound::origin_of;
 
 /// One push: the subscription it goes to and its plaintext (JSON).
 #[derive(Debug)]

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::config::PushHostConfig;
-use super::delivery::{self, Delivery, Verdict};
+use super::delivery::{Delivery, Verdict};
 use super::lanes::{Admitted, Lanes};
 use super::outgoing::Outgoing;
 use super::vapid::VapidKey;
@@ -75,7 +75,7 @@ impl Worker {
                 store: self.store,
                 vapid: self.vapid,
                 config: self.config,
-                tls: Arc::new(delivery::tls_config()),
+                tls: Arc::new(crate::outbound::tls_config()),
             },
             lanes: Mutex::default(),
             requeue: queue.downgrade(),

@@ -132,15 +132,40 @@ impl SecretStore {
         let Some(row) = self.store.get_secret(tenant, name)? else {
             return Ok(None);
         };
-        if row.key_id != self.key.id {
+        self.open_for(tenant, name, &row.key_id, &row.nonce, &row.ciphertext)
+            .map(Some)
+    }
+
+    /// Seals `value` for a row kept elsewhere (a webhook's signing secret), bound to
+    /// `tenant` and `name` as a secret is: the key's id and the sealed value.
+    pub fn seal_for(
+        &self,
+        tenant: &TenantId,
+        name: &str,
+        value: &SecretValue,
+    ) -> Result<(String, seal::Sealed), SecretError> {
+        let sealed = seal::seal(&self.key, &self.rng, tenant, name, value)?;
+        Ok((self.key.id.clone(), sealed))
+    }
+
+    /// Opens what [`SecretStore::seal_for`] (or [`SecretStore::set`]) sealed.
+    pub fn open_for(
+        &self,
+        tenant: &TenantId,
+        name: &str,
+        key_id: &str,
+        nonce: &[u8],
+        ciphertext: &[u8],
+    ) -> Result<SecretValue, SecretError> {
+        if key_id != self.key.id {
             return Err(SecretError::ForeignKey {
                 tenant: tenant.clone(),
                 name: name.to_owned(),
-                stored: row.key_id,
+                stored: key_id.to_owned(),
                 current: self.key.id.clone(),
             });
         }
-        seal::open(&self.key, tenant, name, &row.nonce, &row.ciphertext).map(Some)
+        seal::open(&self.key, tenant, name, nonce, ciphertext)
     }
 }
 
