@@ -28,6 +28,7 @@ mod cmd_shell;
 mod cmd_template;
 mod cmd_tenant;
 mod cmd_up;
+mod cmd_webhook;
 mod connector;
 mod data_dir;
 mod events;
@@ -111,6 +112,9 @@ pub enum Command {
     /// adds to a box's requests; boxes only see placeholders).
     #[command(subcommand)]
     Secret(cmd_secret::SecretCommand),
+    /// Add, list, test and delete webhooks: your boxes' events POSTed, signed, to a URL.
+    #[command(subcommand)]
+    Webhook(cmd_webhook::WebhookCommand),
     /// Print a one-time link (and its QR code) that signs a browser in to the web app.
     Pair(cmd_pair::PairArgs),
     /// List and revoke the browsers signed in to the web app.
@@ -175,6 +179,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Port(command) => client_main(async { cmd_port::run(&connect()?, command).await }),
         Command::Secret(command) => {
             client_main(async { cmd_secret::run(&connect()?, command).await })
+        }
+        Command::Webhook(command) => {
+            client_main(async { cmd_webhook::run(&connect()?, command).await })
         }
         Command::Pair(args) => client_main(async { cmd_pair::run(&connect()?, args).await }),
         Command::Session(command) => {
