@@ -58,7 +58,9 @@ export async function unpackInto(chunks: AsyncIterable<Uint8Array>, directory: s
   done.catch(() => {}); // awaited below; an early failure must not be an unhandled rejection
   for await (const chunk of chunks) {
     // Backpressure: wait for the unpacker (the disk) before reading more of the answer.
-    if (!unpack.write(chunk)) {
+    // As a Buffer over the same bytes: the unpacker takes a plain Uint8Array view's whole
+    // underlying buffer, not just the view.
+    if (!unpack.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength))) {
       await Promise.race([new Promise((resolve) => unpack.once("drain", resolve)), done]);
     }
   }
