@@ -1,9 +1,10 @@
 /**
- * One WebSocket, the same whichever implementation carries it: the global `WebSocket` in
- * browsers (authenticated by berth's session cookie: a browser cannot set a header, and
- * berth never takes a key in a URL), the `ws` package in Node (imported when first needed;
- * it sends the API key as a header, which Node's own global `WebSocket` cannot). Frames
- * wait in a queue until read, so none is lost between two reads.
+ * One WebSocket, the same whichever implementation carries it. The global `WebSocket` when
+ * there is one (browsers, Node 22 and newer): in Node it sends the API key as a header
+ * (undici's WebSocket takes `headers`), in a browser berth's session cookie signs it in (a
+ * browser cannot set a header, and berth never takes a key in a URL). Else the `ws`
+ * package, imported when first needed. Frames wait in a queue until read, so none is lost
+ * between two reads.
  */
 
 import { BerthError, errorFrom } from "./errors.js";
@@ -24,7 +25,15 @@ export class Socket {
 
   /** Connects; a refusal before the upgrade throws the API's error. */
   static async open(url: string, apiKey: string | undefined): Promise<Socket> {
-    return inNode ? openWs(url, apiKey) : openBrowser(url);
+    if (typeof WebSocket === "undefined") return openWs(url, apiKey);
+    try {
+      return await openStandard(url, apiKey);
+    } catch (refused) {
+      if (!inNode) throw refused;
+      // The standard WebSocket hides why an upgrade was refused (no status, no body); `ws`
+      // reads the API's error answer. The refused attempt changed nothing, so try again.
+      return openWs(url, apiKey);
+    }
   }
 
   send(data: string | Uint8Array): void {
@@ -95,8 +104,15 @@ async function openWs(url: string, apiKey: string | undefined): Promise<Socket> 
   return socket;
 }
 
-async function openBrowser(url: string): Promise<Socket> {
-  const ws = new WebSocket(url);
+async function openStandard(url: string, apiKey: string | undefined): Promise<Socket> {
+  // `headers` is undici's (Node's) extension of the standard constructor; a browser would
+  // take the object for a subprotocol's name, so it gets none.
+  const ws =
+    inNode && apiKey
+      ? new (WebSocket as unknown as new (url: string, init: object) => WebSocket)(url, {
+          headers: { Authorization: `Bearer ${apiKey}` },
+        })
+      : new WebSocket(url);
   ws.binaryType = "arraybuffer";
   const socket = new Socket(
     (data) => ws.send(data),
@@ -107,11 +123,14 @@ async function openBrowser(url: string): Promise<Socket> {
   };
   await new Promise<void>((resolve, reject) => {
     ws.onopen = () => resolve();
-    ws.onclose = (close) => {
+    // The standard API hides why an upgrade was refused: only that it was. Some
+    // implementations (Node's) fire only `error` then, others only `close`.
+    const refused = (how: string) => {
       socket.ended();
-      // A browser hides why an upgrade was refused: only that it was.
-      reject(new BerthError(`the terminal at ${url} was refused or closed (code ${close.code})`));
+      reject(new BerthError(`the terminal at ${url} was refused (${how})`));
     };
+    ws.onerror = () => refused("error");
+    ws.onclose = (close) => refused(`closed, code ${close.code}`);
   });
   ws.onclose = () => socket.ended();
   return socket;
