@@ -136,9 +136,12 @@ export function errorFrom(status: number, body: string): BerthError {
   return errorFor("unknown", text || `HTTP ${status}`, status);
 }
 
-/** A stream that ended before its last frame: the daemon or the box went away. */
-export function cut(what: string): BerthError {
-  return new Unavailable(`${what} ended before its end: the connection was cut`, {
-    code: "unavailable",
-  });
+/**
+ * A stream that ended before its last frame: the daemon or the box went away. The readers
+ * of resumable streams (a process's output, the event log) catch it and resume.
+ */
+export class StreamCut extends Unavailable {}
+
+export function cut(what: string): StreamCut {
+  return new StreamCut(`${what} ended before its end: the connection was cut`, { code: "unavailable" });
 }

@@ -6,7 +6,7 @@
 
 import { Event, EventPage, event } from "./models.js";
 import { boxPath } from "./paths.js";
-import { Reconnects, readServerEvents } from "./streams.js";
+import { Reconnects, isCut, readServerEvents } from "./streams.js";
 import type { Transport } from "./transport.js";
 
 /** One page of stored events after seq `after`, without waiting for new ones. */
@@ -49,6 +49,8 @@ export async function* followEvents(transport: Transport, box: string, after: nu
         reconnects.progress();
         yield next;
       }
+    } catch (error) {
+      if (!isCut(error)) throw error;
     } finally {
       controller.abort();
     }

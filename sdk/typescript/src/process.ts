@@ -5,7 +5,7 @@
 
 import { OutputChunk, ProcessExit, ProcessInfo, processExit } from "./models.js";
 import { boxPath, fromBase64, signalName } from "./paths.js";
-import { Reconnects, readFrames } from "./streams.js";
+import { Reconnects, isCut, readFrames } from "./streams.js";
 import type { Body, Transport } from "./transport.js";
 
 /**
@@ -67,6 +67,8 @@ export class Process {
             yield chunk;
           }
         }
+      } catch (error) {
+        if (!isCut(error)) throw error;
       } finally {
         controller.abort();
       }

@@ -4,11 +4,11 @@
  * the daemon sees the stream closed at once and frees its slot (docs/api.md, "Streams").
  */
 
-import { cut } from "./errors.js";
+import { StreamCut, cut } from "./errors.js";
 
 /**
- * The body's chunks. A connection cut mid-way ends the iteration quietly: the caller
- * knows from the frames it saw whether the stream reached its end.
+ * The body's chunks. A connection cut mid-way throws {@link StreamCut}; a body that ends
+ * cleanly but early (an NDJSON stream without its last frame) is the caller's to notice.
  */
 export async function* readChunks(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
   const reader = body.getReader();
@@ -18,7 +18,7 @@ export async function* readChunks(body: ReadableStream<Uint8Array>): AsyncGenera
       try {
         next = await reader.read();
       } catch {
-        return; // cut (or aborted by us)
+        throw cut("the answer");
       }
       if (next.done) return;
       if (next.value.length > 0) yield next.value;
@@ -88,4 +88,9 @@ export class Reconnects {
     this.cuts += 1;
     if (this.cuts > Reconnects.MAX) throw cut(this.what);
   }
+}
+
+/** Whether `error` is a cut connection, which a resumable stream's reader resumes after. */
+export function isCut(error: unknown): boolean {
+  return error instanceof StreamCut;
 }
