@@ -1,7 +1,7 @@
 //! The `sdk-typescript` part: berth's own TypeScript SDK (`sdk/typescript`), its npm
-//! packages installed from its lockfile (`npm ci`: typescript, openapi-typescript, ws, tar)
-//! by `scripts/install-deps.sh --tests` (which also builds it once), and a `node` of
-//! [`NODE_MIN`] or newer to build and run its `node --test` suite.
+//! packages installed from its lockfile (`npm ci`: typescript, openapi-typescript, ws, tar,
+//! esbuild) by `scripts/install-deps.sh --tests` (which also builds it once), and a `node`
+//! of [`NODE_MIN`] or newer to build and run its `node --test` suite.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +14,7 @@ pub fn sdk_dir() -> PathBuf {
 }
 
 /// The npm packages the build and the suite need, under `node_modules`.
-const PACKAGES: &[&str] = &["typescript", "openapi-typescript", "ws", "tar"];
+const PACKAGES: &[&str] = &["typescript", "openapi-typescript", "ws", "tar", "esbuild"];
 
 /// The SDK's directory, with its packages installed and a `node` (on `PATH`) new enough to
 /// run it, or why not (for [`crate::skip`] with `sdk-typescript`).
