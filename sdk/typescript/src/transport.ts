@@ -100,8 +100,12 @@ export class Transport {
     if (call.json !== undefined) {
       headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(call.json);
-    } else if (call.body !== undefined) {
-      init.body = await requestBody(call.body);
+    }
+    // What went wrong reading a streamed body (the caller's chunks), which fetch only
+    // reports as "fetch failed": the caller's own error is thrown instead.
+    const failed: { error?: unknown } = {};
+    if (call.json === undefined && call.body !== undefined) {
+      init.body = await requestBody(call.body, failed);
       // A streamed request body must say so (the fetch standard; Node's fetch insists).
       if (init.body instanceof ReadableStream) init.duplex = "half";
     }
@@ -109,6 +113,7 @@ export class Transport {
     try {
       response = await fetch(url, init);
     } catch (error) {
+      if (failed.error !== undefined) throw failed.error;
       if (signal.aborted) throw error;
       throw new Unavailable(`cannot reach berth at ${this.target.url}: ${describe(error)}`, {
         code: "unavailable",
@@ -150,27 +155,46 @@ function describe(error: unknown): string {
  * `Blob` in browsers (most stream request bodies only over HTTP/2, which berth does not
  * serve itself).
  */
-async function requestBody(body: Body): Promise<BodyInit> {
+async function requestBody(body: Body, failed: { error?: unknown }): Promise<BodyInit> {
   if (typeof body === "string" || body instanceof ArrayBuffer || body instanceof Blob) return body;
   // A view of a plain (not shared) buffer, as every byte source here makes.
   if (body instanceof Uint8Array) return body as Uint8Array<ArrayBuffer>;
+  const iterator = chunksOf(body);
   if (!inNode) {
     const parts: Uint8Array[] = [];
-    for await (const chunk of body) parts.push(chunk);
+    for (let next = await iterator.next(); !next.done; next = await iterator.next()) parts.push(asBytes(next.value));
     return new Blob(parts as BlobPart[]);
   }
-  const iterator =
-    Symbol.asyncIterator in body
-      ? (body as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]()
-      : (body as Iterable<Uint8Array>)[Symbol.iterator]();
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
-      const next = await iterator.next();
-      if (next.done) controller.close();
-      else controller.enqueue(typeof next.value === "string" ? new TextEncoder().encode(next.value) : next.value);
+      try {
+        const next = await iterator.next();
+        if (next.done) controller.close();
+        else controller.enqueue(asBytes(next.value));
+      } catch (error) {
+        failed.error = error;
+        controller.error(error);
+      }
     },
     async cancel() {
       await iterator.return?.();
     },
   });
+}
+
+const BODY_TYPES = "a string, bytes (Uint8Array, ArrayBuffer), a Blob, or an (async) iterable of byte chunks";
+
+function chunksOf(body: unknown): Iterator<unknown> | AsyncIterator<unknown> {
+  if (body !== null && typeof body === "object") {
+    if (Symbol.asyncIterator in body) return (body as AsyncIterable<unknown>)[Symbol.asyncIterator]();
+    if (Symbol.iterator in body) return (body as Iterable<unknown>)[Symbol.iterator]();
+  }
+  throw new TypeError(`data to send is ${BODY_TYPES}, not ${typeof body}`);
+}
+
+/** One chunk of a streamed body: bytes (a Node `Buffer` is some), or text as UTF-8. */
+function asBytes(chunk: unknown): Uint8Array {
+  if (chunk instanceof Uint8Array) return chunk;
+  if (typeof chunk === "string") return new TextEncoder().encode(chunk);
+  throw new TypeError(`a chunk of data to send is bytes (Uint8Array) or text, not ${typeof chunk}`);
 }

@@ -48,6 +48,16 @@ test("bytes, text and streams both ways", options, () =>
     assert.equal((await box.exec("wc -c < /tmp/streamed")).stdout.trim(), "350000");
     await files.write("/tmp/from-a-blob", new Blob(["a ", "blob"]));
     assert.equal(await files.readText("/tmp/from-a-blob"), "a blob");
+    // What is not data is refused before the call, saying what data is.
+    await assert.rejects(files.write("/tmp/bad", 42), /data to send is a string, bytes/);
+    await assert.rejects(files.write("/tmp/bad", [new Uint8Array(1), {}]), /^TypeError: a chunk of data to send is bytes/);
+    // The caller's own failure while its chunks stream is thrown as it is.
+    async function* failing() {
+      yield new Uint8Array(1);
+      throw new RangeError("the local source failed");
+    }
+    await assert.rejects(files.write("/tmp/bad", failing()), RangeError);
+    assert.ok(!(await files.exists("/tmp/bad")));
   }),
 );
 
