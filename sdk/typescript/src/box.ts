@@ -23,7 +23,7 @@ import { Command, boxPath } from "./paths.js";
 import { Process } from "./process.js";
 import { readFrames } from "./streams.js";
 import { Terminal, TerminalOptions } from "./terminal.js";
-import type { Transport } from "./transport.js";
+import type { Call, Transport } from "./transport.js";
 
 export class Box {
   /** The box's files. */
@@ -236,7 +236,7 @@ export class Box {
     return this.set({ method: "POST", path: boxPath(this.id, verb), json: body, box: this.id, unbounded: true });
   }
 
-  private async set(call: Parameters<Transport["json"]>[0]): Promise<this> {
+  private async set(call: Call): Promise<this> {
     this.info = await this.transport.json<BoxInfo>(call);
     return this;
   }
