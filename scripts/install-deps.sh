@@ -4,8 +4,9 @@
 # from web/ with npm packages). With --tests, also what the tests need: python3 (the
 # model stand-in), tmux and vi (terminals), sqlite3 (the upgrade tests), qemu, chromium (the web app's browser tests),
 # Claude Code from the npm registry (the harness test), and the pinned E2B Python SDK from PyPI
-# in a venv under target/ (the E2B compatibility test), and berth's own Python SDK with pinned
-# httpx and pytest in another (its test). With --bench, also nginx with its stream module (the egress
+# in a venv under target/ (the E2B compatibility test), berth's own Python SDK with pinned
+# httpx and pytest in another (its test), and berth's own TypeScript SDK's npm packages (its
+# test). With --bench, also nginx with its stream module (the egress
 # benchmark's comparison).
 set -euo pipefail
 for_tests=false
@@ -127,6 +128,22 @@ if $for_tests && [ ! -e "$sdk_marker" ]; then
     touch "$sdk_marker"
   else
     echo "could not install berth's Python SDK; its test will skip (part sdk-python)" >&2
+  fi
+fi
+
+# berth's own TypeScript SDK (sdk/typescript): its npm packages from its lockfile (npm ci)
+# and a first build (crates/cli/tests/sdk_typescript.rs builds it again from this checkout
+# and runs its node --test suite). The marker is the lockfile's hash, so a rerun installs
+# nothing until the lockfile changes. Without npm or the registry it is left out, and that
+# test skips (part sdk-typescript).
+ts_sdk="$sdk_root/sdk/typescript"
+ts_marker="$ts_sdk/node_modules/.berth-lock-$(sha256sum "$ts_sdk/package-lock.json" | cut -c1-16)"
+if $for_tests && command -v npm >/dev/null 2>&1 && [ ! -e "$ts_marker" ]; then
+  echo "installing berth's TypeScript SDK's npm packages into $ts_sdk/node_modules (npm ci) and building it" >&2
+  if (cd "$ts_sdk" && npm ci --no-audit --no-fund --loglevel=error >/dev/null && npm run --silent build >/dev/null); then
+    touch "$ts_marker"
+  else
+    echo "could not install or build berth's TypeScript SDK; its test will skip (part sdk-typescript)" >&2
   fi
 fi
 

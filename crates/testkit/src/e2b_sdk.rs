@@ -52,26 +52,7 @@ pub fn find_npm() -> Result<PathBuf, String> {
             package.display()
         ));
     }
-    let node = Command::new("node")
-        .arg("--version")
-        .output()
-        .map_err(|e| format!("no node on PATH to run the E2B npm SDK with ({e})"))?;
-    let text = String::from_utf8_lossy(&node.stdout).trim().to_owned();
-    let numbers: Vec<u32> = text
-        .trim_start_matches('v')
-        .split('.')
-        .filter_map(|p| p.parse().ok())
-        .collect();
-    let new_enough = match numbers[..] {
-        [major, minor, patch] => (major, minor, patch) >= NODE_MIN,
-        _ => false,
-    };
-    if !new_enough {
-        let (major, minor, patch) = NODE_MIN;
-        return Err(format!(
-            "node {text:?} is older than the E2B npm SDK supports ({major}.{minor}.{patch})"
-        ));
-    }
+    crate::node::require(NODE_MIN, "the E2B npm SDK")?;
     Ok(package.join("dist/index.mjs"))
 }
 

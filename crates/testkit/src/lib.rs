@@ -39,15 +39,18 @@
 //! | `sqlite3` | the `sqlite3` shell, which writes the earlier releases' databases of the upgrade tests |
 //! | `e2b-sdk` | the pinned E2B Python SDK in its venv under `target/e2b-sdk` (`scripts/install-deps.sh --tests`: `python3-venv` and PyPI) ([`e2b_sdk`]) |
 //! | `sdk-python` | berth's own Python SDK in its venv under `target/sdk-python`, with pinned httpx, websockets and pytest (`scripts/install-deps.sh --tests`: `python3-venv` and PyPI) ([`sdk_python`]) |
+//! | `sdk-typescript` | berth's own TypeScript SDK's npm packages under `sdk/typescript/node_modules` (`scripts/install-deps.sh --tests` with npm: `npm ci`) and a `node` of 18 or newer ([`sdk_typescript`]) |
 //! | `e2b-npm` | the pinned E2B npm SDK under `target/e2b-sdk` (`scripts/install-deps.sh --tests` with npm) and a `node` it supports (20.18.1 or newer; Debian 12's own is 18) ([`e2b_sdk`]) |
 
 use std::io::Write;
 
 pub mod browser;
 pub mod e2b_sdk;
+pub mod node;
 pub mod pattern;
 pub mod raw_tar;
 pub mod sdk_python;
+pub mod sdk_typescript;
 
 /// Every part a test may skip for; `BERTH_REQUIRE` names only these (or `all`).
 pub const PARTS: &[&str] = &[
@@ -79,6 +82,7 @@ pub const PARTS: &[&str] = &[
     "e2b-sdk",
     "e2b-npm",
     "sdk-python",
+    "sdk-typescript",
 ];
 
 /// The variable naming the parts a run requires.

@@ -1,0 +1,96 @@
+/**
+ * The client of one berth daemon, and the tenant's boxes. Where the daemon is: the
+ * options, else (in Node) `BERTH_URL` and `BERTH_API_KEY`, else (in a browser) the page's
+ * own origin, signed in by berth's session cookie.
+ */
+
+import { Box } from "./box.js";
+import { BerthError } from "./errors.js";
+import type { BoxInfo, BoxState, CreateBoxOptions } from "./models.js";
+import { boxPath } from "./paths.js";
+import { Target, Transport, inNode } from "./transport.js";
+
+export const URL_ENV = "BERTH_URL";
+export const API_KEY_ENV = "BERTH_API_KEY";
+
+export interface BerthOptions {
+  /** The daemon's base URL, e.g. `http://127.0.0.1:7070`. */
+  url?: string;
+  apiKey?: string;
+  /** The bound of each call that is not a stream or a command (default 60 s). */
+  timeoutMs?: number;
+}
+
+export class Berth {
+  readonly boxes: Boxes;
+  private readonly transport: Transport;
+
+  constructor(options: BerthOptions = {}) {
+    const timeoutMs = options.timeoutMs ?? 60_000;
+    if (!(timeoutMs > 0)) throw new TypeError(`timeoutMs must be positive, not ${timeoutMs}`);
+    this.transport = new Transport(resolve(options), timeoutMs);
+    this.boxes = new Boxes(this.transport);
+  }
+
+  get url(): string {
+    return this.transport.target.url;
+  }
+}
+
+function env(name: string): string | undefined {
+  return inNode ? process.env[name] || undefined : undefined;
+}
+
+/** The target from the options, the environment and the page, in that order. */
+export function resolve(options: BerthOptions): Target {
+  let url = options.url ?? env(URL_ENV);
+  if (!url && typeof location !== "undefined") url = location.origin;
+  if (!url) throw new BerthError(`no daemon address: pass {url} or set ${URL_ENV}`);
+  try {
+    const parsed = new URL(url);
+    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw new Error("not http(s)");
+  } catch {
+    throw new BerthError(`the daemon address ${JSON.stringify(url)} is not an http(s) URL`);
+  }
+  const apiKey = options.apiKey ?? env(API_KEY_ENV);
+  // A browser may go without: its session cookie signs it in. Node has no cookie.
+  if (!apiKey && inNode) throw new BerthError(`no API key: pass {apiKey} or set ${API_KEY_ENV}`);
+  return { url: url.replace(/\/+$/, ""), apiKey };
+}
+
+/** The tenant's boxes. */
+export class Boxes {
+  constructor(private readonly transport: Transport) {}
+
+  /**
+   * Makes a box (stopped; the next call that needs it starts it). `options` takes the
+   * other fields of `POST /v1/boxes` as the API names them (`template`, `runtime`,
+   * `limits`, `labels`, `env`, `stop_after_s`, `disk_mib`, `egress`, …).
+   */
+  async create(name: string, options: CreateBoxOptions = {}): Promise<Box> {
+    const info = await this.transport.json<BoxInfo>({
+      method: "POST",
+      path: "/v1/boxes",
+      json: { ...options, name },
+    });
+    return new Box(this.transport, info);
+  }
+
+  /** The boxes with every one of `labels` and in `state`, when given. */
+  async list(options: { labels?: Record<string, string>; state?: BoxState } = {}): Promise<Box[]> {
+    const params: Array<[string, string]> = Object.entries(options.labels ?? {}).map(([k, v]) => ["label", `${k}=${v}`]);
+    if (options.state !== undefined) params.push(["state", options.state]);
+    const answer = await this.transport.json<{ boxes: BoxInfo[] }>({ method: "GET", path: "/v1/boxes", params });
+    return answer.boxes.map((info) => new Box(this.transport, info));
+  }
+
+  /** A box by its id (`bx_…`) or name. */
+  async get(ref: string): Promise<Box> {
+    return new Box(this.transport, await this.transport.json<BoxInfo>({ method: "GET", path: boxPath(ref) }));
+  }
+
+  /** Stops the box and deletes it with its volume. */
+  async delete(ref: string): Promise<void> {
+    await this.transport.send({ method: "DELETE", path: boxPath(ref), box: ref });
+  }
+}

@@ -1,0 +1,64 @@
+/**
+ * berth's TypeScript SDK: boxes (persistent sandboxes for AI agents) on a berth daemon.
+ *
+ * ```ts
+ * import { Berth } from "@berth/sdk";
+ *
+ * const client = new Berth(); // BERTH_URL / BERTH_API_KEY in Node
+ * const box = await client.boxes.create("alice");
+ * console.log((await box.exec("echo hi")).stdout);
+ * ```
+ *
+ * docs/sdk-typescript.md in berth's repository describes every call.
+ */
+
+export { Berth, Boxes, API_KEY_ENV, URL_ENV } from "./client.js";
+export type { BerthOptions } from "./client.js";
+export { Box } from "./box.js";
+export { Files } from "./files.js";
+export type { RecursiveOption, UserOption } from "./files.js";
+export { Process } from "./process.js";
+export { Terminal } from "./terminal.js";
+export type { TerminalOptions } from "./terminal.js";
+export { Turn } from "./messages.js";
+export type { ExecOptions, SpawnOptions, StreamedExecOptions } from "./exec.js";
+export type { BoxUser, Command } from "./paths.js";
+export type { Body } from "./transport.js";
+export { OutputChunk } from "./models.js";
+export type {
+  ArchiveWritten,
+  BoxInfo,
+  BoxState,
+  CreateBoxOptions,
+  Event,
+  EventPage,
+  ExecResult,
+  FileEntry,
+  PortUrls,
+  ProcessExit,
+  ProcessInfo,
+  ShareLink,
+  UpdateBoxFields,
+  WatchEvent,
+} from "./models.js";
+export {
+  AuthenticationError,
+  BerthError,
+  BoxFailed,
+  Conflict,
+  InsufficientStorage,
+  InternalError,
+  InvalidRequest,
+  NotFound,
+  PayloadTooLarge,
+  PermissionDenied,
+  QuotaExceeded,
+  Timeout,
+  TooManyRequests,
+  Unavailable,
+  Unsupported,
+  errorFor,
+  errorFrom,
+} from "./errors.js";
+export type { Failure } from "./errors.js";
+export type { components as ApiSchemas } from "./generated/api_types.js";

@@ -1,0 +1,212 @@
+/**
+ * What the SDK's calls answer. The API's own JSON (a box, a process) keeps the API's
+ * snake_case names and types generated from `openapi.json` (`generated/api_types.ts`,
+ * `npm run api-types`); the SDK's own results (an exec's, an output chunk, an event) are
+ * camelCase, each keeping the whole answer in `raw` where it came from one: responses may
+ * gain fields (docs/api.md, "Conventions"), and an older SDK's caller can still reach them.
+ */
+
+import type { components } from "./generated/api_types.js";
+
+type Schemas = components["schemas"];
+
+/** A box as the API shows it (`GET /v1/boxes/{ref}`), snake_case as in docs/api.md. */
+export type BoxInfo = Schemas["BoxView"];
+/** The body of `POST /v1/boxes` without its `name`. */
+export type CreateBoxOptions = Omit<Schemas["CreateBox"], "name">;
+/** The body of `PATCH /v1/boxes/{ref}`: any subset; `labels` and `env` replace whole. */
+export type UpdateBoxFields = Schemas["UpdateBox"];
+/** A background process as the box's agent knows it. */
+export type ProcessInfo = Schemas["ProcessInfo"];
+/** A state of a box: `stopped`, `running`, `paused`, `failed`, … */
+export type BoxState = Schemas["BoxState"];
+
+/** A finished command: its code (128 + signal after a signal) and its output. */
+export interface ExecResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  /** It ran past its timeout and was killed. */
+  timedOut: boolean;
+  /** Its output was cut at 16 MiB. */
+  truncated: boolean;
+}
+
+/** How a background process ended. */
+export interface ProcessExit {
+  /** `null` after a signal. */
+  code: number | null;
+  signal: number | null;
+  timedOut: boolean;
+  /** The offset just past its last output byte. */
+  outputEnd: number | null;
+  /** The shell's status: the code, or 128 + the signal. */
+  status: number;
+}
+
+export function processExit(frame: any): ProcessExit {
+  const code = frame.code ?? null;
+  const signal = frame.signal ?? null;
+  return {
+    code,
+    signal,
+    timedOut: Boolean(frame.timed_out),
+    outputEnd: frame.output_end ?? null,
+    status: code ?? 128 + (signal ?? 0),
+  };
+}
+
+/**
+ * A piece of a background process's output: which `stream`, its `offset` (stdout and
+ * stderr counted together, in the order they came) and its bytes.
+ */
+export class OutputChunk {
+  constructor(
+    readonly stream: "stdout" | "stderr",
+    readonly offset: number,
+    readonly data: Uint8Array,
+  ) {}
+
+  /** The bytes as UTF-8 (a character split between chunks shows as U+FFFD). */
+  get text(): string {
+    return new TextDecoder().decode(this.data);
+  }
+
+  /** The offset just past this chunk: where a reader resumes. */
+  get end(): number {
+    return this.offset + this.data.length;
+  }
+}
+
+/** A file in a box: `mode` the permission bits, `mtime` seconds since the Unix epoch. */
+export interface FileEntry {
+  name: string;
+  kind: "file" | "dir" | "symlink" | "other";
+  size: number;
+  mode: number;
+  mtime: number;
+  owner: string | null;
+  group: string | null;
+  symlinkTarget: string | null;
+}
+
+export function fileEntry(data: any): FileEntry {
+  return {
+    name: data.name,
+    kind: data.kind,
+    size: data.size,
+    mode: data.mode,
+    mtime: data.mtime,
+    owner: data.owner ?? null,
+    group: data.group ?? null,
+    symlinkTarget: data.symlink_target ?? null,
+  };
+}
+
+/**
+ * One change a watch saw: `create`, `modify`, `delete`, `rename` (with `from` and `to`),
+ * `overflow` (events were dropped: rescan) or `gone` (the watched path itself went; the
+ * watch ends). Paths are relative to the watched directory.
+ */
+export interface WatchEvent {
+  type: "create" | "modify" | "delete" | "rename" | "overflow" | "gone" | string;
+  path: string | null;
+  dir: boolean;
+  from: string | null;
+  to: string | null;
+}
+
+export function watchEvent(data: any): WatchEvent {
+  return {
+    type: data.type,
+    path: data.path ?? null,
+    dir: Boolean(data.dir),
+    from: data.from ?? null,
+    to: data.to ?? null,
+  };
+}
+
+/** What an upload of a directory wrote: files, directories, links and bytes. */
+export interface ArchiveWritten {
+  files: number;
+  dirs: number;
+  links: number;
+  bytes: number;
+}
+
+export function archiveWritten(data: any): ArchiveWritten {
+  return { files: data.files ?? 0, dirs: data.dirs ?? 0, links: data.links ?? 0, bytes: data.bytes ?? 0 };
+}
+
+/**
+ * One event of a box's log: `seq` (per box, from 1, no gaps), `type` (the harness's own:
+ * `system`, `assistant`, `user`, `result`, …, or berth's: `state`, `log`, `gap`, …) and
+ * its `data`; `messageId` is the message a `user` replay or a `result` belongs to.
+ */
+export interface Event {
+  seq: number;
+  type: string;
+  data: Record<string, any>;
+  createdAt: string;
+  messageId: string | null;
+}
+
+export function event(raw: any): Event {
+  const data = raw.data && typeof raw.data === "object" ? raw.data : {};
+  return {
+    seq: raw.seq,
+    type: raw.type,
+    data,
+    createdAt: raw.created_at ?? "",
+    messageId: typeof data.message_id === "string" ? data.message_id : null,
+  };
+}
+
+/**
+ * A page of events: `nextAfter` is where the next page starts, `more` whether more are
+ * stored already; `gap` names events pruned before they were read.
+ */
+export interface EventPage {
+  events: Event[];
+  nextAfter: number;
+  more: boolean;
+  gap: { first: number; last: number } | null;
+}
+
+/** Where a box's port is reached: `url` needs the key (or a share link's cookie). */
+export interface PortUrls {
+  port: number;
+  url: string;
+  /** `null` unless the daemon has a `[ports] base_domain`. */
+  hostUrl: string | null;
+}
+
+/**
+ * A share link to a box's port: `url` carries its token and is only in the answer that
+ * made it; `state` is `live`, `expired` or `revoked`.
+ */
+export interface ShareLink {
+  id: string;
+  boxId: string;
+  port: number;
+  state: "live" | "expired" | "revoked";
+  createdAt: string;
+  expiresAt: string;
+  revokedAt: string | null;
+  url: string | null;
+  hostUrl: string | null;
+}
+
+export function shareLink(data: any): ShareLink {
+  return {
+    id: data.id,
+    boxId: data.box_id,
+    port: data.port,
+    state: data.state,
+    createdAt: data.created_at,
+    expiresAt: data.expires_at,
+    revokedAt: data.revoked_at ?? null,
+    url: data.url ?? null,
+    hostUrl: data.host_url ?? null,
+  };
+}
