@@ -79,9 +79,24 @@ fn messages_get_gapless_seqs_and_are_durable_across_handles() {
 fn an_idempotency_key_answers_the_same_message_and_refuses_other_content() {
     let (_dir, store, id) = setup();
     let key = MessageId::from_key("client-1:a.b").unwrap();
+    store
+        .append_event(&id, "state", &serde_json::json!({"state": "running"}))
+        .unwrap();
     let first = store.post_message(&id, Some(&key), "hi").unwrap();
+    assert_eq!(
+        first.events_after,
+        Some(1),
+        "the turn starts after the newest event"
+    );
+    store
+        .append_event(&id, "result", &serde_json::json!({"result": "hello"}))
+        .unwrap();
     let again = store.post_message(&id, Some(&key), "hi").unwrap();
-    assert_eq!((again.seq, again.created), (first.seq, false));
+    // A repost of an answered message still points before its answer.
+    assert_eq!(
+        (again.seq, again.created, again.events_after),
+        (first.seq, false, Some(1))
+    );
     assert!(matches!(
         store.post_message(&id, Some(&key), "other"),
         Err(StoreError::IdempotencyConflict { .. })

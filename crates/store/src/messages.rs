@@ -90,6 +90,9 @@ pub struct Posted {
     pub seq: u64,
     /// `false`: the id was already taken by this same message (an idempotent retry).
     pub created: bool,
+    /// The box's newest event seq when the message was first stored: its turn's events come
+    /// after it. `None` for a message stored before berth kept it.
+    pub events_after: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -121,15 +124,15 @@ impl Store {
         let created_at = format_time(now())?;
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let existing: Option<(i64, String)> = tx
+        let existing: Option<(i64, String, Option<i64>)> = tx
             .query_row(
-                "SELECT seq, content FROM messages WHERE box_id = ?1 AND id = ?2",
+                "SELECT seq, content, events_after FROM messages WHERE box_id = ?1 AND id = ?2",
                 params![box_id.as_str(), id.as_str()],
-                |row| Ok((row.get(0)?, row.get(1)?)),
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
             )
             .optional()
             .map_err(sql("look up a message id"))?;
-        if let Some((seq, stored)) = existing {
+        if let Some((seq, stored, events_after)) = existing {
             if stored != content {
                 return Err(StoreError::IdempotencyConflict { id });
             }
@@ -137,6 +140,7 @@ impl Store {
                 id,
                 seq: seq as u64,
                 created: false,
+                events_after: events_after.map(|s| s as u64),
             });
         }
         let box_exists: bool = tx
@@ -156,10 +160,11 @@ impl Store {
                 |row| row.get(0),
             )
             .map_err(sql("allocate a message seq"))?;
+        let events_after = crate::events::last_seq(&tx, box_id)?;
         tx.execute(
-            "INSERT INTO messages (box_id, seq, id, content, state, created_at, delivered_at) \
-             VALUES (?1, ?2, ?3, ?4, 'queued', ?5, NULL)",
-            params![box_id.as_str(), seq, id.as_str(), content, created_at],
+            "INSERT INTO messages (box_id, seq, id, content, state, created_at, delivered_at, events_after) \
+             VALUES (?1, ?2, ?3, ?4, 'queued', ?5, NULL, ?6)",
+            params![box_id.as_str(), seq, id.as_str(), content, created_at, events_after as i64],
         )
         .map_err(sql("insert a message"))?;
         tx.commit().map_err(sql("commit a message"))?;
@@ -167,6 +172,7 @@ impl Store {
             id,
             seq: seq as u64,
             created: true,
+            events_after: Some(events_after),
         })
     }
 

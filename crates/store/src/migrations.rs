@@ -35,6 +35,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (17, include_str!("../migrations/0017_box_transitions.sql")),
     (18, include_str!("../migrations/0018_e2b_sandboxes.sql")),
     (19, include_str!("../migrations/0019_webhooks.sql")),
+    (
+        20,
+        include_str!("../migrations/0020_message_events_after.sql"),
+    ),
 ];
 
 /// Migrations that rebuild a table other tables reference: they run with foreign keys off

@@ -1581,6 +1581,14 @@ export interface components {
             id?: string | null;
         };
         PostedView: {
+            /**
+             * Format: int64
+             * @description The box's newest event seq when the message was first stored: its turn's events
+             *     (the `result` carrying this message's `message_id` among them) come after it, so
+             *     follow `GET …/events?after=events_after`. The same on an idempotent repost; absent
+             *     for a message stored by a berth from before this field.
+             */
+            events_after?: number | null;
             id: string;
             /** Format: int64 */
             seq: number;

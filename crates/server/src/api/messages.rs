@@ -27,6 +27,12 @@ pub struct PostBody {
 struct PostedView {
     id: String,
     seq: u64,
+    /// The box's newest event seq when the message was first stored: its turn's events
+    /// (the `result` carrying this message's `message_id` among them) come after it, so
+    /// follow `GET …/events?after=events_after`. The same on an idempotent repost; absent
+    /// for a message stored by a berth from before this field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    events_after: Option<u64>,
 }
 
 #[utoipa::path(post, path = "/v1/boxes/{box_ref}/messages", tag = "messages", summary = "Send a message to the box's agent (stored before the answer; wakes the box)", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), request_body = PostBody, responses((status = 202, body = PostedView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 413, description = "content over 256 KiB", body = berth_protocol::ErrorBody), (status = 409, description = "the id was used with other content", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
@@ -48,6 +54,7 @@ pub async fn post(
     let view = PostedView {
         id: posted.id.to_string(),
         seq: posted.seq,
+        events_after: posted.events_after,
     };
     Ok((StatusCode::ACCEPTED, Json(view)).into_response())
 }
