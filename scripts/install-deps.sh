@@ -5,7 +5,8 @@
 # model stand-in), tmux and vi (terminals), sqlite3 (the upgrade tests), qemu, chromium (the web app's browser tests),
 # Claude Code from the npm registry (the harness test), and the pinned E2B Python SDK from PyPI
 # in a venv under target/ (the E2B compatibility test), and berth's own Python SDK with pinned
-# httpx and pytest in another (its test). With --bench, also nginx with its stream module (the egress
+# httpx and pytest in another (its test), and the official MCP Python SDK in a third (the MCP
+# server's test). With --bench, also nginx with its stream module (the egress
 # benchmark's comparison).
 set -euo pipefail
 for_tests=false
@@ -127,6 +128,23 @@ if $for_tests && [ ! -e "$sdk_marker" ]; then
     touch "$sdk_marker"
   else
     echo "could not install berth's Python SDK; its test will skip (part sdk-python)" >&2
+  fi
+fi
+
+# The official MCP Python SDK, pinned, from PyPI: its client drives `berth mcp` (stdio) and
+# the daemon's `/mcp` (Streamable HTTP) in crates/cli/tests/mcp.rs. In a venv under target/,
+# kept across runs by its marker. Without PyPI it is left out, and that test skips (part
+# mcp-sdk).
+mcp_sdk=2.3.0
+mcp_venv="$(cd "$(dirname "$0")/.." && pwd)/target/mcp-sdk/venv"
+if $for_tests && [ ! -e "$mcp_venv/.mcp-$mcp_sdk" ]; then
+  echo "installing the MCP Python SDK $mcp_sdk into $mcp_venv (PyPI)" >&2
+  rm -rf "$mcp_venv"
+  if python3 -m venv "$mcp_venv" &&
+    "$mcp_venv/bin/pip" install --quiet --disable-pip-version-check "mcp==$mcp_sdk"; then
+    touch "$mcp_venv/.mcp-$mcp_sdk"
+  else
+    echo "could not install the MCP Python SDK; its test will skip (part mcp-sdk)" >&2
   fi
 fi
 

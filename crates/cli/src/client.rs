@@ -178,6 +178,37 @@ impl Client {
         headers: &[(&'static str, String)],
         body: ReqBody,
     ) -> Result<Response<Incoming>, ClientError> {
+        let response = self
+            .answer(
+                method,
+                path_and_query,
+                accept,
+                content_type,
+                content_length,
+                headers,
+                body,
+            )
+            .await?;
+        if response.status().is_success() {
+            Ok(response)
+        } else {
+            Err(self.error_from(response).await)
+        }
+    }
+
+    /// Sends one request and returns the daemon's answer, whatever its status, unread
+    /// (`berth mcp` reads berth's error bodies itself).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn answer(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        accept: &str,
+        content_type: Option<&str>,
+        content_length: Option<u64>,
+        headers: &[(&'static str, String)],
+        body: ReqBody,
+    ) -> Result<Response<Incoming>, ClientError> {
         let url = &self.target.url;
         let stream = self.dial().await?;
         let http_err = |source| ClientError::Http {
@@ -210,12 +241,7 @@ impl Client {
         }
         let request = builder.body(body).map_err(ClientError::Request)?;
 
-        let response = sender.send_request(request).await.map_err(http_err)?;
-        if response.status().is_success() {
-            Ok(response)
-        } else {
-            Err(self.error_from(response).await)
-        }
+        sender.send_request(request).await.map_err(http_err)
     }
 
     /// A WebSocket to `path_and_query` (a terminal). An HTTP answer instead of the upgrade

@@ -34,6 +34,9 @@ pub async fn stdio(api: Arc<dyn Api>, caller: Caller) -> Result<(), ServeError> 
     Ok(())
 }
 
+/// The Streamable HTTP endpoint, a tower service.
+pub type McpHttpService = StreamableHttpService<BerthMcp, NeverSessionManager>;
+
 /// The tower service for Streamable HTTP. Each request must carry a [`Caller`] in its
 /// extensions (the daemon's auth middleware puts it there).
 ///
@@ -41,7 +44,7 @@ pub async fn stdio(api: Arc<dyn Api>, caller: Caller) -> Result<(), ServeError> 
 /// JSON), so a client cannot make the daemon hold state by opening sessions, and every call
 /// is authorized by its own request's key. Hosts are not checked: the key is, on every
 /// request, and a browser page cannot send it (DNS rebinding gains nothing).
-pub fn http(api: Arc<dyn Api>) -> StreamableHttpService<BerthMcp, NeverSessionManager> {
+pub fn http(api: Arc<dyn Api>) -> McpHttpService {
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)

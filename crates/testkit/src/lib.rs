@@ -39,12 +39,14 @@
 //! | `sqlite3` | the `sqlite3` shell, which writes the earlier releases' databases of the upgrade tests |
 //! | `e2b-sdk` | the pinned E2B Python SDK in its venv under `target/e2b-sdk` (`scripts/install-deps.sh --tests`: `python3-venv` and PyPI) ([`e2b_sdk`]) |
 //! | `sdk-python` | berth's own Python SDK in its venv under `target/sdk-python`, with pinned httpx, websockets and pytest (`scripts/install-deps.sh --tests`: `python3-venv` and PyPI) ([`sdk_python`]) |
+//! | `mcp-sdk` | the official MCP Python SDK (PyPI `mcp`, pinned) in its venv under `target/mcp-sdk` (`scripts/install-deps.sh --tests`: `python3-venv` and PyPI) ([`mcp_sdk`]) |
 //! | `e2b-npm` | the pinned E2B npm SDK under `target/e2b-sdk` (`scripts/install-deps.sh --tests` with npm) and a `node` it supports (20.18.1 or newer; Debian 12's own is 18) ([`e2b_sdk`]) |
 
 use std::io::Write;
 
 pub mod browser;
 pub mod e2b_sdk;
+pub mod mcp_sdk;
 pub mod pattern;
 pub mod raw_tar;
 pub mod sdk_python;
@@ -79,6 +81,7 @@ pub const PARTS: &[&str] = &[
     "e2b-sdk",
     "e2b-npm",
     "sdk-python",
+    "mcp-sdk",
 ];
 
 /// The variable naming the parts a run requires.
