@@ -143,7 +143,12 @@ async def main():
             answer = await anonymous.post(f"{URL}/mcp", headers=headers, content=b"{}")
             assert answer.status_code == 401, (answer.status_code, answer.text)
             assert answer.json()["error"]["code"] == "unauthorized", answer.text
-    ok("http: no key or a wrong key is 401")
+        # A body past the endpoint's 2 MiB is refused, not buffered.
+        headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json",
+                   "Accept": "application/json, text/event-stream"}
+        answer = await anonymous.post(f"{URL}/mcp", headers=headers, content=b" " * (3 << 20))
+        assert answer.status_code == 413, (answer.status_code, answer.text[:200])
+    ok("http: no key or a wrong key is 401, an oversized body 413")
 
 
 asyncio.run(main())
