@@ -162,7 +162,7 @@ fn text(mut bytes: Vec<u8>) -> Line {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http_body_util::{BodyExt as _, StreamBody};
+    use http_body_util::StreamBody;
 
     fn body(chunks: &[&'static [u8]]) -> AnswerBody {
         let frames: Vec<Result<_, crate::api::BoxError>> = chunks

@@ -48,6 +48,7 @@ pub mod browser;
 pub mod e2b_sdk;
 pub mod mcp_sdk;
 pub mod pattern;
+pub mod pinned_python;
 pub mod raw_tar;
 pub mod sdk_python;
 
