@@ -5,9 +5,9 @@
 # model stand-in), tmux and vi (terminals), sqlite3 (the upgrade tests), qemu, chromium (the web app's browser tests),
 # Claude Code from the npm registry (the harness test), and the pinned E2B Python SDK from PyPI
 # in a venv under target/ (the E2B compatibility test), berth's own Python SDK with pinned
-# httpx and pytest in another (its test), and berth's own TypeScript SDK's npm packages (its
-# test). With --bench, also nginx with its stream module (the egress
-# benchmark's comparison).
+# httpx and pytest in another (its test), the official MCP Python SDK in a third (the MCP
+# server's test), and berth's own TypeScript SDK's npm packages (its test). With --bench,
+# also nginx with its stream module (the egress benchmark's comparison).
 set -euo pipefail
 for_tests=false
 for_bench=false
@@ -144,6 +144,23 @@ if $for_tests && command -v npm >/dev/null 2>&1 && [ ! -e "$ts_marker" ]; then
     touch "$ts_marker"
   else
     echo "could not install or build berth's TypeScript SDK; its test will skip (part sdk-typescript)" >&2
+  fi
+fi
+
+# The official MCP Python SDK, pinned, from PyPI: its client drives `berth mcp` (stdio) and
+# the daemon's `/mcp` (Streamable HTTP) in crates/cli/tests/mcp.rs. In a venv under target/,
+# kept across runs by its marker. Without PyPI it is left out, and that test skips (part
+# mcp-sdk).
+mcp_sdk=2.3.0
+mcp_venv="$(cd "$(dirname "$0")/.." && pwd)/target/mcp-sdk/venv"
+if $for_tests && [ ! -e "$mcp_venv/.mcp-$mcp_sdk" ]; then
+  echo "installing the MCP Python SDK $mcp_sdk into $mcp_venv (PyPI)" >&2
+  rm -rf "$mcp_venv"
+  if python3 -m venv "$mcp_venv" &&
+    "$mcp_venv/bin/pip" install --quiet --disable-pip-version-check "mcp==$mcp_sdk"; then
+    touch "$mcp_venv/.mcp-$mcp_sdk"
+  else
+    echo "could not install the MCP Python SDK; its test will skip (part mcp-sdk)" >&2
   fi
 fi
 

@@ -178,6 +178,37 @@ impl Client {
         headers: &[(&'static str, String)],
         body: ReqBody,
     ) -> Result<Response<Incoming>, ClientError> {
+        let response = self
+            .answer(
+                method,
+                path_and_query,
+                accept,
+                content_type,
+                content_length,
+                headers,
+                body,
+            )
+            .await?;
+        if response.status().is_success() {
+            Ok(response)
+        } else {
+            Err(self.error_from(response).await)
+        }
+    }
+
+    /// Sends one request and returns the daemon's answer, whatever its status, unread
+    /// (`berth mcp` reads berth's error bodies itself).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn answer(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        accept: &str,
+        content_type: Option<&str>,
+        content_length: Option<u64>,
+        headers: &[(&'static str, String)],
+        body: ReqBody,
+    ) -> Result<Response<Incoming>, ClientError> {
         let url = &self.target.url;
         let stream = self.dial().await?;
         let http_err = |source| ClientError::Http {
@@ -210,12 +241,7 @@ impl Client {
         }
         let request = builder.body(body).map_err(ClientError::Request)?;
 
-        let response = sender.send_request(request).await.map_err(http_err)?;
-        if response.status().is_success() {
-            Ok(response)
-        } else {
-            Err(self.error_from(response).await)
-        }
+        sender.send_request(request).await.map_err(http_err)
     }
 
     /// A WebSocket to `path_and_query` (a terminal). An HTTP answer instead of the upgrade
@@ -425,27 +451,7 @@ where
         .map_err(ClientError::Body)
 }
 
-/// Percent-encodes a path segment (a box name or id) for use in a URL path.
-pub fn path_segment(raw: &str) -> String {
-    percent_encode(raw, b"-._~")
-}
-
-/// Percent-encodes a query value; `/` is left as is for readable logs.
-pub fn query_value(raw: &str) -> String {
-    percent_encode(raw, b"-._~/")
-}
-
-fn percent_encode(raw: &str, keep: &[u8]) -> String {
-    let mut out = String::with_capacity(raw.len());
-    for &b in raw.as_bytes() {
-        if b.is_ascii_alphanumeric() || keep.contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
+pub use berth_basics::{path_segment, query_value};
 
 #[cfg(test)]
 mod tests {
@@ -535,16 +541,5 @@ mod tests {
             .unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("502") && msg.contains("oops!"), "{msg}");
-    }
-
-    #[test]
-    fn encoding_keeps_safe_bytes_and_escapes_the_rest() {
-        assert_eq!(
-            query_value("/home/user/a b&c=d%.txt"),
-            "/home/user/a%20b%26c%3Dd%25.txt"
-        );
-        assert_eq!(path_segment("alice"), "alice");
-        assert_eq!(path_segment("a/b?"), "a%2Fb%3F");
-        assert_eq!(query_value("é"), "%C3%A9");
     }
 }

@@ -17,6 +17,7 @@ mod cmd_exec;
 mod cmd_image;
 mod cmd_image_wait;
 mod cmd_logs;
+mod cmd_mcp;
 mod cmd_pair;
 mod cmd_port;
 mod cmd_process;
@@ -122,6 +123,17 @@ pub enum Command {
     Session(cmd_session::SessionCommand),
     /// Print the shell completion script for berth (bash, zsh, fish).
     Completion(cmd_completion::CompletionArgs),
+    /// Serve berth's tools to an MCP client over stdio (docs/mcp.md).
+    ///
+    /// An MCP client starts `berth mcp` and speaks MCP (JSON-RPC, one message a line) on its
+    /// stdin and stdout. Tools: box_create, box_list, box_exec, box_read_file, box_write_file,
+    /// box_list_files, box_send_message, box_events, box_port_url. Each call acts with this
+    /// command's API key, so the client sees exactly that key's tenant's boxes.
+    ///
+    /// The daemon is found like any client command's (BERTH_URL and BERTH_API_KEY, else the
+    /// data dir's berth.url and admin.key); give an MCP client a tenant's key, not the admin's.
+    /// The daemon also serves the same tools over Streamable HTTP at /mcp.
+    Mcp(cmd_mcp::McpArgs),
 }
 
 fn main() -> ExitCode {
@@ -186,6 +198,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Pair(args) => client_main(async { cmd_pair::run(&connect()?, args).await }),
         Command::Session(command) => {
             client_main(async { cmd_session::run(&connect()?, command).await })
+        }
+        Command::Mcp(args) => {
+            client_main(async { cmd_mcp::run(target::from_env(&data_dir)?, args).await })
         }
     }
 }
@@ -332,6 +347,7 @@ mod tests {
             &["berth", "completion", "bash"],
             &["berth", "completion", "zsh"],
             &["berth", "completion", "fish"],
+            &["berth", "mcp"],
         ] {
             Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
         }

@@ -40,14 +40,17 @@
 //! | `e2b-sdk` | the pinned E2B Python SDK in its venv under `target/e2b-sdk` (`scripts/install-deps.sh --tests`: `python3-venv` and PyPI) ([`e2b_sdk`]) |
 //! | `sdk-python` | berth's own Python SDK in its venv under `target/sdk-python`, with pinned httpx, websockets and pytest (`scripts/install-deps.sh --tests`: `python3-venv` and PyPI) ([`sdk_python`]) |
 //! | `sdk-typescript` | berth's own TypeScript SDK's npm packages under `sdk/typescript/node_modules` (`scripts/install-deps.sh --tests` with npm: `npm ci`) and a `node` of 18 or newer ([`sdk_typescript`]) |
+//! | `mcp-sdk` | the official MCP Python SDK (PyPI `mcp`, pinned) in its venv under `target/mcp-sdk` (`scripts/install-deps.sh --tests`: `python3-venv` and PyPI) ([`mcp_sdk`]) |
 //! | `e2b-npm` | the pinned E2B npm SDK under `target/e2b-sdk` (`scripts/install-deps.sh --tests` with npm) and a `node` it supports (20.18.1 or newer; Debian 12's own is 18) ([`e2b_sdk`]) |
 
 use std::io::Write;
 
 pub mod browser;
 pub mod e2b_sdk;
+pub mod mcp_sdk;
 pub mod node;
 pub mod pattern;
+pub mod pinned_python;
 pub mod raw_tar;
 pub mod sdk_python;
 pub mod sdk_typescript;
@@ -83,6 +86,7 @@ pub const PARTS: &[&str] = &[
     "e2b-npm",
     "sdk-python",
     "sdk-typescript",
+    "mcp-sdk",
 ];
 
 /// The variable naming the parts a run requires.

@@ -13,10 +13,7 @@ pub fn sdk_dir() -> PathBuf {
 
 /// `<target>/sdk-python/venv`.
 fn venv_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    target.join("sdk-python/venv")
+    crate::pinned_python::target_dir("sdk-python/venv")
 }
 
 /// The venv's Python, with the SDK (from this checkout) and pytest importable, or why

@@ -13,6 +13,7 @@ pub mod extract;
 pub mod files;
 pub mod files_archive;
 pub mod files_watch;
+pub mod mcp;
 pub mod messages;
 mod old_names;
 pub mod openapi;
@@ -41,13 +42,25 @@ use std::time::Instant;
 use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{any, delete, get, post};
+use axum::routing::{any, any_service, delete, get, post};
 use axum::{Json, Router};
 
 use crate::api::error::ApiError;
 use crate::ctx::Ctx;
 
 pub fn router(ctx: Ctx) -> Router {
+    // `/mcp`'s tools call the API in process: through the same routes and layers as any
+    // client, in a router of their own that has no `/mcp`.
+    let api = with_layers(routes(ctx.clone()), ctx.clone());
+    let mcp = any_service(mcp::service(api)).layer(middleware::from_fn_with_state(
+        ctx.clone(),
+        mcp::authenticate,
+    ));
+    with_layers(routes(ctx.clone()).route(mcp::PATH, mcp), ctx)
+}
+
+/// Every route but `/mcp`.
+fn routes(ctx: Ctx) -> Router<Ctx> {
     Router::new()
         .route("/", get(webapp::serve))
         .route("/index.html", get(webapp::serve))
@@ -180,6 +193,11 @@ pub fn router(ctx: Ctx) -> Router {
         )
         // The SDK's signed file URLs made from E2B_SANDBOX_URL lose its `/e2b` (docs/e2b.md).
         .route("/files", get(e2b_root_files).post(e2b_root_files))
+}
+
+/// What wraps every route, and the state they share.
+fn with_layers(routes: Router<Ctx>, ctx: Ctx) -> Router {
+    routes
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(security_headers::add))
