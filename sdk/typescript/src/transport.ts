@@ -91,7 +91,21 @@ export class Transport {
     return response.body;
   }
 
+  /**
+   * The answer as it came, whatever its status: a box's port answers with its app's own
+   * statuses, which are the caller's to read, not berth's errors. Its body is unread.
+   */
+  async passThrough(call: Call, signal: AbortSignal): Promise<Response> {
+    return this.request(call, signal);
+  }
+
   private async open(call: Call, signal: AbortSignal): Promise<Response> {
+    const response = await this.request(call, signal);
+    if (!response.ok) throw await this.error(call, response.status, await response.text());
+    return response;
+  }
+
+  private async request(call: Call, signal: AbortSignal): Promise<Response> {
     const url = new URL(this.target.url + call.path);
     for (const [key, value] of call.params ?? []) url.searchParams.append(key, value);
     const headers: Record<string, string> = { ...call.headers };
@@ -109,9 +123,8 @@ export class Transport {
       // A streamed request body must say so (the fetch standard; Node's fetch insists).
       if (init.body instanceof ReadableStream) init.duplex = "half";
     }
-    let response: Response;
     try {
-      response = await fetch(url, init);
+      return await fetch(url, init);
     } catch (error) {
       if (failed.error !== undefined) throw failed.error;
       if (signal.aborted) throw error;
@@ -119,8 +132,6 @@ export class Transport {
         code: "unavailable",
       });
     }
-    if (!response.ok) throw await this.error(call, response.status, await response.text());
-    return response;
   }
 
   private async error(call: Call, status: number, body: string): Promise<BerthError> {
