@@ -109,7 +109,12 @@ export class Transport {
     const url = new URL(this.target.url + call.path);
     for (const [key, value] of call.params ?? []) url.searchParams.append(key, value);
     const headers: Record<string, string> = { ...call.headers };
-    if (this.target.apiKey) headers["Authorization"] = `Bearer ${this.target.apiKey}`;
+    if (this.target.apiKey) {
+      // The key wins over a caller's own (a port request's), whatever its case: two would
+      // be joined into one header that neither berth nor the app reads.
+      for (const name of Object.keys(headers)) if (name.toLowerCase() === "authorization") delete headers[name];
+      headers["Authorization"] = `Bearer ${this.target.apiKey}`;
+    }
     const init: RequestInit & { duplex?: "half" } = { method: call.method, headers, signal };
     if (call.json !== undefined) {
       headers["Content-Type"] = "application/json";

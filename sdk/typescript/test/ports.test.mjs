@@ -35,7 +35,7 @@ test("a port is reached with the key or a share link", { timeout: TEST_TIMEOUT_M
     const page = await box.portFetch(8000, "/index.html?v=1");
     assert.equal(page.status, 200);
     assert.equal(await page.text(), "hi from the box\n");
-    const missing = await box.portFetch(8000, "nothing-here", { headers: { Accept: "text/plain" } });
+    const missing = await box.portFetch(8000, "nothing-here", { headers: { authorization: "Basic eDp5" } });
     assert.equal(missing.status, 404);
     await missing.arrayBuffer();
 
