@@ -1,33 +1,39 @@
 /**
- * One box: its lifecycle verbs, exec and background processes, files, terminals, messages
- * and events, ports and share links. Each call that answers the box updates `info`.
+ * One box: its lifecycle verbs, exec and background processes, files, terminals, messages,
+ * wakeups and events, ports and share links, its egress audit. Each call that answers the
+ * box updates `info`.
  */
 
 import { ExecCollector, SpawnOptions, StreamedExecOptions, execBody, execResult, spawnBody } from "./exec.js";
 import { cut } from "./errors.js";
 import { Files } from "./files.js";
-import { Turn, eventPage, followEvents } from "./messages.js";
+import { Turn, eventPage, followEvents, turnStart } from "./messages.js";
 import {
   BoxInfo,
   BoxState,
+  EgressPage,
   Event,
   EventPage,
   ExecResult,
+  MessageInfo,
   PortUrls,
   ProcessInfo,
   ShareLink,
   UpdateBoxFields,
-  shareLink,
 } from "./models.js";
 import { Command, boxPath } from "./paths.js";
+import * as ports from "./ports.js";
 import { Process } from "./process.js";
 import { readFrames } from "./streams.js";
 import { Terminal, TerminalOptions } from "./terminal.js";
 import type { Call, Transport } from "./transport.js";
+import { Wakeups } from "./wakeups.js";
 
 export class Box {
   /** The box's files. */
   readonly files: Files;
+  /** The box's messages scheduled for later. */
+  readonly wakeups: Wakeups;
 
   constructor(
     private readonly transport: Transport,
@@ -35,6 +41,7 @@ export class Box {
     public info: BoxInfo,
   ) {
     this.files = new Files(transport, info.id);
+    this.wakeups = new Wakeups(transport, info.id);
   }
 
   get id(): string {
@@ -154,19 +161,32 @@ export class Box {
   /**
    * Posts a message to the box's agent (waking the box) and answers its turn: iterate it
    * for the events until its `result`. `id` is an idempotency key: the same key again
-   * answers the same message.
+   * answers the same message, and its turn again, even once answered.
    */
   async send(text: string, options: { id?: string } = {}): Promise<Turn> {
-    const after = await this.lastEventSeq();
     const body: Record<string, string> = { content: text };
     if (options.id !== undefined) body.id = options.id;
-    const posted = await this.transport.json<{ id: string; seq: number }>({
+    const posted = await this.transport.json<{ id: string; seq: number; events_after?: number | null }>({
       method: "POST",
       path: boxPath(this.id, "messages"),
       json: body,
       box: this.id,
     });
+    // The daemon says where the turn starts (the log's end when the message was first
+    // stored); an older one does not, and the log is searched for it instead.
+    const after = posted.events_after ?? (await turnStart(this.transport, this.id, posted.id));
     return new Turn(this.transport, this.id, posted.id, posted.seq, after);
+  }
+
+  /** The messages posted to the box after message seq `after`, oldest first (`limit` ≤ 1000). */
+  async messages(options: { after?: number; limit?: number } = {}): Promise<MessageInfo[]> {
+    const answer = await this.transport.json<{ messages: MessageInfo[] }>({
+      method: "GET",
+      path: boxPath(this.id, "messages"),
+      params: pageParams(options),
+      box: this.id,
+    });
+    return answer.messages;
   }
 
   /**
@@ -195,13 +215,15 @@ export class Box {
 
   /** Where the box's `port` is reached through berth (does not wake the box). */
   async portUrl(port: number): Promise<PortUrls> {
-    const answer = await this.transport.json<any>({
-      method: "GET",
-      path: boxPath(this.id, "ports"),
-      params: [["port", String(port)]],
-      box: this.id,
-    });
-    return { port: answer.port, url: answer.url, hostUrl: answer.host_url ?? null };
+    return ports.portUrl(this.transport, this.id, port);
+  }
+
+  /**
+   * One request to the app on `port` at `path` (relative to the port's root, with its
+   * query), with the key, waking the box: the app's answer whatever its status.
+   */
+  async portFetch(port: number, path = "", request: ports.PortRequest = {}): Promise<Response> {
+    return ports.portFetch(this.transport, this.id, port, path, request);
   }
 
   /**
@@ -209,26 +231,31 @@ export class Box {
    * hour); its `url` (with the token) is only in this answer.
    */
   async share(port: number, options: { ttlS?: number } = {}): Promise<ShareLink> {
-    const answer = await this.transport.json({
-      method: "POST",
-      path: boxPath(this.id, "ports", String(port), "links"),
-      json: { ttl_s: options.ttlS ?? 3600 },
-      box: this.id,
-    });
-    return shareLink(answer);
+    return ports.share(this.transport, this.id, port, options.ttlS ?? 3600);
   }
 
   /** The box's share links (of `port`, when given), without their URLs. */
   async links(port?: number): Promise<ShareLink[]> {
-    const path = port === undefined ? boxPath(this.id, "links") : boxPath(this.id, "ports", String(port), "links");
-    const answer = await this.transport.json<{ links: unknown[] }>({ method: "GET", path, box: this.id });
-    return answer.links.map(shareLink);
+    return ports.links(this.transport, this.id, port);
   }
 
-  /** Ends a share link and every cookie it opened, at once. */
-  async revoke(linkId: string): Promise<ShareLink> {
-    const answer = await this.transport.json({ method: "DELETE", path: boxPath(this.id, "links", linkId), box: this.id });
-    return shareLink(answer);
+  /** Ends a share link (of `port`, when given) and every cookie it opened, at once. */
+  async revoke(linkId: string, options: { port?: number } = {}): Promise<ShareLink> {
+    return ports.revoke(this.transport, this.id, linkId, options.port);
+  }
+
+  /**
+   * A page of the egress gateway's decisions about the box's outbound connections, oldest
+   * first, after record `after` (`limit` 1 to 1000, default 100); pass `next` as `after`
+   * for the following page.
+   */
+  async egressAudit(options: { after?: number; limit?: number } = {}): Promise<EgressPage> {
+    return this.transport.json<EgressPage>({
+      method: "GET",
+      path: boxPath(this.id, "egress"),
+      params: pageParams(options),
+      box: this.id,
+    });
   }
 
   private async verb(verb: string, body?: unknown): Promise<this> {
@@ -240,4 +267,12 @@ export class Box {
     this.info = await this.transport.json<BoxInfo>(call);
     return this;
   }
+}
+
+/** The query of a paged list: `after` and `limit` when given. */
+function pageParams(options: { after?: number; limit?: number }): Array<[string, string]> {
+  const params: Array<[string, string]> = [];
+  if (options.after !== undefined) params.push(["after", String(options.after)]);
+  if (options.limit !== undefined) params.push(["limit", String(options.limit)]);
+  return params;
 }

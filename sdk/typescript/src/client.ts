@@ -6,9 +6,14 @@
 
 import { Box } from "./box.js";
 import { BerthError } from "./errors.js";
-import type { BoxInfo, BoxState, CreateBoxOptions } from "./models.js";
+import type { BoxInfo, BoxState, CreateBoxOptions, Health, RuntimeInfo } from "./models.js";
 import { boxPath } from "./paths.js";
+import { Secrets } from "./secrets.js";
+import { Templates } from "./templates.js";
+import { Tenants } from "./tenants.js";
 import { Target, Transport, inNode } from "./transport.js";
+import { Web } from "./web.js";
+import { Webhooks } from "./webhooks.js";
 
 export const URL_ENV = "BERTH_URL";
 export const API_KEY_ENV = "BERTH_API_KEY";
@@ -23,6 +28,15 @@ export interface BerthOptions {
 
 export class Berth {
   readonly boxes: Boxes;
+  /** Tenants and their keys (admin; a tenant's key reads itself and its own keys). */
+  readonly tenants: Tenants;
+  /** The tenant's secrets for the egress gateway. */
+  readonly secrets: Secrets;
+  readonly templates: Templates;
+  /** The tenant's webhooks. */
+  readonly webhooks: Webhooks;
+  /** Pairing browsers to the web app, and their sessions. */
+  readonly web: Web;
   private readonly transport: Transport;
 
   constructor(options: BerthOptions = {}) {
@@ -30,10 +44,25 @@ export class Berth {
     if (!(timeoutMs > 0)) throw new TypeError(`timeoutMs must be positive, not ${timeoutMs}`);
     this.transport = new Transport(resolve(options), timeoutMs);
     this.boxes = new Boxes(this.transport);
+    this.tenants = new Tenants(this.transport);
+    this.secrets = new Secrets(this.transport);
+    this.templates = new Templates(this.transport);
+    this.webhooks = new Webhooks(this.transport);
+    this.web = new Web(this.transport);
   }
 
   get url(): string {
     return this.transport.target.url;
+  }
+
+  /** The daemon's status and version (needs no key). */
+  async health(): Promise<Health> {
+    return this.transport.json<Health>({ method: "GET", path: "/v1/health" });
+  }
+
+  /** Every runtime the daemon knows, usable or not (`reason` says why not). */
+  async runtimes(): Promise<RuntimeInfo[]> {
+    return (await this.transport.json<{ runtimes: RuntimeInfo[] }>({ method: "GET", path: "/v1/runtimes" })).runtimes;
   }
 }
 

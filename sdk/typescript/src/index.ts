@@ -21,6 +21,16 @@ export { Process } from "./process.js";
 export { Terminal } from "./terminal.js";
 export type { TerminalOptions } from "./terminal.js";
 export { Turn } from "./messages.js";
+export type { PortRequest } from "./ports.js";
+export { Secrets } from "./secrets.js";
+export { Templates } from "./templates.js";
+export type { Reloaded } from "./templates.js";
+export { Tenant, TenantKeys, Tenants } from "./tenants.js";
+export type { NewKey } from "./tenants.js";
+export { Wakeups } from "./wakeups.js";
+export type { WakeupSchedule } from "./wakeups.js";
+export { Web } from "./web.js";
+export { Webhook, Webhooks } from "./webhooks.js";
 export type { ExecOptions, SpawnOptions, StreamedExecOptions } from "./exec.js";
 export type { BoxUser, Command } from "./paths.js";
 export type { Body } from "./transport.js";
@@ -30,16 +40,31 @@ export type {
   BoxInfo,
   BoxState,
   CreateBoxOptions,
+  Delivery,
+  EgressPage,
   Event,
   EventPage,
   ExecResult,
   FileEntry,
+  Health,
+  KeyInfo,
+  MessageInfo,
+  Pairing,
   PortUrls,
   ProcessExit,
   ProcessInfo,
+  Quota,
+  RuntimeInfo,
+  SecretInfo,
   ShareLink,
+  TemplateError,
+  TemplateInfo,
+  TenantInfo,
   UpdateBoxFields,
+  WakeupInfo,
   WatchEvent,
+  WebSession,
+  WebhookInfo,
 } from "./models.js";
 export {
   AuthenticationError,

@@ -24,6 +24,23 @@ export async function eventPage(transport: Transport, box: string, after: number
 }
 
 /**
+ * Where a message's turn starts in the log, for a daemon too old to answer `events_after`:
+ * just before the message's first event (its `user` replay, else its `result`), else the
+ * log's end as read now, page by page (the turn then comes after it). Slow on a long log,
+ * which is why the daemon now says.
+ */
+export async function turnStart(transport: Transport, box: string, messageId: string): Promise<number> {
+  let after = 0;
+  for (;;) {
+    const page = await eventPage(transport, box, after);
+    const first = page.events.find((next) => next.messageId === messageId);
+    if (first !== undefined) return first.seq - 1;
+    after = page.nextAfter;
+    if (!page.more) return after;
+  }
+}
+
+/**
  * The box's events after seq `after`, live, reconnecting from the last one seen when the
  * stream is cut (a restarting daemon), for as long as the caller reads.
  */

@@ -21,6 +21,35 @@ export type ProcessInfo = Schemas["ProcessInfo"];
 /** A state of a box: `stopped`, `running`, `paused`, `failed`, … */
 export type BoxState = Schemas["BoxState"];
 
+// The rest of the API's own JSON, as the daemon answers it (docs/api.md names each field).
+/** A tenant with its `quota` (limits, `null`: none) and `usage`. */
+export type TenantInfo = Schemas["TenantView"];
+/** A tenant's limits: each field given sets one (`null` clears it), absent ones stay. */
+export type Quota = Schemas["QuotaBody"];
+/** An API key of a tenant, without the key itself (`prefix` is its first characters). */
+export type KeyInfo = Schemas["KeyView"];
+/** A secret's name and dates: no answer ever carries a value. */
+export type SecretInfo = Schemas["SecretView"];
+export type TemplateInfo = Schemas["TemplateView"];
+/** A template file that did not load, and why. */
+export type TemplateError = Schemas["TemplateErrorView"];
+/** A runtime the daemon knows, usable (`available`) or not (`reason`). */
+export type RuntimeInfo = Schemas["RuntimeView"];
+export type Health = Schemas["Health"];
+/** A scheduled message of a box: `kind` `at`, `in` or `cron`; `next_due_at` its next slot. */
+export type WakeupInfo = Schemas["WakeupView"];
+/** A message posted to a box: `state` `queued` or `delivered`. */
+export type MessageInfo = Schemas["MessageView"];
+/** A page of a box's egress decisions, oldest first; `next` is the next page's `after`. */
+export type EgressPage = Schemas["AuditPage"];
+export type WebhookInfo = Schemas["WebhookView"];
+/** One event's delivery to a webhook: `state` `pending`, `delivered` or `failed`. */
+export type Delivery = Schemas["DeliveryView"];
+/** A one-time code that signs a browser in (`url` opens the web app with it). */
+export type Pairing = Schemas["PairingView"];
+/** A signed-in browser of the tenant. */
+export type WebSession = Schemas["WebSessionView"];
+
 /** A finished command: its code (128 + signal after a signal) and its output. */
 export interface ExecResult {
   exitCode: number;

@@ -91,11 +91,30 @@ export class Transport {
     return response.body;
   }
 
+  /**
+   * The answer as it came, whatever its status: a box's port answers with its app's own
+   * statuses, which are the caller's to read, not berth's errors. Its body is unread.
+   */
+  async passThrough(call: Call, signal: AbortSignal): Promise<Response> {
+    return this.request(call, signal);
+  }
+
   private async open(call: Call, signal: AbortSignal): Promise<Response> {
+    const response = await this.request(call, signal);
+    if (!response.ok) throw await this.error(call, response.status, await response.text());
+    return response;
+  }
+
+  private async request(call: Call, signal: AbortSignal): Promise<Response> {
     const url = new URL(this.target.url + call.path);
     for (const [key, value] of call.params ?? []) url.searchParams.append(key, value);
     const headers: Record<string, string> = { ...call.headers };
-    if (this.target.apiKey) headers["Authorization"] = `Bearer ${this.target.apiKey}`;
+    if (this.target.apiKey) {
+      // The key wins over a caller's own (a port request's), whatever its case: two would
+      // be joined into one header that neither berth nor the app reads.
+      for (const name of Object.keys(headers)) if (name.toLowerCase() === "authorization") delete headers[name];
+      headers["Authorization"] = `Bearer ${this.target.apiKey}`;
+    }
     const init: RequestInit & { duplex?: "half" } = { method: call.method, headers, signal };
     if (call.json !== undefined) {
       headers["Content-Type"] = "application/json";
@@ -109,9 +128,8 @@ export class Transport {
       // A streamed request body must say so (the fetch standard; Node's fetch insists).
       if (init.body instanceof ReadableStream) init.duplex = "half";
     }
-    let response: Response;
     try {
-      response = await fetch(url, init);
+      return await fetch(url, init);
     } catch (error) {
       if (failed.error !== undefined) throw failed.error;
       if (signal.aborted) throw error;
@@ -119,8 +137,6 @@ export class Transport {
         code: "unavailable",
       });
     }
-    if (!response.ok) throw await this.error(call, response.status, await response.text());
-    return response;
   }
 
   private async error(call: Call, status: number, body: string): Promise<BerthError> {

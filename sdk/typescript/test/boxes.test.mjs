@@ -3,8 +3,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { NotFound } from "../dist/index.js";
-import { TEST_TIMEOUT_MS, unique, withBoxes } from "./helpers.mjs";
+import { Conflict, NotFound, Unsupported } from "../dist/index.js";
+import { TEST_TIMEOUT_MS, unique, waitUntil, withBoxes } from "./helpers.mjs";
 
 test("create, get, list, update and delete", { timeout: TEST_TIMEOUT_MS }, () =>
   withBoxes(async (make, berth) => {
@@ -47,5 +47,43 @@ test("start, pause, resume and stop", { timeout: TEST_TIMEOUT_MS }, () =>
     assert.equal((await box.resume()).state, "running");
     assert.equal((await box.stop()).state, "stopped");
     assert.equal((await box.refresh()).state, "stopped");
+  }),
+);
+
+test("a snapshot where the runtime has them, else a refusal", { timeout: TEST_TIMEOUT_MS }, () =>
+  withBoxes(async (make, berth) => {
+    const box = await (await make("snap")).start();
+    const runtime = (await berth.runtimes()).find((r) => r.name === box.info.runtime);
+    if (runtime.capabilities.snapshot) {
+      assert.equal((await box.snapshot()).state, "snapshotted");
+      assert.equal((await box.resume()).state, "running");
+    } else {
+      // docs/api.md says `501 unsupported`; the daemon answers `409 conflict` (the box's
+      // runtime, not its state, is what refuses): either is a refusal naming the cause.
+      await assert.rejects(
+        box.snapshot(),
+        (error) => (error instanceof Unsupported || error instanceof Conflict) && /snapshot/.test(error.message),
+      );
+      assert.equal((await box.refresh()).state, "running");
+    }
+  }),
+);
+
+test("the egress audit records a refused connection", { timeout: TEST_TIMEOUT_MS }, () =>
+  withBoxes(async (make) => {
+    const box = await make("egress");
+    // Nothing may leave a box of the `host` template: the gateway refuses and says so.
+    const tried = await box.exec("curl -sS -m 10 -o /dev/null https://example.com/");
+    assert.notEqual(tried.exitCode, 0);
+    let page;
+    await waitUntil(async () => {
+      page = await box.egressAudit();
+      return page.records.length > 0;
+    }, "the refusal in the egress audit");
+    const refused = page.records.find((r) => r.target === "example.com");
+    assert.ok(refused, JSON.stringify(page.records));
+    assert.equal(refused.decision, "deny");
+    assert.equal(page.next, page.records.length);
+    assert.deepEqual((await box.egressAudit({ after: page.next, limit: 10 })).records, []);
   }),
 );

@@ -46,13 +46,8 @@ test("a wrong key is an authentication error", options, async () => {
 });
 
 test("a tenant over its quota gets quota exceeded", options, async () => {
-  const made = await fetch(`${client().url}/v1/tenants`, {
-    method: "POST",
-    headers: { Authorization: `Bearer ${process.env.BERTH_API_KEY}`, "Content-Type": "application/json" },
-    body: JSON.stringify({ name: unique("full"), max_boxes: 0 }),
-  });
-  assert.equal(made.status, 201);
-  const tenant = new Berth({ url: client().url, apiKey: (await made.json()).api_key });
+  const made = await client().tenants.create(unique("full"), { max_boxes: 0 });
+  const tenant = new Berth({ url: client().url, apiKey: made.apiKey });
   await assert.rejects(tenant.boxes.create(unique("over")), (error) => {
     assert.ok(error instanceof QuotaExceeded);
     assert.equal(error.details.limit, "max_boxes");

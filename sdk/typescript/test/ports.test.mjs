@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
+import { NotFound } from "../dist/index.js";
 import { TEST_TIMEOUT_MS, waitUntil, withBox } from "./helpers.mjs";
 
 const keyed = { headers: { Authorization: `Bearer ${process.env.BERTH_API_KEY}` } };
@@ -30,6 +31,13 @@ test("a port is reached with the key or a share link", { timeout: TEST_TIMEOUT_M
 
     await waitUntil(async () => (await status(urls.url, keyed)) === 200, "the box's server answers");
     assert.equal(await (await fetch(urls.url + "index.html", keyed)).text(), "hi from the box\n");
+    // The same through the SDK, which sends the key; the app's own 404 is an answer.
+    const page = await box.portFetch(8000, "/index.html?v=1");
+    assert.equal(page.status, 200);
+    assert.equal(await page.text(), "hi from the box\n");
+    const missing = await box.portFetch(8000, "nothing-here", { headers: { authorization: "Basic eDp5" } });
+    assert.equal(missing.status, 404);
+    await missing.arrayBuffer();
 
     const link = await box.share(8000, { ttlS: 600 });
     assert.equal(link.state, "live");
@@ -45,5 +53,10 @@ test("a port is reached with the key or a share link", { timeout: TEST_TIMEOUT_M
     assert.deepEqual((await box.links()).map((l) => l.id), [link.id]);
     assert.equal((await box.revoke(link.id)).state, "revoked");
     assert.ok([401, 403].includes(await status(urls.url + "index.html", browser)));
+
+    // A link revoked by its port: another port's path does not find it.
+    const second = await box.share(8000, { ttlS: 60 });
+    await assert.rejects(box.revoke(second.id, { port: 9000 }), NotFound);
+    assert.equal((await box.revoke(second.id, { port: 8000 })).state, "revoked");
   }),
 );
