@@ -8,7 +8,7 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{e2e_skip_reason, run_logged, Daemon};
+use common::{api_coverage, e2e_skip_reason, run_logged, Daemon};
 
 /// What the whole suite may take on a loaded machine.
 const SUITE_DEADLINE: Duration = Duration::from_secs(600);
@@ -54,7 +54,36 @@ fn the_python_sdk_suite_passes_against_a_real_daemon() {
         "pytest ({status:?}) failed:\n{output}\n{}",
         daemon.logs()
     );
+    let uncovered = api_coverage::uncovered(&std::fs::read_to_string(&daemon.log).unwrap());
+    assert!(
+        uncovered.is_empty(),
+        "openapi.json has operations the suite never calls (wrap them in the SDK and call them in its tests):\n{}",
+        uncovered.join("\n")
+    );
     let left = daemon.berth_ok(&["box", "ls", "--json"]);
     let left: serde_json::Value = serde_json::from_str(&left).unwrap();
     assert_eq!(left["boxes"].as_array().map(Vec::len), Some(0), "{left}");
+}
+
+/// The coverage check itself: requests are matched to their operations, the most literal
+/// template first, and an operation never called is named.
+#[test]
+fn requests_are_matched_to_their_operations() {
+    let ops = api_coverage::operations();
+    let op = |m: &str, p: &str| api_coverage::operation_of(&ops, m, p).map(|(_, t)| t.as_str());
+    assert_eq!(op("GET", "/v1/boxes/alice"), Some("/v1/boxes/{box_ref}"));
+    assert_eq!(
+        op("POST", "/v1/boxes/alice/ports/8000/links"),
+        Some("/v1/boxes/{box_ref}/ports/{port}/links")
+    );
+    assert_eq!(
+        op("GET", "/v1/boxes/alice/ports/8000/a/b"),
+        Some("/v1/boxes/{box_ref}/ports/{port}/{path}")
+    );
+    assert_eq!(op("PUT", "/v1/boxes"), None);
+    let log = "x INFO berth_server::api: request method=GET path=\"/v1/health\" status=200\n";
+    let left = api_coverage::uncovered(log);
+    assert!(!left.contains(&"GET /v1/health".to_owned()), "{left:?}");
+    assert!(left.contains(&"POST /v1/boxes".to_owned()), "{left:?}");
+    assert!(!left.iter().any(|l| l.contains("/v1/web/push")), "{left:?}");
 }

@@ -10,7 +10,7 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{e2e_skip_reason, run_logged, Daemon};
+use common::{api_coverage, e2e_skip_reason, run_logged, Daemon};
 
 /// What the build (types generated from openapi.json, then tsc) may take on a loaded machine.
 const BUILD_DEADLINE: Duration = Duration::from_secs(300);
@@ -57,6 +57,12 @@ fn the_typescript_sdk_suite_passes_against_a_real_daemon() {
         status.is_some_and(|s| s.success()),
         "node --test ({status:?}) failed:\n{output}\n{}",
         daemon.logs()
+    );
+    let uncovered = api_coverage::uncovered(&std::fs::read_to_string(&daemon.log).unwrap());
+    assert!(
+        uncovered.is_empty(),
+        "openapi.json has operations the suite never calls (wrap them in the SDK and call them in its tests):\n{}",
+        uncovered.join("\n")
     );
     let left = daemon.berth_ok(&["box", "ls", "--json"]);
     let left: serde_json::Value = serde_json::from_str(&left).unwrap();

@@ -1,8 +1,10 @@
 //! `box_send_message` and `box_events`: talking to a box's agent, and reading its log.
 //!
 //! A message's answer is the `result` event that carries the message's id (docs/api.md,
-//! "Messages"). The tool notes the newest event before posting, then follows the event
-//! stream from there until that `result` (or a `turn_timeout` for it), as berth's SDKs do.
+//! "Messages"). The post answers where the message's turn starts in the log
+//! (`events_after`), and the tool follows the event stream from there until that `result`
+//! (or a `turn_timeout` for it), as berth's SDKs do; a daemon too old to say follows from
+//! the start.
 //! The stream is read line by line and each event dropped once looked at, so a long turn
 //! costs no memory.
 
@@ -49,7 +51,6 @@ pub async fn send(cx: Cx<'_>, args: SendArgs) -> Result<String, ToolError> {
             reason: "must be 1 to 600 seconds",
         });
     }
-    let after = newest_seq(cx, &args.box_ref).await?;
     let mut body = json!({"content": args.content});
     if let Some(id) = &args.id {
         body["id"] = json!(id);
@@ -57,6 +58,7 @@ pub async fn send(cx: Cx<'_>, args: SendArgs) -> Result<String, ToolError> {
     let posted = ApiRequest::with_json(Method::POST, box_path(&args.box_ref, "/messages"), body);
     let posted: Value = answer::json(cx.call(posted).await?, "a posted message").await?;
     let id = posted["id"].as_str().unwrap_or_default().to_owned();
+    let after = posted["events_after"].as_u64().unwrap_or(0);
     let waited = tokio::time::timeout(
         Duration::from_secs(timeout_s),
         turn_end(cx, &args.box_ref, &id, after),
@@ -69,18 +71,6 @@ pub async fn send(cx: Cx<'_>, args: SendArgs) -> Result<String, ToolError> {
              still be working. Read its answer later with box_events (after={after}), or send \
              again with id=\"{id}\" to wait for the same answer."
         )),
-    }
-}
-
-/// The seq of the box's newest event (0 for none), read page by page.
-async fn newest_seq(cx: Cx<'_>, box_ref: &str) -> Result<u64, ToolError> {
-    let mut after = 0;
-    loop {
-        let page = page(cx, box_ref, after).await?;
-        after = page["next_after"].as_u64().unwrap_or(after);
-        if page["more"] != json!(true) {
-            return Ok(after);
-        }
     }
 }
 

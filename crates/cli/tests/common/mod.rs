@@ -2,6 +2,7 @@
 //! (`berth up`) on a temporary data dir that is stopped, with its boxes, when dropped.
 #![allow(dead_code)] // each test binary uses a part
 
+pub mod api_coverage;
 mod daemon;
 pub mod e2b;
 mod follower;
