@@ -318,3 +318,66 @@ class ShareLink:
             created_at=data["created_at"], expires_at=data["expires_at"],
             revoked_at=data.get("revoked_at"), url=data.get("url"), host_url=data.get("host_url"),
         )
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message to the box's agent: `state` is `queued` or `delivered`; `seq` its place
+    in the box's queue."""
+
+    id: str
+    seq: int
+    content: str
+    state: str
+    created_at: str
+    delivered_at: Optional[str]
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "Message":
+        return cls(
+            id=data["id"], seq=data["seq"], content=data["content"], state=data["state"],
+            created_at=data["created_at"], delivered_at=data.get("delivered_at"),
+        )
+
+
+@dataclass(frozen=True)
+class Wakeup:
+    """A message scheduled for the box: `kind` is `at`, `in` or `cron` (with `cron` and
+    `tz`); `fired` counts a cron's slots so far, `skipped` those a box's own wakeup lost to
+    its hourly limit; `created_by` is `api` or `box`."""
+
+    id: str
+    box_id: str
+    message: str
+    kind: str
+    next_due_at: Optional[str]
+    fired: int
+    skipped: int
+    created_by: str
+    created_at: str
+    cron: Optional[str] = None
+    tz: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "Wakeup":
+        return cls(
+            id=data["id"], box_id=data["box_id"], message=data["message"], kind=data["kind"],
+            next_due_at=data.get("next_due_at"), fired=data.get("fired", 0),
+            skipped=data.get("skipped", 0), created_by=data.get("created_by", "api"),
+            created_at=data["created_at"], cron=data.get("cron"), tz=data.get("tz"),
+        )
+
+
+@dataclass(frozen=True)
+class EgressPage:
+    """A page of the box's egress audit, oldest first: each record a decision of the
+    egress gateway (`target`, `port`, `decision`, `reason`, byte counts; the fields are in
+    docs/security.md, "Egress"), as the daemon wrote it; `next` is where the next page
+    starts (pass it as `after`)."""
+
+    records: List[Dict[str, Any]]
+    next: int
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "EgressPage":
+        return cls(records=list(data["records"]), next=data["next"])
