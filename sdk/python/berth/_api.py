@@ -284,8 +284,10 @@ def list_links(ref: str, port: Optional[int]) -> Request:
     return Request("GET", path, box=ref)
 
 
-def revoke_link(ref: str, link_id: str) -> Request:
-    return Request("DELETE", box_path(ref, "links", link_id), box=ref)
+def revoke_link(ref: str, link_id: str, port: Optional[int]) -> Request:
+    """Under the box's links, or its `port`'s (then a link of another port is not found)."""
+    rest = ("links", link_id) if port is None else ("ports", str(port), "links", link_id)
+    return Request("DELETE", box_path(ref, *rest), box=ref)
 
 
 def port_request(

@@ -282,8 +282,8 @@ class AsyncBox(BoxView):
         answer = (await self._t.send(_api.list_links(self.id, port))).json()
         return [ShareLink.from_json(link) for link in answer["links"]]
 
-    async def revoke(self, link_id: str) -> ShareLink:
-        answer = await self._t.send(_api.revoke_link(self.id, link_id))
+    async def revoke(self, link_id: str, *, port: Optional[int] = None) -> ShareLink:
+        answer = await self._t.send(_api.revoke_link(self.id, link_id, port))
         return ShareLink.from_json(answer.json())
 
     async def terminal(

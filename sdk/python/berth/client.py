@@ -287,9 +287,11 @@ class Box(BoxView):
         answer = self._t.send(_api.list_links(self.id, port)).json()
         return [ShareLink.from_json(link) for link in answer["links"]]
 
-    def revoke(self, link_id: str) -> ShareLink:
-        """Ends a share link and every cookie it opened, at once."""
-        return ShareLink.from_json(self._t.send(_api.revoke_link(self.id, link_id)).json())
+    def revoke(self, link_id: str, *, port: Optional[int] = None) -> ShareLink:
+        """Ends a share link and every cookie it opened, at once (with `port`: only a link
+        of that port, else `NotFound`)."""
+        answer = self._t.send(_api.revoke_link(self.id, link_id, port))
+        return ShareLink.from_json(answer.json())
 
     def terminal(
         self,
