@@ -11,6 +11,7 @@ berth's repository describes every call.
 """
 
 from .client import Berth, Box, Boxes
+from .daemon import Health, Runtime, Template
 from .errors import (
     AuthenticationError,
     BerthError,
@@ -28,9 +29,14 @@ from .errors import (
     Unavailable,
     Unsupported,
 )
-from .models import BoxInfo, ExecResult, Limits
+from .models import BoxInfo, EgressPage, Event, ExecResult, Limits, Message, Wakeup
+from .secrets import Secret
+from .tenants import ApiKey, Quota, Tenant, Usage
+from .web import Pairing, WebSession
+from .webhooks import Delivery, Webhook
 
 __all__ = [
+    "ApiKey",
     "AuthenticationError",
     "Berth",
     "BerthError",
@@ -39,17 +45,32 @@ __all__ = [
     "BoxInfo",
     "Boxes",
     "Conflict",
+    "Delivery",
+    "EgressPage",
+    "Event",
     "ExecResult",
+    "Health",
     "InsufficientStorage",
     "InternalError",
     "InvalidRequest",
     "Limits",
+    "Message",
     "NotFound",
+    "Pairing",
     "PayloadTooLarge",
     "PermissionDenied",
+    "Quota",
     "QuotaExceeded",
+    "Runtime",
+    "Secret",
+    "Template",
+    "Tenant",
     "Timeout",
     "TooManyRequests",
     "Unavailable",
     "Unsupported",
+    "Usage",
+    "Wakeup",
+    "WebSession",
+    "Webhook",
 ]

@@ -1,6 +1,7 @@
 """Tenants, their quotas and their keys. Tenants are never deleted: each test makes its own
 under a unique name, and revokes the keys it made."""
 
+import httpx
 import pytest
 
 from berth import AuthenticationError, Berth, Conflict, NotFound, PermissionDenied, QuotaExceeded
@@ -51,8 +52,12 @@ def test_a_tenants_key_sees_only_its_tenant(client):
         listed = {k.id: k for k in mine.keys.list()}
         assert second.id in listed and len(listed) == 2
         assert listed[second.id].api_key is None  # shown only when made
+    # A browser signed in with the first key is signed out with it.
+    with httpx.Client(base_url=client.url) as browser:
+        signed_in = browser.post("/v1/web/sessions", json={"api_key": tenant.api_key})
+        assert signed_in.status_code == 201, signed_in.text
     first = next(k for k in tenant.keys.list() if k.id != second.id)
-    assert tenant.keys.revoke(first.id) == 0
+    assert tenant.keys.revoke(first.id) == 1
     with Berth(client.url, tenant.api_key) as revoked:
         with pytest.raises(AuthenticationError):
             revoked.tenants.get(name)
