@@ -5,10 +5,35 @@ each call)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
+from ._api_account import (  # noqa: F401 (the clients reach every call through `_api`)
+    create_key,
+    create_tenant,
+    create_webhook,
+    delete_secret,
+    delete_webhook,
+    get_tenant,
+    get_webhook,
+    health,
+    list_keys,
+    list_secrets,
+    list_templates,
+    list_tenants,
+    list_web_sessions,
+    list_webhooks,
+    pair,
+    reload_templates,
+    revoke_key,
+    revoke_web_session,
+    runtimes,
+    set_secret,
+    update_tenant,
+    webhook_deliveries,
+    webhook_test,
+)
+from ._request import Params, Request, box_path, drop_none
 from ._streams import (  # noqa: F401 (the clients read streams through `_api`)
     ExecCollector,
     OutputCallback,
@@ -23,32 +48,7 @@ from ._streams import (  # noqa: F401 (the clients read streams through `_api`)
 from .errors import BerthError, BoxFailed, Unavailable
 from .models import BoxInfo
 
-Params = List[Tuple[str, str]]
 Command = Union[str, Sequence[str]]
-
-
-@dataclass(frozen=True)
-class Request:
-    """One call: its method, path and query, a JSON body or raw bytes, extra headers, the
-    box it is about (its errors may be a failed start, [`BoxFailed`]), and whether its
-    answer may take as long as the box's program (`unbounded`: no read timeout)."""
-
-    method: str
-    path: str
-    params: Params = field(default_factory=list)
-    json: Any = None
-    content: Any = None
-    headers: Dict[str, str] = field(default_factory=dict)
-    box: Optional[str] = None
-    unbounded: bool = False
-
-
-def box_path(ref: str, *rest: str) -> str:
-    return "/v1/boxes/" + "/".join(quote(part, safe="") for part in (ref, *rest))
-
-
-def _drop_none(fields: Mapping[str, Any]) -> Dict[str, Any]:
-    return {k: v for k, v in fields.items() if v is not None}
 
 
 # Boxes
@@ -65,7 +65,7 @@ def failed_start(error: Unavailable, box: Optional[BoxInfo]) -> BerthError:
 
 
 def create_box(name: str, fields: Mapping[str, Any]) -> Request:
-    return Request("POST", "/v1/boxes", json={"name": name, **_drop_none(fields)})
+    return Request("POST", "/v1/boxes", json={"name": name, **drop_none(fields)})
 
 
 def list_boxes(labels: Optional[Mapping[str, str]], state: Optional[str]) -> Request:
@@ -84,7 +84,7 @@ def delete_box(ref: str) -> Request:
 
 
 def update_box(ref: str, fields: Mapping[str, Any]) -> Request:
-    return Request("PATCH", box_path(ref), json=_drop_none(fields), box=ref)
+    return Request("PATCH", box_path(ref), json=drop_none(fields), box=ref)
 
 
 def box_verb(ref: str, verb: str, body: Optional[Dict[str, Any]] = None) -> Request:
@@ -114,7 +114,7 @@ def exec_body(
 ) -> Dict[str, Any]:
     if isinstance(stdin, bytes):
         stdin = stdin.decode("utf-8")
-    return _drop_none(
+    return drop_none(
         {
             "cmd": argv(cmd),
             "cwd": cwd,
@@ -317,7 +317,7 @@ def _page(after: int, limit: Optional[int]) -> Params:
 
 
 def create_wakeup(ref: str, message: str, schedule: Mapping[str, Any]) -> Request:
-    body = {"message": message, **_drop_none(schedule)}
+    body = {"message": message, **drop_none(schedule)}
     return Request("POST", box_path(ref, "wakeups"), json=body, box=ref)
 
 
@@ -335,115 +335,3 @@ def list_messages(ref: str, after: int, limit: Optional[int]) -> Request:
 
 def egress_audit(ref: str, after: int, limit: Optional[int]) -> Request:
     return Request("GET", box_path(ref, "egress"), params=_page(after, limit), box=ref)
-
-
-# The daemon: health, runtimes, templates, secrets
-
-
-def _path(*parts: str) -> str:
-    return "/v1/" + "/".join(quote(part, safe="") for part in parts)
-
-
-def health() -> Request:
-    return Request("GET", "/v1/health")
-
-
-def runtimes() -> Request:
-    return Request("GET", "/v1/runtimes")
-
-
-def list_templates() -> Request:
-    return Request("GET", "/v1/templates")
-
-
-def reload_templates() -> Request:
-    return Request("POST", "/v1/templates/reload")
-
-
-def set_secret(name: str, value: str) -> Request:
-    return Request("POST", "/v1/secrets", json={"name": name, "value": value})
-
-
-def list_secrets() -> Request:
-    return Request("GET", "/v1/secrets")
-
-
-def delete_secret(name: str) -> Request:
-    return Request("DELETE", _path("secrets", name))
-
-
-# Tenants and their keys
-
-
-def create_tenant(name: str, quota: Mapping[str, Any]) -> Request:
-    return Request("POST", "/v1/tenants", json={"name": name, **quota})
-
-
-def list_tenants() -> Request:
-    return Request("GET", "/v1/tenants")
-
-
-def get_tenant(ref: str) -> Request:
-    return Request("GET", _path("tenants", ref))
-
-
-def update_tenant(ref: str, quota: Mapping[str, Any]) -> Request:
-    """Each limit given is set (`None` clears it); the others stay."""
-    return Request("PATCH", _path("tenants", ref), json=dict(quota))
-
-
-def list_keys(tenant: str) -> Request:
-    return Request("GET", _path("tenants", tenant, "keys"))
-
-
-def create_key(tenant: str, admin: bool) -> Request:
-    return Request("POST", _path("tenants", tenant, "keys"), json={"admin": True} if admin else None)
-
-
-def revoke_key(tenant: str, key_id: str) -> Request:
-    return Request("DELETE", _path("tenants", tenant, "keys", key_id))
-
-
-# Webhooks
-
-
-def create_webhook(url: str, events: Sequence[str], description: Optional[str]) -> Request:
-    body = _drop_none({"url": url, "events": list(events), "description": description})
-    return Request("POST", "/v1/webhooks", json=body)
-
-
-def list_webhooks() -> Request:
-    return Request("GET", "/v1/webhooks")
-
-
-def get_webhook(webhook_id: str) -> Request:
-    return Request("GET", _path("webhooks", webhook_id))
-
-
-def delete_webhook(webhook_id: str) -> Request:
-    return Request("DELETE", _path("webhooks", webhook_id))
-
-
-def webhook_test(webhook_id: str) -> Request:
-    """Answers after the test delivery's first attempt (a slow endpoint: up to its timeout)."""
-    return Request("POST", _path("webhooks", webhook_id, "test"), unbounded=True)
-
-
-def webhook_deliveries(webhook_id: str, limit: Optional[int]) -> Request:
-    params = [("limit", str(limit))] if limit is not None else []
-    return Request("GET", _path("webhooks", webhook_id, "deliveries"), params=params)
-
-
-# Web sessions and pairing
-
-
-def pair(tenant: Optional[str], ttl_s: Optional[int]) -> Request:
-    return Request("POST", "/v1/web/pairings", json=_drop_none({"tenant": tenant, "ttl_s": ttl_s}))
-
-
-def list_web_sessions() -> Request:
-    return Request("GET", "/v1/web/sessions")
-
-
-def revoke_web_session(session_id: str) -> Request:
-    return Request("DELETE", _path("web", "sessions", session_id))
