@@ -29,9 +29,10 @@ from .errors import (
     Unavailable,
     Unsupported,
 )
-from .models import BoxInfo, EgressPage, Event, ExecResult, Limits, Message, Wakeup
+from .models import BoxInfo, EgressPage, EgressRecord, Event, ExecResult, Limits, Message
 from .secrets import Secret
 from .tenants import ApiKey, Quota, Tenant, Usage
+from .wakeups import Wakeup
 from .web import Pairing, WebSession
 from .webhooks import Delivery, Webhook
 
@@ -47,6 +48,7 @@ __all__ = [
     "Conflict",
     "Delivery",
     "EgressPage",
+    "EgressRecord",
     "Event",
     "ExecResult",
     "Health",

@@ -341,43 +341,42 @@ class Message:
 
 
 @dataclass(frozen=True)
-class Wakeup:
-    """A message scheduled for the box: `kind` is `at`, `in` or `cron` (with `cron` and
-    `tz`); `fired` counts a cron's slots so far, `skipped` those a box's own wakeup lost to
-    its hourly limit; `created_by` is `api` or `box`."""
+class EgressRecord:
+    """One decision of the egress gateway about a box's outbound connection (the fields
+    are in docs/security.md, "Egress"): `decision` is `allow` or `deny`, `reason` why
+    (`not_allowed`, `port`, …), `via` `connect` or `direct`; a deny is written at once, an
+    allow when the connection ends, with its byte counts. The rest is in `raw`."""
 
-    id: str
-    box_id: str
-    message: str
-    kind: str
-    next_due_at: Optional[str]
-    fired: int
-    skipped: int
-    created_by: str
-    created_at: str
-    cron: Optional[str] = None
-    tz: Optional[str] = None
+    time: str
+    target: str
+    port: int
+    via: str
+    decision: str
+    reason: Optional[str]
+    resolved: Optional[Any]
+    bytes_up: int
+    bytes_down: int
+    duration_ms: int
+    raw: Dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "Wakeup":
+    def from_json(cls, data: Dict[str, Any]) -> "EgressRecord":
         return cls(
-            id=data["id"], box_id=data["box_id"], message=data["message"], kind=data["kind"],
-            next_due_at=data.get("next_due_at"), fired=data.get("fired", 0),
-            skipped=data.get("skipped", 0), created_by=data.get("created_by", "api"),
-            created_at=data["created_at"], cron=data.get("cron"), tz=data.get("tz"),
+            time=data["time"], target=data["target"], port=data["port"], via=data.get("via", ""),
+            decision=data["decision"], reason=data.get("reason"), resolved=data.get("resolved"),
+            bytes_up=data.get("bytes_up", 0), bytes_down=data.get("bytes_down", 0),
+            duration_ms=data.get("duration_ms", 0), raw=data,
         )
 
 
 @dataclass(frozen=True)
 class EgressPage:
-    """A page of the box's egress audit, oldest first: each record a decision of the
-    egress gateway (`target`, `port`, `decision`, `reason`, byte counts; the fields are in
-    docs/security.md, "Egress"), as the daemon wrote it; `next` is where the next page
+    """A page of the box's egress audit, oldest first; `next` is where the next page
     starts (pass it as `after`)."""
 
-    records: List[Dict[str, Any]]
+    records: List[EgressRecord]
     next: int
 
     @classmethod
     def from_json(cls, data: Dict[str, Any]) -> "EgressPage":
-        return cls(records=list(data["records"]), next=data["next"])
+        return cls(records=[EgressRecord.from_json(r) for r in data["records"]], next=data["next"])

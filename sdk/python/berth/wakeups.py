@@ -3,15 +3,43 @@ time, once after a delay, or at every match of a cron expression."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Dict, List, Optional, Union
 
 from . import _api
 from ._async import AsyncTransport
 from ._sync import Transport
-from .models import Wakeup
 
 When = Union[str, datetime]
+
+
+@dataclass(frozen=True)
+class Wakeup:
+    """A message scheduled for the box: `kind` is `at`, `in` or `cron` (with `cron` and
+    `tz`); `fired` counts a cron's slots so far, `skipped` those a box's own wakeup lost to
+    its hourly limit; `created_by` is `api` or `box`."""
+
+    id: str
+    box_id: str
+    message: str
+    kind: str
+    next_due_at: Optional[str]
+    fired: int
+    skipped: int
+    created_by: str
+    created_at: str
+    cron: Optional[str] = None
+    tz: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "Wakeup":
+        return cls(
+            id=data["id"], box_id=data["box_id"], message=data["message"], kind=data["kind"],
+            next_due_at=data.get("next_due_at"), fired=data.get("fired", 0),
+            skipped=data.get("skipped", 0), created_by=data.get("created_by", "api"),
+            created_at=data["created_at"], cron=data.get("cron"), tz=data.get("tz"),
+        )
 
 
 def _schedule(

@@ -64,5 +64,6 @@ def test_the_egress_audit_records_a_refused_connection(make_box):
     page = box.egress_audit(limit=10)
     assert page.next == len(page.records) >= 1, page
     record = page.records[-1]
-    assert (record["target"], record["port"], record["decision"]) == ("example.com", 443, "deny")
+    assert (record.target, record.port, record.decision) == ("example.com", 443, "deny")
+    assert record.reason == "not_allowed" and record.raw["box"] == box.id
     assert box.egress_audit(after=page.next).records == []
