@@ -1,4 +1,5 @@
-"""The blocking client: `Berth(url=…, api_key=…)`, its `boxes`, and a box's calls."""
+"""The blocking client: `Berth(url=…, api_key=…)`, its `boxes` and a box's calls; the other
+resources (tenants, secrets, templates, webhooks, web) are in their own modules."""
 
 from __future__ import annotations
 

@@ -18,12 +18,12 @@ def test_a_pairing_signs_a_browser_in_and_its_session_is_revoked(client):
                                  json={"pairing_code": pairing.code, "device": "sdk test"})
         assert signed_in.status_code == 201, signed_in.text
         session_id = signed_in.json()["id"]
-        # The cookie is `Secure`: a cookie jar keeps it from plain http, so it goes by hand.
-        cookie = signed_in.headers["set-cookie"].split(";")[0]
-        assert cookie.startswith("__Host-berth_session=")
-        browser.headers["Cookie"] = cookie
-        assert browser.get("/v1/web/session").status_code == 200
         try:
+            # The cookie is `Secure`: a cookie jar keeps it from plain http; it goes by hand.
+            cookie = signed_in.headers["set-cookie"].split(";")[0]
+            assert cookie.startswith("__Host-berth_session=")
+            browser.headers["Cookie"] = cookie
+            assert browser.get("/v1/web/session").status_code == 200
             session = next(s for s in client.web.sessions() if s.id == session_id)
             assert session.device == "sdk test" and session.opened_with == "pairing"
         finally:
