@@ -35,13 +35,14 @@ class Runtime:
     default: bool
     capabilities: Dict[str, bool]
     details: Optional[Dict[str, Any]]
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, data: Dict[str, Any]) -> "Runtime":
         return cls(
             name=data["name"], available=data["available"], reason=data.get("reason"),
             default=bool(data.get("default")), capabilities=dict(data.get("capabilities") or {}),
-            details=data.get("details"),
+            details=data.get("details"), raw=data,
         )
 
 

@@ -331,12 +331,13 @@ class Message:
     state: str
     created_at: str
     delivered_at: Optional[str]
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, data: Dict[str, Any]) -> "Message":
         return cls(
             id=data["id"], seq=data["seq"], content=data["content"], state=data["state"],
-            created_at=data["created_at"], delivered_at=data.get("delivered_at"),
+            created_at=data["created_at"], delivered_at=data.get("delivered_at"), raw=data,
         )
 
 

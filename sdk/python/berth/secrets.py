@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 import httpx
@@ -23,12 +23,13 @@ class Secret:
     created_at: str
     updated_at: str
     created: Optional[bool] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, data: Dict[str, Any], created: Optional[bool] = None) -> "Secret":
         return cls(
             name=data["name"], created_at=data["created_at"], updated_at=data["updated_at"],
-            created=created,
+            created=created, raw=data,
         )
 
 

@@ -73,13 +73,14 @@ class ApiKey:
     created_at: str
     last_used_at: Optional[str]
     api_key: Optional[str] = field(default=None, repr=False)
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, data: Dict[str, Any], api_key: Optional[str] = None) -> "ApiKey":
         return cls(
             id=data["id"], prefix=data.get("prefix"), admin=bool(data.get("admin")),
             created_at=data["created_at"], last_used_at=data.get("last_used_at"),
-            api_key=api_key,
+            api_key=api_key, raw=data,
         )
 
 

@@ -3,7 +3,7 @@ time, once after a delay, or at every match of a cron expression."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Dict, List, Optional, Union
 
@@ -31,6 +31,7 @@ class Wakeup:
     created_at: str
     cron: Optional[str] = None
     tz: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, data: Dict[str, Any]) -> "Wakeup":
@@ -38,7 +39,7 @@ class Wakeup:
             id=data["id"], box_id=data["box_id"], message=data["message"], kind=data["kind"],
             next_due_at=data.get("next_due_at"), fired=data.get("fired", 0),
             skipped=data.get("skipped", 0), created_by=data.get("created_by", "api"),
-            created_at=data["created_at"], cron=data.get("cron"), tz=data.get("tz"),
+            created_at=data["created_at"], cron=data.get("cron"), tz=data.get("tz"), raw=data,
         )
 
 

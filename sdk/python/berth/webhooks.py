@@ -47,6 +47,7 @@ class Delivery:
     last_attempt_at: Optional[str] = None
     last_status: Optional[int] = None
     last_error: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def delivered(self) -> bool:
@@ -59,7 +60,7 @@ class Delivery:
             attempts=data.get("attempts", 0), created_at=data["created_at"],
             next_attempt_at=data.get("next_attempt_at"),
             last_attempt_at=data.get("last_attempt_at"),
-            last_status=data.get("last_status"), last_error=data.get("last_error"),
+            last_status=data.get("last_status"), last_error=data.get("last_error"), raw=data,
         )
 
 

@@ -234,7 +234,7 @@ def test_wakeups_messages_egress_and_a_port():
         assert [m.content for m in await box.messages()] == ["hi there"]
         assert (await box.egress_audit(limit=1)).next == 0
 
-        await box.spawn("cd /tmp && echo served > f && exec python3 -m http.server 8001 --bind 127.0.0.1")
+        await box.spawn("cd /tmp && echo served > f && exec python3 -m http.server 8001")
         for _ in range(600):
             answer = await box.fetch(8001, "f")
             if answer.status_code == 200:

@@ -35,8 +35,8 @@ def stand_in(events_after: Optional[int], asked: List[str]) -> httpx.MockTranspo
         after = int(request.url.params["after"])
         asked.append(request.url.params["after"])
         sse = "".join(
-            f"id: {seq}\nevent: {kind}\ndata: {json.dumps({'seq': seq, 'type': kind, 'data': data})}\n\n"
-            for seq, kind, data in LOG if seq > after
+            f"id: {seq}\nevent: {kind}\ndata: {json.dumps(dict(seq=seq, type=kind, data=d))}\n\n"
+            for seq, kind, d in LOG if seq > after
         )
         return httpx.Response(200, text=sse, headers={"Content-Type": "text/event-stream"})
 
