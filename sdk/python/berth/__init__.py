@@ -11,6 +11,7 @@ berth's repository describes every call.
 """
 
 from .client import Berth, Box, Boxes
+from .daemon import Health, Runtime, Template
 from .errors import (
     AuthenticationError,
     BerthError,
@@ -28,9 +29,15 @@ from .errors import (
     Unavailable,
     Unsupported,
 )
-from .models import BoxInfo, ExecResult, Limits
+from .models import BoxInfo, EgressPage, EgressRecord, Event, ExecResult, Limits, Message
+from .secrets import Secret
+from .tenants import ApiKey, Quota, Tenant, Usage
+from .wakeups import Wakeup
+from .web import Pairing, WebSession
+from .webhooks import Delivery, Webhook
 
 __all__ = [
+    "ApiKey",
     "AuthenticationError",
     "Berth",
     "BerthError",
@@ -39,17 +46,33 @@ __all__ = [
     "BoxInfo",
     "Boxes",
     "Conflict",
+    "Delivery",
+    "EgressPage",
+    "EgressRecord",
+    "Event",
     "ExecResult",
+    "Health",
     "InsufficientStorage",
     "InternalError",
     "InvalidRequest",
     "Limits",
+    "Message",
     "NotFound",
+    "Pairing",
     "PayloadTooLarge",
     "PermissionDenied",
+    "Quota",
     "QuotaExceeded",
+    "Runtime",
+    "Secret",
+    "Template",
+    "Tenant",
     "Timeout",
     "TooManyRequests",
     "Unavailable",
     "Unsupported",
+    "Usage",
+    "Wakeup",
+    "WebSession",
+    "Webhook",
 ]

@@ -5,47 +5,50 @@ each call)."""
 
 from __future__ import annotations
 
-import base64
-import codecs
-import json
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
-from .errors import BerthError, BoxFailed, Unavailable, error_for
-from .models import BoxInfo, Event, ExecResult, OutputChunk, ProcessExit, WatchEvent
+from ._api_account import (  # noqa: F401 (the clients reach every call through `_api`)
+    create_key,
+    create_tenant,
+    create_webhook,
+    delete_secret,
+    delete_webhook,
+    get_tenant,
+    get_webhook,
+    health,
+    list_keys,
+    list_secrets,
+    list_templates,
+    list_tenants,
+    list_web_sessions,
+    list_webhooks,
+    pair,
+    reload_templates,
+    revoke_key,
+    revoke_web_session,
+    runtimes,
+    set_secret,
+    update_tenant,
+    webhook_deliveries,
+    webhook_test,
+)
+from ._request import Params, Request, box_path, drop_none
+from ._streams import (  # noqa: F401 (the clients read streams through `_api`)
+    ExecCollector,
+    OutputCallback,
+    OutputCursor,
+    Reconnects,
+    SseParser,
+    TurnFilter,
+    cut,
+    output_frame,
+    watch_event,
+)
+from .errors import BerthError, BoxFailed, Unavailable
+from .models import BoxInfo
 
-Params = List[Tuple[str, str]]
 Command = Union[str, Sequence[str]]
-
-
-@dataclass(frozen=True)
-class Request:
-    """One call: its method, path and query, a JSON body or raw bytes, extra headers, the
-    box it is about (its errors may be a failed start, [`BoxFailed`]), and whether its
-    answer may take as long as the box's program (`unbounded`: no read timeout)."""
-
-    method: str
-    path: str
-    params: Params = field(default_factory=list)
-    json: Any = None
-    content: Any = None
-    headers: Dict[str, str] = field(default_factory=dict)
-    box: Optional[str] = None
-    unbounded: bool = False
-
-
-def box_path(ref: str, *rest: str) -> str:
-    return "/v1/boxes/" + "/".join(quote(part, safe="") for part in (ref, *rest))
-
-
-def _drop_none(fields: Mapping[str, Any]) -> Dict[str, Any]:
-    return {k: v for k, v in fields.items() if v is not None}
-
-
-def cut(what: str) -> BerthError:
-    """A stream that ended before its last frame: the daemon or the box went away."""
-    return Unavailable(f"{what} ended before its end: the connection was cut", code="unavailable")
 
 
 # Boxes
@@ -62,7 +65,7 @@ def failed_start(error: Unavailable, box: Optional[BoxInfo]) -> BerthError:
 
 
 def create_box(name: str, fields: Mapping[str, Any]) -> Request:
-    return Request("POST", "/v1/boxes", json={"name": name, **_drop_none(fields)})
+    return Request("POST", "/v1/boxes", json={"name": name, **drop_none(fields)})
 
 
 def list_boxes(labels: Optional[Mapping[str, str]], state: Optional[str]) -> Request:
@@ -81,7 +84,7 @@ def delete_box(ref: str) -> Request:
 
 
 def update_box(ref: str, fields: Mapping[str, Any]) -> Request:
-    return Request("PATCH", box_path(ref), json=_drop_none(fields), box=ref)
+    return Request("PATCH", box_path(ref), json=drop_none(fields), box=ref)
 
 
 def box_verb(ref: str, verb: str, body: Optional[Dict[str, Any]] = None) -> Request:
@@ -111,7 +114,7 @@ def exec_body(
 ) -> Dict[str, Any]:
     if isinstance(stdin, bytes):
         stdin = stdin.decode("utf-8")
-    return _drop_none(
+    return drop_none(
         {
             "cmd": argv(cmd),
             "cwd": cwd,
@@ -131,60 +134,6 @@ def exec_request(ref: str, body: Dict[str, Any], stream: bool) -> Request:
         "POST", box_path(ref, "exec"), json=body, headers=headers, box=ref,
         unbounded=True,
     )
-
-
-OutputCallback = Callable[[str], Any]
-
-
-class ExecCollector:
-    """Folds a streamed exec's frames (`started`, `stdout`, `stderr`, then `exit` or
-    `error`) into an [`ExecResult`], handing each piece of output to its callback as it
-    comes. Bytes are decoded as UTF-8 across frame boundaries (a character may be split
-    between two frames)."""
-
-    def __init__(self, on_stdout: Optional[OutputCallback], on_stderr: Optional[OutputCallback]):
-        self._callbacks = {"stdout": on_stdout, "stderr": on_stderr}
-        self._decoders = {
-            name: codecs.getincrementaldecoder("utf-8")("replace") for name in self._callbacks
-        }
-        self._text: Dict[str, List[str]] = {"stdout": [], "stderr": []}
-        self.result: Optional[ExecResult] = None
-
-    def feed(self, line: str) -> Optional[Any]:
-        """Takes one NDJSON line; answers what a callback returned (an async client awaits
-        it when it is a coroutine), else `None`."""
-        if not line.strip():
-            return None
-        frame = json.loads(line)
-        kind = frame.get("type")
-        if kind in ("stdout", "stderr"):
-            text = self._decoders[kind].decode(base64.b64decode(frame["data"]))
-            return self._emit(kind, text)
-        if kind == "exit":
-            self._finish(frame)
-        elif kind == "error":
-            raise error_for(frame.get("code", "unknown"), frame.get("message", ""))
-        return None
-
-    def _emit(self, kind: str, text: str) -> Optional[Any]:
-        if not text:
-            return None
-        self._text[kind].append(text)
-        callback = self._callbacks[kind]
-        return callback(text) if callback else None
-
-    def _finish(self, frame: Dict[str, Any]) -> None:
-        for kind, decoder in self._decoders.items():
-            # What a cut character left behind; its callback is not called for it.
-            self._text[kind].append(decoder.decode(b"", final=True))
-        code = frame.get("code")
-        signal = frame.get("signal")
-        self.result = ExecResult(
-            exit_code=code if code is not None else 128 + (signal or 0),
-            stdout="".join(self._text["stdout"]),
-            stderr="".join(self._text["stderr"]),
-            timed_out=bool(frame.get("timed_out")),
-        )
 
 
 # Background processes
@@ -226,63 +175,6 @@ def process_signal(ref: str, pid: str, signal: str) -> Request:
     name = signal.upper()
     name = name[3:] if name.startswith("SIG") else name
     return Request("POST", box_path(ref, "processes", pid, "signal"), json={"signal": name}, box=ref)
-
-
-def output_frame(line: str) -> Union[OutputChunk, ProcessExit, None]:
-    """One line of a process's output stream: a chunk, its exit, or `None` (a blank line,
-    or a frame type from a newer daemon)."""
-    if not line.strip():
-        return None
-    frame = json.loads(line)
-    kind = frame.get("type")
-    if kind == "output":
-        return OutputChunk(frame["stream"], frame["offset"], base64.b64decode(frame["data"]))
-    if kind == "exit":
-        return ProcessExit.from_json(frame)
-    return None
-
-
-class Reconnects:
-    """How many times in a row a resumable stream (a process's output, the event log) was
-    cut without bringing anything: past [`MAX`], the reader gives up, since the daemon
-    keeps closing it."""
-
-    MAX = 5
-
-    def __init__(self, what: str) -> None:
-        self._what = what
-        self._cuts = 0
-
-    def progress(self) -> None:
-        self._cuts = 0
-
-    def cut(self) -> None:
-        """The stream ended before its end: resume, unless it keeps happening."""
-        self._cuts += 1
-        if self._cuts > self.MAX:
-            raise cut(self._what)
-
-
-class OutputCursor:
-    """Where a reader of a process's output is: the offset to resume from, and the exit
-    once seen."""
-
-    def __init__(self, offset: int) -> None:
-        self.offset = offset
-        self.exit: Optional[ProcessExit] = None
-        self.reconnects = Reconnects("the process's output stream")
-
-    def feed(self, line: str) -> Optional[OutputChunk]:
-        """Takes one line; answers the chunk it held, if any."""
-        frame = output_frame(line)
-        if isinstance(frame, ProcessExit):
-            self.exit = frame
-        elif isinstance(frame, OutputChunk):
-            # A chunk past the asked offset means older output is no longer kept.
-            self.offset = frame.end
-            self.reconnects.progress()
-            return frame
-        return None
 
 
 # Files
@@ -347,17 +239,21 @@ def watch_files(ref: str, path: str, recursive: bool, user: Optional[str]) -> Re
     return Request("GET", box_path(ref, "files", "watch"), params=params, box=ref, unbounded=True)
 
 
-def watch_event(line: str) -> Optional[WatchEvent]:
-    """One line of a watch: an event, or `None` for the keep-alive blank lines."""
-    return WatchEvent.from_json(json.loads(line)) if line.strip() else None
-
-
 # Messages and events
 
 
 def post_message(ref: str, content: str, key: Optional[str]) -> Request:
     body = {"content": content, **({"id": key} if key else {})}
     return Request("POST", box_path(ref, "messages"), json=body, box=ref)
+
+
+def turn_start(posted: Mapping[str, Any]) -> int:
+    """Where a posted message's turn is read from: its `events_after`, the box's newest
+    event seq when the message was first stored (the same on a repost, even once
+    answered). A daemon older than that field does not say: its turn is read from the
+    log's start, which holds the result whenever it comes (and earlier turns' events)."""
+    after = posted.get("events_after")
+    return after if isinstance(after, int) else 0
 
 
 def event_page(ref: str, after: int) -> Request:
@@ -370,41 +266,6 @@ def event_stream(ref: str, after: int) -> Request:
         "GET", box_path(ref, "events"), params=[("after", str(after))],
         headers={"Accept": "text/event-stream"}, box=ref, unbounded=True,
     )
-
-
-class SseParser:
-    """Server-sent events, one line at a time: answers each whole event's JSON (its
-    `data:` lines), and nothing for comments (the keep-alives) or the other fields (the
-    event's seq and type are in its JSON too)."""
-
-    def __init__(self) -> None:
-        self._data: List[str] = []
-
-    def feed(self, line: str) -> Optional[Event]:
-        if line == "":
-            if not self._data:
-                return None
-            text, self._data = "\n".join(self._data), []
-            return Event.from_json(json.loads(text))
-        if line.startswith("data:"):
-            value = line[5:]
-            self._data.append(value[1:] if value.startswith(" ") else value)
-        return None
-
-
-class TurnFilter:
-    """Picks a message's turn out of the box's events after the post: every event up to
-    the `result` carrying the message's `message_id` (or a `turn_timeout` for it, when
-    the harness never answered). A turn of an earlier message still running when this one
-    was posted shows its tail too."""
-
-    def __init__(self, message_id: str) -> None:
-        self.message_id = message_id
-        self.done = False
-
-    def take(self, event: Event) -> None:
-        if event.type in ("result", "turn_timeout") and event.message_id == self.message_id:
-            self.done = True
 
 
 # Ports and share links
@@ -423,5 +284,54 @@ def list_links(ref: str, port: Optional[int]) -> Request:
     return Request("GET", path, box=ref)
 
 
-def revoke_link(ref: str, link_id: str) -> Request:
-    return Request("DELETE", box_path(ref, "links", link_id), box=ref)
+def revoke_link(ref: str, link_id: str, port: Optional[int]) -> Request:
+    """Under the box's links, or its `port`'s (then a link of another port is not found)."""
+    rest = ("links", link_id) if port is None else ("ports", str(port), "links", link_id)
+    return Request("DELETE", box_path(ref, *rest), box=ref)
+
+
+def port_request(
+    ref: str,
+    port: int,
+    path: str,
+    method: str,
+    params: Optional[Mapping[str, str]],
+    headers: Optional[Mapping[str, str]],
+    content: Any,
+) -> Request:
+    """One request to the app on the box's `port`, `path` being the app's (its slashes
+    kept); the app's answer, whatever its status, is the caller's to read."""
+    app_path = quote(path.lstrip("/"), safe="/:@!$&'()*+,;=-._~%")
+    return Request(
+        method.upper(), box_path(ref, "ports", str(port)) + "/" + app_path,
+        params=list((params or {}).items()), content=content, headers=dict(headers or {}),
+        box=ref, unbounded=True,
+    )
+
+
+# A box's wakeups, messages and egress audit
+
+
+def _page(after: int, limit: Optional[int]) -> Params:
+    return [("after", str(after))] + ([("limit", str(limit))] if limit is not None else [])
+
+
+def create_wakeup(ref: str, message: str, schedule: Mapping[str, Any]) -> Request:
+    body = {"message": message, **drop_none(schedule)}
+    return Request("POST", box_path(ref, "wakeups"), json=body, box=ref)
+
+
+def list_wakeups(ref: str) -> Request:
+    return Request("GET", box_path(ref, "wakeups"), box=ref)
+
+
+def delete_wakeup(ref: str, wakeup_id: str) -> Request:
+    return Request("DELETE", box_path(ref, "wakeups", wakeup_id), box=ref)
+
+
+def list_messages(ref: str, after: int, limit: Optional[int]) -> Request:
+    return Request("GET", box_path(ref, "messages"), params=_page(after, limit), box=ref)
+
+
+def egress_audit(ref: str, after: int, limit: Optional[int]) -> Request:
+    return Request("GET", box_path(ref, "egress"), params=_page(after, limit), box=ref)

@@ -74,6 +74,10 @@ class AsyncTransport:
             raise await self._error(req, response.status_code, response.content)
         return response
 
+    async def answer(self, req: _api.Request) -> httpx.Response:
+        """The whole answer of a call, whatever its status (an app's, through a port)."""
+        return await self.http.send(self._build(req))
+
     @contextlib.asynccontextmanager
     async def stream(self, req: _api.Request) -> AsyncIterator[httpx.Response]:
         """An answer whose body is read as it comes; closed (and so, for an exec, the

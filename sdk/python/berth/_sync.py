@@ -50,6 +50,10 @@ class Transport:
             raise self._error(req, response.status_code, response.content)
         return response
 
+    def answer(self, req: _api.Request) -> httpx.Response:
+        """The whole answer of a call, whatever its status (an app's, through a port)."""
+        return self.http.send(self._build(req))
+
     @contextlib.contextmanager
     def stream(self, req: _api.Request) -> Iterator[httpx.Response]:
         """An answer whose body is read as it comes; closed (and so, for an exec, the

@@ -1,11 +1,15 @@
 """What the blocking and the asyncio clients' handles show the same way, written once: a
-box's, a process's and a turn's fields as last seen."""
+box's, a process's, a turn's, a tenant's and a webhook's fields as last seen."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from .models import BoxInfo, Event, ProcessExit, ProcessInfo
+
+if TYPE_CHECKING:
+    from .tenants import Quota, TenantInfo, Usage
+    from .webhooks import WebhookInfo
 
 
 class BoxView:
@@ -52,3 +56,45 @@ class TurnView:
         data: Dict[str, Any] = self.result.data if self.result else {}
         text = data.get("result")
         return text if isinstance(text, str) else None
+
+
+class TenantView:
+    info: TenantInfo
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def quota(self) -> Quota:
+        return self.info.quota
+
+    @property
+    def usage(self) -> Usage:
+        return self.info.usage
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, id={self.id!r})"
+
+
+class WebhookView:
+    info: WebhookInfo
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    @property
+    def url(self) -> str:
+        return self.info.url
+
+    @property
+    def events(self) -> List[str]:
+        return self.info.events
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.id!r}, url={self.url!r}, events={self.events!r})"

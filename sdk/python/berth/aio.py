@@ -11,36 +11,43 @@ and read their answers with `_api` (no I/O), so only the sending differs.
 
 from __future__ import annotations
 
-import asyncio
-import json
-import tempfile
 from pathlib import Path
 from typing import Any, AsyncIterator, Dict, Iterable, List, Mapping, Optional, Union
 
 import httpx
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
 
-from . import _api, _tar
+from . import _api
+from ._aio_files import AsyncFiles
+from ._aio_terminal import AsyncTerminal
 from ._async import AsyncTransport
 from ._config import resolve
 from ._views import BoxView, ProcessView, TurnView
-from .errors import BerthError, NotFound, error_from
+from .daemon import AsyncTemplates, Health, Runtime, runtimes_from
+from .errors import error_from
 from .models import (
-    ArchiveWritten,
     BoxInfo,
+    EgressPage,
     Event,
     EventPage,
     ExecResult,
-    FileEntry,
+    Message,
     OutputChunk,
     PortUrls,
     ProcessExit,
     ProcessInfo,
     ShareLink,
-    WatchEvent,
 )
-from .terminal import pty_params, ssl_context, take_control, ws_url
+from .secrets import AsyncSecrets
+from .tenants import AsyncTenants
+from .terminal import pty_params, ssl_context, ws_url
+from .wakeups import AsyncWakeups
+from .web import AsyncWeb
+from .webhooks import AsyncWebhooks
+
+__all__ = ["AsyncBerth", "AsyncBox", "AsyncBoxes", "AsyncFiles", "AsyncProcess",
+           "AsyncTerminal", "AsyncTurn"]
 
 # A cut stream: the daemon restarting, or a proxy dropping an idle connection.
 _CUT = (httpx.ReadError, httpx.RemoteProtocolError)
@@ -60,10 +67,21 @@ class AsyncBerth:
     ) -> None:
         self._transport = AsyncTransport(resolve(url, api_key, data_dir), timeout, http)
         self.boxes = AsyncBoxes(self._transport)
+        self.tenants = AsyncTenants(self._transport)
+        self.secrets = AsyncSecrets(self._transport)
+        self.templates = AsyncTemplates(self._transport)
+        self.webhooks = AsyncWebhooks(self._transport)
+        self.web = AsyncWeb(self._transport)
 
     @property
     def url(self) -> str:
         return self._transport.target.url
+
+    async def health(self) -> Health:
+        return Health.from_json((await self._transport.send(_api.health())).json())
+
+    async def runtimes(self) -> List[Runtime]:
+        return runtimes_from((await self._transport.send(_api.runtimes())).json())
 
     async def close(self) -> None:
         await self._transport.close()
@@ -119,6 +137,7 @@ class AsyncBox(BoxView):
         self._t = transport
         self.info = info
         self.files = AsyncFiles(transport, info.id)
+        self.wakeups = AsyncWakeups(transport, info.id)
 
     async def _set(self, request: _api.Request) -> "AsyncBox":
         self.info = BoxInfo.from_json((await self._t.send(request)).json())
@@ -198,9 +217,8 @@ class AsyncBox(BoxView):
                 for p in answer["processes"]]
 
     async def send(self, text: str, *, id: Optional[str] = None) -> "AsyncTurn":
-        after = await self.last_event_seq()
         posted = (await self._t.send(_api.post_message(self.id, text, id))).json()
-        return AsyncTurn(self, posted["id"], posted["seq"], after)
+        return AsyncTurn(self, posted["id"], posted["seq"], _api.turn_start(posted))
 
     async def events(self, *, after: int = 0) -> AsyncIterator[Event]:
         """The box's events after seq `after`, live, resumed after the last one seen when
@@ -231,6 +249,28 @@ class AsyncBox(BoxView):
             if not page.more:
                 return after
 
+    async def messages(self, *, after: int = 0, limit: Optional[int] = None) -> List[Message]:
+        answer = (await self._t.send(_api.list_messages(self.id, after, limit))).json()
+        return [Message.from_json(m) for m in answer["messages"]]
+
+    async def egress_audit(self, *, after: int = 0, limit: Optional[int] = None) -> EgressPage:
+        answer = await self._t.send(_api.egress_audit(self.id, after, limit))
+        return EgressPage.from_json(answer.json())
+
+    async def fetch(
+        self,
+        port: int,
+        path: str = "/",
+        *,
+        method: str = "GET",
+        params: Optional[Mapping[str, str]] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        content: Any = None,
+    ) -> httpx.Response:
+        """The app's answer on `port`, read whole, whatever its status."""
+        request = _api.port_request(self.id, port, path, method, params, headers, content)
+        return await self._t.answer(request)
+
     async def port_url(self, port: int) -> PortUrls:
         return PortUrls.from_json((await self._t.send(_api.port_urls(self.id, port))).json())
 
@@ -242,8 +282,8 @@ class AsyncBox(BoxView):
         answer = (await self._t.send(_api.list_links(self.id, port))).json()
         return [ShareLink.from_json(link) for link in answer["links"]]
 
-    async def revoke(self, link_id: str) -> ShareLink:
-        answer = await self._t.send(_api.revoke_link(self.id, link_id))
+    async def revoke(self, link_id: str, *, port: Optional[int] = None) -> ShareLink:
+        answer = await self._t.send(_api.revoke_link(self.id, link_id, port))
         return ShareLink.from_json(answer.json())
 
     async def terminal(
@@ -333,6 +373,7 @@ class AsyncTurn(TurnView):
         self._box = box
         self.message_id = message_id
         self.seq = seq
+        self.events_after = after
         self._after = after
         self.result: Optional[Event] = None
 
@@ -357,146 +398,3 @@ class AsyncTurn(TurnView):
             pass
         assert self.result is not None
         return self.result
-
-
-class AsyncFiles:
-    """A box's files, as `Files`."""
-
-    def __init__(self, transport: AsyncTransport, box_id: str) -> None:
-        self._t = transport
-        self._box = box_id
-
-    async def read(self, path: str, *, user: Optional[str] = None) -> bytes:
-        return (await self._t.send(_api.read_file(self._box, path, user))).content
-
-    async def read_text(
-        self, path: str, *, user: Optional[str] = None, encoding: str = "utf-8"
-    ) -> str:
-        return (await self.read(path, user=user)).decode(encoding)
-
-    async def read_stream(self, path: str, *, user: Optional[str] = None) -> AsyncIterator[bytes]:
-        async with self._t.stream(_api.read_file(self._box, path, user)) as response:
-            async for chunk in response.aiter_bytes():
-                yield chunk
-
-    async def write(
-        self,
-        path: str,
-        data: Union[str, bytes, Iterable[bytes], AsyncIterator[bytes]],
-        *,
-        mode: Optional[int] = None,
-        user: Optional[str] = None,
-    ) -> None:
-        """Writes `data` (text, bytes, or chunks from an iterable or an async iterable)."""
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        await self._t.send(_api.write_file(self._box, path, data, mode, user))
-
-    async def list(self, path: str, *, user: Optional[str] = None) -> List[FileEntry]:
-        answer = (await self._t.send(_api.list_files(self._box, path, user))).json()
-        return [FileEntry.from_json(e) for e in answer["entries"]]
-
-    async def stat(self, path: str, *, user: Optional[str] = None) -> FileEntry:
-        answer = await self._t.send(_api.stat_file(self._box, path, user))
-        return FileEntry.from_json(answer.json())
-
-    async def exists(self, path: str, *, user: Optional[str] = None) -> bool:
-        try:
-            await self.stat(path, user=user)
-        except NotFound:
-            return False
-        return True
-
-    async def mkdir(
-        self, path: str, *, recursive: bool = False, user: Optional[str] = None
-    ) -> None:
-        await self._t.send(_api.make_dir(self._box, path, recursive, user))
-
-    async def remove(
-        self, path: str, *, recursive: bool = False, user: Optional[str] = None
-    ) -> None:
-        await self._t.send(_api.remove_file(self._box, path, recursive, user))
-
-    async def upload_dir(
-        self, local: Union[str, Path], path: str, *, user: Optional[str] = None
-    ) -> ArchiveWritten:
-        """The local directory's tar is made on a worker thread as it is sent."""
-        request = _api.write_archive(self._box, path, _tar.tar_chunks(local), user)
-        return ArchiveWritten.from_json((await self._t.send(request)).json())
-
-    async def download_dir(
-        self, path: str, local: Union[str, Path], *, user: Optional[str] = None
-    ) -> None:
-        """The tar is spooled to a temporary file as it comes (memory holds a chunk), then
-        extracted on a worker thread, never outside `local`."""
-        with tempfile.TemporaryFile() as spool:
-            async with self._t.stream(_api.read_archive(self._box, path, user)) as response:
-                async for chunk in response.aiter_bytes():
-                    await asyncio.to_thread(spool.write, chunk)
-            spool.seek(0)
-            await asyncio.to_thread(_tar.extract, spool, local)  # type: ignore[arg-type]
-
-    async def watch(
-        self, path: str, *, recursive: bool = False, user: Optional[str] = None
-    ) -> AsyncIterator[WatchEvent]:
-        request = _api.watch_files(self._box, path, recursive, user)
-        async with self._t.stream(request) as response:
-            async for line in response.aiter_lines():
-                event = _api.watch_event(line)
-                if event is not None:
-                    yield event
-                    if event.type == "gone":
-                        return
-
-
-class AsyncTerminal:
-    """An attached terminal, as `Terminal`: `async for` over `read()` for its bytes."""
-
-    def __init__(self, connection: ClientConnection) -> None:
-        self._ws = connection
-        self.id = ""
-        self.offset = 0
-        self.exit_code: Optional[int] = None
-        self.detached: Optional[Any] = None
-
-    async def _hello(self) -> None:
-        hello = self._control(await self._ws.recv())
-        if "id" not in hello:
-            await self.close()
-            raise BerthError(f"the terminal did not say hello: {hello}")
-        self.id = hello["id"]
-        self.offset = hello["offset"]
-
-    async def write(self, data: Union[str, bytes]) -> None:
-        await self._ws.send(data.encode("utf-8") if isinstance(data, str) else data)
-
-    async def resize(self, cols: int, rows: int) -> None:
-        await self._ws.send(json.dumps({"resize": {"cols": cols, "rows": rows}}))
-
-    async def signal(self, signal: str) -> None:
-        await self._ws.send(json.dumps({"signal": signal.upper().removeprefix("SIG")}))
-
-    async def read(self) -> AsyncIterator[bytes]:
-        while self.exit_code is None and self.detached is None:
-            try:
-                message = await self._ws.recv()
-            except ConnectionClosed:
-                return
-            if isinstance(message, bytes):
-                self.offset += len(message)
-                yield message
-            else:
-                self._control(message)
-
-    async def close(self) -> None:
-        """Leaves the terminal (it lives on for its grace, to be reattached)."""
-        await self._ws.close()
-
-    async def __aenter__(self) -> "AsyncTerminal":
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.close()
-
-    def _control(self, message: Union[str, bytes]) -> Dict[str, Any]:
-        return take_control(self, message)

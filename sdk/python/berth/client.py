@@ -1,4 +1,5 @@
-"""The blocking client: `Berth(url=…, api_key=…)`, its `boxes`, and a box's calls."""
+"""The blocking client: `Berth(url=…, api_key=…)`, its `boxes` and a box's calls; the other
+resources (tenants, secrets, templates, webhooks, web) are in their own modules."""
 
 from __future__ import annotations
 
@@ -11,11 +12,27 @@ from . import _api
 from ._config import resolve
 from ._sync import Transport
 from ._views import BoxView
-from .messages import Turn, follow
-from .models import BoxInfo, Event, EventPage, ExecResult, PortUrls, ProcessInfo, ShareLink
+from .daemon import Health, Runtime, Templates, runtimes_from
 from .files import Files
+from .messages import Turn, follow
+from .models import (
+    BoxInfo,
+    EgressPage,
+    Event,
+    EventPage,
+    ExecResult,
+    Message,
+    PortUrls,
+    ProcessInfo,
+    ShareLink,
+)
 from .processes import Process
+from .secrets import Secrets
+from .tenants import Tenants
 from .terminal import Terminal, open_terminal, pty_params
+from .wakeups import Wakeups
+from .web import Web
+from .webhooks import Webhooks
 
 
 class Berth:
@@ -23,7 +40,10 @@ class Berth:
     `BERTH_API_KEY`, else to the files of the local daemon's data dir (`data_dir`, else
     `BERTH_DATA_DIR` or the default one). `timeout` bounds each call that is not a stream
     or a command (seconds). Close it (or use it as a context manager) to free its
-    connections."""
+    connections.
+
+    `boxes`, `tenants`, `secrets`, `templates`, `webhooks` and `web` hold the API's
+    resources; `health()` and `runtimes()` ask the daemon itself."""
 
     def __init__(
         self,
@@ -36,10 +56,23 @@ class Berth:
     ) -> None:
         self._transport = Transport(resolve(url, api_key, data_dir), timeout, http)
         self.boxes = Boxes(self._transport)
+        self.tenants = Tenants(self._transport)
+        self.secrets = Secrets(self._transport)
+        self.templates = Templates(self._transport)
+        self.webhooks = Webhooks(self._transport)
+        self.web = Web(self._transport)
 
     @property
     def url(self) -> str:
         return self._transport.target.url
+
+    def health(self) -> Health:
+        """Whether the daemon answers, and its version (needs no key)."""
+        return Health.from_json(self._transport.send(_api.health()).json())
+
+    def runtimes(self) -> List[Runtime]:
+        """Every runtime the daemon knows, usable or not."""
+        return runtimes_from(self._transport.send(_api.runtimes()).json())
 
     def close(self) -> None:
         self._transport.close()
@@ -100,6 +133,7 @@ class Box(BoxView):
         self._t = transport
         self.info = info
         self.files = Files(transport, info.id)
+        self.wakeups = Wakeups(transport, info.id)
 
     def _set(self, response: httpx.Response) -> "Box":
         self.info = BoxInfo.from_json(response.json())
@@ -189,10 +223,9 @@ class Box(BoxView):
     def send(self, text: str, *, id: Optional[str] = None) -> Turn:
         """Posts a message to the box's agent (waking the box) and answers its turn: iterate
         it for the events until its `result`. `id` is an idempotency key: the same key
-        again answers the same message."""
-        after = self.last_event_seq()
+        again answers the same message, whose turn is found again even once answered."""
         posted = self._t.send(_api.post_message(self.id, text, id)).json()
-        return Turn(self, posted["id"], posted["seq"], after)
+        return Turn(self, posted["id"], posted["seq"], _api.turn_start(posted))
 
     def events(self, *, after: int = 0) -> Iterator[Event]:
         """The box's events after seq `after`, stored ones first, then live as they come,
@@ -213,6 +246,34 @@ class Box(BoxView):
             if not page.more:
                 return after
 
+    def messages(self, *, after: int = 0, limit: Optional[int] = None) -> List[Message]:
+        """The messages posted to the box's agent after queue seq `after` (at most
+        `limit`: 100 by default, 1000 at most), queued or delivered."""
+        answer = self._t.send(_api.list_messages(self.id, after, limit)).json()
+        return [Message.from_json(m) for m in answer["messages"]]
+
+    def egress_audit(self, *, after: int = 0, limit: Optional[int] = None) -> EgressPage:
+        """A page of the egress gateway's decisions about the box's outbound connections,
+        oldest first, after record `after` (`limit`: 100 by default, 1 to 1000)."""
+        return EgressPage.from_json(self._t.send(_api.egress_audit(self.id, after, limit)).json())
+
+    def fetch(
+        self,
+        port: int,
+        path: str = "/",
+        *,
+        method: str = "GET",
+        params: Optional[Mapping[str, str]] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        content: Any = None,
+    ) -> httpx.Response:
+        """One HTTP request to the app on the box's `port` at its `path`, through berth
+        (waking the box, and waiting a while for the app to listen): the app's answer,
+        whatever its status, read whole. berth's own refusals come as answers too (`503`:
+        nothing listened)."""
+        request = _api.port_request(self.id, port, path, method, params, headers, content)
+        return self._t.answer(request)
+
     def port_url(self, port: int) -> PortUrls:
         """Where the box's `port` is reached through berth (does not wake the box)."""
         return PortUrls.from_json(self._t.send(_api.port_urls(self.id, port)).json())
@@ -227,9 +288,11 @@ class Box(BoxView):
         answer = self._t.send(_api.list_links(self.id, port)).json()
         return [ShareLink.from_json(link) for link in answer["links"]]
 
-    def revoke(self, link_id: str) -> ShareLink:
-        """Ends a share link and every cookie it opened, at once."""
-        return ShareLink.from_json(self._t.send(_api.revoke_link(self.id, link_id)).json())
+    def revoke(self, link_id: str, *, port: Optional[int] = None) -> ShareLink:
+        """Ends a share link and every cookie it opened, at once (with `port`: only a link
+        of that port, else `NotFound`)."""
+        answer = self._t.send(_api.revoke_link(self.id, link_id, port))
+        return ShareLink.from_json(answer.json())
 
     def terminal(
         self,

@@ -18,12 +18,14 @@ if TYPE_CHECKING:
 class Turn(TurnView):
     """The answer to one message: iterate it for the turn's events as they come, the last
     one its `result` (also kept in `result`). `message_id` is the message's id (the key
-    given, else `msg_…`); `seq` its place in the box's queue."""
+    given, else `msg_…`); `seq` its place in the box's queue; `events_after` the box's
+    newest event seq when it was stored (its turn's events come after it)."""
 
     def __init__(self, box: "Box", message_id: str, seq: int, after: int) -> None:
         self._box = box
         self.message_id = message_id
         self.seq = seq
+        self.events_after = after
         self._after = after
         self.result: Optional[Event] = None
 

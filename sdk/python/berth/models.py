@@ -318,3 +318,66 @@ class ShareLink:
             created_at=data["created_at"], expires_at=data["expires_at"],
             revoked_at=data.get("revoked_at"), url=data.get("url"), host_url=data.get("host_url"),
         )
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message to the box's agent: `state` is `queued` or `delivered`; `seq` its place
+    in the box's queue."""
+
+    id: str
+    seq: int
+    content: str
+    state: str
+    created_at: str
+    delivered_at: Optional[str]
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "Message":
+        return cls(
+            id=data["id"], seq=data["seq"], content=data["content"], state=data["state"],
+            created_at=data["created_at"], delivered_at=data.get("delivered_at"), raw=data,
+        )
+
+
+@dataclass(frozen=True)
+class EgressRecord:
+    """One decision of the egress gateway about a box's outbound connection (the fields
+    are in docs/security.md, "Egress"): `decision` is `allow` or `deny`, `reason` why
+    (`not_allowed`, `port`, …), `via` `connect` or `direct`; a deny is written at once, an
+    allow when the connection ends, with its byte counts. The rest is in `raw`."""
+
+    time: str
+    target: str
+    port: int
+    via: str
+    decision: str
+    reason: Optional[str]
+    resolved: Optional[Any]
+    bytes_up: int
+    bytes_down: int
+    duration_ms: int
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "EgressRecord":
+        return cls(
+            time=data["time"], target=data["target"], port=data["port"], via=data.get("via", ""),
+            decision=data["decision"], reason=data.get("reason"), resolved=data.get("resolved"),
+            bytes_up=data.get("bytes_up", 0), bytes_down=data.get("bytes_down", 0),
+            duration_ms=data.get("duration_ms", 0), raw=data,
+        )
+
+
+@dataclass(frozen=True)
+class EgressPage:
+    """A page of the box's egress audit, oldest first; `next` is where the next page
+    starts (pass it as `after`)."""
+
+    records: List[EgressRecord]
+    next: int
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "EgressPage":
+        return cls(records=[EgressRecord.from_json(r) for r in data["records"]], next=data["next"])

@@ -1,6 +1,7 @@
 """Fixtures of the SDK's suite: a client of the daemon named by `BERTH_URL` and
 `BERTH_API_KEY` (crates/cli/tests/sdk_python.rs starts one), and boxes made for one test
-and deleted after it, whether it passed or not."""
+and deleted after it, whether it passed or not; tenants made for one test (never deleted:
+the API has no such call) with their keys revoked after it."""
 
 import os
 import time
@@ -9,7 +10,7 @@ from typing import Callable, Iterator, List
 
 import pytest
 
-from berth import Berth, Box, NotFound
+from berth import Berth, Box, NotFound, Tenant
 
 
 def unique(prefix: str) -> str:
@@ -56,3 +57,20 @@ def make_box(client: Berth) -> Iterator[Callable[..., Box]]:
 def box(make_box: Callable[..., Box]) -> Box:
     """A running box of the `host` template."""
     return make_box().start()
+
+
+@pytest.fixture
+def make_tenant(client: Berth) -> Iterator[Callable[..., Tenant]]:
+    """`make_tenant(prefix, **quota)` makes a tenant; after the test, every key of each one
+    is revoked, so none is left able to call."""
+    made: List[Tenant] = []
+
+    def make(prefix: str = "sdk-tn", **quota) -> Tenant:
+        tenant = client.tenants.create(unique(prefix), **quota)
+        made.append(tenant)
+        return tenant
+
+    yield make
+    for tenant in made:
+        for key in tenant.keys.list():
+            tenant.keys.revoke(key.id)

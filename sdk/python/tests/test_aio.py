@@ -168,6 +168,78 @@ def test_a_turn_streams_to_its_result_and_share_links():
         assert (await box.last_event_seq()) >= turn.result.seq
         link = await box.share(8000, ttl_s=60)
         assert link.url and link.id in [l.id for l in await box.links(port=8000)]
-        assert (await box.revoke(link.id)).id == link.id
+        with pytest.raises(NotFound):
+            await box.revoke(link.id, port=8001)
+        assert (await box.revoke(link.id, port=8000)).state == "revoked"
+        assert [l.state for l in await box.links()] == ["revoked"]
+
+    with_box(body, template="echo")
+
+
+def test_the_daemon_tenants_secrets_webhooks_and_web():
+    async def main() -> None:
+        async with AsyncBerth() as client:
+            assert (await client.health()).status == "ok"
+            assert any(r.default for r in await client.runtimes())
+            assert "echo" in [t.name for t in await client.templates.list()]
+            assert (await client.templates.reload()).errors == []
+
+            tenant = await client.tenants.create(unique("aio-tn"), max_boxes=1)
+            try:
+                assert tenant.api_key and tenant.id in [t.id for t in await client.tenants.list()]
+                await tenant.update(max_boxes=2)
+                assert (await client.tenants.get(tenant.name)).quota.max_boxes == 2
+                assert (await tenant.refresh()).quota.max_boxes == 2
+                key = await tenant.keys.create()
+                assert key.id in [k.id for k in await tenant.keys.list()]
+            finally:  # a tenant is never deleted: none of its keys is left able to call
+                for made in await tenant.keys.list():
+                    assert await tenant.keys.revoke(made.id) == 0
+
+            name = unique("aio-secret")
+            assert (await client.secrets.set(name, "v")).created
+            try:
+                assert name in [s.name for s in await client.secrets.list()]
+            finally:
+                await client.secrets.delete(name)
+
+            hook = await client.webhooks.create("https://hooks.example.invalid/in",
+                                                events=["process.exited"])
+            try:
+                assert hook.secret and (await client.webhooks.get(hook.id)).url == hook.url
+                assert hook.id in [w.id for w in await client.webhooks.list()]
+                delivery = await hook.test()
+                assert not delivery.delivered and delivery.last_error
+                assert [d.id for d in await hook.deliveries()] == [delivery.id]
+            finally:
+                await client.webhooks.delete(hook.id)
+
+            pairing = await client.web.pair()
+            assert pairing.code.startswith("bwp_")
+            sessions = await client.web.sessions()
+            with pytest.raises(NotFound):
+                await client.web.revoke("ws_" + "0" * 24)
+            assert all(s.id.startswith("ws_") for s in sessions)
+
+    asyncio.run(main())
+
+
+def test_wakeups_messages_egress_and_a_port():
+    async def body(box: AsyncBox) -> None:
+        wakeup = await box.wakeups.create("later", in_s=3600)
+        assert [w.id for w in await box.wakeups.list()] == [wakeup.id]
+        assert (await box.wakeups.delete(wakeup.id)).id == wakeup.id
+        turn = await box.send("hi there")
+        assert turn.events_after >= 0 and (await turn.wait()).type == "result"
+        assert [m.content for m in await box.messages()] == ["hi there"]
+        assert (await box.egress_audit(limit=1)).next == 0
+
+        await box.spawn("cd /tmp && echo served > f && exec python3 -m http.server 8001")
+        for _ in range(600):
+            answer = await box.fetch(8001, "f")
+            if answer.status_code == 200:
+                break
+            await asyncio.sleep(0.05)
+        assert answer.text == "served\n"
 
     with_box(body, template="echo")

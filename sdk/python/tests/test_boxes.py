@@ -2,7 +2,7 @@
 
 import pytest
 
-from berth import NotFound
+from berth import Conflict, NotFound
 
 from conftest import unique
 
@@ -43,3 +43,27 @@ def test_start_pause_resume_stop(make_box):
     assert box.resume().state == "running"
     assert box.stop().state == "stopped"
     assert box.refresh().state == "stopped"
+
+
+def test_a_snapshot_is_refused_where_the_runtime_cannot(client, make_box):
+    box = make_box("snap").start()
+    runtime = next(r for r in client.runtimes() if r.name == box.info.runtime)
+    if runtime.capabilities.get("snapshot"):
+        assert box.snapshot().state == "snapshotted"
+    else:
+        with pytest.raises(Conflict, match="does not support snapshots"):
+            box.snapshot()
+        assert box.refresh().state == "running"
+
+
+def test_the_egress_audit_records_a_refused_connection(make_box):
+    box = make_box("egress")
+    assert box.egress_audit().records == []
+    refused = box.exec("curl -sS -m 10 https://example.com -o /dev/null")
+    assert refused.exit_code != 0
+    page = box.egress_audit(limit=10)
+    assert page.next == len(page.records) >= 1, page
+    record = page.records[-1]
+    assert (record.target, record.port, record.decision) == ("example.com", 443, "deny")
+    assert record.reason == "not_allowed" and record.raw["box"] == box.id
+    assert box.egress_audit(after=page.next).records == []

@@ -1,8 +1,5 @@
 """Error answers become the exceptions of their codes."""
 
-import os
-
-import httpx
 import pytest
 
 from berth import (
@@ -45,15 +42,9 @@ def test_a_wrong_key_is_an_authentication_error(client):
             stranger.boxes.list()
 
 
-def test_a_tenant_over_its_quota_gets_quota_exceeded(client):
-    admin = httpx.Client(
-        base_url=client.url,
-        headers={"Authorization": f"Bearer {os.environ['BERTH_API_KEY']}"},
-    )
-    with admin:
-        made = admin.post("/v1/tenants", json={"name": unique("full"), "max_boxes": 0})
-        assert made.status_code == 201, made.text
-    with Berth(url=client.url, api_key=made.json()["api_key"]) as tenant:
+def test_a_tenant_over_its_quota_gets_quota_exceeded(client, make_tenant):
+    full = make_tenant("full", max_boxes=0)
+    with Berth(url=client.url, api_key=full.api_key) as tenant:
         with pytest.raises(QuotaExceeded) as caught:
             tenant.boxes.create(unique("over"))
     assert caught.value.details["limit"] == "max_boxes"

@@ -30,3 +30,20 @@ def test_a_turn_streams_to_its_result_and_the_log_resumes(make_box):
     assert [e.seq for e in again] == [after + 1, after + 2, after + 3]
     page = box.event_page(after=0)
     assert page.events[0].seq == 1 and box.last_event_seq() >= second.result.seq
+
+
+def test_a_repost_of_an_answered_message_still_reaches_its_result(make_box):
+    box = make_box("chat", template="echo")
+    first = box.send("just once", id="once-1")
+    result = first.wait()
+    box.send("something else").wait()  # the log moves on past the first turn
+
+    again = box.send("just once", id="once-1")
+    assert (again.seq, again.events_after) == (first.seq, first.events_after)
+    assert again.events_after < result.seq
+    assert again.wait().seq == result.seq and again.text == first.text == "echo: just once"
+
+    listed = box.messages()
+    assert [(m.id, m.state) for m in listed][:1] == [("once-1", "delivered")]
+    assert [m.content for m in listed] == ["just once", "something else"]
+    assert [m.id for m in box.messages(after=first.seq)] == [listed[1].id]

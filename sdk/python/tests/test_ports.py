@@ -14,9 +14,12 @@ def test_a_port_is_reached_with_the_key_or_a_share_link(client, box):
     urls = box.port_url(8000)
     assert urls.port == 8000 and urls.url.endswith("/ports/8000/")
 
+    wait_until(lambda: box.fetch(8000).status_code == 200, "the box's server answers")
+    page = box.fetch(8000, "/index.html", params={"v": "1"})
+    assert page.text == "hi from the box\n" and page.headers["content-type"] == "text/html"
+    assert box.fetch(8000, "no such page").status_code == 404  # the app's own answer
     keyed = httpx.Client(headers={"Authorization": f"Bearer {os.environ['BERTH_API_KEY']}"})
     with keyed:
-        wait_until(lambda: keyed.get(urls.url).status_code == 200, "the box's server answers")
         assert keyed.get(urls.url + "index.html").text == "hi from the box\n"
 
     link = box.share(8000, ttl_s=600)
