@@ -10,7 +10,8 @@
 //! are dropped and one `overflow` is sent as soon as there is room. The kernel's own
 //! overflow (`IN_Q_OVERFLOW`) is reported the same way. With `recursive`, each new
 //! subdirectory gets a watch (symlinks are never followed), up to [`MAX_WATCHES`];
-//! directories past that are not watched, which an `overflow` also says.
+//! directories past that are not watched, which an `overflow` also says. What a new
+//! subdirectory already holds when its watch is added is told as created.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -153,8 +154,9 @@ struct Watcher {
     /// Each watched directory, relative to the root (`""`: the root).
     dirs: HashMap<WatchDescriptor, String>,
     root_wd: WatchDescriptor,
-    /// Directories left unwatched past [`MAX_WATCHES`], not yet reported.
-    unwatched: bool,
+    /// An `overflow` owed: directories left unwatched past [`MAX_WATCHES`], or entries of a
+    /// new directory past [`WATCH_QUEUE_EVENTS`] not told.
+    owes_overflow: bool,
     /// An `IN_MOVED_FROM` waiting for its `IN_MOVED_TO`: cookie, path, is a directory.
     moved_from: Option<(u32, String, bool)>,
 }
@@ -177,11 +179,11 @@ impl Watcher {
             recursive,
             dirs: HashMap::from([(root_wd, String::new())]),
             root_wd,
-            unwatched: false,
+            owes_overflow: false,
             moved_from: None,
         };
         if recursive {
-            watcher.watch_below("");
+            watcher.watch_below("", None);
         }
         Ok(watcher)
     }
@@ -237,7 +239,7 @@ impl Watcher {
         if waited.is_some() && self.moved_from.as_ref().map(|(cookie, _, _)| *cookie) == waited {
             self.flush_moved_from(&mut out);
         }
-        if std::mem::take(&mut self.unwatched) {
+        if std::mem::take(&mut self.owes_overflow) {
             out.push(WatchEvent::Overflow);
         }
         for event in &out {
@@ -283,14 +285,20 @@ impl Watcher {
                     self.flush_moved_from(out);
                 }
             }
-            self.created(&path, is_dir);
-            out.push(WatchEvent::Create { path, dir: is_dir });
+            out.push(WatchEvent::Create {
+                path: path.clone(),
+                dir: is_dir,
+            });
+            self.created(&path, is_dir, out);
         } else if mask.contains(AddWatchFlags::IN_MOVED_FROM) {
             self.flush_moved_from(out);
             self.moved_from = Some((event.cookie, path, is_dir));
         } else if mask.contains(AddWatchFlags::IN_CREATE) {
-            self.created(&path, is_dir);
-            out.push(WatchEvent::Create { path, dir: is_dir });
+            out.push(WatchEvent::Create {
+                path: path.clone(),
+                dir: is_dir,
+            });
+            self.created(&path, is_dir, out);
         } else if mask.contains(AddWatchFlags::IN_MODIFY) {
             out.push(WatchEvent::Modify { path, dir: is_dir });
         } else if mask.contains(AddWatchFlags::IN_DELETE) {
@@ -309,26 +317,39 @@ impl Watcher {
         }
     }
 
-    fn created(&mut self, path: &str, is_dir: bool) {
-        if is_dir && self.recursive {
-            self.add(path);
-            self.watch_below(path);
+    /// A new (or moved-in) directory is watched, and what it already holds is told as
+    /// created: entries made before its watch was added have no events of their own (one
+    /// made between the watch and the look is told twice, which beats never).
+    fn created(&mut self, path: &str, is_dir: bool, out: &mut Vec<WatchEvent>) {
+        if is_dir && self.recursive && self.add(path) {
+            self.watch_below(path, Some(out));
         }
     }
 
-    /// Watches every directory under `rel` (not through symlinks).
-    fn watch_below(&mut self, rel: &str) {
+    /// Watches every directory under `rel` (not through symlinks); with `tell`, each entry
+    /// found is a `create` there.
+    fn watch_below(&mut self, rel: &str, mut tell: Option<&mut Vec<WatchEvent>>) {
         let mut stack = vec![rel.to_owned()];
         while let Some(dir) = stack.pop() {
             let Ok(items) = std::fs::read_dir(self.root.join(&dir)) else {
                 continue;
             };
             for item in items.flatten() {
-                if item.file_type().is_ok_and(|t| t.is_dir()) {
-                    let child = join(&dir, &item.file_name());
-                    if self.add(&child) {
-                        stack.push(child);
+                let child = join(&dir, &item.file_name());
+                let is_dir = item.file_type().is_ok_and(|t| t.is_dir());
+                if let Some(out) = tell.as_deref_mut() {
+                    // A huge tree moved in is not listed whole: the client hears overflow.
+                    if out.len() < WATCH_QUEUE_EVENTS {
+                        out.push(WatchEvent::Create {
+                            path: child.clone(),
+                            dir: is_dir,
+                        });
+                    } else {
+                        self.owes_overflow = true;
                     }
+                }
+                if is_dir && self.add(&child) {
+                    stack.push(child);
                 }
             }
         }
@@ -336,7 +357,7 @@ impl Watcher {
 
     fn add(&mut self, rel: &str) -> bool {
         if self.dirs.len() >= MAX_WATCHES {
-            self.unwatched = true;
+            self.owes_overflow = true;
             return false;
         }
         match self.inotify.add_watch(&self.root.join(rel), mask()) {

@@ -177,3 +177,42 @@ async fn a_missing_or_non_directory_path_is_the_calls_error() {
         .unwrap_err();
     assert_eq!(err.code(), berth_protocol::ErrorCode::NotADirectory);
 }
+
+/// What was in a new subdirectory before its watch was added (made in the same breath
+/// as the directory) is told as created: the watcher looks inside once it watches it.
+#[test]
+fn what_a_new_directory_held_before_its_watch_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut watcher = Watcher::new(dir.path().to_owned(), true).unwrap();
+    // Both exist before the watcher reads the directory's IN_CREATE.
+    fs::create_dir_all(dir.path().join("d/e")).unwrap();
+    fs::write(dir.path().join("d/f"), b"x").unwrap();
+    fs::write(dir.path().join("d/e/g"), b"y").unwrap();
+    let (tx, mut rx) = mpsc::channel(WATCH_QUEUE_EVENTS);
+    let mut queue = Queue::new(tx);
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !seen.contains(&create("d/e/g", false)) {
+        assert!(Instant::now() < deadline, "saw only {seen:?}");
+        watcher.step(&mut queue).ok().unwrap();
+        while let Ok(line) = rx.try_recv() {
+            if line.as_ref() != b"\n" {
+                seen.push(serde_json::from_slice::<WatchEvent>(&line).unwrap());
+            }
+        }
+    }
+    for want in [create("d", true), create("d/f", false), create("d/e", true)] {
+        assert!(seen.contains(&want), "{want:?} not in {seen:?}");
+    }
+    // And what comes after is watched as usual.
+    fs::write(dir.path().join("d/e/h"), b"").unwrap();
+    while !seen.contains(&create("d/e/h", false)) {
+        assert!(Instant::now() < deadline, "saw only {seen:?}");
+        watcher.step(&mut queue).ok().unwrap();
+        while let Ok(line) = rx.try_recv() {
+            if line.as_ref() != b"\n" {
+                seen.push(serde_json::from_slice::<WatchEvent>(&line).unwrap());
+            }
+        }
+    }
+}
