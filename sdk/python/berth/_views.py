@@ -3,13 +3,10 @@ box's, a process's, a turn's, a tenant's and a webhook's fields as last seen."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from .models import BoxInfo, Event, ProcessExit, ProcessInfo
-
-if TYPE_CHECKING:
-    from .tenants import Quota, TenantInfo, Usage
-    from .webhooks import WebhookInfo
+from .models_account import Quota, TenantInfo, Usage, WebhookInfo
 
 
 class BoxView:

@@ -3,16 +3,23 @@ event log until its `result`, and the log itself, resumed across cut connections
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import Iterator, Optional, Protocol
 
 import httpx
 
 from . import _api
+from ._sync import Transport
 from ._views import TurnView
 from .models import Event
 
-if TYPE_CHECKING:
-    from .client import Box
+
+class Box(Protocol):
+    """What a turn reads of its box (`client.Box`): its id, its transport, its events."""
+
+    id: str
+    _t: Transport
+
+    def events(self, *, after: int = 0) -> Iterator[Event]: ...
 
 
 class Turn(TurnView):

@@ -4,7 +4,6 @@ tenant; another key only its own (any other is `NotFound`), and admin calls refu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 import httpx
@@ -13,75 +12,7 @@ from . import _api
 from ._async import AsyncTransport
 from ._sync import Transport
 from ._views import TenantView
-
-
-@dataclass(frozen=True)
-class Quota:
-    """A tenant's limits; `None`: no limit."""
-
-    max_boxes: Optional[int]
-    max_running: Optional[int]
-    max_memory_mib: Optional[int]
-    max_disk_mib: Optional[int]
-
-    @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "Quota":
-        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})
-
-
-@dataclass(frozen=True)
-class Usage:
-    """What a tenant holds now, counted as its quota counts it."""
-
-    boxes: int
-    running: int
-    memory_mib: int
-    disk_mib: int
-
-    @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "Usage":
-        return cls(**{k: data.get(k, 0) for k in cls.__dataclass_fields__})
-
-
-@dataclass(frozen=True)
-class TenantInfo:
-    id: str
-    name: str
-    created_at: str
-    quota: Quota
-    usage: Usage
-    raw: Dict[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "TenantInfo":
-        return cls(
-            id=data["id"], name=data["name"], created_at=data["created_at"],
-            quota=Quota.from_json(data.get("quota") or {}),
-            usage=Usage.from_json(data.get("usage") or {}), raw=data,
-        )
-
-
-@dataclass(frozen=True)
-class ApiKey:
-    """An API key: `prefix` its first characters (`None` for keys older than berth's
-    keeping it), `last_used_at` to the minute; `api_key`, the key itself, is only in the
-    answer that made it."""
-
-    id: str
-    prefix: Optional[str]
-    admin: bool
-    created_at: str
-    last_used_at: Optional[str]
-    api_key: Optional[str] = field(default=None, repr=False)
-    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    @classmethod
-    def from_json(cls, data: Dict[str, Any], api_key: Optional[str] = None) -> "ApiKey":
-        return cls(
-            id=data["id"], prefix=data.get("prefix"), admin=bool(data.get("admin")),
-            created_at=data["created_at"], last_used_at=data.get("last_used_at"),
-            api_key=api_key, raw=data,
-        )
+from .models_account import ApiKey, Quota, TenantInfo, Usage
 
 
 def _keys(data: Dict[str, Any]) -> List[ApiKey]:

@@ -3,65 +3,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _api
 from ._async import AsyncTransport
 from ._sync import Transport
 from ._views import WebhookView
-
-
-@dataclass(frozen=True)
-class WebhookInfo:
-    """A webhook: the `url` it posts to and the `events` it hears (`box.state_changed`,
-    `box.failed`, `turn.completed`, `wakeup.fired`, `process.exited`)."""
-
-    id: str
-    url: str
-    events: List[str]
-    description: str
-    created_at: str
-    raw: Dict[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "WebhookInfo":
-        return cls(
-            id=data["id"], url=data["url"], events=list(data["events"]),
-            description=data.get("description") or "", created_at=data["created_at"], raw=data,
-        )
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One event's delivery to a webhook: `state` is `pending` (to be tried again),
-    `delivered` or `failed` (given up); `last_status` the endpoint's HTTP status,
-    `last_error` why the last attempt failed."""
-
-    id: str
-    event: str
-    state: str
-    attempts: int
-    created_at: str
-    next_attempt_at: Optional[str] = None
-    last_attempt_at: Optional[str] = None
-    last_status: Optional[int] = None
-    last_error: Optional[str] = None
-    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def delivered(self) -> bool:
-        return self.state == "delivered"
-
-    @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "Delivery":
-        return cls(
-            id=data["id"], event=data["event"], state=data["state"],
-            attempts=data.get("attempts", 0), created_at=data["created_at"],
-            next_attempt_at=data.get("next_attempt_at"),
-            last_attempt_at=data.get("last_attempt_at"),
-            last_status=data.get("last_status"), last_error=data.get("last_error"), raw=data,
-        )
+from .models_account import Delivery, WebhookInfo
 
 
 def _deliveries(data: Dict[str, Any]) -> List[Delivery]:
