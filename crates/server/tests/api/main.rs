@@ -67,3 +67,4 @@ mod web_session_cookies;
 mod web_session_fixtures;
 mod web_sessions;
 mod webapp;
+mod webhooks;
