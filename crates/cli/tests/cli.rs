@@ -15,7 +15,7 @@ fn help_lists_the_commands() {
     let text = stdout(&out);
     for command in [
         "up", "box", "exec", "cp", "send", "logs", "egress", "template", "tenant", "secret",
-        "webhook", "image", "port",
+        "webhook", "mcp", "image", "port",
     ] {
         assert!(
             text.lines().any(|l| l.trim_start().starts_with(command)),
