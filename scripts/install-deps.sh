@@ -94,42 +94,40 @@ if $for_tests && [ "$(id -u)" -eq 0 ] && command -v npm >/dev/null 2>&1 && [ ! -
   chmod -R a+rX "$claude_dir"
 fi
 
-# The E2B Python SDK, pinned, unmodified, from PyPI, for the test that drives berth with it
-# (crates/cli/tests/e2b_sdk.rs). In a venv under target/, kept across runs: a rerun finds the
-# marker and installs nothing. Without PyPI it is left out, and that test skips (part e2b-sdk).
-e2b_sdk=2.63.0
-e2b_venv="$(cd "$(dirname "$0")/.." && pwd)/target/e2b-sdk/venv"
-if $for_tests && [ ! -e "$e2b_venv/.e2b-$e2b_sdk" ]; then
-  echo "installing the E2B Python SDK $e2b_sdk into $e2b_venv (PyPI)" >&2
-  rm -rf "$e2b_venv"
-  if python3 -m venv "$e2b_venv" &&
-    "$e2b_venv/bin/pip" install --quiet --disable-pip-version-check "e2b==$e2b_sdk"; then
-    touch "$e2b_venv/.e2b-$e2b_sdk"
-  else
-    echo "could not install the E2B Python SDK; its test will skip (part e2b-sdk)" >&2
+# A venv under target/ with what its test needs from PyPI ("$@", pinned), kept across runs:
+# the marker is a hash of the pins, so a rerun installs nothing until they change. Without
+# PyPI it is left out, and the tests of part $3 skip.
+pinned_venv() {
+  local venv=$1 what=$2 part=$3
+  shift 3
+  local marker
+  marker="$venv/.pins-$(echo "$*" | sha256sum | cut -c1-16)"
+  if ! $for_tests || [ -e "$marker" ]; then
+    return 0
   fi
-fi
-
-# berth's own Python SDK (sdk/python), installed editable into a venv under target/ with the
-# versions its tests pin (crates/cli/tests/sdk_python.rs runs its pytest suite). The marker
-# names the pins, so a rerun installs nothing until they change. Without PyPI it is left
-# out, and that test skips (part sdk-python).
-sdk_pins="httpx==0.28.1 websockets==17.4 pytest==9.2.0"
+  echo "installing $what ($*) into $venv (PyPI)" >&2
+  rm -rf "$venv"
+  if python3 -m venv "$venv" &&
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "$@"; then
+    touch "$marker"
+  else
+    echo "could not install $what; its test will skip (part $part)" >&2
+  fi
+}
 sdk_root="$(cd "$(dirname "$0")/.." && pwd)"
-sdk_venv="$sdk_root/target/sdk-python/venv"
-sdk_marker="$sdk_venv/.pins-$(echo "$sdk_pins" | tr ' =' '-_')"
-if $for_tests && [ ! -e "$sdk_marker" ]; then
-  echo "installing berth's Python SDK and its test tools ($sdk_pins) into $sdk_venv (PyPI)" >&2
-  rm -rf "$sdk_venv"
-  # shellcheck disable=SC2086 # the pins are words
-  if python3 -m venv "$sdk_venv" &&
-    "$sdk_venv/bin/pip" install --quiet --disable-pip-version-check $sdk_pins &&
-    "$sdk_venv/bin/pip" install --quiet --disable-pip-version-check -e "$sdk_root/sdk/python"; then
-    touch "$sdk_marker"
-  else
-    echo "could not install berth's Python SDK; its test will skip (part sdk-python)" >&2
-  fi
-fi
+
+# The E2B Python SDK, unmodified, for the test that drives berth with it
+# (crates/cli/tests/e2b_sdk.rs).
+pinned_venv "$sdk_root/target/e2b-sdk/venv" "the E2B Python SDK" e2b-sdk "e2b==2.63.0"
+
+# berth's own Python SDK (sdk/python), installed editable beside the versions its tests pin
+# (crates/cli/tests/sdk_python.rs runs its pytest suite).
+pinned_venv "$sdk_root/target/sdk-python/venv" "berth's Python SDK and its test tools" sdk-python \
+  httpx==0.28.1 websockets==17.4 pytest==9.2.0 -e "$sdk_root/sdk/python"
+
+# The official MCP Python SDK: its client drives `berth mcp` (stdio) and the daemon's
+# `/mcp` (Streamable HTTP) in crates/cli/tests/mcp.rs.
+pinned_venv "$sdk_root/target/mcp-sdk/venv" "the MCP Python SDK" mcp-sdk "mcp==2.3.0"
 
 # berth's own TypeScript SDK (sdk/typescript): its npm packages from its lockfile (npm ci)
 # and a first build (crates/cli/tests/sdk_typescript.rs builds it again from this checkout
@@ -144,23 +142,6 @@ if $for_tests && command -v npm >/dev/null 2>&1 && [ ! -e "$ts_marker" ]; then
     touch "$ts_marker"
   else
     echo "could not install or build berth's TypeScript SDK; its test will skip (part sdk-typescript)" >&2
-  fi
-fi
-
-# The official MCP Python SDK, pinned, from PyPI: its client drives `berth mcp` (stdio) and
-# the daemon's `/mcp` (Streamable HTTP) in crates/cli/tests/mcp.rs. In a venv under target/,
-# kept across runs by its marker. Without PyPI it is left out, and that test skips (part
-# mcp-sdk).
-mcp_sdk=2.3.0
-mcp_venv="$(cd "$(dirname "$0")/.." && pwd)/target/mcp-sdk/venv"
-if $for_tests && [ ! -e "$mcp_venv/.mcp-$mcp_sdk" ]; then
-  echo "installing the MCP Python SDK $mcp_sdk into $mcp_venv (PyPI)" >&2
-  rm -rf "$mcp_venv"
-  if python3 -m venv "$mcp_venv" &&
-    "$mcp_venv/bin/pip" install --quiet --disable-pip-version-check "mcp==$mcp_sdk"; then
-    touch "$mcp_venv/.mcp-$mcp_sdk"
-  else
-    echo "could not install the MCP Python SDK; its test will skip (part mcp-sdk)" >&2
   fi
 fi
 

@@ -58,13 +58,5 @@ fn the_typescript_sdk_suite_passes_against_a_real_daemon() {
         "node --test ({status:?}) failed:\n{output}\n{}",
         daemon.logs()
     );
-    let uncovered = api_coverage::uncovered(&std::fs::read_to_string(&daemon.log).unwrap());
-    assert!(
-        uncovered.is_empty(),
-        "openapi.json has operations the suite never calls (wrap them in the SDK and call them in its tests):\n{}",
-        uncovered.join("\n")
-    );
-    let left = daemon.berth_ok(&["box", "ls", "--json"]);
-    let left: serde_json::Value = serde_json::from_str(&left).unwrap();
-    assert_eq!(left["boxes"].as_array().map(Vec::len), Some(0), "{left}");
+    api_coverage::assert_sdk_suite_covered_the_api_and_left_no_box(&daemon);
 }

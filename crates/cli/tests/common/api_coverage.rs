@@ -5,6 +5,8 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::Daemon;
+
 /// Operations only a browser makes: its Web Push subscription (the push service's endpoint
 /// and keys exist only in a browser) and its own cookie session (signed in with a pairing
 /// code, not a key). A program's SDK has no business with them.
@@ -83,4 +85,18 @@ fn request_of(line: &str) -> Option<(&str, &str)> {
     let (method, rest) = rest.split_once(' ')?;
     let path = rest.strip_prefix("path=\"")?.split('"').next()?;
     Some((method, path.split('?').next()?))
+}
+
+/// After an SDK's suite ran against `daemon`: it called every operation (but the
+/// browser's), and deleted every box it made.
+pub fn assert_sdk_suite_covered_the_api_and_left_no_box(daemon: &Daemon) {
+    let uncovered = uncovered(&std::fs::read_to_string(&daemon.log).unwrap());
+    assert!(
+        uncovered.is_empty(),
+        "openapi.json has operations the suite never calls (wrap them in the SDK and call them in its tests):\n{}",
+        uncovered.join("\n")
+    );
+    let left = daemon.berth_ok(&["box", "ls", "--json"]);
+    let left: serde_json::Value = serde_json::from_str(&left).unwrap();
+    assert_eq!(left["boxes"].as_array().map(Vec::len), Some(0), "{left}");
 }
