@@ -6,7 +6,8 @@
 # Claude Code from the npm registry (the harness test), and the pinned E2B Python SDK from PyPI
 # in a venv under target/ (the E2B compatibility test), berth's own Python SDK with pinned
 # httpx and pytest in another (its test), the official MCP Python SDK in a third (the MCP
-# server's test), and berth's own TypeScript SDK's npm packages (its test). With --bench,
+# server's test), berth's own TypeScript SDK's npm packages (its test), PostgreSQL's server
+# binaries (the store's tests on Postgres) and Prometheus' text format parser (/metrics). With --bench,
 # also nginx with its stream module (the egress benchmark's comparison).
 set -euo pipefail
 for_tests=false
@@ -59,6 +60,11 @@ if $for_tests; then
   command -v sqlite3 >/dev/null 2>&1 || missing+=(sqlite3) # the upgrade tests write earlier releases' databases
   # the E2B SDK's venv (Debian splits venv's pip bootstrap into its own package)
   python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+  # the store's conformance suite and the many-hosts tests start their own PostgreSQL
+  # servers from Debian's binaries (a test's own initdb + postgres on a free port)
+  compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+  # /metrics is checked with the Prometheus text format's reference parser
+  python3 -c 'import prometheus_client.parser' >/dev/null 2>&1 || missing+=(python3-prometheus-client)
 fi
 
 # The egress bench runs its own nginx from a config in a temp dir (stream module,

@@ -77,6 +77,12 @@ pub struct UpArgs {
     /// public roots (a private or test CA such as Pebble).
     #[arg(long, value_name = "FILE", requires = "acme_domain")]
     pub acme_directory_ca: Option<PathBuf>,
+    /// The database: postgres://USER@HOST:PORT/DB for one shared by several hosts, or
+    /// sqlite:PATH; default: [store] url in berth.toml, else <data dir>/berth.db. The
+    /// password never goes in the URL: [store] password_file, $BERTH_STORE_PASSWORD or
+    /// $PGPASSWORD (docs/config.md).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
 }
 
 impl UpArgs {
@@ -117,10 +123,15 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
     // Listen for the signals before anything starts, so none is missed.
     let shutdown = shutdown_signal().context("installing the SIGINT/SIGTERM handlers")?;
 
-    let host = match &args.config {
+    let mut host = match &args.config {
         Some(path) => berth_server::HostConfig::load(path),
         None => berth_server::HostConfig::load_default(&data_dir),
     }?;
+    if let Some(url) = &args.store {
+        host.store.url = Some(url.clone());
+    }
+    // A bad URL (or a password in it) is said before the runtimes' probes.
+    host.store.location(&data_dir)?;
     // Said at once, not after the runtimes' probes (qemu's boots a kernel): the daemon
     // takes this lock for its life when it binds, a moment later.
     if data_dir.is_dir() {

@@ -1,7 +1,9 @@
 //! berth's own Python SDK (`sdk/python`) against a real `berth up`: its pytest suite
 //! (`sdk/python/tests`) makes its own boxes through the SDK, drives every call on them, and
 //! deletes them; this test runs it with `BERTH_URL` and `BERTH_API_KEY` pointing at the
-//! daemon, asserts pytest passed, and that no box was left behind.
+//! daemon, asserts pytest passed, and that no box was left behind. It runs twice: on the
+//! embedded SQLite store, and on a PostgreSQL server the test starts (every operation of
+//! the API on the many-hosts database).
 
 mod common;
 
@@ -15,22 +17,48 @@ const SUITE_DEADLINE: Duration = Duration::from_secs(600);
 
 #[test]
 fn the_python_sdk_suite_passes_against_a_real_daemon() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    run_suite(&python, &Daemon::start());
+}
+
+#[test]
+fn the_python_sdk_suite_passes_against_a_daemon_on_postgres() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let Some(postgres) = berth_testkit::postgres::PgServer::start() else {
+        return;
+    };
+    let daemon = Daemon::start_with_config(&common::store_on(&postgres));
+    run_suite(&python, &daemon);
+    assert!(
+        !daemon.dir().join("berth.db").exists(),
+        "a daemon on Postgres made a SQLite file"
+    );
+}
+
+/// The SDK's venv's python, or `None` after the skip of what this host lacks.
+fn python_or_skip() -> Option<std::path::PathBuf> {
     if let Some(reason) = e2e_skip_reason() {
         berth_testkit::skip("sandbox", reason);
-        return;
+        return None;
     }
-    let python = match berth_testkit::sdk_python::find() {
-        Ok(python) => python,
+    match berth_testkit::sdk_python::find() {
+        Ok(python) => Some(python),
         Err(reason) => {
             berth_testkit::skip("sdk-python", reason);
-            return;
+            None
         }
-    };
-    let daemon = Daemon::start();
+    }
+}
+
+fn run_suite(python: &std::path::Path, daemon: &Daemon) {
     let (addr, key) = daemon.api_endpoint();
     let sdk = berth_testkit::sdk_python::sdk_dir();
     let log = daemon.dir().join("pytest.out");
-    let mut cmd = Command::new(&python);
+    let mut cmd = Command::new(python);
     cmd.args([
         "-m",
         "pytest",
@@ -54,7 +82,7 @@ fn the_python_sdk_suite_passes_against_a_real_daemon() {
         "pytest ({status:?}) failed:\n{output}\n{}",
         daemon.logs()
     );
-    api_coverage::assert_sdk_suite_covered_the_api_and_left_no_box(&daemon);
+    api_coverage::assert_sdk_suite_covered_the_api_and_left_no_box(daemon);
 }
 
 /// The coverage check itself: requests are matched to their operations, the most literal

@@ -383,6 +383,9 @@ pub enum ServerError {
     #[error("cannot open the store")]
     Store(#[from] StoreError),
 
+    #[error("cannot open the store")]
+    StoreConfig(#[from] crate::host_config::StoreConfigError),
+
     #[error("cannot open the secret store")]
     Secrets(#[from] crate::secrets::SecretError),
 

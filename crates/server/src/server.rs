@@ -13,7 +13,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
 
-use berth_store::{Store, DB_FILE};
+use berth_store::Store;
 use tokio::net::TcpListener;
 
 use crate::admission::connection::Connections;
@@ -89,13 +89,16 @@ impl Server {
                 None
             }
         };
-        let store = Arc::new(Store::open(&data.join(DB_FILE))?);
+        let store_config = &config.host.store;
+        let location = store_config.location(data)?;
+        let store = Arc::new(store_config.open(&location)?);
+        tracing::info!(backend = store.backend(), "store open");
         let admin_key_created = store.ensure_admin_key()?;
         // Before listening: a key that does not match the stored secrets stops the start.
         let secrets = Arc::new(SecretStore::open(
             store.clone(),
             &config.host.secrets.key_file(data),
-            &data.join(DB_FILE),
+            &location.describe(),
         )?);
         if let Some(key) = &admin_key_created {
             write_private(&data.join(ADMIN_KEY_FILE), &format!("{key}\n"))?;

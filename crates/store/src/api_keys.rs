@@ -4,10 +4,10 @@
 //! plaintext (so a person can tell keys apart) and when each was last used.
 
 use berth_protocol::TenantId;
-use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
+use crate::db::{Conn, Optional};
 use crate::error::{sql, StoreError};
 use crate::{format_time, hex, now, parse_time, random, Principal, Store};
 
@@ -47,7 +47,7 @@ impl Store {
 
     /// Creates a key for `tenant`: its plaintext (shown once) and its listing.
     pub fn add_api_key(&self, tenant: &TenantId, admin: bool) -> Result<NewApiKey, StoreError> {
-        insert(&self.conn(), tenant, admin)
+        self.db.write(|tx| insert(tx, tenant, admin))
     }
 
     /// The principal of `key`, or `None` when no such key exists (never made, or revoked).
@@ -56,16 +56,16 @@ impl Store {
             return Ok(None);
         }
         let hash = key_hash(key);
-        // A read beside any writer; the write connection only once a minute per key.
-        let row: Option<(String, bool, Option<String>, String)> = self
-            .read()
-            .query_row(
+        // A read beside any writer; a write only once a minute per key.
+        let row: Option<(String, bool, Option<String>, String)> = self.db.read(|c| {
+            c.query_row(
                 "SELECT tenant_id, is_admin, last_used_at, id FROM api_keys WHERE key_hash = ?1",
-                params![hash],
+                crate::args![hash],
                 |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
             )
             .optional()
-            .map_err(sql("look up an API key"))?;
+            .map_err(sql("look up an API key"))
+        })?;
         let Some((tenant, is_admin, last_used, key_id)) = row else {
             return Ok(None);
         };
@@ -75,12 +75,14 @@ impl Store {
             None => true,
         };
         if stale {
-            self.conn()
-                .execute(
+            let at_text = format_time(at)?;
+            self.db.write(|tx| {
+                tx.execute(
                     "UPDATE api_keys SET last_used_at = ?1 WHERE key_hash = ?2",
-                    params![format_time(at)?, hash],
+                    crate::args![at_text, hash],
                 )
-                .map_err(sql("record an API key's use"))?;
+                .map_err(sql("record an API key's use"))
+            })?;
         }
         let tenant_id = tenant.parse().map_err(|source| StoreError::CorruptId {
             column: "api_keys.tenant_id",
@@ -96,29 +98,26 @@ impl Store {
 
     /// The tenant's keys, oldest first.
     pub fn list_api_keys(&self, tenant: &TenantId) -> Result<Vec<ApiKeyMeta>, StoreError> {
-        let conn = self.read();
-        let mut stmt = conn
-            .prepare(
+        let rows = self.db.read(|c| {
+            c.query_map(
                 "SELECT id, tenant_id, prefix, is_admin, created_at, last_used_at FROM api_keys \
                  WHERE tenant_id = ?1 ORDER BY rowid",
+                crate::args![tenant.as_str()],
+                |row| {
+                    Ok((
+                        row.get::<String>(0)?,
+                        row.get::<String>(1)?,
+                        row.get::<Option<String>>(2)?,
+                        row.get::<bool>(3)?,
+                        row.get::<String>(4)?,
+                        row.get::<Option<String>>(5)?,
+                    ))
+                },
             )
-            .map_err(sql("list API keys"))?;
-        let rows = stmt
-            .query_map(params![tenant.as_str()], |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, Option<String>>(2)?,
-                    row.get::<_, bool>(3)?,
-                    row.get::<_, String>(4)?,
-                    row.get::<_, Option<String>>(5)?,
-                ))
-            })
-            .map_err(sql("list API keys"))?;
+            .map_err(sql("list API keys"))
+        })?;
         let mut keys = Vec::new();
-        for row in rows {
-            let (id, tenant_id, prefix, is_admin, created, used) =
-                row.map_err(sql("list API keys"))?;
+        for (id, tenant_id, prefix, is_admin, created, used) in rows {
             keys.push(ApiKeyMeta {
                 id,
                 tenant_id: tenant_id.parse().map_err(|source| StoreError::CorruptId {
@@ -141,50 +140,49 @@ impl Store {
     /// (opened before berth recorded it: it may have been with this key). Answers how many
     /// sessions ended. The last admin key stays (the daemon would have none).
     pub fn revoke_api_key(&self, tenant: &TenantId, key_id: &str) -> Result<usize, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let is_admin: Option<bool> = tx
-            .query_row(
-                "SELECT is_admin FROM api_keys WHERE tenant_id = ?1 AND id = ?2",
-                params![tenant.as_str(), key_id],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(sql("look up an API key"))?;
-        let Some(is_admin) = is_admin else {
-            return Err(StoreError::KeyNotFound {
-                tenant: tenant.clone(),
-                key_id: key_id.to_owned(),
-            });
-        };
-        if is_admin {
-            let admins: i64 = tx
+        self.db.write(|tx| {
+            let is_admin: Option<bool> = tx
                 .query_row(
-                    "SELECT COUNT(*) FROM api_keys WHERE is_admin = 1",
-                    [],
+                    "SELECT is_admin FROM api_keys WHERE tenant_id = ?1 AND id = ?2",
+                    crate::args![tenant.as_str(), key_id],
                     |row| row.get(0),
                 )
-                .map_err(sql("count admin keys"))?;
-            if admins <= 1 {
-                return Err(StoreError::LastAdminKey {
+                .optional()
+                .map_err(sql("look up an API key"))?;
+            let Some(is_admin) = is_admin else {
+                return Err(StoreError::KeyNotFound {
+                    tenant: tenant.clone(),
                     key_id: key_id.to_owned(),
                 });
+            };
+            if is_admin {
+                let admins: i64 = tx
+                    .query_row(
+                        "SELECT COUNT(*) FROM api_keys WHERE is_admin = 1",
+                        crate::args![],
+                        |row| row.get(0),
+                    )
+                    .map_err(sql("count admin keys"))?;
+                if admins <= 1 {
+                    return Err(StoreError::LastAdminKey {
+                        key_id: key_id.to_owned(),
+                    });
+                }
             }
-        }
-        tx.execute(
-            "DELETE FROM api_keys WHERE tenant_id = ?1 AND id = ?2",
-            params![tenant.as_str(), key_id],
-        )
-        .map_err(sql("revoke an API key"))?;
-        let ended = crate::web_sessions::end_opened_with_key(&tx, tenant, key_id)?;
-        tx.commit().map_err(sql("commit a revoked API key"))?;
-        Ok(ended)
+            tx.execute(
+                "DELETE FROM api_keys WHERE tenant_id = ?1 AND id = ?2",
+                crate::args![tenant.as_str(), key_id],
+            )
+            .map_err(sql("revoke an API key"))?;
+            crate::web_sessions::end_opened_with_key(tx, tenant, key_id)
+        })
     }
 }
 
-/// Makes a key for `tenant` on `conn` (a connection or a transaction).
+/// Makes a key for `tenant` in the write transaction `tx` (a new random key each time it
+/// runs).
 pub(crate) fn insert(
-    conn: &Connection,
+    tx: &Conn<'_>,
     tenant: &TenantId,
     admin: bool,
 ) -> Result<NewApiKey, StoreError> {
@@ -198,10 +196,10 @@ pub(crate) fn insert(
         created_at: now(),
         last_used_at: None,
     };
-    conn.execute(
+    tx.execute(
         "INSERT INTO api_keys (key_hash, tenant_id, is_admin, created_at, id, prefix) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![
+        crate::args![
             hash,
             tenant.as_str(),
             admin,

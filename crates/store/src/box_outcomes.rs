@@ -4,7 +4,6 @@
 //! show`); the state machine never looks at them.
 
 use berth_protocol::BoxId;
-use rusqlite::params;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{sql, StoreError};
@@ -64,13 +63,14 @@ impl Store {
         id: &BoxId,
         failure: &TransitionFailure,
     ) -> Result<(), StoreError> {
-        let n = self
-            .conn()
-            .execute(
+        let failure = failure.to_json().to_string();
+        let n = self.db.write(|tx| {
+            tx.execute(
                 "UPDATE boxes SET failure = ?1 WHERE id = ?2",
-                params![failure.to_json().to_string(), id.as_str()],
+                crate::args![failure, id.as_str()],
             )
-            .map_err(sql("record a failed transition"))?;
+            .map_err(sql("record a failed transition"))
+        })?;
         if n == 0 {
             return Err(StoreError::BoxNotFound { id: id.clone() });
         }
@@ -89,23 +89,20 @@ impl Store {
         boot: &LastBoot,
     ) -> Result<(), StoreError> {
         let data = boot.to_json();
-        let seq = {
-            let mut conn = self.conn();
-            let tx = conn.transaction().map_err(sql("begin a transaction"))?;
+        let seq = self.db.write(|tx| {
             let n = tx
                 .execute(
                     "UPDATE boxes SET boot_token = ?1, last_boot = ?2 WHERE id = ?3",
-                    params![boot_token, data.to_string(), id.as_str()],
+                    crate::args![boot_token, data.to_string(), id.as_str()],
                 )
                 .map_err(sql("record a box's boot"))?;
             if n == 0 {
                 return Err(StoreError::BoxNotFound { id: id.clone() });
             }
-            let seq = crate::events::last_seq(&tx, id)? + 1;
-            crate::events::insert(&tx, id, seq, BOOT_EVENT, &data, now())?;
-            tx.commit().map_err(sql("commit a box's boot"))?;
-            seq
-        };
+            let seq = crate::events::last_seq(tx, id)? + 1;
+            crate::events::insert(tx, id, seq, BOOT_EVENT, &data, now())?;
+            Ok(seq)
+        })?;
         self.notify_appended(id, seq);
         Ok(())
     }

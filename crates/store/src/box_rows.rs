@@ -1,11 +1,10 @@
-//! Box rows as SQLite holds them, and their typed parse.
+//! Box rows as the database holds them, and their typed parse.
 
 use std::collections::BTreeMap;
 
-use rusqlite::{OptionalExtension, Row};
-
 use crate::box_outcomes::parse_column;
 use crate::box_record::{BoxLimits, BoxRecord};
+use crate::db::{DbError, Optional, Row, ToArg};
 use crate::error::{sql, StoreError};
 use crate::state::BoxState;
 use crate::{parse_time, Store};
@@ -19,12 +18,11 @@ impl Store {
     pub(crate) fn query_one(
         &self,
         query: &str,
-        params: impl rusqlite::Params,
+        args: &[&dyn ToArg],
     ) -> Result<Option<BoxRecord>, StoreError> {
         let raw = self
-            .read()
-            .query_row(query, params, RawBox::from_row)
-            .optional()
+            .db
+            .read(|c| c.query_row(query, args, RawBox::from_row).optional())
             .map_err(sql("read a box"))?;
         raw.map(RawBox::into_record).transpose()
     }
@@ -32,21 +30,17 @@ impl Store {
     pub(crate) fn query_many(
         &self,
         query: &str,
-        params: impl rusqlite::Params,
+        args: &[&dyn ToArg],
     ) -> Result<Vec<BoxRecord>, StoreError> {
-        let raws: Vec<RawBox> = {
-            let conn = self.read();
-            let mut stmt = conn.prepare(query).map_err(sql("list boxes"))?;
-            let rows = stmt
-                .query_map(params, RawBox::from_row)
-                .map_err(sql("list boxes"))?;
-            rows.collect::<Result<_, _>>().map_err(sql("list boxes"))?
-        };
+        let raws = self
+            .db
+            .read(|c| c.query_map(query, args, RawBox::from_row))
+            .map_err(sql("list boxes"))?;
         raws.into_iter().map(RawBox::into_record).collect()
     }
 }
 
-/// A row as SQLite returns it, before the typed parse.
+/// A row as the database returns it, before the typed parse.
 pub(crate) struct RawBox {
     id: String,
     tenant_id: String,
@@ -75,7 +69,7 @@ pub(crate) struct RawBox {
 }
 
 impl RawBox {
-    pub(crate) fn from_row(row: &Row<'_>) -> rusqlite::Result<RawBox> {
+    pub(crate) fn from_row(row: &Row) -> Result<RawBox, DbError> {
         Ok(RawBox {
             id: row.get(0)?,
             tenant_id: row.get(1)?,

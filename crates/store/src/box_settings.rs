@@ -10,11 +10,11 @@
 use std::collections::BTreeMap;
 
 use berth_protocol::BoxId;
-use rusqlite::{params, OptionalExtension};
 
 use crate::box_record::BoxLimits;
 use crate::box_rows::COLUMNS;
 use crate::boxes::labels_json;
+use crate::db::{Conn, Optional};
 use crate::error::{sql, StoreError};
 use crate::quota::{self, QuotaLimit, TemplateDisk};
 use crate::sleep::SleepSettings;
@@ -45,105 +45,104 @@ impl Store {
         change: &BoxChange,
         template_disk: TemplateDisk<'_>,
     ) -> Result<BoxRecord, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let before = read_box(&tx, id)?;
         let at = format_time(now())?;
-        if let Some(limits) = change.limits {
-            let (now_limits, pending) = if !before.state.may_have_processes() {
-                (limits, None)
-            } else if limits == before.limits() {
-                // Back to what the running boot has: nothing is pending.
-                (limits, None)
-            } else {
-                (before.limits(), Some(limits))
-            };
-            // A pending raise counts against the quota already: the next start takes it
-            // without asking again.
-            let counted = |current: BoxLimits, pending: Option<BoxLimits>| {
-                pending.map_or(current.memory_mib, |p| p.memory_mib.max(current.memory_mib))
-            };
-            let more = counted(now_limits, pending)
-                .saturating_sub(counted(before.limits(), before.pending_limits));
-            check_quota(&tx, &before, QuotaLimit::MaxMemoryMib, more, template_disk)?;
-            tx.execute(
-                "UPDATE boxes SET memory_mib = ?1, pids = ?2, cpus = ?3, pending_memory_mib = ?4, \
-                 pending_pids = ?5, pending_cpus = ?6, updated_at = ?7 WHERE id = ?8",
-                params![
-                    now_limits.memory_mib as i64,
-                    now_limits.pids as i64,
-                    now_limits.cpus,
-                    pending.map(|p| p.memory_mib as i64),
-                    pending.map(|p| p.pids as i64),
-                    pending.map(|p| p.cpus),
-                    at,
-                    id.as_str()
-                ],
-            )
-            .map_err(sql("change a box's limits"))?;
-        }
-        if let Some(disk_mib) = change.disk_mib {
-            let before_mib = before
-                .disk_mib
-                .unwrap_or_else(|| template_disk(&before.template));
-            let more = disk_mib.saturating_sub(before_mib);
-            check_quota(&tx, &before, QuotaLimit::MaxDiskMib, more, template_disk)?;
-            tx.execute(
-                "UPDATE boxes SET disk_mib = ?1, updated_at = ?2 WHERE id = ?3",
-                params![disk_mib as i64, at, id.as_str()],
-            )
-            .map_err(sql("change a box's volume size"))?;
-        }
-        if let Some(sleep) = change.sleep {
-            tx.execute(
-                "UPDATE boxes SET pause_after_s = ?1, snapshot_after_s = ?2, stop_after_s = ?3, \
-                 auto_resume = ?4, updated_at = ?5 WHERE id = ?6",
-                params![
-                    sleep.pause_after_s as i64,
-                    sleep.snapshot_after_s as i64,
-                    sleep.stop_after_s as i64,
-                    sleep.auto_resume,
-                    at,
-                    id.as_str()
-                ],
-            )
-            .map_err(sql("change a box's sleep settings"))?;
-        }
-        for (column, map) in [("labels", &change.labels), ("env", &change.env)] {
-            if let Some(map) = map {
+        self.db.write(|tx| {
+            let before = read_box(tx, id)?;
+            if let Some(limits) = change.limits {
+                let (now_limits, pending) = if !before.state.may_have_processes() {
+                    (limits, None)
+                } else if limits == before.limits() {
+                    // Back to what the running boot has: nothing is pending.
+                    (limits, None)
+                } else {
+                    (before.limits(), Some(limits))
+                };
+                // A pending raise counts against the quota already: the next start takes it
+                // without asking again.
+                let counted = |current: BoxLimits, pending: Option<BoxLimits>| {
+                    pending.map_or(current.memory_mib, |p| p.memory_mib.max(current.memory_mib))
+                };
+                let more = counted(now_limits, pending)
+                    .saturating_sub(counted(before.limits(), before.pending_limits));
+                check_quota(tx, &before, QuotaLimit::MaxMemoryMib, more, template_disk)?;
                 tx.execute(
-                    &format!("UPDATE boxes SET {column} = ?1, updated_at = ?2 WHERE id = ?3"),
-                    params![labels_json(map), at, id.as_str()],
+                    "UPDATE boxes SET memory_mib = ?1, pids = ?2, cpus = ?3, pending_memory_mib = ?4, \
+                     pending_pids = ?5, pending_cpus = ?6, updated_at = ?7 WHERE id = ?8",
+                    crate::args![
+                        now_limits.memory_mib,
+                        now_limits.pids,
+                        now_limits.cpus,
+                        pending.map(|p| p.memory_mib),
+                        pending.map(|p| p.pids),
+                        pending.map(|p| p.cpus),
+                        at,
+                        id.as_str()
+                    ],
                 )
-                .map_err(sql("change a box's labels or env"))?;
+                .map_err(sql("change a box's limits"))?;
             }
-        }
-        let after = read_box(&tx, id)?;
-        tx.commit().map_err(sql("commit a box change"))?;
-        Ok(after)
+            if let Some(disk_mib) = change.disk_mib {
+                let before_mib = before
+                    .disk_mib
+                    .unwrap_or_else(|| template_disk(&before.template));
+                let more = disk_mib.saturating_sub(before_mib);
+                check_quota(tx, &before, QuotaLimit::MaxDiskMib, more, template_disk)?;
+                tx.execute(
+                    "UPDATE boxes SET disk_mib = ?1, updated_at = ?2 WHERE id = ?3",
+                    crate::args![disk_mib, at, id.as_str()],
+                )
+                .map_err(sql("change a box's volume size"))?;
+            }
+            if let Some(sleep) = change.sleep {
+                tx.execute(
+                    "UPDATE boxes SET pause_after_s = ?1, snapshot_after_s = ?2, stop_after_s = ?3, \
+                     auto_resume = ?4, updated_at = ?5 WHERE id = ?6",
+                    crate::args![
+                        sleep.pause_after_s,
+                        sleep.snapshot_after_s,
+                        sleep.stop_after_s,
+                        sleep.auto_resume,
+                        at,
+                        id.as_str()
+                    ],
+                )
+                .map_err(sql("change a box's sleep settings"))?;
+            }
+            for (column, map) in [("labels", &change.labels), ("env", &change.env)] {
+                if let Some(map) = map {
+                    tx.execute(
+                        &format!("UPDATE boxes SET {column} = ?1, updated_at = ?2 WHERE id = ?3"),
+                        crate::args![labels_json(map), at, id.as_str()],
+                    )
+                    .map_err(sql("change a box's labels or env"))?;
+                }
+            }
+            read_box(tx, id)
+        })
     }
 
     /// At a start, with the box's lifecycle lock held: its pending limits become its own.
     /// Returns the row as the start should use it.
     pub fn apply_pending_limits(&self, id: &BoxId) -> Result<BoxRecord, StoreError> {
-        let conn = self.conn();
-        conn.execute(
-            "UPDATE boxes SET memory_mib = pending_memory_mib, pids = pending_pids, \
-             cpus = pending_cpus, pending_memory_mib = NULL, pending_pids = NULL, \
-             pending_cpus = NULL WHERE id = ?1 AND pending_memory_mib IS NOT NULL \
-             AND pending_pids IS NOT NULL AND pending_cpus IS NOT NULL",
-            params![id.as_str()],
-        )
-        .map_err(sql("apply a box's pending limits"))?;
-        read_box(&conn, id)
+        self.db.write(|tx| {
+            tx.execute(
+                "UPDATE boxes SET memory_mib = pending_memory_mib, pids = pending_pids, \
+                 cpus = pending_cpus, pending_memory_mib = NULL, pending_pids = NULL, \
+                 pending_cpus = NULL WHERE id = ?1 AND pending_memory_mib IS NOT NULL \
+                 AND pending_pids IS NOT NULL AND pending_cpus IS NOT NULL",
+                crate::args![id.as_str()],
+            )
+            .map_err(sql("apply a box's pending limits"))?;
+            read_box(tx, id)
+        })
     }
 }
 
-fn read_box(conn: &rusqlite::Connection, id: &BoxId) -> Result<BoxRecord, StoreError> {
+fn read_box(conn: &Conn<'_>, id: &BoxId) -> Result<BoxRecord, StoreError> {
     let raw = conn
         .query_row(
             &format!("SELECT {COLUMNS} FROM boxes WHERE id = ?1"),
-            params![id.as_str()],
+            crate::args![id.as_str()],
             crate::box_rows::RawBox::from_row,
         )
         .optional()
@@ -156,7 +155,7 @@ fn read_box(conn: &rusqlite::Connection, id: &BoxId) -> Result<BoxRecord, StoreE
 
 /// `Err` when `more` of `which` takes the box's tenant past its quota.
 fn check_quota(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Conn<'_>,
     record: &BoxRecord,
     which: QuotaLimit,
     more: u64,

@@ -3,10 +3,10 @@
 //! transaction.
 
 use berth_protocol::{BoxId, TenantId};
-use rusqlite::{params, OptionalExtension};
 
 use crate::box_outcomes::TransitionFailure;
 use crate::box_rows::parse_state;
+use crate::db::{Conn, Optional};
 use crate::error::{sql, StoreError};
 use crate::events::STATE_EVENT;
 use crate::quota::{self, QuotaLimit};
@@ -79,47 +79,46 @@ impl Store {
         to: BoxState,
         reason: Option<&str>,
         failure: Option<&TransitionFailure>,
-        admit: impl FnOnce(&rusqlite::Transaction<'_>, &TenantId) -> Result<(), StoreError>,
+        mut admit: impl FnMut(&Conn<'_>, &TenantId) -> Result<(), StoreError>,
     ) -> Result<u64, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let row: Option<(String, i64, String)> = tx
-            .query_row(
-                "SELECT state, generation, tenant_id FROM boxes WHERE id = ?1",
-                params![id.as_str()],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-            )
-            .optional()
-            .map_err(sql("read a box's state"))?;
-        let Some((from, generation, tenant)) = row else {
-            return Err(StoreError::BoxNotFound { id: id.clone() });
-        };
-        let generation = generation as u64;
-        if generation != expected_generation {
-            return Err(StoreError::StaleGeneration {
+        let (generation, event_seq) = self.db.write(|tx| {
+            let row: Option<(String, i64, String)> = tx
+                .query_row(
+                    "SELECT state, generation, tenant_id FROM boxes WHERE id = ?1",
+                    crate::args![id.as_str()],
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                )
+                .optional()
+                .map_err(sql("read a box's state"))?;
+            let Some((from, generation, tenant)) = row else {
+                return Err(StoreError::BoxNotFound { id: id.clone() });
+            };
+            let generation = generation as u64;
+            if generation != expected_generation {
+                return Err(StoreError::StaleGeneration {
+                    id: id.clone(),
+                    expected: expected_generation,
+                    actual: generation,
+                });
+            }
+            let from = parse_state(&from)?;
+            check_transition(from, to).map_err(|source| StoreError::Transition {
                 id: id.clone(),
-                expected: expected_generation,
-                actual: generation,
-            });
-        }
-        let from = parse_state(&from)?;
-        check_transition(from, to).map_err(|source| StoreError::Transition {
-            id: id.clone(),
-            source,
-        })?;
-        let tenant = tenant.parse().map_err(|source| StoreError::CorruptId {
-            column: "boxes.tenant_id",
-            source,
-        })?;
-        admit(&tx, &tenant)?;
-        let mut event_seq = None;
-        if to == BoxState::Deleted {
-            // Its messages and events go with it (ON DELETE CASCADE), and its id slot is
-            // free for the next new box: the caller deletes the row only once the runtime
-            // has removed the box's files, mounts and processes.
-            tx.execute("DELETE FROM boxes WHERE id = ?1", params![id.as_str()])
-                .map_err(sql("delete a box"))?;
-        } else {
+                source,
+            })?;
+            let tenant = tenant.parse().map_err(|source| StoreError::CorruptId {
+                column: "boxes.tenant_id",
+                source,
+            })?;
+            admit(tx, &tenant)?;
+            if to == BoxState::Deleted {
+                // Its messages and events go with it (ON DELETE CASCADE), and its id slot is
+                // free for the next new box: the caller deletes the row only once the runtime
+                // has removed the box's files, mounts and processes.
+                tx.execute("DELETE FROM boxes WHERE id = ?1", crate::args![id.as_str()])
+                    .map_err(sql("delete a box"))?;
+                return Ok((generation, None));
+            }
             // The boot token lives only while the box runs, is paused, or is snapshotted (a
             // restore hands the new boot's token over on a channel the old one opens).
             // A failure stays on the box until its next state change.
@@ -128,7 +127,7 @@ impl Store {
                  boot_token = CASE WHEN ?1 IN ('running', 'paused', 'snapshotted') THEN boot_token ELSE NULL END, \
                  failure = ?6 \
                  WHERE id = ?4 AND generation = ?5",
-                params![
+                crate::args![
                     to.as_str(),
                     reason,
                     format_time(now())?,
@@ -139,16 +138,14 @@ impl Store {
             )
             .map_err(sql("update a box's state"))?;
             // Every state change is in the box's event log, in the same transaction.
-            let seq = crate::events::last_seq(&tx, id)? + 1;
+            let seq = crate::events::last_seq(tx, id)? + 1;
             let mut data = serde_json::json!({"state": to.as_str(), "reason": reason});
             if let Some(failure) = failure {
                 data["failure"] = failure.to_json();
             }
-            crate::events::insert(&tx, id, seq, STATE_EVENT, &data, now())?;
-            event_seq = Some(seq);
-        }
-        tx.commit().map_err(sql("commit a box's state"))?;
-        drop(conn);
+            crate::events::insert(tx, id, seq, STATE_EVENT, &data, now())?;
+            Ok((generation, Some(seq)))
+        })?;
         if let Some(seq) = event_seq {
             self.notify_appended(id, seq);
         }

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use berth_protocol::{BoxId, TenantId};
-use rusqlite::{params, OptionalExtension};
 
 use crate::box_record::BoxRecord;
 use crate::box_rows::COLUMNS;
+use crate::db::{Conn, DbError, Optional};
 use crate::error::{sql, StoreError};
 use crate::quota::{self, TemplateDisk};
 use crate::sleep::SleepSettings;
@@ -39,22 +39,20 @@ pub struct NewBox {
 }
 
 /// The result of a statement that gives a box a name: a name its tenant already uses is
-/// [`StoreError::NameTaken`].
+/// [`StoreError::NameTaken`]. The statement's transaction is spent (Postgres aborts it), so
+/// the error must end it.
 pub(crate) fn named(
-    result: rusqlite::Result<usize>,
+    result: Result<usize, DbError>,
     name: &str,
     action: &'static str,
 ) -> Result<usize, StoreError> {
     match result {
-        Err(rusqlite::Error::SqliteFailure(e, Some(msg)))
-            if e.code == rusqlite::ErrorCode::ConstraintViolation
-                && msg.contains("boxes.tenant_id, boxes.name") =>
-        {
+        Err(e) if e.is_unique_violation("boxes", &["tenant_id", "name"]) => {
             Err(StoreError::NameTaken {
                 name: name.to_owned(),
             })
         }
-        other => other.map_err(|source| StoreError::Sqlite { action, source }),
+        other => other.map_err(sql(action)),
     }
 }
 
@@ -93,48 +91,48 @@ impl Store {
     /// concurrent creates cannot both take the last unit. A name the tenant already uses is
     /// [`StoreError::NameTaken`]; over quota, [`StoreError::QuotaExceeded`].
     pub fn admit_box(&self, new: &NewBox, admit: Admission<'_>) -> Result<BoxRecord, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let new_use = quota::NewUse {
-            memory_mib: new.memory_mib,
-            disk_mib: new.disk_mib,
-            template: &new.template,
-            running: false,
-        };
-        quota::check_new_box(&tx, &new.tenant_id, new_use, admit.template_disk)?;
-        let slot = free_slot(&tx, admit.id_slots)?;
-        let at = now();
-        let at_text = format_time(at)?;
-        let inserted = tx.execute(
-            "INSERT INTO boxes (id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
-             cpus, id_slot, generation, created_at, updated_at, stop_after_s, egress, runtime, \
-             disk_mib, labels, env, pause_after_s, snapshot_after_s, auto_resume) \
-             VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9, 1, ?10, ?10, ?11, ?12, ?13, ?14, ?15, ?16, \
-             ?17, ?18, ?19)",
-            params![
-                new.id.as_str(),
-                new.tenant_id.as_str(),
-                new.name,
-                new.template,
-                BoxState::Stopped.as_str(),
-                new.memory_mib as i64,
-                new.pids as i64,
-                new.cpus,
-                slot,
-                at_text,
-                new.sleep.stop_after_s as i64,
-                new.egress,
-                new.runtime,
-                new.disk_mib.map(|d| d as i64),
-                labels_json(&new.labels),
-                labels_json(&new.env),
-                new.sleep.pause_after_s as i64,
-                new.sleep.snapshot_after_s as i64,
-                new.sleep.auto_resume,
-            ],
-        );
-        named(inserted, &new.name, "insert a box")?;
-        tx.commit().map_err(sql("commit a new box"))?;
+        let (slot, at) = self.db.write(|tx| {
+            let new_use = quota::NewUse {
+                memory_mib: new.memory_mib,
+                disk_mib: new.disk_mib,
+                template: &new.template,
+                running: false,
+            };
+            quota::check_new_box(tx, &new.tenant_id, new_use, admit.template_disk)?;
+            let slot = free_slot(tx, admit.id_slots)?;
+            let at = now();
+            let at_text = format_time(at)?;
+            let inserted = tx.execute(
+                "INSERT INTO boxes (id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
+                 cpus, id_slot, generation, created_at, updated_at, stop_after_s, egress, runtime, \
+                 disk_mib, labels, env, pause_after_s, snapshot_after_s, auto_resume) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9, 1, ?10, ?10, ?11, ?12, ?13, ?14, ?15, ?16, \
+                 ?17, ?18, ?19)",
+                crate::args![
+                    new.id.as_str(),
+                    new.tenant_id.as_str(),
+                    new.name,
+                    new.template,
+                    BoxState::Stopped.as_str(),
+                    new.memory_mib,
+                    new.pids,
+                    new.cpus,
+                    slot,
+                    at_text,
+                    new.sleep.stop_after_s,
+                    new.egress,
+                    new.runtime,
+                    new.disk_mib,
+                    labels_json(&new.labels),
+                    labels_json(&new.env),
+                    new.sleep.pause_after_s,
+                    new.sleep.snapshot_after_s,
+                    new.sleep.auto_resume,
+                ],
+            );
+            named(inserted, &new.name, "insert a box")?;
+            Ok::<_, StoreError>((slot, at))
+        })?;
         Ok(BoxRecord {
             id: new.id.clone(),
             tenant_id: new.tenant_id.clone(),
@@ -172,7 +170,7 @@ impl Store {
     ) -> Result<Option<BoxRecord>, StoreError> {
         self.query_one(
             &format!("SELECT {COLUMNS} FROM boxes WHERE tenant_id = ?1 AND id = ?2"),
-            params![tenant.as_str(), id.as_str()],
+            crate::args![tenant.as_str(), id.as_str()],
         )
     }
 
@@ -184,7 +182,7 @@ impl Store {
     ) -> Result<Option<BoxRecord>, StoreError> {
         self.query_one(
             &format!("SELECT {COLUMNS} FROM boxes WHERE tenant_id = ?1 AND name = ?2"),
-            params![tenant.as_str(), name],
+            crate::args![tenant.as_str(), name],
         )
     }
 
@@ -192,7 +190,7 @@ impl Store {
     pub fn get_box(&self, id: &BoxId) -> Result<Option<BoxRecord>, StoreError> {
         self.query_one(
             &format!("SELECT {COLUMNS} FROM boxes WHERE id = ?1"),
-            params![id.as_str()],
+            crate::args![id.as_str()],
         )
     }
 
@@ -200,13 +198,16 @@ impl Store {
     pub fn list_boxes(&self, tenant: &TenantId) -> Result<Vec<BoxRecord>, StoreError> {
         self.query_many(
             &format!("SELECT {COLUMNS} FROM boxes WHERE tenant_id = ?1 ORDER BY id_slot"),
-            params![tenant.as_str()],
+            crate::args![tenant.as_str()],
         )
     }
 
     /// Every box of every tenant (reconciliation, shutdown).
     pub fn list_all_boxes(&self) -> Result<Vec<BoxRecord>, StoreError> {
-        self.query_many(&format!("SELECT {COLUMNS} FROM boxes ORDER BY id_slot"), [])
+        self.query_many(
+            &format!("SELECT {COLUMNS} FROM boxes ORDER BY id_slot"),
+            crate::args![],
+        )
     }
 
     /// Moves a stopped or failed box to another runtime (its volume goes with it: one image
@@ -218,19 +219,15 @@ impl Store {
         expected_generation: u64,
         runtime: &str,
     ) -> Result<u64, StoreError> {
-        let n = self
-            .conn()
-            .execute(
+        let at = format_time(now())?;
+        let n = self.db.write(|tx| {
+            tx.execute(
                 "UPDATE boxes SET runtime = ?1, generation = generation + 1, updated_at = ?2 \
                  WHERE id = ?3 AND generation = ?4 AND state IN ('stopped', 'failed')",
-                params![
-                    runtime,
-                    format_time(now())?,
-                    id.as_str(),
-                    expected_generation as i64
-                ],
+                crate::args![runtime, at, id.as_str(), expected_generation],
             )
-            .map_err(sql("change a box's runtime"))?;
+            .map_err(sql("change a box's runtime"))
+        })?;
         if n == 1 {
             return Ok(expected_generation + 1);
         }
@@ -253,13 +250,15 @@ impl Store {
     /// The stored boot token of the box's running boot, if any.
     pub fn boot_token(&self, id: &BoxId) -> Result<Option<String>, StoreError> {
         let token: Option<Option<String>> = self
-            .conn()
-            .query_row(
-                "SELECT boot_token FROM boxes WHERE id = ?1",
-                params![id.as_str()],
-                |row| row.get(0),
-            )
-            .optional()
+            .db
+            .read(|c| {
+                c.query_row(
+                    "SELECT boot_token FROM boxes WHERE id = ?1",
+                    crate::args![id.as_str()],
+                    |row| row.get(0),
+                )
+                .optional()
+            })
             .map_err(sql("read a boot token"))?;
         token.ok_or_else(|| StoreError::BoxNotFound { id: id.clone() })
     }
@@ -269,21 +268,21 @@ impl Store {
     /// processes first (the daemon deletes through [`Store::update_box_state`] to
     /// `Deleted`, after the runtime's `remove`).
     pub fn delete_box(&self, id: &BoxId) -> Result<bool, StoreError> {
-        let n = self
-            .conn()
-            .execute("DELETE FROM boxes WHERE id = ?1", params![id.as_str()])
-            .map_err(sql("delete a box"))?;
+        let n = self.db.write(|tx| {
+            tx.execute("DELETE FROM boxes WHERE id = ?1", crate::args![id.as_str()])
+                .map_err(sql("delete a box"))
+        })?;
         Ok(n > 0)
     }
 }
 
 /// The lowest id slot below `limit` that no box holds.
-fn free_slot(tx: &rusqlite::Transaction<'_>, limit: u32) -> Result<u32, StoreError> {
+fn free_slot(tx: &Conn<'_>, limit: u32) -> Result<u32, StoreError> {
     let slot: i64 = tx
         .query_row(
             "SELECT MIN(candidate) FROM (SELECT 0 AS candidate UNION ALL SELECT id_slot + 1 FROM boxes) \
-             WHERE candidate NOT IN (SELECT id_slot FROM boxes)",
-            [],
+             AS candidates WHERE candidate NOT IN (SELECT id_slot FROM boxes)",
+            crate::args![],
             |row| row.get(0),
         )
         .map_err(sql("find a free id slot"))?;

@@ -1,23 +1,23 @@
 //! Errors of the store.
 
-use std::path::PathBuf;
-
 use berth_protocol::BoxId;
 
+use crate::db::{DbError, Retry};
 use crate::state::{InvalidTransition, UnknownState};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("cannot open the database at {}", path.display())]
+    #[error("cannot open the database at {location}")]
     Open {
-        path: PathBuf,
+        /// The SQLite file, or the Postgres URL (which never holds the password).
+        location: String,
         #[source]
-        source: rusqlite::Error,
+        source: DbError,
     },
 
     #[error("cannot make the database files at {} private (0600)", path.display())]
     Permissions {
-        path: PathBuf,
+        path: std::path::PathBuf,
         #[source]
         source: std::io::Error,
     },
@@ -26,15 +26,19 @@ pub enum StoreError {
     Migration {
         version: u32,
         #[source]
-        source: rusqlite::Error,
+        source: DbError,
     },
+
+    /// The database's schema is newer than this berth knows (a newer berth migrated it).
+    #[error("the database is at schema version {found}, newer than this berth's {known}; run the newer berth")]
+    SchemaTooNew { found: u32, known: u32 },
 
     /// A query failed; `action` says what the store was doing.
     #[error("database error while trying to {action}")]
-    Sqlite {
+    Database {
         action: &'static str,
         #[source]
-        source: rusqlite::Error,
+        source: DbError,
     },
 
     /// The tenant already has a box of this name.
@@ -143,6 +147,32 @@ pub enum StoreError {
         link_id: String,
     },
 
+    /// The lease's term moved on: another holder took it, so this one may not write.
+    #[error("the lease {name:?} is no longer held at term {term}")]
+    LeaseLost { name: String, term: u64 },
+
+    #[error("no node {reference:?}")]
+    NodeNotFound { reference: String },
+
+    /// The node's row names another boot of it: a process that outlived its own restart.
+    #[error("node {node} is registered with boot {registered}, not {presented}")]
+    NodeBootMismatch {
+        node: String,
+        registered: String,
+        presented: String,
+    },
+
+    /// Work for a node whose lease ran out would never be done.
+    #[error("node {node} has not renewed its lease for {lapsed_ms} ms: it is gone")]
+    NodeGone { node: String, lapsed_ms: i64 },
+
+    /// The box has an op queued or under way; one at a time.
+    #[error("box {box_id} already has an operation in progress")]
+    OpInProgress { box_id: BoxId },
+
+    #[error("no operation {id}")]
+    OpNotFound { id: u64 },
+
     /// Revoking it would leave the daemon with no admin key.
     #[error("API key {key_id} is the last admin key; add another admin key first")]
     LastAdminKey { key_id: String },
@@ -152,20 +182,36 @@ impl StoreError {
     /// Whether the write failed for want of disk space (SQLite's `SQLITE_FULL`): the
     /// transaction was rolled back whole, and the same call works once space is freed.
     pub fn is_disk_full(&self) -> bool {
-        let source = match self {
-            StoreError::Sqlite { source, .. }
+        self.db_error().is_some_and(DbError::is_disk_full)
+    }
+
+    fn db_error(&self) -> Option<&DbError> {
+        match self {
+            StoreError::Database { source, .. }
             | StoreError::Open { source, .. }
-            | StoreError::Migration { source, .. } => source,
-            _ => return false,
-        };
-        matches!(
-            source.sqlite_error_code(),
-            Some(rusqlite::ErrorCode::DiskFull)
-        )
+            | StoreError::Migration { source, .. } => Some(source),
+            _ => None,
+        }
     }
 }
 
-/// Shorthand for mapping a rusqlite error with what the store was doing.
-pub(crate) fn sql(action: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
-    move |source| StoreError::Sqlite { action, source }
+/// A database error outside any named step (a commit).
+impl From<DbError> for StoreError {
+    fn from(source: DbError) -> StoreError {
+        StoreError::Database {
+            action: "commit a transaction",
+            source,
+        }
+    }
+}
+
+impl Retry for StoreError {
+    fn is_conflict(&self) -> bool {
+        self.db_error().is_some_and(DbError::is_conflict)
+    }
+}
+
+/// Shorthand for mapping a database error with what the store was doing.
+pub(crate) fn sql(action: &'static str) -> impl FnOnce(DbError) -> StoreError {
+    move |source| StoreError::Database { action, source }
 }

@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use berth_protocol::harness::GuestEvent;
 use berth_protocol::BoxId;
-use rusqlite::{params, OptionalExtension, Row, Transaction};
 use time::OffsetDateTime;
 
+use crate::db::{Conn, Optional};
 use crate::error::{sql, StoreError};
 use crate::{format_time, now, parse_time, Store};
 
@@ -123,20 +123,17 @@ impl Store {
         box_id: &BoxId,
         events: &[GuestEvent],
     ) -> Result<Appended, StoreError> {
-        let appended = {
-            let mut conn = self.conn();
-            let tx = conn.transaction().map_err(sql("begin a transaction"))?;
+        let appended = self.db.write(|tx| {
             let mut cursor: u64 = tx
                 .query_row(
                     "SELECT event_cursor FROM boxes WHERE id = ?1",
-                    params![box_id.as_str()],
-                    |row| row.get::<_, i64>(0),
+                    crate::args![box_id.as_str()],
+                    |row| row.get(0),
                 )
                 .optional()
                 .map_err(sql("read a box's event cursor"))?
-                .ok_or_else(|| StoreError::BoxNotFound { id: box_id.clone() })?
-                as u64;
-            let mut last_seq = last_seq(&tx, box_id)?;
+                .ok_or_else(|| StoreError::BoxNotFound { id: box_id.clone() })?;
+            let mut last_seq = last_seq(tx, box_id)?;
             let mut stored = 0;
             for event in events.iter() {
                 if event.seq <= cursor {
@@ -144,25 +141,24 @@ impl Store {
                 }
                 let at = event_time(event.at_ms);
                 last_seq += 1;
-                insert(&tx, box_id, last_seq, &event.kind, &event.data, at)?;
+                insert(tx, box_id, last_seq, &event.kind, &event.data, at)?;
                 cursor = event.seq;
                 stored += 1;
             }
-            let kept_bytes: i64 = tx
+            let kept_bytes: u64 = tx
                 .query_row(
                     "UPDATE boxes SET event_cursor = ?1 WHERE id = ?2 RETURNING event_bytes",
-                    params![cursor as i64, box_id.as_str()],
+                    crate::args![cursor, box_id.as_str()],
                     |row| row.get(0),
                 )
                 .map_err(sql("move a box's event cursor"))?;
-            tx.commit().map_err(sql("commit events"))?;
-            Appended {
+            Ok::<_, StoreError>(Appended {
                 stored,
                 last_seq,
                 cursor,
-                kept_bytes: kept_bytes as u64,
-            }
-        };
+                kept_bytes,
+            })
+        })?;
         if appended.stored > 0 {
             self.notify_appended(box_id, appended.last_seq);
         }
@@ -176,60 +172,49 @@ impl Store {
         kind: &str,
         data: &serde_json::Value,
     ) -> Result<u64, StoreError> {
-        let seq = {
-            let mut conn = self.conn();
-            let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-            let seq = last_seq(&tx, box_id)? + 1;
-            insert(&tx, box_id, seq, kind, data, now())?;
-            tx.commit().map_err(sql("commit an event"))?;
-            seq
-        };
+        let seq = self.db.write(|tx| {
+            let seq = last_seq(tx, box_id)? + 1;
+            insert(tx, box_id, seq, kind, data, now())?;
+            Ok::<_, StoreError>(seq)
+        })?;
         self.notify_appended(box_id, seq);
         Ok(seq)
     }
 
     /// The guest seq stored so far: where the next read of the guest journal starts.
     pub fn event_cursor(&self, box_id: &BoxId) -> Result<u64, StoreError> {
-        let cursor: Option<i64> = self
-            .read()
-            .query_row(
+        let cursor: Option<u64> = self.db.read(|c| {
+            c.query_row(
                 "SELECT event_cursor FROM boxes WHERE id = ?1",
-                params![box_id.as_str()],
+                crate::args![box_id.as_str()],
                 |row| row.get(0),
             )
             .optional()
-            .map_err(sql("read a box's event cursor"))?;
-        cursor
-            .map(|c| c as u64)
-            .ok_or_else(|| StoreError::BoxNotFound { id: box_id.clone() })
+            .map_err(sql("read a box's event cursor"))
+        })?;
+        cursor.ok_or_else(|| StoreError::BoxNotFound { id: box_id.clone() })
     }
 
     /// When the box last did something: its newest event that is not a state change
     /// (a message, an answer, a process's exit), or `None` before any.
     pub fn last_activity_at(&self, box_id: &BoxId) -> Result<Option<OffsetDateTime>, StoreError> {
-        let at: Option<String> = self
-            .read()
-            .query_row(
-                "SELECT created_at FROM events WHERE box_id = ?1 AND type != 'state'
+        let at: Option<String> = self.db.read(|c| {
+            c.query_row(
+                "SELECT created_at FROM events WHERE box_id = ?1 AND type != 'state' \
                  ORDER BY seq DESC LIMIT 1",
-                params![box_id.as_str()],
+                crate::args![box_id.as_str()],
                 |row| row.get(0),
             )
             .optional()
-            .map_err(sql("read a box's last activity"))?;
+            .map_err(sql("read a box's last activity"))
+        })?;
         at.map(|at| parse_time("events.created_at", &at))
             .transpose()
     }
 
     /// The box's newest event seq (0: none yet).
     pub fn last_event_seq(&self, box_id: &BoxId) -> Result<u64, StoreError> {
-        let conn = self.read();
-        let tx = conn
-            .unchecked_transaction()
-            .map_err(sql("begin a transaction"))?;
-        let seq = last_seq(&tx, box_id)?;
-        drop(tx);
-        Ok(seq)
+        self.db.read(|c| last_seq(c, box_id))
     }
 
     /// The events with `seq > after`, oldest first, as many as `limit` allows (always at
@@ -240,50 +225,66 @@ impl Store {
         after: u64,
         limit: PageLimit,
     ) -> Result<EventPage, StoreError> {
-        let conn = self.read();
-        // One snapshot: the pruned mark and the rows agree.
-        let tx = conn
-            .unchecked_transaction()
-            .map_err(sql("begin a transaction"))?;
-        let pruned_through: Option<i64> = tx
-            .query_row(
-                "SELECT event_pruned_through FROM boxes WHERE id = ?1",
-                params![box_id.as_str()],
-                |row| row.get(0),
+        // One statement, so one snapshot on either database: the pruned mark and the rows
+        // agree. The page's bytes are counted in SQL (`total`: the bytes through each row),
+        // so only the events that fit are read out with their data; one row past the limit
+        // tells whether there is more.
+        let rows = self.db.read(|c| {
+            c.query_map(
+                "SELECT b.event_pruned_through, p.seq, e.type, e.data, e.created_at \
+                 FROM boxes b \
+                 LEFT JOIN ( \
+                     SELECT seq, \
+                            ROW_NUMBER() OVER w AS n, \
+                            CAST(SUM(bytes) OVER w AS BIGINT) AS total \
+                     FROM events WHERE box_id = ?1 AND seq > ?2 \
+                     WINDOW w AS (ORDER BY seq ROWS UNBOUNDED PRECEDING) \
+                     ORDER BY seq LIMIT ?3 \
+                 ) p ON 1 = 1 \
+                 LEFT JOIN events e ON e.box_id = b.id AND e.seq = p.seq \
+                     AND (p.n = 1 OR p.total <= ?4) \
+                 WHERE b.id = ?1 \
+                 ORDER BY p.seq",
+                crate::args![box_id.as_str(), after, limit.events + 1, limit.bytes],
+                |row| {
+                    let pruned_through: u64 = row.get(0)?;
+                    let seq: Option<u64> = row.get(1)?;
+                    let event = match (seq, row.get::<Option<String>>(2)?) {
+                        (Some(seq), Some(kind)) => Some(RawEvent {
+                            seq,
+                            kind,
+                            data: row.get(3)?,
+                            created_at: row.get(4)?,
+                        }),
+                        _ => None,
+                    };
+                    Ok((pruned_through, seq, event))
+                },
             )
-            .optional()
-            .map_err(sql("read a box's pruned events"))?;
-        let pruned_through = pruned_through.unwrap_or(0) as u64;
+            .map_err(sql("read events"))
+        })?;
+        let pruned_through = rows.first().map_or(0, |(pruned, _, _)| *pruned);
         let gap = (after < pruned_through).then_some(EventGap {
             first: after + 1,
             last: pruned_through,
         });
-        let mut stmt = tx
-            .prepare(
-                "SELECT seq, type, data, created_at, bytes FROM events \
-                 WHERE box_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-            )
-            .map_err(sql("read events"))?;
-        // One row past the limit tells whether there is more.
-        let mut rows = stmt
-            .query(params![box_id.as_str(), after as i64, limit.events + 1])
-            .map_err(sql("read events"))?;
-        let (mut raws, mut bytes, mut more) = (Vec::new(), 0u64, false);
-        while let Some(row) = rows.next().map_err(sql("read events"))? {
-            // The size is looked at before the data is copied out of SQLite.
-            let size = row.get::<_, i64>(4).map_err(sql("read events"))? as u64;
-            if raws.len() as u32 == limit.events || (!raws.is_empty() && bytes + size > limit.bytes)
-            {
-                more = true;
+        let (mut events, mut more) = (Vec::new(), false);
+        for (_, seq, event) in rows {
+            if seq.is_none() {
+                // The box has no event after `after`.
                 break;
             }
-            bytes += size;
-            raws.push(RawEvent::from_row(row).map_err(sql("read events"))?);
+            match event {
+                Some(event) if events.len() < limit.events as usize => {
+                    events.push(event.into_record()?)
+                }
+                // Past the count or the bytes of the page.
+                _ => {
+                    more = true;
+                    break;
+                }
+            }
         }
-        let events = raws
-            .into_iter()
-            .map(RawEvent::into_record)
-            .collect::<Result<_, _>>()?;
         Ok(EventPage { events, more, gap })
     }
 
@@ -292,22 +293,15 @@ impl Store {
     /// transactions.
     pub fn prune_events(&self, retention: EventRetention) -> Result<Pruned, StoreError> {
         let cutoff = format_time(now() - retention.max_age)?;
-        let candidates: Vec<String> = {
-            let conn = self.read();
-            let mut stmt = conn
-                .prepare(
-                    "SELECT id FROM boxes WHERE event_bytes > ?1 OR \
-                     (SELECT created_at FROM events WHERE box_id = boxes.id ORDER BY seq LIMIT 1) < ?2",
-                )
-                .map_err(sql("find boxes with events to prune"))?;
-            let rows = stmt
-                .query_map(params![retention.max_bytes_per_box as i64, cutoff], |row| {
-                    row.get(0)
-                })
-                .map_err(sql("find boxes with events to prune"))?;
-            rows.collect::<Result<_, _>>()
-                .map_err(sql("find boxes with events to prune"))?
-        };
+        let candidates: Vec<String> = self.db.read(|c| {
+            c.query_map(
+                "SELECT id FROM boxes WHERE event_bytes > ?1 OR \
+                 (SELECT created_at FROM events WHERE box_id = boxes.id ORDER BY seq LIMIT 1) < ?2",
+                crate::args![retention.max_bytes_per_box, cutoff],
+                |row| row.get(0),
+            )
+            .map_err(sql("find boxes with events to prune"))
+        })?;
         let mut pruned = Pruned::default();
         for id in candidates {
             let mut removed_any = false;
@@ -333,73 +327,65 @@ impl Store {
         retention: EventRetention,
         cutoff: &str,
     ) -> Result<(u64, u64), StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let kept: Option<i64> = tx
-            .query_row(
-                "SELECT event_bytes FROM boxes WHERE id = ?1",
-                params![box_id],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(sql("read a box's event bytes"))?;
-        let Some(mut kept) = kept.map(|b| b as u64) else {
-            return Ok((0, 0));
-        };
-        let (mut last, mut events, mut bytes) = (0i64, 0u64, 0u64);
-        {
-            let mut stmt = tx
-                .prepare(
+        self.db.write(|tx| {
+            let kept: Option<u64> = tx
+                .query_row(
+                    "SELECT event_bytes FROM boxes WHERE id = ?1",
+                    crate::args![box_id],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(sql("read a box's event bytes"))?;
+            let Some(mut kept) = kept else {
+                return Ok((0, 0));
+            };
+            let oldest: Vec<(u64, u64, String)> = tx
+                .query_map(
                     "SELECT seq, bytes, created_at FROM events WHERE box_id = ?1 \
                      AND seq < (SELECT MAX(seq) FROM events WHERE box_id = ?1) ORDER BY seq LIMIT ?2",
+                    crate::args![box_id, PRUNE_BATCH],
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
                 )
                 .map_err(sql("read events to prune"))?;
-            let mut rows = stmt
-                .query(params![box_id, PRUNE_BATCH])
-                .map_err(sql("read events to prune"))?;
-            while let Some(row) = rows.next().map_err(sql("read events to prune"))? {
-                let size = row.get::<_, i64>(1).map_err(sql("read events to prune"))? as u64;
-                let created_at: String = row.get(2).map_err(sql("read events to prune"))?;
+            let (mut last, mut events, mut bytes) = (0u64, 0u64, 0u64);
+            for (seq, size, created_at) in oldest {
                 if kept <= retention.max_bytes_per_box && created_at.as_str() >= cutoff {
                     break;
                 }
-                last = row.get(0).map_err(sql("read events to prune"))?;
+                last = seq;
                 kept = kept.saturating_sub(size);
                 events += 1;
                 bytes += size;
             }
-        }
-        if events == 0 {
-            return Ok((0, 0));
-        }
-        tx.execute(
-            "DELETE FROM events WHERE box_id = ?1 AND seq <= ?2",
-            params![box_id, last],
-        )
-        .map_err(sql("prune events"))?;
-        tx.execute(
-            "UPDATE boxes SET event_bytes = ?1, event_pruned_through = ?2 WHERE id = ?3",
-            params![kept as i64, last, box_id],
-        )
-        .map_err(sql("record pruned events"))?;
-        tx.commit().map_err(sql("commit pruned events"))?;
-        Ok((events, bytes))
+            if events == 0 {
+                return Ok((0, 0));
+            }
+            tx.execute(
+                "DELETE FROM events WHERE box_id = ?1 AND seq <= ?2",
+                crate::args![box_id, last],
+            )
+            .map_err(sql("prune events"))?;
+            tx.execute(
+                "UPDATE boxes SET event_bytes = ?1, event_pruned_through = ?2 WHERE id = ?3",
+                crate::args![kept, last, box_id],
+            )
+            .map_err(sql("record pruned events"))?;
+            Ok((events, bytes))
+        })
     }
 }
 
-pub(crate) fn last_seq(tx: &Transaction<'_>, box_id: &BoxId) -> Result<u64, StoreError> {
-    let seq: i64 = tx
-        .query_row(
-            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE box_id = ?1",
-            params![box_id.as_str()],
-            |row| row.get(0),
-        )
-        .map_err(sql("read a box's last event seq"))?;
-    Ok(seq as u64)
+pub(crate) fn last_seq(tx: &Conn<'_>, box_id: &BoxId) -> Result<u64, StoreError> {
+    tx.query_row(
+        "SELECT COALESCE(MAX(seq), 0) FROM events WHERE box_id = ?1",
+        crate::args![box_id.as_str()],
+        |row| row.get(0),
+    )
+    .map_err(sql("read a box's last event seq"))
 }
 
 pub(crate) fn insert(
-    tx: &Transaction<'_>,
+    tx: &Conn<'_>,
     box_id: &BoxId,
     seq: u64,
     kind: &str,
@@ -407,17 +393,17 @@ pub(crate) fn insert(
     at: OffsetDateTime,
 ) -> Result<(), StoreError> {
     let data = data.to_string();
-    let bytes = (kind.len() + data.len()) as i64;
+    let bytes = kind.len() + data.len();
     let at = format_time(at)?;
     tx.execute(
         "INSERT INTO events (box_id, seq, type, data, created_at, bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![box_id.as_str(), seq as i64, kind, data, at, bytes],
+        crate::args![box_id.as_str(), seq, kind, data, at, bytes],
     )
     .map_err(sql("insert an event"))?;
     crate::webhooks::enqueue(tx, box_id, seq, kind, &data, &at)?;
     tx.execute(
         "UPDATE boxes SET event_bytes = event_bytes + ?1 WHERE id = ?2",
-        params![bytes, box_id.as_str()],
+        crate::args![bytes, box_id.as_str()],
     )
     .map_err(sql("count an event's bytes"))?;
     Ok(())
@@ -433,25 +419,16 @@ fn event_time(at_ms: u64) -> OffsetDateTime {
 }
 
 struct RawEvent {
-    seq: i64,
+    seq: u64,
     kind: String,
     data: String,
     created_at: String,
 }
 
 impl RawEvent {
-    fn from_row(row: &Row<'_>) -> rusqlite::Result<RawEvent> {
-        Ok(RawEvent {
-            seq: row.get(0)?,
-            kind: row.get(1)?,
-            data: row.get(2)?,
-            created_at: row.get(3)?,
-        })
-    }
-
     fn into_record(self) -> Result<EventRecord, StoreError> {
         Ok(EventRecord {
-            seq: self.seq as u64,
+            seq: self.seq,
             kind: self.kind,
             data: serde_json::from_str(&self.data).map_err(|source| StoreError::CorruptJson {
                 column: "events.data",

@@ -1,13 +1,18 @@
-//! berth's durable state in SQLite: tenants, API keys (hashed), boxes, their messages and
-//! their event logs, and secrets (sealed by the daemon; the store never sees a plaintext).
+//! berth's durable state: tenants, API keys (hashed), boxes, their messages and
+//! their event logs, and secrets (sealed by the daemon; the store never sees a plaintext),
+//! in SQLite (one file, the embedded default) or PostgreSQL (shared by many hosts).
 //!
-//! Every commit is fsync'd (`synchronous=FULL`, WAL). The API is synchronous: writes go
-//! through one connection behind a `std::sync::Mutex` (`conn()`), reads through a small
-//! pool of read-only connections (`read()`) that WAL lets run beside a write, so a read
-//! never waits for another box's commit and its fsync. Every call is one short statement
-//! or one small transaction (well under a millisecond plus one fsync), so the daemon calls
-//! it directly from async code: no lock is held across an `.await`, and a thread pool hop
-//! per call (`spawn_blocking`) would cost about as much as the call itself.
+//! Every query is written once against [`db::Conn`] and runs on either database; the
+//! numbered migrations exist in both dialects with the same numbers, and one conformance
+//! suite runs on both. The API is synchronous: every call is one short statement or one
+//! small transaction (under a millisecond plus a commit), so the daemon calls it directly
+//! from async code: no lock is held across an `.await`, and a thread pool hop per call
+//! (`spawn_blocking`) would cost about as much as the call itself.
+
+// First: its `conformance!` macro is visible to every module declared after it.
+#[cfg(test)]
+#[macro_use]
+mod test_db;
 
 mod api_keys;
 mod box_outcomes;
@@ -16,15 +21,18 @@ mod box_rows;
 mod box_settings;
 mod box_state;
 mod boxes;
+mod db;
 mod e2b_sandboxes;
 mod error;
 mod events;
+mod leases;
 mod messages;
 mod migrations;
+mod nodes;
+mod ops;
 mod port_links;
 pub mod push_subscriptions;
 mod quota;
-mod read_pool;
 mod secrets;
 mod sleep;
 mod state;
@@ -35,11 +43,9 @@ mod web_sessions;
 pub mod webhooks;
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, RwLock};
 
-use read_pool::{ReadConn, ReadPool};
-use rusqlite::Connection;
+use db::Db;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
@@ -48,15 +54,21 @@ pub use box_outcomes::{BootPhase, LastBoot, PhaseSource, TransitionFailure, BOOT
 pub use box_record::{BoxLimits, BoxRecord};
 pub use box_settings::BoxChange;
 pub use boxes::{Admission, NewBox};
+pub use db::{
+    DbError, Latency, PostgresOptions, StoreStats, BUCKETS_US as STORE_LATENCY_BUCKETS_US,
+};
 pub use e2b_sandboxes::{E2bIdempotency, E2bInsert, E2bSandbox};
 pub use error::StoreError;
 pub use events::{
     Appended, EventGap, EventListener, EventPage, EventRecord, EventRetention, PageLimit, Pruned,
     STATE_EVENT,
 };
+pub use leases::{Fence, Lease};
 pub use messages::{
     InvalidMessageId, MessageId, MessageRecord, MessageState, Posted, MAX_MESSAGE_ID_CHARS,
 };
+pub use nodes::{NodeRecord, NodeRegistration, NodeState, Registered};
+pub use ops::{Op, OpBell, OpQueue, OpState, OPS_CHANNEL};
 pub use port_links::{NewLinkSession, NewPortLink, PortLink};
 pub use quota::{Quota, QuotaChange, QuotaExceeded, QuotaLimit, TemplateDisk, Usage};
 pub use secrets::{PutSecret, SealedSecret, SecretMeta};
@@ -76,11 +88,9 @@ pub use web_sessions::{
 pub const DB_FILE: &str = "berth.db";
 
 pub struct Store {
-    /// The one write connection.
-    conn: Mutex<Connection>,
-    /// Read-only connections for reads that need not see the caller's own uncommitted
-    /// writes (all reads outside a write transaction).
-    readers: ReadPool,
+    db: Db,
+    /// Nodes in this process waiting for ops (rung here on SQLite; by LISTEN on Postgres).
+    op_bells: ops::Bells,
     /// Told after each commit that appended events.
     listeners: RwLock<Vec<Arc<dyn EventListener>>>,
 }
@@ -92,46 +102,62 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Opens (creating if needed) the database at `path` and applies pending migrations.
+    /// Opens (creating if needed) the SQLite database at `path` and applies pending
+    /// migrations.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let open_err = |source| StoreError::Open {
-            path: path.to_owned(),
-            source,
-        };
         private_files(path).map_err(|source| StoreError::Permissions {
             path: path.to_owned(),
             source,
         })?;
-        let mut conn = Connection::open(path).map_err(open_err)?;
-        conn.busy_timeout(Duration::from_secs(5))
-            .map_err(open_err)?;
-        conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))
-            .map_err(open_err)?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(open_err)?;
-        conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(open_err)?;
-        migrations::apply(&mut conn)?;
-        let readers = ReadPool::open(path)?;
-        Ok(Store {
-            conn: Mutex::new(conn),
-            readers,
+        let db = db::Sqlite::open(path, |conn| {
+            migrations::apply_sqlite(conn, u32::MAX).map(drop)
+        })?;
+        Ok(Store::with(Db::sqlite(db)))
+    }
+
+    /// Connects to the PostgreSQL database at `url` (`postgres://user@host:port/db`) and
+    /// applies pending migrations (one process at a time: the others wait). The password,
+    /// when the server asks for one, is `password`, never part of a URL a user typed.
+    pub fn connect(
+        url: &str,
+        password: Option<&str>,
+        options: &PostgresOptions,
+    ) -> Result<Store, StoreError> {
+        let location = db::redacted_url(url);
+        let open_err = |source| StoreError::Open {
+            location: location.clone(),
+            source,
+        };
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|e| open_err(DbError::Postgres(e)))?;
+        if let Some(password) = password {
+            config.password(password);
+        }
+        config.application_name("berth");
+        let db = db::Postgres::connect(config, options).map_err(open_err)?;
+        migrations::apply_postgres(&db, u32::MAX)?;
+        Ok(Store::with(Db::postgres(db)))
+    }
+
+    fn with(db: Db) -> Store {
+        Store {
+            db,
+            op_bells: ops::Bells::default(),
             listeners: RwLock::new(Vec::new()),
-        })
+        }
     }
 
-    /// A read-only connection from the pool: for every read outside a write transaction.
-    fn read(&self) -> ReadConn<'_> {
-        self.readers.get()
+    /// How long the store's calls have taken since it opened (for `/metrics`).
+    pub fn stats(&self) -> StoreStats {
+        self.db.stats()
     }
 
-    /// The write connection: for writes, and reads inside a write transaction.
-    fn conn(&self) -> MutexGuard<'_, Connection> {
-        // A panic while holding the lock cannot leave a half-applied transaction behind
-        // (rusqlite rolls back on drop), so a poisoned lock is still usable.
-        self.conn
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// Which database this store runs on: `sqlite` or `postgres`.
+    pub fn backend(&self) -> &'static str {
+        match self.db.dialect() {
+            db::Dialect::Sqlite => "sqlite",
+            db::Dialect::Postgres => "postgres",
+        }
     }
 }
 
@@ -181,6 +207,8 @@ use berth_basics::hex;
 mod box_outcomes_tests;
 #[cfg(test)]
 mod box_settings_tests;
+#[cfg(test)]
+mod cluster_tests;
 #[cfg(test)]
 mod e2b_sandboxes_tests;
 #[cfg(test)]

@@ -4,9 +4,9 @@
 use std::fmt;
 
 use berth_protocol::BoxId;
-use rusqlite::{params, OptionalExtension, Row};
 use time::OffsetDateTime;
 
+use crate::db::{DbError, Optional, Row};
 use crate::error::{sql, StoreError};
 use crate::{format_time, hex, now, parse_time, random, Store};
 
@@ -122,88 +122,86 @@ impl Store {
             None => MessageId::generate()?,
         };
         let created_at = format_time(now())?;
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let existing: Option<(i64, String, Option<i64>)> = tx
-            .query_row(
-                "SELECT seq, content, events_after FROM messages WHERE box_id = ?1 AND id = ?2",
-                params![box_id.as_str(), id.as_str()],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-            )
-            .optional()
-            .map_err(sql("look up a message id"))?;
-        if let Some((seq, stored, events_after)) = existing {
-            if stored != content {
-                return Err(StoreError::IdempotencyConflict { id });
+        self.db.write(|tx| {
+            let existing: Option<(u64, String, Option<u64>)> = tx
+                .query_row(
+                    "SELECT seq, content, events_after FROM messages WHERE box_id = ?1 AND id = ?2",
+                    crate::args![box_id.as_str(), id.as_str()],
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                )
+                .optional()
+                .map_err(sql("look up a message id"))?;
+            if let Some((seq, stored, events_after)) = existing {
+                if stored != content {
+                    return Err(StoreError::IdempotencyConflict { id: id.clone() });
+                }
+                return Ok(Posted {
+                    id: id.clone(),
+                    seq,
+                    created: false,
+                    events_after,
+                });
             }
-            return Ok(Posted {
-                id,
-                seq: seq as u64,
-                created: false,
-                events_after: events_after.map(|s| s as u64),
-            });
-        }
-        let box_exists: bool = tx
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM boxes WHERE id = ?1)",
-                params![box_id.as_str()],
-                |row| row.get(0),
+            let box_exists: bool = tx
+                .query_row(
+                    "SELECT COUNT(*) FROM boxes WHERE id = ?1",
+                    crate::args![box_id.as_str()],
+                    |row| row.get(0),
+                )
+                .map_err(sql("look up a box"))?;
+            if !box_exists {
+                return Err(StoreError::BoxNotFound { id: box_id.clone() });
+            }
+            let seq: u64 = tx
+                .query_row(
+                    "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE box_id = ?1",
+                    crate::args![box_id.as_str()],
+                    |row| row.get(0),
+                )
+                .map_err(sql("allocate a message seq"))?;
+            let events_after = crate::events::last_seq(tx, box_id)?;
+            tx.execute(
+                "INSERT INTO messages (box_id, seq, id, content, state, created_at, delivered_at, events_after) \
+                 VALUES (?1, ?2, ?3, ?4, 'queued', ?5, NULL, ?6)",
+                crate::args![box_id.as_str(), seq, id.as_str(), content, created_at, events_after],
             )
-            .map_err(sql("look up a box"))?;
-        if !box_exists {
-            return Err(StoreError::BoxNotFound { id: box_id.clone() });
-        }
-        let seq: i64 = tx
-            .query_row(
-                "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE box_id = ?1",
-                params![box_id.as_str()],
-                |row| row.get(0),
-            )
-            .map_err(sql("allocate a message seq"))?;
-        let events_after = crate::events::last_seq(&tx, box_id)?;
-        tx.execute(
-            "INSERT INTO messages (box_id, seq, id, content, state, created_at, delivered_at, events_after) \
-             VALUES (?1, ?2, ?3, ?4, 'queued', ?5, NULL, ?6)",
-            params![box_id.as_str(), seq, id.as_str(), content, created_at, events_after as i64],
-        )
-        .map_err(sql("insert a message"))?;
-        tx.commit().map_err(sql("commit a message"))?;
-        Ok(Posted {
-            id,
-            seq: seq as u64,
-            created: true,
-            events_after: Some(events_after),
+            .map_err(sql("insert a message"))?;
+            Ok(Posted {
+                id: id.clone(),
+                seq,
+                created: true,
+                events_after: Some(events_after),
+            })
         })
     }
 
     /// The oldest message of the box not yet delivered.
     pub fn next_undelivered(&self, box_id: &BoxId) -> Result<Option<MessageRecord>, StoreError> {
-        let raw = self
-            .read()
-            .query_row(
+        let raw = self.db.read(|c| {
+            c.query_row(
                 &format!(
                     "SELECT {COLUMNS} FROM messages WHERE box_id = ?1 AND state = 'queued' \
                      ORDER BY seq LIMIT 1"
                 ),
-                params![box_id.as_str()],
+                crate::args![box_id.as_str()],
                 RawMessage::from_row,
             )
             .optional()
-            .map_err(sql("read the next queued message"))?;
+            .map_err(sql("read the next queued message"))
+        })?;
         raw.map(RawMessage::into_record).transpose()
     }
 
     /// How many messages of the box wait for delivery.
     pub fn count_undelivered(&self, box_id: &BoxId) -> Result<u64, StoreError> {
-        let n: i64 = self
-            .read()
-            .query_row(
+        self.db.read(|c| {
+            c.query_row(
                 "SELECT COUNT(*) FROM messages WHERE box_id = ?1 AND state = 'queued'",
-                params![box_id.as_str()],
+                crate::args![box_id.as_str()],
                 |row| row.get(0),
             )
-            .map_err(sql("count queued messages"))?;
-        Ok(n as u64)
+            .map_err(sql("count queued messages"))
+        })
     }
 
     /// The ids of the box's oldest `limit` messages waiting for delivery, oldest first.
@@ -212,33 +210,29 @@ impl Store {
         box_id: &BoxId,
         limit: u32,
     ) -> Result<Vec<MessageId>, StoreError> {
-        let conn = self.read();
-        let mut stmt = conn
-            .prepare(
+        let ids: Vec<String> = self.db.read(|c| {
+            c.query_map(
                 "SELECT id FROM messages WHERE box_id = ?1 AND state = 'queued' \
                  ORDER BY seq LIMIT ?2",
+                crate::args![box_id.as_str(), limit],
+                |row| row.get(0),
             )
-            .map_err(sql("list queued messages"))?;
-        let ids = stmt
-            .query_map(params![box_id.as_str(), limit], |row| {
-                row.get::<_, String>(0)
-            })
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-            .map_err(sql("list queued messages"))?;
+            .map_err(sql("list queued messages"))
+        })?;
         Ok(ids.into_iter().map(MessageId).collect())
     }
 
     /// Records that the box has the message. Marking a delivered message again is `Ok(false)`.
     pub fn mark_delivered(&self, box_id: &BoxId, id: &MessageId) -> Result<bool, StoreError> {
         let at = format_time(now())?;
-        let n = self
-            .conn()
-            .execute(
+        let n = self.db.write(|tx| {
+            tx.execute(
                 "UPDATE messages SET state = 'delivered', delivered_at = ?1 \
                  WHERE box_id = ?2 AND id = ?3 AND state = 'queued'",
-                params![at, box_id.as_str(), id.as_str()],
+                crate::args![at, box_id.as_str(), id.as_str()],
             )
-            .map_err(sql("mark a message delivered"))?;
+            .map_err(sql("mark a message delivered"))
+        })?;
         Ok(n > 0)
     }
 
@@ -249,39 +243,30 @@ impl Store {
         after: u64,
         limit: u32,
     ) -> Result<Vec<MessageRecord>, StoreError> {
-        let raws: Vec<RawMessage> = {
-            let conn = self.read();
-            let mut stmt = conn
-                .prepare(&format!(
+        let raws = self.db.read(|c| {
+            c.query_map(
+                &format!(
                     "SELECT {COLUMNS} FROM messages WHERE box_id = ?1 AND seq > ?2 \
                      ORDER BY seq LIMIT ?3"
-                ))
-                .map_err(sql("list messages"))?;
-            let rows = stmt
-                .query_map(
-                    params![box_id.as_str(), after as i64, limit],
-                    RawMessage::from_row,
-                )
-                .map_err(sql("list messages"))?;
-            rows.collect::<Result<_, _>>()
-                .map_err(sql("list messages"))?
-        };
+                ),
+                crate::args![box_id.as_str(), after, limit],
+                RawMessage::from_row,
+            )
+            .map_err(sql("list messages"))
+        })?;
         raws.into_iter().map(RawMessage::into_record).collect()
     }
 
     /// Ids of boxes with at least one queued message (woken at daemon start).
     pub fn boxes_with_queued_messages(&self) -> Result<Vec<BoxId>, StoreError> {
-        let ids: Vec<String> = {
-            let conn = self.read();
-            let mut stmt = conn
-                .prepare("SELECT DISTINCT box_id FROM messages WHERE state = 'queued'")
-                .map_err(sql("list boxes with queued messages"))?;
-            let rows = stmt
-                .query_map([], |row| row.get(0))
-                .map_err(sql("list boxes with queued messages"))?;
-            rows.collect::<Result<_, _>>()
-                .map_err(sql("list boxes with queued messages"))?
-        };
+        let ids: Vec<String> = self.db.read(|c| {
+            c.query_map(
+                "SELECT DISTINCT box_id FROM messages WHERE state = 'queued'",
+                crate::args![],
+                |row| row.get(0),
+            )
+            .map_err(sql("list boxes with queued messages"))
+        })?;
         ids.into_iter()
             .map(|id| {
                 id.parse().map_err(|source| StoreError::CorruptId {
@@ -295,7 +280,7 @@ impl Store {
 
 struct RawMessage {
     id: String,
-    seq: i64,
+    seq: u64,
     content: String,
     state: String,
     created_at: String,
@@ -303,7 +288,7 @@ struct RawMessage {
 }
 
 impl RawMessage {
-    fn from_row(row: &Row<'_>) -> rusqlite::Result<RawMessage> {
+    fn from_row(row: &Row) -> Result<RawMessage, DbError> {
         Ok(RawMessage {
             id: row.get(0)?,
             seq: row.get(1)?,
@@ -318,7 +303,7 @@ impl RawMessage {
         Ok(MessageRecord {
             // Stored ids were validated (or generated) on the way in.
             id: MessageId(self.id),
-            seq: self.seq as u64,
+            seq: self.seq,
             content: self.content,
             state: MessageState::parse(&self.state)?,
             created_at: parse_time("messages.created_at", &self.created_at)?,

@@ -7,10 +7,10 @@
 //! (each lookup checks the link's row).
 
 use berth_protocol::{BoxId, TenantId};
-use rusqlite::{params, OptionalExtension, Row};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
+use crate::db::{DbError, Optional, Row};
 use crate::error::{sql, StoreError};
 use crate::{format_time, hex, now, parse_time, random, Store};
 
@@ -66,26 +66,8 @@ impl Store {
         max_live: usize,
     ) -> Result<NewPortLink, StoreError> {
         let at = now();
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        tx.execute(
-            "DELETE FROM port_links WHERE box_id = ?1 AND expires_at < ?2",
-            params![box_id.as_str(), format_time(at - time::Duration::days(1))?],
-        )
-        .map_err(sql("prune expired share links"))?;
-        let live: i64 = tx
-            .query_row(
-                "SELECT COUNT(*) FROM port_links WHERE box_id = ?1 AND revoked_at IS NULL AND expires_at > ?2",
-                params![box_id.as_str(), format_time(at)?],
-                |row| row.get(0),
-            )
-            .map_err(sql("count share links"))?;
-        if live as usize >= max_live {
-            return Err(StoreError::TooManyPortLinks {
-                box_id: box_id.clone(),
-                max: max_live,
-            });
-        }
+        let pruned_before = format_time(at - time::Duration::days(1))?;
+        let at_text = format_time(at)?;
         let token = format!("{LINK_PREFIX}{}", hex(&random::<32>()?));
         let link = PortLink {
             id: format!("pl_{}", hex(&random::<8>()?)),
@@ -96,21 +78,41 @@ impl Store {
             expires_at: at + ttl,
             revoked_at: None,
         };
-        tx.execute(
-            "INSERT INTO port_links (id, tenant_id, box_id, port, token_hash, created_at, expires_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
-                link.id,
-                tenant.as_str(),
-                box_id.as_str(),
-                port,
-                token_hash(&token),
-                format_time(link.created_at)?,
-                format_time(link.expires_at)?,
-            ],
-        )
-        .map_err(sql("create a share link"))?;
-        tx.commit().map_err(sql("commit a share link"))?;
+        let expires_text = format_time(link.expires_at)?;
+        self.db.write(|tx| {
+            tx.execute(
+                "DELETE FROM port_links WHERE box_id = ?1 AND expires_at < ?2",
+                crate::args![box_id.as_str(), pruned_before],
+            )
+            .map_err(sql("prune expired share links"))?;
+            let live: i64 = tx
+                .query_row(
+                    "SELECT COUNT(*) FROM port_links WHERE box_id = ?1 AND revoked_at IS NULL AND expires_at > ?2",
+                    crate::args![box_id.as_str(), at_text],
+                    |row| row.get(0),
+                )
+                .map_err(sql("count share links"))?;
+            if live as usize >= max_live {
+                return Err(StoreError::TooManyPortLinks {
+                    box_id: box_id.clone(),
+                    max: max_live,
+                });
+            }
+            tx.execute(
+                "INSERT INTO port_links (id, tenant_id, box_id, port, token_hash, created_at, expires_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                crate::args![
+                    link.id,
+                    tenant.as_str(),
+                    box_id.as_str(),
+                    port,
+                    token_hash(&token),
+                    at_text,
+                    expires_text,
+                ],
+            )
+            .map_err(sql("create a share link"))
+        })?;
         Ok(NewPortLink { token, link })
     }
 
@@ -121,18 +123,18 @@ impl Store {
         box_id: &BoxId,
         port: Option<u16>,
     ) -> Result<Vec<PortLink>, StoreError> {
-        let conn = self.read();
-        let mut stmt = conn
-            .prepare(&format!(
-                "SELECT {COLUMNS} FROM port_links WHERE tenant_id = ?1 AND box_id = ?2 \
-                 AND (?3 IS NULL OR port = ?3) ORDER BY created_at, rowid"
-            ))
-            .map_err(sql("list share links"))?;
-        let rows = stmt
-            .query_map(params![tenant.as_str(), box_id.as_str(), port], raw_link)
-            .map_err(sql("list share links"))?;
-        rows.map(|row| row.map_err(sql("list share links"))?.parse())
-            .collect()
+        let rows = self.db.read(|c| {
+            c.query_map(
+                &format!(
+                    "SELECT {COLUMNS} FROM port_links WHERE tenant_id = ?1 AND box_id = ?2 \
+                     AND (CAST(?3 AS BIGINT) IS NULL OR port = ?3) ORDER BY created_at, rowid"
+                ),
+                crate::args![tenant.as_str(), box_id.as_str(), port],
+                raw_link,
+            )
+            .map_err(sql("list share links"))
+        })?;
+        rows.into_iter().map(RawLink::parse).collect()
     }
 
     /// Revokes a link and every session opened with it. Revoking twice is not an error
@@ -143,41 +145,34 @@ impl Store {
         box_id: &BoxId,
         link_id: &str,
     ) -> Result<PortLink, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let changed = tx
-            .execute(
-                "UPDATE port_links SET revoked_at = COALESCE(revoked_at, ?1) \
-                 WHERE tenant_id = ?2 AND box_id = ?3 AND id = ?4",
-                params![
-                    format_time(now())?,
-                    tenant.as_str(),
-                    box_id.as_str(),
-                    link_id
-                ],
+        let at_text = format_time(now())?;
+        self.db.write(|tx| {
+            let changed = tx
+                .execute(
+                    "UPDATE port_links SET revoked_at = COALESCE(revoked_at, ?1) \
+                     WHERE tenant_id = ?2 AND box_id = ?3 AND id = ?4",
+                    crate::args![at_text, tenant.as_str(), box_id.as_str(), link_id],
+                )
+                .map_err(sql("revoke a share link"))?;
+            if changed == 0 {
+                return Err(StoreError::PortLinkNotFound {
+                    box_id: box_id.clone(),
+                    link_id: link_id.to_owned(),
+                });
+            }
+            tx.execute(
+                "DELETE FROM port_link_sessions WHERE link_id = ?1",
+                crate::args![link_id],
             )
-            .map_err(sql("revoke a share link"))?;
-        if changed == 0 {
-            return Err(StoreError::PortLinkNotFound {
-                box_id: box_id.clone(),
-                link_id: link_id.to_owned(),
-            });
-        }
-        tx.execute(
-            "DELETE FROM port_link_sessions WHERE link_id = ?1",
-            params![link_id],
-        )
-        .map_err(sql("end a share link's sessions"))?;
-        let link = tx
-            .query_row(
+            .map_err(sql("end a share link's sessions"))?;
+            tx.query_row(
                 &format!("SELECT {COLUMNS} FROM port_links WHERE id = ?1"),
-                params![link_id],
+                crate::args![link_id],
                 raw_link,
             )
             .map_err(sql("read a share link"))?
-            .parse()?;
-        tx.commit().map_err(sql("commit a revoked share link"))?;
-        Ok(link)
+            .parse()
+        })
     }
 
     /// The link whose token this is, live or not (the caller says why it does not open).
@@ -185,14 +180,16 @@ impl Store {
         if !token.starts_with(LINK_PREFIX) {
             return Ok(None);
         }
-        self.read()
-            .query_row(
-                &format!("SELECT {COLUMNS} FROM port_links WHERE token_hash = ?1"),
-                params![token_hash(token)],
-                raw_link,
-            )
-            .optional()
-            .map_err(sql("look up a share link"))?
+        self.db
+            .read(|c| {
+                c.query_row(
+                    &format!("SELECT {COLUMNS} FROM port_links WHERE token_hash = ?1"),
+                    crate::args![token_hash(token)],
+                    raw_link,
+                )
+                .optional()
+                .map_err(sql("look up a share link"))
+            })?
             .map(RawLink::parse)
             .transpose()
     }
@@ -205,35 +202,38 @@ impl Store {
         max_life: time::Duration,
     ) -> Result<Option<NewLinkSession>, StoreError> {
         let at = now();
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let link: Option<PortLink> = tx
-            .query_row(
-                &format!("SELECT {COLUMNS} FROM port_links WHERE id = ?1"),
-                params![link_id],
-                raw_link,
-            )
-            .optional()
-            .map_err(sql("look up a share link"))?
-            .map(RawLink::parse)
-            .transpose()?;
-        let Some(link) = link.filter(|l| l.is_live(at)) else {
-            return Ok(None);
-        };
-        tx.execute(
-            "DELETE FROM port_link_sessions WHERE link_id = ?1 AND expires_at <= ?2",
-            params![link_id, format_time(at)?],
-        )
-        .map_err(sql("prune a share link's sessions"))?;
+        let at_text = format_time(at)?;
         let token = format!("{SESSION_PREFIX}{}", hex(&random::<32>()?));
-        let expires_at = link.expires_at.min(at + max_life);
-        tx.execute(
-            "INSERT INTO port_link_sessions (token_hash, link_id, expires_at) VALUES (?1, ?2, ?3)",
-            params![token_hash(&token), link_id, format_time(expires_at)?],
-        )
-        .map_err(sql("open a share link session"))?;
-        tx.commit().map_err(sql("commit a share link session"))?;
-        Ok(Some(NewLinkSession { token, expires_at }))
+        self.db.write(|tx| {
+            let link: Option<PortLink> = tx
+                .query_row(
+                    &format!("SELECT {COLUMNS} FROM port_links WHERE id = ?1"),
+                    crate::args![link_id],
+                    raw_link,
+                )
+                .optional()
+                .map_err(sql("look up a share link"))?
+                .map(RawLink::parse)
+                .transpose()?;
+            let Some(link) = link.filter(|l| l.is_live(at)) else {
+                return Ok(None);
+            };
+            tx.execute(
+                "DELETE FROM port_link_sessions WHERE link_id = ?1 AND expires_at <= ?2",
+                crate::args![link_id, at_text],
+            )
+            .map_err(sql("prune a share link's sessions"))?;
+            let expires_at = link.expires_at.min(at + max_life);
+            tx.execute(
+                "INSERT INTO port_link_sessions (token_hash, link_id, expires_at) VALUES (?1, ?2, ?3)",
+                crate::args![token_hash(&token), link_id, format_time(expires_at)?],
+            )
+            .map_err(sql("open a share link session"))?;
+            Ok(Some(NewLinkSession {
+                token: token.clone(),
+                expires_at,
+            }))
+        })
     }
 
     /// The link of a live session token: `None` when the session is unknown, expired, or
@@ -242,17 +242,17 @@ impl Store {
         if !token.starts_with(SESSION_PREFIX) {
             return Ok(None);
         }
-        let found: Option<(RawLink, String)> = self
-            .read()
-            .query_row(
+        let found: Option<(RawLink, String)> = self.db.read(|c| {
+            c.query_row(
                 "SELECT l.id, l.tenant_id, l.box_id, l.port, l.created_at, l.expires_at, \
                  l.revoked_at, s.expires_at FROM port_link_sessions s \
                  JOIN port_links l ON l.id = s.link_id WHERE s.token_hash = ?1",
-                params![token_hash(token)],
+                crate::args![token_hash(token)],
                 |row| Ok((raw_link(row)?, row.get(7)?)),
             )
             .optional()
-            .map_err(sql("look up a share link session"))?;
+            .map_err(sql("look up a share link session"))
+        })?;
         let Some((raw, session_expires)) = found else {
             return Ok(None);
         };
@@ -263,7 +263,7 @@ impl Store {
     }
 }
 
-/// A row as read, parsed outside rusqlite's closure (so parse errors are ours).
+/// A row as read, parsed outside the row closure (so parse errors are ours).
 struct RawLink {
     id: String,
     tenant_id: String,
@@ -274,7 +274,7 @@ struct RawLink {
     revoked_at: Option<String>,
 }
 
-fn raw_link(row: &Row<'_>) -> rusqlite::Result<RawLink> {
+fn raw_link(row: &Row) -> Result<RawLink, DbError> {
     Ok(RawLink {
         id: row.get(0)?,
         tenant_id: row.get(1)?,

@@ -3,9 +3,9 @@
 //! here; the store keeps at most a given number per tenant, and one row per endpoint.
 
 use berth_protocol::TenantId;
-use rusqlite::{params, OptionalExtension, Row};
 use time::OffsetDateTime;
 
+use crate::db::{DbError, Optional, Row};
 use crate::error::{sql, StoreError};
 use crate::{format_time, hex, now, parse_time, random, Store};
 
@@ -54,67 +54,67 @@ impl Store {
         new: NewPushSubscription<'_>,
         max: usize,
     ) -> Result<Subscribed, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let existing: Option<String> = tx
-            .query_row(
-                "SELECT id FROM push_subscriptions WHERE tenant_id = ?1 AND endpoint = ?2",
-                params![tenant.as_str(), new.endpoint],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(sql("look up a push subscription"))?;
-        let known = existing.is_some();
-        let id = match existing {
-            Some(id) => {
-                tx.execute(
-                    "UPDATE push_subscriptions SET p256dh = ?1, auth = ?2 WHERE id = ?3",
-                    params![new.p256dh, new.auth, id],
+        let new_id = format!("ps_{}", hex(&random::<8>()?));
+        let created_at = format_time(now())?;
+        self.db.write(|tx| {
+            let existing: Option<String> = tx
+                .query_row(
+                    "SELECT id FROM push_subscriptions WHERE tenant_id = ?1 AND endpoint = ?2",
+                    crate::args![tenant.as_str(), new.endpoint],
+                    |row| row.get(0),
                 )
-                .map_err(sql("update a push subscription"))?;
-                id
-            }
-            None => {
-                let count: i64 = tx
-                    .query_row(
-                        "SELECT COUNT(*) FROM push_subscriptions WHERE tenant_id = ?1",
-                        params![tenant.as_str()],
-                        |row| row.get(0),
+                .optional()
+                .map_err(sql("look up a push subscription"))?;
+            let known = existing.is_some();
+            let id = match existing {
+                Some(id) => {
+                    tx.execute(
+                        "UPDATE push_subscriptions SET p256dh = ?1, auth = ?2 WHERE id = ?3",
+                        crate::args![new.p256dh, new.auth, id],
                     )
-                    .map_err(sql("count push subscriptions"))?;
-                if count as usize >= max {
-                    return Ok(Subscribed::LimitReached { max });
+                    .map_err(sql("update a push subscription"))?;
+                    id
                 }
-                let id = format!("ps_{}", hex(&random::<8>()?));
-                tx.execute(
-                    "INSERT INTO push_subscriptions (id, tenant_id, endpoint, p256dh, auth, created_at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![
-                        id,
-                        tenant.as_str(),
-                        new.endpoint,
-                        new.p256dh,
-                        new.auth,
-                        format_time(now())?
-                    ],
+                None => {
+                    let count: i64 = tx
+                        .query_row(
+                            "SELECT COUNT(*) FROM push_subscriptions WHERE tenant_id = ?1",
+                            crate::args![tenant.as_str()],
+                            |row| row.get(0),
+                        )
+                        .map_err(sql("count push subscriptions"))?;
+                    if count as usize >= max {
+                        return Ok(Subscribed::LimitReached { max });
+                    }
+                    tx.execute(
+                        "INSERT INTO push_subscriptions (id, tenant_id, endpoint, p256dh, auth, created_at) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                        crate::args![
+                            new_id,
+                            tenant.as_str(),
+                            new.endpoint,
+                            new.p256dh,
+                            new.auth,
+                            created_at
+                        ],
+                    )
+                    .map_err(sql("add a push subscription"))?;
+                    new_id.clone()
+                }
+            };
+            let row = tx
+                .query_row(
+                    &format!("SELECT {COLUMNS} FROM push_subscriptions WHERE id = ?1"),
+                    crate::args![id],
+                    raw,
                 )
-                .map_err(sql("add a push subscription"))?;
-                id
-            }
-        };
-        let row = tx
-            .query_row(
-                &format!("SELECT {COLUMNS} FROM push_subscriptions WHERE id = ?1"),
-                params![id],
-                raw,
-            )
-            .map_err(sql("read a push subscription"))?
-            .parse()?;
-        tx.commit().map_err(sql("commit a push subscription"))?;
-        Ok(if known {
-            Subscribed::Existing(row)
-        } else {
-            Subscribed::Added(row)
+                .map_err(sql("read a push subscription"))?
+                .parse()?;
+            Ok(if known {
+                Subscribed::Existing(row)
+            } else {
+                Subscribed::Added(row)
+            })
         })
     }
 
@@ -123,18 +123,18 @@ impl Store {
         &self,
         tenant: &TenantId,
     ) -> Result<Vec<PushSubscription>, StoreError> {
-        let conn = self.read();
-        let mut stmt = conn
-            .prepare(&format!(
-                "SELECT {COLUMNS} FROM push_subscriptions WHERE tenant_id = ?1 \
-                 ORDER BY created_at, rowid"
-            ))
-            .map_err(sql("list push subscriptions"))?;
-        let rows = stmt
-            .query_map(params![tenant.as_str()], raw)
-            .map_err(sql("list push subscriptions"))?;
-        rows.map(|row| row.map_err(sql("list push subscriptions"))?.parse())
-            .collect()
+        let rows = self.db.read(|c| {
+            c.query_map(
+                &format!(
+                    "SELECT {COLUMNS} FROM push_subscriptions WHERE tenant_id = ?1 \
+                     ORDER BY created_at, rowid"
+                ),
+                crate::args![tenant.as_str()],
+                raw,
+            )
+            .map_err(sql("list push subscriptions"))
+        })?;
+        rows.into_iter().map(Raw::parse).collect()
     }
 
     /// Deletes the tenant's subscription `id`; whether there was one.
@@ -143,18 +143,18 @@ impl Store {
         tenant: &TenantId,
         id: &str,
     ) -> Result<bool, StoreError> {
-        let deleted = self
-            .conn()
-            .execute(
+        let deleted = self.db.write(|tx| {
+            tx.execute(
                 "DELETE FROM push_subscriptions WHERE tenant_id = ?1 AND id = ?2",
-                params![tenant.as_str(), id],
+                crate::args![tenant.as_str(), id],
             )
-            .map_err(sql("delete a push subscription"))?;
+            .map_err(sql("delete a push subscription"))
+        })?;
         Ok(deleted > 0)
     }
 }
 
-/// A row as read, parsed outside rusqlite's closure (so parse errors are ours).
+/// A row as read, parsed outside the row closure (so parse errors are ours).
 struct Raw {
     id: String,
     tenant_id: String,
@@ -164,7 +164,7 @@ struct Raw {
     created_at: String,
 }
 
-fn raw(row: &Row<'_>) -> rusqlite::Result<Raw> {
+fn raw(row: &Row) -> Result<Raw, DbError> {
     Ok(Raw {
         id: row.get(0)?,
         tenant_id: row.get(1)?,

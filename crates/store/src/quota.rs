@@ -3,9 +3,9 @@
 //! concurrent calls cannot both take the last unit.
 
 use berth_protocol::TenantId;
-use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
+use crate::db::{Conn, Optional};
 use crate::error::{sql, StoreError};
 
 /// A tenant's limits; `None`: no limit.
@@ -91,11 +91,11 @@ pub struct QuotaExceeded {
 pub type TemplateDisk<'a> = &'a dyn Fn(&str) -> u64;
 
 /// The tenant's quota.
-pub(crate) fn read(tx: &Connection, tenant: &TenantId) -> Result<Quota, StoreError> {
+pub(crate) fn read(tx: &Conn<'_>, tenant: &TenantId) -> Result<Quota, StoreError> {
     let row: Option<[Option<i64>; 4]> = tx
         .query_row(
             "SELECT max_boxes, max_running, max_memory_mib, max_disk_mib FROM tenants WHERE id = ?1",
-            params![tenant.as_str()],
+            crate::args![tenant.as_str()],
             |row| Ok([row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?]),
         )
         .optional()
@@ -112,7 +112,7 @@ pub(crate) fn read(tx: &Connection, tenant: &TenantId) -> Result<Quota, StoreErr
 
 /// Sets the changed limits of `tenant`; the new quota, `None` when there is no such tenant.
 pub(crate) fn write(
-    tx: &Connection,
+    tx: &Conn<'_>,
     tenant: &TenantId,
     change: &QuotaChange,
 ) -> Result<Option<Quota>, StoreError> {
@@ -122,7 +122,7 @@ pub(crate) fn write(
         .execute(
             "UPDATE tenants SET max_boxes = ?1, max_running = ?2, max_memory_mib = ?3, max_disk_mib = ?4 \
              WHERE id = ?5",
-            params![
+            crate::args![
                 as_sql(quota.max_boxes),
                 as_sql(quota.max_running),
                 as_sql(quota.max_memory_mib),
@@ -136,30 +136,30 @@ pub(crate) fn write(
 
 /// What `tenant`'s boxes use now.
 pub(crate) fn usage(
-    tx: &Connection,
+    tx: &Conn<'_>,
     tenant: &TenantId,
     template_disk: TemplateDisk<'_>,
 ) -> Result<Usage, StoreError> {
-    let mut stmt = tx
-        .prepare_cached(
+    // A box counts its memory limit, or the one pending for its next start when larger.
+    let rows = tx
+        .query_map(
             "SELECT state IN ('starting', 'running', 'stopping', 'paused'), \
-             MAX(memory_mib, COALESCE(pending_memory_mib, 0)), disk_mib, template \
+             CASE WHEN memory_mib > COALESCE(pending_memory_mib, 0) \
+             THEN memory_mib ELSE COALESCE(pending_memory_mib, 0) END, disk_mib, template \
              FROM boxes WHERE tenant_id = ?1",
+            crate::args![tenant.as_str()],
+            |row| {
+                Ok((
+                    row.get::<bool>(0)?,
+                    row.get::<i64>(1)?,
+                    row.get::<Option<i64>>(2)?,
+                    row.get::<String>(3)?,
+                ))
+            },
         )
         .map_err(sql("read a tenant's usage"))?;
-    let rows = stmt
-        .query_map(params![tenant.as_str()], |row| {
-            Ok((
-                row.get::<_, bool>(0)?,
-                row.get::<_, i64>(1)?,
-                row.get::<_, Option<i64>>(2)?,
-                row.get::<_, String>(3)?,
-            ))
-        })
-        .map_err(sql("read a tenant's usage"))?;
     let mut usage = Usage::default();
-    for row in rows {
-        let (live, memory_mib, disk_mib, template) = row.map_err(sql("read a tenant's usage"))?;
+    for (live, memory_mib, disk_mib, template) in rows {
         usage.boxes += 1;
         usage.running += u64::from(live);
         usage.memory_mib += memory_mib as u64;
@@ -169,6 +169,7 @@ pub(crate) fn usage(
 }
 
 /// One more box for a tenant: what it takes of the quota.
+#[derive(Clone, Copy)]
 pub(crate) struct NewUse<'a> {
     pub memory_mib: u64,
     /// Its own volume size; `None`: its template's.
@@ -180,7 +181,7 @@ pub(crate) struct NewUse<'a> {
 
 /// `Err` when `tenant`'s quota has no room for one more box using `new`.
 pub(crate) fn check_new_box(
-    tx: &Connection,
+    tx: &Conn<'_>,
     tenant: &TenantId,
     new: NewUse<'_>,
     template_disk: TemplateDisk<'_>,

@@ -2,9 +2,9 @@
 //! id, a nonce and a ciphertext. It never sees a plaintext, so nothing here can log one.
 
 use berth_protocol::TenantId;
-use rusqlite::{params, OptionalExtension, Row};
 use time::OffsetDateTime;
 
+use crate::db::{DbError, Optional, Row};
 use crate::error::{sql, StoreError};
 use crate::{format_time, now, parse_time, Store};
 
@@ -49,44 +49,43 @@ impl Store {
     ) -> Result<PutSecret, StoreError> {
         let at = now();
         let at_text = format_time(at)?;
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let existing: Option<String> = tx
-            .query_row(
-                "SELECT created_at FROM secrets WHERE tenant_id = ?1 AND name = ?2",
-                params![tenant.as_str(), name],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(sql("look up a secret"))?;
-        let created_at = match &existing {
-            Some(text) => {
-                tx.execute(
-                    "UPDATE secrets SET key_id = ?3, nonce = ?4, ciphertext = ?5, updated_at = ?6 \
-                     WHERE tenant_id = ?1 AND name = ?2",
-                    params![tenant.as_str(), name, key_id, nonce, ciphertext, at_text],
+        let (created_at, created) = self.db.write(|tx| -> Result<_, StoreError> {
+            let existing: Option<String> = tx
+                .query_row(
+                    "SELECT created_at FROM secrets WHERE tenant_id = ?1 AND name = ?2",
+                    crate::args![tenant.as_str(), name],
+                    |row| row.get(0),
                 )
-                .map_err(sql("replace a secret"))?;
-                parse_time("secrets.created_at", text)?
+                .optional()
+                .map_err(sql("look up a secret"))?;
+            match existing {
+                Some(text) => {
+                    tx.execute(
+                        "UPDATE secrets SET key_id = ?3, nonce = ?4, ciphertext = ?5, updated_at = ?6 \
+                         WHERE tenant_id = ?1 AND name = ?2",
+                        crate::args![tenant.as_str(), name, key_id, nonce, ciphertext, at_text],
+                    )
+                    .map_err(sql("replace a secret"))?;
+                    Ok((parse_time("secrets.created_at", &text)?, false))
+                }
+                None => {
+                    tx.execute(
+                        "INSERT INTO secrets (tenant_id, name, key_id, nonce, ciphertext, created_at, updated_at) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+                        crate::args![tenant.as_str(), name, key_id, nonce, ciphertext, at_text],
+                    )
+                    .map_err(sql("store a secret"))?;
+                    Ok((at, true))
+                }
             }
-            None => {
-                tx.execute(
-                    "INSERT INTO secrets (tenant_id, name, key_id, nonce, ciphertext, created_at, updated_at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
-                    params![tenant.as_str(), name, key_id, nonce, ciphertext, at_text],
-                )
-                .map_err(sql("store a secret"))?;
-                at
-            }
-        };
-        tx.commit().map_err(sql("commit a secret"))?;
+        })?;
         Ok(PutSecret {
             meta: SecretMeta {
                 name: name.to_owned(),
                 created_at,
                 updated_at: at,
             },
-            created: existing.is_none(),
+            created,
         })
     }
 
@@ -96,39 +95,37 @@ impl Store {
         tenant: &TenantId,
         name: &str,
     ) -> Result<Option<SealedSecret>, StoreError> {
-        let row = self
-            .conn()
-            .query_row(
+        let row = self.db.read(|c| {
+            c.query_row(
                 "SELECT name, key_id, nonce, ciphertext, created_at, updated_at FROM secrets \
                  WHERE tenant_id = ?1 AND name = ?2",
-                params![tenant.as_str(), name],
+                crate::args![tenant.as_str(), name],
                 RawSecret::from_row,
             )
             .optional()
-            .map_err(sql("read a secret"))?;
+            .map_err(sql("read a secret"))
+        })?;
         row.map(RawSecret::into_sealed).transpose()
     }
 
     /// The tenant's secrets, by name.
     pub fn list_secrets(&self, tenant: &TenantId) -> Result<Vec<SecretMeta>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare(
+        let rows = self.db.read(|c| {
+            c.query_map(
                 "SELECT name, created_at, updated_at FROM secrets WHERE tenant_id = ?1 ORDER BY name",
+                crate::args![tenant.as_str()],
+                |row| {
+                    Ok((
+                        row.get::<String>(0)?,
+                        row.get::<String>(1)?,
+                        row.get::<String>(2)?,
+                    ))
+                },
             )
-            .map_err(sql("list secrets"))?;
-        let rows = stmt
-            .query_map(params![tenant.as_str()], |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                ))
-            })
-            .map_err(sql("list secrets"))?;
+            .map_err(sql("list secrets"))
+        })?;
         let mut out = Vec::new();
-        for row in rows {
-            let (name, created, updated) = row.map_err(sql("list secrets"))?;
+        for (name, created, updated) in rows {
             out.push(SecretMeta {
                 name,
                 created_at: parse_time("secrets.created_at", &created)?,
@@ -140,33 +137,31 @@ impl Store {
 
     /// Deletes `(tenant, name)`; `false` when there was no such secret.
     pub fn delete_secret(&self, tenant: &TenantId, name: &str) -> Result<bool, StoreError> {
-        let deleted = self
-            .conn()
-            .execute(
+        let deleted = self.db.write(|tx| {
+            tx.execute(
                 "DELETE FROM secrets WHERE tenant_id = ?1 AND name = ?2",
-                params![tenant.as_str(), name],
+                crate::args![tenant.as_str(), name],
             )
-            .map_err(sql("delete a secret"))?;
+            .map_err(sql("delete a secret"))
+        })?;
         Ok(deleted > 0)
     }
 
     /// Every distinct key id any stored secret was sealed with (all tenants), sorted: the
     /// daemon checks them against its key at start.
     pub fn secret_key_ids(&self) -> Result<Vec<String>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare("SELECT key_id FROM secrets UNION SELECT key_id FROM webhooks ORDER BY key_id")
-            .map_err(sql("list secret key ids"))?;
-        let ids = stmt
-            .query_map([], |row| row.get::<_, String>(0))
-            .map_err(sql("list secret key ids"))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(sql("list secret key ids"))?;
-        Ok(ids)
+        self.db.read(|c| {
+            c.query_map(
+                "SELECT key_id FROM secrets UNION SELECT key_id FROM webhooks ORDER BY key_id",
+                crate::args![],
+                |row| row.get::<String>(0),
+            )
+            .map_err(sql("list secret key ids"))
+        })
     }
 }
 
-/// A row before its timestamps are parsed (rusqlite's row closure cannot fail with ours).
+/// A row before its timestamps are parsed (a row closure fails only with a [`DbError`]).
 struct RawSecret {
     name: String,
     key_id: String,
@@ -177,7 +172,7 @@ struct RawSecret {
 }
 
 impl RawSecret {
-    fn from_row(row: &Row<'_>) -> rusqlite::Result<RawSecret> {
+    fn from_row(row: &Row) -> Result<RawSecret, DbError> {
         Ok(RawSecret {
             name: row.get(0)?,
             key_id: row.get(1)?,
@@ -202,87 +197,75 @@ impl RawSecret {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Store, DB_FILE};
+    conformance! {
+        fn rows_round_trip_and_replacing_keeps_created_at(db) {
+            let store = db.open();
+            let acme = store.create_tenant("acme").unwrap();
+            let first = store
+                .put_secret(&acme.id, "anthropic", "k1", b"nonce-1", b"sealed-1")
+                .unwrap();
+            assert!(first.created);
+            assert_eq!(first.meta.name, "anthropic");
+            let got = store.get_secret(&acme.id, "anthropic").unwrap().unwrap();
+            assert_eq!(
+                (got.key_id.as_str(), &got.nonce[..], &got.ciphertext[..]),
+                ("k1", &b"nonce-1"[..], &b"sealed-1"[..])
+            );
+            let second = store
+                .put_secret(&acme.id, "anthropic", "k1", b"nonce-2", b"sealed-2")
+                .unwrap();
+            assert!(!second.created);
+            assert_eq!(second.meta.created_at, first.meta.created_at);
+            let got = store.get_secret(&acme.id, "anthropic").unwrap().unwrap();
+            assert_eq!(&got.ciphertext[..], b"sealed-2");
+            assert_eq!(got.created_at, first.meta.created_at);
+            // Reopening keeps the row.
+            drop(store);
+            let store = db.open();
+            let got = store.get_secret(&acme.id, "anthropic").unwrap().unwrap();
+            assert_eq!(&got.nonce[..], b"nonce-2");
+            assert_eq!(store.secret_key_ids().unwrap(), vec!["k1".to_owned()]);
+        }
 
-    fn open(dir: &tempfile::TempDir) -> Store {
-        Store::open(&dir.path().join(DB_FILE)).unwrap()
-    }
+        fn secrets_are_per_tenant_and_listed_by_name(db) {
+            let store = db.open();
+            let a = store.create_tenant("a").unwrap();
+            let b = store.create_tenant("b").unwrap();
+            store.put_secret(&a.id, "zeta", "k1", b"n", b"c").unwrap();
+            store.put_secret(&a.id, "alpha", "k1", b"n", b"c").unwrap();
+            store.put_secret(&b.id, "other", "k2", b"n", b"c").unwrap();
+            let names = |t| {
+                store
+                    .list_secrets(t)
+                    .unwrap()
+                    .into_iter()
+                    .map(|m| m.name)
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(names(&a.id), vec!["alpha", "zeta"]);
+            assert_eq!(names(&b.id), vec!["other"]);
+            assert_eq!(store.get_secret(&b.id, "alpha").unwrap(), None);
+            // B deleting A's name touches nothing.
+            assert!(!store.delete_secret(&b.id, "alpha").unwrap());
+            assert!(store.get_secret(&a.id, "alpha").unwrap().is_some());
+            assert_eq!(store.secret_key_ids().unwrap(), vec!["k1", "k2"]);
+        }
 
-    #[test]
-    fn rows_round_trip_and_replacing_keeps_created_at() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open(&dir);
-        let acme = store.create_tenant("acme").unwrap();
-        let first = store
-            .put_secret(&acme.id, "anthropic", "k1", b"nonce-1", b"sealed-1")
-            .unwrap();
-        assert!(first.created);
-        assert_eq!(first.meta.name, "anthropic");
-        let got = store.get_secret(&acme.id, "anthropic").unwrap().unwrap();
-        assert_eq!(
-            (got.key_id.as_str(), &got.nonce[..], &got.ciphertext[..]),
-            ("k1", &b"nonce-1"[..], &b"sealed-1"[..])
-        );
-        let second = store
-            .put_secret(&acme.id, "anthropic", "k1", b"nonce-2", b"sealed-2")
-            .unwrap();
-        assert!(!second.created);
-        assert_eq!(second.meta.created_at, first.meta.created_at);
-        let got = store.get_secret(&acme.id, "anthropic").unwrap().unwrap();
-        assert_eq!(&got.ciphertext[..], b"sealed-2");
-        assert_eq!(got.created_at, first.meta.created_at);
-        // Reopening keeps the row.
-        drop(store);
-        let store = open(&dir);
-        let got = store.get_secret(&acme.id, "anthropic").unwrap().unwrap();
-        assert_eq!(&got.nonce[..], b"nonce-2");
-        assert_eq!(store.secret_key_ids().unwrap(), vec!["k1".to_owned()]);
-    }
+        fn delete_removes_only_that_row(db) {
+            let store = db.open();
+            let a = store.create_tenant("a").unwrap();
+            store.put_secret(&a.id, "one", "k1", b"n", b"c").unwrap();
+            store.put_secret(&a.id, "two", "k1", b"n", b"c").unwrap();
+            assert!(store.delete_secret(&a.id, "one").unwrap());
+            assert!(!store.delete_secret(&a.id, "one").unwrap());
+            assert_eq!(store.get_secret(&a.id, "one").unwrap(), None);
+            assert_eq!(store.list_secrets(&a.id).unwrap().len(), 1);
+        }
 
-    #[test]
-    fn secrets_are_per_tenant_and_listed_by_name() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open(&dir);
-        let a = store.create_tenant("a").unwrap();
-        let b = store.create_tenant("b").unwrap();
-        store.put_secret(&a.id, "zeta", "k1", b"n", b"c").unwrap();
-        store.put_secret(&a.id, "alpha", "k1", b"n", b"c").unwrap();
-        store.put_secret(&b.id, "other", "k2", b"n", b"c").unwrap();
-        let names = |t| {
-            store
-                .list_secrets(t)
-                .unwrap()
-                .into_iter()
-                .map(|m| m.name)
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(names(&a.id), vec!["alpha", "zeta"]);
-        assert_eq!(names(&b.id), vec!["other"]);
-        assert_eq!(store.get_secret(&b.id, "alpha").unwrap(), None);
-        // B deleting A's name touches nothing.
-        assert!(!store.delete_secret(&b.id, "alpha").unwrap());
-        assert!(store.get_secret(&a.id, "alpha").unwrap().is_some());
-        assert_eq!(store.secret_key_ids().unwrap(), vec!["k1", "k2"]);
-    }
-
-    #[test]
-    fn delete_removes_only_that_row() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open(&dir);
-        let a = store.create_tenant("a").unwrap();
-        store.put_secret(&a.id, "one", "k1", b"n", b"c").unwrap();
-        store.put_secret(&a.id, "two", "k1", b"n", b"c").unwrap();
-        assert!(store.delete_secret(&a.id, "one").unwrap());
-        assert!(!store.delete_secret(&a.id, "one").unwrap());
-        assert_eq!(store.get_secret(&a.id, "one").unwrap(), None);
-        assert_eq!(store.list_secrets(&a.id).unwrap().len(), 1);
-    }
-
-    #[test]
-    fn a_secret_needs_an_existing_tenant() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open(&dir);
-        let ghost = berth_protocol::TenantId::from_random([7; 20]);
-        assert!(store.put_secret(&ghost, "x", "k1", b"n", b"c").is_err());
+        fn a_secret_needs_an_existing_tenant(db) {
+            let store = db.open();
+            let ghost = berth_protocol::TenantId::from_random([7; 20]);
+            assert!(store.put_secret(&ghost, "x", "k1", b"n", b"c").is_err());
+        }
     }
 }

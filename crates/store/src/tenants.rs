@@ -1,8 +1,8 @@
 //! Tenants, and the quotas the admin sets on them (their API keys: `api_keys.rs`).
 
 use berth_protocol::TenantId;
-use rusqlite::{params, OptionalExtension};
 
+use crate::db::Optional;
 use crate::error::{sql, StoreError};
 use crate::quota::{self, Quota, QuotaChange, TemplateDisk, Usage};
 use crate::warm_pool::WARM_POOL_TENANT;
@@ -33,12 +33,13 @@ impl Store {
     pub fn create_tenant(&self, name: &str) -> Result<Tenant, StoreError> {
         let id = TenantId::from_random(random()?);
         let created_at = format_time(now())?;
-        self.conn()
-            .execute(
+        self.db.write(|tx| {
+            tx.execute(
                 "INSERT INTO tenants (id, name, created_at) VALUES (?1, ?2, ?3)",
-                params![id.as_str(), name, created_at],
+                crate::args![id.as_str(), name, created_at],
             )
-            .map_err(sql("create a tenant"))?;
+            .map_err(sql("create a tenant"))
+        })?;
         Ok(Tenant {
             id,
             name: name.to_owned(),
@@ -48,42 +49,41 @@ impl Store {
     /// First start: when no admin key exists, creates the [`DEFAULT_TENANT`] (if needed) and
     /// an admin key for it, and returns the key's plaintext. Otherwise `None`.
     pub fn ensure_admin_key(&self) -> Result<Option<String>, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let has_admin: bool = tx
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM api_keys WHERE is_admin = 1)",
-                [],
-                |row| row.get(0),
-            )
-            .map_err(sql("look for an admin key"))?;
-        if has_admin {
-            return Ok(None);
-        }
         let created_at = format_time(now())?;
-        let existing: Option<String> = tx
-            .query_row(
-                "SELECT id FROM tenants WHERE name = ?1",
-                params![DEFAULT_TENANT],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(sql("look up the default tenant"))?;
-        let tenant = match existing {
-            Some(id) => id,
-            None => {
-                let id = TenantId::from_random(random()?).to_string();
-                tx.execute(
-                    "INSERT INTO tenants (id, name, created_at) VALUES (?1, ?2, ?3)",
-                    params![id, DEFAULT_TENANT, created_at],
+        self.db.write(|tx| {
+            let has_admin: bool = tx
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM api_keys WHERE is_admin = 1)",
+                    crate::args![],
+                    |row| row.get(0),
                 )
-                .map_err(sql("create the default tenant"))?;
-                id
+                .map_err(sql("look for an admin key"))?;
+            if has_admin {
+                return Ok(None);
             }
-        };
-        let key = crate::api_keys::insert(&tx, &parse_id(&tenant)?, true)?;
-        tx.commit().map_err(sql("commit the admin key"))?;
-        Ok(Some(key.key))
+            let existing: Option<String> = tx
+                .query_row(
+                    "SELECT id FROM tenants WHERE name = ?1",
+                    crate::args![DEFAULT_TENANT],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(sql("look up the default tenant"))?;
+            let tenant = match existing {
+                Some(id) => id,
+                None => {
+                    let id = TenantId::from_random(random()?).to_string();
+                    tx.execute(
+                        "INSERT INTO tenants (id, name, created_at) VALUES (?1, ?2, ?3)",
+                        crate::args![id, DEFAULT_TENANT, created_at],
+                    )
+                    .map_err(sql("create the default tenant"))?;
+                    id
+                }
+            };
+            let key = crate::api_keys::insert(tx, &parse_id(&tenant)?, true)?;
+            Ok(Some(key.key))
+        })
     }
 
     /// The tenant named `name`.
@@ -94,16 +94,16 @@ impl Store {
     /// The tenant whose id (`tn_…`) or name is `reference`; never the warm pool's, so no key,
     /// quota or session can be made for it.
     pub fn find_tenant(&self, reference: &str) -> Result<Option<Tenant>, StoreError> {
-        let row: Option<(String, String)> = self
-            .read()
-            .query_row(
+        let row: Option<(String, String)> = self.db.read(|c| {
+            c.query_row(
                 "SELECT id, name FROM tenants WHERE (id = ?1 OR name = ?1) AND id != ?2 \
                  ORDER BY id = ?1 DESC LIMIT 1",
-                params![reference, WARM_POOL_TENANT],
+                crate::args![reference, WARM_POOL_TENANT],
                 |row| Ok((row.get(0)?, row.get(1)?)),
             )
             .optional()
-            .map_err(sql("look up a tenant"))?;
+            .map_err(sql("look up a tenant"))
+        })?;
         row.map(|(id, name)| {
             Ok(Tenant {
                 id: parse_id(&id)?,
@@ -118,50 +118,38 @@ impl Store {
         &self,
         template_disk: TemplateDisk<'_>,
     ) -> Result<Vec<TenantInfo>, StoreError> {
-        let conn = self.read();
-        // One snapshot for the whole listing.
-        let tx = conn
-            .unchecked_transaction()
-            .map_err(sql("begin a read transaction"))?;
-        let rows: Vec<(String, String, String)> = {
-            let mut stmt = tx
-                .prepare(
+        // One snapshot: each tenant's quota and usage are of the same moment.
+        self.db.snapshot(|c| {
+            let rows: Vec<(String, String, String)> = c
+                .query_map(
                     "SELECT id, name, created_at FROM tenants WHERE id != ?1 \
                      ORDER BY created_at, name",
+                    crate::args![WARM_POOL_TENANT],
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
                 )
                 .map_err(sql("list tenants"))?;
-            let rows = stmt
-                .query_map(params![WARM_POOL_TENANT], |row| {
-                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            rows.into_iter()
+                .map(|(id, name, created_at)| {
+                    let id = parse_id(&id)?;
+                    Ok(TenantInfo {
+                        quota: quota::read(c, &id)?,
+                        usage: quota::usage(c, &id, template_disk)?,
+                        created_at: parse_time("tenants.created_at", &created_at)?,
+                        tenant: Tenant { id, name },
+                    })
                 })
-                .map_err(sql("list tenants"))?;
-            rows.collect::<Result<_, _>>()
-                .map_err(sql("list tenants"))?
-        };
-        rows.into_iter()
-            .map(|(id, name, created_at)| {
-                let id = parse_id(&id)?;
-                Ok(TenantInfo {
-                    quota: quota::read(&tx, &id)?,
-                    usage: quota::usage(&tx, &id, template_disk)?,
-                    created_at: parse_time("tenants.created_at", &created_at)?,
-                    tenant: Tenant { id, name },
-                })
-            })
-            .collect()
+                .collect()
+        })
     }
 
     /// Changes the tenant's limits; returns its quota now. A limit lowered below what the
     /// tenant uses refuses only what would take more (nothing is stopped or deleted).
     pub fn set_quota(&self, tenant: &TenantId, change: &QuotaChange) -> Result<Quota, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let quota =
-            quota::write(&tx, tenant, change)?.ok_or_else(|| StoreError::TenantNotFound {
+        self.db.write(|tx| {
+            quota::write(tx, tenant, change)?.ok_or_else(|| StoreError::TenantNotFound {
                 reference: tenant.to_string(),
-            })?;
-        tx.commit().map_err(sql("commit a tenant's quota"))?;
-        Ok(quota)
+            })
+        })
     }
 
     /// The tenant's quota and what it uses now.
@@ -170,14 +158,12 @@ impl Store {
         tenant: &TenantId,
         template_disk: TemplateDisk<'_>,
     ) -> Result<(Quota, Usage), StoreError> {
-        let conn = self.read();
-        let tx = conn
-            .unchecked_transaction()
-            .map_err(sql("begin a read transaction"))?;
-        Ok((
-            quota::read(&tx, tenant)?,
-            quota::usage(&tx, tenant, template_disk)?,
-        ))
+        self.db.snapshot(|c| {
+            Ok((
+                quota::read(c, tenant)?,
+                quota::usage(c, tenant, template_disk)?,
+            ))
+        })
     }
 }
 

@@ -9,9 +9,9 @@
 //! ([`SlotOutcome::Skipped`]), never queued.
 
 use berth_protocol::BoxId;
-use rusqlite::{params, OptionalExtension, Row, Transaction};
 use time::OffsetDateTime;
 
+use crate::db::{Conn, DbError, Optional, Row};
 use crate::error::{sql, StoreError};
 use crate::events::{insert, last_seq};
 use crate::messages::MessageId;
@@ -173,149 +173,153 @@ impl Store {
     ) -> Result<AddedWakeup, StoreError> {
         let id = format!("wk_{}", hex(&random::<8>()?));
         let created_at = now();
+        let created_text = format_time(created_at)?;
         let now_ms = (created_at.unix_timestamp_nanos() / 1_000_000) as i64;
         let box_id = new.box_id.as_str();
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let box_exists: bool = tx
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM boxes WHERE id = ?1)",
-                params![box_id],
-                |row| row.get(0),
-            )
-            .map_err(sql("look up a box"))?;
-        if !box_exists {
-            return Err(StoreError::BoxNotFound {
-                id: new.box_id.clone(),
-            });
-        }
-        let pending: i64 = tx
-            .query_row(
-                "SELECT COUNT(*) FROM wakeups WHERE box_id = ?1",
-                params![box_id],
-                |row| row.get(0),
-            )
-            .map_err(sql("count a box's wakeups"))?;
-        if pending as u64 >= limits.max_pending {
-            return Ok(AddedWakeup::TooManyPending {
-                max: limits.max_pending,
-            });
-        }
-        let own_cron =
-            new.created_by == WakeupOrigin::Box && matches!(new.kind, WakeupKind::Cron { .. });
-        if let (Some(max), true) = (limits.max_box_crons, own_cron) {
-            let crons: i64 = tx
-                .query_row(
-                    "SELECT COUNT(*) FROM wakeups \
-                     WHERE box_id = ?1 AND kind = 'cron' AND created_by = 'box'",
-                    params![box_id],
-                    |row| row.get(0),
-                )
-                .map_err(sql("count a box's own crons"))?;
-            if crons as u64 >= max {
-                return Ok(AddedWakeup::TooManyCrons { max });
-            }
-        }
-        if let Some(max) = limits.max_per_hour {
-            tx.execute(
-                "DELETE FROM wakeup_box_requests WHERE box_id = ?1 AND at_ms <= ?2",
-                params![box_id, now_ms - HOUR_MS],
-            )
-            .map_err(sql("forget old wakeup requests"))?;
-            let made: i64 = tx
-                .query_row(
-                    "SELECT COUNT(*) FROM wakeup_box_requests WHERE box_id = ?1",
-                    params![box_id],
-                    |row| row.get(0),
-                )
-                .map_err(sql("count a box's wakeup requests"))?;
-            if made as u64 >= max {
-                tx.commit().map_err(sql("commit a wakeup"))?;
-                return Ok(AddedWakeup::TooManyPerHour { max });
-            }
-            tx.execute(
-                "INSERT INTO wakeup_box_requests (box_id, at_ms) VALUES (?1, ?2)",
-                params![box_id, now_ms],
-            )
-            .map_err(sql("count a wakeup request"))?;
-        }
         let (cron, tz) = match &new.kind {
             WakeupKind::Cron { expr, tz } => (Some(expr.as_str()), Some(tz.as_str())),
             WakeupKind::At | WakeupKind::In => (None, None),
         };
-        tx.execute(
-            "INSERT INTO wakeups (id, box_id, message, kind, cron, tz, next_due_ms, created_by, created_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![
-                id,
-                box_id,
-                new.message,
-                new.kind.as_str(),
-                cron,
-                tz,
-                new.first_due_ms,
-                new.created_by.as_str(),
-                format_time(created_at)?
-            ],
-        )
-        .map_err(sql("add a wakeup"))?;
-        let added = read(&tx, &id)?.ok_or_else(|| StoreError::CorruptValue {
-            column: "wakeups.id",
-            value: id.clone(),
-        })?;
-        tx.commit().map_err(sql("commit a wakeup"))?;
-        Ok(AddedWakeup::Added(added))
+        let own_cron =
+            new.created_by == WakeupOrigin::Box && matches!(new.kind, WakeupKind::Cron { .. });
+        self.db.write(|tx| {
+            let box_exists: bool = tx
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM boxes WHERE id = ?1)",
+                    crate::args![box_id],
+                    |row| row.get(0),
+                )
+                .map_err(sql("look up a box"))?;
+            if !box_exists {
+                return Err(StoreError::BoxNotFound {
+                    id: new.box_id.clone(),
+                });
+            }
+            let pending: i64 = tx
+                .query_row(
+                    "SELECT COUNT(*) FROM wakeups WHERE box_id = ?1",
+                    crate::args![box_id],
+                    |row| row.get(0),
+                )
+                .map_err(sql("count a box's wakeups"))?;
+            if pending as u64 >= limits.max_pending {
+                return Ok(AddedWakeup::TooManyPending {
+                    max: limits.max_pending,
+                });
+            }
+            if let (Some(max), true) = (limits.max_box_crons, own_cron) {
+                let crons: i64 = tx
+                    .query_row(
+                        "SELECT COUNT(*) FROM wakeups \
+                         WHERE box_id = ?1 AND kind = 'cron' AND created_by = 'box'",
+                        crate::args![box_id],
+                        |row| row.get(0),
+                    )
+                    .map_err(sql("count a box's own crons"))?;
+                if crons as u64 >= max {
+                    return Ok(AddedWakeup::TooManyCrons { max });
+                }
+            }
+            if let Some(max) = limits.max_per_hour {
+                tx.execute(
+                    "DELETE FROM wakeup_box_requests WHERE box_id = ?1 AND at_ms <= ?2",
+                    crate::args![box_id, now_ms - HOUR_MS],
+                )
+                .map_err(sql("forget old wakeup requests"))?;
+                let made: i64 = tx
+                    .query_row(
+                        "SELECT COUNT(*) FROM wakeup_box_requests WHERE box_id = ?1",
+                        crate::args![box_id],
+                        |row| row.get(0),
+                    )
+                    .map_err(sql("count a box's wakeup requests"))?;
+                if made as u64 >= max {
+                    // Commits the forgetting above, and nothing else.
+                    return Ok(AddedWakeup::TooManyPerHour { max });
+                }
+                tx.execute(
+                    "INSERT INTO wakeup_box_requests (box_id, at_ms) VALUES (?1, ?2)",
+                    crate::args![box_id, now_ms],
+                )
+                .map_err(sql("count a wakeup request"))?;
+            }
+            tx.execute(
+                "INSERT INTO wakeups (id, box_id, message, kind, cron, tz, next_due_ms, created_by, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                crate::args![
+                    id,
+                    box_id,
+                    new.message,
+                    new.kind.as_str(),
+                    cron,
+                    tz,
+                    new.first_due_ms,
+                    new.created_by.as_str(),
+                    created_text
+                ],
+            )
+            .map_err(sql("add a wakeup"))?;
+            let added = read(tx, &id)?.ok_or_else(|| StoreError::CorruptValue {
+                column: "wakeups.id",
+                value: id.clone(),
+            })?;
+            Ok(AddedWakeup::Added(added))
+        })
     }
 
     /// The box's pending wakeups, soonest first.
     pub fn list_wakeups(&self, box_id: &BoxId) -> Result<Vec<Wakeup>, StoreError> {
-        let conn = self.read();
-        let mut stmt = conn
-            .prepare(&format!(
-                "SELECT {COLUMNS} FROM wakeups WHERE box_id = ?1 ORDER BY next_due_ms, rowid"
-            ))
-            .map_err(sql("list wakeups"))?;
-        let rows = stmt
-            .query_map(params![box_id.as_str()], raw)
-            .map_err(sql("list wakeups"))?;
-        rows.map(|row| row.map_err(sql("list wakeups"))?.parse())
-            .collect()
+        let rows = self.db.read(|c| {
+            c.query_map(
+                &format!(
+                    "SELECT {COLUMNS} FROM wakeups WHERE box_id = ?1 ORDER BY next_due_ms, rowid"
+                ),
+                crate::args![box_id.as_str()],
+                raw,
+            )
+            .map_err(sql("list wakeups"))
+        })?;
+        rows.into_iter().map(Raw::parse).collect()
     }
 
     /// Cancels the box's wakeup `id`; the wakeup as it was, if there was one.
     pub fn delete_wakeup(&self, box_id: &BoxId, id: &str) -> Result<Option<Wakeup>, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let Some(found) = read(&tx, id)?.filter(|w| &w.box_id == box_id) else {
-            return Ok(None);
-        };
-        tx.execute("DELETE FROM wakeups WHERE id = ?1", params![id])
-            .map_err(sql("delete a wakeup"))?;
-        tx.commit().map_err(sql("commit a wakeup deletion"))?;
-        Ok(Some(found))
+        self.db.write(|tx| {
+            let Some(found) = read(tx, id)?.filter(|w| &w.box_id == box_id) else {
+                return Ok(None);
+            };
+            tx.execute("DELETE FROM wakeups WHERE id = ?1", crate::args![id])
+                .map_err(sql("delete a wakeup"))?;
+            Ok(Some(found))
+        })
     }
 
     /// The soonest slot of any box, Unix milliseconds.
     pub fn next_wakeup_due_ms(&self) -> Result<Option<i64>, StoreError> {
-        self.read()
-            .query_row("SELECT MIN(next_due_ms) FROM wakeups", [], |row| row.get(0))
+        self.db.read(|c| {
+            c.query_row(
+                "SELECT MIN(next_due_ms) FROM wakeups",
+                crate::args![],
+                |row| row.get(0),
+            )
             .map_err(sql("find the next wakeup"))
+        })
     }
 
     /// Wakeups whose slot is at or before `now_ms`, the most overdue first.
     pub fn due_wakeups(&self, now_ms: i64, limit: u32) -> Result<Vec<Wakeup>, StoreError> {
-        let conn = self.read();
-        let mut stmt = conn
-            .prepare(&format!(
-                "SELECT {COLUMNS} FROM wakeups WHERE next_due_ms <= ?1 \
-                 ORDER BY next_due_ms, rowid LIMIT ?2"
-            ))
-            .map_err(sql("list due wakeups"))?;
-        let rows = stmt
-            .query_map(params![now_ms, limit], raw)
-            .map_err(sql("list due wakeups"))?;
-        rows.map(|row| row.map_err(sql("list due wakeups"))?.parse())
-            .collect()
+        let rows = self.db.read(|c| {
+            c.query_map(
+                &format!(
+                    "SELECT {COLUMNS} FROM wakeups WHERE next_due_ms <= ?1 \
+                     ORDER BY next_due_ms, rowid LIMIT ?2"
+                ),
+                crate::args![now_ms, limit],
+                raw,
+            )
+            .map_err(sql("list due wakeups"))
+        })?;
+        rows.into_iter().map(Raw::parse).collect()
     }
 
     /// Ends the slot `reached.slot_ms` of `wakeup` as `outcome`, in one transaction: moves
@@ -338,15 +342,13 @@ impl Store {
             next_ms,
             now_ms,
         } = reached;
-        let seq = {
-            let mut conn = self.conn();
-            let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-            if !move_on(&tx, wakeup, slot_ms, next_ms, outcome)? {
-                return Ok(SlotFinished::Gone);
+        let (finished, seq) = self.db.write(|tx| -> Result<_, StoreError> {
+            if !move_on(tx, wakeup, slot_ms, next_ms, outcome)? {
+                return Ok((SlotFinished::Gone, None));
             }
             match outcome {
                 SlotOutcome::Fired if wakeup.created_by == WakeupOrigin::Box => {
-                    record_box_slot(&tx, &wakeup.box_id, now_ms, "fired")?;
+                    record_box_slot(tx, &wakeup.box_id, now_ms, "fired")?;
                 }
                 SlotOutcome::Fired => {}
                 SlotOutcome::Skipped => {
@@ -354,37 +356,37 @@ impl Store {
                         .query_row(
                             "SELECT EXISTS (SELECT 1 FROM wakeup_box_slots \
                              WHERE box_id = ?1 AND outcome = 'skip_told' AND at_ms > ?2)",
-                            params![wakeup.box_id.as_str(), now_ms - HOUR_MS],
+                            crate::args![wakeup.box_id.as_str(), now_ms - HOUR_MS],
                             |row| row.get(0),
                         )
                         .map_err(sql("look up a box's told skips"))?;
                     if told {
-                        tx.commit().map_err(sql("commit a skipped slot"))?;
-                        return Ok(SlotFinished::Counted);
+                        return Ok((SlotFinished::Counted, None));
                     }
-                    record_box_slot(&tx, &wakeup.box_id, now_ms, "skip_told")?;
+                    record_box_slot(tx, &wakeup.box_id, now_ms, "skip_told")?;
                 }
             }
-            let seq = last_seq(&tx, &wakeup.box_id)? + 1;
-            insert(&tx, &wakeup.box_id, seq, event.0, event.1, now())?;
-            tx.commit().map_err(sql("commit a wakeup slot"))?;
-            seq
-        };
-        self.notify_appended(&wakeup.box_id, seq);
-        Ok(SlotFinished::Logged)
+            let seq = last_seq(tx, &wakeup.box_id)? + 1;
+            insert(tx, &wakeup.box_id, seq, event.0, event.1, now())?;
+            Ok((SlotFinished::Logged, Some(seq)))
+        })?;
+        if let Some(seq) = seq {
+            self.notify_appended(&wakeup.box_id, seq);
+        }
+        Ok(finished)
     }
 
     /// Slots of the box's own wakeups fired in the hour up to `now_ms`.
     pub fn box_slots_fired(&self, box_id: &BoxId, now_ms: i64) -> Result<u64, StoreError> {
-        let fired: i64 = self
-            .read()
-            .query_row(
+        let fired: i64 = self.db.read(|c| {
+            c.query_row(
                 "SELECT COUNT(*) FROM wakeup_box_slots \
                  WHERE box_id = ?1 AND outcome = 'fired' AND at_ms > ?2",
-                params![box_id.as_str(), now_ms - HOUR_MS],
+                crate::args![box_id.as_str(), now_ms - HOUR_MS],
                 |row| row.get(0),
             )
-            .map_err(sql("count a box's fired slots"))?;
+            .map_err(sql("count a box's fired slots"))
+        })?;
         Ok(fired.max(0) as u64)
     }
 }
@@ -392,7 +394,7 @@ impl Store {
 /// Moves `wakeup` on from `slot_ms` to `next_ms` (or deletes it when `None`), adding one to
 /// its `fired` or `skipped`; `false` if it no longer waits for that slot.
 fn move_on(
-    tx: &Transaction<'_>,
+    tx: &Conn<'_>,
     wakeup: &Wakeup,
     slot_ms: i64,
     next_ms: Option<i64>,
@@ -408,11 +410,11 @@ fn move_on(
                 "UPDATE wakeups SET next_due_ms = ?1, {counter} = {counter} + 1 \
                  WHERE id = ?2 AND next_due_ms = ?3"
             ),
-            params![next, wakeup.id, slot_ms],
+            crate::args![next, wakeup.id, slot_ms],
         ),
         None => tx.execute(
             "DELETE FROM wakeups WHERE id = ?1 AND next_due_ms = ?2",
-            params![wakeup.id, slot_ms],
+            crate::args![wakeup.id, slot_ms],
         ),
     }
     .map_err(sql("finish a wakeup slot"))?;
@@ -422,28 +424,28 @@ fn move_on(
 /// Records in the box's hour a slot of a box-made wakeup (`fired`, or a skip the log was
 /// told of: `skip_told`), forgetting those older than the hour.
 fn record_box_slot(
-    tx: &Transaction<'_>,
+    tx: &Conn<'_>,
     box_id: &BoxId,
     now_ms: i64,
     outcome: &'static str,
 ) -> Result<(), StoreError> {
     tx.execute(
         "DELETE FROM wakeup_box_slots WHERE box_id = ?1 AND at_ms <= ?2",
-        params![box_id.as_str(), now_ms - HOUR_MS],
+        crate::args![box_id.as_str(), now_ms - HOUR_MS],
     )
     .map_err(sql("forget a box's old slots"))?;
     tx.execute(
         "INSERT INTO wakeup_box_slots (box_id, at_ms, outcome) VALUES (?1, ?2, ?3)",
-        params![box_id.as_str(), now_ms, outcome],
+        crate::args![box_id.as_str(), now_ms, outcome],
     )
     .map_err(sql("count a box's slot"))?;
     Ok(())
 }
 
-fn read(tx: &Transaction<'_>, id: &str) -> Result<Option<Wakeup>, StoreError> {
+fn read(tx: &Conn<'_>, id: &str) -> Result<Option<Wakeup>, StoreError> {
     tx.query_row(
         &format!("SELECT {COLUMNS} FROM wakeups WHERE id = ?1"),
-        params![id],
+        crate::args![id],
         raw,
     )
     .optional()
@@ -452,7 +454,7 @@ fn read(tx: &Transaction<'_>, id: &str) -> Result<Option<Wakeup>, StoreError> {
     .transpose()
 }
 
-/// A row as read, parsed outside rusqlite's closure (so parse errors are ours).
+/// A row as read, parsed outside the row closure (so parse errors are ours).
 struct Raw {
     id: String,
     box_id: String,
@@ -467,7 +469,7 @@ struct Raw {
     skipped: i64,
 }
 
-fn raw(row: &Row<'_>) -> rusqlite::Result<Raw> {
+fn raw(row: &Row) -> Result<Raw, DbError> {
     Ok(Raw {
         id: row.get(0)?,
         box_id: row.get(1)?,

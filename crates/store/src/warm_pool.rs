@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 
 use berth_protocol::{BoxId, TenantId};
-use rusqlite::{params, OptionalExtension};
 
 use crate::boxes::{labels_json, named, Admission};
+use crate::db::Optional;
 use crate::error::{sql, StoreError};
 use crate::events::STATE_EVENT;
 use crate::quota;
@@ -47,69 +47,68 @@ impl Store {
         claim: &Claim<'_>,
         admit: Admission<'_>,
     ) -> Result<BoxRecord, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let row: Option<(i64, String, i64, Option<i64>, String)> = tx
-            .query_row(
-                "SELECT generation, state, memory_mib, disk_mib, template FROM boxes \
-                 WHERE id = ?1 AND tenant_id = ?2",
-                params![id.as_str(), WARM_POOL_TENANT],
-                |row| {
-                    Ok((
-                        row.get(0)?,
-                        row.get(1)?,
-                        row.get(2)?,
-                        row.get(3)?,
-                        row.get(4)?,
-                    ))
-                },
-            )
-            .optional()
-            .map_err(sql("read a pool box"))?;
-        let Some((generation, state, memory_mib, disk_mib, template)) = row else {
-            return Err(StoreError::BoxNotFound { id: id.clone() });
-        };
-        if generation as u64 != expected_generation || state != BoxState::Running.as_str() {
-            return Err(StoreError::StaleGeneration {
-                id: id.clone(),
-                expected: expected_generation,
-                actual: generation as u64,
-            });
-        }
-        let new_use = quota::NewUse {
-            memory_mib: memory_mib as u64,
-            disk_mib: disk_mib.map(|d| d as u64),
-            template: &template,
-            running: true,
-        };
-        quota::check_new_box(&tx, claim.tenant, new_use, admit.template_disk)?;
-        let at = format_time(now())?;
-        let moved = tx.execute(
-            "UPDATE boxes SET tenant_id = ?1, name = ?2, labels = ?3, stop_after_s = ?4, \
-             created_at = ?5, updated_at = ?5, generation = generation + 1, boot_token = ?8, \
-             pause_after_s = ?9, snapshot_after_s = ?10, auto_resume = ?11 \
-             WHERE id = ?6 AND generation = ?7",
-            params![
-                claim.tenant.as_str(),
-                claim.name,
-                labels_json(claim.labels),
-                claim.sleep.stop_after_s as i64,
-                at,
-                id.as_str(),
-                generation,
-                claim.boot_token,
-                claim.sleep.pause_after_s as i64,
-                claim.sleep.snapshot_after_s as i64,
-                claim.sleep.auto_resume,
-            ],
-        );
-        named(moved, claim.name, "claim a pool box")?;
-        tx.execute("DELETE FROM events WHERE box_id = ?1", params![id.as_str()])
-            .map_err(sql("clear a pool box's events"))?;
-        let data = serde_json::json!({"state": BoxState::Running.as_str(), "reason": "claimed from the warm pool"});
-        crate::events::insert(&tx, id, 1, STATE_EVENT, &data, now())?;
-        tx.commit().map_err(sql("commit a claim"))?;
-        drop(conn);
+        self.db.write(|tx| {
+            let row: Option<(i64, String, i64, Option<i64>, String)> = tx
+                .query_row(
+                    "SELECT generation, state, memory_mib, disk_mib, template FROM boxes \
+                     WHERE id = ?1 AND tenant_id = ?2",
+                    crate::args![id.as_str(), WARM_POOL_TENANT],
+                    |row| {
+                        Ok((
+                            row.get(0)?,
+                            row.get(1)?,
+                            row.get(2)?,
+                            row.get(3)?,
+                            row.get(4)?,
+                        ))
+                    },
+                )
+                .optional()
+                .map_err(sql("read a pool box"))?;
+            let Some((generation, state, memory_mib, disk_mib, template)) = row else {
+                return Err(StoreError::BoxNotFound { id: id.clone() });
+            };
+            if generation as u64 != expected_generation || state != BoxState::Running.as_str() {
+                return Err(StoreError::StaleGeneration {
+                    id: id.clone(),
+                    expected: expected_generation,
+                    actual: generation as u64,
+                });
+            }
+            let new_use = quota::NewUse {
+                memory_mib: memory_mib as u64,
+                disk_mib: disk_mib.map(|d| d as u64),
+                template: &template,
+                running: true,
+            };
+            quota::check_new_box(tx, claim.tenant, new_use, admit.template_disk)?;
+            let at = format_time(now())?;
+            let moved = tx.execute(
+                "UPDATE boxes SET tenant_id = ?1, name = ?2, labels = ?3, stop_after_s = ?4, \
+                 created_at = ?5, updated_at = ?5, generation = generation + 1, boot_token = ?8, \
+                 pause_after_s = ?9, snapshot_after_s = ?10, auto_resume = ?11 \
+                 WHERE id = ?6 AND generation = ?7",
+                crate::args![
+                    claim.tenant.as_str(),
+                    claim.name,
+                    labels_json(claim.labels),
+                    claim.sleep.stop_after_s,
+                    at,
+                    id.as_str(),
+                    generation,
+                    claim.boot_token,
+                    claim.sleep.pause_after_s,
+                    claim.sleep.snapshot_after_s,
+                    claim.sleep.auto_resume,
+                ],
+            );
+            named(moved, claim.name, "claim a pool box")?;
+            tx.execute("DELETE FROM events WHERE box_id = ?1", crate::args![id.as_str()])
+                .map_err(sql("clear a pool box's events"))?;
+            let data = serde_json::json!({"state": BoxState::Running.as_str(), "reason": "claimed from the warm pool"});
+            crate::events::insert(tx, id, 1, STATE_EVENT, &data, now())?;
+            Ok(())
+        })?;
         self.notify_appended(id, 1);
         self.get_box(id)?
             .ok_or_else(|| StoreError::BoxNotFound { id: id.clone() })

@@ -3,8 +3,8 @@
 //!
 //! A pairing code (`bwp_` + 64 hex characters) and a session token (`bws_` + 64 hex), each
 //! 32 OS-random bytes, are shown once; only their SHA-256 is stored, so a copy of the
-//! database opens nothing. A code is taken by one `UPDATE … WHERE used = 0` on the one write
-//! connection: two browsers racing with the same code get exactly one session. A session
+//! database opens nothing. A code is taken by one `UPDATE … WHERE used = 0` in a serialisable
+//! write transaction: two browsers racing with the same code get exactly one session. A session
 //! unused for [`SESSION_IDLE_LIFE`] is over; its `last_used_at` is written at most once a
 //! minute (signing in stays a read). A tenant keeps at most [`MAX_WEB_SESSIONS_PER_TENANT`]
 //! sessions: the next sign-in ends the least recently used one.
@@ -20,10 +20,10 @@
 //! until its browser first shows the new one.
 
 use berth_protocol::TenantId;
-use rusqlite::{params, OptionalExtension, Row, Transaction};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
+use crate::db::{Conn, DbError, Optional, Row};
 use crate::error::{sql, StoreError};
 use crate::{format_time, hex, now, parse_time, random, Store};
 
@@ -108,33 +108,30 @@ impl Store {
         ttl: time::Duration,
     ) -> Result<NewPairing, StoreError> {
         let at = now();
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        tx.execute(
-            "DELETE FROM web_pairings WHERE used = 1 OR expires_at <= ?1",
-            params![format_time(at)?],
-        )
-        .map_err(sql("prune pairing codes"))?;
-        tx.execute(
-            "DELETE FROM web_pairings WHERE code_hash IN (SELECT code_hash FROM web_pairings \
-             WHERE tenant_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?2)",
-            params![tenant.as_str(), MAX_PAIRINGS_PER_TENANT - 1],
-        )
-        .map_err(sql("bound a tenant's pairing codes"))?;
+        let at_text = format_time(at)?;
         let code = format!("{CODE_PREFIX}{}", hex(&random::<32>()?));
         let expires_at = at + ttl;
-        tx.execute(
-            "INSERT INTO web_pairings (code_hash, tenant_id, created_at, expires_at) \
-             VALUES (?1, ?2, ?3, ?4)",
-            params![
-                digest(&code),
-                tenant.as_str(),
-                format_time(at)?,
-                format_time(expires_at)?
-            ],
-        )
-        .map_err(sql("create a pairing code"))?;
-        tx.commit().map_err(sql("commit a pairing code"))?;
+        let expires_text = format_time(expires_at)?;
+        self.db.write(|tx| {
+            tx.execute(
+                "DELETE FROM web_pairings WHERE used = 1 OR expires_at <= ?1",
+                crate::args![at_text],
+            )
+            .map_err(sql("prune pairing codes"))?;
+            tx.execute(
+                "DELETE FROM web_pairings WHERE code_hash IN (SELECT code_hash FROM web_pairings \
+                 WHERE tenant_id = ?1 ORDER BY created_at DESC, rowid DESC \
+                 LIMIT 9223372036854775807 OFFSET ?2)",
+                crate::args![tenant.as_str(), MAX_PAIRINGS_PER_TENANT - 1],
+            )
+            .map_err(sql("bound a tenant's pairing codes"))?;
+            tx.execute(
+                "INSERT INTO web_pairings (code_hash, tenant_id, created_at, expires_at) \
+                 VALUES (?1, ?2, ?3, ?4)",
+                crate::args![digest(&code), tenant.as_str(), at_text, expires_text],
+            )
+            .map_err(sql("create a pairing code"))
+        })?;
         Ok(NewPairing { code, expires_at })
     }
 
@@ -149,24 +146,24 @@ impl Store {
             return Ok(None);
         }
         let at = now();
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let tenant: Option<String> = tx
-            .query_row(
-                "UPDATE web_pairings SET used = 1 \
-                 WHERE code_hash = ?1 AND used = 0 AND expires_at > ?2 RETURNING tenant_id",
-                params![digest(code), format_time(at)?],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(sql("take a pairing code"))?;
-        let Some(tenant) = tenant else {
-            return Ok(None);
-        };
-        let tenant = parse_tenant("web_pairings.tenant_id", tenant)?;
-        let new = insert(&tx, &tenant, &SessionOrigin::Pairing, device, at)?;
-        tx.commit().map_err(sql("commit a web session"))?;
-        Ok(Some(new))
+        let at_text = format_time(at)?;
+        let hash = digest(code);
+        self.db.write(|tx| {
+            let tenant: Option<String> = tx
+                .query_row(
+                    "UPDATE web_pairings SET used = 1 \
+                     WHERE code_hash = ?1 AND used = 0 AND expires_at > ?2 RETURNING tenant_id",
+                    crate::args![hash, at_text],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(sql("take a pairing code"))?;
+            let Some(tenant) = tenant else {
+                return Ok(None);
+            };
+            let tenant = parse_tenant("web_pairings.tenant_id", tenant)?;
+            insert(tx, &tenant, &SessionOrigin::Pairing, device, at).map(Some)
+        })
     }
 
     /// Opens a session for `tenant` signed in with its API key `key_id`. `None`: the key is
@@ -177,22 +174,20 @@ impl Store {
         key_id: &str,
         device: &str,
     ) -> Result<Option<NewWebSession>, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let key_lives: bool = tx
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM api_keys WHERE id = ?1 AND tenant_id = ?2)",
-                params![key_id, tenant.as_str()],
-                |row| row.get(0),
-            )
-            .map_err(sql("look up an API key"))?;
-        if !key_lives {
-            return Ok(None);
-        }
         let origin = SessionOrigin::ApiKey(key_id.to_owned());
-        let new = insert(&tx, tenant, &origin, device, now())?;
-        tx.commit().map_err(sql("commit a web session"))?;
-        Ok(Some(new))
+        self.db.write(|tx| {
+            let key_lives: bool = tx
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM api_keys WHERE id = ?1 AND tenant_id = ?2)",
+                    crate::args![key_id, tenant.as_str()],
+                    |row| row.get(0),
+                )
+                .map_err(sql("look up an API key"))?;
+            if !key_lives {
+                return Ok(None);
+            }
+            insert(tx, tenant, &origin, device, now()).map(Some)
+        })
     }
 
     /// The live session whose token this is, sent under the cookie's name; records its use
@@ -206,12 +201,13 @@ impl Store {
         let Some(session) = self.live_web_session(token, "AND s.legacy_cookie = 1")? else {
             return Ok(None);
         };
-        self.conn()
-            .execute(
+        self.db.write(|tx| {
+            tx.execute(
                 "UPDATE web_sessions SET legacy_cookie = 0 WHERE id = ?1",
-                params![session.id],
+                crate::args![session.id],
             )
-            .map_err(sql("end a web session's old cookie name"))?;
+            .map_err(sql("end a web session's old cookie name"))
+        })?;
         Ok(Some(session))
     }
 
@@ -234,14 +230,16 @@ impl Store {
         }
         let hash = digest(token);
         let found = self
-            .read()
-            .query_row(
-                &format!("SELECT {COLUMNS} WHERE s.token_hash = ?1 {and}"),
-                params![hash],
-                raw,
-            )
-            .optional()
-            .map_err(sql("look up a web session"))?
+            .db
+            .read(|c| {
+                c.query_row(
+                    &format!("SELECT {COLUMNS} WHERE s.token_hash = ?1 {and}"),
+                    crate::args![hash],
+                    raw,
+                )
+                .optional()
+                .map_err(sql("look up a web session"))
+            })?
             .map(Raw::parse)
             .transpose()?;
         let Some(mut session) = found else {
@@ -253,12 +251,14 @@ impl Store {
         }
         if at - session.last_used_at >= LAST_USED_EVERY {
             // Only if still there: a revocation in between must not be undone.
-            self.conn()
-                .execute(
+            let at_text = format_time(at)?;
+            self.db.write(|tx| {
+                tx.execute(
                     "UPDATE web_sessions SET last_used_at = ?1 WHERE token_hash = ?2",
-                    params![format_time(at)?, hash],
+                    crate::args![at_text, hash],
                 )
-                .map_err(sql("record a web session's use"))?;
+                .map_err(sql("record a web session's use"))
+            })?;
             session.last_used_at = at;
         }
         Ok(Some(session))
@@ -267,29 +267,29 @@ impl Store {
     /// The tenant's live sessions, most recently used first.
     pub fn list_web_sessions(&self, tenant: &TenantId) -> Result<Vec<WebSession>, StoreError> {
         let cutoff = format_time(now() - SESSION_IDLE_LIFE)?;
-        let conn = self.read();
-        let mut stmt = conn
-            .prepare(&format!(
-                "SELECT {COLUMNS} WHERE s.tenant_id = ?1 AND s.last_used_at > ?2 \
-                 ORDER BY s.last_used_at DESC, s.rowid DESC"
-            ))
-            .map_err(sql("list web sessions"))?;
-        let rows = stmt
-            .query_map(params![tenant.as_str(), cutoff], raw)
-            .map_err(sql("list web sessions"))?;
-        rows.map(|row| row.map_err(sql("list web sessions"))?.parse())
-            .collect()
+        let rows = self.db.read(|c| {
+            c.query_map(
+                &format!(
+                    "SELECT {COLUMNS} WHERE s.tenant_id = ?1 AND s.last_used_at > ?2 \
+                     ORDER BY s.last_used_at DESC, s.rowid DESC"
+                ),
+                crate::args![tenant.as_str(), cutoff],
+                raw,
+            )
+            .map_err(sql("list web sessions"))
+        })?;
+        rows.into_iter().map(Raw::parse).collect()
     }
 
     /// Ends the tenant's session `id` at once. `false`: the tenant has no such session.
     pub fn revoke_web_session(&self, tenant: &TenantId, id: &str) -> Result<bool, StoreError> {
-        let changed = self
-            .conn()
-            .execute(
+        let changed = self.db.write(|tx| {
+            tx.execute(
                 "DELETE FROM web_sessions WHERE tenant_id = ?1 AND id = ?2",
-                params![tenant.as_str(), id],
+                crate::args![tenant.as_str(), id],
             )
-            .map_err(sql("revoke a web session"))?;
+            .map_err(sql("revoke a web session"))
+        })?;
         Ok(changed > 0)
     }
 }
@@ -297,14 +297,14 @@ impl Store {
 /// Ends, in the revoking transaction, the sessions the tenant's key `key_id` opened and the
 /// tenant's sessions of unknown origin; how many ended.
 pub(crate) fn end_opened_with_key(
-    tx: &Transaction<'_>,
+    tx: &Conn<'_>,
     tenant: &TenantId,
     key_id: &str,
 ) -> Result<usize, StoreError> {
     tx.execute(
         "DELETE FROM web_sessions WHERE tenant_id = ?1 \
          AND (api_key_id = ?2 OR opened_with = 'unknown')",
-        params![tenant.as_str(), key_id],
+        crate::args![tenant.as_str(), key_id],
     )
     .map_err(sql("end a revoked key's web sessions"))
 }
@@ -312,7 +312,7 @@ pub(crate) fn end_opened_with_key(
 /// Inserts a session, first deleting the tenant's idle-expired sessions and, at the cap,
 /// its least recently used.
 fn insert(
-    tx: &Transaction<'_>,
+    tx: &Conn<'_>,
     tenant: &TenantId,
     origin: &SessionOrigin,
     device: &str,
@@ -320,13 +320,13 @@ fn insert(
 ) -> Result<NewWebSession, StoreError> {
     tx.execute(
         "DELETE FROM web_sessions WHERE tenant_id = ?1 AND last_used_at <= ?2",
-        params![tenant.as_str(), format_time(at - SESSION_IDLE_LIFE)?],
+        crate::args![tenant.as_str(), format_time(at - SESSION_IDLE_LIFE)?],
     )
     .map_err(sql("prune idle web sessions"))?;
     tx.execute(
         "DELETE FROM web_sessions WHERE id IN (SELECT id FROM web_sessions WHERE tenant_id = ?1 \
-         ORDER BY last_used_at DESC, rowid DESC LIMIT -1 OFFSET ?2)",
-        params![tenant.as_str(), MAX_WEB_SESSIONS_PER_TENANT - 1],
+         ORDER BY last_used_at DESC, rowid DESC LIMIT 9223372036854775807 OFFSET ?2)",
+        crate::args![tenant.as_str(), MAX_WEB_SESSIONS_PER_TENANT - 1],
     )
     .map_err(sql("end the least recently used web session"))?;
     let token = format!("{TOKEN_PREFIX}{}", hex(&random::<32>()?));
@@ -334,7 +334,7 @@ fn insert(
     tx.execute(
         "INSERT INTO web_sessions (id, tenant_id, token_hash, device, created_at, last_used_at, \
          opened_with, api_key_id) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)",
-        params![
+        crate::args![
             id,
             tenant.as_str(),
             digest(&token),
@@ -348,7 +348,7 @@ fn insert(
     let session = tx
         .query_row(
             &format!("SELECT {COLUMNS} WHERE s.id = ?1"),
-            params![id],
+            crate::args![id],
             raw,
         )
         .map_err(sql("read a web session"))?
@@ -356,7 +356,7 @@ fn insert(
     Ok(NewWebSession { token, session })
 }
 
-/// A row as read, parsed outside rusqlite's closure (so parse errors are ours).
+/// A row as read, parsed outside the row closure (so parse errors are ours).
 struct Raw {
     id: String,
     tenant_id: String,
@@ -368,7 +368,7 @@ struct Raw {
     api_key_id: Option<String>,
 }
 
-fn raw(row: &Row<'_>) -> rusqlite::Result<Raw> {
+fn raw(row: &Row) -> Result<Raw, DbError> {
     Ok(Raw {
         id: row.get(0)?,
         tenant_id: row.get(1)?,

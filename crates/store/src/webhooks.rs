@@ -8,9 +8,9 @@
 //! a receiver that saw an attempt the daemon could not record as answered knows the repeat.
 
 use berth_protocol::{BoxId, TenantId};
-use rusqlite::{params, OptionalExtension, Row, Transaction};
 use time::OffsetDateTime;
 
+use crate::db::{Conn, DbError, Optional, Row, ToArg};
 use crate::error::{sql, StoreError};
 use crate::{format_time, now, parse_time, Store};
 
@@ -134,7 +134,7 @@ const DELIVERY_COLUMNS: &str = "id, webhook_id, tenant_id, event, payload, state
 /// Queues a stored event for the webhooks of its box's tenant, if it has any and the event
 /// is of a kind they may want; part of the transaction that stores the event.
 pub(crate) fn enqueue(
-    tx: &Transaction<'_>,
+    tx: &Conn<'_>,
     box_id: &BoxId,
     seq: u64,
     kind: &str,
@@ -144,11 +144,13 @@ pub(crate) fn enqueue(
     if !WEBHOOK_SOURCES.contains(&kind) {
         return Ok(());
     }
+    // Parameters only in a SELECT list: cast, so Postgres knows their types.
     tx.execute(
         "INSERT INTO webhook_queue (tenant_id, box_id, box_name, seq, type, data, created_at)
-         SELECT b.tenant_id, b.id, b.name, ?2, ?3, ?4, ?5 FROM boxes b
+         SELECT b.tenant_id, b.id, b.name, CAST(?2 AS BIGINT), CAST(?3 AS TEXT),
+                CAST(?4 AS TEXT), CAST(?5 AS TEXT) FROM boxes b
          WHERE b.id = ?1 AND EXISTS (SELECT 1 FROM webhooks w WHERE w.tenant_id = b.tenant_id)",
-        params![box_id.as_str(), seq as i64, kind, data, at],
+        crate::args![box_id.as_str(), seq, kind, data, at],
     )
     .map_err(sql("queue an event for webhooks"))?;
     Ok(())
@@ -157,50 +159,51 @@ pub(crate) fn enqueue(
 impl Store {
     /// Adds `webhook` unless its tenant already has `max`.
     pub fn add_webhook(&self, webhook: &Webhook, max: usize) -> Result<WebhookAdded, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
-        let count: i64 = tx
-            .query_row(
-                "SELECT COUNT(*) FROM webhooks WHERE tenant_id = ?1",
-                params![webhook.tenant_id.as_str()],
-                |row| row.get(0),
-            )
-            .map_err(sql("count webhooks"))?;
-        if count as usize >= max {
-            return Ok(WebhookAdded::LimitReached { max });
-        }
         let events = serde_json::Value::from(webhook.events.clone()).to_string();
-        tx.execute(
-            &format!("INSERT INTO webhooks ({WEBHOOK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
-            params![
-                webhook.id,
-                webhook.tenant_id.as_str(),
-                webhook.url,
-                events,
-                webhook.description,
-                webhook.key_id,
-                webhook.nonce,
-                webhook.ciphertext,
-                format_time(webhook.created_at)?
-            ],
-        )
-        .map_err(sql("add a webhook"))?;
-        tx.commit().map_err(sql("commit a webhook"))?;
-        Ok(WebhookAdded::Added(webhook.clone()))
+        let created_at = format_time(webhook.created_at)?;
+        self.db.write(|tx| {
+            let count: i64 = tx
+                .query_row(
+                    "SELECT COUNT(*) FROM webhooks WHERE tenant_id = ?1",
+                    crate::args![webhook.tenant_id.as_str()],
+                    |row| row.get(0),
+                )
+                .map_err(sql("count webhooks"))?;
+            if count as usize >= max {
+                return Ok(WebhookAdded::LimitReached { max });
+            }
+            tx.execute(
+                &format!("INSERT INTO webhooks ({WEBHOOK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+                crate::args![
+                    webhook.id,
+                    webhook.tenant_id.as_str(),
+                    webhook.url,
+                    events,
+                    webhook.description,
+                    webhook.key_id,
+                    webhook.nonce,
+                    webhook.ciphertext,
+                    created_at
+                ],
+            )
+            .map_err(sql("add a webhook"))?;
+            Ok(WebhookAdded::Added(webhook.clone()))
+        })
     }
 
     /// The tenant's webhooks, oldest first.
     pub fn list_webhooks(&self, tenant: &TenantId) -> Result<Vec<Webhook>, StoreError> {
-        let conn = self.read();
-        let mut stmt = conn
-            .prepare(&format!(
-                "SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE tenant_id = ?1 ORDER BY created_at, id"
-            ))
-            .map_err(sql("list webhooks"))?;
-        let rows = stmt
-            .query_map(params![tenant.as_str()], webhook_row)
-            .map_err(sql("list webhooks"))?;
-        rows.map(|row| row.map_err(sql("list webhooks"))?).collect()
+        let rows = self.db.read(|c| {
+            c.query_map(
+                &format!(
+                    "SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE tenant_id = ?1 ORDER BY created_at, id"
+                ),
+                crate::args![tenant.as_str()],
+                webhook_row,
+            )
+            .map_err(sql("list webhooks"))
+        })?;
+        rows.into_iter().collect()
     }
 
     /// Webhook `id`, whoever's it is (`tenant` given: only that tenant's).
@@ -210,118 +213,121 @@ impl Store {
         id: &str,
     ) -> Result<Option<Webhook>, StoreError> {
         let found = self
-            .read()
-            .query_row(
-                &format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE id = ?1"),
-                params![id],
-                webhook_row,
-            )
-            .optional()
-            .map_err(sql("read a webhook"))?
+            .db
+            .read(|c| {
+                c.query_row(
+                    &format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE id = ?1"),
+                    crate::args![id],
+                    webhook_row,
+                )
+                .optional()
+                .map_err(sql("read a webhook"))
+            })?
             .transpose()?;
         Ok(found.filter(|w| tenant.is_none_or(|t| *t == w.tenant_id)))
     }
 
     /// Deletes the tenant's webhook `id` and its deliveries; whether there was one.
     pub fn delete_webhook(&self, tenant: &TenantId, id: &str) -> Result<bool, StoreError> {
-        let deleted = self
-            .conn()
-            .execute(
+        let deleted = self.db.write(|tx| {
+            tx.execute(
                 "DELETE FROM webhooks WHERE tenant_id = ?1 AND id = ?2",
-                params![tenant.as_str(), id],
+                crate::args![tenant.as_str(), id],
             )
-            .map_err(sql("delete a webhook"))?;
+            .map_err(sql("delete a webhook"))
+        })?;
         Ok(deleted > 0)
     }
 
     /// The oldest `limit` queued events.
     pub fn webhook_queue(&self, limit: u32) -> Result<Vec<QueuedEvent>, StoreError> {
-        let conn = self.read();
-        let mut stmt = conn
-            .prepare(
+        let rows = self.db.read(|c| {
+            c.query_map(
                 "SELECT id, tenant_id, box_id, box_name, seq, type, data, created_at
                  FROM webhook_queue ORDER BY id LIMIT ?1",
+                crate::args![limit],
+                |row| {
+                    Ok((
+                        row.get::<i64>(0)?,
+                        row.get::<String>(1)?,
+                        row.get::<String>(2)?,
+                        row.get::<String>(3)?,
+                        row.get::<i64>(4)?,
+                        row.get::<String>(5)?,
+                        row.get::<String>(6)?,
+                        row.get::<String>(7)?,
+                    ))
+                },
             )
-            .map_err(sql("read the webhook queue"))?;
-        let rows = stmt
-            .query_map(params![limit], |row| {
-                Ok((
-                    row.get::<_, i64>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, String>(3)?,
-                    row.get::<_, i64>(4)?,
-                    row.get::<_, String>(5)?,
-                    row.get::<_, String>(6)?,
-                    row.get::<_, String>(7)?,
-                ))
+            .map_err(sql("read the webhook queue"))
+        })?;
+        rows.into_iter()
+            .map(|(id, tenant, box_id, box_name, seq, kind, data, at)| {
+                Ok(QueuedEvent {
+                    id,
+                    tenant_id: parse_tenant("webhook_queue.tenant_id", &tenant)?,
+                    box_id,
+                    box_name,
+                    seq: seq as u64,
+                    kind,
+                    data: serde_json::from_str(&data).unwrap_or(serde_json::Value::Null),
+                    created_at: parse_time("webhook_queue.created_at", &at)?,
+                })
             })
-            .map_err(sql("read the webhook queue"))?;
-        rows.map(|row| {
-            let (id, tenant, box_id, box_name, seq, kind, data, at) =
-                row.map_err(sql("read the webhook queue"))?;
-            Ok(QueuedEvent {
-                id,
-                tenant_id: parse_tenant("webhook_queue.tenant_id", &tenant)?,
-                box_id,
-                box_name,
-                seq: seq as u64,
-                kind,
-                data: serde_json::from_str(&data).unwrap_or(serde_json::Value::Null),
-                created_at: parse_time("webhook_queue.created_at", &at)?,
-            })
-        })
-        .collect()
+            .collect()
     }
 
     /// Stores `deliveries` and takes queued events `done` off the queue, in one
     /// transaction. A webhook deleted meanwhile gets none.
     pub fn fan_out(&self, done: &[i64], deliveries: &[NewDelivery]) -> Result<(), StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(sql("begin a transaction"))?;
         let at = format_time(now())?;
         let now_ms = unix_ms(now());
-        for d in deliveries {
-            let state = match d.refused {
-                Some(_) => DeliveryState::Failed,
-                None => DeliveryState::Pending,
-            };
-            tx.execute(
-                "INSERT INTO webhook_deliveries
-                   (id, webhook_id, tenant_id, event, payload, state, next_attempt_ms, last_error, created_at)
-                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = ?2)",
-                params![
-                    d.id,
-                    d.webhook_id,
-                    d.tenant_id.as_str(),
-                    d.event,
-                    d.payload,
-                    state.as_str(),
-                    now_ms,
-                    d.refused,
-                    at
-                ],
-            )
-            .map_err(sql("add a webhook delivery"))?;
-        }
-        for id in done {
-            tx.execute("DELETE FROM webhook_queue WHERE id = ?1", params![id])
-                .map_err(sql("take an event off the webhook queue"))?;
-        }
-        tx.commit().map_err(sql("commit webhook deliveries"))?;
-        Ok(())
+        self.db.write(|tx| {
+            for d in deliveries {
+                let state = match d.refused {
+                    Some(_) => DeliveryState::Failed,
+                    None => DeliveryState::Pending,
+                };
+                // Parameters only in a SELECT list: cast, so Postgres knows their types.
+                tx.execute(
+                    "INSERT INTO webhook_deliveries
+                       (id, webhook_id, tenant_id, event, payload, state, next_attempt_ms, last_error, created_at)
+                     SELECT CAST(?1 AS TEXT), CAST(?2 AS TEXT), CAST(?3 AS TEXT), CAST(?4 AS TEXT),
+                            CAST(?5 AS TEXT), CAST(?6 AS TEXT), CAST(?7 AS BIGINT), CAST(?8 AS TEXT),
+                            CAST(?9 AS TEXT)
+                     WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = ?2)",
+                    crate::args![
+                        d.id,
+                        d.webhook_id,
+                        d.tenant_id.as_str(),
+                        d.event,
+                        d.payload,
+                        state.as_str(),
+                        now_ms,
+                        d.refused,
+                        at
+                    ],
+                )
+                .map_err(sql("add a webhook delivery"))?;
+            }
+            for id in done {
+                tx.execute("DELETE FROM webhook_queue WHERE id = ?1", crate::args![id])
+                    .map_err(sql("take an event off the webhook queue"))?;
+            }
+            Ok(())
+        })
     }
 
     /// Pending deliveries of webhook `webhook_id`.
     pub fn pending_deliveries(&self, webhook_id: &str) -> Result<u64, StoreError> {
-        let count: i64 = self
-            .read()
-            .query_row(
+        let count: i64 = self.db.read(|c| {
+            c.query_row(
                 "SELECT COUNT(*) FROM webhook_deliveries WHERE webhook_id = ?1 AND state = 'pending'",
-                params![webhook_id],
+                crate::args![webhook_id],
                 |row| row.get(0),
             )
-            .map_err(sql("count pending webhook deliveries"))?;
+            .map_err(sql("count pending webhook deliveries"))
+        })?;
         Ok(count as u64)
     }
 
@@ -329,19 +335,20 @@ impl Store {
     pub fn due_deliveries(&self, now_ms: i64, limit: u32) -> Result<Vec<Delivery>, StoreError> {
         self.deliveries(
             "WHERE state = 'pending' AND next_attempt_ms <= ?1 ORDER BY next_attempt_ms, id LIMIT ?2",
-            params![now_ms, limit],
+            crate::args![now_ms, limit],
         )
     }
 
     /// When the next pending delivery is due (unix ms), if any is pending.
     pub fn next_delivery_due(&self) -> Result<Option<i64>, StoreError> {
-        self.read()
-            .query_row(
+        self.db.read(|c| {
+            c.query_row(
                 "SELECT MIN(next_attempt_ms) FROM webhook_deliveries WHERE state = 'pending'",
-                [],
+                crate::args![],
                 |row| row.get(0),
             )
             .map_err(sql("find the next webhook delivery"))
+        })
     }
 
     /// The newest `limit` deliveries of the tenant's webhook `webhook_id`.
@@ -353,7 +360,7 @@ impl Store {
     ) -> Result<Vec<Delivery>, StoreError> {
         self.deliveries(
             "WHERE tenant_id = ?1 AND webhook_id = ?2 ORDER BY created_at DESC, rowid DESC LIMIT ?3",
-            params![tenant.as_str(), webhook_id, limit],
+            crate::args![tenant.as_str(), webhook_id, limit],
         )
     }
 
@@ -366,7 +373,7 @@ impl Store {
         Ok(self
             .deliveries(
                 "WHERE tenant_id = ?1 AND id = ?2",
-                params![tenant.as_str(), id],
+                crate::args![tenant.as_str(), id],
             )?
             .pop())
     }
@@ -378,51 +385,49 @@ impl Store {
             Some(Some(ms)) => (DeliveryState::Pending, Some(ms)),
             Some(None) => (DeliveryState::Failed, None),
         };
-        self.conn()
-            .execute(
+        let at = format_time(now())?;
+        self.db.write(|tx| {
+            tx.execute(
                 "UPDATE webhook_deliveries SET state = ?2, attempts = attempts + 1,
-                   next_attempt_ms = COALESCE(?3, next_attempt_ms), last_attempt_at = ?4,
-                   last_status = ?5, last_error = ?6
+                   next_attempt_ms = COALESCE(CAST(?3 AS BIGINT), next_attempt_ms),
+                   last_attempt_at = ?4, last_status = ?5, last_error = ?6
                  WHERE id = ?1 AND state = 'pending'",
-                params![
+                crate::args![
                     id,
                     state.as_str(),
                     next_ms,
-                    format_time(now())?,
+                    at,
                     attempt.status,
                     attempt.error
                 ],
             )
-            .map_err(sql("record a webhook attempt"))?;
+            .map_err(sql("record a webhook attempt"))
+        })?;
         Ok(())
     }
 
     /// Forgets answered and given-up deliveries created before `before`; how many.
     pub fn prune_deliveries(&self, before: OffsetDateTime) -> Result<usize, StoreError> {
-        self.conn()
-            .execute(
+        let before = format_time(before)?;
+        self.db.write(|tx| {
+            tx.execute(
                 "DELETE FROM webhook_deliveries WHERE state != 'pending' AND created_at < ?1",
-                params![format_time(before)?],
+                crate::args![before],
             )
             .map_err(sql("prune webhook deliveries"))
+        })
     }
 
-    fn deliveries(
-        &self,
-        filter: &str,
-        params: impl rusqlite::Params,
-    ) -> Result<Vec<Delivery>, StoreError> {
-        let conn = self.read();
-        let mut stmt = conn
-            .prepare(&format!(
-                "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries {filter}"
-            ))
-            .map_err(sql("read webhook deliveries"))?;
-        let rows = stmt
-            .query_map(params, delivery_row)
-            .map_err(sql("read webhook deliveries"))?;
-        rows.map(|row| row.map_err(sql("read webhook deliveries"))?)
-            .collect()
+    fn deliveries(&self, filter: &str, args: &[&dyn ToArg]) -> Result<Vec<Delivery>, StoreError> {
+        let rows = self.db.read(|c| {
+            c.query_map(
+                &format!("SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries {filter}"),
+                args,
+                delivery_row,
+            )
+            .map_err(sql("read webhook deliveries"))
+        })?;
+        rows.into_iter().collect()
     }
 }
 
@@ -436,7 +441,7 @@ fn parse_tenant(column: &'static str, s: &str) -> Result<TenantId, StoreError> {
         .map_err(|source| StoreError::CorruptId { column, source })
 }
 
-fn webhook_row(row: &Row<'_>) -> rusqlite::Result<Result<Webhook, StoreError>> {
+fn webhook_row(row: &Row) -> Result<Result<Webhook, StoreError>, DbError> {
     let tenant: String = row.get(1)?;
     let events: String = row.get(3)?;
     let created_at: String = row.get(8)?;
@@ -466,7 +471,7 @@ fn webhook_row(row: &Row<'_>) -> rusqlite::Result<Result<Webhook, StoreError>> {
     })())
 }
 
-fn delivery_row(row: &Row<'_>) -> rusqlite::Result<Result<Delivery, StoreError>> {
+fn delivery_row(row: &Row) -> Result<Result<Delivery, StoreError>, DbError> {
     let tenant: String = row.get(2)?;
     let state: String = row.get(5)?;
     let last_attempt_at: Option<String> = row.get(8)?;
@@ -476,9 +481,9 @@ fn delivery_row(row: &Row<'_>) -> rusqlite::Result<Result<Delivery, StoreError>>
         row.get(1)?,
         row.get(3)?,
         row.get(4)?,
-        row.get::<_, i64>(6)?,
+        row.get::<i64>(6)?,
         row.get(7)?,
-        row.get::<_, Option<i64>>(9)?,
+        row.get::<Option<i64>>(9)?,
         row.get(10)?,
     );
     Ok((|| {

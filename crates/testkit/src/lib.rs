@@ -42,6 +42,7 @@
 //! | `sdk-typescript` | berth's own TypeScript SDK's npm packages under `sdk/typescript/node_modules` (`scripts/install-deps.sh --tests` with npm: `npm ci`) and a `node` of 18 or newer ([`sdk_typescript`]) |
 //! | `mcp-sdk` | the official MCP Python SDK (PyPI `mcp`, pinned) in its venv under `target/mcp-sdk` (`scripts/install-deps.sh --tests`: `python3-venv` and PyPI) ([`mcp_sdk`]) |
 //! | `e2b-npm` | the pinned E2B npm SDK under `target/e2b-sdk` (`scripts/install-deps.sh --tests` with npm) and a `node` it supports (20.18.1 or newer; Debian 12's own is 18) ([`e2b_sdk`]) |
+//! | `postgres` | PostgreSQL's server binaries (Debian's `postgresql` package: `initdb`, `postgres`, `createdb` under `/usr/lib/postgresql/<N>/bin`) ([`postgres`]) |
 
 use std::io::Write;
 
@@ -51,6 +52,7 @@ pub mod mcp_sdk;
 pub mod node;
 pub mod pattern;
 pub mod pinned_python;
+pub mod postgres;
 pub mod raw_tar;
 pub mod sdk_python;
 pub mod sdk_typescript;
@@ -87,6 +89,7 @@ pub const PARTS: &[&str] = &[
     "sdk-python",
     "sdk-typescript",
     "mcp-sdk",
+    "postgres",
 ];
 
 /// The variable naming the parts a run requires.

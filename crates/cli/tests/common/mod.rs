@@ -166,3 +166,12 @@ pub fn e2e_skip_reason() -> Option<String> {
     }
     None
 }
+
+/// A `berth.toml` whose `[store]` is a fresh database on `postgres` (password from a file).
+pub fn store_on(postgres: &berth_testkit::postgres::PgServer) -> String {
+    format!(
+        "[store]\nurl = {:?}\npassword_file = {:?}\n",
+        postgres.new_database(),
+        postgres.password_file()
+    )
+}

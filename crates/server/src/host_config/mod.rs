@@ -27,6 +27,11 @@
 //! # What sparse volumes may still take counts against it, divided by this (1.0: none
 //! # of it may be promised twice).
 //! overcommit = 1.0
+//!
+//! [store]
+//! # SQLite in the data dir unless this names a PostgreSQL database (`store.rs`).
+//! url = "postgres://berth@db.internal/berth"
+//! password_file = "/etc/berth/db-password"
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -36,12 +41,14 @@ use serde::Deserialize;
 mod egress;
 mod error;
 mod server;
+mod store;
 #[cfg(test)]
 mod tests;
 
 pub use egress::EgressHostConfig;
 pub use error::HostConfigError;
 pub use server::ServerHostConfig;
+pub use store::{StoreConfigError, StoreHostConfig, StoreLocation, PASSWORD_VARS};
 
 /// The file name looked up in the data directory when no `--config` is given.
 pub const HOST_CONFIG_FILE: &str = "berth.toml";
@@ -76,6 +83,9 @@ pub struct HostConfig {
     /// `[webhooks]`: where and how hard webhooks are delivered (`crate::webhooks::config`).
     #[serde(default)]
     pub webhooks: crate::webhooks::config::WebhooksHostConfig,
+    /// `[store]`: SQLite in the data dir, or a shared PostgreSQL (`store.rs`).
+    #[serde(default)]
+    pub store: StoreHostConfig,
 }
 
 /// `[events]`: how much of each box's event log the store keeps (the harness's own
@@ -289,12 +299,19 @@ impl HostConfig {
         let wakeups = self.wakeups.limits();
         let send_timeout = ("[server] send_timeout_s", server.send_timeout_s, 1, 3600);
         let streams = self.terminals.limits().into_iter().chain([send_timeout]);
+        let store = (
+            "[store] max_connections",
+            self.store.max_connections as u64,
+            1,
+            1000,
+        );
         for (key, value, min, max) in checks
             .into_iter()
             .chain(self.egress.limits())
             .chain(self.ports.limits())
             .chain(wakeups)
             .chain(streams)
+            .chain([store])
         {
             if !(min..=max).contains(&value) {
                 return Err(HostConfigError::OutOfRange {

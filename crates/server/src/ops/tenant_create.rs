@@ -24,7 +24,7 @@ pub fn create_tenant(ctx: &Ctx, name: &str, quota: &QuotaChange) -> Result<NewTe
     let tenant = match ctx.store.create_tenant(name) {
         Ok(tenant) => tenant,
         // A concurrent create of the same name won the UNIQUE constraint.
-        Err(e @ StoreError::Sqlite { .. }) => {
+        Err(e @ StoreError::Database { .. }) => {
             return match ctx.store.tenant_by_name(name)? {
                 Some(_) => Err(taken()),
                 None => Err(e.into()),

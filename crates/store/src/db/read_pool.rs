@@ -5,7 +5,6 @@
 use std::ops::Deref;
 use std::path::Path;
 use std::sync::{Condvar, Mutex};
-use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
@@ -23,9 +22,9 @@ impl ReadPool {
     /// Opens [`READERS`] read-only connections to the database at `path` (already in WAL
     /// mode and migrated by the write connection).
     pub(crate) fn open(path: &Path) -> Result<ReadPool, StoreError> {
-        let open_err = |source| StoreError::Open {
-            path: path.to_owned(),
-            source,
+        let open_err = |source: rusqlite::Error| StoreError::Open {
+            location: path.display().to_string(),
+            source: source.into(),
         };
         let mut idle = Vec::with_capacity(READERS);
         for _ in 0..READERS {
@@ -34,8 +33,7 @@ impl ReadPool {
                 OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )
             .map_err(open_err)?;
-            conn.busy_timeout(Duration::from_secs(5))
-                .map_err(open_err)?;
+            conn.busy_timeout(super::BUSY_TIMEOUT).map_err(open_err)?;
             idle.push(conn);
         }
         Ok(ReadPool {

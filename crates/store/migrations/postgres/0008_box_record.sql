@@ -1,0 +1,7 @@
+-- PostgreSQL twin of ../0008_box_record.sql: INTEGER -> BIGINT, REAL -> DOUBLE PRECISION.
+
+ALTER TABLE boxes ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE boxes ADD COLUMN env TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE boxes ADD COLUMN pending_memory_mib BIGINT;
+ALTER TABLE boxes ADD COLUMN pending_pids BIGINT;
+ALTER TABLE boxes ADD COLUMN pending_cpus DOUBLE PRECISION;
