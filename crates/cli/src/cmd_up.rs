@@ -36,6 +36,11 @@ pub struct UpArgs {
     /// key file); default: <data dir>/berth.toml when it exists. See docs/config.md.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// How log lines are written to stderr: text, or json (one object a line with
+    /// timestamp, level, target, fields, and the span's request_id and box_id; see
+    /// docs/metrics.md).
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = crate::logging::LogFormat::Text)]
+    pub log_format: crate::logging::LogFormat,
     /// The runtime of boxes created without `--runtime`: sandbox (containers), qemu or
     /// firecracker (microVMs; need `berth image build`; firecracker also a `firecracker`
     /// binary and KVM). Every runtime that works is offered either way (`berth runtime ls`).
@@ -106,7 +111,7 @@ impl UpArgs {
 }
 
 pub fn run(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
-    init_logging();
+    crate::logging::init(args.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("berth")
@@ -201,15 +206,4 @@ fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()> + 
             _ = terminate.recv() => tracing::info!("SIGTERM received, shutting down"),
         }
     })
-}
-
-fn init_logging() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    // A second init (never in practice) would fail; logging is best-effort either way.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .try_init();
 }

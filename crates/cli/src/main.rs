@@ -33,6 +33,7 @@ mod cmd_webhook;
 mod connector;
 mod data_dir;
 mod events;
+mod logging;
 mod output;
 mod raw_terminal;
 mod sse;

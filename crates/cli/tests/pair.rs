@@ -4,11 +4,7 @@
 
 mod common;
 
-use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
-use std::time::Duration;
-
-use common::{assert_one_line_error, stdout, Daemon};
+use common::{assert_one_line_error, raw_request, stdout, Daemon};
 
 /// One HTTP/1.1 request: the status, the `Set-Cookie` header if any, and the body.
 fn http(
@@ -19,31 +15,12 @@ fn http(
     body: &str,
 ) -> (u16, Option<String>, String) {
     let (authority, _) = daemon.api_endpoint();
-    let mut stream = TcpStream::connect(&authority).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).unwrap();
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let set_cookie = head
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .find(|(name, _)| name.eq_ignore_ascii_case("set-cookie"))
-        .map(|(_, value)| value.trim().to_owned());
-    (status, set_cookie, body.to_owned())
+    let answer = raw_request(&authority, method, path, headers, body);
+    let set_cookie = answer
+        .header_values("set-cookie")
+        .first()
+        .map(|v| v.to_string());
+    (answer.status, set_cookie, answer.body)
 }
 
 #[test]

@@ -45,11 +45,20 @@ fn a_daemon_on_postgres_keeps_its_boxes_and_their_logs_across_a_crash() {
     daemon.berth_ok(&["box", "create", "bob", "--template", "echo"]);
     let answer = daemon.berth_ok(&["send", "bob", "remember 42", "--json"]);
     let last = json(answer.lines().last().unwrap());
-    assert!(last["data"]["result"].as_str().unwrap().contains("42"), "{last}");
-    assert_eq!(daemon.berth_ok(&["exec", "bob", "--", "echo", "hi"]), "hi\n");
+    assert!(
+        last["data"]["result"].as_str().unwrap().contains("42"),
+        "{last}"
+    );
+    assert_eq!(
+        daemon.berth_ok(&["exec", "bob", "--", "echo", "hi"]),
+        "hi\n"
+    );
 
     // The rows are in Postgres, not in a file of the data dir.
-    assert_eq!(psql(&postgres, &url, "SELECT name FROM boxes").trim(), "bob");
+    assert_eq!(
+        psql(&postgres, &url, "SELECT name FROM boxes").trim(),
+        "bob"
+    );
     let stored: u64 = psql(&postgres, &url, "SELECT count(*) FROM events")
         .trim()
         .parse()
@@ -61,7 +70,10 @@ fn a_daemon_on_postgres_keeps_its_boxes_and_their_logs_across_a_crash() {
     assert_eq!(boxes["boxes"][0]["name"], "bob", "{boxes}");
     let again = daemon.berth_ok(&["send", "bob", "and 7", "--json"]);
     let last = json(again.lines().last().unwrap());
-    assert!(last["data"]["result"].as_str().unwrap().contains('7'), "{last}");
+    assert!(
+        last["data"]["result"].as_str().unwrap().contains('7'),
+        "{last}"
+    );
     let seqs: Vec<u64> = again
         .lines()
         .map(|l| json(l)["seq"].as_u64().unwrap())

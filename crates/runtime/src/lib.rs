@@ -5,6 +5,7 @@
 //! (`tests/conformance.rs`). Backends are honest: what one cannot do returns
 //! [`RuntimeError::Unsupported`], never a silent `Ok`.
 
+pub(crate) mod blocking;
 pub mod error;
 pub mod firecracker;
 pub(crate) mod fs;

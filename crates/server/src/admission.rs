@@ -130,6 +130,19 @@ impl<K: Eq + Hash + Clone> Slots<K> {
         let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
         held.by_holder.get(holder).copied().unwrap_or(0)
     }
+
+    /// Every holder holding a slot now, with how many (for `/metrics`).
+    pub fn held(&self) -> Vec<(K, usize)> {
+        let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        held.by_holder
+            .iter()
+            .map(|(holder, count)| (holder.clone(), *count))
+            .collect()
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
 }
 
 /// One call in progress.
@@ -206,6 +219,11 @@ mod tests {
                 ..
             })
         ));
+        let mut held = slots.held();
+        held.sort();
+        let mut want = vec![(a.clone(), 2), (b.clone(), 1)];
+        want.sort();
+        assert_eq!(held, want);
         drop(a1);
         let _c1 = slots.take(&c).expect("a dropped slot is free again");
         assert_eq!(slots.held_by(&a), 1);

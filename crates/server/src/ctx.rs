@@ -70,6 +70,8 @@ pub struct Ctx {
     pub e2b: Arc<crate::e2b::state::E2b>,
     /// Webhooks: their settings and the worker's doorbell.
     pub webhooks: Arc<crate::webhooks::Webhooks>,
+    /// What `/metrics` counts as the daemon goes (transitions, wakes).
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Ctx {

@@ -6,6 +6,7 @@
 //! - [`boxes`]: in-memory per-box state (lifecycle lock, the current guest client).
 //! - [`pumps`]: per-running-box tasks: message delivery and event ingestion.
 //! - [`server`]: start (store, admin key, reconcile, listen) and shutdown.
+//! - [`metrics`]: what `/metrics` shows Prometheus.
 
 pub mod admission;
 pub mod api;
@@ -22,6 +23,7 @@ pub mod error;
 pub mod host_config;
 pub mod images;
 pub mod lifecycle;
+pub mod metrics;
 pub mod ops;
 pub mod outbound;
 pub mod ports;

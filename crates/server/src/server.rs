@@ -137,6 +137,7 @@ impl Server {
             ),
             e2b: crate::e2b::state::E2b::open(data)?,
             webhooks: crate::webhooks::Webhooks::new(&config.host.webhooks),
+            metrics: Default::default(),
         };
         if let Err(e) = reconcile::reconcile(&ctx).await {
             // The store failing here fails every request too: refuse to start.

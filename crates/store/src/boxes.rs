@@ -210,6 +210,22 @@ impl Store {
         )
     }
 
+    /// How many boxes are in each state (`/metrics`), without reading their rows.
+    pub fn count_boxes_by_state(&self) -> Result<Vec<(BoxState, u64)>, StoreError> {
+        let counts: Vec<(String, u64)> = self.db.read(|c| {
+            c.query_map(
+                "SELECT state, COUNT(*) FROM boxes GROUP BY state",
+                crate::args![],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .map_err(sql("count boxes by state"))
+        })?;
+        counts
+            .into_iter()
+            .map(|(state, count)| Ok((crate::box_rows::parse_state(&state)?, count)))
+            .collect()
+    }
+
     /// Moves a stopped or failed box to another runtime (its volume goes with it: one image
     /// format for every runtime) if its generation is still `expected_generation`; returns
     /// the new generation. A box that may have processes keeps its runtime.

@@ -225,67 +225,67 @@ impl Store {
         after: u64,
         limit: PageLimit,
     ) -> Result<EventPage, StoreError> {
-        // One statement, so one snapshot on either database: the pruned mark and the rows
-        // agree. The page's bytes are counted in SQL (`total`: the bytes through each row),
-        // so only the events that fit are read out with their data; one row past the limit
-        // tells whether there is more.
-        let rows = self.db.read(|c| {
-            c.query_map(
-                "SELECT b.event_pruned_through, p.seq, e.type, e.data, e.created_at \
-                 FROM boxes b \
-                 LEFT JOIN ( \
-                     SELECT seq, \
-                            ROW_NUMBER() OVER w AS n, \
-                            CAST(SUM(bytes) OVER w AS BIGINT) AS total \
-                     FROM events WHERE box_id = ?1 AND seq > ?2 \
-                     WINDOW w AS (ORDER BY seq ROWS UNBOUNDED PRECEDING) \
-                     ORDER BY seq LIMIT ?3 \
-                 ) p ON 1 = 1 \
-                 LEFT JOIN events e ON e.box_id = b.id AND e.seq = p.seq \
-                     AND (p.n = 1 OR p.total <= ?4) \
-                 WHERE b.id = ?1 \
-                 ORDER BY p.seq",
-                crate::args![box_id.as_str(), after, limit.events + 1, limit.bytes],
-                |row| {
-                    let pruned_through: u64 = row.get(0)?;
-                    let seq: Option<u64> = row.get(1)?;
-                    let event = match (seq, row.get::<Option<String>>(2)?) {
-                        (Some(seq), Some(kind)) => Some(RawEvent {
-                            seq,
-                            kind,
-                            data: row.get(3)?,
-                            created_at: row.get(4)?,
-                        }),
-                        _ => None,
-                    };
-                    Ok((pruned_through, seq, event))
-                },
-            )
-            .map_err(sql("read events"))
-        })?;
-        let pruned_through = rows.first().map_or(0, |(pruned, _, _)| *pruned);
-        let gap = (after < pruned_through).then_some(EventGap {
-            first: after + 1,
-            last: pruned_through,
-        });
-        let (mut events, mut more) = (Vec::new(), false);
-        for (_, seq, event) in rows {
-            if seq.is_none() {
-                // The box has no event after `after`.
-                break;
-            }
-            match event {
-                Some(event) if events.len() < limit.events as usize => {
-                    events.push(event.into_record()?)
-                }
-                // Past the count or the bytes of the page.
-                _ => {
-                    more = true;
+        // One snapshot: the pruned mark and the rows agree. The sizes come first (one row
+        // past the count tells whether there is more), so only the events that fit the
+        // page are read out with their data: a page is bounded by bytes, not only by count.
+        self.db.snapshot(|c| {
+            let pruned_through: u64 = c
+                .query_row(
+                    "SELECT event_pruned_through FROM boxes WHERE id = ?1",
+                    crate::args![box_id.as_str()],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(sql("read a box's pruned events"))?
+                .unwrap_or(0);
+            let gap = (after < pruned_through).then_some(EventGap {
+                first: after + 1,
+                last: pruned_through,
+            });
+            let sizes: Vec<(u64, u64)> = c
+                .query_map(
+                    "SELECT seq, bytes FROM events WHERE box_id = ?1 AND seq > ?2 \
+                     ORDER BY seq LIMIT ?3",
+                    crate::args![box_id.as_str(), after, limit.events + 1],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .map_err(sql("read events"))?;
+            let (mut fits, mut bytes) = (0usize, 0u64);
+            for (_, size) in &sizes {
+                if fits == limit.events as usize || (fits > 0 && bytes + size > limit.bytes) {
                     break;
                 }
+                bytes += size;
+                fits += 1;
             }
-        }
-        Ok(EventPage { events, more, gap })
+            let more = sizes.len() > fits;
+            let Some(&(last, _)) = sizes[..fits].last() else {
+                return Ok(EventPage {
+                    events: Vec::new(),
+                    more,
+                    gap,
+                });
+            };
+            let events = c
+                .query_map(
+                    "SELECT seq, type, data, created_at FROM events \
+                     WHERE box_id = ?1 AND seq > ?2 AND seq <= ?3 ORDER BY seq",
+                    crate::args![box_id.as_str(), after, last],
+                    |row| {
+                        Ok(RawEvent {
+                            seq: row.get(0)?,
+                            kind: row.get(1)?,
+                            data: row.get(2)?,
+                            created_at: row.get(3)?,
+                        })
+                    },
+                )
+                .map_err(sql("read events"))?
+                .into_iter()
+                .map(RawEvent::into_record)
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(EventPage { events, more, gap })
+        })
     }
 
     /// Removes, from every box's log, the oldest events past `retention` (over its byte

@@ -54,9 +54,7 @@ pub use box_outcomes::{BootPhase, LastBoot, PhaseSource, TransitionFailure, BOOT
 pub use box_record::{BoxLimits, BoxRecord};
 pub use box_settings::BoxChange;
 pub use boxes::{Admission, NewBox};
-pub use db::{
-    DbError, Latency, PostgresOptions, StoreStats, BUCKETS_US as STORE_LATENCY_BUCKETS_US,
-};
+pub use db::{DbError, PostgresOptions, StoreStats};
 pub use e2b_sandboxes::{E2bIdempotency, E2bInsert, E2bSandbox};
 pub use error::StoreError;
 pub use events::{

@@ -90,6 +90,25 @@ conformance! {
             .unwrap();
     }
 
+    fn boxes_are_counted_by_state(db) {
+        let store = db.open();
+        let tenant = store.create_tenant("acme").unwrap();
+        assert!(store.count_boxes_by_state().unwrap().is_empty());
+        for name in ["a", "b", "c"] {
+            store.insert_box(&new_box(&tenant.id, name)).unwrap();
+        }
+        let c = store.get_box_by_name(&tenant.id, "c").unwrap().unwrap();
+        store
+            .update_box_state(&c.id, c.generation, BoxState::Starting, None)
+            .unwrap();
+        let mut counts = store.count_boxes_by_state().unwrap();
+        counts.sort_by_key(|(state, _)| state.as_str());
+        assert_eq!(
+            counts,
+            vec![(BoxState::Starting, 1), (BoxState::Stopped, 2)]
+        );
+    }
+
     fn illegal_transitions_are_refused_and_change_nothing(db) {
         let store = db.open();
         let tenant = store.create_tenant("acme").unwrap();

@@ -43,6 +43,7 @@
 //! | `mcp-sdk` | the official MCP Python SDK (PyPI `mcp`, pinned) in its venv under `target/mcp-sdk` (`scripts/install-deps.sh --tests`: `python3-venv` and PyPI) ([`mcp_sdk`]) |
 //! | `e2b-npm` | the pinned E2B npm SDK under `target/e2b-sdk` (`scripts/install-deps.sh --tests` with npm) and a `node` it supports (20.18.1 or newer; Debian 12's own is 18) ([`e2b_sdk`]) |
 //! | `postgres` | PostgreSQL's server binaries (Debian's `postgresql` package: `initdb`, `postgres`, `createdb` under `/usr/lib/postgresql/<N>/bin`) ([`postgres`]) |
+//! | `prom-parser` | Debian's `python3-prometheus-client`, the Prometheus text format parser the metrics tests check `/metrics` with |
 
 use std::io::Write;
 
@@ -90,6 +91,7 @@ pub const PARTS: &[&str] = &[
     "sdk-typescript",
     "mcp-sdk",
     "postgres",
+    "prom-parser",
 ];
 
 /// The variable naming the parts a run requires.

@@ -113,7 +113,7 @@ async fn mount_volume(
         let mounted = volume_mount::mount(&owned, id_map, disk_mib, &volumes, &mut laps);
         (mounted, laps)
     };
-    match tokio::task::spawn_blocking(work).await {
+    match crate::blocking::spawn_blocking(work).await {
         Ok((mounted, laps)) => {
             *clock = laps;
             Ok(mounted?)
@@ -134,7 +134,8 @@ async fn mount_image_rootfs(
 ) -> Result<PathBuf, RuntimeError> {
     let (owned, image, spec) = (paths.clone(), image.to_path_buf(), spec.clone());
     let target = paths.rootfs_mount();
-    match tokio::task::spawn_blocking(move || image_rootfs::mount(&owned, &image, &spec)).await {
+    match crate::blocking::spawn_blocking(move || image_rootfs::mount(&owned, &image, &spec)).await
+    {
         Ok(result) => Ok(result?),
         Err(source) => Err(VolumeError::Task {
             image: target,

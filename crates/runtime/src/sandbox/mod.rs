@@ -364,7 +364,8 @@ impl Runtime for SandboxRuntime {
                 Some(false) => {
                     let id = id.clone();
                     // The freeze is waited for by polling the cgroup: off the async threads.
-                    return match tokio::task::spawn_blocking(move || freezer::freeze(&id)).await {
+                    return match crate::blocking::spawn_blocking(move || freezer::freeze(&id)).await
+                    {
                         Ok(frozen) => frozen.map(drop),
                         Err(e) => std::panic::resume_unwind(e.into_panic()),
                     };
@@ -489,7 +490,7 @@ impl Runtime for SandboxRuntime {
 async fn release_image_rootfs(paths: &BoxPaths) -> Result<(), RuntimeError> {
     let owned = paths.clone();
     let target = paths.rootfs_mount();
-    match tokio::task::spawn_blocking(move || image_rootfs::release(&owned)).await {
+    match crate::blocking::spawn_blocking(move || image_rootfs::release(&owned)).await {
         Ok(result) => Ok(result?),
         Err(source) => Err(VolumeError::Task {
             image: target,
@@ -510,7 +511,7 @@ async fn blocking(
     work: impl FnOnce() -> Result<(), VolumeError> + Send + 'static,
 ) -> Result<(), RuntimeError> {
     let image = paths.volume_image();
-    match tokio::task::spawn_blocking(work).await {
+    match crate::blocking::spawn_blocking(work).await {
         Ok(result) => result.map_err(RuntimeError::from),
         Err(source) => Err(VolumeError::Task { image, source }.into()),
     }

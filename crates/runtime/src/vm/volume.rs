@@ -38,7 +38,7 @@ async fn blocking<T: Send + 'static>(
     path: &Path,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, RuntimeError> {
-    tokio::task::spawn_blocking(work)
+    crate::blocking::spawn_blocking(work)
         .await
         .map_err(|e| RuntimeError::Io {
             action: "build an image for",

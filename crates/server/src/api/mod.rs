@@ -1,4 +1,6 @@
-//! The public HTTP API (docs/api.md): routes, and the request log.
+//! The public HTTP API (docs/api.md): routes, and the request log. `/metrics`
+//! (docs/metrics.md) is served beside it, outside `/v1` and the OpenAPI description: it is
+//! for Prometheus, not for the SDKs.
 
 pub mod auth;
 pub mod box_sleep;
@@ -15,12 +17,14 @@ pub mod files_archive;
 pub mod files_watch;
 pub mod mcp;
 pub mod messages;
+pub mod metrics;
 mod old_names;
 pub mod openapi;
 pub mod port_links;
 pub mod ports;
 pub mod processes;
 pub mod push;
+pub mod request_id;
 pub mod runtimes;
 pub mod secrets;
 pub mod security_headers;
@@ -70,6 +74,7 @@ fn routes(ctx: Ctx) -> Router<Ctx> {
         .route("/assets/{*file}", get(webapp::serve))
         .route("/v1/health", get(health))
         .route("/openapi.json", get(openapi_json))
+        .route(metrics::PATH, get(metrics::serve))
         .route("/v1/boxes", post(boxes::create).get(boxes::list))
         .route(
             "/v1/boxes/{box_ref}",
@@ -256,18 +261,27 @@ async fn method_not_allowed(method: http::Method, uri: http::Uri) -> ApiError {
     }
 }
 
-/// One line per request at info: method, path, status, duration.
+/// Serves the request in its span ([`request_id`]: every line logged meanwhile carries its
+/// id), answers with its id in `X-Request-Id`, and logs one line per request at info:
+/// method, path, status, duration.
 async fn log_request(req: Request, next: Next) -> Response {
+    let id = request_id::of(req.headers());
+    let span = request_id::span(&id);
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let began = Instant::now();
-    let response = caller_scope::scope(next.run(req)).await;
-    tracing::info!(
-        %method,
-        path,
-        status = response.status().as_u16(),
-        duration_ms = %format_args!("{:.1}", began.elapsed().as_secs_f64() * 1000.0),
-        "request"
-    );
+    let serve = async move {
+        let response = caller_scope::scope(next.run(req)).await;
+        tracing::info!(
+            %method,
+            path,
+            status = response.status().as_u16(),
+            duration_ms = %format_args!("{:.1}", began.elapsed().as_secs_f64() * 1000.0),
+            "request"
+        );
+        response
+    };
+    let mut response = tracing::Instrument::instrument(serve, span).await;
+    response.headers_mut().insert(request_id::HEADER, id);
     response
 }

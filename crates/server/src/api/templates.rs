@@ -169,7 +169,7 @@ pub async fn list(State(ctx): State<Ctx>, Caller(who): Caller) -> Json<TemplateL
 pub async fn reload(State(ctx): State<Ctx>, caller: Caller) -> Result<Json<ReloadView>, ApiError> {
     caller.require_admin()?;
     let shared = ctx.templates.clone();
-    let (registry, errors) = tokio::task::spawn_blocking(move || shared.reload())
+    let (registry, errors) = crate::lifecycle::detached::blocking(move || shared.reload())
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     for e in &errors {

@@ -8,6 +8,7 @@ use berth_store::{BoxRecord, E2bSandbox};
 use crate::ctx::Ctx;
 use crate::e2b::access_token;
 use crate::e2b::error::E2bError;
+use crate::ops::box_find::name_in_span;
 
 /// The tenant's sandbox `sandbox_id`, with its box.
 pub fn find(
@@ -23,6 +24,7 @@ pub fn find(
         .e2b_sandbox(tenant, sandbox_id)?
         .ok_or_else(not_found)?;
     let record = ctx.store.get_box(&row.box_id)?.ok_or_else(not_found)?;
+    name_in_span(&record.id);
     Ok((record, row))
 }
 
@@ -40,5 +42,9 @@ pub fn find_by_token(
     if !access_token::check(ctx, &row.box_id, access_token) {
         return Ok(None);
     }
-    Ok(ctx.store.get_box(&row.box_id)?.map(|record| (record, row)))
+    let found = ctx.store.get_box(&row.box_id)?;
+    if let Some(record) = &found {
+        name_in_span(&record.id);
+    }
+    Ok(found.map(|record| (record, row)))
 }

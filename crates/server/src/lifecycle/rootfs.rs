@@ -57,7 +57,7 @@ pub async fn rootfs_for(
     }
     let store = ImageStore::new(data_dir);
     let base_name = base.to_string();
-    tokio::task::spawn_blocking(move || {
+    crate::lifecycle::detached::blocking(move || {
         berth_image::with_mount_points(&store, &image, &layer_targets)
     })
     .await
@@ -100,7 +100,7 @@ async fn base_rootfs(
         Base::Tarball(file) => Job::Tarball(file.clone()),
     };
     let store = ImageStore::new(data_dir);
-    let image = tokio::task::spawn_blocking(move || match job {
+    let image = crate::lifecycle::detached::blocking(move || match job {
         Job::Minimal => berth_image::rootfs_minimal(&store, &NoProgress),
         Job::Dir(dir) => berth_image::rootfs_from_dir(&store, &dir, &NoProgress),
         Job::Tarball(file) => berth_image::rootfs_from_tarball(&store, &file, &NoProgress),

@@ -3,12 +3,14 @@
 //! generation it last wrote or read (so a write never lands on a row that changed under
 //! it), and turns each failed step into a record on the box: which transition, which step,
 //! the cause, and what to do (`failure` in the box's API view). Wake, start, resume,
-//! stop, pause, snapshot, reclaim, warm-pool claim, forget and fail all go through it; the
-//! state machine (`berth_store::check_transition`) stays the one authority on which moves
-//! are legal.
+//! stop, pause, snapshot, reclaim, warm-pool claim, forget, fail and delete all go through
+//! it; the state machine (`berth_store::check_transition`) stays the one authority on which
+//! moves are legal. Each state written is counted and timed here for `/metrics`
+//! (`crate::metrics::lifecycle`): from the lock taken, or from the previous write.
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Instant;
 
 use berth_protocol::BoxId;
 use berth_runtime::{error_chain, Runtime, RuntimeError};
@@ -50,6 +52,8 @@ pub(crate) enum Kind {
     Exit,
     /// The daemon's start bringing the runtime in line with the store.
     Reconcile,
+    /// The box and its volume removed.
+    Delete,
 }
 
 impl Kind {
@@ -65,6 +69,7 @@ impl Kind {
             Kind::Fail => "fail",
             Kind::Exit => "exit",
             Kind::Reconcile => "reconcile",
+            Kind::Delete => "delete",
         }
     }
 }
@@ -131,6 +136,9 @@ pub(crate) struct Transition<'c> {
     /// The boot bookkeeping of the box (client, pumps, egress, exit watch).
     pub live: OwnedMutexGuard<Live>,
     record: BoxRecord,
+    /// When the lock was taken, then when the state was last written: what the next
+    /// write's time is counted from.
+    since: Instant,
 }
 
 impl<'c> Transition<'c> {
@@ -144,6 +152,7 @@ impl<'c> Transition<'c> {
             kind,
             live,
             record,
+            since: Instant::now(),
         })
     }
 
@@ -249,6 +258,10 @@ impl<'c> Transition<'c> {
     }
 
     fn wrote(&mut self, to: BoxState, reason: Option<String>, generation: u64) {
+        let now = Instant::now();
+        let metrics = &self.ctx.metrics.lifecycle;
+        metrics.transition(self.record.state, to, now - self.since);
+        self.since = now;
         self.record.state = to;
         self.record.state_reason = reason;
         self.record.generation = generation;

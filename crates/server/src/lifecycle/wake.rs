@@ -1,9 +1,11 @@
 //! Waking a box by its cheapest rung: `POST /v1/boxes/{ref}/start|resume`, and every call
 //! that needs the box (exec, files, a message). A paused box is thawed, a snapshotted one
 //! restored (a cold boot if the restore fails), a stopped or failed one cold-started. Under
-//! the box's lifecycle lock, so concurrent wakes wake it once.
+//! the box's lifecycle lock, so concurrent wakes wake it once. The wake that wakes it
+//! reports how long its caller waited (`berth_box_wake_seconds`), warm-pool boots aside.
 
 use std::future::Future;
+use std::time::Instant;
 
 use berth_protocol::BoxId;
 use berth_runtime::{error_chain, GuestClient, GuestError, RuntimeStatus};
@@ -14,6 +16,8 @@ use crate::error::OpError;
 use crate::lifecycle::boot::boot;
 use crate::lifecycle::detached::detached;
 use crate::lifecycle::transition::{runtime_error, Kind, Step, Transition};
+use crate::lifecycle::warm_pool::is_pool_box;
+use crate::metrics::WakeFrom;
 use crate::ops::box_find::reload;
 
 /// Who wants the box awake: whether a box asleep with `auto_resume` off wakes for it.
@@ -57,8 +61,12 @@ pub(super) async fn ensure_running(
     id: &BoxId,
     waker: Waker,
 ) -> Result<(GuestClient, u64), OpError> {
+    let asked = Instant::now();
     let (ctx, task_id) = (ctx.clone(), id.clone());
-    detached(id, async move { wake_locked(&ctx, &task_id, waker).await }).await
+    detached(id, async move {
+        wake_locked(&ctx, &task_id, waker, asked).await
+    })
+    .await
 }
 
 /// Wakes the box for its queued messages without making the caller wait, and tells a
@@ -68,7 +76,8 @@ pub(super) fn wake_for_messages(ctx: &Ctx, id: &BoxId, waker: Waker) {
     // One wake per post: they queue on the box's lifecycle lock, and each after the first
     // finds the box running (a wake racing a stop still leaves the box running after).
     let (ctx, id) = (ctx.clone(), id.clone());
-    tokio::spawn(async move {
+    // In the request's span: its lines carry the request's id.
+    tokio::spawn(tracing::Instrument::in_current_span(async move {
         match ensure_running(&ctx, &id, waker).await {
             Ok(_) => {}
             Err(OpError::Asleep { .. }) => {
@@ -78,7 +87,7 @@ pub(super) fn wake_for_messages(ctx: &Ctx, id: &BoxId, waker: Waker) {
                 tracing::warn!(box_id = %id, error = %error_chain(&e), "cannot wake the box for its messages");
             }
         }
-    });
+    }));
 }
 
 /// After boot `boot` of the box could not be reached: `true` when that boot is over (the
@@ -111,8 +120,19 @@ pub(super) async fn forget_if_dead(ctx: &Ctx, id: &BoxId, boot: u64) -> Result<b
     .await
 }
 
-async fn wake_locked(ctx: &Ctx, id: &BoxId, waker: Waker) -> Result<(GuestClient, u64), OpError> {
+/// Wakes the box under its lock; `asked`: when the caller asked for it.
+async fn wake_locked(
+    ctx: &Ctx,
+    id: &BoxId,
+    waker: Waker,
+    asked: Instant,
+) -> Result<(GuestClient, u64), OpError> {
     let mut t = Transition::begin(ctx, id, Kind::Start).await?;
+    let woke = |t: &Transition<'_>, from: WakeFrom| {
+        if !is_pool_box(t.record()) {
+            ctx.metrics.lifecycle.woke(from, asked.elapsed());
+        }
+    };
     let runtime = t.runtime()?;
     let record = t.record();
     let asleep = matches!(record.state, BoxState::Paused | BoxState::Snapshotted);
@@ -134,6 +154,7 @@ async fn wake_locked(ctx: &Ctx, id: &BoxId, waker: Waker) -> Result<(GuestClient
                     .await
                     .map_err(|source| runtime_error("resume", id, source))?;
                 t.write(BoxState::Running, None)?;
+                woke(&t, WakeFrom::Paused);
                 // The idle clock starts again at the wake, as after a cold start.
                 ctx.activity.touch(id);
                 tracing::info!(box_id = %id, name = %t.record().name, "box resumed");
@@ -142,6 +163,7 @@ async fn wake_locked(ctx: &Ctx, id: &BoxId, waker: Waker) -> Result<(GuestClient
         }
         BoxState::Snapshotted => {
             let client = boot(&mut t, &runtime).await?;
+            woke(&t, WakeFrom::Snapshotted);
             return Ok((client, t.live.boot));
         }
         BoxState::Stopped
@@ -160,6 +182,7 @@ async fn wake_locked(ctx: &Ctx, id: &BoxId, waker: Waker) -> Result<(GuestClient
         t.write(BoxState::Stopped, None)?;
     }
     let client = boot(&mut t, &runtime).await?;
+    woke(&t, WakeFrom::Stopped);
     Ok((client, t.live.boot))
 }
 

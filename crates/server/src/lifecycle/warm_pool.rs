@@ -355,9 +355,11 @@ pub(super) async fn claim(ctx: &Ctx, new: &NewBox, template: &Template) -> Optio
         sleep: new.sleep,
     };
     for candidate in candidates {
-        // In a task of its own: a client that hangs up cannot cut a claim half-way.
+        // In a task of its own (a client that hangs up cannot cut a claim half-way), in
+        // the request's span.
         let (task_ctx, id, owner) = (ctx.clone(), candidate.id.clone(), owner.clone());
-        match tokio::spawn(async move { claim_locked(&task_ctx, &id, &owner).await }).await {
+        let claim = async move { claim_locked(&task_ctx, &id, &owner).await };
+        match tokio::spawn(tracing::Instrument::in_current_span(claim)).await {
             Ok(Ok(Some(record))) => return Some(record),
             Ok(Ok(None)) => {}
             Ok(Err(e)) => {

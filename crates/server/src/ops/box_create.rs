@@ -21,6 +21,7 @@ use crate::ctx::Ctx;
 use crate::egress::policy::EgressPolicy;
 use crate::error::OpError;
 use crate::ops::box_disk;
+use crate::ops::box_find::name_in_span;
 use crate::runtimes::{boots_images, runs_base};
 use crate::templates::Base;
 use crate::validate::{self, LimitsInput, SleepInput, DEFAULT_TEMPLATE, DEFAULT_VM_TEMPLATE};
@@ -111,6 +112,7 @@ pub async fn create_box(
     };
     // A box of a template with a warm pool may be one of its booted boxes, moved over.
     if let Some(record) = ctx.lifecycle().claim_warm(&new, template).await {
+        name_in_span(&record.id);
         return Ok(record);
     }
     // Its volume is sparse: what it may take is promised now, with every other box's
@@ -124,6 +126,7 @@ pub async fn create_box(
     };
     // The tenant's quota is checked in the insert's own transaction.
     let record = ctx.store.admit_box(&new, admission)?;
+    name_in_span(&record.id);
     tracing::info!(box_id = %record.id, name = %record.name, template = %record.template, runtime = %record.runtime, slot = record.id_slot, "box created");
     Ok(record)
 }

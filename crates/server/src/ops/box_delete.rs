@@ -7,7 +7,7 @@ use berth_store::BoxState;
 use crate::ctx::Ctx;
 use crate::error::OpError;
 use crate::lifecycle::detached::detached;
-use crate::ops::box_find::reload;
+use crate::lifecycle::transition::{Kind, Transition};
 
 pub async fn delete_box(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
     let (ctx, task_id) = (ctx.clone(), id.clone());
@@ -15,12 +15,10 @@ pub async fn delete_box(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
 }
 
 async fn delete_locked(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
-    let slot = ctx.boxes.slot(id);
-    let mut live = slot.lifecycle.lock().await;
-    let record = reload(ctx, id)?;
-    live.end_boot();
+    let mut t = Transition::begin(ctx, id, Kind::Delete).await?;
+    t.live.end_boot();
     ctx.egress.remove(id);
-    ctx.runtime_of(&record)?
+    t.runtime()?
         .remove(id)
         .await
         .map_err(|source| OpError::Runtime {
@@ -28,11 +26,11 @@ async fn delete_locked(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
             id: id.clone(),
             source: Box::new(source),
         })?;
-    ctx.store
-        .update_box_state(id, record.generation, BoxState::Deleted, None)?;
-    drop(live);
+    t.write(BoxState::Deleted, None)?;
+    let name = t.record().name.clone();
+    drop(t);
     ctx.boxes.forget(id);
     ctx.activity.forget(id);
-    tracing::info!(box_id = %id, name = %record.name, "box deleted");
+    tracing::info!(box_id = %id, %name, "box deleted");
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! Box lookups for a client: always scoped by the caller's tenant, so another tenant's
-//! box is "no box" (404), never "forbidden".
+//! box is "no box" (404), never "forbidden". A box found is named in the request's span
+//! ([`name_in_span`]).
 
 use berth_protocol::{BoxId, TenantId};
 use berth_store::BoxRecord;
@@ -14,9 +15,18 @@ pub fn find_box(ctx: &Ctx, tenant: &TenantId, reference: &str) -> Result<BoxReco
         Ok(id) => ctx.store.get_box_by_id(tenant, &id)?,
         Err(_) => ctx.store.get_box_by_name(tenant, reference)?,
     };
-    found.ok_or_else(|| OpError::BoxNotFound {
+    let record = found.ok_or_else(|| OpError::BoxNotFound {
         reference: reference.to_owned(),
-    })
+    })?;
+    name_in_span(&record.id);
+    Ok(record)
+}
+
+/// Names the box in the span of the request being served (`box_id`,
+/// `api::request_id`): every line logged for the rest of the request carries it. Outside a
+/// request's span it records nothing.
+pub(crate) fn name_in_span(id: &BoxId) {
+    tracing::Span::current().record("box_id", tracing::field::display(id));
 }
 
 pub fn list_boxes(ctx: &Ctx, tenant: &TenantId) -> Result<Vec<BoxRecord>, OpError> {

@@ -86,12 +86,14 @@ async fn a_tenants_attempts_are_bounded_and_bad_registrations_refused() {
     let origin = format!("http://{}", listener.local_addr().unwrap());
     let receiver = Arc::new(Holding::default());
     tokio::spawn(receiver.clone().serve(listener));
-    let mut host = HostConfig::default();
-    host.webhooks = WebhooksHostConfig {
-        allow_endpoints: vec![origin.clone()],
-        max_in_flight_per_tenant: 2,
-        timeout_s: 30,
-        ..WebhooksHostConfig::default()
+    let host = HostConfig {
+        webhooks: WebhooksHostConfig {
+            allow_endpoints: vec![origin.clone()],
+            max_in_flight_per_tenant: 2,
+            timeout_s: 30,
+            ..WebhooksHostConfig::default()
+        },
+        ..HostConfig::default()
     };
     let server = TestServer::start_with_host(
         Runtimes::single(Arc::new(NoBoxes)),

@@ -27,7 +27,7 @@ pub(crate) use value::{Arg, Row, ToArg, Value};
 pub use self::postgres::PostgresOptions;
 pub(crate) use self::postgres::{PgSession, Postgres};
 pub(crate) use self::sqlite::Sqlite;
-pub use self::stats::{Latency, StoreStats, BUCKETS_US};
+pub use self::stats::StoreStats;
 
 /// Which SQL a statement is written in, for the rare query the two cannot share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,7 +261,7 @@ impl Db {
             Backend::Sqlite(db) => db.write(f),
             Backend::Postgres(db) => db.write(f),
         };
-        self.stats.writes.record(started.elapsed());
+        self.stats.writes.observe(started.elapsed());
         result
     }
 
@@ -276,7 +276,7 @@ impl Db {
             Backend::Sqlite(db) => db.snapshot(f),
             Backend::Postgres(db) => db.snapshot(f),
         };
-        self.stats.reads.record(started.elapsed());
+        self.stats.reads.observe(started.elapsed());
         result
     }
 
@@ -291,7 +291,7 @@ impl Db {
             Backend::Sqlite(db) => db.read(f),
             Backend::Postgres(db) => db.read(f),
         };
-        self.stats.reads.record(started.elapsed());
+        self.stats.reads.observe(started.elapsed());
         result
     }
 }

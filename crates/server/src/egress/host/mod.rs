@@ -28,6 +28,8 @@ use tokio::sync::oneshot;
 
 use super::policy::EgressPolicy;
 use crate::host_config::EgressHostConfig;
+use crate::metrics::egress::CountingSink;
+use crate::metrics::EgressCounters;
 
 /// Why a credential rule's secret could not be read (the secret store's error, boxed so the
 /// gateway's bookkeeping does not depend on the store).
@@ -155,6 +157,8 @@ pub struct AuditPage {
 pub struct EgressHost {
     gateway: Gateway,
     audit: Arc<JsonlDirSink>,
+    /// Bytes and refusals, counted from every audit record (`/metrics`).
+    counters: Arc<EgressCounters>,
     extra_roots: Vec<CertificateDer<'static>>,
     boots_dir: PathBuf,
 }
@@ -184,6 +188,7 @@ impl EgressHost {
             JsonlDirSink::with_limits(data_dir.join(AUDIT_DIR), limits)
                 .map_err(EgressSetupError::Audit)?,
         );
+        let counters = Arc::new(EgressCounters::default());
         let gateway = Gateway::new(
             GatewayConfig {
                 resolve_overrides: config.resolve_overrides.clone(),
@@ -197,7 +202,10 @@ impl EgressHost {
                 handoff_from: HandoffSender::BoxInit,
             },
             Arc::new(SystemResolver),
-            audit.clone(),
+            Arc::new(CountingSink {
+                counters: counters.clone(),
+                inner: audit.clone(),
+            }),
         )
         .map_err(EgressSetupError::Gateway)?;
         let boots_dir = data_dir.join(BOOTS_DIR);
@@ -215,6 +223,7 @@ impl EgressHost {
         Ok(EgressHost {
             gateway,
             audit,
+            counters,
             extra_roots,
             boots_dir,
         })
@@ -441,6 +450,11 @@ impl EgressHost {
     pub fn remove(&self, id: &BoxId) {
         self.end(id);
         self.audit.remove(id);
+    }
+
+    /// The gateway's bytes and refusals so far.
+    pub fn counters(&self) -> &EgressCounters {
+        &self.counters
     }
 
     /// Returns once every audit line queued so far is written (the daemon's last step).

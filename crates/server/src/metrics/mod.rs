@@ -1,0 +1,66 @@
+//! `GET /metrics`: what an operator's Prometheus scrapes, in its text format (0.0.4,
+//! [`exposition`]). docs/metrics.md lists every metric; this is what is measured and why.
+//!
+//! - **Boxes** ([`boxes`]): how many are in each state, read from the store at each
+//!   scrape (the store is where a state is recorded; nothing here can drift from it).
+//! - **The lifecycle** ([`lifecycle`]): each box state change, counted and timed at the one
+//!   place every change is written (`lifecycle::transition::Transition`), and how long a
+//!   call that needed a box waited for it to wake, by rung (cold start, thaw, restore):
+//!   the latency a user feels.
+//! - **Egress** ([`egress`]): bytes through the gateway and its refusals by reason,
+//!   counted from the audit records it writes for every decision.
+//! - **Streams** ([`streams`]): long-lived streams each tenant holds, against its budget.
+//! - **The store** ([`store`]): read and write latency and conflicts, from the store's own
+//!   timing, and which database it is.
+//! - **The process** ([`process`]): version, start time, file descriptors, memory.
+//!
+//! Everything counted on a request's path is a few relaxed atomic adds into fixed arrays
+//! (no lock, no allocation); everything else is read when scraped. Label values come from
+//! closed sets (states, rungs, the gateway's reason codes, capped) or from the store
+//! (tenant ids), never from a request. Per-tenant numbers are why `/metrics` needs an
+//! admin key (`api/metrics.rs`).
+
+pub mod boxes;
+pub mod egress;
+pub mod exposition;
+pub mod lifecycle;
+pub mod process;
+pub mod store;
+pub mod streams;
+
+use std::time::SystemTime;
+
+pub use egress::EgressCounters;
+pub use lifecycle::{LifecycleMetrics, WakeFrom};
+
+use crate::ctx::Ctx;
+use crate::error::OpError;
+
+/// What the daemon counts as it goes (the rest is read at each scrape).
+#[derive(Debug)]
+pub struct Metrics {
+    pub lifecycle: LifecycleMetrics,
+    started: SystemTime,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics {
+            lifecycle: LifecycleMetrics::default(),
+            started: SystemTime::now(),
+        }
+    }
+}
+
+/// The whole exposition, as of now.
+pub fn render(ctx: &Ctx) -> Result<String, OpError> {
+    let mut out = exposition::Exposition::default();
+    process::write(&mut out, ctx.metrics.started);
+    boxes::write(&mut out, &ctx.store)?;
+    ctx.metrics.lifecycle.write(&mut out);
+    ctx.egress.counters().write(&mut out);
+    streams::write(&mut out, &ctx.streams);
+    // Last: the store's own calls above are in it.
+    store::write(&mut out, &ctx.store.stats());
+    Ok(out.finish())
+}
