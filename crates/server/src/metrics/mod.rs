@@ -7,6 +7,8 @@
 //!   place every change is written (`lifecycle::transition::Transition`), and how long a
 //!   call that needed a box waited for it to wake, by rung (cold start, thaw, restore):
 //!   the latency a user feels.
+//! - **The cluster** ([`cluster`]): the op queue's depth and its oldest op's age, and the
+//!   nodes by whether their lease runs, read from the store (0 on one host).
 //! - **Egress** ([`egress`]): bytes through the gateway and its refusals by reason,
 //!   counted from the audit records it writes for every decision.
 //! - **Streams** ([`streams`]): long-lived streams each tenant holds, against its budget.
@@ -21,6 +23,7 @@
 //! admin key (`api/metrics.rs`).
 
 pub mod boxes;
+pub mod cluster;
 pub mod egress;
 pub mod exposition;
 pub mod lifecycle;
@@ -57,6 +60,7 @@ pub fn render(ctx: &Ctx) -> Result<String, OpError> {
     let mut out = exposition::Exposition::default();
     process::write(&mut out, ctx.metrics.started);
     boxes::write(&mut out, &ctx.store)?;
+    cluster::write(&mut out, &ctx.store)?;
     ctx.metrics.lifecycle.write(&mut out);
     ctx.egress.counters().write(&mut out);
     streams::write(&mut out, &ctx.streams);
