@@ -7,7 +7,9 @@
 # in a venv under target/ (the E2B compatibility test), berth's own Python SDK with pinned
 # httpx and pytest in another (its test), the official MCP Python SDK in a third (the MCP
 # server's test), berth's own TypeScript SDK's npm packages (its test), PostgreSQL's server
-# binaries (the store's tests on Postgres) and Prometheus' text format parser (/metrics). With --bench,
+# binaries (the store's tests on Postgres), Prometheus' text format parser (/metrics), and
+# the deployment manifests' offline validators from PyPI in a venv (kubectl, which renders
+# deploy/k8s, has no Debian package: it is reported when missing, not installed). With --bench,
 # also nginx with its stream module (the egress benchmark's comparison).
 set -euo pipefail
 for_tests=false
@@ -134,6 +136,17 @@ pinned_venv "$sdk_root/target/sdk-python/venv" "berth's Python SDK and its test 
 # The official MCP Python SDK: its client drives `berth mcp` (stdio) and the daemon's
 # `/mcp` (Streamable HTTP) in crates/cli/tests/mcp.rs.
 pinned_venv "$sdk_root/target/mcp-sdk/venv" "the MCP Python SDK" mcp-sdk "mcp==2.3.0"
+
+# The deployment manifests under deploy/, checked without a cluster
+# (crates/cli/tests/deploy_manifests.rs): kubernetes-validate carries the Kubernetes API's
+# schemas, python-hcl2 parses the Nomad jobs (crates/testkit/src/deploy_validate.rs pins the
+# same). kubectl renders deploy/k8s with its kustomize; Debian has no package of it, so a
+# machine without one is told, and the kustomize test skips (part deploy-validate).
+pinned_venv "$sdk_root/target/deploy-validate/venv" "the deployment manifests' validators" deploy-validate \
+  kubernetes-validate==1.37.0 python-hcl2==8.1.4
+if $for_tests && ! command -v kubectl >/dev/null 2>&1; then
+  echo "no kubectl on PATH (no Debian package): the kustomize test of deploy/k8s will skip (part deploy-validate)" >&2
+fi
 
 # berth's own TypeScript SDK (sdk/typescript): its npm packages from its lockfile (npm ci)
 # and a first build (crates/cli/tests/sdk_typescript.rs builds it again from this checkout

@@ -44,10 +44,13 @@
 //! | `e2b-npm` | the pinned E2B npm SDK under `target/e2b-sdk` (`scripts/install-deps.sh --tests` with npm) and a `node` it supports (20.18.1 or newer; Debian 12's own is 18) ([`e2b_sdk`]) |
 //! | `postgres` | PostgreSQL's server binaries (Debian's `postgresql` package: `initdb`, `postgres`, `createdb` under `/usr/lib/postgresql/<N>/bin`) ([`postgres`]) |
 //! | `prom-parser` | Debian's `python3-prometheus-client`, the Prometheus text format parser the metrics tests check `/metrics` with |
+//! | `deploy-validate` | what checks `deploy/` offline: PyPI's `kubernetes-validate` and `python-hcl2` in a venv under `target/deploy-validate` (`scripts/install-deps.sh --tests`: `python3-venv` and PyPI) ([`deploy_validate`]) |
+//! | `kubectl` | `kubectl` on `PATH`, whose built-in kustomize renders `deploy/k8s` (Debian packages none: required only where one is installed) |
 
 use std::io::Write;
 
 pub mod browser;
+pub mod deploy_validate;
 pub mod e2b_sdk;
 pub mod mcp_sdk;
 pub mod node;
@@ -92,6 +95,8 @@ pub const PARTS: &[&str] = &[
     "mcp-sdk",
     "postgres",
     "prom-parser",
+    "deploy-validate",
+    "kubectl",
 ];
 
 /// The variable naming the parts a run requires.
