@@ -50,36 +50,48 @@ pub struct Daemon {
 impl Daemon {
     /// A new daemon with its data in `data_dir`.
     pub async fn start(data_dir: &Path) -> BenchResult<Daemon> {
+        let config = Daemon::config(data_dir, "127.0.0.1:0".parse()?)?;
+        let server = Server::bind(config).await?;
+        let key = server
+            .admin_key_created
+            .clone()
+            .ok_or("no admin key on a new data dir")?;
+        Ok(Daemon::serve(server, key))
+    }
+
+    /// A single host's config on `data_dir` (the sandbox runtime on runc), listening on
+    /// `listen`: what a cluster's members change.
+    pub fn config(data_dir: &Path, listen: SocketAddr) -> BenchResult<ServerConfig> {
         let runtime = SandboxRuntime::new(SandboxConfig {
             data_dir: data_dir.to_path_buf(),
             oci_runtime: OCI_RUNTIME.into(),
             init_bin: berth_runtime::init_binary()?,
         })?;
-        let server = Server::bind(ServerConfig {
+        Ok(ServerConfig {
             data_dir: data_dir.to_path_buf(),
-            listen: "127.0.0.1:0".parse()?,
+            listen,
             runtimes: berth_server::Runtimes::single(Arc::new(runtime)),
             idle_check: berth_server::config::DEFAULT_IDLE_CHECK,
             host: Default::default(),
             tls: None,
             public_url: None,
+            role: Default::default(),
         })
-        .await?;
+    }
+
+    /// Serves a bound server in this process.
+    pub fn serve(server: Server, key: String) -> Daemon {
         let addr = server.local_addr();
-        let key = server
-            .admin_key_created
-            .clone()
-            .ok_or("no admin key on a new data dir")?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(server.serve(async {
             let _ = stopped.await;
         }));
-        Ok(Daemon {
+        Daemon {
             addr,
             key,
             stop,
             task,
-        })
+        }
     }
 
     /// Shuts the daemon down (every box is stopped).

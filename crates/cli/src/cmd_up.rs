@@ -88,6 +88,16 @@ pub struct UpArgs {
     /// $PGPASSWORD (docs/config.md).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
+    /// single: this host runs everything (the default). api: a stateless replica of a
+    /// cluster's API over a shared PostgreSQL (--store), which runs no box itself: it
+    /// places boxes on the nodes (`berth node`) and routes every call on a box to its node
+    /// (docs/cluster.md).
+    #[arg(long, value_name = "ROLE", default_value = "single", value_parser = ["single", "api"])]
+    pub role: String,
+    /// With --role api: the cluster CA's directory (ca.crt and ca.key, from `berth cluster
+    /// init`): the replica signs nodes' certificates as they join and its own.
+    #[arg(long, value_name = "DIR", required_if_eq("role", "api"))]
+    pub cluster_dir: Option<PathBuf>,
 }
 
 impl UpArgs {
@@ -111,13 +121,21 @@ impl UpArgs {
 }
 
 pub fn run(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
-    crate::logging::init(args.log_format);
+    run_daemon(args.log_format, serve(args, data_dir))
+}
+
+/// Runs a daemon (`berth up`, `berth node`) on a multi-thread runtime, logging as asked.
+pub(crate) fn run_daemon(
+    log_format: crate::logging::LogFormat,
+    daemon: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    crate::logging::init(log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("berth")
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(serve(args, data_dir))
+    runtime.block_on(daemon)
 }
 
 async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
@@ -128,13 +146,7 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
     // Listen for the signals before anything starts, so none is missed.
     let shutdown = shutdown_signal().context("installing the SIGINT/SIGTERM handlers")?;
 
-    let mut host = match &args.config {
-        Some(path) => berth_server::HostConfig::load(path),
-        None => berth_server::HostConfig::load_default(&data_dir),
-    }?;
-    if let Some(url) = &args.store {
-        host.store.url = Some(url.clone());
-    }
+    let host = host_config(args.config.as_deref(), args.store.as_deref(), &data_dir)?;
     // A bad URL (or a password in it) is said before the runtimes' probes.
     host.store.location(&data_dir)?;
     // Said at once, not after the runtimes' probes (qemu's boots a kernel): the daemon
@@ -144,37 +156,34 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
             &data_dir,
         )?);
     }
-    let init_bin = berth_runtime::init_binary()?;
-    // Both runtimes are tried; one that cannot run is offered as unavailable with the
-    // reason (`berth runtime ls`), and only the default must work. qemu's KVM probe boots
-    // its kernel once: it runs while the sandbox is prepared.
-    let qemu = tokio::spawn(berth_server::runtimes::qemu_entry(data_dir.clone()));
-    let firecracker = tokio::spawn(berth_server::runtimes::firecracker_entry(
-        data_dir.clone(),
-        args.firecracker_unjailed,
-    ));
-    let sandbox = match SandboxRuntime::new(SandboxConfig {
-        data_dir: data_dir.clone(),
-        oci_runtime: args.oci_runtime.clone(),
-        init_bin,
-    }) {
-        Ok(sandbox) => RuntimeEntry::ready(Arc::new(sandbox), None),
-        Err(e) => RuntimeEntry::unavailable("sandbox", berth_runtime::error_chain(&e)),
-    };
-    let qemu = qemu.await.context("preparing the qemu runtime")?;
-    let firecracker = firecracker
-        .await
-        .context("preparing the firecracker runtime")?;
-    for entry in [&sandbox, &qemu, &firecracker] {
-        if let RuntimeState::Unavailable { reason } = &entry.state {
-            if entry.name == args.runtime {
-                anyhow::bail!("the default runtime {} cannot run: {reason}", entry.name);
-            }
-            tracing::warn!(runtime = %entry.name, %reason, "runtime unavailable");
+    let role = match args.role.as_str() {
+        "api" => {
+            let dir = args
+                .cluster_dir
+                .as_deref()
+                .context("--role api needs --cluster-dir")?;
+            crate::cmd_node::api_role(dir)?
         }
-    }
-    let runtimes = Runtimes::new(vec![sandbox, qemu, firecracker], &args.runtime)?
-        .with_firecracker_unjailed(args.firecracker_unjailed);
+        _ => berth_server::cluster::role::RoleConfig::Single,
+    };
+    let runtimes = match role {
+        // A replica runs no box: its runtimes are the nodes'.
+        berth_server::cluster::role::RoleConfig::Api { .. } => Runtimes::new(
+            berth_server::runtimes::all_runtimes()
+                .map(|name| RuntimeEntry::unavailable(name, "boxes run on the cluster's nodes"))
+                .collect(),
+            &args.runtime,
+        )?,
+        _ => {
+            probe_runtimes(
+                &data_dir,
+                &args.oci_runtime,
+                &args.runtime,
+                args.firecracker_unjailed,
+            )
+            .await?
+        }
+    };
     let config = berth_server::ServerConfig {
         data_dir: data_dir.clone(),
         listen: args.listen,
@@ -183,6 +192,7 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
         host,
         tls,
         public_url: args.public_url.clone(),
+        role,
     };
     let server = berth_server::Server::bind(config)
         .await
@@ -196,8 +206,68 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The host config (`--config FILE`, else `<data dir>/berth.toml` when it exists), its
+/// `[store] url` replaced by `--store` when given.
+pub(crate) fn host_config(
+    file: Option<&std::path::Path>,
+    store: Option<&str>,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<berth_server::HostConfig> {
+    let mut host = match file {
+        Some(path) => berth_server::HostConfig::load(path),
+        None => berth_server::HostConfig::load_default(data_dir),
+    }?;
+    if let Some(url) = store {
+        host.store.url = Some(url.to_owned());
+    }
+    Ok(host)
+}
+
+/// Every runtime this host has, tried: one that cannot run is offered as unavailable with
+/// the reason (`berth runtime ls`), and only the default (`runtime`) must work.
+pub(crate) async fn probe_runtimes(
+    data_dir: &std::path::Path,
+    oci_runtime: &str,
+    default: &str,
+    firecracker_unjailed: bool,
+) -> anyhow::Result<Runtimes> {
+    let data_dir = data_dir.to_owned();
+    let init_bin = berth_runtime::init_binary()?;
+    // Both runtimes are tried; one that cannot run is offered as unavailable with the
+    // reason (`berth runtime ls`), and only the default must work. qemu's KVM probe boots
+    // its kernel once: it runs while the sandbox is prepared.
+    let qemu = tokio::spawn(berth_server::runtimes::qemu_entry(data_dir.clone()));
+    let firecracker = tokio::spawn(berth_server::runtimes::firecracker_entry(
+        data_dir.clone(),
+        firecracker_unjailed,
+    ));
+    let sandbox = match SandboxRuntime::new(SandboxConfig {
+        data_dir: data_dir.clone(),
+        oci_runtime: oci_runtime.to_owned(),
+        init_bin,
+    }) {
+        Ok(sandbox) => RuntimeEntry::ready(Arc::new(sandbox), None),
+        Err(e) => RuntimeEntry::unavailable("sandbox", berth_runtime::error_chain(&e)),
+    };
+    let qemu = qemu.await.context("preparing the qemu runtime")?;
+    let firecracker = firecracker
+        .await
+        .context("preparing the firecracker runtime")?;
+    for entry in [&sandbox, &qemu, &firecracker] {
+        if let RuntimeState::Unavailable { reason } = &entry.state {
+            if entry.name == default {
+                anyhow::bail!("the default runtime {} cannot run: {reason}", entry.name);
+            }
+            tracing::warn!(runtime = %entry.name, %reason, "runtime unavailable");
+        }
+    }
+    Ok(Runtimes::new(vec![sandbox, qemu, firecracker], default)?
+        .with_firecracker_unjailed(firecracker_unjailed))
+}
+
 /// Resolves on the first SIGINT or SIGTERM.
-fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+pub(crate) fn shutdown_signal(
+) -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;
     Ok(async move {

@@ -9,6 +9,7 @@ mod client;
 mod cmd_box;
 mod cmd_box_set;
 mod cmd_box_wakeup;
+mod cmd_cluster;
 mod cmd_completion;
 mod cmd_cp;
 mod cmd_cp_dir;
@@ -18,6 +19,7 @@ mod cmd_image;
 mod cmd_image_wait;
 mod cmd_logs;
 mod cmd_mcp;
+mod cmd_node;
 mod cmd_pair;
 mod cmd_port;
 mod cmd_process;
@@ -122,6 +124,10 @@ pub enum Command {
     /// List and revoke the browsers signed in to the web app.
     #[command(subcommand)]
     Session(cmd_session::SessionCommand),
+    /// The cluster's certificate authority and the one-time tokens new nodes join with
+    /// (on an API host; acts on the CA's directory and the store, not through a daemon).
+    #[command(subcommand)]
+    Cluster(cmd_cluster::ClusterCommand),
     /// Print the shell completion script for berth (bash, zsh, fish).
     Completion(cmd_completion::CompletionArgs),
     /// Serve berth's tools to an MCP client over stdio (docs/mcp.md).
@@ -135,6 +141,9 @@ pub enum Command {
     /// data dir's berth.url and admin.key); give an MCP client a tenant's key, not the admin's.
     /// The daemon also serves the same tools over Streamable HTTP at /mcp.
     Mcp(cmd_mcp::McpArgs),
+    /// Run this machine as a node of a cluster (`berth node --store …`), or list the
+    /// cluster's nodes (`berth node ls`). See docs/cluster.md.
+    Node(cmd_node::NodeArgs),
 }
 
 fn main() -> ExitCode {
@@ -164,6 +173,10 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Completion(args) => {
             end_quietly_on_closed_pipe();
             cmd_completion::run(args)
+        }
+        Command::Cluster(command) => {
+            end_quietly_on_closed_pipe();
+            cmd_cluster::run(command, &data_dir)
         }
         Command::Box(command) => {
             client_main(async { cmd_box::run(&connect()?, command).await.map(|()| 0) })
@@ -200,6 +213,12 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Session(command) => {
             client_main(async { cmd_session::run(&connect()?, command).await })
         }
+        Command::Node(args) => match args.command {
+            Some(cmd_node::NodeCommand::Ls { json }) => {
+                client_main(async { cmd_node::list(&connect()?, json).await.map(|()| 0) })
+            }
+            None => cmd_node::run(args.run, data_dir.clone()).map(|()| 0),
+        },
         Command::Mcp(args) => {
             client_main(async { cmd_mcp::run(target::from_env(&data_dir)?, args).await })
         }

@@ -224,6 +224,19 @@ fn pinned_cert(path: &Path) -> Result<rustls::pki_types::CertificateDer<'static>
         })
 }
 
+impl Target {
+    /// A daemon at `url` called without a key (a node joining with its token), its
+    /// `https://` certificate checked against the public web roots.
+    pub fn anonymous(url: &str) -> Result<Target, TargetError> {
+        Ok(Target {
+            url: DaemonUrl::parse(url, "--join")?,
+            api_key: String::new(),
+            key_source: "no key".into(),
+            trust: Trust::WebRoots,
+        })
+    }
+}
+
 /// Resolves the target from the real environment.
 pub fn from_env(data_dir: &Path) -> Result<Target, TargetError> {
     resolve(

@@ -42,9 +42,18 @@ struct State {
 impl VolumeStock {
     /// A stock in `dir`, emptied of anything an earlier process left.
     pub fn open(dir: &Path) -> std::io::Result<VolumeStock> {
-        match std::fs::remove_dir_all(dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-            _ => {}
+        // A spare an earlier owner of the dir is still writing (a daemon killed in this very
+        // process, in tests) can land while the dir is being removed: removing again ends
+        // once that writer has.
+        let mut attempts = 0;
+        loop {
+            match std::fs::remove_dir_all(dir) {
+                Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty && attempts < 100 => {
+                    attempts += 1;
+                }
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => break,
+            }
         }
         std::fs::create_dir_all(dir)?;
         std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;

@@ -122,8 +122,49 @@ impl BoxFilter {
     }
 }
 
+/// The prefix of a box label that places the box: `node/<key>=<value>` puts it only on a
+/// node labelled `<key>=<value>` (`berth node --label`).
+pub const NODE_LABEL_PREFIX: &str = "node/";
+
+/// The node labels a box asks for: its template's `node_labels`, and its own `node/KEY`
+/// labels over them.
+pub fn node_selector(
+    template: &BTreeMap<String, String>,
+    labels: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let own = labels.iter().filter_map(|(key, value)| {
+        let key = key.strip_prefix(NODE_LABEL_PREFIX)?;
+        (!key.is_empty()).then(|| (key.to_owned(), value.clone()))
+    });
+    let mut selector = template.clone();
+    selector.extend(own);
+    selector
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_box_asks_for_its_templates_node_labels_and_its_own_over_them() {
+        let template = BTreeMap::from([
+            ("gpu".to_owned(), "yes".to_owned()),
+            ("zone".to_owned(), "a".to_owned()),
+        ]);
+        let labels = BTreeMap::from([
+            ("node/zone".to_owned(), "b".to_owned()),
+            ("team".to_owned(), "x".to_owned()),
+            ("node/".to_owned(), "ignored".to_owned()),
+        ]);
+        let selector = node_selector(&template, &labels);
+        assert_eq!(
+            selector,
+            BTreeMap::from([
+                ("gpu".to_owned(), "yes".to_owned()),
+                ("zone".to_owned(), "b".to_owned())
+            ])
+        );
+        assert!(node_selector(&BTreeMap::new(), &BTreeMap::new()).is_empty());
+    }
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

@@ -29,6 +29,8 @@ pub struct ServerConfig {
     /// berth's origin as browsers reach it (`--public-url`): pairing links are built on
     /// it; `None`: from each request's `Host`.
     pub public_url: Option<PublicUrl>,
+    /// One host, a node, or an API replica (docs/cluster.md).
+    pub role: crate::cluster::role::RoleConfig,
 }
 
 /// The idle reclaimer's default tick.
@@ -44,6 +46,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("host", &self.host)
             .field("tls", &self.tls)
             .field("public_url", &self.public_url)
+            .field("role", &self.role)
             .finish()
     }
 }

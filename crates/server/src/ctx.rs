@@ -72,6 +72,10 @@ pub struct Ctx {
     pub webhooks: Arc<crate::webhooks::Webhooks>,
     /// What `/metrics` counts as the daemon goes (transitions, wakes).
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// One host, a node, or an API replica, and what that role holds.
+    pub role: Arc<crate::cluster::role::Role>,
+    /// The term the cluster's singleton jobs write under (`cluster::jobs`).
+    pub jobs: Arc<crate::cluster::jobs::Jobs>,
 }
 
 impl Ctx {

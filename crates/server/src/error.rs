@@ -11,6 +11,26 @@ use berth_store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OpError {
+    /// The box's node did the op and it failed there: its status, code and words.
+    #[error("{message}")]
+    OnNode {
+        status: u16,
+        code: berth_protocol::ErrorCode,
+        message: String,
+    },
+
+    /// The box's node cannot be reached or has not renewed its lease.
+    #[error("the box's node {node} is unavailable: {reason}; retry in a moment")]
+    NodeUnavailable { node: String, reason: String },
+
+    /// A node's join was refused (its token, its name or its certificate request).
+    #[error("the node cannot join: {0}")]
+    Join(#[source] Box<crate::cluster::error::ClusterError>),
+
+    /// No node can take a new box (none live with the runtime and labels asked for).
+    #[error("{0}; add a node (`berth node`) or drop the node labels asked for")]
+    NoNode(#[source] Box<StoreError>),
+
     /// As many calls of this kind run as `holder` may run at once (`crate::admission`).
     #[error("{holder} already has {limit} {what}; retry in a moment")]
     Busy {
@@ -357,6 +377,11 @@ impl From<StoreError> for OpError {
             StoreError::TooManyPortLinks { box_id, max } => {
                 OpError::TooManyPortLinks { box_id, max }
             }
+            StoreError::NodeGone { node, lapsed_ms } => OpError::NodeUnavailable {
+                node,
+                reason: format!("it has not renewed its lease for {lapsed_ms} ms"),
+            },
+            e @ StoreError::NoNode { .. } => OpError::NoNode(Box::new(e)),
             other => OpError::Store(Box::new(other)),
         }
     }

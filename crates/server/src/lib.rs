@@ -13,6 +13,7 @@ pub mod api;
 pub mod box_env;
 pub mod box_labels;
 pub mod boxes;
+pub mod cluster;
 pub mod config;
 pub mod ctx;
 pub mod data_dir_lock;

@@ -19,6 +19,9 @@ use tokio::net::TcpListener;
 use crate::admission::connection::Connections;
 use crate::admission::{self, Slots};
 use crate::boxes::BoxTable;
+use crate::cluster::forward::NodeClients;
+use crate::cluster::node_agent;
+use crate::cluster::role::{ApiSide, Role, RoleConfig};
 use crate::config::{ServerConfig, ADMIN_KEY_FILE, URL_FILE};
 use crate::ctx::Ctx;
 use crate::data_dir_lock::DataDirLock;
@@ -44,6 +47,10 @@ pub struct Server {
     connections: Connections,
     /// HTTPS: the acceptor and what keeps its certificate current; `None` serves HTTP.
     tls: Option<crate::tls::Tls>,
+    /// A node's mutual TLS (API replicas' certificates required).
+    node_tls: Option<tokio_rustls::TlsAcceptor>,
+    /// A node's plain-HTTP health listener.
+    status: Option<TcpListener>,
     /// Held while the server lives: one daemon per data directory.
     _lock: DataDirLock,
     /// The admin key made on this first start (also in `<data>/admin.key`, mode 0600), for
@@ -81,6 +88,11 @@ impl Server {
             not_listable(&dir)?;
         }
         let lock = DataDirLock::acquire(data)?;
+        // A node serves API replicas only, with the cluster's mutual TLS.
+        let node_tls = match &config.role {
+            RoleConfig::Node { tls, .. } => Some(tokio_rustls::TlsAcceptor::from(tls.clone())),
+            _ => None,
+        };
         // Bad certificate files stop the start before anything else is touched.
         let tls = match &config.tls {
             Some(tls) => Some(crate::tls::Tls::load(tls.clone(), data)?),
@@ -104,6 +116,16 @@ impl Server {
             write_private(&data.join(ADMIN_KEY_FILE), &format!("{key}\n"))?;
             tracing::info!(path = %data.join(ADMIN_KEY_FILE).display(), "first start: admin key created");
         }
+        let role = Arc::new(match &config.role {
+            RoleConfig::Single => Role::Single,
+            RoleConfig::Node { node, .. } => {
+                Role::Node(node_agent::register(&store, &config.runtimes, node)?)
+            }
+            RoleConfig::Api { replica, tls } => Role::Api(ApiSide {
+                replica: replica.clone(),
+                nodes: NodeClients::new(tls.clone()),
+            }),
+        });
         let ctx = Ctx {
             data_dir: data.clone(),
             push: crate::push::Push::start(data, &config.host.push, store.clone())?,
@@ -138,22 +160,22 @@ impl Server {
             e2b: crate::e2b::state::E2b::open(data)?,
             webhooks: crate::webhooks::Webhooks::new(&config.host.webhooks),
             metrics: Default::default(),
+            role,
+            jobs: Default::default(),
         };
-        if let Err(e) = reconcile::reconcile(&ctx).await {
+        // An API replica runs no box: there is nothing of its own to reconcile.
+        let reconciled = match ctx.role.api() {
+            Some(_) => Ok(()),
+            None => reconcile::reconcile(&ctx).await,
+        };
+        if let Err(e) = reconciled {
             // The store failing here fails every request too: refuse to start.
             if let crate::error::OpError::Store(source) = e {
                 return Err(ServerError::Store(*source));
             }
             tracing::error!(error = %error_chain(&e), "reconcile failed");
         }
-        crate::webhooks::worker::spawn(ctx.clone());
-        let listener =
-            TcpListener::bind(config.listen)
-                .await
-                .map_err(|source| ServerError::Listen {
-                    addr: config.listen,
-                    source,
-                })?;
+        let listener = bind(config.listen).await?;
         let local_addr = listener
             .local_addr()
             .map_err(|source| ServerError::Listen {
@@ -161,7 +183,11 @@ impl Server {
                 source,
             })?;
         let url_path = data.join(URL_FILE);
-        let scheme = if tls.is_some() { "https" } else { "http" };
+        let scheme = if tls.is_some() || node_tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         let url = format!("{scheme}://{}\n", reachable(local_addr));
         fs::write(&url_path, url).map_err(|source| ServerError::Io {
             action: "write",
@@ -169,15 +195,24 @@ impl Server {
             source,
         })?;
         tracing::info!(%local_addr, runtimes = ?ctx.runtimes, "berth listening");
+        let status = match &config.role {
+            RoleConfig::Node {
+                status_listen: Some(addr),
+                ..
+            } => Some(bind(*addr).await?),
+            _ => None,
+        };
         Ok(Server {
             tls,
+            node_tls,
+            status,
             _lock: lock,
             listener,
             local_addr,
             ctx,
             idle_check: config.idle_check,
             limits: connections::Limits::from(&config.host.server),
-            connections: Connections::new(&config.host.server),
+            connections: Connections::new(&connection_limits(&config)),
             admin_key_created,
         })
     }
@@ -203,21 +238,48 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
         let app = crate::api::router(self.ctx.clone());
-        let reclaimer = AbortOnDrop(crate::lifecycle::idle::spawn(
-            self.ctx.clone(),
-            self.idle_check,
+        let ctx = &self.ctx;
+        // What runs beside the API depends on the role: boxes' upkeep where boxes run, the
+        // cluster's singleton jobs once (on one host, or on the replica holding their lease).
+        let mut background: Vec<AbortOnDrop> = Vec::new();
+        let mut jobs: Vec<AbortOnDrop> = Vec::new();
+        let runs_boxes = ctx.role.api().is_none();
+        let mut reclaimer = runs_boxes
+            .then(|| AbortOnDrop(crate::lifecycle::idle::spawn(ctx.clone(), self.idle_check)));
+        if runs_boxes {
+            background.push(AbortOnDrop(crate::runtimes::watch_images(
+                (*ctx.runtimes).clone(),
+                ctx.data_dir.clone(),
+            )));
+            background.push(AbortOnDrop(ctx.disk.clone().watch()));
+        }
+        match &*ctx.role {
+            Role::Single => {
+                jobs.extend(
+                    crate::cluster::jobs::spawn_single(ctx)
+                        .into_iter()
+                        .map(AbortOnDrop),
+                );
+                background.push(AbortOnDrop(crate::lifecycle::warm_pool::spawn(ctx.clone())));
+            }
+            Role::Node(_) => background.push(AbortOnDrop(node_agent::spawn(ctx.clone()))),
+            Role::Api(api) => jobs.push(AbortOnDrop(crate::cluster::jobs::spawn_api(
+                ctx.clone(),
+                api.replica.clone(),
+            ))),
+        }
+        background.push(AbortOnDrop(
+            ctx.event_pruner.clone().spawn(ctx.store.clone()),
         ));
-        let wakeups = AbortOnDrop(crate::lifecycle::wakeups::spawn(self.ctx.clone()));
-        let e2b_lifetimes = AbortOnDrop(crate::e2b::lifetime::spawn(self.ctx.clone()));
-        let _warm_pool = AbortOnDrop(crate::lifecycle::warm_pool::spawn(self.ctx.clone()));
-        let _disk_watch = AbortOnDrop(self.ctx.disk.clone().watch());
-        let _pruner = AbortOnDrop(self.ctx.event_pruner.clone().spawn(self.ctx.store.clone()));
-        let _image_watch = AbortOnDrop(crate::runtimes::watch_images(
-            (*self.ctx.runtimes).clone(),
-            self.ctx.data_dir.clone(),
-        ));
+        let _status = self
+            .status
+            .map(|listener| AbortOnDrop(crate::cluster::status::spawn(listener, ctx.clone())));
         let _tls_upkeep = self.tls.as_ref().map(|t| AbortOnDrop(t.spawn_upkeep()));
-        let acceptor = self.tls.as_ref().map(|t| t.acceptor.clone());
+        let acceptor = self
+            .tls
+            .as_ref()
+            .map(|t| t.acceptor.clone())
+            .or(self.node_tls.clone());
         let (stop, stopping) = tokio::sync::watch::channel(false);
         let serving = connections::serve(
             self.listener,
@@ -232,21 +294,43 @@ impl Server {
             () = &mut serving => {}
             () = shutdown => {
                 tracing::info!("shutting down: stopping every box");
-                reclaimer.0.abort();
-                wakeups.0.abort();
-                e2b_lifetimes.0.abort();
+                // The reclaimer and the jobs first: nothing starts or stops a box meanwhile.
+                reclaimer.take();
+                jobs.clear();
                 // No new connections; open ones finish the request in flight.
                 let _ = stop.send(true);
-                reconcile::stop_all(&self.ctx).await;
+                if runs_boxes {
+                    reconcile::stop_all(&self.ctx).await;
+                }
                 serving.await
             }
         }
         drop(reclaimer);
-        reconcile::stop_all(&self.ctx).await;
+        if runs_boxes {
+            reconcile::stop_all(&self.ctx).await;
+        }
         // The audit log has its own writer thread: what is queued lands before the exit.
         self.ctx.egress.flush_audit();
         Ok(())
     }
+}
+
+/// `[server]`'s connection limits, as this role applies them. Every connection to a node
+/// comes from an API replica that proved itself in the TLS handshake, many clients' calls
+/// from a few addresses: the per-address share for connections without a key, which stops
+/// one address from crowding out the rest on a public listener, would throttle the replicas.
+fn connection_limits(config: &ServerConfig) -> crate::host_config::ServerHostConfig {
+    let mut server = config.host.server.clone();
+    if matches!(config.role, RoleConfig::Node { .. }) {
+        server.max_anonymous_connections_per_address = server.max_connections;
+    }
+    server
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, ServerError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Listen { addr, source })
 }
 
 /// The built-in templates and `<data>/templates/*.toml`; a bad file is logged and skipped.

@@ -61,6 +61,8 @@ pub struct BoxRecord {
     pub failure: Option<TransitionFailure>,
     /// How the box's last successful boot went; `None` before one was measured.
     pub last_boot: Option<LastBoot>,
+    /// The node the box lives on (`nodes.id`); `None` on a single host.
+    pub node_id: Option<String>,
 }
 
 impl BoxRecord {

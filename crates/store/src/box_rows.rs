@@ -12,7 +12,7 @@ use crate::{parse_time, Store};
 pub(crate) const COLUMNS: &str = "id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
                        cpus, id_slot, generation, created_at, updated_at, stop_after_s, egress, runtime, \
                        disk_mib, labels, env, pending_memory_mib, pending_pids, pending_cpus, pause_after_s, \
-                       snapshot_after_s, auto_resume, failure, last_boot";
+                       snapshot_after_s, auto_resume, failure, last_boot, node_id";
 
 impl Store {
     pub(crate) fn query_one(
@@ -66,6 +66,7 @@ pub(crate) struct RawBox {
     sleep: (i64, i64, bool),
     /// `failure`, `last_boot` (JSON).
     outcomes: (Option<String>, Option<String>),
+    node_id: Option<String>,
 }
 
 impl RawBox {
@@ -93,6 +94,7 @@ impl RawBox {
             pending: (row.get(19)?, row.get(20)?, row.get(21)?),
             sleep: (row.get(22)?, row.get(23)?, row.get(24)?),
             outcomes: (row.get(25)?, row.get(26)?),
+            node_id: row.get(27)?,
         })
     }
 
@@ -139,6 +141,7 @@ impl RawBox {
             },
             failure: parse_column(self.outcomes.0),
             last_boot: parse_column(self.outcomes.1),
+            node_id: self.node_id,
         })
     }
 }

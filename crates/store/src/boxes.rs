@@ -13,6 +13,7 @@ use crate::quota::{self, TemplateDisk};
 use crate::sleep::SleepSettings;
 use crate::state::BoxState;
 use crate::{format_time, now, Store};
+use time::OffsetDateTime;
 
 /// What the caller decides about a new box; the store adds the slot, state and times.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,75 +92,8 @@ impl Store {
     /// concurrent creates cannot both take the last unit. A name the tenant already uses is
     /// [`StoreError::NameTaken`]; over quota, [`StoreError::QuotaExceeded`].
     pub fn admit_box(&self, new: &NewBox, admit: Admission<'_>) -> Result<BoxRecord, StoreError> {
-        let (slot, at) = self.db.write(|tx| {
-            let new_use = quota::NewUse {
-                memory_mib: new.memory_mib,
-                disk_mib: new.disk_mib,
-                template: &new.template,
-                running: false,
-            };
-            quota::check_new_box(tx, &new.tenant_id, new_use, admit.template_disk)?;
-            let slot = free_slot(tx, admit.id_slots)?;
-            let at = now();
-            let at_text = format_time(at)?;
-            let inserted = tx.execute(
-                "INSERT INTO boxes (id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
-                 cpus, id_slot, generation, created_at, updated_at, stop_after_s, egress, runtime, \
-                 disk_mib, labels, env, pause_after_s, snapshot_after_s, auto_resume) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9, 1, ?10, ?10, ?11, ?12, ?13, ?14, ?15, ?16, \
-                 ?17, ?18, ?19)",
-                crate::args![
-                    new.id.as_str(),
-                    new.tenant_id.as_str(),
-                    new.name,
-                    new.template,
-                    BoxState::Stopped.as_str(),
-                    new.memory_mib,
-                    new.pids,
-                    new.cpus,
-                    slot,
-                    at_text,
-                    new.sleep.stop_after_s,
-                    new.egress,
-                    new.runtime,
-                    new.disk_mib,
-                    labels_json(&new.labels),
-                    labels_json(&new.env),
-                    new.sleep.pause_after_s,
-                    new.sleep.snapshot_after_s,
-                    new.sleep.auto_resume,
-                ],
-            );
-            named(inserted, &new.name, "insert a box")?;
-            Ok::<_, StoreError>((slot, at))
-        })?;
-        Ok(BoxRecord {
-            id: new.id.clone(),
-            tenant_id: new.tenant_id.clone(),
-            name: new.name.clone(),
-            template: new.template.clone(),
-            state: BoxState::Stopped,
-            state_reason: None,
-            memory_mib: new.memory_mib,
-            pids: new.pids,
-            cpus: new.cpus,
-            stop_after_s: new.sleep.stop_after_s,
-            pause_after_s: new.sleep.pause_after_s,
-            snapshot_after_s: new.sleep.snapshot_after_s,
-            auto_resume: new.sleep.auto_resume,
-            id_slot: slot,
-            generation: 1,
-            created_at: at,
-            updated_at: at,
-            egress: new.egress.clone(),
-            runtime: new.runtime.clone(),
-            disk_mib: new.disk_mib,
-            labels: new.labels.clone(),
-            env: new.env.clone(),
-            pending_limits: None,
-            failure: None,
-            last_boot: None,
-        })
+        let (slot, at) = self.db.write(|tx| admit_in(tx, new, &admit, None))?;
+        Ok(new_record(new, slot, at, None))
     }
 
     /// The tenant's box with this id.
@@ -207,6 +141,17 @@ impl Store {
         self.query_many(
             &format!("SELECT {COLUMNS} FROM boxes ORDER BY id_slot"),
             crate::args![],
+        )
+    }
+
+    /// The boxes that live on node `node` (its id), or with `None` those on no node (a
+    /// single host's): what one daemon reconciles, reclaims and stops.
+    pub fn list_boxes_on_node(&self, node: Option<&str>) -> Result<Vec<BoxRecord>, StoreError> {
+        self.query_many(
+            &format!(
+                "SELECT {COLUMNS} FROM boxes WHERE COALESCE(node_id, '') = ?1 ORDER BY id_slot"
+            ),
+            crate::args![node.unwrap_or("")],
         )
     }
 
@@ -293,6 +238,94 @@ impl Store {
 }
 
 /// The lowest id slot below `limit` that no box holds.
+/// Checks the tenant's quota and inserts the `stopped` box on node `node_id` (none on a
+/// single host), inside the caller's transaction; returns its id slot and creation time.
+pub(crate) fn admit_in(
+    tx: &Conn<'_>,
+    new: &NewBox,
+    admit: &Admission<'_>,
+    node_id: Option<&str>,
+) -> Result<(u32, OffsetDateTime), StoreError> {
+    let new_use = quota::NewUse {
+        memory_mib: new.memory_mib,
+        disk_mib: new.disk_mib,
+        template: &new.template,
+        running: false,
+    };
+    quota::check_new_box(tx, &new.tenant_id, new_use, admit.template_disk)?;
+    let slot = free_slot(tx, admit.id_slots)?;
+    let at = now();
+    let at_text = format_time(at)?;
+    let inserted = tx.execute(
+            "INSERT INTO boxes (id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
+             cpus, id_slot, generation, created_at, updated_at, stop_after_s, egress, runtime, \
+             disk_mib, labels, env, pause_after_s, snapshot_after_s, auto_resume, node_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8, ?9, 1, ?10, ?10, ?11, ?12, ?13, ?14, ?15, ?16, \
+             ?17, ?18, ?19, ?20)",
+            crate::args![
+                new.id.as_str(),
+                new.tenant_id.as_str(),
+                new.name,
+                new.template,
+                BoxState::Stopped.as_str(),
+                new.memory_mib,
+                new.pids,
+                new.cpus,
+                slot,
+                at_text,
+                new.sleep.stop_after_s,
+                new.egress,
+                new.runtime,
+                new.disk_mib,
+                labels_json(&new.labels),
+                labels_json(&new.env),
+                new.sleep.pause_after_s,
+                new.sleep.snapshot_after_s,
+                new.sleep.auto_resume,
+                node_id,
+            ],
+        );
+    named(inserted, &new.name, "insert a box")?;
+    Ok((slot, at))
+}
+
+/// The record of a box just inserted by [`admit_in`].
+pub(crate) fn new_record(
+    new: &NewBox,
+    slot: u32,
+    at: OffsetDateTime,
+    node_id: Option<&str>,
+) -> BoxRecord {
+    BoxRecord {
+        id: new.id.clone(),
+        tenant_id: new.tenant_id.clone(),
+        name: new.name.clone(),
+        template: new.template.clone(),
+        state: BoxState::Stopped,
+        state_reason: None,
+        memory_mib: new.memory_mib,
+        pids: new.pids,
+        cpus: new.cpus,
+        stop_after_s: new.sleep.stop_after_s,
+        pause_after_s: new.sleep.pause_after_s,
+        snapshot_after_s: new.sleep.snapshot_after_s,
+        auto_resume: new.sleep.auto_resume,
+        id_slot: slot,
+        generation: 1,
+        created_at: at,
+        updated_at: at,
+        egress: new.egress.clone(),
+        runtime: new.runtime.clone(),
+        disk_mib: new.disk_mib,
+        labels: new.labels.clone(),
+        env: new.env.clone(),
+        pending_limits: None,
+        failure: None,
+        last_boot: None,
+        node_id: node_id.map(str::to_owned),
+    }
+}
+
 fn free_slot(tx: &Conn<'_>, limit: u32) -> Result<u32, StoreError> {
     let slot: i64 = tx
         .query_row(

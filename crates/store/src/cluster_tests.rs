@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::tests::new_box;
-use crate::{NodeRegistration, OpState, Store, StoreError};
+use crate::{NodeRegistration, NodeUsage, OpState, Store, StoreError};
 
-const LONG: Duration = Duration::from_secs(3600);
+pub(crate) const LONG: Duration = Duration::from_secs(3600);
 
-fn registration(name: &str, boot: &str) -> NodeRegistration {
+pub(crate) fn registration(name: &str, boot: &str) -> NodeRegistration {
     NodeRegistration {
         name: name.into(),
         address: format!("{name}.internal:7443"),
@@ -93,13 +93,13 @@ conformance! {
         assert_eq!(first.failed_ops, 0);
         assert!(first.node.id.starts_with("node_"));
         assert!(first.node.live);
-        store.renew_node_lease(&first.node.id, "boot-1", LONG).unwrap();
+        store.renew_node_lease(&first.node.id, "boot-1", LONG, NodeUsage::default()).unwrap();
         assert!(matches!(
-            store.renew_node_lease(&first.node.id, "boot-0", LONG),
+            store.renew_node_lease(&first.node.id, "boot-0", LONG, NodeUsage::default()),
             Err(StoreError::NodeBootMismatch { .. })
         ));
         assert!(matches!(
-            store.renew_node_lease("node_nope", "boot-1", LONG),
+            store.renew_node_lease("node_nope", "boot-1", LONG, NodeUsage::default()),
             Err(StoreError::NodeNotFound { .. })
         ));
 
@@ -108,7 +108,7 @@ conformance! {
         assert_eq!(second.node.id, first.node.id);
         assert_eq!(second.node.boot_id, "boot-2");
         assert!(matches!(
-            store.renew_node_lease(&first.node.id, "boot-1", LONG),
+            store.renew_node_lease(&first.node.id, "boot-1", LONG, NodeUsage::default()),
             Err(StoreError::NodeBootMismatch { .. })
         ));
         let listed = store.list_nodes().unwrap();
@@ -179,7 +179,7 @@ conformance! {
         let (node, boxes) = node_with_boxes(&store, "n1", 2);
         let op = store.enqueue_op(&boxes[0], &node, "start", &serde_json::json!({})).unwrap();
         // The node stops renewing: a zero-length lease has run out at once.
-        store.renew_node_lease(&node, "boot-1", Duration::ZERO).unwrap();
+        store.renew_node_lease(&node, "boot-1", Duration::ZERO, NodeUsage::default()).unwrap();
         assert!(!store.node(&node).unwrap().unwrap().live);
         assert_eq!(store.fail_ops_of_lapsed_nodes().unwrap(), 1);
         let failed = store.op(op).unwrap().unwrap();

@@ -166,6 +166,13 @@ pub enum StoreError {
     #[error("node {node} has not renewed its lease for {lapsed_ms} ms: it is gone")]
     NodeGone { node: String, lapsed_ms: i64 },
 
+    /// No live, active node offers the runtime with the labels asked for.
+    #[error("no node can take the box: none is live, active, offers runtime {runtime} and carries the labels {labels:?}")]
+    NoNode {
+        runtime: String,
+        labels: std::collections::BTreeMap<String, String>,
+    },
+
     /// The box has an op queued or under way; one at a time.
     #[error("box {box_id} already has an operation in progress")]
     OpInProgress { box_id: BoxId },
@@ -176,6 +183,11 @@ pub enum StoreError {
     /// Revoking it would leave the daemon with no admin key.
     #[error("API key {key_id} is the last admin key; add another admin key first")]
     LastAdminKey { key_id: String },
+
+    /// A join token that does not admit a node. The reason never says which half of a
+    /// token was wrong: that would tell a guesser when it had found an id.
+    #[error("the join token was refused ({reason}); make a new one with `berth cluster token`")]
+    JoinTokenRefused { reason: &'static str },
 }
 
 impl StoreError {

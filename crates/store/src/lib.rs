@@ -25,11 +25,13 @@ mod db;
 mod e2b_sandboxes;
 mod error;
 mod events;
+mod join_tokens;
 mod leases;
 mod messages;
 mod migrations;
 mod nodes;
 mod ops;
+mod placement;
 mod port_links;
 pub mod push_subscriptions;
 mod quota;
@@ -61,12 +63,14 @@ pub use events::{
     Appended, EventGap, EventListener, EventPage, EventRecord, EventRetention, PageLimit, Pruned,
     STATE_EVENT,
 };
+pub use join_tokens::JoinTokenInfo;
 pub use leases::{Fence, Lease};
 pub use messages::{
     InvalidMessageId, MessageId, MessageRecord, MessageState, Posted, MAX_MESSAGE_ID_CHARS,
 };
-pub use nodes::{NodeRecord, NodeRegistration, NodeState, Registered};
+pub use nodes::{NodeRecord, NodeRegistration, NodeRoute, NodeState, NodeUsage, Registered};
 pub use ops::{Op, OpBell, OpQueue, OpState, OPS_CHANNEL};
+pub use placement::{runtime_label, Placed, Placement, CREATE_OP};
 pub use port_links::{NewLinkSession, NewPortLink, PortLink};
 pub use quota::{Quota, QuotaChange, QuotaExceeded, QuotaLimit, TemplateDisk, Usage};
 pub use secrets::{PutSecret, SealedSecret, SecretMeta};
@@ -214,7 +218,11 @@ mod event_retention_tests;
 #[cfg(test)]
 mod ingress_tests;
 #[cfg(test)]
+mod join_tokens_tests;
+#[cfg(test)]
 mod key_revocation_tests;
+#[cfg(test)]
+mod placement_tests;
 #[cfg(test)]
 mod port_links_tests;
 #[cfg(test)]

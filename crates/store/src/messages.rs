@@ -258,11 +258,14 @@ impl Store {
     }
 
     /// Ids of boxes with at least one queued message (woken at daemon start).
-    pub fn boxes_with_queued_messages(&self) -> Result<Vec<BoxId>, StoreError> {
+    ///
+    /// Only the boxes of node `node` (its id), or with `None` those on no node.
+    pub fn boxes_with_queued_messages(&self, node: Option<&str>) -> Result<Vec<BoxId>, StoreError> {
         let ids: Vec<String> = self.db.read(|c| {
             c.query_map(
-                "SELECT DISTINCT box_id FROM messages WHERE state = 'queued'",
-                crate::args![],
+                "SELECT DISTINCT m.box_id FROM messages m JOIN boxes b ON b.id = m.box_id \
+                 WHERE m.state = 'queued' AND COALESCE(b.node_id, '') = ?1",
+                crate::args![node.unwrap_or("")],
                 |row| row.get(0),
             )
             .map_err(sql("list boxes with queued messages"))

@@ -43,6 +43,8 @@ const SQLITE: &[(u32, &str)] = &[
         include_str!("../migrations/0020_message_events_after.sql"),
     ),
     (21, include_str!("../migrations/0021_cluster.sql")),
+    (22, include_str!("../migrations/0022_join_tokens.sql")),
+    (23, include_str!("../migrations/0023_node_usage.sql")),
 ];
 
 /// The same migrations in PostgreSQL's dialect: the same numbers, the same schema.
@@ -116,6 +118,14 @@ const POSTGRES: &[(u32, &str)] = &[
         include_str!("../migrations/postgres/0020_message_events_after.sql"),
     ),
     (21, include_str!("../migrations/postgres/0021_cluster.sql")),
+    (
+        22,
+        include_str!("../migrations/postgres/0022_join_tokens.sql"),
+    ),
+    (
+        23,
+        include_str!("../migrations/postgres/0023_node_usage.sql"),
+    ),
 ];
 
 /// Migrations that rebuild a table other tables reference: they run with foreign keys off

@@ -55,6 +55,14 @@ impl NodeState {
     }
 }
 
+/// What a node uses, as it measures itself at each renewal.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct NodeUsage {
+    /// CPUs busy (the load average over a minute).
+    pub cpus: f64,
+    pub memory_mib: u64,
+}
+
 /// A node as stored, with what it holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeRecord {
@@ -75,6 +83,25 @@ pub struct NodeRecord {
     pub boxes: u64,
     pub reserved_cpus: f64,
     pub reserved_memory_mib: u64,
+    /// What it said it uses at its last renewal.
+    pub used: NodeUsage,
+}
+
+/// What a replica needs to reach a node: where, which boot, whether its lease runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRoute {
+    pub id: String,
+    pub name: String,
+    pub address: String,
+    pub boot_id: String,
+    /// Milliseconds its lease has been expired (0 or less: it runs).
+    pub lapsed_ms: i64,
+}
+
+impl NodeRoute {
+    pub fn live(&self) -> bool {
+        self.lapsed_ms < 0
+    }
 }
 
 /// What [`Store::register_node`] did.
@@ -94,7 +121,7 @@ const COLUMNS: &str = "n.id, n.name, n.address, n.boot_id, n.cpus, n.memory_mib,
     (SELECT COUNT(*) FROM boxes b WHERE b.node_id = n.id), \
     (SELECT COALESCE(SUM(b.cpus), 0) FROM boxes b WHERE b.node_id = n.id AND b.state <> 'stopped'), \
     (SELECT COALESCE(CAST(SUM(b.memory_mib) AS BIGINT), 0) FROM boxes b \
-     WHERE b.node_id = n.id AND b.state <> 'stopped')";
+     WHERE b.node_id = n.id AND b.state <> 'stopped'), n.used_cpus, n.used_memory_mib";
 
 fn node_row(row: &Row, now_ms: i64) -> Result<NodeRecord, StoreError> {
     let labels: String = row.get(6).map_err(sql("read a node"))?;
@@ -120,6 +147,10 @@ fn node_row(row: &Row, now_ms: i64) -> Result<NodeRecord, StoreError> {
         boxes: row.get(11).map_err(sql("read a node"))?,
         reserved_cpus: row.get(12).map_err(sql("read a node"))?,
         reserved_memory_mib: row.get(13).map_err(sql("read a node"))?,
+        used: NodeUsage {
+            cpus: row.get(14).map_err(sql("read a node"))?,
+            memory_mib: row.get(15).map_err(sql("read a node"))?,
+        },
     })
 }
 
@@ -239,12 +270,14 @@ impl Store {
         Ok(Registered { node, failed_ops })
     }
 
-    /// Extends the lease of node `id` by `ttl`, if `boot_id` is the boot its row names.
+    /// Extends the lease of node `id` by `ttl`, if `boot_id` is the boot its row names, and
+    /// records what it uses.
     pub fn renew_node_lease(
         &self,
         id: &str,
         boot_id: &str,
         ttl: Duration,
+        usage: NodeUsage,
     ) -> Result<(), StoreError> {
         self.db.write(|tx| {
             let now_ms = tx.now_ms().map_err(sql("read the database's clock"))?;
@@ -267,8 +300,15 @@ impl Store {
                 }),
                 Some(_) => {
                     tx.execute(
-                        "UPDATE nodes SET lease_expires_ms = ?1, renewed_ms = ?2 WHERE id = ?3",
-                        crate::args![now_ms.saturating_add(ttl_ms(ttl)), now_ms, id],
+                        "UPDATE nodes SET lease_expires_ms = ?1, renewed_ms = ?2, used_cpus = ?3, \
+                         used_memory_mib = ?4 WHERE id = ?5",
+                        crate::args![
+                            now_ms.saturating_add(ttl_ms(ttl)),
+                            now_ms,
+                            usage.cpus,
+                            usage.memory_mib,
+                            id
+                        ],
                     )
                     .map_err(sql("renew a node's lease"))?;
                     Ok(())
@@ -296,6 +336,29 @@ impl Store {
                 Some(node) => Ok(Some(node)),
                 None => read_node(conn, "id", reference),
             })
+    }
+
+    /// How to reach node `id` (one row, none of the counts [`Store::node`] adds up): what a
+    /// replica reads on every call it forwards.
+    pub fn node_route(&self, id: &str) -> Result<Option<NodeRoute>, StoreError> {
+        self.db.read(|conn| {
+            let now_ms = conn.now_ms().map_err(sql("read the database's clock"))?;
+            conn.query_row(
+                "SELECT id, name, address, boot_id, lease_expires_ms FROM nodes WHERE id = ?1",
+                crate::args![id],
+                |row| {
+                    Ok(NodeRoute {
+                        id: row.get(0)?,
+                        name: row.get(1)?,
+                        address: row.get(2)?,
+                        boot_id: row.get(3)?,
+                        lapsed_ms: now_ms - row.get::<i64>(4)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(sql("read a node"))
+        })
     }
 
     /// Marks the node `id` active or draining.

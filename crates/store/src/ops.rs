@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use berth_protocol::BoxId;
 use tokio::sync::watch;
 
-use crate::db::{Dialect, Optional, Row};
+use crate::db::{Conn, Dialect, Optional, Row};
 use crate::error::{sql, StoreError};
 use crate::Store;
 
@@ -140,6 +140,71 @@ fn op_row(row: &Row) -> Result<Op, StoreError> {
     })
 }
 
+/// Queues an op inside the caller's transaction (a placement inserts its box and the op
+/// together); the caller rings the node's bell after the commit ([`Store::ring_op_bell`]).
+pub(crate) fn enqueue_in(
+    tx: &Conn<'_>,
+    box_id: &BoxId,
+    node_id: &str,
+    kind: &str,
+    args: &str,
+) -> Result<u64, StoreError> {
+    let now_ms = tx.now_ms().map_err(sql("read the database's clock"))?;
+    let expires_ms: Option<i64> = tx
+        .query_row(
+            "SELECT lease_expires_ms FROM nodes WHERE id = ?1",
+            crate::args![node_id],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(sql("read a node"))?;
+    match expires_ms {
+        None => {
+            return Err(StoreError::NodeNotFound {
+                reference: node_id.to_owned(),
+            })
+        }
+        Some(expires_ms) if expires_ms <= now_ms => {
+            return Err(StoreError::NodeGone {
+                node: node_id.to_owned(),
+                lapsed_ms: now_ms - expires_ms,
+            })
+        }
+        Some(_) => {}
+    }
+    // Asked first: on Postgres a statement that breaks the unique index would abort
+    // the whole transaction.
+    let open: Option<u64> = tx
+        .query_row(
+            "SELECT id FROM ops WHERE box_id = ?1 AND state IN ('queued', 'claimed')",
+            crate::args![box_id.as_str()],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(sql("look for an open operation"))?;
+    if open.is_some() {
+        return Err(StoreError::OpInProgress {
+            box_id: box_id.clone(),
+        });
+    }
+    let id: u64 = tx
+        .query_row(
+            "INSERT INTO ops (box_id, node_id, kind, args, created_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+            crate::args![box_id.as_str(), node_id, kind, args, now_ms],
+            |row| row.get(0),
+        )
+        .map_err(sql("queue an operation"))?;
+    if tx.dialect() == Dialect::Postgres {
+        tx.execute(
+            "SELECT pg_notify(?1, ?2)",
+            crate::args![OPS_CHANNEL, node_id],
+        )
+        .map_err(sql("notify the node"))?;
+    }
+    Ok(id)
+}
+
 impl Store {
     /// A bell that rings when ops may have been queued for node `node_id`.
     pub fn op_bell(&self, node_id: &str) -> OpBell {
@@ -166,66 +231,19 @@ impl Store {
         args: &serde_json::Value,
     ) -> Result<u64, StoreError> {
         let args = args.to_string();
-        let id = self.db.write(|tx| {
-            let now_ms = tx.now_ms().map_err(sql("read the database's clock"))?;
-            let expires_ms: Option<i64> = tx
-                .query_row(
-                    "SELECT lease_expires_ms FROM nodes WHERE id = ?1",
-                    crate::args![node_id],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(sql("read a node"))?;
-            match expires_ms {
-                None => {
-                    return Err(StoreError::NodeNotFound {
-                        reference: node_id.to_owned(),
-                    })
-                }
-                Some(expires_ms) if expires_ms <= now_ms => {
-                    return Err(StoreError::NodeGone {
-                        node: node_id.to_owned(),
-                        lapsed_ms: now_ms - expires_ms,
-                    })
-                }
-                Some(_) => {}
-            }
-            // Asked first: on Postgres a statement that breaks the unique index would abort
-            // the whole transaction.
-            let open: Option<u64> = tx
-                .query_row(
-                    "SELECT id FROM ops WHERE box_id = ?1 AND state IN ('queued', 'claimed')",
-                    crate::args![box_id.as_str()],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(sql("look for an open operation"))?;
-            if open.is_some() {
-                return Err(StoreError::OpInProgress {
-                    box_id: box_id.clone(),
-                });
-            }
-            let id: u64 = tx
-                .query_row(
-                    "INSERT INTO ops (box_id, node_id, kind, args, created_ms) \
-                     VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
-                    crate::args![box_id.as_str(), node_id, kind, args, now_ms],
-                    |row| row.get(0),
-                )
-                .map_err(sql("queue an operation"))?;
-            if tx.dialect() == Dialect::Postgres {
-                tx.execute(
-                    "SELECT pg_notify(?1, ?2)",
-                    crate::args![OPS_CHANNEL, node_id],
-                )
-                .map_err(sql("notify the node"))?;
-            }
-            Ok(id)
-        })?;
+        let id = self
+            .db
+            .write(|tx| enqueue_in(tx, box_id, node_id, kind, &args))?;
+        self.ring_op_bell(node_id);
+        Ok(id)
+    }
+
+    /// Rings the bell of node `node_id` in this process after an op for it committed (on
+    /// Postgres the commit delivered the notification already).
+    pub(crate) fn ring_op_bell(&self, node_id: &str) {
         if self.db.dialect() == Dialect::Sqlite {
             self.op_bells.ring(node_id);
         }
-        Ok(id)
     }
 
     /// Claims up to `limit` of the queued ops of node `node_id` for its boot `boot_id`,

@@ -329,13 +329,15 @@ impl Store {
     /// log, except for a skip when the log was told of one within the hour (so skips
     /// cannot fill the box's bounded log). Only if the wakeup still waits for that very
     /// slot (else [`SlotFinished::Gone`]: already ended, or cancelled), so each slot's event
-    /// is written once.
+    /// is written once. With `fence`, only while that lease term is current
+    /// ([`StoreError::LeaseLost`]).
     pub fn finish_slot(
         &self,
         wakeup: &Wakeup,
         reached: SlotReached,
         outcome: SlotOutcome,
         event: (&str, &serde_json::Value),
+        fence: Option<&crate::Fence>,
     ) -> Result<SlotFinished, StoreError> {
         let SlotReached {
             slot_ms,
@@ -343,6 +345,10 @@ impl Store {
             now_ms,
         } = reached;
         let (finished, seq) = self.db.write(|tx| -> Result<_, StoreError> {
+            // A scheduler that lost its lease (it stalled past it) writes nothing.
+            if let Some(fence) = fence {
+                crate::leases::check_fence(tx, fence)?;
+            }
             if !move_on(tx, wakeup, slot_ms, next_ms, outcome)? {
                 return Ok((SlotFinished::Gone, None));
             }

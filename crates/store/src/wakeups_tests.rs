@@ -99,6 +99,7 @@ conformance! {
                     reached(slot, next, slot),
                     SlotOutcome::Fired,
                     ("wakeup", &event),
+                    None,
                 )
                 .unwrap()
         };
@@ -244,7 +245,7 @@ conformance! {
 
         let end = |w: &crate::Wakeup, at: SlotReached, outcome| {
             store
-                .finish_slot(w, at, outcome, ("wakeup", &event))
+                .finish_slot(w, at, outcome, ("wakeup", &event), None)
                 .unwrap()
         };
         let first = reached(MINUTE_MS, Some(2 * MINUTE_MS), MINUTE_MS);

@@ -1029,6 +1029,8 @@ export interface components {
              */
             memory_bytes?: number | null;
             name: string;
+            /** @description The id of the node the box lives on (`berth node ls`); `null` on a single host. */
+            node?: string | null;
             /**
              * Format: int64
              * @description Idle seconds before the box is paused, snapshotted, stopped (0: never), and whether

@@ -4,6 +4,8 @@
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use berth_protocol::{ErrorBody, ErrorCode};
+
+use crate::cluster::error::ClusterError;
 use berth_runtime::{error_chain, GuestError};
 use http::StatusCode;
 
@@ -206,6 +208,23 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
             (StatusCode::GATEWAY_TIMEOUT, ErrorCode::Timeout)
         }
         OpError::PortProxy(_) => (StatusCode::BAD_GATEWAY, ErrorCode::Unavailable),
+        OpError::OnNode { status, code, .. } => (
+            StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY),
+            *code,
+        ),
+        OpError::Join(e) => match **e {
+            ClusterError::TokenRefused { .. } => {
+                (StatusCode::FORBIDDEN, ErrorCode::PermissionDenied)
+            }
+            ClusterError::Store(_)
+            | ClusterError::Io { .. }
+            | ClusterError::Certificate { .. }
+            | ClusterError::Random(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
+            _ => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
+        },
+        OpError::NodeUnavailable { .. } | OpError::NoNode(_) => {
+            (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable)
+        }
         OpError::LinkRefused(refusal) => match refusal {
             LinkRefusal::Unknown | LinkRefusal::SessionEnded => {
                 (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized)

@@ -7,6 +7,7 @@ pub mod box_sleep;
 pub mod box_update;
 pub mod boxes;
 pub mod caller_scope;
+pub mod cluster_join;
 pub mod egress;
 pub mod error;
 pub mod events;
@@ -18,6 +19,7 @@ pub mod files_watch;
 pub mod mcp;
 pub mod messages;
 pub mod metrics;
+pub mod nodes;
 mod old_names;
 pub mod openapi;
 pub mod port_links;
@@ -149,6 +151,8 @@ fn routes(ctx: Ctx) -> Router<Ctx> {
             delete(wakeups::delete),
         )
         .route("/v1/runtimes", get(runtimes::list))
+        .route("/v1/nodes", get(nodes::list))
+        .route(cluster_join::PATH, post(cluster_join::join))
         .route("/v1/templates", get(templates::list))
         .route("/v1/templates/reload", post(templates::reload))
         .route("/v1/tenants", post(tenants::create).get(tenants::list))
@@ -206,6 +210,12 @@ fn with_layers(routes: Router<Ctx>, ctx: Ctx) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(security_headers::add))
+        // On an API replica, a call on a box goes to its node (with the caller known, by
+        // key or by the session cookie read just before).
+        .layer(middleware::from_fn_with_state(
+            ctx.clone(),
+            crate::cluster::forward::route,
+        ))
         // berth's own host only: a port's host name never gets the session cookie.
         .layer(middleware::from_fn_with_state(
             ctx.clone(),
@@ -213,6 +223,16 @@ fn with_layers(routes: Router<Ctx>, ctx: Ctx) -> Router {
         ))
         // Before the routes: a port's host name goes to the port whatever its path.
         .layer(middleware::from_fn_with_state(ctx.clone(), ports::by_host))
+        // On an API replica, a port's or envd's host name goes to the box's node first.
+        .layer(middleware::from_fn_with_state(
+            ctx.clone(),
+            crate::cluster::forward::route_host,
+        ))
+        // A node's answers say which boot of it answered.
+        .layer(middleware::from_fn_with_state(
+            ctx.clone(),
+            crate::cluster::forward::stamp_boot,
+        ))
         .layer(middleware::from_fn(log_request))
         .with_state(ctx)
 }
@@ -264,8 +284,11 @@ async fn method_not_allowed(method: http::Method, uri: http::Uri) -> ApiError {
 /// Serves the request in its span ([`request_id`]: every line logged meanwhile carries its
 /// id), answers with its id in `X-Request-Id`, and logs one line per request at info:
 /// method, path, status, duration.
-async fn log_request(req: Request, next: Next) -> Response {
+async fn log_request(mut req: Request, next: Next) -> Response {
     let id = request_id::of(req.headers());
+    // Carried on: a call an API replica forwards reaches its node with the same id, so the
+    // replica's lines and the node's for one request share it.
+    req.headers_mut().insert(request_id::HEADER, id.clone());
     let span = request_id::span(&id);
     let method = req.method().clone();
     let path = req.uri().path().to_owned();

@@ -128,12 +128,32 @@ pub async fn by_host(State(ctx): State<Ctx>, request: Request, next: Next) -> Re
 
 /// Whether a port's host name is an E2B sandbox's envd (`49983-<sandboxID>`): served by the
 /// daemon itself, never by a program of the box listening on that port.
-fn is_envd(ctx: &Ctx, port_host: &crate::ports::host::PortHost) -> bool {
+pub(crate) fn is_envd(ctx: &Ctx, port_host: &crate::ports::host::PortHost) -> bool {
     port_host.port == envd::ENVD_PORT
         && ctx
             .store
             .e2b_sandbox_on_host(&port_host.box_name)
             .is_ok_and(|row| row.is_some())
+}
+
+/// The box a request at a port's host name is for, found as [`access`] finds it (for an
+/// API replica, which forwards the request to the box's node); `None` when it redeems a
+/// share link (the replica answers that itself: it sets a cookie) or opens nothing.
+pub(crate) fn host_box(
+    ctx: &Ctx,
+    port_host: &crate::ports::host::PortHost,
+    request: &Request,
+) -> Option<BoxRecord> {
+    if take_link_param(request.uri().query()).is_some() {
+        return None;
+    }
+    let target = Target {
+        reference: port_host.box_name.clone(),
+        port: port_host.port,
+        prefix: None,
+        path_and_query: String::new(),
+    };
+    access(ctx, &target, request).ok().map(|(_, record)| record)
 }
 
 /// Reads `/v1/boxes/{ref}/ports/{port}{rest}` from the raw path (the app gets `rest` as

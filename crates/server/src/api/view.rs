@@ -62,6 +62,8 @@ pub struct BoxView {
     pub egress_source: EgressSource,
     /// The runtime the box runs on (fixed at creation).
     pub runtime: String,
+    /// The id of the node the box lives on (`berth node ls`); `null` on a single host.
+    pub node: Option<String>,
     /// The volume size the box's next start uses: its own, else its template's.
     pub disk_mib: u64,
     /// Where `disk_mib` comes from.
@@ -250,6 +252,7 @@ impl BoxView {
             egress,
             egress_source,
             runtime: r.runtime,
+            node: r.node_id,
             disk_mib,
             disk_source,
             volume,

@@ -36,6 +36,7 @@ fn template() -> Template {
         }),
         egress: EgressPolicy::default(),
         warm: 0,
+        node_labels: Default::default(),
         origin: Origin::Builtin,
         unavailable: None,
         warnings: Vec::new(),
@@ -70,6 +71,7 @@ fn record() -> BoxRecord {
         pending_limits: None,
         failure: None,
         last_boot: None,
+        node_id: None,
     }
 }
 

@@ -50,7 +50,7 @@ pub fn spawn(ctx: Ctx, every: Duration) -> tokio::task::JoinHandle<()> {
 
 /// Starts a reclaim for every running box past its timeout (one at a time per box).
 fn sweep(ctx: &Ctx, reclaiming: &Arc<Mutex<HashSet<BoxId>>>) {
-    let records = match ctx.store.list_all_boxes() {
+    let records = match ctx.store.list_boxes_on_node(ctx.role.node_scope()) {
         Ok(records) => records,
         Err(e) => {
             tracing::error!(error = %error_chain(&e), "idle reclaimer: cannot list boxes");

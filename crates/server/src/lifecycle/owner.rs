@@ -11,6 +11,7 @@ use crate::error::OpError;
 use crate::templates::Template;
 
 use super::{sleep, stop, wake, warm_pool};
+use crate::cluster::{op, remote};
 
 /// The owner of every box's lifecycle, borrowed from the daemon's [`Ctx`].
 #[derive(Clone, Copy)]
@@ -28,6 +29,9 @@ impl Lifecycle<'_> {
     /// Wakes the box by its cheapest rung (`POST /start`, and every call that needs it);
     /// returns its row, `running`.
     pub async fn start(self, id: &BoxId) -> Result<BoxRecord, OpError> {
+        if self.on_nodes() {
+            return remote::run(self.ctx, id, op::START).await;
+        }
         wake::start_box(self.ctx, id, wake::Waker::Caller).await
     }
 
@@ -40,12 +44,18 @@ impl Lifecycle<'_> {
     /// Wakes the box for its queued messages in the background (a post, a scheduled
     /// wakeup). A box asleep with `auto_resume` off keeps them until it is resumed.
     pub fn wake_for_messages(self, id: &BoxId) {
+        if self.on_nodes() {
+            return self.wake_remotely(id);
+        }
         wake::wake_for_messages(self.ctx, id, wake::Waker::Call);
     }
 
     /// Wakes the box for a scheduled wakeup's message in the background, whatever its
     /// `auto_resume`: the wakeup is someone's explicit wish that it wake.
     pub fn wake_for_wakeup(self, id: &BoxId) {
+        if self.on_nodes() {
+            return self.wake_remotely(id);
+        }
         wake::wake_for_messages(self.ctx, id, wake::Waker::Caller);
     }
 
@@ -72,6 +82,9 @@ impl Lifecycle<'_> {
 
     /// Stops the box (its processes end, its disk stays, a snapshot is deleted).
     pub async fn stop(self, id: &BoxId) -> Result<BoxRecord, OpError> {
+        if self.on_nodes() {
+            return remote::run(self.ctx, id, op::STOP).await;
+        }
         sleep::descend(self.ctx, id, sleep::Rung::Stop).await
     }
 
@@ -82,11 +95,17 @@ impl Lifecycle<'_> {
 
     /// Freezes every process of the running box in memory.
     pub async fn pause(self, id: &BoxId) -> Result<BoxRecord, OpError> {
+        if self.on_nodes() {
+            return remote::run(self.ctx, id, op::PAUSE).await;
+        }
         sleep::descend(self.ctx, id, sleep::Rung::Pause).await
     }
 
     /// Wakes a paused or snapshotted box, whatever its `auto_resume` (`POST /resume`).
     pub async fn resume(self, id: &BoxId) -> Result<BoxRecord, OpError> {
+        if self.on_nodes() {
+            return remote::run(self.ctx, id, op::RESUME).await;
+        }
         wake::start_box(self.ctx, id, wake::Waker::Caller).await
     }
 
@@ -99,6 +118,28 @@ impl Lifecycle<'_> {
 
     /// Saves the running or paused box's memory to disk and ends its VMM.
     pub async fn snapshot(self, id: &BoxId) -> Result<BoxRecord, OpError> {
+        if self.on_nodes() {
+            return remote::run(self.ctx, id, op::SNAPSHOT).await;
+        }
         sleep::descend(self.ctx, id, sleep::Rung::Snapshot).await
+    }
+
+    /// Whether the boxes live on nodes and this daemon is an API replica: each verb is an
+    /// op for the box's node (`cluster::remote`).
+    fn on_nodes(self) -> bool {
+        self.ctx.role.api().is_some()
+    }
+
+    /// Queues a wake for the box's node in the background. The messages are stored
+    /// already: a wake that cannot be queued (the node is gone, another op is open) is
+    /// made up for by the node, which wakes its boxes with queued messages when it starts
+    /// and after each op.
+    fn wake_remotely(self, id: &BoxId) {
+        let (ctx, id) = (self.ctx.clone(), id.clone());
+        tokio::spawn(async move {
+            if let Err(e) = remote::queue(&ctx, &id, op::WAKE).await {
+                tracing::info!(box_id = %id, error = %berth_runtime::error_chain(&e), "no wake queued for the box's node");
+            }
+        });
     }
 }

@@ -146,9 +146,13 @@ fn fire(ctx: &Ctx, wakeup: &Wakeup, now: i64) -> Result<(), StoreError> {
     if let Some(id) = &posted {
         event["message_id"] = json!(id.as_str());
     }
-    let finished =
-        ctx.store
-            .finish_slot(wakeup, reached, SlotOutcome::Fired, (WAKEUP_EVENT, &event))?;
+    let finished = ctx.store.finish_slot(
+        wakeup,
+        reached,
+        SlotOutcome::Fired,
+        (WAKEUP_EVENT, &event),
+        ctx.jobs.fence().as_ref(),
+    )?;
     if posted.is_some() {
         if finished != SlotFinished::Gone {
             tracing::info!(box_id = %wakeup.box_id, wakeup = %wakeup.id, late_ms, "wakeup fired");
@@ -177,6 +181,7 @@ fn skip(
         reached,
         SlotOutcome::Skipped,
         (WAKEUP_EVENT, &event),
+        ctx.jobs.fence().as_ref(),
     )? {
         SlotFinished::Logged => {
             tracing::warn!(box_id = %wakeup.box_id, wakeup = %wakeup.id, max, "wakeups: the box's own slots are past `[wakeups] box_max_per_hour`; skipping them (said once an hour)");

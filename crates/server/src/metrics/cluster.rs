@@ -2,6 +2,8 @@
 //! for nodes and not yet claimed, claimed and not yet finished, how long the oldest has
 //! waited, and the nodes by whether their lease runs. On one host every value is 0.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use berth_store::{OpQueue, Store, StoreError};
 
 use super::exposition::{Exposition, Kind};
@@ -12,6 +14,40 @@ pub(super) fn write(out: &mut Exposition, store: &Store) -> Result<(), StoreErro
     let live = nodes.iter().filter(|n| n.live).count() as u64;
     write_values(out, &queue, live, nodes.len() as u64 - live);
     Ok(())
+}
+
+/// Lease renewals this process made, by outcome: a node renews its own every 2 s, an API
+/// replica the lease of the cluster's singleton jobs. Failures rising is a database (or a
+/// network) going away before the lease does.
+#[derive(Debug, Default)]
+pub struct LeaseRenewals {
+    ok: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl LeaseRenewals {
+    pub fn count(&self, ok: bool) {
+        let counter = if ok { &self.ok } else { &self.failed };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn write(&self, out: &mut Exposition) {
+        out.family(
+            "berth_lease_renewals_total",
+            Kind::Counter,
+            "Lease renewals by this process, by outcome (a node's own lease; a replica's jobs lease).",
+        );
+        out.sample(
+            "berth_lease_renewals_total",
+            &[("outcome", "ok")],
+            self.ok.load(Ordering::Relaxed),
+        );
+        out.sample(
+            "berth_lease_renewals_total",
+            &[("outcome", "failed")],
+            self.failed.load(Ordering::Relaxed),
+        );
+    }
 }
 
 fn write_values(out: &mut Exposition, queue: &OpQueue, live: u64, gone: u64) {

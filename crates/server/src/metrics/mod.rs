@@ -43,13 +43,23 @@ use crate::error::OpError;
 #[derive(Debug)]
 pub struct Metrics {
     pub lifecycle: LifecycleMetrics,
+    /// This process's lease renewals (a node's, or an API replica's for its jobs).
+    pub leases: cluster::LeaseRenewals,
     started: SystemTime,
+}
+
+impl Metrics {
+    /// Counts one renewal of this process's lease, and whether it succeeded.
+    pub fn lease_renewed(&self, ok: bool) {
+        self.leases.count(ok);
+    }
 }
 
 impl Default for Metrics {
     fn default() -> Metrics {
         Metrics {
             lifecycle: LifecycleMetrics::default(),
+            leases: Default::default(),
             started: SystemTime::now(),
         }
     }
@@ -61,6 +71,7 @@ pub fn render(ctx: &Ctx) -> Result<String, OpError> {
     process::write(&mut out, ctx.metrics.started);
     boxes::write(&mut out, &ctx.store)?;
     cluster::write(&mut out, &ctx.store)?;
+    ctx.metrics.leases.write(&mut out);
     ctx.metrics.lifecycle.write(&mut out);
     ctx.egress.counters().write(&mut out);
     streams::write(&mut out, &ctx.streams);

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use berth_protocol::{BoxId, TenantId};
 use berth_runtime::IdMap;
-use berth_store::{Admission, BoxRecord, NewBox};
+use berth_store::{Admission, BoxRecord, NewBox, Placement};
 
 use crate::ctx::Ctx;
 use crate::egress::policy::EgressPolicy;
@@ -52,9 +52,12 @@ pub async fn create_box(
     let runtime = req
         .runtime
         .unwrap_or_else(|| ctx.runtimes.default_name().to_owned());
-    ctx.runtimes
-        .get(&runtime)
-        .map_err(OpError::InvalidRuntime)?;
+    // An API replica runs nothing: placement finds a node that offers the runtime.
+    if ctx.role.api().is_none() {
+        ctx.runtimes
+            .get(&runtime)
+            .map_err(OpError::InvalidRuntime)?;
+    }
     // `host` cannot boot a VM: a VM's default is the smallest image.
     let name = req.template.unwrap_or_else(|| {
         if boots_images(&runtime) {
@@ -110,6 +113,9 @@ pub async fn create_box(
         labels: req.labels,
         env: req.env,
     };
+    if ctx.role.api().is_some() {
+        return place(ctx, &new, &template.node_labels).await;
+    }
     // A box of a template with a warm pool may be one of its booted boxes, moved over.
     if let Some(record) = ctx.lifecycle().claim_warm(&new, template).await {
         name_in_span(&record.id);
@@ -130,6 +136,40 @@ pub async fn create_box(
     tracing::info!(box_id = %record.id, name = %record.name, template = %record.template, runtime = %record.runtime, slot = record.id_slot, "box created");
     Ok(record)
 }
+
+/// Puts the new box on a node (`berth_store::Store::place_box`: the row and the node's
+/// `create` op in one transaction) and waits for the node to take it. A node that cannot
+/// (its runtime or template is missing there) fails the op; the row goes, and its words
+/// are the answer.
+async fn place(
+    ctx: &Ctx,
+    new: &NewBox,
+    template_labels: &BTreeMap<String, String>,
+) -> Result<BoxRecord, OpError> {
+    let node_labels = crate::box_labels::node_selector(template_labels, &new.labels);
+    let placement = Placement {
+        runtime: &new.runtime,
+        node_labels: &node_labels,
+        sample: PLACEMENT_SAMPLE,
+    };
+    let admission = Admission {
+        id_slots: IdMap::SLOTS,
+        template_disk: &|name| box_disk::template_disk_mib(ctx, name),
+    };
+    let placed = ctx.store.place_box(new, admission, &placement)?;
+    name_in_span(&placed.record.id);
+    if let Err(e) = crate::cluster::remote::wait(ctx, placed.op_id).await {
+        if let Err(gone) = ctx.store.delete_box(&placed.record.id) {
+            tracing::warn!(box_id = %placed.record.id, error = %berth_runtime::error_chain(&gone), "cannot remove a box its node refused");
+        }
+        return Err(e);
+    }
+    tracing::info!(box_id = %placed.record.id, name = %placed.record.name, node = ?placed.record.node_id, "box placed");
+    Ok(placed.record)
+}
+
+/// How many nodes a placement draws and compares (best of K).
+const PLACEMENT_SAMPLE: usize = 3;
 
 /// Whether boxes of the template's base can run on `runtime`: image bases on every
 /// runtime, `host` on the sandbox only.

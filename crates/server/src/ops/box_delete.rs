@@ -10,6 +10,16 @@ use crate::lifecycle::detached::detached;
 use crate::lifecycle::transition::{Kind, Transition};
 
 pub async fn delete_box(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
+    if ctx.role.api().is_some() {
+        return crate::cluster::remote::run(ctx, id, crate::cluster::op::DELETE)
+            .await
+            .map(drop)
+            .or_else(|e| match e {
+                // Deleted: its row is gone, and so is the op with it.
+                OpError::BoxNotFound { .. } => Ok(()),
+                e => Err(e),
+            });
+    }
     let (ctx, task_id) = (ctx.clone(), id.clone());
     detached(id, async move { delete_locked(&ctx, &task_id).await }).await
 }

@@ -29,7 +29,7 @@ pub fn box_disk_mib(ctx: &Ctx, record: &BoxRecord) -> u64 {
 /// the image's and the size its next start asks for; before the first start, the latter)
 /// less what the sparse image already takes.
 pub fn promised_bytes(ctx: &Ctx) -> Result<u64, OpError> {
-    let boxes = ctx.store.list_all_boxes()?;
+    let boxes = ctx.store.list_boxes_on_node(ctx.role.node_scope())?;
     Ok(boxes
         .iter()
         .map(|record| {

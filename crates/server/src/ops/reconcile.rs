@@ -30,7 +30,7 @@ const REATTACH_TIMEOUT: Duration = Duration::from_secs(2);
 pub async fn reconcile(ctx: &Ctx) -> Result<(), OpError> {
     // Stored events wake live readers (SSE) from now on.
     ctx.store.add_event_listener(ctx.boxes.clone());
-    let records = ctx.store.list_all_boxes()?;
+    let records = ctx.store.list_boxes_on_node(ctx.role.node_scope())?;
     for record in &records {
         let mut t = Transition::begin(ctx, &record.id, Kind::Reconcile).await?;
         // A box whose runtime this daemon lacks is never moved to another: it is `failed`
@@ -73,7 +73,10 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), OpError> {
     for runtime in ctx.runtimes.ready() {
         remove_unknown(runtime.as_ref(), &known).await;
     }
-    for id in ctx.store.boxes_with_queued_messages()? {
+    for id in ctx
+        .store
+        .boxes_with_queued_messages(ctx.role.node_scope())?
+    {
         tracing::info!(box_id = %id, "reconcile: waking a box with queued messages");
         ctx.lifecycle().wake_for_messages(&id);
     }
@@ -178,7 +181,7 @@ fn id_map(record: &BoxRecord) -> Result<IdMap, OpError> {
 /// logged; every box gets its try.
 pub async fn stop_all(ctx: &Ctx) {
     ctx.boxes.close_streams();
-    let records = match ctx.store.list_all_boxes() {
+    let records = match ctx.store.list_boxes_on_node(ctx.role.node_scope()) {
         Ok(records) => records,
         Err(e) => {
             tracing::error!(error = %error_chain(&e), "shutdown: cannot list boxes");

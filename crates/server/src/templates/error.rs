@@ -29,6 +29,9 @@ pub enum TemplateErrorKind {
     #[error("cannot read the file: {0}")]
     Read(#[source] std::io::Error),
 
+    #[error("node_labels: {0}")]
+    NodeLabels(String),
+
     #[error("the file is larger than {max_bytes} bytes")]
     TooLarge { max_bytes: u64 },
 

@@ -61,6 +61,8 @@ pub struct Template {
     /// Boxes kept booted for it, with no user data, for creates to claim
     /// (`lifecycle/warm_pool.rs`); 0: none.
     pub warm: usize,
+    /// Labels a node must carry to run its boxes (a box's `node/KEY` labels add to them).
+    pub node_labels: std::collections::BTreeMap<String, String>,
     pub origin: Origin,
     /// Why boxes cannot be made from this template right now (e.g. the echo harness binary
     /// is missing); `None`: usable. Listed either way.

@@ -69,6 +69,9 @@ struct RawTemplate {
     egress: Option<Spanned<RawEgress>>,
     #[serde(default)]
     warm: Option<Spanned<u64>>,
+    /// Labels a node must carry to run its boxes (many hosts; `docs/cluster.md`).
+    #[serde(default)]
+    node_labels: Option<Spanned<BTreeMap<String, String>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -151,6 +154,14 @@ pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError
     let layers = layers(&src, &raw.layers)?;
     let harness = raw.harness.as_ref().map(|h| harness(&src, h)).transpose()?;
     let egress = egress(&src, raw.egress.as_ref(), harness.as_ref().map(|h| &h.env))?;
+    let node_labels = match &raw.node_labels {
+        None => BTreeMap::new(),
+        Some(labels) => {
+            crate::box_labels::validate(labels.get_ref())
+                .map_err(|e| src.at(labels, TemplateErrorKind::NodeLabels(e.to_string())))?;
+            labels.get_ref().clone()
+        }
+    };
     Ok(Template {
         name: name.clone(),
         base,
@@ -161,6 +172,7 @@ pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError
         harness,
         egress,
         warm,
+        node_labels,
         origin: Origin::File(file.to_path_buf()),
         unavailable: None,
         warnings: old_names(&raw),

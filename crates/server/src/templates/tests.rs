@@ -50,6 +50,7 @@ fn builtin_host() -> Template {
         harness: None,
         egress: Default::default(),
         warm: 0,
+        node_labels: Default::default(),
         origin: Origin::Builtin,
         unavailable: None,
         warnings: Vec::new(),
@@ -72,6 +73,7 @@ fn a_full_file_loads_with_every_key() {
 base = "host"
 stop_after_s = 600
 warm = 3
+node_labels = {{ gpu = "yes" }}
 
 [limits]
 memory_mib = 1024
@@ -123,6 +125,7 @@ turn_timeout_s = 60
         (h.ack, h.max_restarts, h.turn_timeout_s),
         (AckMode::Write, 3, 60)
     );
+    assert_eq!(t.node_labels["gpu"], "yes");
     assert!(t.unavailable.is_none());
     let names: Vec<String> = registry.list().iter().map(|t| t.name.clone()).collect();
     assert_eq!(names, ["host", "mine"]);

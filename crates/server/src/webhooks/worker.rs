@@ -28,13 +28,15 @@ const FAN_OUT_BATCH: u32 = 100;
 const DUE_BATCH: u32 = 256;
 /// The longest the worker sleeps with nothing due (a missed doorbell costs this much).
 const IDLE: Duration = Duration::from_secs(30);
+/// The same on a cluster's API replica.
+const CLUSTER_IDLE: Duration = Duration::from_secs(1);
 /// Answered and given-up deliveries are listed this long.
 const KEEP_DONE: time::Duration = time::Duration::days(7);
 
 /// Starts the worker; it runs as long as the daemon.
-pub fn spawn(ctx: Ctx) {
+pub fn spawn(ctx: Ctx) -> tokio::task::JoinHandle<()> {
     ctx.store.add_event_listener(ctx.webhooks.clone());
-    tokio::spawn(run(ctx));
+    tokio::spawn(run(ctx))
 }
 
 async fn run(ctx: Ctx) {
@@ -99,11 +101,17 @@ fn round(
         });
     }
     let next = ctx.store.next_delivery_due()?;
-    Ok(match next {
-        Some(ms) if ms > now_ms => Duration::from_millis((ms - now_ms) as u64).min(IDLE),
-        // Due but held back: an attempt ending wakes the worker.
-        Some(_) => IDLE,
+    // On an API replica the events are written by the nodes, whose appends ring no bell
+    // here: the worker looks every second instead.
+    let idle = match ctx.role.api() {
+        Some(_) => CLUSTER_IDLE,
         None => IDLE,
+    };
+    Ok(match next {
+        Some(ms) if ms > now_ms => Duration::from_millis((ms - now_ms) as u64).min(idle),
+        // Due but held back: an attempt ending wakes the worker.
+        Some(_) => idle,
+        None => idle,
     })
 }
 

@@ -143,6 +143,7 @@ impl TestServer {
             host,
             tls: None,
             public_url: None,
+            role: Default::default(),
         };
         configure(&mut config);
         let server = Server::bind(config).await.expect("the daemon binds");

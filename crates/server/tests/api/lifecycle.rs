@@ -384,6 +384,7 @@ async fn start_reconciles_the_store_and_the_runtime() {
         host: Default::default(),
         tls: None,
         public_url: None,
+        role: Default::default(),
     })
     .await
     .unwrap();

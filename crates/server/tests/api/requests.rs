@@ -40,6 +40,7 @@ async fn first_start_writes_the_admin_key_and_url_and_later_starts_do_not() {
         host: Default::default(),
         tls: None,
         public_url: None,
+        role: Default::default(),
     })
     .await
     .unwrap();

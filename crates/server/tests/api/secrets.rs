@@ -201,6 +201,7 @@ fn config(data: &std::path::Path) -> ServerConfig {
         host: Default::default(),
         tls: None,
         public_url: None,
+        role: Default::default(),
     }
 }
 

@@ -76,6 +76,7 @@ pub fn config_with(data: &Path, tls: TlsConfig) -> ServerConfig {
         host: Default::default(),
         tls: Some(tls),
         public_url: None,
+        role: Default::default(),
     }
 }
 

@@ -57,13 +57,26 @@ impl Drop for Postgres {
     }
 }
 
+/// How long the database may leave a connection unanswered before it counts as gone.
+const NETWORK_TIMEOUT: Duration = Duration::from_secs(4);
+
 impl Postgres {
     /// Connects to the database `config` names (its password already set), checking that
     /// one connection opens.
     pub(crate) fn connect(
-        config: tokio_postgres::Config,
+        mut config: tokio_postgres::Config,
         options: &PostgresOptions,
     ) -> Result<Postgres, DbError> {
+        // A network that stops carrying the database's packets fails a call within seconds
+        // instead of leaving the caller waiting for ever: a node must notice it lost the
+        // database before its lease runs out, and its threads must not all hang meanwhile.
+        config
+            .connect_timeout(NETWORK_TIMEOUT)
+            .tcp_user_timeout(NETWORK_TIMEOUT)
+            .keepalives(true)
+            .keepalives_idle(NETWORK_TIMEOUT)
+            .keepalives_interval(Duration::from_secs(1))
+            .keepalives_retries(3);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("berth-store-pg")
