@@ -1,6 +1,7 @@
 //! The test's own network: a bridge in the host's namespace and one namespace per node,
-//! joined to it by a veth pair, on a /24 of 10.200.0.0/16 chosen from the test's pid (so
-//! test processes running at once do not meet). All of it is deleted on drop.
+//! joined to it by a veth pair, on a /24 of 10.200.0.0/16 no interface of the host has
+//! yet, named by the test process and a count within it (tests run as processes or as
+//! threads of one). All of it is deleted on drop.
 //!
 //! Postgres listens on loopback only; [`Forward`] carries the nodes' connections from the
 //! bridge's address to it, so a node's database traffic crosses the bridge like a real
@@ -9,7 +10,7 @@
 use std::io;
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -39,10 +40,11 @@ fn ip(args: &[&str]) -> Result<(), String> {
 impl Bridge {
     /// `None` after a SKIPPED line (part `netns`) when this machine cannot make one.
     pub fn new() -> Option<Bridge> {
-        let tag = std::process::id() % 100_000;
+        static MADE: AtomicU32 = AtomicU32::new(0);
+        let tag = (std::process::id() % 10_000) * 100 + MADE.fetch_add(1, Ordering::SeqCst) % 100;
         let bridge = Bridge {
             name: format!("bbr{tag}"),
-            octet: (std::process::id() % 250) as u8 + 1,
+            octet: free_octet(tag),
             tag,
             namespaces: Vec::new(),
         };
@@ -105,6 +107,19 @@ impl Bridge {
         }
         (ns, addr)
     }
+}
+
+/// A third octet whose 10.200.X.0/24 no interface here holds, tried from one `tag` picks.
+fn free_octet(tag: u32) -> u8 {
+    let taken = Command::new("ip")
+        .args(["-o", "-4", "addr", "show"])
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+        .unwrap_or_default();
+    (0..250)
+        .map(|step| ((tag.wrapping_mul(7) + step) % 250) as u8 + 1)
+        .find(|octet| !taken.contains(&format!(" 10.200.{octet}.")))
+        .unwrap_or(1)
 }
 
 impl Bridge {
