@@ -141,11 +141,11 @@ pinned_venv "$sdk_root/target/mcp-sdk/venv" "the MCP Python SDK" mcp-sdk "mcp==2
 # (crates/cli/tests/deploy_manifests.rs): kubernetes-validate carries the Kubernetes API's
 # schemas, python-hcl2 parses the Nomad jobs (crates/testkit/src/deploy_validate.rs pins the
 # same). kubectl renders deploy/k8s with its kustomize; Debian has no package of it, so a
-# machine without one is told, and the kustomize test skips (part deploy-validate).
+# machine without one is told, and the kustomize test skips (part kubectl).
 pinned_venv "$sdk_root/target/deploy-validate/venv" "the deployment manifests' validators" deploy-validate \
   kubernetes-validate==1.37.0 python-hcl2==8.1.4
 if $for_tests && ! command -v kubectl >/dev/null 2>&1; then
-  echo "no kubectl on PATH (no Debian package): the kustomize test of deploy/k8s will skip (part deploy-validate)" >&2
+  echo "no kubectl on PATH (no Debian package): the kustomize test of deploy/k8s will skip (part kubectl)" >&2
 fi
 
 # berth's own TypeScript SDK (sdk/typescript): its npm packages from its lockfile (npm ci)
