@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use berth_server::cluster::node_agent::NodeConfig;
+use berth_server::cluster::role::NodeConfig;
 use berth_server::cluster::role::RoleConfig;
 use clap::{Args, Subcommand};
 
@@ -154,7 +154,7 @@ async fn serve(args: NodeRunArgs, data_dir: PathBuf) -> anyhow::Result<()> {
     host.store.location(&data_dir)?;
     let name = match &args.name {
         Some(name) => name.clone(),
-        None => host_name()?,
+        None => crate::cmd_up::host_name()?,
     };
     let advertise = match &args.advertise {
         Some(advertise) => advertise.clone(),
@@ -207,12 +207,6 @@ fn parse_labels(raw: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
             Ok((key.to_owned(), value.to_owned()))
         })
         .collect()
-}
-
-fn host_name() -> anyhow::Result<String> {
-    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .context("reading this machine's host name; give the node one with --name")?;
-    Ok(name.trim().to_owned())
 }
 
 /// The node's TLS: its certificate from an earlier join, else a join now.
@@ -268,19 +262,4 @@ async fn node_tls(
     Ok(Arc::new(berth_server::cluster::mtls::node_server_config(
         &identity,
     )?))
-}
-
-/// `berth up --role api`: the replica's own certificate, made with the cluster CA.
-pub fn api_role(cluster_dir: &Path) -> anyhow::Result<RoleConfig> {
-    let ca = berth_server::cluster::ca::ClusterCa::load(cluster_dir)?;
-    let replica = format!(
-        "{}-{}",
-        host_name().unwrap_or_else(|_| "api".into()),
-        std::process::id()
-    );
-    let tls = berth_server::cluster::mtls::ApiTls::new(Arc::new(ca), &replica)?;
-    Ok(RoleConfig::Api {
-        replica,
-        tls: Arc::new(tls),
-    })
 }

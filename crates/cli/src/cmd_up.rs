@@ -162,7 +162,7 @@ async fn serve(args: UpArgs, data_dir: PathBuf) -> anyhow::Result<()> {
                 .cluster_dir
                 .as_deref()
                 .context("--role api needs --cluster-dir")?;
-            crate::cmd_node::api_role(dir)?
+            api_role(dir)?
         }
         _ => berth_server::cluster::role::RoleConfig::Single,
     };
@@ -276,4 +276,28 @@ pub(crate) fn shutdown_signal(
             _ = terminate.recv() => tracing::info!("SIGTERM received, shutting down"),
         }
     })
+}
+
+/// `berth up --role api`: the replica's own certificate, made with the cluster CA.
+fn api_role(
+    cluster_dir: &std::path::Path,
+) -> anyhow::Result<berth_server::cluster::role::RoleConfig> {
+    let ca = berth_server::cluster::ca::ClusterCa::load(cluster_dir)?;
+    let replica = format!(
+        "{}-{}",
+        host_name().unwrap_or_else(|_| "api".into()),
+        std::process::id()
+    );
+    let tls = berth_server::cluster::mtls::ApiTls::new(Arc::new(ca), &replica)?;
+    Ok(berth_server::cluster::role::RoleConfig::Api {
+        replica,
+        tls: Arc::new(tls),
+    })
+}
+
+/// This machine's host name (a node's name, a replica's).
+pub(crate) fn host_name() -> anyhow::Result<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .context("reading this machine's host name; give the node one with --name")?;
+    Ok(name.trim().to_owned())
 }

@@ -75,7 +75,7 @@ pub struct Ctx {
     /// One host, a node, or an API replica, and what that role holds.
     pub role: Arc<crate::cluster::role::Role>,
     /// The term the cluster's singleton jobs write under (`cluster::jobs`).
-    pub jobs: Arc<crate::cluster::jobs::Jobs>,
+    pub jobs: Arc<crate::cluster::jobs_term::JobsTerm>,
 }
 
 impl Ctx {

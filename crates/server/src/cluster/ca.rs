@@ -26,7 +26,6 @@ use rustls::pki_types::CertificateDer;
 use time::{Duration, OffsetDateTime};
 
 use super::error::{ClusterError, PemOrigin};
-use super::mtls::Identity;
 
 pub const CA_CERT_FILE: &str = "ca.crt";
 pub const CA_KEY_FILE: &str = "ca.key";
@@ -456,4 +455,28 @@ pub(crate) fn check_pair(
         });
     }
     Ok(())
+}
+
+/// What one end of a cluster connection presents and trusts, as PEM.
+#[derive(Clone)]
+pub struct Identity {
+    /// PKCS#8.
+    pub key_pem: String,
+    pub cert_pem: String,
+    /// The cluster CA's certificate: the only one trusted.
+    pub ca_pem: String,
+}
+
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Identity")
+            .field("cert_pem", &self.cert_pem)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AsRef<Identity> for Identity {
+    fn as_ref(&self) -> &Identity {
+        self
+    }
 }

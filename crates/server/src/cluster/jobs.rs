@@ -7,9 +7,7 @@
 //! ([`Jobs::fence`]): a replica that stalled past its lease and wakes believing it still
 //! leads writes nothing.
 
-use std::sync::Mutex;
-
-use berth_store::{Fence, Lease};
+use berth_store::Lease;
 use tokio::task::JoinHandle;
 
 use crate::cluster::role::{LEASE_TTL, RENEW_EVERY};
@@ -18,25 +16,6 @@ use berth_runtime::error_chain;
 
 /// The lease's name in the `leases` table.
 pub const JOBS_LEASE: &str = "jobs";
-
-/// The term this process's jobs write under.
-#[derive(Debug, Default)]
-pub struct Jobs {
-    /// The last term this process held: kept after the lease is lost, so a write still in
-    /// flight is checked against it (and refused), never made unchecked.
-    fence: Mutex<Option<Fence>>,
-}
-
-impl Jobs {
-    /// What a job's writes are checked against; `None` on one host (nothing to check).
-    pub fn fence(&self) -> Option<Fence> {
-        self.fence.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    fn hold(&self, fence: Fence) {
-        *self.fence.lock().unwrap_or_else(|p| p.into_inner()) = Some(fence);
-    }
-}
 
 /// The singleton jobs, started together.
 fn start_jobs(ctx: &Ctx) -> Vec<JoinHandle<()>> {

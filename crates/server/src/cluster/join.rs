@@ -15,9 +15,9 @@ use berth_store::Store;
 use rcgen::{CertificateParams, KeyPair};
 use serde::{Deserialize, Serialize};
 
+use super::ca::Identity;
 use super::ca::{self, check_name, ClusterCa, Csr, Role};
 use super::error::{ClusterError, PemOrigin};
-use super::mtls::Identity;
 
 /// The directory in a node's data dir that holds its cluster identity.
 pub const CLUSTER_DIR: &str = "cluster";

@@ -24,32 +24,8 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, SignatureScheme};
 
-use super::ca::{berth_uris, cert_of, role_of, ClusterCa, Role, NODE_SERVER_NAME};
+use super::ca::{berth_uris, cert_of, role_of, ClusterCa, Identity, Role, NODE_SERVER_NAME};
 use super::error::{ClusterError, PemOrigin, WrongPeer};
-
-/// What one end of a cluster connection presents and trusts, as PEM.
-#[derive(Clone)]
-pub struct Identity {
-    /// PKCS#8.
-    pub key_pem: String,
-    pub cert_pem: String,
-    /// The cluster CA's certificate: the only one trusted.
-    pub ca_pem: String,
-}
-
-impl std::fmt::Debug for Identity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Identity")
-            .field("cert_pem", &self.cert_pem)
-            .finish_non_exhaustive()
-    }
-}
-
-impl AsRef<Identity> for Identity {
-    fn as_ref(&self) -> &Identity {
-        self
-    }
-}
 
 /// Parsed for rustls, checked to be a pair and of the role wanted.
 struct Loaded {

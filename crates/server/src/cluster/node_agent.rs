@@ -8,28 +8,17 @@
 //! renews again, and says so in its log and its health answer. A node whose row names
 //! another boot (a second process with its name) stops for good.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use berth_store::{NodeRegistration, NodeUsage, Op, Store, StoreError};
 
 use crate::cluster::op;
 use crate::cluster::remote::OpFailure;
-use crate::cluster::role::{NodeSelf, LEASE_TTL, RENEW_EVERY};
+use crate::cluster::role::{NodeConfig, NodeSelf, LEASE_TTL, RENEW_EVERY};
 use crate::ctx::Ctx;
 use crate::error::ServerError;
 use crate::runtimes::Runtimes;
 use berth_runtime::error_chain;
-
-/// How a node names itself to the cluster (`berth node` flags).
-#[derive(Debug, Clone)]
-pub struct NodeConfig {
-    /// Unique in the cluster; the machine's host name by default.
-    pub name: String,
-    /// `host:port` where API replicas reach this node.
-    pub advertise: String,
-    pub labels: BTreeMap<String, String>,
-}
 
 /// How many ops a node takes at a time.
 const CLAIM_BATCH: u32 = 16;
@@ -181,10 +170,7 @@ async fn run_op(ctx: Ctx, claimed: Op) {
             }
             Err(e) => {
                 tracing::info!(error = %error_chain(&e), "op failed");
-                Some(
-                    serde_json::to_string(&OpFailure::from_op_error(e))
-                        .expect("a failure serialises"),
-                )
+                Some(serde_json::to_string(&failure_of(e)).expect("a failure serialises"))
             }
         };
         let done = serde_json::json!({});
@@ -232,4 +218,15 @@ fn meminfo() -> (u64, u64) {
             .map_or(0, |kib| kib / 1024)
     };
     (field("MemTotal:"), field("MemAvailable:"))
+}
+
+/// How an op failed, as this node's API would have answered the call.
+fn failure_of(e: crate::error::OpError) -> OpFailure {
+    let e = crate::api::error::ApiError::Op(e);
+    let (status, code) = e.status_and_code();
+    OpFailure {
+        status: status.as_u16(),
+        code,
+        message: e.message(status),
+    }
 }

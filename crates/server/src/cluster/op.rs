@@ -2,21 +2,12 @@
 //! [`crate::lifecycle::Lifecycle`] a single host uses, so a box's states and their rules
 //! are written once.
 
-use berth_store::{BoxState, Op, CREATE_OP};
+use berth_store::{BoxState, Op};
+
+use crate::cluster::op_kind::{CREATE, DELETE, PAUSE, RESUME, SNAPSHOT, START, STOP, WAKE};
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
-
-/// Made by a placement (`berth_store::CREATE_OP`): the node checks it can run the box.
-pub const CREATE: &str = CREATE_OP;
-pub const START: &str = "start";
-pub const STOP: &str = "stop";
-pub const PAUSE: &str = "pause";
-pub const RESUME: &str = "resume";
-pub const SNAPSHOT: &str = "snapshot";
-pub const DELETE: &str = "delete";
-/// Wake the box for its queued messages (a post, a wakeup), and do not wait for the boot.
-pub const WAKE: &str = "wake";
 
 /// Does `op` on this node.
 pub async fn execute(ctx: &Ctx, op: &Op) -> Result<(), OpError> {

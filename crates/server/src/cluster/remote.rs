@@ -26,16 +26,6 @@ pub struct OpFailure {
 }
 
 impl OpFailure {
-    pub fn from_op_error(e: OpError) -> OpFailure {
-        let e = crate::api::error::ApiError::Op(e);
-        let (status, code) = e.status_and_code();
-        OpFailure {
-            status: status.as_u16(),
-            code,
-            message: e.message(status),
-        }
-    }
-
     fn into_op_error(self) -> OpError {
         OpError::OnNode {
             status: self.status,

@@ -9,17 +9,27 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::cluster::forward::NodeClients;
 use crate::cluster::mtls::ApiTls;
-use crate::cluster::node_agent::NodeConfig;
+use crate::cluster::node_client::NodeClients;
 
 /// How often a node renews its lease.
 pub const RENEW_EVERY: Duration = Duration::from_secs(2);
 /// How long a lease runs unrenewed: a node (or a job's holder) silent this long is gone.
 pub const LEASE_TTL: Duration = Duration::from_secs(10);
+
+/// How a node names itself to the cluster (`berth node` flags).
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// Unique in the cluster; the machine's host name by default.
+    pub name: String,
+    /// `host:port` where API replicas reach this node.
+    pub advertise: String,
+    pub labels: BTreeMap<String, String>,
+}
 
 /// The role the daemon is started in (`berth up`, `berth node`, `berth up --role api`).
 #[derive(Clone, Default)]

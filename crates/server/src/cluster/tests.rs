@@ -12,10 +12,11 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
+use super::ca::Identity;
 use super::ca::{berth_uris, role_of, ClusterCa, Csr, Role, CA_KEY_FILE, NODE_SERVER_NAME};
 use super::error::ClusterError;
 use super::join::{answer, make_csr, JoinRequest, NodeIdentity, CLUSTER_DIR, NODE_KEY_FILE};
-use super::mtls::{api_client_config, node_server_config, node_server_name, ApiTls, Identity};
+use super::mtls::{api_client_config, node_server_config, node_server_name, ApiTls};
 
 fn new_ca() -> (tempfile::TempDir, ClusterCa) {
     let dir = tempfile::tempdir().unwrap();

@@ -11,7 +11,8 @@ use crate::error::OpError;
 use crate::templates::Template;
 
 use super::{sleep, stop, wake, warm_pool};
-use crate::cluster::{op, remote};
+use crate::cluster::op_kind as op;
+use crate::cluster::remote;
 
 /// The owner of every box's lifecycle, borrowed from the daemon's [`Ctx`].
 #[derive(Clone, Copy)]

@@ -11,7 +11,7 @@ use crate::lifecycle::transition::{Kind, Transition};
 
 pub async fn delete_box(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
     if ctx.role.api().is_some() {
-        return crate::cluster::remote::run(ctx, id, crate::cluster::op::DELETE)
+        return crate::cluster::remote::run(ctx, id, crate::cluster::op_kind::DELETE)
             .await
             .map(drop)
             .or_else(|e| match e {
