@@ -14,6 +14,9 @@ pub const PATH: &str = "/metrics";
 
 pub async fn serve(State(ctx): State<Ctx>, caller: Caller) -> Result<Response, ApiError> {
     caller.require_admin()?;
-    let text = crate::metrics::render(&ctx)?;
+    let text = ctx
+        .metrics
+        .render(&ctx.store, ctx.egress.counters(), &ctx.streams)
+        .map_err(crate::error::OpError::from)?;
     Ok(([(http::header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response())
 }

@@ -36,8 +36,9 @@ use std::time::SystemTime;
 pub use egress::EgressCounters;
 pub use lifecycle::{LifecycleMetrics, WakeFrom};
 
-use crate::ctx::Ctx;
-use crate::error::OpError;
+use berth_store::{Store, StoreError};
+
+use crate::admission::Slots;
 
 /// What the daemon counts as it goes (the rest is read at each scrape).
 #[derive(Debug)]
@@ -65,17 +66,25 @@ impl Default for Metrics {
     }
 }
 
-/// The whole exposition, as of now.
-pub fn render(ctx: &Ctx) -> Result<String, OpError> {
-    let mut out = exposition::Exposition::default();
-    process::write(&mut out, ctx.metrics.started);
-    boxes::write(&mut out, &ctx.store)?;
-    cluster::write(&mut out, &ctx.store)?;
-    ctx.metrics.leases.write(&mut out);
-    ctx.metrics.lifecycle.write(&mut out);
-    ctx.egress.counters().write(&mut out);
-    streams::write(&mut out, &ctx.streams);
-    // Last: the store's own calls above are in it.
-    store::write(&mut out, &ctx.store.stats());
-    Ok(out.finish())
+impl Metrics {
+    /// The whole exposition, as of now: what this process counted, and what `store`,
+    /// the gateway's `egress` counters and the tenants' `streams` hold.
+    pub fn render(
+        &self,
+        store: &Store,
+        egress: &EgressCounters,
+        streams: &Slots,
+    ) -> Result<String, StoreError> {
+        let mut out = exposition::Exposition::default();
+        process::write(&mut out, self.started);
+        boxes::write(&mut out, store)?;
+        cluster::write(&mut out, store)?;
+        self.leases.write(&mut out);
+        self.lifecycle.write(&mut out);
+        egress.write(&mut out);
+        streams::write(&mut out, streams);
+        // Last: the store's own calls above are in it.
+        store::write(&mut out, &store.stats());
+        Ok(out.finish())
+    }
 }
