@@ -18,6 +18,13 @@ use crate::{format_time, now, BoxRecord, BoxState, Store};
 /// characters, so a random one equals this with odds of 2^-100.
 pub const WARM_POOL_TENANT: &str = "tn_warmpoolwarmpoolwarm";
 
+impl crate::BoxRecord {
+    /// Whether the box is a warm pool's (kept booted for creates to claim; no tenant's).
+    pub fn in_warm_pool(&self) -> bool {
+        self.tenant_id.as_str() == WARM_POOL_TENANT
+    }
+}
+
 /// The tenant of pool boxes.
 pub fn warm_pool_tenant() -> TenantId {
     WARM_POOL_TENANT.parse().expect("the reserved id is an id")

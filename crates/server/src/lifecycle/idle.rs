@@ -61,7 +61,7 @@ fn sweep(ctx: &Ctx, reclaiming: &Arc<Mutex<HashSet<BoxId>>>) {
         if rung_due(ctx, &record).is_none() {
             continue;
         }
-        if super::warm_pool::is_pool_box(&record) {
+        if record.in_warm_pool() {
             continue;
         }
         if !reclaiming

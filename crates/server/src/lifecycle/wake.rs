@@ -16,7 +16,6 @@ use crate::error::OpError;
 use crate::lifecycle::boot::boot;
 use crate::lifecycle::detached::detached;
 use crate::lifecycle::transition::{runtime_error, Kind, Step, Transition};
-use crate::lifecycle::warm_pool::is_pool_box;
 use crate::metrics::WakeFrom;
 use crate::ops::box_find::reload;
 
@@ -129,7 +128,7 @@ async fn wake_locked(
 ) -> Result<(GuestClient, u64), OpError> {
     let mut t = Transition::begin(ctx, id, Kind::Start).await?;
     let woke = |t: &Transition<'_>, from: WakeFrom| {
-        if !is_pool_box(t.record()) {
+        if !t.record().in_warm_pool() {
             ctx.metrics.lifecycle.woke(from, asked.elapsed());
         }
     };

@@ -7,7 +7,7 @@
 //! so they are never listed, never found by id or name, and count against nobody's quota.
 //! They boot and stop through the normal lifecycle (so a daemon restart reattaches the
 //! running ones, and shutdown stops them with every other box); the idle reclaimer skips
-//! them ([`is_pool_box`]).
+//! them (`BoxRecord::in_warm_pool`).
 //!
 //! One task per daemon ([`spawn`]) looks every [`FILL_EVERY`]: it boots pool boxes up to
 //! each template's `warm` (waking stopped ones first: a restart after a clean shutdown
@@ -46,11 +46,6 @@ use crate::validate::LimitsInput;
 pub const FILL_EVERY: Duration = Duration::from_secs(1);
 /// The longest wait between boots of a template whose pool boxes keep failing.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-
-/// Whether the box is a pool box (kept booted; no tenant's).
-pub fn is_pool_box(record: &BoxRecord) -> bool {
-    record.tenant_id.as_str() == WARM_POOL_TENANT
-}
 
 /// Keeps every template's pool full until the task is aborted or the daemon shuts down.
 pub fn spawn(ctx: Ctx) -> JoinHandle<()> {
@@ -290,7 +285,7 @@ async fn retire_pool_box(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
             Err(OpError::BoxNotFound { .. }) => return Ok(()),
             Err(e) => return Err(e),
         };
-        if !is_pool_box(t.record()) {
+        if !t.record().in_warm_pool() {
             return Ok(());
         }
         super::stop::stop_held(&mut t).await?;
@@ -394,7 +389,7 @@ async fn claim_locked(ctx: &Ctx, id: &BoxId, owner: &Owner) -> Result<Option<Box
         return Ok(None);
     };
     let record = t.record().clone();
-    if !is_pool_box(&record) || record.state != BoxState::Running {
+    if !record.in_warm_pool() || record.state != BoxState::Running {
         return Ok(None);
     }
     // The same policy, CA and placeholders the box booted with; the owner's secrets.
