@@ -111,7 +111,11 @@ impl Store {
             path: path.to_owned(),
             source,
         })?;
-        let db = db::Sqlite::open(path, |conn| {
+        let open_err = |source: rusqlite::Error| StoreError::Open {
+            location: path.display().to_string(),
+            source: source.into(),
+        };
+        let db = db::Sqlite::open(path, open_err, |conn| {
             migrations::apply_sqlite(conn, u32::MAX).map(drop)
         })?;
         Ok(Store::with(Db::sqlite(db)))

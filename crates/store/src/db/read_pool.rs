@@ -8,8 +8,6 @@ use std::sync::{Condvar, Mutex};
 
 use rusqlite::{Connection, OpenFlags};
 
-use crate::error::StoreError;
-
 /// Readers at once; a read is one short query, so a few serve many callers.
 pub(crate) const READERS: usize = 4;
 
@@ -21,19 +19,14 @@ pub(crate) struct ReadPool {
 impl ReadPool {
     /// Opens [`READERS`] read-only connections to the database at `path` (already in WAL
     /// mode and migrated by the write connection).
-    pub(crate) fn open(path: &Path) -> Result<ReadPool, StoreError> {
-        let open_err = |source: rusqlite::Error| StoreError::Open {
-            location: path.display().to_string(),
-            source: source.into(),
-        };
+    pub(crate) fn open(path: &Path) -> Result<ReadPool, rusqlite::Error> {
         let mut idle = Vec::with_capacity(READERS);
         for _ in 0..READERS {
             let conn = Connection::open_with_flags(
                 path,
                 OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )
-            .map_err(open_err)?;
-            conn.busy_timeout(super::BUSY_TIMEOUT).map_err(open_err)?;
+            )?;
+            conn.busy_timeout(super::BUSY_TIMEOUT)?;
             idle.push(conn);
         }
         Ok(ReadPool {

@@ -23,15 +23,12 @@ pub(crate) struct Sqlite {
 
 impl Sqlite {
     /// Opens the database at `path` (created if missing) in WAL mode; `migrate` brings its
-    /// schema up to date before the readers open.
-    pub(crate) fn open(
+    /// schema up to date before the readers open. SQLite's own failures are `open_err`'s.
+    pub(crate) fn open<E>(
         path: &Path,
-        migrate: impl FnOnce(&mut Connection) -> Result<(), crate::StoreError>,
-    ) -> Result<Sqlite, crate::StoreError> {
-        let open_err = |source: rusqlite::Error| crate::StoreError::Open {
-            location: path.display().to_string(),
-            source: source.into(),
-        };
+        open_err: impl Fn(rusqlite::Error) -> E + Copy,
+        migrate: impl FnOnce(&mut Connection) -> Result<(), E>,
+    ) -> Result<Sqlite, E> {
         let mut conn = Connection::open(path).map_err(open_err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))
@@ -42,7 +39,7 @@ impl Sqlite {
             .map_err(open_err)?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         migrate(&mut conn)?;
-        let readers = ReadPool::open(path)?;
+        let readers = ReadPool::open(path).map_err(open_err)?;
         Ok(Sqlite {
             writer: Mutex::new(conn),
             readers,
