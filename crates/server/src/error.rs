@@ -339,7 +339,7 @@ pub enum TemplateProblem {
     #[error("is unavailable: {reason}")]
     Unavailable { reason: String },
     #[error("cannot give the box its rootfs: {}", error_chain(.0))]
-    Rootfs(Box<crate::lifecycle::rootfs::RootfsError>),
+    Rootfs(Box<crate::lifecycle::rootfs_error::RootfsError>),
 }
 
 impl From<GuestError> for OpError {

@@ -18,6 +18,7 @@ pub mod config;
 pub mod ctx;
 pub mod data_dir_lock;
 pub mod disk_space;
+pub mod dns_label;
 pub mod e2b;
 pub mod egress;
 pub mod error;

@@ -4,6 +4,7 @@ use berth_runtime::{Capabilities, Limits};
 use berth_store::SleepSettings;
 use std::ops::RangeInclusive;
 
+use crate::dns_label::label_rule;
 use crate::error::OpError;
 
 /// The template of a box whose creation names none.
@@ -39,22 +40,6 @@ pub const PIDS_RANGE: RangeInclusive<u64> = 16..=65_536;
 /// A box volume: 64 MiB to 1 TiB (a sparse file until written).
 pub const DISK_MIB_RANGE: RangeInclusive<u64> = 64..=1_048_576;
 pub const CPUS_RANGE: RangeInclusive<f64> = 0.1..=256.0;
-
-/// The DNS-label rule `name` breaks, if any (box, tenant and template names).
-pub fn label_rule(name: &str) -> Option<&'static str> {
-    if name.is_empty() || name.len() > 63 {
-        Some("a name has 1 to 63 characters")
-    } else if !name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-    {
-        Some("a name uses only a-z, 0-9 and -")
-    } else if name.starts_with('-') || name.ends_with('-') {
-        Some("a name does not start or end with -")
-    } else {
-        None
-    }
-}
 
 /// Limits given by a client, each optional.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

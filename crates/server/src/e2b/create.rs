@@ -351,7 +351,7 @@ mod tests {
         for _ in 0..100 {
             let id = new_sandbox_id().unwrap();
             assert_eq!(id.len(), 20);
-            assert!(crate::validate::label_rule(&id).is_none(), "{id}");
+            assert!(crate::dns_label::label_rule(&id).is_none(), "{id}");
         }
     }
 

@@ -26,6 +26,7 @@ pub mod exit_watch;
 pub mod idle;
 mod owner;
 pub(crate) mod rootfs;
+pub(crate) mod rootfs_error;
 mod sleep;
 mod stop;
 pub(crate) mod transition;

@@ -110,7 +110,7 @@ impl PortsHostConfig {
         }
         if labels
             .iter()
-            .any(|l| crate::validate::label_rule(l).is_some())
+            .any(|l| crate::dns_label::label_rule(l).is_some())
         {
             return Some(
                 "each label must be 1-63 of a-z, 0-9 and -, not starting or ending with -",

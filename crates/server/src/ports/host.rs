@@ -59,7 +59,7 @@ pub fn match_host(host: &str, base_domain: Option<&str>) -> HostMatch {
             }
         }
     };
-    if crate::validate::label_rule(name).is_some() {
+    if crate::dns_label::label_rule(name).is_some() {
         return HostMatch::Malformed {
             why: "after the port comes a box name (a-z, 0-9 and -)",
         };

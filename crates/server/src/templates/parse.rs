@@ -14,10 +14,9 @@ use toml::Spanned;
 use super::egress::{egress, RawEgress};
 use super::source::Source;
 use super::{Base, LayerSpec, Origin, Template, TemplateError, TemplateErrorKind};
+use crate::dns_label::label_rule;
 // A template's defaults are limits a box may have: the same ranges.
-use crate::validate::{
-    label_rule, CPUS_RANGE, DISK_MIB_RANGE, MEMORY_MIB_RANGE, PIDS_RANGE, SLEEP_RUNG_RANGE,
-};
+use crate::validate::{CPUS_RANGE, DISK_MIB_RANGE, MEMORY_MIB_RANGE, PIDS_RANGE, SLEEP_RUNG_RANGE};
 use berth_store::SleepSettings;
 
 pub const DEFAULT_STOP_AFTER_S: u64 = 300;
