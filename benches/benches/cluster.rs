@@ -103,7 +103,6 @@ async fn cluster(dir: &Path, postgres: &PgServer, store: &str) -> BenchResult<(D
     // The burst's 200 connections come from one address before their first request.
     config.host.server.max_anonymous_connections_per_address = config.host.server.max_connections;
     config.role = RoleConfig::Api {
-        replica: "bench-api".into(),
         tls: Arc::new(ApiTls::new(ca, "bench-api")?),
     };
     let api_server = Server::bind(config).await?;

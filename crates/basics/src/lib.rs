@@ -13,4 +13,4 @@ mod percent;
 pub use atomic_write::{write_atomically, write_atomically_with};
 pub use hex::hex;
 pub use histogram::{Histogram, HistogramSnapshot};
-pub use percent::{path_segment, query_value};
+pub use percent::{path_segment, percent_decode, query_value};

@@ -289,10 +289,7 @@ fn api_role(
         std::process::id()
     );
     let tls = berth_server::cluster::mtls::ApiTls::new(Arc::new(ca), &replica)?;
-    Ok(berth_server::cluster::role::RoleConfig::Api {
-        replica,
-        tls: Arc::new(tls),
-    })
+    Ok(berth_server::cluster::role::RoleConfig::Api { tls: Arc::new(tls) })
 }
 
 /// This machine's host name (a node's name, a replica's).

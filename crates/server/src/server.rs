@@ -121,8 +121,7 @@ impl Server {
             RoleConfig::Node { node, .. } => {
                 Role::Node(node_agent::register(&store, &config.runtimes, node)?)
             }
-            RoleConfig::Api { replica, tls } => Role::Api(ApiSide {
-                replica: replica.clone(),
+            RoleConfig::Api { tls } => Role::Api(ApiSide {
                 nodes: NodeClients::new(tls.clone()),
             }),
         });
@@ -163,6 +162,7 @@ impl Server {
             role,
             jobs: Default::default(),
         };
+        crate::webhooks::worker::listen(&ctx);
         // An API replica runs no box: there is nothing of its own to reconcile.
         let reconciled = match ctx.role.api() {
             Some(_) => Ok(()),
@@ -265,7 +265,7 @@ impl Server {
             Role::Node(_) => background.push(AbortOnDrop(node_agent::spawn(ctx.clone()))),
             Role::Api(api) => jobs.push(AbortOnDrop(crate::cluster::jobs::spawn_api(
                 ctx.clone(),
-                api.replica.clone(),
+                api.nodes.tls().replica().to_owned(),
             ))),
         }
         background.push(AbortOnDrop(

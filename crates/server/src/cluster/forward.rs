@@ -113,7 +113,8 @@ async fn node_for(
             .map_err(OpError::from)?
             .and_then(|record| record.node_id)
     } else {
-        let Some(reference) = forwarded_box(&parts.method, parts.uri.path()).map(percent_decode)
+        let Some(reference) =
+            forwarded_box(&parts.method, parts.uri.path()).map(berth_basics::percent_decode)
         else {
             return Ok(None);
         };
@@ -166,31 +167,6 @@ fn forwarded_box<'a>(method: &http::Method, path: &'a str) -> Option<&'a str> {
     }
 }
 
-/// Box names are DNS labels and ids `bx_` and hex: neither needs escaping, but a client
-/// may still escape any byte.
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let escaped = (bytes[i] == b'%')
-            .then(|| s.get(i + 1..i + 3))
-            .flatten()
-            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
-        match escaped {
-            Some(byte) => {
-                out.push(byte);
-                i += 3;
-            }
-            None => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,7 +194,5 @@ mod tests {
             forwarded_box(&http::Method::PATCH, "/v1/boxes/alice"),
             Some("alice")
         );
-        assert_eq!(percent_decode("al%69ce"), "alice");
-        assert_eq!(percent_decode("100%"), "100%");
     }
 }

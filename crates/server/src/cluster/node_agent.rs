@@ -63,7 +63,7 @@ pub fn register(
 fn hex_id() -> Result<String, StoreError> {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).map_err(StoreError::Random)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(berth_basics::hex(&bytes))
 }
 
 /// Runs the lease renewal and the op loop until aborted.

@@ -43,10 +43,8 @@ pub enum RoleConfig {
         /// A plain-HTTP address answering only `/v1/health` (for an orchestrator's probe).
         status_listen: Option<SocketAddr>,
     },
-    Api {
-        replica: String,
-        tls: Arc<ApiTls>,
-    },
+    /// The replica's certificate names it (`ApiTls::replica`).
+    Api { tls: Arc<ApiTls> },
 }
 
 impl std::fmt::Debug for RoleConfig {
@@ -62,9 +60,9 @@ impl std::fmt::Debug for RoleConfig {
                 .field("node", node)
                 .field("status_listen", status_listen)
                 .finish_non_exhaustive(),
-            RoleConfig::Api { replica, .. } => f
+            RoleConfig::Api { tls } => f
                 .debug_struct("Api")
-                .field("replica", replica)
+                .field("replica", &tls.replica())
                 .finish_non_exhaustive(),
         }
     }
@@ -107,8 +105,6 @@ impl NodeSelf {
 
 /// An API replica's means of reaching nodes.
 pub struct ApiSide {
-    /// This replica's name (its lease holder name, its certificate's).
-    pub replica: String,
     pub nodes: NodeClients,
 }
 
@@ -133,14 +129,6 @@ impl Role {
         match self {
             Role::Node(node) => Some(node),
             _ => None,
-        }
-    }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            Role::Single => "single",
-            Role::Node(_) => "node",
-            Role::Api(_) => "api",
         }
     }
 }

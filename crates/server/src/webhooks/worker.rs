@@ -33,9 +33,14 @@ const CLUSTER_IDLE: Duration = Duration::from_secs(1);
 /// Answered and given-up deliveries are listed this long.
 const KEEP_DONE: time::Duration = time::Duration::days(7);
 
-/// Starts the worker; it runs as long as the daemon.
-pub fn spawn(ctx: Ctx) -> tokio::task::JoinHandle<()> {
+/// The events this process stores ring the worker's doorbell from then on (once per
+/// process: a replica that takes the jobs lease again starts the worker again).
+pub fn listen(ctx: &Ctx) {
     ctx.store.add_event_listener(ctx.webhooks.clone());
+}
+
+/// Starts the worker; it runs until aborted (the daemon's end, or a lost jobs lease).
+pub fn spawn(ctx: Ctx) -> tokio::task::JoinHandle<()> {
     tokio::spawn(run(ctx))
 }
 
