@@ -42,6 +42,9 @@ impl Bridge {
     pub fn new() -> Option<Bridge> {
         static MADE: AtomicU32 = AtomicU32::new(0);
         let tag = (std::process::id() % 10_000) * 100 + MADE.fetch_add(1, Ordering::SeqCst) % 100;
+        // Two tests picking at once could take the same /24: the pick and the address are
+        // one step under a lock every test process shares.
+        let _picking = PickLock::take();
         let bridge = Bridge {
             name: format!("bbr{tag}"),
             octet: free_octet(tag),
@@ -106,6 +109,23 @@ impl Bridge {
             ip(&args).unwrap();
         }
         (ns, addr)
+    }
+}
+
+/// An exclusive `flock` on a file in the temp dir, released when the file is closed (on drop).
+struct PickLock(#[allow(dead_code)] std::fs::File);
+
+impl PickLock {
+    fn take() -> PickLock {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(std::env::temp_dir().join("berth-test-bridges.lock"))
+            .expect("the bridges' lock file");
+        // SAFETY: flock(2) on a descriptor this struct owns.
+        let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_EX) };
+        assert_eq!(rc, 0, "flock: {}", io::Error::last_os_error());
+        PickLock(file)
     }
 }
 
