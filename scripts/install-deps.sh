@@ -148,6 +148,10 @@ if $for_tests && ! command -v kubectl >/dev/null 2>&1; then
   echo "no kubectl on PATH (no Debian package): the kustomize test of deploy/k8s will skip (part kubectl)" >&2
 fi
 
+# moto, the S3 stand-in the chunk store's tests and bench run against
+# (crates/testkit/src/moto.rs pins the same).
+pinned_venv "$sdk_root/target/moto/venv" "moto, the S3 stand-in" moto "moto[server]==5.2.5"
+
 # berth's own TypeScript SDK (sdk/typescript): its npm packages from its lockfile (npm ci)
 # and a first build (crates/cli/tests/sdk_typescript.rs builds it again from this checkout
 # and runs its node --test suite). The marker is the lockfile's hash, so a rerun installs

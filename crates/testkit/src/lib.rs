@@ -46,6 +46,7 @@
 //! | `prom-parser` | Debian's `python3-prometheus-client`, the Prometheus text format parser the metrics tests check `/metrics` with |
 //! | `deploy-validate` | what checks `deploy/` offline: PyPI's `kubernetes-validate` and `python-hcl2` in a venv under `target/deploy-validate` (`scripts/install-deps.sh --tests`: `python3-venv` and PyPI) ([`deploy_validate`]) |
 //! | `kubectl` | `kubectl` on `PATH`, whose built-in kustomize renders `deploy/k8s` (Debian packages none: required only where one is installed) |
+//! | `moto` | moto, the S3 stand-in the chunk store is tested against, pinned in a venv under `target/moto` (`scripts/install-deps.sh --tests`: `python3-venv` and PyPI) ([`moto`]) |
 
 use std::io::Write;
 
@@ -53,6 +54,7 @@ pub mod browser;
 pub mod deploy_validate;
 pub mod e2b_sdk;
 pub mod mcp_sdk;
+pub mod moto;
 pub mod node;
 pub mod pattern;
 pub mod pinned_python;
@@ -97,6 +99,7 @@ pub const PARTS: &[&str] = &[
     "prom-parser",
     "deploy-validate",
     "kubectl",
+    "moto",
 ];
 
 /// The variable naming the parts a run requires.
