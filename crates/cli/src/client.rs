@@ -102,6 +102,12 @@ pub enum ClientError {
 impl ClientError {
     /// The daemon could not be reached or the connection broke: worth retrying later (the
     /// daemon may be restarting). An answer from the daemon is never transient here.
+    /// The daemon said `503 unavailable`: what the call needs is away for now (a box's
+    /// node that is down or being replaced), and the same call may work in a moment.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, ClientError::Api { status, .. } if *status == StatusCode::SERVICE_UNAVAILABLE)
+    }
+
     pub fn is_transport(&self) -> bool {
         match self {
             ClientError::Connect { .. }

@@ -88,6 +88,24 @@ pub enum BoxCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Put a stopped box's volume back from a durable copy (`[storage] url`), for a volume
+    /// image lost or damaged on its host: its newest copy, or `--generation N`. What the
+    /// box wrote after that copy is lost (the box's `volume_restored` event says how long).
+    /// Needs the admin key.
+    Restore {
+        /// The box's name or id (`bx_…`; a box of another tenant by its id).
+        name: String,
+        /// Restore from the box's durable copy (the only source there is; required, so the
+        /// command says what it does).
+        #[arg(long, required = true)]
+        from_copy: bool,
+        /// Which copy (`durable.generation` in `berth box show`); its newest by default.
+        #[arg(long, value_name = "N")]
+        generation: Option<u64>,
+        /// Print the daemon's JSON answer (the box) instead of a summary.
+        #[arg(long)]
+        json: bool,
+    },
     /// Messages scheduled for the box: add, ls, rm.
     #[command(subcommand)]
     Wakeup(crate::cmd_box_wakeup::WakeupCommand),
@@ -313,6 +331,26 @@ pub async fn run(client: &Client, command: BoxCommand) -> anyhow::Result<()> {
         }
         BoxCommand::Snapshot { name, json } => {
             let view = ladder_call(client, &name, "/snapshot").await?;
+            print_box(&mut out, view, json)?;
+        }
+        BoxCommand::Restore {
+            name,
+            from_copy: _,
+            generation,
+            json,
+        } => {
+            let mut body = serde_json::json!({ "from": "copy" });
+            if let Some(generation) = generation {
+                body["generation"] = generation.into();
+            }
+            let view: serde_json::Value = client
+                .json(
+                    Method::POST,
+                    &box_path(&name, "/restore"),
+                    Some(&body),
+                    "a box",
+                )
+                .await?;
             print_box(&mut out, view, json)?;
         }
         BoxCommand::Rm { name, json } => {

@@ -37,6 +37,53 @@ pub enum NodeCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Empty a node for maintenance: it takes no new boxes, and each of its boxes moves to
+    /// another node once asleep and copied (needs `[storage] url`; docs/durable.md).
+    Drain {
+        /// The node's name or id (`berth node ls`).
+        node: String,
+        /// Stop its running boxes now (each is copied, then moved) instead of at their next
+        /// sleep.
+        #[arg(long)]
+        now: bool,
+        /// Print the node as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take a dead node's boxes to other nodes now, from their copies, without waiting for
+    /// the failover (refused while the node's lease runs: drain a live node instead).
+    Expunge {
+        /// The node's name or id (`berth node ls`).
+        node: String,
+        /// Print the node as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `berth node drain|expunge`: the call, and the node as it is after it.
+pub async fn operate(
+    client: &Client,
+    node: &str,
+    action: &str,
+    body: serde_json::Value,
+    json: bool,
+) -> anyhow::Result<()> {
+    let path = format!("/v1/nodes/{}/{action}", crate::client::path_segment(node));
+    let view: serde_json::Value = client
+        .json(http::Method::POST, &path, Some(&body), "the node")
+        .await?;
+    if json {
+        return crate::output::json(&mut std::io::stdout().lock(), &view);
+    }
+    let boxes = view["boxes"].as_u64().unwrap_or(0);
+    match action {
+        "drain" => println!(
+            "{node} is draining: {boxes} boxes to move (each once asleep and copied; `berth node ls` shows how many are left)"
+        ),
+        _ => println!("{node} expunged: its boxes start on other nodes from their copies ({boxes} left on it)"),
+    }
+    Ok(())
 }
 
 #[derive(Debug, Args)]

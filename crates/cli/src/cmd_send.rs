@@ -21,6 +21,8 @@ use crate::events::{self, message_text, Event, LiveEvents, LogPoint};
 
 /// How long a post is retried while the daemon cannot be reached (it may be restarting).
 const POST_RETRY_FOR: Duration = Duration::from_secs(30);
+/// How long the box's log is waited for while the daemon or the box's node is away.
+const UNAVAILABLE_FOR: Duration = Duration::from_secs(90);
 /// Reconnections in a row of the event stream before giving up.
 const STREAM_RECONNECTS: u32 = 50;
 
@@ -73,7 +75,7 @@ pub async fn run(client: &Client, args: SendArgs) -> anyhow::Result<u8> {
     let point = if args.no_wait {
         None
     } else {
-        Some(events::log_point(client, &args.name).await?)
+        Some(log_point(client, &args.name).await?)
     };
     let posted = post(client, &args.name, &args.text, &key).await?;
     let Some(point) = point else {
@@ -94,6 +96,21 @@ pub async fn run(client: &Client, args: SendArgs) -> anyhow::Result<u8> {
                 posted.id, args.name
             );
             Ok(130)
+        }
+    }
+}
+
+/// Where the box's log ends before the post, retried while the daemon or the box's node is
+/// away (a node being replaced takes its lease and a grace period: `docs/durable.md`).
+async fn log_point(client: &Client, name: &str) -> anyhow::Result<events::LogPoint> {
+    let deadline = Instant::now() + UNAVAILABLE_FOR;
+    loop {
+        match events::log_point(client, name).await {
+            Ok(point) => return Ok(point),
+            Err(e) if (e.is_transport() || e.is_unavailable()) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => return Err(e).with_context(|| format!("reading {name}'s event log")),
         }
     }
 }

@@ -57,10 +57,11 @@ pub enum StreamError {
 }
 
 impl StreamError {
-    /// Worth reconnecting: the connection broke or went silent, or the daemon is away.
+    /// Worth reconnecting: the connection broke or went silent, or the daemon (or the
+    /// box's node) is away.
     pub fn is_transport(&self) -> bool {
         match self {
-            StreamError::Client(e) => e.is_transport(),
+            StreamError::Client(e) => e.is_transport() || e.is_unavailable(),
             StreamError::Sse(SseError::Body(_) | SseError::Silent(_)) | StreamError::Ended => true,
             StreamError::Sse(SseError::LineTooLong) | StreamError::Decode { .. } => false,
         }

@@ -217,6 +217,18 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             Some(cmd_node::NodeCommand::Ls { json }) => {
                 client_main(async { cmd_node::list(&connect()?, json).await.map(|()| 0) })
             }
+            Some(cmd_node::NodeCommand::Drain { node, now, json }) => client_main(async {
+                let body = serde_json::json!({ "now": now });
+                cmd_node::operate(&connect()?, &node, "drain", body, json)
+                    .await
+                    .map(|()| 0)
+            }),
+            Some(cmd_node::NodeCommand::Expunge { node, json }) => client_main(async {
+                let body = serde_json::json!({});
+                cmd_node::operate(&connect()?, &node, "expunge", body, json)
+                    .await
+                    .map(|()| 0)
+            }),
             None => cmd_node::run(args.run, data_dir.clone()).map(|()| 0),
         },
         Command::Mcp(args) => {

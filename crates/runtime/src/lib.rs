@@ -192,6 +192,25 @@ pub trait Runtime: Send + Sync + 'static {
         })
     }
 
+    /// Holds a running or paused box's volume still for a consistent copy: every write
+    /// the box made is in its image file when this returns, and none lands (its writers
+    /// wait) until [`Runtime::thaw_volume`]. `Unsupported` where the backend cannot: the
+    /// caller pauses the box instead.
+    async fn freeze_volume(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        let _ = id;
+        Err(RuntimeError::Unsupported {
+            backend: self.name(),
+            operation: "freezing a volume",
+        })
+    }
+
+    /// Lets the box's writes land again after [`Runtime::freeze_volume`]; `Ok` when its
+    /// volume is not frozen.
+    async fn thaw_volume(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        let _ = id;
+        Ok(())
+    }
+
     /// Bytes the box's snapshot takes on disk; `None` when it has none.
     async fn snapshot_size(&self, id: &BoxId) -> Result<Option<u64>, RuntimeError> {
         let _ = id;

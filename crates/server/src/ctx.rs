@@ -20,6 +20,10 @@ use crate::runtimes::Runtimes;
 use crate::secrets::SecretStore;
 use crate::templates::SharedTemplates;
 
+/// Where the boxes' directories are, under the data dir (each runtime's, and the
+/// volume images every runtime shares).
+pub const BOXES_DIR: &str = "boxes";
+
 /// How long a stopping box gets between SIGTERM and SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(5);
 
@@ -76,6 +80,8 @@ pub struct Ctx {
     pub role: Arc<crate::cluster::role::Role>,
     /// The term the cluster's singleton jobs write under (`cluster::jobs`).
     pub jobs: Arc<crate::cluster::jobs_term::JobsTerm>,
+    /// Durable copies of boxes' volumes; `None` without `[storage] url`.
+    pub durable: Option<Arc<crate::durable::Durable>>,
 }
 
 impl Ctx {

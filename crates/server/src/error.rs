@@ -31,6 +31,14 @@ pub enum OpError {
     #[error("{0}; add a node (`berth node`) or drop the node labels asked for")]
     NoNode(#[source] Box<StoreError>),
 
+    /// No node of that name (`berth node drain|expunge`).
+    #[error("no node {reference} (berth node ls lists them)")]
+    NodeNotFound { reference: String },
+
+    /// An operator's call on a node that its state forbids (an expunge of a live node).
+    #[error("{0}")]
+    NodeRefused(#[source] Box<StoreError>),
+
     /// As many calls of this kind run as `holder` may run at once (`crate::admission`).
     #[error("{holder} already has {limit} {what}; retry in a moment")]
     Busy {
@@ -202,6 +210,32 @@ pub enum OpError {
         why: String,
     },
 
+    /// A restore from a durable copy asked of a daemon that keeps none.
+    #[error("this berth keeps no durable copies of volumes: set [storage] url in berth.toml (docs/config.md)")]
+    NoDurableCopies,
+
+    /// A restore asked for a copy the box does not have.
+    #[error("box {name} has no durable copy{}: its volume is copied at each stop and every [storage] sync_interval_s while it runs", generation.map(|g| format!(" of generation {g}")).unwrap_or_default())]
+    NoDurableCopy {
+        name: String,
+        generation: Option<u64>,
+    },
+
+    /// A restore asked for a box that is not stopped.
+    #[error("box {name} is {state}: stop it first (POST /v1/boxes/{name}/stop), then restore its volume")]
+    RestoreWhileAwake {
+        name: String,
+        state: berth_store::BoxState,
+    },
+
+    /// The box's volume could not be restored from its copy; the image is as it was.
+    #[error("cannot restore box {name}'s volume from its durable copy (the volume is as it was)")]
+    Restore {
+        name: String,
+        #[source]
+        source: Box<crate::durable::error::DurableError>,
+    },
+
     /// `disk_mib` out of its range.
     #[error("disk_mib must be between {min} and {max}, got {value}")]
     DiskOutOfRange { value: u64, min: u64, max: u64 },
@@ -359,6 +393,7 @@ impl From<StoreError> for OpError {
         match e {
             StoreError::NameTaken { name } => OpError::NameTaken { name },
             StoreError::StaleGeneration { ref id, .. }
+            | StoreError::RunsElsewhere { ref id, .. }
             | StoreError::Transition { ref id, .. }
             | StoreError::NotStopped { ref id, .. } => OpError::Conflict {
                 id: id.clone(),
@@ -382,6 +417,8 @@ impl From<StoreError> for OpError {
                 reason: format!("it has not renewed its lease for {lapsed_ms} ms"),
             },
             e @ StoreError::NoNode { .. } => OpError::NoNode(Box::new(e)),
+            StoreError::NodeNotFound { reference } => OpError::NodeNotFound { reference },
+            e @ StoreError::NodeAlive { .. } => OpError::NodeRefused(Box::new(e)),
             other => OpError::Store(Box::new(other)),
         }
     }
@@ -425,6 +462,9 @@ pub enum ServerError {
 
     #[error("another berth daemon is already running with the data directory {}", path.display())]
     DataDirInUse { path: PathBuf },
+
+    #[error("cannot start durable copies ([storage] url)")]
+    Durable(#[from] crate::durable::error::DurableError),
 
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),

@@ -19,6 +19,7 @@ pub mod ctx;
 pub mod data_dir_lock;
 pub mod disk_space;
 pub mod dns_label;
+pub mod durable;
 pub mod e2b;
 pub mod egress;
 pub mod error;

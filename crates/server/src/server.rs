@@ -84,7 +84,7 @@ impl Server {
                 path: data.clone(),
                 source,
             })?;
-        for dir in [data.clone(), data.join(BOXES_DIR)] {
+        for dir in [data.clone(), data.join(crate::ctx::BOXES_DIR)] {
             not_listable(&dir)?;
         }
         let lock = DataDirLock::acquire(data)?;
@@ -125,6 +125,13 @@ impl Server {
                 nodes: NodeClients::new(tls.clone()),
             }),
         });
+        let metrics = Arc::new(crate::metrics::Metrics::default());
+        let durable = crate::durable::Durable::open(
+            &config.host.storage,
+            data,
+            store.clone(),
+            metrics.durable.clone(),
+        )?;
         let ctx = Ctx {
             data_dir: data.clone(),
             push: crate::push::Push::start(data, &config.host.push, store.clone())?,
@@ -158,9 +165,10 @@ impl Server {
             ),
             e2b: crate::e2b::state::E2b::open(data)?,
             webhooks: crate::webhooks::Webhooks::new(&config.host.webhooks),
-            metrics: Default::default(),
+            metrics,
             role,
             jobs: Default::default(),
+            durable,
         };
         crate::webhooks::worker::listen(&ctx);
         // An API replica runs no box: there is nothing of its own to reconcile.
@@ -271,6 +279,12 @@ impl Server {
         background.push(AbortOnDrop(
             ctx.event_pruner.clone().spawn(ctx.store.clone()),
         ));
+        if runs_boxes {
+            if let Some(durable) = &ctx.durable {
+                durable.resume_pending();
+            }
+            background.extend(crate::lifecycle::copy::spawn_sync(ctx.clone()).map(AbortOnDrop));
+        }
         let _status = self
             .status
             .map(|listener| AbortOnDrop(crate::cluster::status::spawn(listener, ctx.clone())));
@@ -382,9 +396,6 @@ fn reachable(addr: SocketAddr) -> SocketAddr {
         _ => addr,
     }
 }
-
-/// The boxes' own directories, inside the data dir (the sandbox runtime's layout).
-const BOXES_DIR: &str = "boxes";
 
 /// Takes read and write away from group and others on `dir` if it exists, keeping the
 /// search bit a runtime gave it: a box's mapped root must traverse the data dir and

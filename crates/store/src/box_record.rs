@@ -8,6 +8,7 @@ use berth_protocol::{BoxId, TenantId};
 use time::OffsetDateTime;
 
 use crate::box_outcomes::{LastBoot, TransitionFailure};
+use crate::durable::DurableCopy;
 use crate::sleep::SleepSettings;
 use crate::state::BoxState;
 
@@ -63,6 +64,11 @@ pub struct BoxRecord {
     pub last_boot: Option<LastBoot>,
     /// The node the box lives on (`nodes.id`); `None` on a single host.
     pub node_id: Option<String>,
+    /// The newest copy of the box's volume in the chunk store; `None` before the first.
+    pub durable: Option<DurableCopy>,
+    /// Rises each time the volume is taken from a lost node: a local image of an older
+    /// epoch is stale.
+    pub volume_epoch: u64,
 }
 
 impl BoxRecord {

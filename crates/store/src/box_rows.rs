@@ -12,7 +12,7 @@ use crate::{parse_time, Store};
 pub(crate) const COLUMNS: &str = "id, tenant_id, name, template, state, state_reason, memory_mib, pids, \
                        cpus, id_slot, generation, created_at, updated_at, stop_after_s, egress, runtime, \
                        disk_mib, labels, env, pending_memory_mib, pending_pids, pending_cpus, pause_after_s, \
-                       snapshot_after_s, auto_resume, failure, last_boot, node_id";
+                       snapshot_after_s, auto_resume, failure, last_boot, node_id, durable_copy, volume_epoch";
 
 impl Store {
     pub(crate) fn query_one(
@@ -67,6 +67,8 @@ pub(crate) struct RawBox {
     /// `failure`, `last_boot` (JSON).
     outcomes: (Option<String>, Option<String>),
     node_id: Option<String>,
+    /// `durable_copy` (JSON), `volume_epoch`.
+    volume: (Option<String>, i64),
 }
 
 impl RawBox {
@@ -95,6 +97,7 @@ impl RawBox {
             sleep: (row.get(22)?, row.get(23)?, row.get(24)?),
             outcomes: (row.get(25)?, row.get(26)?),
             node_id: row.get(27)?,
+            volume: (row.get(28)?, row.get(29)?),
         })
     }
 
@@ -142,6 +145,8 @@ impl RawBox {
             failure: parse_column(self.outcomes.0),
             last_boot: parse_column(self.outcomes.1),
             node_id: self.node_id,
+            durable: parse_column(self.volume.0),
+            volume_epoch: self.volume.1 as u64,
         })
     }
 }

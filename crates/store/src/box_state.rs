@@ -82,15 +82,15 @@ impl Store {
         mut admit: impl FnMut(&Conn<'_>, &TenantId) -> Result<(), StoreError>,
     ) -> Result<u64, StoreError> {
         let (generation, event_seq) = self.db.write(|tx| {
-            let row: Option<(String, i64, String)> = tx
+            let row: Option<(String, i64, String, Option<String>, i64)> = tx
                 .query_row(
-                    "SELECT state, generation, tenant_id FROM boxes WHERE id = ?1",
+                    "SELECT state, generation, tenant_id, node_id, volume_epoch FROM boxes WHERE id = ?1",
                     crate::args![id.as_str()],
-                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)),
                 )
                 .optional()
                 .map_err(sql("read a box's state"))?;
-            let Some((from, generation, tenant)) = row else {
+            let Some((from, generation, tenant, node, epoch)) = row else {
                 return Err(StoreError::BoxNotFound { id: id.clone() });
             };
             let generation = generation as u64;
@@ -137,6 +137,7 @@ impl Store {
                 ],
             )
             .map_err(sql("update a box's state"))?;
+            crate::box_runs::follow(tx, id, to, node.as_deref(), epoch as u64)?;
             // Every state change is in the box's event log, in the same transaction.
             let seq = crate::events::last_seq(tx, id)? + 1;
             let mut data = serde_json::json!({"state": to.as_str(), "reason": reason});

@@ -323,6 +323,8 @@ pub(crate) fn new_record(
         failure: None,
         last_boot: None,
         node_id: node_id.map(str::to_owned),
+        durable: None,
+        volume_epoch: 0,
     }
 }
 

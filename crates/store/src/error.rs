@@ -69,6 +69,14 @@ pub enum StoreError {
     #[error("box {id} does not exist")]
     BoxNotFound { id: BoxId },
 
+    /// An expunge of a node whose lease still runs.
+    #[error("node {name} is alive (its lease runs {lease_left_ms} ms more): drain it instead (berth node drain {name}); expunge is for a node that is gone")]
+    NodeAlive { name: String, lease_left_ms: i64 },
+
+    /// A start of a box that has a run open on another node.
+    #[error("box {id} is running on node {node}: a box never runs in two places; stop it there first (or wait for its node's failover)")]
+    RunsElsewhere { id: BoxId, node: String },
+
     /// Someone else changed the box since the caller read it.
     #[error("box {id} changed concurrently (expected generation {expected}, found {actual})")]
     StaleGeneration {

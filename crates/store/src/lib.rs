@@ -18,13 +18,16 @@ mod api_keys;
 mod box_outcomes;
 mod box_record;
 mod box_rows;
+mod box_runs;
 mod box_settings;
 mod box_state;
 mod boxes;
 mod db;
+mod durable;
 mod e2b_sandboxes;
 mod error;
 mod events;
+mod failover;
 mod join_tokens;
 mod leases;
 mod messages;
@@ -57,12 +60,14 @@ pub use box_record::{BoxLimits, BoxRecord};
 pub use box_settings::BoxChange;
 pub use boxes::{Admission, NewBox};
 pub use db::{DbError, PostgresOptions, StoreStats};
+pub use durable::{DurableCopy, VolumeRestored, VOLUME_RESTORED_EVENT};
 pub use e2b_sandboxes::{E2bIdempotency, E2bInsert, E2bSandbox};
 pub use error::StoreError;
 pub use events::{
     Appended, EventGap, EventListener, EventPage, EventRecord, EventRetention, PageLimit, Pruned,
     STATE_EVENT,
 };
+pub use failover::LostNode;
 pub use join_tokens::JoinTokenInfo;
 pub use leases::{Fence, Lease};
 pub use messages::{
@@ -216,9 +221,13 @@ mod box_settings_tests;
 #[cfg(test)]
 mod cluster_tests;
 #[cfg(test)]
+mod durable_tests;
+#[cfg(test)]
 mod e2b_sandboxes_tests;
 #[cfg(test)]
 mod event_retention_tests;
+#[cfg(test)]
+mod failover_tests;
 #[cfg(test)]
 mod ingress_tests;
 #[cfg(test)]

@@ -45,6 +45,7 @@ const SQLITE: &[(u32, &str)] = &[
     (21, include_str!("../migrations/0021_cluster.sql")),
     (22, include_str!("../migrations/0022_join_tokens.sql")),
     (23, include_str!("../migrations/0023_node_usage.sql")),
+    (24, include_str!("../migrations/0024_durable_copies.sql")),
 ];
 
 /// The same migrations in PostgreSQL's dialect: the same numbers, the same schema.
@@ -125,6 +126,10 @@ const POSTGRES: &[(u32, &str)] = &[
     (
         23,
         include_str!("../migrations/postgres/0023_node_usage.sql"),
+    ),
+    (
+        24,
+        include_str!("../migrations/postgres/0024_durable_copies.sql"),
     ),
 ];
 

@@ -64,7 +64,7 @@ impl Store {
         placement: &Placement<'_>,
     ) -> Result<Placed, StoreError> {
         let (placed, node_id) = self.db.write(|tx| {
-            let candidates = candidates(tx, new, placement)?;
+            let candidates = candidates(tx, (new.cpus, new.memory_mib), placement)?;
             let Some(chosen) = best_of(candidates, placement.sample) else {
                 return Err(StoreError::NoNode {
                     runtime: placement.runtime.to_owned(),
@@ -82,10 +82,10 @@ impl Store {
 }
 
 /// The live, active nodes that offer the runtime and carry the labels, with their loads
-/// counting `new` as theirs.
-fn candidates(
+/// counting a box of `(cpus, memory_mib)` as theirs.
+pub(crate) fn candidates(
     tx: &Conn<'_>,
-    new: &NewBox,
+    (new_cpus, new_memory_mib): (f64, u64),
     placement: &Placement<'_>,
 ) -> Result<Vec<Candidate>, StoreError> {
     let now_ms = tx.now_ms().map_err(sql("read the database's clock"))?;
@@ -132,8 +132,8 @@ fn candidates(
         if !fits {
             continue;
         }
-        let cpu_taken = (reserved.0 + new.cpus).max(used.0 + new.cpus);
-        let memory_taken = (reserved.1 + new.memory_mib).max(used.1 + new.memory_mib);
+        let cpu_taken = (reserved.0 + new_cpus).max(used.0 + new_cpus);
+        let memory_taken = (reserved.1 + new_memory_mib).max(used.1 + new_memory_mib);
         let load =
             (cpu_taken / cpus.max(0.001)).max(memory_taken as f64 / memory_mib.max(1) as f64);
         out.push(Candidate { id, load, boxes });

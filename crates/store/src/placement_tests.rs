@@ -10,7 +10,7 @@ use crate::tests::new_box;
 use crate::{Admission, NodeUsage, Placement, Store, StoreError, CREATE_OP};
 
 /// A node that offers the sandbox runtime, with `labels` besides.
-fn sandbox_node(store: &Store, name: &str, labels: &[(&str, &str)]) -> String {
+pub(crate) fn sandbox_node(store: &Store, name: &str, labels: &[(&str, &str)]) -> String {
     let mut registration = registration(name, "boot-1");
     registration
         .labels
@@ -21,7 +21,7 @@ fn sandbox_node(store: &Store, name: &str, labels: &[(&str, &str)]) -> String {
     store.register_node(&registration, LONG).unwrap().node.id
 }
 
-fn placement<'a>(labels: &'a BTreeMap<String, String>) -> Placement<'a> {
+pub(crate) fn placement<'a>(labels: &'a BTreeMap<String, String>) -> Placement<'a> {
     Placement {
         runtime: "sandbox",
         node_labels: labels,

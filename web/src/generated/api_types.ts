@@ -995,6 +995,7 @@ export interface components {
             disk_mib: number;
             /** @description Where `disk_mib` comes from. */
             disk_source: components["schemas"]["EgressSource"];
+            durable?: null | components["schemas"]["DurableCopyView"];
             /**
              * @description The egress policy the box's next start applies (canonical form): its own, else its
              *     template's current one. Empty: nothing leaves.
@@ -1009,6 +1010,12 @@ export interface components {
                 [key: string]: string;
             };
             failure?: null | components["schemas"]["FailureView"];
+            /**
+             * @description Whether the box's host answers for it: `unreachable` while its node's lease has run
+             *     out (its calls answer `503` until it comes back or the box moves to another node,
+             *     docs/durable.md). Always `ok` on a single host.
+             */
+            host_status: components["schemas"]["HostStatus"];
             id: string;
             /** @description The tenant's key/value labels (`GET /v1/boxes?label=k=v` filters on them). */
             labels: {
@@ -1259,6 +1266,30 @@ export interface components {
         DetachReason: {
             reason: string;
         };
+        /** @description A durable copy of a box's volume. */
+        DurableCopyView: {
+            /**
+             * Format: int64
+             * @description Its number among the box's copies, from 1.
+             */
+            generation: number;
+            /**
+             * Format: int64
+             * @description The volume image's size.
+             */
+            image_bytes: number;
+            /**
+             * Format: int64
+             * @description What its chunks take in the store, compressed (chunks shared with other copies
+             *     counted in each).
+             */
+            stored_bytes: number;
+            /**
+             * @description When the volume held what the copy holds (RFC 3339): what a restore loses is what
+             *     the box wrote after it.
+             */
+            taken_at: string;
+        };
         /** @description What a box may reach and which credentials the gateway sets for it. */
         EgressPolicy: {
             /** @description Exact host names and `*.suffix` wildcards, port 443 only. Empty: nothing leaves. */
@@ -1298,7 +1329,7 @@ export interface components {
          * @description The event types berth writes (`state`, `log`, `harness_*`, `wakeup`, `wake_request`, `turn_timeout`, and `gap` on a stream) and those of the harness lines berth's templates run.
          * @enum {string}
          */
-        EventType: "state" | "log" | "harness_start" | "harness_exit" | "harness_failed" | "wakeup" | "wake_request" | "turn_timeout" | "gap" | "system" | "assistant" | "user" | "result" | "stream_event" | "error";
+        EventType: "state" | "log" | "harness_start" | "harness_exit" | "harness_failed" | "wakeup" | "wake_request" | "turn_timeout" | "boot" | "volume_restored" | "gap" | "system" | "assistant" | "user" | "result" | "stream_event" | "error";
         /** @description One event as clients see it (docs/api.md). */
         EventView: {
             created_at: string;
@@ -1453,6 +1484,11 @@ export interface components {
             status: string;
             version: string;
         };
+        /**
+         * @description Whether a box's host answers for it.
+         * @enum {string}
+         */
+        HostStatus: "ok" | "unreachable";
         KeyListView: {
             keys: components["schemas"]["KeyView"][];
         };
@@ -5503,7 +5539,7 @@ export const boxStateValues: ReadonlyArray<FlattenedDeepRequired<components>["sc
 export const boxUserValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["BoxUser"]> = ["user", "root"];
 export const egressSourceValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EgressSource"]> = ["box", "template"];
 export const errorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ErrorCode"]> = ["invalid_request", "unauthorized", "not_found", "already_exists", "permission_denied", "conflict", "payload_too_large", "is_a_directory", "not_a_directory", "not_empty", "not_a_regular_file", "too_many_requests", "unsupported", "timeout", "unavailable", "insufficient_storage", "quota_exceeded", "bad_origin", "duplicate_session_cookie", "internal", "unknown"];
-export const eventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EventType"]> = ["state", "log", "harness_start", "harness_exit", "harness_failed", "wakeup", "wake_request", "turn_timeout", "gap", "system", "assistant", "user", "result", "stream_event", "error"];
+export const eventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EventType"]> = ["state", "log", "harness_start", "harness_exit", "harness_failed", "wakeup", "wake_request", "turn_timeout", "boot", "volume_restored", "gap", "system", "assistant", "user", "result", "stream_event", "error"];
 export const execFrameOneOf0TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["ExecFrame"], {
     type: unknown;
 }>["type"]> = ["started"];
@@ -5523,6 +5559,7 @@ export const execFrameOneOf5TypeValues: ReadonlyArray<Extract<FlattenedDeepRequi
     type: unknown;
 }>["type"]> = ["unknown"];
 export const fileKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FileKind"]> = ["file", "dir", "symlink", "other", "unknown"];
+export const hostStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["HostStatus"]> = ["ok", "unreachable"];
 export const outputStreamValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["OutputStream"]> = ["stdout", "stderr", "unknown"];
 export const processFrameOneOf0TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["ProcessFrame"], {
     type: unknown;

@@ -1,6 +1,7 @@
 //! A cluster on one machine: a Postgres the test starts, API replicas (`berth up --role
 //! api`) on loopback, and nodes (`berth node`), each in a network namespace of its own on a
 //! bridge the test makes. Everything is stopped and removed on drop, a failed test's too.
+#![allow(dead_code)] // each test binary uses a part
 
 pub mod net;
 
@@ -93,6 +94,9 @@ pub struct Cluster {
     pub store_url: String,
     pub postgres: berth_testkit::postgres::PgServer,
     _forward: Forward,
+    _moto_forward: Option<Forward>,
+    /// The S3 stand-in durable copies go to, when asked for.
+    pub moto: Option<berth_testkit::moto::Moto>,
     pub bridge: Bridge,
     pub cluster_dir: tempfile::TempDir,
 }
@@ -104,6 +108,17 @@ impl Cluster {
     /// `apis` replicas and `nodes` nodes; `None` after a SKIPPED line when this machine
     /// cannot run one (no root, no network namespaces, no Postgres, no sandbox).
     pub fn start(apis: usize, nodes: usize) -> Option<Cluster> {
+        Cluster::start_with(apis, nodes, None)
+    }
+
+    /// [`Cluster::start`] with durable copies in `moto`'s S3 (every member's `[storage]`,
+    /// the nodes reaching it across the bridge), copies of running boxes every
+    /// `sync_interval_s`.
+    pub fn start_with(
+        apis: usize,
+        nodes: usize,
+        storage: Option<(berth_testkit::moto::Moto, u64)>,
+    ) -> Option<Cluster> {
         if let Some(reason) = crate::common::e2e_skip_reason() {
             berth_testkit::skip("sandbox", &reason);
             return None;
@@ -120,16 +135,33 @@ impl Cluster {
         let cluster_dir = tempfile::tempdir().unwrap();
         let ca = cluster_dir.path().join("ca");
         run_ok(berth().args(["cluster", "init", "--dir"]).arg(&ca));
-        let env = vec![(
+        let mut env = vec![(
             "BERTH_STORE_PASSWORD".to_owned(),
             postgres.password().to_owned(),
         )];
+        let config = storage.as_ref().map(|(moto, sync_interval_s)| {
+            env.extend(moto.env().into_iter().map(|(k, v)| (k.to_owned(), v)));
+            format!(
+                "[storage]\nurl = \"{}\"\nsync_interval_s = {sync_interval_s}\n",
+                moto.url("cluster")
+            )
+        });
+        // The nodes reach moto across the bridge, as they reach Postgres.
+        let moto_forward = storage
+            .as_ref()
+            .map(|(moto, _)| Forward::start(bridge.host_ip(), moto.port()));
+        let write_config = |dir: &std::path::Path| {
+            if let Some(config) = &config {
+                fs::write(dir.join("berth.toml"), config).unwrap();
+            }
+        };
 
         let mut api_members = Vec::new();
         let mut api_urls = Vec::new();
         for i in 0..apis {
             let port = closed_port();
             let dir = tempfile::tempdir().unwrap();
+            write_config(dir.path());
             let command = vec![
                 "up".into(),
                 "--role".into(),
@@ -188,6 +220,15 @@ impl Cluster {
         for i in 0..nodes {
             let (ns, ip) = bridge.add_namespace(i);
             let dir = tempfile::tempdir().unwrap();
+            write_config(dir.path());
+            let mut node_env = env.clone();
+            if let Some(forward) = &moto_forward {
+                for (key, value) in node_env.iter_mut() {
+                    if key == "AWS_ENDPOINT_URL" {
+                        *value = format!("http://{}:{}", bridge.host_ip(), forward.port());
+                    }
+                }
+            }
             let command = vec![
                 "node".into(),
                 "--store".into(),
@@ -213,7 +254,7 @@ impl Cluster {
                 dir,
                 command,
                 netns: Some(ns),
-                env: env.clone(),
+                env: node_env,
             };
             member.spawn();
             node_members.push(member);
@@ -226,6 +267,8 @@ impl Cluster {
             store_url,
             postgres,
             _forward: forward,
+            _moto_forward: moto_forward,
+            moto: storage.map(|(moto, _)| moto),
             bridge,
             cluster_dir,
         };

@@ -39,6 +39,7 @@ mod seccomp;
 mod stop;
 mod volume;
 mod volume_error;
+mod volume_freeze;
 mod volume_mount;
 
 use std::path::PathBuf;
@@ -398,6 +399,28 @@ impl Runtime for SandboxRuntime {
             return Err(wrong_state(id, "resume", "paused", status));
         }
         self.oci.resume(id.as_str()).await
+    }
+
+    async fn freeze_volume(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        let mount = self.layout.box_paths(id).volume_mount();
+        let at = mount.clone();
+        crate::blocking::spawn_blocking(move || volume_freeze::freeze(&at))
+            .await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+            .map_err(|source| RuntimeError::Io {
+                action: "freeze the volume mounted at",
+                path: mount,
+                source,
+            })
+    }
+
+    async fn thaw_volume(&self, id: &BoxId) -> Result<(), RuntimeError> {
+        let mount = self.layout.box_paths(id).volume_mount();
+        volume_freeze::thaw(&mount).map_err(|source| RuntimeError::Io {
+            action: "thaw the volume mounted at",
+            path: mount,
+            source,
+        })
     }
 
     async fn status(&self, id: &BoxId) -> Result<RuntimeStatus, RuntimeError> {

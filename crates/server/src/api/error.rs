@@ -240,6 +240,12 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         OpError::NameTaken { .. } | OpError::TenantNameTaken { .. } => {
             (StatusCode::CONFLICT, ErrorCode::AlreadyExists)
         }
+        OpError::NodeNotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+        OpError::NodeRefused(_) => (StatusCode::CONFLICT, ErrorCode::Conflict),
+        OpError::NoDurableCopies
+        | OpError::NoDurableCopy { .. }
+        | OpError::RestoreWhileAwake { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
+        OpError::Restore { source, .. } => restore_status(source),
         OpError::Conflict { .. }
         | OpError::VolumeNotMigrated { .. }
         | OpError::Asleep { .. }
@@ -262,6 +268,24 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::Store(_)
         | OpError::Random(_)
         | OpError::TaskPanicked { .. } => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
+    }
+}
+
+/// How a restore from a durable copy that failed answers: a damaged copy is the caller's
+/// to work around (another generation), an unreachable store a wait.
+fn restore_status(e: &crate::durable::error::DurableError) -> (StatusCode, ErrorCode) {
+    use crate::durable::error::DurableError;
+    use berth_chunks::ChunkError;
+    match e {
+        DurableError::Chunks(
+            ChunkError::Corrupt { .. }
+            | ChunkError::Missing { .. }
+            | ChunkError::BadManifest { .. },
+        ) => (StatusCode::CONFLICT, ErrorCode::Conflict),
+        DurableError::Chunks(ChunkError::Backend { .. }) => {
+            (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable)
+        }
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
     }
 }
 

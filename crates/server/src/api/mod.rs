@@ -3,6 +3,7 @@
 //! for Prometheus, not for the SDKs.
 
 pub mod auth;
+pub mod box_restore;
 pub mod box_sleep;
 pub mod box_update;
 pub mod boxes;
@@ -89,6 +90,7 @@ fn routes(ctx: Ctx) -> Router<Ctx> {
         .route("/v1/boxes/{box_ref}/pause", post(box_sleep::pause))
         .route("/v1/boxes/{box_ref}/resume", post(box_sleep::resume))
         .route("/v1/boxes/{box_ref}/snapshot", post(box_sleep::snapshot))
+        .route("/v1/boxes/{box_ref}/restore", post(box_restore::restore))
         .route("/v1/boxes/{box_ref}/exec", post(exec::exec))
         .route("/v1/boxes/{box_ref}/pty", get(terminals::pty))
         .route("/v1/boxes/{box_ref}/processes", get(processes::list))
@@ -152,6 +154,8 @@ fn routes(ctx: Ctx) -> Router<Ctx> {
         )
         .route("/v1/runtimes", get(runtimes::list))
         .route("/v1/nodes", get(nodes::list))
+        .route("/v1/nodes/{node}/drain", post(nodes::drain))
+        .route("/v1/nodes/{node}/expunge", post(nodes::expunge))
         .route(cluster_join::PATH, post(cluster_join::join))
         .route("/v1/templates", get(templates::list))
         .route("/v1/templates/reload", post(templates::reload))

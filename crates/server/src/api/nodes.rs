@@ -85,3 +85,90 @@ pub async fn list(State(ctx): State<Ctx>, caller: Caller) -> Result<Json<NodeLis
         nodes: nodes.into_iter().map(NodeView::from).collect(),
     }))
 }
+
+/// The node `reference` names: its id or its name.
+fn find_node(ctx: &Ctx, reference: &str) -> Result<NodeRecord, OpError> {
+    ctx.store
+        .list_nodes()?
+        .into_iter()
+        .find(|n| n.id == reference || n.name == reference)
+        .ok_or_else(|| OpError::NodeNotFound {
+            reference: reference.to_owned(),
+        })
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DrainBody {
+    /// Stop its running boxes now (each is copied and moved once stopped), rather than at
+    /// their next sleep.
+    #[serde(default)]
+    now: bool,
+}
+
+/// `POST /v1/nodes/{node}/drain` `{"now":false}`: the node takes no new boxes, and each of
+/// its boxes moves to another node once asleep and copied (`cluster::failover`); with
+/// `now`, its running boxes are stopped at once. Answers the node.
+pub async fn drain(
+    State(ctx): State<Ctx>,
+    caller: Caller,
+    axum::extract::Path(reference): axum::extract::Path<String>,
+    crate::api::extract::OptionalJson(body): crate::api::extract::OptionalJson<DrainBody>,
+) -> Result<Json<NodeView>, ApiError> {
+    caller.require_admin()?;
+    if ctx.durable.is_none() {
+        return Err(OpError::NoDurableCopies.into());
+    }
+    let node = find_node(&ctx, &reference)?;
+    ctx.store
+        .set_node_state(&node.id, berth_store::NodeState::Draining)
+        .map_err(OpError::from)?;
+    tracing::warn!(node = %node.name, now = body.now, "node draining");
+    if body.now {
+        let running = ctx
+            .store
+            .list_boxes_on_node(Some(&node.id))
+            .map_err(OpError::from)?
+            .into_iter()
+            .filter(|b| b.state.may_have_processes());
+        for record in running {
+            let (ctx, id) = (ctx.clone(), record.id.clone());
+            tokio::spawn(async move {
+                if let Err(e) =
+                    crate::cluster::remote::queue(&ctx, &id, crate::cluster::op_kind::STOP).await
+                {
+                    tracing::warn!(box_id = %id, error = %berth_runtime::error_chain(&e), "drain: cannot stop the box");
+                }
+            });
+        }
+    }
+    Ok(Json(NodeView::from(find_node(&ctx, &reference)?)))
+}
+
+/// `POST /v1/nodes/{node}/expunge`: the node is gone for good (its operator says so): its
+/// boxes move to other nodes now, from their copies, without waiting for the failover's
+/// grace. Refused (`409`) while its lease runs. Answers the node.
+pub async fn expunge(
+    State(ctx): State<Ctx>,
+    caller: Caller,
+    axum::extract::Path(reference): axum::extract::Path<String>,
+) -> Result<Json<NodeView>, ApiError> {
+    caller.require_admin()?;
+    if ctx.durable.is_none() {
+        return Err(OpError::NoDurableCopies.into());
+    }
+    let node = find_node(&ctx, &reference)?;
+    ctx.store.expunge_node(&node.id).map_err(OpError::from)?;
+    tracing::warn!(node = %node.name, "node expunged: its boxes move now");
+    let lost = berth_store::LostNode {
+        id: node.id.clone(),
+        name: node.name.clone(),
+        lapsed_ms: 0,
+    };
+    let reason = format!(
+        "its node {} was expunged: it starts on another node from its last durable copy",
+        node.name
+    );
+    crate::cluster::failover::move_boxes_off(&ctx, &lost, &reason, None).await;
+    Ok(Json(NodeView::from(find_node(&ctx, &reference)?)))
+}

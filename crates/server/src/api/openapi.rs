@@ -122,6 +122,8 @@ const BERTH_EVENT_TYPES: &[&str] = &[
     "wakeup",
     "wake_request",
     "turn_timeout",
+    "boot",
+    "volume_restored",
     "gap",
 ];
 

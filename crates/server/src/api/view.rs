@@ -64,12 +64,19 @@ pub struct BoxView {
     pub runtime: String,
     /// The id of the node the box lives on (`berth node ls`); `null` on a single host.
     pub node: Option<String>,
+    /// Whether the box's host answers for it: `unreachable` while its node's lease has run
+    /// out (its calls answer `503` until it comes back or the box moves to another node,
+    /// docs/durable.md). Always `ok` on a single host.
+    pub host_status: HostStatus,
     /// The volume size the box's next start uses: its own, else its template's.
     pub disk_mib: u64,
     /// Where `disk_mib` comes from.
     pub disk_source: EgressSource,
     /// The volume image as it is now; `null` before the box's first start made it.
     pub volume: Option<VolumeView>,
+    /// The newest copy of the volume in the chunk store (`[storage] url`): what a restore
+    /// or a move to another node starts from. `null` before the first, or without one.
+    pub durable: Option<DurableCopyView>,
     /// What keeps the running box from being reclaimed as idle right now, as the host
     /// knows it (empty: nothing the host knows of; the box may still hold a harness turn
     /// or a terminal, which the reclaimer asks it about). Empty unless `running`.
@@ -155,6 +162,54 @@ impl VolumeView {
             free_mib: usage.free_bytes >> 20,
             allocated_mib: usage.allocated_bytes.div_ceil(1 << 20),
         })
+    }
+}
+
+/// Whether a box's host answers for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HostStatus {
+    Ok,
+    Unreachable,
+}
+
+impl HostStatus {
+    fn of(ctx: &Ctx, node: Option<&str>) -> HostStatus {
+        let Some(node) = node else {
+            return HostStatus::Ok;
+        };
+        match ctx.store.node_route(node) {
+            Ok(Some(route)) if route.lapsed_ms <= 0 => HostStatus::Ok,
+            Ok(_) => HostStatus::Unreachable,
+            // The database did not answer: nothing is known of the node.
+            Err(_) => HostStatus::Unreachable,
+        }
+    }
+}
+
+/// A durable copy of a box's volume.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct DurableCopyView {
+    /// Its number among the box's copies, from 1.
+    pub generation: u64,
+    /// When the volume held what the copy holds (RFC 3339): what a restore loses is what
+    /// the box wrote after it.
+    pub taken_at: String,
+    /// The volume image's size.
+    pub image_bytes: u64,
+    /// What its chunks take in the store, compressed (chunks shared with other copies
+    /// counted in each).
+    pub stored_bytes: u64,
+}
+
+impl From<berth_store::DurableCopy> for DurableCopyView {
+    fn from(c: berth_store::DurableCopy) -> Self {
+        DurableCopyView {
+            generation: c.generation,
+            taken_at: c.taken_at,
+            image_bytes: c.image_bytes,
+            stored_bytes: c.stored_bytes,
+        }
     }
 }
 
@@ -252,7 +307,9 @@ impl BoxView {
             egress,
             egress_source,
             runtime: r.runtime,
+            host_status: HostStatus::of(ctx, r.node_id.as_deref()),
             node: r.node_id,
+            durable: r.durable.map(DurableCopyView::from),
             disk_mib,
             disk_source,
             volume,

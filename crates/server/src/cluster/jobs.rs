@@ -1,6 +1,6 @@
 //! The jobs that must run once in a cluster (the wakeup scheduler, E2B sandboxes'
-//! lifetimes, webhook deliveries, failing the ops of gone nodes) and the lease that says
-//! who runs them. On one host they simply run. On API replicas each replica tries for the
+//! lifetimes, webhook deliveries, the chunk store's garbage collection, failing the ops of
+//! gone nodes) and the lease that says who runs them. On one host they simply run. On API replicas each replica tries for the
 //! lease `jobs` every [`RENEW_EVERY`]; the holder runs the jobs, and a replica that loses
 //! it (it could not renew in time) stops them. Every write a job makes that another
 //! holder could also make checks the holder's term in its own transaction
@@ -19,11 +19,18 @@ pub const JOBS_LEASE: &str = "jobs";
 
 /// The singleton jobs, started together.
 fn start_jobs(ctx: &Ctx) -> Vec<JoinHandle<()>> {
-    vec![
+    let mut jobs = vec![
         crate::lifecycle::wakeups::spawn(ctx.clone()),
         crate::e2b::lifetime::spawn(ctx.clone()),
         crate::webhooks::worker::spawn(ctx.clone()),
-    ]
+    ];
+    // The chunk store's garbage collection, once for all the cluster's copies.
+    jobs.extend(ctx.durable.as_ref().map(|durable| durable.spawn_gc()));
+    // Boxes of lost nodes start elsewhere from their copies (a cluster's API tier only).
+    if ctx.role.api().is_some() && ctx.durable.is_some() {
+        jobs.push(crate::cluster::failover::spawn(ctx.clone()));
+    }
+    jobs
 }
 
 /// On one host: the jobs, for the daemon's life.

@@ -2,7 +2,7 @@
 //! registers, renews its lease and does the ops queued for it ([`node_agent`], [`op`],
 //! [`status`]); an API replica turns lifecycle verbs into ops ([`remote`]), forwards every
 //! other call on a box to its node ([`forward`]), and runs the cluster's singleton jobs
-//! under a lease ([`jobs`]).
+//! under a lease ([`jobs`]), among them moving a lost node's boxes to others ([`failover`]).
 //!
 //! The cluster's trust: the API replicas hold a certificate authority
 //! ([`ca`]); each `berth node` joins once with a one-time token and a certificate signing
@@ -12,6 +12,7 @@
 
 pub mod ca;
 pub mod error;
+pub mod failover;
 pub mod forward;
 pub mod jobs;
 pub mod jobs_term;

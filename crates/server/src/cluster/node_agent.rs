@@ -5,7 +5,10 @@
 //!
 //! A node that cannot renew for a whole [`LEASE_TTL`] has lost the database: its lease has
 //! run out, the API tier takes it for gone and fails its ops, so it claims none until it
-//! renews again, and says so in its log and its health answer. A node whose row names
+//! renews again, and says so in its log and its health answer. With durable copies on, it
+//! also stops every box it runs (it fences itself): the API tier moves them to other nodes
+//! once the lease has been out a grace period longer. When it renews again it reconciles,
+//! dropping what it held of boxes that moved. A node whose row names
 //! another boot (a second process with its name) stops for good.
 
 use std::time::{Duration, Instant};
@@ -113,6 +116,13 @@ async fn renew_loop(ctx: Ctx) {
                 ctx.metrics.lease_renewed(true);
                 if me.set_fenced(false) {
                     tracing::warn!(node = %me.name, "lease renewed again: taking ops");
+                    // Its boxes were stopped; some may live on other nodes now.
+                    let ctx = ctx.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = crate::ops::reconcile::reconcile_boxes(&ctx).await {
+                            tracing::warn!(error = %error_chain(&e), "cannot reconcile the node's boxes after its lease came back");
+                        }
+                    });
                 }
             }
             Err(reason) => {
@@ -120,6 +130,10 @@ async fn renew_loop(ctx: Ctx) {
                 let silent = last_renewed.elapsed();
                 if silent >= LEASE_TTL && me.set_fenced(true) {
                     tracing::error!(node = %me.name, %reason, silent_s = silent.as_secs(), "lost the database: the lease ran out, taking no ops until it is renewed");
+                    // With durable copies its boxes start on other nodes: stop them here.
+                    if ctx.durable.is_some() {
+                        tokio::spawn(fence_boxes(ctx.clone()));
+                    }
                 } else {
                     tracing::warn!(node = %me.name, %reason, "cannot renew the lease");
                 }
@@ -127,6 +141,42 @@ async fn renew_loop(ctx: Ctx) {
         }
     }
 }
+
+/// A node whose lease ran out stops every box it runs: the API tier moves them to other
+/// nodes once the lease has been out for a grace period (`cluster::failover`), and a box
+/// must never run in two places. Straight through the runtimes: the lifecycle writes each
+/// change to the database, which is what this node lost. A transition under way (stuck on
+/// the database, which answers within seconds or fails) is waited for a little, then not.
+async fn fence_boxes(ctx: Ctx) {
+    for runtime in ctx.runtimes.ready() {
+        let ids = match runtime.list().await {
+            Ok(ids) => ids,
+            Err(e) => {
+                tracing::error!(runtime = runtime.name(), error = %error_chain(&e), "fence: cannot list the runtime's boxes");
+                continue;
+            }
+        };
+        for id in ids {
+            let lock = ctx.boxes.slot(&id).lifecycle.clone().lock_owned();
+            match tokio::time::timeout(FENCE_LOCK_WAIT, lock).await {
+                Ok(mut live) => live.end_boot(),
+                Err(_) => {
+                    tracing::warn!(box_id = %id, "fence: a transition holds the box; stopping it anyway")
+                }
+            }
+            ctx.egress.end(&id);
+            match runtime.stop(&id, crate::ctx::STOP_GRACE).await {
+                Ok(()) => tracing::warn!(box_id = %id, "fence: box stopped"),
+                Err(e) => {
+                    tracing::error!(box_id = %id, error = %error_chain(&e), "fence: cannot stop the box")
+                }
+            }
+        }
+    }
+}
+
+/// How long the fence waits for a box's transition under way.
+const FENCE_LOCK_WAIT: Duration = Duration::from_secs(3);
 
 async fn claim_loop(ctx: Ctx) {
     let me = node(&ctx);

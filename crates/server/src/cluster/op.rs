@@ -4,7 +4,9 @@
 
 use berth_store::{BoxState, Op};
 
-use crate::cluster::op_kind::{CREATE, DELETE, PAUSE, RESUME, SNAPSHOT, START, STOP, WAKE};
+use crate::cluster::op_kind::{
+    CREATE, DELETE, PAUSE, RESTORE, RESUME, SNAPSHOT, START, STOP, WAKE,
+};
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
@@ -36,6 +38,7 @@ pub async fn execute(ctx: &Ctx, op: &Op) -> Result<(), OpError> {
         PAUSE => drop(lifecycle.pause(id).await?),
         RESUME => drop(lifecycle.resume(id).await?),
         SNAPSHOT => drop(lifecycle.snapshot(id).await?),
+        RESTORE => drop(lifecycle.restore_from_copy(id, None).await?),
         DELETE => crate::ops::box_delete::delete_box(ctx, id).await?,
         WAKE => lifecycle.wake_for_messages(id),
         other => {

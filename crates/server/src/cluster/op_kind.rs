@@ -11,5 +11,7 @@ pub const PAUSE: &str = "pause";
 pub const RESUME: &str = "resume";
 pub const SNAPSHOT: &str = "snapshot";
 pub const DELETE: &str = "delete";
+/// Put the stopped box's volume back from its newest durable copy.
+pub const RESTORE: &str = "restore";
 /// Wake the box for its queued messages (a post, a wakeup), and do not wait for the boot.
 pub const WAKE: &str = "wake";

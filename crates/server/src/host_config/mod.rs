@@ -27,6 +27,12 @@
 //! # What sparse volumes may still take counts against it, divided by this (1.0: none
 //! # of it may be promised twice).
 //! overcommit = 1.0
+//! # Durable copies of boxes' volumes (none without a url): a directory, or S3 with
+//! # credentials from the environment or credentials_file (`docs/config.md`).
+//! url = "s3://berth-volumes/prod"
+//! sync_interval_s = 300
+//! keep_copies = 3
+//! gc_interval_s = 3600
 //!
 //! [store]
 //! # SQLite in the data dir unless this names a PostgreSQL database (`store.rs`).
@@ -137,6 +143,22 @@ pub struct StorageHostConfig {
     /// no overcommit.
     #[serde(default = "default_overcommit")]
     pub overcommit: f64,
+    /// Where boxes' durable copies go (the chunk store): an absolute path or `file:///…`,
+    /// or `s3://bucket/prefix`. `None`: no copies are kept.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// S3 credentials (`access_key_id`, `secret_access_key`), else the environment's.
+    #[serde(default)]
+    pub credentials_file: Option<PathBuf>,
+    /// How often a running box's volume is copied (0: only when it goes to sleep).
+    #[serde(default = "default_sync_interval_s")]
+    pub sync_interval_s: u64,
+    /// Copies kept per box (at least 2: an upload builds on the one before).
+    #[serde(default = "default_keep_copies")]
+    pub keep_copies: u64,
+    /// How often chunks no kept copy names are deleted.
+    #[serde(default = "default_gc_interval_s")]
+    pub gc_interval_s: u64,
 }
 
 impl Default for StorageHostConfig {
@@ -144,8 +166,25 @@ impl Default for StorageHostConfig {
         StorageHostConfig {
             min_free_percent: default_min_free_percent(),
             overcommit: default_overcommit(),
+            url: None,
+            credentials_file: None,
+            sync_interval_s: default_sync_interval_s(),
+            keep_copies: default_keep_copies(),
+            gc_interval_s: default_gc_interval_s(),
         }
     }
+}
+
+fn default_sync_interval_s() -> u64 {
+    300
+}
+
+fn default_keep_copies() -> u64 {
+    3
+}
+
+fn default_gc_interval_s() -> u64 {
+    3600
 }
 
 fn default_overcommit() -> f64 {
@@ -299,6 +338,21 @@ impl HostConfig {
         let wakeups = self.wakeups.limits();
         let send_timeout = ("[server] send_timeout_s", server.send_timeout_s, 1, 3600);
         let streams = self.terminals.limits().into_iter().chain([send_timeout]);
+        let storage = [
+            (
+                "[storage] sync_interval_s",
+                self.storage.sync_interval_s,
+                0,
+                86400,
+            ),
+            ("[storage] keep_copies", self.storage.keep_copies, 2, 1000),
+            (
+                "[storage] gc_interval_s",
+                self.storage.gc_interval_s,
+                60,
+                7 * 86400,
+            ),
+        ];
         let store = (
             "[store] max_connections",
             self.store.max_connections as u64,
@@ -311,6 +365,7 @@ impl HostConfig {
             .chain(self.ports.limits())
             .chain(wakeups)
             .chain(streams)
+            .chain(storage)
             .chain([store])
         {
             if !(min..=max).contains(&value) {

@@ -72,6 +72,11 @@ pub(super) async fn boot(
         }
     };
     clock.lap("plan");
+    // A box moved here from another node brings its volume from its durable copy.
+    if let Err(error) = super::restore_copy::restore_if_moved(t).await {
+        t.failed(Step::Volume, &error, Some(BoxState::Failed));
+        return Err(error);
+    }
     let r = &plan.rootfs;
     let rootfs = match rootfs_for(
         &ctx.data_dir,

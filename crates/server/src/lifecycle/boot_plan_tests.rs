@@ -72,6 +72,8 @@ fn record() -> BoxRecord {
         failure: None,
         last_boot: None,
         node_id: None,
+        durable: None,
+        volume_epoch: 0,
     }
 }
 

@@ -10,7 +10,7 @@ use crate::ctx::Ctx;
 use crate::error::OpError;
 use crate::templates::Template;
 
-use super::{sleep, stop, wake, warm_pool};
+use super::{restore_copy, sleep, stop, wake, warm_pool};
 use crate::cluster::op_kind as op;
 use crate::cluster::remote;
 
@@ -123,6 +123,26 @@ impl Lifecycle<'_> {
             return remote::run(self.ctx, id, op::SNAPSHOT).await;
         }
         sleep::descend(self.ctx, id, sleep::Rung::Snapshot).await
+    }
+
+    /// Puts the stopped box's volume back from its durable copy `generation` (else its
+    /// newest). Through an API replica, only the newest: the op carries no argument.
+    pub async fn restore_from_copy(
+        self,
+        id: &BoxId,
+        generation: Option<u64>,
+    ) -> Result<BoxRecord, OpError> {
+        if self.on_nodes() {
+            if generation.is_some() {
+                return Err(OpError::OnNode {
+                    status: 400,
+                    code: berth_protocol::ErrorCode::InvalidRequest,
+                    message: "through an API replica a box is restored from its newest copy only: leave out generation".into(),
+                });
+            }
+            return remote::run(self.ctx, id, op::RESTORE).await;
+        }
+        restore_copy::restore_from_copy(self.ctx, id, generation).await
     }
 
     /// Whether the boxes live on nodes and this daemon is an API replica: each verb is an

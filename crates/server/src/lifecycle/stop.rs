@@ -54,6 +54,7 @@ async fn stop_held_as(t: &mut Transition<'_>, failure: Option<&str>) -> Result<(
             t.failed(Step::Harness, &gave_up, Some(BoxState::Failed));
         }
     }
+    super::copy::after_sleep(t).await;
     Ok(())
 }
 

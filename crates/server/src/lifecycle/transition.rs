@@ -54,6 +54,10 @@ pub(crate) enum Kind {
     Reconcile,
     /// The box and its volume removed.
     Delete,
+    /// A durable copy of a running box's volume.
+    Copy,
+    /// The box's volume restored from a durable copy.
+    Restore,
 }
 
 impl Kind {
@@ -70,6 +74,8 @@ impl Kind {
             Kind::Exit => "exit",
             Kind::Reconcile => "reconcile",
             Kind::Delete => "delete",
+            Kind::Copy => "copy",
+            Kind::Restore => "restore",
         }
     }
 }
@@ -82,6 +88,8 @@ pub(crate) enum Step {
     /// The box's runtime is unavailable in this daemon.
     Runtime,
     Rootfs,
+    /// The volume of a box moved from another node, restored from its durable copy.
+    Volume,
     Egress,
     /// The runtime's start or restore.
     RuntimeStart,
@@ -101,6 +109,7 @@ impl Step {
             Step::Plan => "plan",
             Step::Runtime => "runtime",
             Step::Rootfs => "rootfs",
+            Step::Volume => "volume",
             Step::Egress => "egress",
             Step::RuntimeStart => "runtime_start",
             Step::RuntimeStop => "runtime_stop",
@@ -118,6 +127,7 @@ impl Step {
             Step::Plan => format!("restore or fix the box's template (berth template list), then start it again: POST /v1/boxes/{name}/start"),
             Step::Runtime => format!("bring the box's runtime back (GET /v1/runtimes says why it is unavailable), then start the box again: POST /v1/boxes/{name}/start"),
             Step::Rootfs => format!("the template's rootfs could not be made (berth image build, or fix its base), then start the box again: POST /v1/boxes/{name}/start"),
+            Step::Volume => format!("the box's volume could not be restored from its durable copy (the daemon's log names the damage): restore another copy with berth box restore {name} --from-copy --generation N, then start it again: POST /v1/boxes/{name}/start"),
             Step::Egress => format!("set the secrets its credential rules name (berth secret set), then start the box again: POST /v1/boxes/{name}/start"),
             Step::RuntimeStart => format!("fix the cause (details in the daemon's log), then start the box again: POST /v1/boxes/{name}/start"),
             Step::RuntimeStop => format!("the box's processes may still run: stop it again (POST /v1/boxes/{name}/stop); the daemon's log has the details"),

@@ -9,6 +9,8 @@
 //!   the latency a user feels.
 //! - **The cluster** ([`cluster`]): the op queue's depth and its oldest op's age, and the
 //!   nodes by whether their lease runs, read from the store (0 on one host).
+//! - **Durable copies** ([`durable`]): copies uploaded and failed, restores, and the chunk
+//!   store's size and last garbage collection.
 //! - **Egress** ([`egress`]): bytes through the gateway and its refusals by reason,
 //!   counted from the audit records it writes for every decision.
 //! - **Streams** ([`streams`]): long-lived streams each tenant holds, against its budget.
@@ -24,6 +26,7 @@
 
 pub mod boxes;
 pub mod cluster;
+pub mod durable;
 pub mod egress;
 pub mod exposition;
 pub mod lifecycle;
@@ -46,6 +49,8 @@ pub struct Metrics {
     pub lifecycle: LifecycleMetrics,
     /// This process's lease renewals (a node's, or an API replica's for its jobs).
     pub leases: cluster::LeaseRenewals,
+    /// Durable copies and the chunk store (`[storage] url`).
+    pub durable: std::sync::Arc<durable::DurableMetrics>,
     started: SystemTime,
 }
 
@@ -61,6 +66,7 @@ impl Default for Metrics {
         Metrics {
             lifecycle: LifecycleMetrics::default(),
             leases: Default::default(),
+            durable: Default::default(),
             started: SystemTime::now(),
         }
     }
@@ -81,6 +87,7 @@ impl Metrics {
         cluster::write(&mut out, store)?;
         self.leases.write(&mut out);
         self.lifecycle.write(&mut out);
+        self.durable.write(&mut out);
         egress.write(&mut out);
         streams::write(&mut out, streams);
         // Last: the store's own calls above are in it.

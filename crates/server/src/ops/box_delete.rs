@@ -41,6 +41,9 @@ async fn delete_locked(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
     drop(t);
     ctx.boxes.forget(id);
     ctx.activity.forget(id);
+    if let Some(durable) = &ctx.durable {
+        durable.forget(id);
+    }
     tracing::info!(box_id = %id, %name, "box deleted");
     Ok(())
 }

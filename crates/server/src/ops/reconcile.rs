@@ -30,6 +30,12 @@ const REATTACH_TIMEOUT: Duration = Duration::from_secs(2);
 pub async fn reconcile(ctx: &Ctx) -> Result<(), OpError> {
     // Stored events wake live readers (SSE) from now on.
     ctx.store.add_event_listener(ctx.boxes.clone());
+    reconcile_boxes(ctx).await
+}
+
+/// [`reconcile`]'s work on the boxes: at start, and on a node that renews its lease again
+/// after it fenced itself.
+pub async fn reconcile_boxes(ctx: &Ctx) -> Result<(), OpError> {
     let records = ctx.store.list_boxes_on_node(ctx.role.node_scope())?;
     for record in &records {
         let mut t = Transition::begin(ctx, &record.id, Kind::Reconcile).await?;
@@ -47,6 +53,11 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), OpError> {
         };
         if !t.record().state.may_have_processes() {
             continue;
+        }
+        // A daemon that died while it copied the box's volume left it frozen: its writers
+        // would wait for good.
+        if let Err(e) = runtime.thaw_volume(&record.id).await {
+            tracing::warn!(box_id = %record.id, error = %berth_runtime::error_chain(&e), "reconcile: cannot thaw the box's volume");
         }
         // A paused box is thawed to be reached; the reclaimer pauses it again when idle.
         if t.record().state == BoxState::Paused {
@@ -73,6 +84,9 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), OpError> {
     for runtime in ctx.runtimes.ready() {
         remove_unknown(runtime.as_ref(), &known).await;
     }
+    if ctx.role.node().is_some() {
+        drop_moved(ctx, &known).await;
+    }
     for id in ctx
         .store
         .boxes_with_queued_messages(ctx.role.node_scope())?
@@ -81,6 +95,44 @@ pub async fn reconcile(ctx: &Ctx) -> Result<(), OpError> {
         ctx.lifecycle().wake_for_messages(&id);
     }
     Ok(())
+}
+
+/// On a node: removes the box directories (volume images, snapshots) of boxes that are no
+/// longer this node's: moved off it while it was cut off (`cluster::failover`), or deleted
+/// meanwhile. What it held of them is stale: the box lives on elsewhere, from its copy.
+async fn drop_moved(ctx: &Ctx, known: &HashSet<&BoxId>) {
+    let Ok(dir) = std::fs::read_dir(ctx.data_dir.join(crate::ctx::BOXES_DIR)) else {
+        return;
+    };
+    let Some(any_runtime) = ctx.runtimes.ready().into_iter().next() else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let Ok(id) = entry.file_name().to_string_lossy().parse::<BoxId>() else {
+            continue;
+        };
+        if known.contains(&id) {
+            continue;
+        }
+        let runtime = match ctx.store.get_box(&id) {
+            Ok(Some(record)) => ctx
+                .runtime_of(&record)
+                .unwrap_or_else(|_| any_runtime.clone()),
+            Ok(None) => any_runtime.clone(),
+            Err(e) => {
+                tracing::warn!(box_id = %id, error = %error_chain(&e), "reconcile: cannot read the box's row; its files stay");
+                continue;
+            }
+        };
+        match runtime.remove(&id).await {
+            Ok(()) => {
+                tracing::info!(box_id = %id, "reconcile: dropped the stale files of a box that lives on another node now")
+            }
+            Err(e) => {
+                tracing::warn!(box_id = %id, error = %error_chain(&e), "reconcile: cannot drop the stale files of a moved box")
+            }
+        }
+    }
 }
 
 /// Removes what `runtime` holds for boxes the store does not know.
