@@ -3,7 +3,10 @@
 //!   (`berth up --role api`) whose box lives on a node (`berth node`) over mutual TLS,
 //!   against the same on a single-host daemon (the floor);
 //! - how long a node takes to claim an op (queued → claimed, the database's clock) while
-//!   200 creates arrive at once, p50/p99.
+//!   200 creates arrive at once, p50/p99;
+//! - the time from a node's death to its sleeping box answering an exec on another node
+//!   (durable copies in a chunk store directory), against its floor: the lease and the
+//!   failover's grace, plus the same box's cold start with a restore from its copy.
 //!
 //! Everything runs in this process on loopback: a Postgres the bench starts from Debian's
 //! binaries, one replica, one node, one single host. Needs root, runc, berth-init and
@@ -18,10 +21,11 @@ use berth_benches::daemon::{count, BenchResult, Daemon};
 use berth_benches::http::{expect, Client};
 use berth_benches::stats::{ms, ratio, Summary};
 use berth_server::cluster::ca::{ClusterCa, Csr, Identity, Role};
+use berth_server::cluster::failover::FAILOVER_GRACE;
 use berth_server::cluster::join::make_csr;
 use berth_server::cluster::mtls::{node_server_config, ApiTls};
-use berth_server::cluster::role::NodeConfig;
 use berth_server::cluster::role::RoleConfig;
+use berth_server::cluster::role::{NodeConfig, LEASE_TTL};
 use berth_server::Server;
 use berth_testkit::postgres::PgServer;
 use http::{Method, StatusCode};
@@ -45,11 +49,13 @@ async fn run() -> BenchResult<()> {
     single.stop().await?;
 
     let store = postgres.new_database();
-    let (api, node) = cluster(dir.path(), &postgres, &store).await?;
+    let (api, node, _) = cluster(dir.path(), &postgres, &store, None).await?;
     let through = measure(&api, "cluster", starts, execs).await?;
     let claims = claim_latency(&api, &postgres, &store, creates).await?;
     api.stop().await?;
     node.stop().await?;
+
+    let failover = failover(dir.path(), &postgres).await?;
 
     report("create → first exec", &through.0, &floor.0);
     report("exec round trip (running box)", &through.1, &floor.1);
@@ -60,55 +66,212 @@ async fn run() -> BenchResult<()> {
         ms(claims.p99),
         claims.n
     );
+    println!(
+        "node death → its sleeping box answering on another node: {}; floor (lease {} s + grace {} s + a cold start with the restore, {}) {}; ratio {:.2}×",
+        ms(failover.took),
+        LEASE_TTL.as_secs(),
+        FAILOVER_GRACE.as_secs(),
+        ms(failover.restore_start),
+        ms(failover.floor()),
+        ratio(failover.took, failover.floor())
+    );
     Ok(())
 }
 
-/// A replica and a node on the same database, their TLS from a CA made here.
-async fn cluster(dir: &Path, postgres: &PgServer, store: &str) -> BenchResult<(Daemon, Daemon)> {
-    let ca = Arc::new(ClusterCa::init(&dir.join("ca"))?);
-    let with_store = |mut config: berth_server::ServerConfig| {
-        config.host.store.url = Some(store.to_owned());
-        config.host.store.password_file = Some(postgres.password_file().to_owned());
-        config
-    };
+/// What a replica and its nodes share: the database, the CA, and the chunk store if any.
+struct Shared<'a> {
+    dir: &'a Path,
+    postgres: &'a PgServer,
+    store: &'a str,
+    ca: Arc<ClusterCa>,
+    copies: Option<std::path::PathBuf>,
+}
 
-    let (key_pem, csr_pem) = make_csr("bench-node")?;
-    let cert_pem = ca.issue(
-        &Role::Node {
-            node_name: "bench-node".into(),
-        },
-        &Csr::from_pem(&csr_pem)?,
-        &[],
-    )?;
-    let identity = Identity {
-        key_pem,
-        cert_pem,
-        ca_pem: ca.cert_pem().to_owned(),
-    };
-    let node_listen = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    let mut config = with_store(Daemon::config(&dir.join("node"), node_listen)?);
-    config.role = RoleConfig::Node {
-        node: NodeConfig {
-            name: "bench-node".into(),
-            advertise: node_listen.to_string(),
-            labels: Default::default(),
-        },
-        tls: Arc::new(node_server_config(&identity)?),
-        status_listen: None,
-    };
-    let node_server = Server::bind(config).await?;
-    let node = Daemon::serve(node_server, String::new());
+impl Shared<'_> {
+    fn config(
+        &self,
+        name: &str,
+        listen: std::net::SocketAddr,
+    ) -> BenchResult<berth_server::ServerConfig> {
+        let mut config = Daemon::config(&self.dir.join(name), listen)?;
+        config.host.store.url = Some(self.store.to_owned());
+        config.host.store.password_file = Some(self.postgres.password_file().to_owned());
+        config.host.storage.url = self.copies.as_ref().map(|p| p.display().to_string());
+        Ok(config)
+    }
 
-    let mut config = with_store(Daemon::config(&dir.join("api"), "127.0.0.1:0".parse()?)?);
+    /// A node named `name`, its certificate from the CA.
+    async fn node(&self, name: &str) -> BenchResult<Daemon> {
+        let (key_pem, csr_pem) = make_csr(name)?;
+        let cert_pem = self.ca.issue(
+            &Role::Node {
+                node_name: name.into(),
+            },
+            &Csr::from_pem(&csr_pem)?,
+            &[],
+        )?;
+        let identity = Identity {
+            key_pem,
+            cert_pem,
+            ca_pem: self.ca.cert_pem().to_owned(),
+        };
+        let node_listen = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+        let mut config = self.config(name, node_listen)?;
+        config.role = RoleConfig::Node {
+            node: NodeConfig {
+                name: name.into(),
+                advertise: node_listen.to_string(),
+                labels: Default::default(),
+            },
+            tls: Arc::new(node_server_config(&identity)?),
+            status_listen: None,
+        };
+        let server = Server::bind(config).await?;
+        let key = server.admin_key_created.clone().unwrap_or_default();
+        Ok(Daemon::serve(server, key))
+    }
+}
+
+/// A replica and a node on the same database, their TLS from a CA made here; with
+/// `copies`, durable copies in that directory. The admin key is the replica's.
+async fn cluster<'a>(
+    dir: &'a Path,
+    postgres: &'a PgServer,
+    store: &'a str,
+    copies: Option<std::path::PathBuf>,
+) -> BenchResult<(Daemon, Daemon, Shared<'a>)> {
+    let shared = Shared {
+        dir,
+        postgres,
+        store,
+        ca: Arc::new(ClusterCa::init(&dir.join("ca"))?),
+        copies,
+    };
+    let node = shared.node("bench-node").await?;
+    let mut config = shared.config("api", "127.0.0.1:0".parse()?)?;
     // The burst's 200 connections come from one address before their first request.
     config.host.server.max_anonymous_connections_per_address = config.host.server.max_connections;
     config.role = RoleConfig::Api {
-        tls: Arc::new(ApiTls::new(ca, "bench-api")?),
+        tls: Arc::new(ApiTls::new(shared.ca.clone(), "bench-api")?),
     };
     let api_server = Server::bind(config).await?;
     // The node started first and made the database's admin key.
-    let key = std::fs::read_to_string(dir.join("node").join(berth_server::ADMIN_KEY_FILE))?;
-    Ok((Daemon::serve(api_server, key.trim().to_owned()), node))
+    let key = std::fs::read_to_string(dir.join("bench-node").join(berth_server::ADMIN_KEY_FILE))?;
+    Ok((
+        Daemon::serve(api_server, key.trim().to_owned()),
+        node,
+        shared,
+    ))
+}
+
+/// How long a failover took, and what its floor is made of.
+struct Failover {
+    took: Duration,
+    restore_start: Duration,
+}
+
+impl Failover {
+    fn floor(&self) -> Duration {
+        LEASE_TTL + FAILOVER_GRACE + self.restore_start
+    }
+}
+
+/// A box asleep (copied) on one node; that node crashes; how long until the box answers an
+/// exec on the other. The floor's cold start is a second box's, restored from its copy
+/// (`POST …/restore`) and started while its node lives: the work a failover's start does.
+async fn failover(dir: &Path, postgres: &PgServer) -> BenchResult<Failover> {
+    let store = postgres.new_database();
+    let dir = dir.join("failover");
+    std::fs::create_dir_all(&dir)?;
+    let copies = dir.join("copies");
+    let (api, first, shared) = cluster(&dir, postgres, &store, Some(copies)).await?;
+    let mut client = Client::connect(api.addr, &api.key).await?;
+    let exec_true = json!({"cmd": ["true"]});
+    for name in ["moves", "floor"] {
+        let (status, body) = client
+            .call(Method::POST, "/v1/boxes", json!({"name": name}))
+            .await?;
+        expect(status, StatusCode::CREATED, "create", &body)?;
+        let (status, body) = client
+            .call(
+                Method::POST,
+                &format!("/v1/boxes/{name}/exec"),
+                exec_true.clone(),
+            )
+            .await?;
+        expect(status, StatusCode::OK, "first exec", &body)?;
+        let (status, body) = client
+            .call(Method::POST, &format!("/v1/boxes/{name}/stop"), json!({}))
+            .await?;
+        expect(status, StatusCode::OK, "stop", &body)?;
+    }
+    for name in ["moves", "floor"] {
+        copied(&mut client, name).await?;
+    }
+    let second = shared.node("bench-node-2").await?;
+
+    // The floor: a restore from the copy and a cold start, on a live node.
+    let started = Instant::now();
+    let (status, body) = client
+        .call(
+            Method::POST,
+            "/v1/boxes/floor/restore",
+            json!({"from": "copy"}),
+        )
+        .await?;
+    expect(status, StatusCode::OK, "restore", &body)?;
+    let (status, body) = client
+        .call(Method::POST, "/v1/boxes/floor/exec", exec_true.clone())
+        .await?;
+    expect(status, StatusCode::OK, "exec after the restore", &body)?;
+    let restore_start = started.elapsed();
+
+    first.crash().await;
+    let died = Instant::now();
+    let deadline = died + LEASE_TTL + FAILOVER_GRACE + Duration::from_secs(120);
+    loop {
+        let (status, body) = client
+            .call(Method::POST, "/v1/boxes/moves/exec", exec_true.clone())
+            .await?;
+        if status == StatusCode::OK {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(
+                format!("the box never answered after its node died: {status} {body}").into(),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let took = died.elapsed();
+    api.stop().await?;
+    second.stop().await?;
+    Ok(Failover {
+        took,
+        restore_start,
+    })
+}
+
+/// Waits until the stopped box `name` has a durable copy.
+async fn copied(client: &mut Client, name: &str) -> BenchResult<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (status, body) = client
+            .call(
+                Method::GET,
+                &format!("/v1/boxes/{name}"),
+                serde_json::Value::Null,
+            )
+            .await?;
+        expect(status, StatusCode::OK, "show", &body)?;
+        if body["durable"]["generation"].as_u64().unwrap_or(0) >= 1 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{name} was never copied: {body}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// `starts` cold starts (create → first exec) and `execs` exec round trips on the last box.

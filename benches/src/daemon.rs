@@ -94,6 +94,13 @@ impl Daemon {
         }
     }
 
+    /// Ends the daemon as a crash would: nothing is stopped, its lease is no longer
+    /// renewed, its boxes' processes are left as they are.
+    pub async fn crash(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
     /// Shuts the daemon down (every box is stopped).
     pub async fn stop(self) -> BenchResult<()> {
         let _ = self.stop.send(());

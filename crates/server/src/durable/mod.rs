@@ -177,6 +177,7 @@ impl Durable {
         };
         let path = self.staged_dir.join(staged.file_name("partial"));
         let (from, to) = (image.to_path_buf(), path.clone());
+        let began = std::time::Instant::now();
         if let Err(source) = blocking(move || stage::stage(&from, &to)).await {
             let _ = std::fs::remove_file(&path);
             return Err(DurableError::Io {
@@ -185,6 +186,8 @@ impl Durable {
                 source,
             });
         }
+        // How long the box was held still for its copy.
+        tracing::info!(box_id = %staged.id, staged_ms = began.elapsed().as_millis() as u64, "volume staged for a durable copy");
         self.queue(&staged.id)
             .newest
             .store(staged.seq, Ordering::SeqCst);
