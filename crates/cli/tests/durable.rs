@@ -222,3 +222,57 @@ fn without_a_chunk_store_a_restore_says_how_to_get_one() {
     let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
     assert!(shown["durable"].is_null(), "{shown}");
 }
+
+/// A VM box is held still for its copy by a pause (its volume is the guest's to freeze), and
+/// goes on after: the copy restores whole.
+#[test]
+fn a_running_qemu_box_is_copied_paused_and_goes_on() {
+    if let Some(reason) = e2e_skip_reason() {
+        berth_testkit::skip("sandbox", &reason);
+        return;
+    }
+    let store = tempfile::tempdir().unwrap();
+    let daemon = daemon_with_copies(store.path(), 5);
+    if daemon.offer_qemu().is_none() {
+        return;
+    }
+    daemon.berth_ok(&[
+        "box",
+        "create",
+        "vm",
+        "--runtime",
+        "qemu",
+        "--template",
+        "minimal",
+    ]);
+    daemon.berth_ok(&[
+        "exec",
+        "vm",
+        "--",
+        "sh",
+        "-c",
+        "echo vm > /home/user/vm.txt; sync",
+    ]);
+    // TCG guests are slow: their deadline scales.
+    let shown = daemon.wait_for_box("vm", WITHIN * 4, |b| generation(b) >= 1);
+    assert_eq!(
+        shown["state"], "running",
+        "left paused after its copy: {shown}"
+    );
+    assert_eq!(
+        daemon.berth_ok(&["exec", "vm", "--", "cat", "/home/user/vm.txt"]),
+        "vm\n"
+    );
+    let logs = daemon.logs();
+    assert!(logs.contains("staged_ms"), "{logs}");
+
+    // The running copy restores whole (what a power cut at the copy would have left,
+    // recovered by the guest's ext4 journal).
+    let gen = generation(&shown).to_string();
+    daemon.berth_ok(&["box", "stop", "vm"]);
+    daemon.berth_ok(&["box", "restore", "vm", "--from-copy", "--generation", &gen]);
+    assert_eq!(
+        daemon.berth_ok(&["exec", "vm", "--", "cat", "/home/user/vm.txt"]),
+        "vm\n"
+    );
+}
