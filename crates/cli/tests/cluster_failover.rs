@@ -323,6 +323,25 @@ fn an_expunged_dead_node_gives_up_its_boxes_without_the_grace() {
             >= 1
     });
     let node = show(&cluster, "x")["node"].as_str().unwrap().to_owned();
+    // A box on the same node that ran but was never copied (it never slept).
+    let uncopied = (0..20)
+        .map(|n| format!("u{n}"))
+        .find(|name| {
+            let created = cluster.json(0, &["box", "create", name, "--json"]);
+            created["node"] == node.as_str()
+        })
+        .expect("no box landed on the node in 20 tries");
+    cluster.berth_ok(
+        0,
+        &[
+            "exec",
+            &uncopied,
+            "--",
+            "sh",
+            "-c",
+            "echo u > /home/user/u.txt",
+        ],
+    );
     let i = node_index(&cluster, &node);
     cluster.nodes[i].kill();
     wait_until("the node's lease out", LEASE_TTL * 3, || {
@@ -337,5 +356,64 @@ fn an_expunged_dead_node_gives_up_its_boxes_without_the_grace() {
     assert_eq!(
         cluster.berth_ok(0, &["exec", "x", "--", "cat", "/home/user/x.txt"]),
         "x\n"
+    );
+    // The box with no copy moved too, on the operator's word: onto an empty volume, and its
+    // log says so.
+    assert_ne!(show(&cluster, &uncopied)["node"], node.as_str());
+    let gone = cluster.berth(
+        0,
+        &["exec", &uncopied, "--", "test", "-e", "/home/user/u.txt"],
+    );
+    assert!(!gone.status.success(), "a box with no copy kept its files?");
+    let restored = restored_events(&cluster, &uncopied);
+    assert!(
+        restored.iter().any(|e| e["data"]["generation"] == 0),
+        "{restored:?}"
+    );
+}
+
+#[test]
+fn a_lost_nodes_box_with_no_copy_waits_for_its_node() {
+    let Some(mut cluster) = start(2) else {
+        return;
+    };
+    let created = cluster.json(0, &["box", "create", "fresh", "--json"]);
+    let node = created["node"].as_str().unwrap().to_owned();
+    // It ran, and was never copied (copies are taken at sleep here).
+    cluster.berth_ok(
+        0,
+        &[
+            "exec",
+            "fresh",
+            "--",
+            "sh",
+            "-c",
+            "echo f > /home/user/f.txt",
+        ],
+    );
+    let i = node_index(&cluster, &node);
+    cluster.nodes[i].kill();
+    wait_until("the node's lease out", LEASE_TTL * 3, || {
+        show(&cluster, "fresh")["host_status"] == "unreachable"
+    });
+    // Well past the failover's grace, it is still its node's: its files are only there.
+    let waited = Instant::now();
+    while waited.elapsed() < GRACE + Duration::from_secs(5) {
+        assert_eq!(show(&cluster, "fresh")["node"], node.as_str());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        cluster.apis[0].logs().contains("no durable copy yet"),
+        "{}",
+        cluster.logs()
+    );
+    // Its node comes back: the box is there with its files.
+    cluster.restart_node(i);
+    wait_until("the box's host back", Duration::from_secs(60), || {
+        show(&cluster, "fresh")["host_status"] == "ok"
+    });
+    assert_eq!(
+        cluster.berth_ok(0, &["exec", "fresh", "--", "cat", "/home/user/f.txt"]),
+        "f\n"
     );
 }

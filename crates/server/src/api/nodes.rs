@@ -169,6 +169,13 @@ pub async fn expunge(
         "its node {} was expunged: it starts on another node from its last durable copy",
         node.name
     );
-    crate::cluster::failover::move_boxes_off(&ctx, &lost, &reason, None).await;
+    crate::cluster::failover::move_boxes_off(
+        &ctx,
+        &lost,
+        &reason,
+        None,
+        crate::cluster::failover::Uncopied::Move,
+    )
+    .await;
     Ok(Json(NodeView::from(find_node(&ctx, &reference)?)))
 }

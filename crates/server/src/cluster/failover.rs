@@ -6,7 +6,8 @@
 //! (`berth_store::Store::move_box`), under the jobs lease's term. Its next start, on the new
 //! node, restores its volume from its newest durable copy; a box with messages waiting is
 //! woken at once. A node that comes back finds its boxes gone and drops what it held of
-//! them. A box no live node fits waits on the lost node until one does.
+//! them. A box no live node fits waits on the lost node until one does, and so does a box
+//! that ran but has no copy yet (its files are only there; an expunge moves it anyway).
 
 use std::time::Duration;
 
@@ -27,6 +28,8 @@ const SAMPLE: usize = 3;
 
 pub fn spawn(ctx: Ctx) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        // Boxes said to wait for their lost node, so each is said once.
+        let mut said_waiting = std::collections::HashSet::new();
         loop {
             tokio::time::sleep(EVERY).await;
             let lost = match ctx.store.lost_nodes(FAILOVER_GRACE) {
@@ -38,7 +41,14 @@ pub fn spawn(ctx: Ctx) -> tokio::task::JoinHandle<()> {
             };
             let fence = ctx.jobs.fence();
             for node in lost {
-                move_boxes_off(&ctx, &node, &reason_lost(&node), fence.as_ref()).await;
+                let reason = reason_lost(&node);
+                let moves =
+                    move_boxes_off(&ctx, &node, &reason, fence.as_ref(), Uncopied::Wait).await;
+                for id in moves.waiting {
+                    if said_waiting.insert(id.clone()) {
+                        tracing::warn!(box_id = %id, node = %node.name, "failover: the box has no durable copy yet; it waits for its node (berth node expunge moves it onto an empty volume)");
+                    }
+                }
             }
             drain(&ctx, fence.as_ref()).await;
         }
@@ -53,26 +63,51 @@ fn reason_lost(node: &LostNode) -> String {
     )
 }
 
+/// What a move does with a box that ran but has no durable copy yet (its files are only on
+/// the lost node).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Uncopied {
+    /// It waits for its node (a failover: the node may come back).
+    Wait,
+    /// It moves and starts on an empty volume, its log saying so (an expunge: its operator
+    /// says the node is gone for good).
+    Move,
+}
+
+/// What [`move_boxes_off`] did.
+#[derive(Debug, Default)]
+pub struct Moves {
+    pub moved: usize,
+    /// Boxes left on the node for [`Uncopied::Wait`].
+    pub waiting: Vec<berth_protocol::BoxId>,
+}
+
 /// Moves every box of `node` to a live node that fits it, with `reason` on each, under
-/// `fence` (the jobs lease's term) when given; returns how many moved.
+/// `fence` (the jobs lease's term) when given.
 pub async fn move_boxes_off(
     ctx: &Ctx,
     node: &LostNode,
     reason: &str,
     fence: Option<&berth_store::Fence>,
-) -> usize {
+    uncopied: Uncopied,
+) -> Moves {
     let boxes = match ctx.store.list_boxes_on_node(Some(&node.id)) {
         Ok(boxes) => boxes,
         Err(e) => {
             tracing::warn!(node = %node.name, error = %error_chain(&e), "failover: cannot list the node's boxes");
-            return 0;
+            return Moves::default();
         }
     };
-    let mut moved = 0;
+    let mut moves = Moves::default();
     for record in boxes {
+        let has_files_only_there = record.durable.is_none() && record.last_boot.is_some();
+        if has_files_only_there && uncopied == Uncopied::Wait {
+            moves.waiting.push(record.id.clone());
+            continue;
+        }
         match move_one(ctx, &record, &node.id, reason, fence) {
             Ok(Some(to)) => {
-                moved += 1;
+                moves.moved += 1;
                 tracing::warn!(box_id = %record.id, name = %record.name, from = %node.name, to = %to, "failover: box moved off a lost node");
                 wake_if_messages_wait(ctx, &record, &to);
             }
@@ -82,7 +117,7 @@ pub async fn move_boxes_off(
             }
         }
     }
-    moved
+    moves
 }
 
 /// Moves the boxes of draining nodes (`berth node drain`) that are asleep and copied: a

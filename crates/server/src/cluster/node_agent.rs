@@ -72,10 +72,20 @@ fn hex_id() -> Result<String, StoreError> {
 /// Runs the lease renewal and the op loop until aborted.
 pub fn spawn(ctx: Ctx) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let renew = tokio::spawn(renew_loop(ctx.clone()));
+        // Aborted with the agent (a daemon dropped in-process, as a crash would end it):
+        // a node whose agent is gone must stop renewing its lease.
+        let _renewing = Renewing(tokio::spawn(renew_loop(ctx.clone())));
         claim_loop(ctx).await;
-        renew.abort();
     })
+}
+
+/// The lease renewal's task, aborted when dropped.
+struct Renewing(tokio::task::JoinHandle<()>);
+
+impl Drop for Renewing {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 fn node(ctx: &Ctx) -> &NodeSelf {
