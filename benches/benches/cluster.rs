@@ -188,18 +188,7 @@ async fn failover(dir: &Path, postgres: &PgServer) -> BenchResult<Failover> {
     let mut client = Client::connect(api.addr, &api.key).await?;
     let exec_true = json!({"cmd": ["true"]});
     for name in ["moves", "floor"] {
-        let (status, body) = client
-            .call(Method::POST, "/v1/boxes", json!({"name": name}))
-            .await?;
-        expect(status, StatusCode::CREATED, "create", &body)?;
-        let (status, body) = client
-            .call(
-                Method::POST,
-                &format!("/v1/boxes/{name}/exec"),
-                exec_true.clone(),
-            )
-            .await?;
-        expect(status, StatusCode::OK, "first exec", &body)?;
+        create_and_run(&mut client, name).await?;
         let (status, body) = client
             .call(Method::POST, &format!("/v1/boxes/{name}/stop"), json!({}))
             .await?;
@@ -252,6 +241,23 @@ async fn failover(dir: &Path, postgres: &PgServer) -> BenchResult<Failover> {
     })
 }
 
+/// Creates box `name` and runs `true` in it: its cold start.
+async fn create_and_run(client: &mut Client, name: &str) -> BenchResult<()> {
+    let (status, body) = client
+        .call(Method::POST, "/v1/boxes", json!({"name": name}))
+        .await?;
+    expect(status, StatusCode::CREATED, "create", &body)?;
+    let (status, body) = client
+        .call(
+            Method::POST,
+            &format!("/v1/boxes/{name}/exec"),
+            json!({"cmd": ["true"]}),
+        )
+        .await?;
+    expect(status, StatusCode::OK, "first exec", &body)?;
+    Ok(())
+}
+
 /// Waits until the stopped box `name` has a durable copy.
 async fn copied(client: &mut Client, name: &str) -> BenchResult<()> {
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -287,18 +293,7 @@ async fn measure(
     for n in 0..=starts {
         let name = format!("{tag}-{n}");
         let started = Instant::now();
-        let (status, body) = client
-            .call(Method::POST, "/v1/boxes", json!({"name": name}))
-            .await?;
-        expect(status, StatusCode::CREATED, "create", &body)?;
-        let (status, body) = client
-            .call(
-                Method::POST,
-                &format!("/v1/boxes/{name}/exec"),
-                exec_true.clone(),
-            )
-            .await?;
-        expect(status, StatusCode::OK, "first exec", &body)?;
+        create_and_run(&mut client, &name).await?;
         if n > 0 {
             cold.push(started.elapsed()); // the first warms caches
         }

@@ -167,8 +167,13 @@ fn a_running_box_is_copied_while_it_runs_and_a_generation_can_be_chosen() {
         "-c",
         "echo one > /home/user/a.txt",
     ]);
+    // A copy at the stop holds a.txt; copies taken while the box runs again come after it
+    // (one taken while it first ran may predate the write).
+    daemon.berth_ok(&["box", "stop", "live"]);
+    let stopped = generation(&daemon.wait_for_box("live", WITHIN, |b| generation(b) >= 1));
+    daemon.berth_ok(&["exec", "live", "--", "true"]);
     // Copied while it runs (the sync interval is a second), the box running on.
-    let shown = daemon.wait_for_box("live", WITHIN, |b| generation(b) >= 1);
+    let shown = daemon.wait_for_box("live", WITHIN, |b| generation(b) > stopped);
     assert_eq!(shown["state"], "running", "{shown}");
     let with_one = generation(&shown);
     daemon.berth_ok(&[
@@ -251,10 +256,16 @@ fn a_running_qemu_box_is_copied_paused_and_goes_on() {
         "--",
         "sh",
         "-c",
-        "echo vm > /home/user/vm.txt; sync",
+        "echo vm > /home/user/vm.txt",
     ]);
+    // A copy at the stop holds the file; the box then runs again, and the copies taken while
+    // it runs come after that one (a running copy taken before the write could not be told
+    // from one after it).
+    daemon.berth_ok(&["box", "stop", "vm"]);
+    let stopped = generation(&daemon.wait_for_box("vm", WITHIN, |b| generation(b) >= 1));
+    daemon.berth_ok(&["exec", "vm", "--", "true"]);
     // TCG guests are slow: their deadline scales.
-    let shown = daemon.wait_for_box("vm", WITHIN * 4, |b| generation(b) >= 1);
+    let shown = daemon.wait_for_box("vm", WITHIN * 4, |b| generation(b) > stopped);
     assert_eq!(
         shown["state"], "running",
         "left paused after its copy: {shown}"

@@ -10,15 +10,24 @@ use crate::placement_tests::{placement, sandbox_node};
 use crate::tests::new_box;
 use crate::{Admission, BoxState, PageLimit, StoreError};
 
+/// Box `web` of a new tenant, placed on a node that offers the sandbox.
+fn place_web(store: &crate::Store) -> crate::Placed {
+    let tenant = store.create_tenant("acme").unwrap();
+    store
+        .place_box(
+            &new_box(&tenant.id, "web"),
+            Admission::UNCHECKED,
+            &placement(&BTreeMap::new()),
+        )
+        .unwrap()
+}
+
 conformance! {
     fn a_lost_nodes_box_moves_stopped_with_a_new_epoch_and_its_run_ended(db) {
         let store = db.open();
         let none = BTreeMap::new();
         let a = sandbox_node(&store, "a", &[]);
-        let tenant = store.create_tenant("acme").unwrap();
-        let placed = store
-            .place_box(&new_box(&tenant.id, "web"), Admission::UNCHECKED, &placement(&none))
-            .unwrap();
+        let placed = place_web(&store);
         let id = placed.record.id.clone();
         assert_eq!(placed.record.node_id.as_deref(), Some(a.as_str()));
         let started = store.begin_start(&id, placed.record.generation).unwrap();
@@ -53,13 +62,9 @@ conformance! {
 
     fn a_box_never_has_two_runs_open(db) {
         let store = db.open();
-        let none = BTreeMap::new();
         let a = sandbox_node(&store, "a", &[]);
         let b = sandbox_node(&store, "b", &[]);
-        let tenant = store.create_tenant("acme").unwrap();
-        let placed = store
-            .place_box(&new_box(&tenant.id, "web"), Admission::UNCHECKED, &placement(&none))
-            .unwrap();
+        let placed = place_web(&store);
         let id = placed.record.id.clone();
         let on = placed.record.node_id.clone().unwrap();
         let other = if on == a { &b } else { &a };
@@ -89,13 +94,9 @@ conformance! {
 
     fn a_move_under_a_lost_jobs_lease_writes_nothing(db) {
         let store = db.open();
-        let none = BTreeMap::new();
         let a = sandbox_node(&store, "a", &[]);
         let b = sandbox_node(&store, "b", &[]);
-        let tenant = store.create_tenant("acme").unwrap();
-        let placed = store
-            .place_box(&new_box(&tenant.id, "web"), Admission::UNCHECKED, &placement(&none))
-            .unwrap();
+        let placed = place_web(&store);
         let id = placed.record.id.clone();
         let from = placed.record.node_id.clone().unwrap();
         let to = if from == a { &b } else { &a };

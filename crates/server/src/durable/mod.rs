@@ -106,7 +106,8 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-fn rfc3339(unix: u64) -> String {
+/// `unix` seconds as RFC 3339 (UTC), as copies' times are kept and shown.
+pub(crate) fn rfc3339(unix: u64) -> String {
     OffsetDateTime::from_unix_timestamp(unix as i64)
         .ok()
         .and_then(|t| t.format(&Rfc3339).ok())

@@ -69,10 +69,7 @@ pub(crate) async fn restore_held(
         .map_err(|e| runtime_error("mark the restored volume of", &record.id, e))?;
     let taken_at = match &record.durable {
         Some(copy) if copy.generation == manifest.generation => copy.taken_at.clone(),
-        _ => OffsetDateTime::from_unix_timestamp(manifest.created_unix as i64)
-            .ok()
-            .and_then(|t| t.format(&Rfc3339).ok())
-            .unwrap_or_default(),
+        _ => crate::durable::rfc3339(manifest.created_unix),
     };
     let lost_s = OffsetDateTime::parse(&taken_at, &Rfc3339).map_or(0, |taken| {
         (OffsetDateTime::now_utc() - taken).whole_seconds().max(0) as u64
