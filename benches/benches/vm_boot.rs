@@ -59,6 +59,7 @@ async fn run() -> BenchResult<()> {
         harness: None,
         egress: Default::default(),
         env: Default::default(),
+        memory: None,
         disk_mib: 64,
     };
 

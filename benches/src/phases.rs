@@ -27,6 +27,7 @@ pub fn box_spec(n: u8, slot: u32) -> BenchResult<BoxSpec> {
         harness: None,
         egress: Default::default(),
         env: Default::default(),
+        memory: None,
         disk_mib: berth_runtime::DEFAULT_DISK_MIB,
     })
 }

@@ -38,6 +38,7 @@ pub async fn qemu_ladder(samples: usize) -> BenchResult<()> {
         harness: None,
         egress: Default::default(),
         env: Default::default(),
+        memory: None,
         disk_mib: 64,
     };
     let result = rounds(&runtime, &mut spec, samples).await;

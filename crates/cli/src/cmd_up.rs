@@ -130,6 +130,9 @@ pub(crate) fn run_daemon(
     daemon: impl std::future::Future<Output = anyhow::Result<()>>,
 ) -> anyhow::Result<()> {
     crate::logging::init(log_format);
+    // This program reads sleeping boxes' volume images, confined (berth_image::read_volume).
+    let program = std::env::current_exe().context("finding berth's own program")?;
+    berth_server::ops::memory_read::set_reader_program(program);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("berth")

@@ -19,6 +19,7 @@ mod cmd_image;
 mod cmd_image_wait;
 mod cmd_logs;
 mod cmd_mcp;
+mod cmd_memory;
 mod cmd_node;
 mod cmd_pair;
 mod cmd_port;
@@ -95,6 +96,8 @@ pub enum Command {
     Logs(cmd_logs::LogsArgs),
     /// Print a box's egress audit log: every connection it made or was refused.
     Egress(cmd_egress::EgressArgs),
+    /// Read a box's /memory without waking it: list it, print a file.
+    Memory(cmd_memory::MemoryArgs),
     /// Reach a box's ports through berth: print a port's URL, make, list and revoke share
     /// links.
     #[command(subcommand)]
@@ -147,6 +150,14 @@ pub enum Command {
 }
 
 fn main() -> ExitCode {
+    // The daemon runs its own program confined to read a sleeping box's volume image
+    // (berth_image::read_volume): before clap, a panic hook or a thread, as it can make
+    // few system calls.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == berth_image::READER_ARG) {
+        let code = berth_image::reader_main(&args[2..]);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     install_panic_hook();
     // Parse errors exit 2 and --help/--version exit 0, both printed by clap.
     let cli = Cli::parse();
@@ -193,6 +204,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Send(args) => client_main(async { cmd_send::run(&connect()?, args).await }),
         Command::Logs(args) => client_main(async { cmd_logs::run(&connect()?, args).await }),
         Command::Egress(args) => client_main(async { cmd_egress::run(&connect()?, args).await }),
+        Command::Memory(args) => client_main(async { cmd_memory::run(&connect()?, args).await }),
         Command::Template(command) => {
             client_main(async { cmd_template::run(&connect()?, command).await })
         }

@@ -99,6 +99,27 @@ pub enum ImageError {
         /// The end of what the tool printed.
         report: String,
     },
+    /// A confined program printed more than its answer may hold (it was cut off).
+    #[error("`{tool}` printed more than {cap} bytes: its answer was refused")]
+    TooMuchOutput { tool: &'static str, cap: usize },
+    /// The volume reader could not answer, and says why (a missing path, a damaged image).
+    #[error("{}", failure.message)]
+    VolumeRead {
+        failure: berth_protocol::memory::VolumeReadFailure,
+    },
+    /// The volume reader ended without an answer or a reason (it crashed, or was killed).
+    #[error("the volume reader failed ({status}) reading {image}: {stderr}")]
+    ReaderFailed {
+        image: PathBuf,
+        status: ExitStatus,
+        stderr: String,
+    },
+    /// The volume reader answered something that is not what was asked for.
+    #[error("the volume reader's answer cannot be decoded")]
+    BadReaderAnswer {
+        #[source]
+        source: serde_json::Error,
+    },
     /// The operation needs root (debootstrap, device nodes).
     #[error("{what} needs root: run the daemon as root")]
     NeedsRoot { what: &'static str },

@@ -28,6 +28,8 @@ mod tree;
 mod vmlinux;
 mod volume;
 mod volume_check;
+mod volume_read;
+mod volume_reader;
 mod volume_stock;
 mod volume_usage;
 
@@ -52,5 +54,6 @@ pub use volume::{
     VolumeChange, BOX_USER_UID, MIN_VOLUME_MIB, VOLUME_LABEL,
 };
 pub use volume_check::{check_guest_written_volume, check_volume, FsckOutcome};
+pub use volume_read::{read_volume, reader_main, READER_ARG};
 pub use volume_stock::VolumeStock;
 pub use volume_usage::{volume_usage, VolumeUsage};

@@ -20,14 +20,6 @@ pub const VOLUME_LABEL: &str = "berth-vol";
 /// The box user's uid and gid (`berth_protocol::guest::BOX_USER_UID`).
 pub const BOX_USER_UID: u32 = 1001;
 
-/// What a fresh `memory/` holds: the same as the sandbox volume
-/// (crates/runtime/src/sandbox/volume.rs).
-const MEMORY_DIRS: &[&str] = &["entities", "comms", "timeline", "workstreams"];
-const MEMORY_README: &str = "# Memory\n\n\
-This folder persists across every sleep and wake of this box. Keep what you learn here:\n\
-`entities/` (people, projects, things), `comms/` (conversations), `timeline/` (what\n\
-happened when), `workstreams/` (ongoing work).\n";
-
 const MIB: u64 = 1024 * 1024;
 /// Below this mkfs cannot fit a journal and the seed.
 pub const MIN_VOLUME_MIB: u64 = 16;
@@ -227,26 +219,13 @@ fn seed(tree: &Path) -> Result<(), ImageError> {
     mkdir(&tree.to_path_buf(), 0o755)?;
     mkdir(&tree.join("home"), 0o700)?;
     mkdir(&tree.join("agent"), 0o700)?;
-    let memory = tree.join("memory");
-    mkdir(&memory, 0o755)?;
-    let readme = memory.join("README.md");
-    std::fs::write(&readme, MEMORY_README).map_err(io("write", &readme))?;
-    mode(&readme, 0o644)?;
-    for d in MEMORY_DIRS {
-        mkdir(&memory.join(d), 0o755)?;
-    }
-    Ok(())
+    // Empty: berth-init seeds it on the first boot, from the template's layout.
+    mkdir(&tree.join("memory"), 0o755)
 }
 
 /// The box user's paths of a fresh volume (relative to its top).
 fn user_paths() -> Vec<String> {
-    let mut paths = vec![
-        "home".to_string(),
-        "memory".into(),
-        "memory/README.md".into(),
-    ];
-    paths.extend(MEMORY_DIRS.iter().map(|d| format!("memory/{d}")));
-    paths
+    vec!["home".to_string(), "memory".into()]
 }
 
 /// Gives the box user its paths of the seed `tree` when this process may (root); `false`

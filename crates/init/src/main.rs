@@ -206,7 +206,10 @@ async fn run(args: Args) -> Result<(), BootError> {
         seal::seal_self()?;
         seal::UserFilter::build()
     })?;
-    boot.phase("volume", || volume::prepare(&args.home, &args.memory))?;
+    boot.phase("volume", || {
+        let layout = volume::layout(&args.run_dir)?;
+        volume::prepare(&args.home, &args.memory, &args.state_dir, &layout)
+    })?;
     let (box_env, vm_channel) = boot.phase("egress", || {
         let box_env = box_env::take(&args.run_dir)?;
         // A VM's one channel to the host (serial or vsock) carries egress and the agent.

@@ -4,6 +4,7 @@
 //! - [`ids`]: typed identifiers used across the host (boxes, tenants).
 //! - [`terminal`], [`process`], [`files`], [`ports`]: version 3's calls (terminals,
 //!   background processes, directories and watches, in-box ports).
+//! - [`memory`]: a box's `/memory` as the host reads it without waking the box.
 //! - [`vm`]: the config disk the host gives a VM's `berth-init`.
 //! - [`error`]: the one JSON error shape, `{"error":{"code","message"}}`, used by the
 //!   guest channel and the public API alike.
@@ -13,6 +14,7 @@ pub mod files;
 pub mod guest;
 pub mod harness;
 pub mod ids;
+pub mod memory;
 pub mod ports;
 pub mod process;
 pub mod terminal;

@@ -93,6 +93,10 @@ pub struct VmConfig {
     /// answering when the box is full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pids_max: Option<u64>,
+    /// How `/memory` is seeded on the volume's first boot (the sandbox's
+    /// `<run dir>/memory.json`); `None`: the default layout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<crate::memory::MemoryLayout>,
 }
 
 /// One disk of the VM besides the config disk.
@@ -243,6 +247,7 @@ mod tests {
                     .unwrap(),
             ),
             env: BTreeMap::from([("ANTHROPIC_API_KEY".into(), "berth-ph-1".into())]),
+            memory: None,
             hosts: "127.0.0.1 localhost api.anthropic.com\n".into(),
             ca_bundle: "-----BEGIN CERTIFICATE-----\n".into(),
             disks: VmDisk::base_disks(),

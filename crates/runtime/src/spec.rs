@@ -29,6 +29,8 @@ pub struct BoxSpec {
     /// The box's own environment for this boot (the placeholders of its credential rules),
     /// given to every process `berth-init` starts. Never a real secret.
     pub env: BTreeMap<String, String>,
+    /// How `/memory` is seeded on the volume's first boot; `None`: the default layout.
+    pub memory: Option<berth_protocol::memory::MemoryLayout>,
 }
 
 /// The box's side of its egress (ARCHITECTURE.md "Egress"). The gateway itself runs on the

@@ -308,6 +308,18 @@ pub enum OpError {
 
     #[error("the box's agent failed the call")]
     Guest(#[source] Box<GuestError>),
+    /// A memory read refused, in the volume reader's words (or the agent's, the same kinds).
+    #[error("{}", .0.message)]
+    Memory(berth_protocol::memory::VolumeReadFailure),
+    /// This daemon has no volume reader (it was not started by the `berth` program).
+    #[error("this daemon cannot read a sleeping box's volume: it was not started by the berth program; wake the box and read again")]
+    NoVolumeReader,
+    /// A running box did not answer its memory read in time.
+    #[error("the box did not answer its memory read within {after:?}")]
+    MemoryTimeout { after: std::time::Duration },
+    /// The volume reader could not be run, or ended without an answer.
+    #[error("cannot read the box's volume image")]
+    MemoryReader(#[source] Box<berth_image::ImageError>),
 
     /// The agent refused to run the process (no such program, bad cwd, …).
     #[error("exec failed in the box: {message}")]

@@ -29,6 +29,7 @@ from .errors import (
     Unavailable,
     Unsupported,
 )
+from .memory import Memory, MemoryEntry, MemoryTree
 from .models import BoxInfo, EgressPage, EgressRecord, Event, ExecResult, Limits, Message
 from .secrets import Secret
 from .tenants import ApiKey, Quota, Tenant, Usage
@@ -56,6 +57,9 @@ __all__ = [
     "InternalError",
     "InvalidRequest",
     "Limits",
+    "Memory",
+    "MemoryEntry",
+    "MemoryTree",
     "Message",
     "NotFound",
     "Pairing",

@@ -239,6 +239,30 @@ def watch_files(ref: str, path: str, recursive: bool, user: Optional[str]) -> Re
     return Request("GET", box_path(ref, "files", "watch"), params=params, box=ref, unbounded=True)
 
 
+# Memory (read without waking the box)
+
+
+def memory_rel(path: str) -> str:
+    """A path below `/memory` as the daemon takes it: a leading `/memory/` or `/` taken
+    off (the daemon checks the rest)."""
+    if path == "/memory" or path.startswith("/memory/"):
+        path = path[len("/memory"):]
+    return path.lstrip("/")
+
+
+def memory_tree(ref: str, path: str) -> Request:
+    rel = memory_rel(path)
+    return Request("GET", box_path(ref, "memory"), params=[("path", rel)] if rel else [], box=ref)
+
+
+def memory_file(ref: str, path: str) -> Request:
+    """The file's `/`s kept, each segment quoted; a `.` or `..` one as `%2E`s, which no URL
+    normalizing takes away, so the daemon sees it and refuses it."""
+    segments = [quote(s, safe="") if s.strip(".") else s.replace(".", "%2E")
+                for s in memory_rel(path).split("/")]
+    return Request("GET", box_path(ref, "memory") + "/" + "/".join(segments), box=ref)
+
+
 # Messages and events
 
 

@@ -26,6 +26,7 @@ from ._config import resolve
 from ._views import BoxView, ProcessView, TurnView
 from .daemon import AsyncTemplates, Health, Runtime, runtimes_from
 from .errors import error_from
+from .memory import AsyncMemory
 from .models import (
     BoxInfo,
     EgressPage,
@@ -47,7 +48,7 @@ from .web import AsyncWeb
 from .webhooks import AsyncWebhooks
 
 __all__ = ["AsyncBerth", "AsyncBox", "AsyncBoxes", "AsyncFiles", "AsyncProcess",
-           "AsyncTerminal", "AsyncTurn"]
+           "AsyncMemory", "AsyncTerminal", "AsyncTurn"]
 
 # A cut stream: the daemon restarting, or a proxy dropping an idle connection.
 _CUT = (httpx.ReadError, httpx.RemoteProtocolError)
@@ -137,6 +138,7 @@ class AsyncBox(BoxView):
         self._t = transport
         self.info = info
         self.files = AsyncFiles(transport, info.id)
+        self.memory = AsyncMemory(transport, info.id)
         self.wakeups = AsyncWakeups(transport, info.id)
 
     async def _set(self, request: _api.Request) -> "AsyncBox":

@@ -14,6 +14,7 @@ from ._sync import Transport
 from ._views import BoxView
 from .daemon import Health, Runtime, Templates, runtimes_from
 from .files import Files
+from .memory import Memory
 from .messages import Turn, follow
 from .models import (
     BoxInfo,
@@ -133,6 +134,7 @@ class Box(BoxView):
         self._t = transport
         self.info = info
         self.files = Files(transport, info.id)
+        self.memory = Memory(transport, info.id)
         self.wakeups = Wakeups(transport, info.id)
 
     def _set(self, response: httpx.Response) -> "Box":

@@ -243,3 +243,22 @@ def test_wakeups_messages_egress_and_a_port():
         assert answer.text == "served\n"
 
     with_box(body, template="echo")
+
+
+def test_memory_read_awake_and_asleep():
+    async def body(box: AsyncBox) -> None:
+        await box.exec(
+            "mkdir -p /memory/entities && printf 'Alice likes tea.\\n' > /memory/entities/alice.md"
+        )
+        awake = await box.memory.tree("entities")
+        assert awake.source == "box" and [e.path for e in awake.entries] == ["entities/alice.md"]
+        assert (await box.stop()).state == "stopped"
+        asleep = await box.memory.tree()
+        assert asleep.source == "volume" and "entities/alice.md" in [e.path for e in asleep.entries]
+        assert await box.memory.read("entities/alice.md") == b"Alice likes tea.\n"
+        assert await box.memory.read_text("entities/alice.md") == "Alice likes tea.\n"
+        with pytest.raises(NotFound):
+            await box.memory.read("entities/bob.md")
+        assert (await box.refresh()).state == "stopped"
+
+    with_box(body)

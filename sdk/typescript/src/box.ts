@@ -1,12 +1,13 @@
 /**
- * One box: its lifecycle verbs, exec and background processes, files, terminals, messages,
- * wakeups and events, ports and share links, its egress audit. Each call that answers the
- * box updates `info`.
+ * One box: its lifecycle verbs, exec and background processes, files, its memory (read
+ * without waking it), terminals, messages, wakeups and events, ports and share links, its
+ * egress audit. Each call that answers the box updates `info`.
  */
 
 import { ExecCollector, SpawnOptions, StreamedExecOptions, execBody, execResult, spawnBody } from "./exec.js";
 import { cut } from "./errors.js";
 import { Files } from "./files.js";
+import { Memory } from "./memory.js";
 import { Turn, eventPage, followEvents, turnStart } from "./messages.js";
 import {
   BoxInfo,
@@ -32,6 +33,8 @@ import { Wakeups } from "./wakeups.js";
 export class Box {
   /** The box's files. */
   readonly files: Files;
+  /** The box's `/memory`, read without waking it. */
+  readonly memory: Memory;
   /** The box's messages scheduled for later. */
   readonly wakeups: Wakeups;
 
@@ -41,6 +44,7 @@ export class Box {
     public info: BoxInfo,
   ) {
     this.files = new Files(transport, info.id);
+    this.memory = new Memory(transport, info.id);
     this.wakeups = new Wakeups(transport, info.id);
   }
 

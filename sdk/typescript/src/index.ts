@@ -17,6 +17,7 @@ export type { BerthOptions } from "./client.js";
 export { Box } from "./box.js";
 export { Files } from "./files.js";
 export type { RecursiveOption, UserOption } from "./files.js";
+export { Memory } from "./memory.js";
 export { Process } from "./process.js";
 export { Terminal } from "./terminal.js";
 export type { TerminalOptions } from "./terminal.js";
@@ -48,6 +49,9 @@ export type {
   FileEntry,
   Health,
   KeyInfo,
+  MemoryEntry,
+  MemorySource,
+  MemoryTree,
   MessageInfo,
   Pairing,
   PortUrls,

@@ -49,6 +49,20 @@ export type Delivery = Schemas["DeliveryView"];
 export type Pairing = Schemas["PairingView"];
 /** A signed-in browser of the tenant. */
 export type WebSession = Schemas["WebSessionView"];
+/**
+ * A box's `/memory` listed (`GET …/memory`): `source` `box` (its agent answered) or
+ * `volume` (read from a sleeping box's image); `entries` parents before their children;
+ * `truncated` when the tree was too big for one answer (what is here is its start).
+ */
+export type MemoryTree = Schemas["MemoryTree"];
+/**
+ * One entry of a box's memory: `path` below `/memory` (`entities/alice.md`), `kind`, `size`,
+ * `modified` (seconds since the Unix epoch; absent when read from a volume), `target` (a
+ * symlink's, never followed).
+ */
+export type MemoryEntry = Schemas["MemoryEntry"];
+/** Where a memory answer was read from: `box` or `volume`. */
+export type MemorySource = Schemas["MemorySource"];
 
 /** A finished command: its code (128 + signal after a signal) and its output. */
 export interface ExecResult {

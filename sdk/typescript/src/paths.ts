@@ -1,8 +1,29 @@
 /** The API's paths and small encodings shared by every resource's module. */
 
+import { errorFor } from "./errors.js";
+
 /** `/v1/boxes/{ref}/…`, each part escaped. */
 export function boxPath(ref: string, ...rest: string[]): string {
   return "/v1/boxes/" + [ref, ...rest].map((part) => encodeURIComponent(part)).join("/");
+}
+
+/**
+ * `/v1/boxes/{ref}/memory/{path}`: the file's path below `/memory`, each segment escaped
+ * and its `/`s kept. A leading `/memory/` (or `/`) is dropped, as the API drops it. What a
+ * URL cannot carry (a `.` or `..` segment, which URLs resolve away; no path at all, which is
+ * `/memory` itself) is refused before any call, with the error the API gives for it.
+ */
+export function memoryPath(ref: string, path: string): string {
+  const rel = path
+    .replace(/^\/memory(?=\/|$)/, "")
+    .replace(/^\/+/, "")
+    .replace(/\/+$/, "");
+  if (rel === "") throw errorFor("is_a_directory", "/memory is a directory", 400);
+  const segments = rel.split("/");
+  if (segments.some((segment) => segment === "." || segment === "..")) {
+    throw errorFor("invalid_request", `the memory path ${JSON.stringify(path)} has a \`.\` or \`..\` component`, 400);
+  }
+  return boxPath(ref, "memory") + "/" + segments.map((segment) => encodeURIComponent(segment)).join("/");
 }
 
 /** A command line: a string runs through `sh -c`, an array as it is. */

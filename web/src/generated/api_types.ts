@@ -240,6 +240,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/boxes/{box_ref}/memory": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a box's memory without waking it
+         * @description Every entry below a directory of `/memory` (all of it by default), parents before their children. A running box answers through its agent; any other is read from its volume image, and its state and events stay as they were.
+         */
+        get: operations["get_boxes_box_ref_memory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/boxes/{box_ref}/memory/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a file of a box's memory without waking it
+         * @description The bytes of a regular file below `/memory` (at most 16 MiB); symlinks are never followed. `X-Berth-Memory-Source` says whether the running box (`box`) or its volume image (`volume`) answered. The top-level names `search`, `links`, `graph`, `snapshots` and `restore` are the API's own.
+         */
+        get: operations["get_boxes_box_ref_memory_path"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/boxes/{box_ref}/messages": {
         parameters: {
             query?: never;
@@ -1539,6 +1579,46 @@ export interface components {
             memory_mib: number;
             /** Format: int64 */
             pids: number;
+        };
+        /** @description One entry of a box's memory. */
+        MemoryEntry: {
+            kind: components["schemas"]["FileKind"];
+            /**
+             * Format: int64
+             * @description Modification time, seconds since the Unix epoch: absent when the memory was read
+             *     from a sleeping box's volume image (the image reader does not read inode times).
+             */
+            modified?: number | null;
+            /**
+             * @description The path below `/memory`, `/`-separated, without a leading slash
+             *     (`entities/alice.md`).
+             */
+            path: string;
+            /**
+             * Format: int64
+             * @description Bytes (a file's length; a symlink's target length; 0 for a directory).
+             */
+            size: number;
+            /** @description A symlink's target, as stored (never followed). */
+            target?: string | null;
+        };
+        /**
+         * @description Where a memory answer was read from.
+         * @enum {string}
+         */
+        MemorySource: "box" | "volume";
+        /**
+         * @description `GET /v1/boxes/{ref}/memory`: every entry below a directory of `/memory`, parents
+         *     before their children, names sorted within a directory.
+         */
+        MemoryTree: {
+            entries: components["schemas"]["MemoryEntry"][];
+            source: components["schemas"]["MemorySource"];
+            /**
+             * @description The tree had more than [`MAX_TREE_ENTRIES`] entries or was deeper than
+             *     [`MAX_TREE_DEPTH`]: what is here is its start.
+             */
+            truncated?: boolean;
         };
         MessageListView: {
             messages: components["schemas"]["MessageView"][];
@@ -3179,6 +3259,137 @@ export interface operations {
             };
             /** @description no such box or link */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_boxes_box_ref_memory: {
+        parameters: {
+            query?: {
+                /** @description a directory below `/memory` (e.g. `entities`) */
+                path?: string;
+            };
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryTree"];
+                };
+            };
+            /** @description invalid path, or `not_a_directory` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such box or directory */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the box's volume image cannot be read (its next start checks it) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_boxes_box_ref_memory_path: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+                /** @description the file's path below `/memory`, its `/`s as they are (e.g. `entities/alice.md`) */
+                path: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the file's bytes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": number[];
+                };
+            };
+            /** @description invalid path; `is_a_directory`, `not_a_directory` or `not_a_regular_file` (a symlink, device, FIFO or socket) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such box or file */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the box's volume image cannot be read (its next start checks it) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the file is over 16 MiB */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5560,6 +5771,7 @@ export const execFrameOneOf5TypeValues: ReadonlyArray<Extract<FlattenedDeepRequi
 }>["type"]> = ["unknown"];
 export const fileKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FileKind"]> = ["file", "dir", "symlink", "other", "unknown"];
 export const hostStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["HostStatus"]> = ["ok", "unreachable"];
+export const memorySourceValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["MemorySource"]> = ["box", "volume"];
 export const outputStreamValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["OutputStream"]> = ["stdout", "stderr", "unknown"];
 export const processFrameOneOf0TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["ProcessFrame"], {
     type: unknown;

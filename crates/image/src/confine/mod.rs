@@ -119,31 +119,116 @@ pub fn run(
 ) -> Result<ToolOutput, ImageError> {
     let program = tool.locate()?;
     let program = std::fs::canonicalize(&program).map_err(io("resolve", &program))?;
-    let mut cmd = Command::new(&program);
+    if !program.starts_with("/usr") {
+        return Err(ImageError::Invalid {
+            what: "confined tool",
+            value: program.display().to_string(),
+            why: "a confined tool must live under /usr (its root holds only /usr)",
+        });
+    }
+    let out = run_confined(
+        tool.name,
+        (&program, &program),
+        args,
+        (binds, true),
+        Stdio::null(),
+        limits,
+        Stdout::Tail,
+    )?;
+    Ok(ToolOutput {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: out.stderr,
+    })
+}
+
+/// Where berth's own program is bound in the root of [`run_own`]'s child.
+const OWN_PROGRAM_INSIDE: &str = "/berth";
+
+/// Runs berth's own `program` (this very binary, in a mode that reads an image: the
+/// volume reader) confined like a tool, bound read-only into its root as its only file;
+/// `stdin` is what it reads (an image opened read-only here, so nothing is lent to it).
+/// Its stdout is kept whole up to `stdout_cap` bytes ([`ImageError::TooMuchOutput`] past
+/// it: the child is killed).
+pub fn run_own(
+    name: &'static str,
+    program: &Path,
+    args: &[&OsStr],
+    stdin: std::fs::File,
+    limits: Limits,
+    stdout_cap: usize,
+) -> Result<CapturedOutput, ImageError> {
+    run_confined(
+        name,
+        (program, Path::new(OWN_PROGRAM_INSIDE)),
+        args,
+        (&[], false),
+        Stdio::from(stdin),
+        limits,
+        Stdout::Whole { cap: stdout_cap },
+    )
+}
+
+/// What a confined program printed, its stdout whole ([`run_own`]).
+#[derive(Debug)]
+pub struct CapturedOutput {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    /// The end of its stderr.
+    pub stderr: String,
+}
+
+/// How much of a confined program's stdout is kept.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Stdout {
+    /// The last [`OUTPUT_TAIL`] bytes (a tool's report).
+    Tail,
+    /// All of it, up to `cap` bytes (an answer).
+    Whole { cap: usize },
+}
+
+/// Runs a program confined: `(on the host, inside the jail)` are its paths, `(binds, lend)`
+/// the files its root holds and whether they are lent to [`TOOL_UID`] for the run.
+fn run_confined(
+    name: &'static str,
+    (host_program, inside_program): (&Path, &Path),
+    args: &[&OsStr],
+    (binds, lend): (&[Bind], bool),
+    stdin: Stdio,
+    limits: Limits,
+    stdout: Stdout,
+) -> Result<CapturedOutput, ImageError> {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let as_root = unsafe { libc::geteuid() } == 0;
+    let mut cmd = Command::new(if as_root {
+        inside_program
+    } else {
+        host_program
+    });
     cmd.args(args)
         .env_clear()
         .env("LC_ALL", "C")
         .env("PATH", "/usr/sbin:/usr/bin")
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let filter = Filter::compile(&VOLUME_TOOL).map_err(confine_error)?;
     let rlimits = rlimits(limits);
-    // SAFETY: geteuid has no arguments and cannot fail.
-    let as_root = unsafe { libc::geteuid() } == 0;
-    let root = if as_root {
-        Some(jail_root(&program)?)
-    } else {
-        None
-    };
-    let lent = if as_root {
+    let root = if as_root { Some(jail_root()?) } else { None };
+    let lent = if as_root && lend {
         lent::Lent::to_tool(binds)?
     } else {
         lent::Lent::default()
     };
     let jailed = match &root {
         Some(root) => Some((
-            jail(root.path(), binds).prepare().map_err(confine_error)?,
+            jail(
+                root.path(),
+                binds,
+                (host_program != inside_program).then_some((host_program, inside_program)),
+            )
+            .prepare()
+            .map_err(confine_error)?,
             PrivilegeDrop::to(TOOL_UID, TOOL_UID).map_err(confine_error)?,
         )),
         None => None,
@@ -171,21 +256,14 @@ pub fn run(
             Ok(())
         });
     }
-    let result = spawn::spawn_and_wait(tool, &mut cmd, limits.deadline);
+    let result = spawn::spawn_and_wait(name, &mut cmd, limits.deadline, stdout);
     drop(lent);
     drop(root);
     result
 }
 
 /// The empty directory the jail's root is mounted on (in the child's namespace only).
-fn jail_root(program: &Path) -> Result<tempfile::TempDir, ImageError> {
-    if !program.starts_with("/usr") {
-        return Err(ImageError::Invalid {
-            what: "confined tool",
-            value: program.display().to_string(),
-            why: "a confined tool must live under /usr (its root holds only /usr)",
-        });
-    }
+fn jail_root() -> Result<tempfile::TempDir, ImageError> {
     tempfile::Builder::new()
         .prefix("berth-tool-")
         .tempdir()
@@ -194,11 +272,15 @@ fn jail_root(program: &Path) -> Result<tempfile::TempDir, ImageError> {
 
 /// What the tool's root holds besides `/usr`: `/dev/null` (some tools open it), an empty
 /// mount table (e2fsprogs refuses to work on a file it cannot tell is not mounted, and
-/// nothing is mounted in here), and each of `binds` at `/<name>`.
-fn jail(root: &Path, binds: &[Bind]) -> Jail {
+/// nothing is mounted in here), each of `binds` at `/<name>`, and a program from outside
+/// `/usr` (`(host, inside)`) where it runs from.
+fn jail(root: &Path, binds: &[Bind], program: Option<(&Path, &Path)>) -> Jail {
     let mut jail = Jail::new(root);
     jail.bind("/dev/null", Access::Device)
         .empty_file("/etc/mtab");
+    if let Some((host, inside)) = program {
+        jail.bind_at(host, inside, Access::Exec);
+    }
     for bind in binds {
         let access = if bind.writable {
             Access::ReadWrite

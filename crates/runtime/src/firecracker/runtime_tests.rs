@@ -58,6 +58,7 @@ pub(super) fn spec(rootfs: &Path) -> BoxSpec {
         harness: None,
         egress: crate::EgressSetup::default(),
         env: Default::default(),
+        memory: None,
         disk_mib: 64,
     }
 }

@@ -45,6 +45,7 @@ impl SandboxRuntime {
         volume::write_token(paths, spec.id_map, &spec.boot_token)?;
         volume::write_harness(paths, spec.id_map, spec.harness.as_ref())?;
         volume::write_env(paths, spec.id_map, &spec.env)?;
+        volume::write_memory_layout(paths, spec.id_map, spec.memory.as_ref())?;
         egress::write_etc(paths, &spec.egress)?;
         // Bound before the box runs: its harness may connect out during boot.
         let egress = egress::bind(paths, spec.id_map)?;

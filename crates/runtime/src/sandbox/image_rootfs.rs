@@ -246,6 +246,7 @@ mod tests {
             harness: None,
             egress: Default::default(),
             env: Default::default(),
+            memory: None,
             disk_mib: crate::DEFAULT_DISK_MIB,
         }
     }

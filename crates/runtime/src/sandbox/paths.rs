@@ -130,6 +130,11 @@ impl BoxPaths {
         self.run_dir().join(BOX_ENV_FILE)
     }
 
+    pub fn memory_layout_file(&self) -> PathBuf {
+        self.run_dir()
+            .join(berth_protocol::memory::MEMORY_LAYOUT_FILE)
+    }
+
     /// The host end of the egress channel, as berth-init sees it (`/run/berth/egress.sock`).
     pub fn egress_socket(&self) -> PathBuf {
         self.run_dir().join(EGRESS_SOCKET)

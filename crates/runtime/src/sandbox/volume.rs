@@ -38,6 +38,7 @@ pub fn prepare_box_dirs(paths: &BoxPaths, id_map: IdMap) -> Result<(), RuntimeEr
     remove_if_exists(&paths.token_file())?;
     remove_if_exists(&paths.harness_file())?;
     remove_if_exists(&paths.env_file())?;
+    remove_if_exists(&paths.memory_layout_file())?;
 
     Ok(())
 }
@@ -81,6 +82,17 @@ pub fn write_env(
     write_run_file(&paths.env_file(), id_map, json.as_deref())
 }
 
+/// Writes how `/memory` is seeded where berth-init reads it (JSON, 0600, owned by the box's
+/// root); none for the default layout.
+pub fn write_memory_layout(
+    paths: &BoxPaths,
+    id_map: IdMap,
+    layout: Option<&berth_protocol::memory::MemoryLayout>,
+) -> Result<(), RuntimeError> {
+    let json = layout.map(|l| serde_json::to_vec(l).expect("a memory layout serialises"));
+    write_run_file(&paths.memory_layout_file(), id_map, json.as_deref())
+}
+
 /// Replaces `path` in the run dir with `bytes` (`None`: removes it), 0600, owned by the
 /// box's root.
 fn write_run_file(path: &Path, id_map: IdMap, bytes: Option<&[u8]>) -> Result<(), RuntimeError> {
@@ -109,7 +121,8 @@ pub fn clear_run_dir(paths: &BoxPaths) -> Result<(), RuntimeError> {
     remove_if_exists(&paths.egress_socket())?;
     remove_if_exists(&paths.token_file())?;
     remove_if_exists(&paths.harness_file())?;
-    remove_if_exists(&paths.env_file())
+    remove_if_exists(&paths.env_file())?;
+    remove_if_exists(&paths.memory_layout_file())
 }
 
 /// `true` when this call created the directory.

@@ -27,6 +27,7 @@ pub fn build(spec: &BoxSpec, disks: Vec<VmDisk>) -> Result<VmConfig, RuntimeErro
         ca_bundle: crate::guest_etc::ca_bundle_text(&spec.egress)?,
         disks,
         pids_max: pids_max(spec.limits.pids),
+        memory: spec.memory.clone(),
     })
 }
 
@@ -91,6 +92,7 @@ mod tests {
                 ca_pem: Some("BOX CA PEM\n".into()),
             },
             env: [("ANTHROPIC_API_KEY".to_owned(), "berth-ph-1".to_owned())].into(),
+            memory: None,
             disk_mib: crate::DEFAULT_DISK_MIB,
         }
     }

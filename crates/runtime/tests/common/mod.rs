@@ -44,6 +44,7 @@ pub fn new_spec(limits: Limits) -> BoxSpec {
         harness: None,
         egress: Default::default(),
         env: Default::default(),
+        memory: None,
         disk_mib: berth_runtime::DEFAULT_DISK_MIB,
     }
 }

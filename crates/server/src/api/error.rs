@@ -257,6 +257,9 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::MoveFromUnavailable { .. }
         | OpError::ExecCut => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable),
         OpError::Guest(e) => guest_status(e.code()),
+        OpError::Memory(failure) => memory_status(failure.kind),
+        OpError::NoVolumeReader => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable),
+        OpError::MemoryTimeout { .. } => (StatusCode::GATEWAY_TIMEOUT, ErrorCode::Timeout),
         OpError::Secret(e) => secret_status(e),
         OpError::Push(e) => push_status(e),
         OpError::Webhook(e) => webhook_status(e),
@@ -267,7 +270,23 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::NoIdRange { .. }
         | OpError::Store(_)
         | OpError::Random(_)
+        | OpError::MemoryReader(_)
         | OpError::TaskPanicked { .. } => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
+    }
+}
+
+/// How a memory read's refusal answers. A volume image the reader cannot read is a
+/// conflict with the box's state: its next start checks (and where it can, repairs) it.
+fn memory_status(kind: berth_protocol::memory::VolumeReadFailureKind) -> (StatusCode, ErrorCode) {
+    use berth_protocol::memory::VolumeReadFailureKind as Why;
+    match kind {
+        Why::NotFound => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+        Why::IsADirectory => (StatusCode::BAD_REQUEST, ErrorCode::IsADirectory),
+        Why::NotADirectory => (StatusCode::BAD_REQUEST, ErrorCode::NotADirectory),
+        Why::NotARegularFile => (StatusCode::BAD_REQUEST, ErrorCode::NotARegularFile),
+        Why::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge),
+        Why::BadPath => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
+        Why::Unreadable => (StatusCode::CONFLICT, ErrorCode::Conflict),
     }
 }
 

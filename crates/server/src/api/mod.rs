@@ -18,6 +18,7 @@ pub mod files;
 pub mod files_archive;
 pub mod files_watch;
 pub mod mcp;
+pub mod memory;
 pub mod messages;
 pub mod metrics;
 pub mod nodes;
@@ -122,6 +123,8 @@ fn routes(ctx: Ctx) -> Router<Ctx> {
             "/v1/boxes/{box_ref}/messages",
             post(messages::post).get(messages::list),
         )
+        .route("/v1/boxes/{box_ref}/memory", get(memory::tree))
+        .route("/v1/boxes/{box_ref}/memory/{*path}", get(memory::file))
         .route("/v1/boxes/{box_ref}/events", get(events::events))
         .route("/v1/boxes/{box_ref}/egress", get(egress::audit))
         .route("/v1/boxes/{box_ref}/ports", get(port_links::urls))

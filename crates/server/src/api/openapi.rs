@@ -9,7 +9,7 @@ use utoipa::openapi::{Ref, RefOr};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    box_sleep, box_update, boxes, egress, events, exec, files, files_archive, files_watch,
+    box_sleep, box_update, boxes, egress, events, exec, files, files_archive, files_watch, memory,
     messages, port_links, ports, processes, push, runtimes, secrets, templates, tenants, terminals,
     wakeups, web_sessions, webhooks,
 };
@@ -44,6 +44,8 @@ use super::{
         files::stat,
         files::mkdir,
         files::remove,
+        memory::tree,
+        memory::file,
         files_archive::read,
         files_archive::write,
         files_watch::watch,

@@ -30,6 +30,8 @@ pub(crate) struct BootPlan {
     pub id_map: IdMap,
     /// The template's harness with the box's own env on top.
     pub harness: Option<HarnessConfig>,
+    /// How `/memory` is seeded on the volume's first boot (the template's `[memory]`).
+    pub memory: Option<berth_protocol::memory::MemoryLayout>,
     /// The volume size the box asks for (its own, else its template's); the start may
     /// keep it smaller (`box_disk::volume_mib_for_start`).
     pub wanted_disk_mib: u64,
@@ -94,6 +96,7 @@ impl BootPlan {
             id_map,
             harness: crate::box_env::harness_with(template.harness.clone(), &record.env),
             wanted_disk_mib: record.disk_mib.unwrap_or(template.disk_mib),
+            memory: template.memory.clone(),
         })
     }
 
@@ -111,6 +114,7 @@ impl BootPlan {
             egress: prepared.egress_setup,
             env: prepared.egress_env,
             disk_mib: prepared.disk_mib,
+            memory: self.memory.clone(),
         }
     }
 }

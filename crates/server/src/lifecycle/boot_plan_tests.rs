@@ -37,6 +37,7 @@ fn template() -> Template {
         egress: EgressPolicy::default(),
         warm: 0,
         node_labels: Default::default(),
+        memory: None,
         origin: Origin::Builtin,
         unavailable: None,
         warnings: Vec::new(),

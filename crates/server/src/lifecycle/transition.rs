@@ -58,6 +58,9 @@ pub(crate) enum Kind {
     Copy,
     /// The box's volume restored from a durable copy.
     Restore,
+    /// The box's memory read while it sleeps (nothing is written: held only so it stays
+    /// asleep, or stays awake, for the read).
+    Read,
 }
 
 impl Kind {
@@ -76,6 +79,7 @@ impl Kind {
             Kind::Delete => "delete",
             Kind::Copy => "copy",
             Kind::Restore => "restore",
+            Kind::Read => "read",
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod exec;
 pub mod files;
 pub mod files_archive;
 pub mod files_watch;
+pub mod memory_read;
 pub mod message_list;
 pub mod message_post;
 pub mod port_connect;

@@ -32,6 +32,9 @@ pub enum TemplateErrorKind {
     #[error("node_labels: {0}")]
     NodeLabels(String),
 
+    #[error("memory: {0}")]
+    Memory(String),
+
     #[error("the file is larger than {max_bytes} bytes")]
     TooLarge { max_bytes: u64 },
 

@@ -63,6 +63,8 @@ pub struct Template {
     pub warm: usize,
     /// Labels a node must carry to run its boxes (a box's `node/KEY` labels add to them).
     pub node_labels: std::collections::BTreeMap<String, String>,
+    /// How `/memory` is seeded on a box's first boot (`[memory]`); `None`: the default.
+    pub memory: Option<berth_protocol::memory::MemoryLayout>,
     pub origin: Origin,
     /// Why boxes cannot be made from this template right now (e.g. the echo harness binary
     /// is missing); `None`: usable. Listed either way.

@@ -6,6 +6,7 @@ use std::ops::RangeInclusive;
 use std::path::Path;
 
 use berth_protocol::harness::{AckMode, HarnessConfig, DEFAULT_TURN_TIMEOUT_S};
+use berth_protocol::memory::{MemoryFolder, MemoryLayout};
 use berth_runtime::layer::{check_source, check_target};
 use berth_runtime::{LayerError, Limits};
 use serde::Deserialize;
@@ -71,6 +72,19 @@ struct RawTemplate {
     /// Labels a node must carry to run its boxes (many hosts; `docs/cluster.md`).
     #[serde(default)]
     node_labels: Option<Spanned<BTreeMap<String, String>>>,
+    /// How `/memory` is seeded on a box's first boot.
+    #[serde(default)]
+    memory: Option<Spanned<RawMemory>>,
+}
+
+/// `[memory]`: `owner = "Alice"`, `folders = { entities = "one line of what goes there" }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMemory {
+    #[serde(default)]
+    owner: Option<String>,
+    #[serde(default)]
+    folders: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -153,6 +167,11 @@ pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError
     let layers = layers(&src, &raw.layers)?;
     let harness = raw.harness.as_ref().map(|h| harness(&src, h)).transpose()?;
     let egress = egress(&src, raw.egress.as_ref(), harness.as_ref().map(|h| &h.env))?;
+    let memory = raw
+        .memory
+        .as_ref()
+        .map(|m| memory_layout(&src, m))
+        .transpose()?;
     let node_labels = match &raw.node_labels {
         None => BTreeMap::new(),
         Some(labels) => {
@@ -172,6 +191,7 @@ pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError
         egress,
         warm,
         node_labels,
+        memory,
         origin: Origin::File(file.to_path_buf()),
         unavailable: None,
         warnings: old_names(&raw),
@@ -443,4 +463,28 @@ fn bad<T>(src: &Source<'_>, at: &Spanned<T>, key: &str, rule: &'static str) -> T
             rule,
         },
     )
+}
+
+/// The layout a `[memory]` table asks for: the default's owner or folders where it says
+/// nothing of them.
+fn memory_layout(src: &Source, raw: &Spanned<RawMemory>) -> Result<MemoryLayout, TemplateError> {
+    let m = raw.get_ref();
+    let default = MemoryLayout::default();
+    let layout = MemoryLayout {
+        owner: m.owner.clone().unwrap_or(default.owner),
+        folders: match &m.folders {
+            None => default.folders,
+            Some(folders) => folders
+                .iter()
+                .map(|(name, about)| MemoryFolder {
+                    name: name.clone(),
+                    about: about.clone(),
+                })
+                .collect(),
+        },
+    };
+    layout
+        .check()
+        .map_err(|why| src.at(raw, TemplateErrorKind::Memory(why)))?;
+    Ok(layout)
 }

@@ -51,6 +51,7 @@ fn builtin_host() -> Template {
         egress: Default::default(),
         warm: 0,
         node_labels: Default::default(),
+        memory: None,
         origin: Origin::Builtin,
         unavailable: None,
         warnings: Vec::new(),

@@ -24,6 +24,7 @@ fn config_with(layers: Vec<crate::Layer>) -> (Value, BoxSpec, BoxPaths) {
         harness: None,
         egress: Default::default(),
         env: Default::default(),
+        memory: None,
         disk_mib: crate::DEFAULT_DISK_MIB,
     };
     let layout = Layout::new(Path::new("/var/lib/berth"));
