@@ -8,8 +8,10 @@
 //! replicas that place at the same moment from all picking the same node (the peers' way:
 //! Nomad's and E2B's schedulers). A node's load is the larger of its CPU and memory shares
 //! taken by boxes that run or are about to (an op is open for them), or by what the node
-//! says it uses if that is more; ties go to the node with fewer boxes, so sleeping boxes
-//! (which will wake where they live) spread too.
+//! says it uses if that is more, plus [`SLEEPING_SHARE`] of what its sleeping boxes would
+//! take: they wake where they live, so they count, and a burst of creates (boxes that
+//! sleep until used) spreads instead of all going to whichever node last reported the
+//! lowest use. Ties go to the node with fewer boxes.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +21,11 @@ use crate::db::Conn;
 use crate::error::{sql, StoreError};
 use crate::ops::enqueue_in;
 use crate::Store;
+
+/// How much of a sleeping box's limits its node counts as taken: not all (it holds no CPU
+/// or RAM while it sleeps), not none (it wakes there). Half keeps a node's measured use,
+/// which moves between its reports, from outweighing more than a couple of boxes.
+pub const SLEEPING_SHARE: f64 = 0.5;
 
 /// The op kind a placement queues: the node makes the box its own.
 pub const CREATE_OP: &str = "create";
@@ -99,7 +106,10 @@ pub(crate) fn candidates(
              (SELECT COALESCE(CAST(SUM(b.memory_mib) AS BIGINT), 0) FROM boxes b \
               WHERE b.node_id = n.id AND (b.state <> 'stopped' OR EXISTS (SELECT 1 FROM ops o \
               WHERE o.box_id = b.id AND o.state IN ('queued', 'claimed')))), \
-             (SELECT COUNT(*) FROM boxes b WHERE b.node_id = n.id) \
+             (SELECT COUNT(*) FROM boxes b WHERE b.node_id = n.id), \
+             (SELECT COALESCE(SUM(b.cpus), 0) FROM boxes b WHERE b.node_id = n.id), \
+             (SELECT COALESCE(CAST(SUM(b.memory_mib) AS BIGINT), 0) FROM boxes b \
+              WHERE b.node_id = n.id) \
              FROM nodes n WHERE n.state = 'active' AND n.lease_expires_ms > ?1 ORDER BY n.id",
             crate::args![now_ms],
             |row| {
@@ -110,12 +120,13 @@ pub(crate) fn candidates(
                     (row.get::<f64>(4)?, row.get::<u64>(5)?),
                     (row.get::<f64>(6)?, row.get::<u64>(7)?),
                     row.get::<u64>(8)?,
+                    (row.get::<f64>(9)?, row.get::<u64>(10)?),
                 ))
             },
         )
         .map_err(sql("list the nodes a box may go to"))?;
     let mut out = Vec::new();
-    for (id, (cpus, memory_mib), labels, used, reserved, boxes) in rows {
+    for (id, (cpus, memory_mib), labels, used, reserved, boxes, assigned) in rows {
         let labels: BTreeMap<String, String> =
             serde_json::from_str(&labels).map_err(|source| StoreError::CorruptJson {
                 column: "nodes.labels",
@@ -132,10 +143,15 @@ pub(crate) fn candidates(
         if !fits {
             continue;
         }
-        let cpu_taken = (reserved.0 + new_cpus).max(used.0 + new_cpus);
-        let memory_taken = (reserved.1 + new_memory_mib).max(used.1 + new_memory_mib);
-        let load =
-            (cpu_taken / cpus.max(0.001)).max(memory_taken as f64 / memory_mib.max(1) as f64);
+        // What its sleeping boxes would take: all its boxes' limits but the reserved ones'.
+        let sleeping = (
+            (assigned.0 - reserved.0).max(0.0),
+            assigned.1.saturating_sub(reserved.1) as f64,
+        );
+        let cpu_taken = reserved.0.max(used.0) + SLEEPING_SHARE * sleeping.0 + new_cpus;
+        let memory_taken =
+            reserved.1.max(used.1) as f64 + SLEEPING_SHARE * sleeping.1 + new_memory_mib as f64;
+        let load = (cpu_taken / cpus.max(0.001)).max(memory_taken / memory_mib.max(1) as f64);
         out.push(Candidate { id, load, boxes });
     }
     Ok(out)

@@ -80,6 +80,34 @@ conformance! {
         assert!(matches!(refused, Err(StoreError::NoNode { .. })), "{refused:?}");
     }
 
+    fn sleeping_boxes_spread_although_one_node_reports_less_use(db) {
+        let store = db.open();
+        let nodes: Vec<String> = ["n1", "n2", "n3"].iter().map(|n| sandbox_node(&store, n, &[])).collect();
+        // n1 last said it used 1 CPU of 8, the others 3 (nodes of one host sampling its load
+        // at different moments say such things).
+        for (node, cpus) in nodes.iter().zip([1.0, 3.0, 3.0]) {
+            store.renew_node_lease(node, "boot-1", LONG, NodeUsage { cpus, memory_mib: 0 }).unwrap();
+        }
+        let tenant = store.create_tenant("sleepers").unwrap();
+        let none = BTreeMap::new();
+        let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
+        for i in 0..30 {
+            let placed = store
+                .place_box(&new_box(&tenant.id, &format!("s{i}")), Admission::UNCHECKED, &placement(&none))
+                .unwrap();
+            let node = placed.record.node_id.clone().unwrap();
+            // The node makes the box, which then sleeps: no op holds its limits any more.
+            store.claim_ops(&node, "boot-1", 16).unwrap();
+            store.finish_op(placed.op_id, "boot-1", Ok(&serde_json::json!({}))).unwrap();
+            *per_node.entry(node).or_default() += 1;
+        }
+        // Each sleeping box counts half its 1.5 CPUs: the less used node takes about 2 more
+        // boxes per CPU it has spare, not all of them.
+        let counts: Vec<usize> = nodes.iter().map(|n| per_node.get(n).copied().unwrap_or(0)).collect();
+        assert!(counts.iter().all(|&n| (7..=14).contains(&n)), "{counts:?}");
+        assert!(counts[0] > counts[1] && counts[0] > counts[2], "{counts:?}");
+    }
+
     fn concurrent_placements_never_crowd_one_node(db) {
         let store = Arc::new(db.open());
         for name in ["n1", "n2", "n3"] {
