@@ -93,7 +93,7 @@ fn a_sleeping_box_whose_node_dies_answers_from_another_with_its_files() {
             "--",
             "sh",
             "-c",
-            "head -c 3000000 /dev/urandom > /home/user/data.bin",
+            "head -c 3000000 /dev/urandom > /home/user/data.bin && echo kept > /memory/kept.md",
         ],
     );
     let want = sha(&cluster, "keep", "/home/user/data.bin");
@@ -112,7 +112,17 @@ fn a_sleeping_box_whose_node_dies_answers_from_another_with_its_files() {
     wait_until("the box's host unreachable", LEASE_TTL * 3, || {
         show(&cluster, "keep")["host_status"] == "unreachable"
     });
-    // The next message is answered from another node, once the lease and the grace ran out.
+    // Moved to another node once the lease and the grace ran out, still asleep: its memory
+    // reads there (through the replica) from its volume, restored from its copy first.
+    wait_until("the box moved", LEASE_TTL + GRACE * 3, || {
+        show(&cluster, "keep")["node"] != created["node"]
+    });
+    assert_eq!(
+        cluster.berth_ok(0, &["memory", "keep", "cat", "kept.md"]),
+        "kept\n"
+    );
+    assert_eq!(show(&cluster, "keep")["state"], "stopped");
+    // The next message is answered there.
     let answer = cluster.berth_ok(0, &["send", "keep", "hello again"]);
     let took = killed.elapsed();
     eprintln!("answered from another node {took:?} after the kill");

@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 
 use crate::calls::Cx;
 use crate::error::ToolError;
-use crate::{box_tools, exec_tool, file_tools, message_tools};
+use crate::{box_tools, exec_tool, file_tools, memory_tools, message_tools};
 
 /// One tool as MCP lists it.
 pub struct ToolSpec {
@@ -76,6 +76,15 @@ pub const TOOLS: &[ToolSpec] = &[
         schema: schema::<file_tools::ListFilesArgs>,
     },
     ToolSpec {
+        name: "memory_read",
+        description: "Read what the agent of a box remembers (its /memory: notes on people, \
+            conversations, a timeline, ongoing work) without waking the box: a file's text, or \
+            with no path (or a directory) the list of what is there. Start with no path, then \
+            read README.md and the files that matter.",
+        read_only: true,
+        schema: schema::<memory_tools::MemoryReadArgs>,
+    },
+    ToolSpec {
         name: "box_send_message",
         description: "Send a message to the agent running in a box (its template's harness, \
             e.g. Claude Code) and wait for its answer: returns the text of the turn's result \
@@ -134,6 +143,7 @@ pub async fn run(
         "box_read_file" => file_tools::read(cx, parse(spec, args)?).await,
         "box_write_file" => file_tools::write(cx, parse(spec, args)?).await,
         "box_list_files" => file_tools::list(cx, parse(spec, args)?).await,
+        "memory_read" => memory_tools::read(cx, parse(spec, args)?).await,
         "box_send_message" => message_tools::send(cx, parse(spec, args)?).await,
         "box_events" => message_tools::events(cx, parse(spec, args)?).await,
         // Every name in TOOLS is above; a new one missed here fails the unit test below.
@@ -168,6 +178,7 @@ mod tests {
                 "box_read_file",
                 "box_write_file",
                 "box_list_files",
+                "memory_read",
                 "box_send_message",
                 "box_events",
                 "box_port_url"

@@ -8,7 +8,8 @@
 //!
 //! - [`api`]: the trait and its request, answer and caller types;
 //! - [`catalog`]: the tools' names, descriptions and schemas, and their dispatch;
-//! - [`box_tools`], [`exec_tool`], [`file_tools`], [`message_tools`]: the tools;
+//! - [`box_tools`], [`exec_tool`], [`file_tools`], [`memory_tools`], [`message_tools`]: the
+//!   tools;
 //! - [`answer`]: reading answers bounded; [`truncate`]: cutting output to a model's size;
 //!   [`limits`]: every bound;
 //! - [`handler`]: the MCP server; [`serve`]: stdio and Streamable HTTP.
@@ -23,6 +24,7 @@ pub mod exec_tool;
 pub mod file_tools;
 pub mod handler;
 pub mod limits;
+pub mod memory_tools;
 pub mod message_tools;
 pub mod serve;
 pub mod truncate;

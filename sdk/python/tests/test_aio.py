@@ -251,7 +251,11 @@ def test_memory_read_awake_and_asleep():
             "mkdir -p /memory/entities && printf 'Alice likes tea.\\n' > /memory/entities/alice.md"
         )
         awake = await box.memory.tree("entities")
-        assert awake.source == "box" and [e.path for e in awake.entries] == ["entities/alice.md"]
+        # entities/README.md is the seeded layout's.
+        assert awake.source == "box" and [e.path for e in awake.entries] == [
+            "entities/README.md",
+            "entities/alice.md",
+        ]
         assert (await box.stop()).state == "stopped"
         asleep = await box.memory.tree()
         assert asleep.source == "volume" and "entities/alice.md" in [e.path for e in asleep.entries]

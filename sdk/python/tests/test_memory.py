@@ -50,8 +50,9 @@ def test_memory_is_read_from_the_running_box_then_from_the_stopped_boxs_volume(c
     assert (alice.kind, alice.size, alice.modified) == ("file", len(ALICE), None)
     escape = entry(asleep.entries, "escape")
     assert (escape.kind, escape.target) == ("symlink", "/home/user/.bashrc")
+    # timeline/README.md is the seeded layout's.
     assert paths(box.memory.tree("timeline").entries) == [
-        "timeline/2026", "timeline/2026/12-04.md"
+        "timeline/2026", "timeline/2026/12-04.md", "timeline/README.md"
     ]
     assert box.memory.read("entities/alice.md") == ALICE
     assert box.memory.read_text("timeline/2026/12-04.md") == "x"

@@ -43,7 +43,8 @@ async function readsAlike(memory, source) {
 
   const sub = await memory.tree("timeline");
   assert.equal(sub.source, source);
-  assert.deepEqual(paths(sub), ["timeline/2026", "timeline/2026/12 04 #1.md"]);
+  // The seeded folder's README.md (from the template's memory layout) is listed too.
+  assert.deepEqual(paths(sub), ["timeline/2026", "timeline/2026/12 04 #1.md", "timeline/README.md"]);
   // A leading /memory/ is the same path.
   assert.deepEqual(paths(await memory.tree("/memory/timeline")), paths(sub));
 

@@ -24,6 +24,7 @@ TOOLS = [
     "box_read_file",
     "box_send_message",
     "box_write_file",
+    "memory_read",
 ]
 
 URL = os.environ["BERTH_URL"]
@@ -99,6 +100,25 @@ async def session(client, via, box):
     events = await call(client, "box_events", {"box": box})
     assert " result " in events and "echo: hello there" in events, events
     ok(f"{via}: the agent answered the message, and its events read back")
+
+    # The echo harness notes each turn in /memory/timeline/<day>.md.
+    memory = await call(client, "memory_read", {"box": box})
+    assert memory.startswith("/memory: ") and "  timeline/" in memory, memory
+    days = [
+        line.split()[-1]
+        for line in memory.splitlines()
+        if line.split()[-1].startswith("timeline/") and line.endswith(".md") and "README" not in line
+    ]
+    assert len(days) == 1, memory
+    note = await call(client, "memory_read", {"box": box, "path": days[0]})
+    assert note.startswith(f"/memory/{days[0]}:\n") and "- user: hello there" in note, note
+    folder = await call(client, "memory_read", {"box": box, "path": "timeline"})
+    assert folder.startswith("/memory/timeline: ") and days[0] in folder, folder
+    readme = await call(client, "memory_read", {"box": box, "path": "/memory/README.md"})
+    assert "Persistent memory of [[user]]" in readme, readme
+    missing = await refused(client, "memory_read", {"box": box, "path": "nope.md"})
+    assert "404 not_found" in missing, missing
+    ok(f"{via}: the agent's memory listed and read")
 
     url = await call(client, "box_port_url", {"box": box, "port": 8080})
     assert url.startswith(f"{URL}/v1/boxes/{box}/ports/8080/"), url

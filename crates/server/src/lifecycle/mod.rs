@@ -39,3 +39,4 @@ pub mod warm_pool;
 pub use activity::{Activity, ActivityGuard, Use};
 pub use exit_watch::ExitWatch;
 pub use owner::Lifecycle;
+pub(crate) use restore_copy::restore_if_moved;

@@ -4,6 +4,9 @@
 //! lifecycle lock is held for the read, so it neither starts nor stops meanwhile, and
 //! nothing about it is written: its state, events and idle clock stay as they were.
 //!
+//! A stopped box that moved here from a lost node has its volume restored from its durable
+//! copy first (what its next start would do; its log says `volume_restored`).
+//!
 //! A paused sandbox box's volume is mounted on the host with writes in its page cache: it
 //! is frozen (`FIFREEZE`, which writes them out) for the read and thawed after. A paused
 //! or snapshotted VM's image is read as it is on disk, as a crash would leave it (the
@@ -97,6 +100,11 @@ async fn read(ctx: &Ctx, id: &BoxId, request: VolumeRead) -> Result<Answer, OpEr
             }
         }
         let program = READER_PROGRAM.get().cloned().ok_or(OpError::NoVolumeReader)?;
+        if state == BoxState::Stopped {
+            // A box moved here from a lost node: its volume comes from its durable copy
+            // first, as its next start would do.
+            crate::lifecycle::restore_if_moved(&t).await?;
+        }
         let image = volume_image(&ctx.data_dir, &id);
         if !image.exists() && state == BoxState::Stopped {
             return never_booted(&request);
