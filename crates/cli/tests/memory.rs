@@ -168,6 +168,35 @@ fn a_stopped_qemu_boxs_memory_is_read_from_the_image_its_guest_wrote() {
     };
     let asleep = reads_of_a_stopped_box(&daemon, "vm");
     reads_of_a_running_box(&daemon, "vm", &asleep);
+
+    // A template's layout reaches a VM's berth-init through its config disk.
+    fs::create_dir_all(daemon.dir().join("templates")).unwrap();
+    fs::write(
+        daemon.dir().join("templates/vmnotes.toml"),
+        "name = \"vmnotes\"\nbase = \"minimal\"\n\n[memory]\nowner = \"Vera\"\nfolders = { log = \"What happened.\" }\n",
+    )
+    .unwrap();
+    daemon.berth_ok(&["template", "reload"]);
+    daemon.berth_ok(&[
+        "box",
+        "create",
+        "vm2",
+        "--runtime",
+        "qemu",
+        "--template",
+        "vmnotes",
+    ]);
+    daemon.berth_ok(&["box", "start", "vm2"]);
+    daemon.berth_ok(&["box", "stop", "vm2"]);
+    assert_eq!(
+        paths(&tree(&daemon, "vm2")),
+        ["README.md", "log", "log/README.md"]
+    );
+    let readme = daemon.berth_ok(&["memory", "vm2", "cat", "README.md"]);
+    assert!(
+        readme.starts_with("# Persistent memory of [[Vera]]"),
+        "{readme}"
+    );
 }
 
 #[test]

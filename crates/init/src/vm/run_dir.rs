@@ -1,7 +1,8 @@
 //! A VM's run directory: what the host bind-mounts into a sandbox, made here from the
 //! config disk, so the rest of `berth-init` reads it unchanged: the boot token
 //! ([`TOKEN_FILE`], taken and deleted by the serve phase), the box environment
-//! ([`BOX_ENV_FILE`], likewise), and [`HARNESS_FILE`] when the box has a harness. Also the
+//! ([`BOX_ENV_FILE`], likewise), [`HARNESS_FILE`] when the box has a harness, and
+//! [`MEMORY_LAYOUT_FILE`] when its template lays out `/memory` its own way. Also the
 //! contents of `/etc/hosts` and the trust bundle, which are bind-mounted over the rootfs's
 //! (read-only) files from here. Everything is root-only except those two.
 
@@ -11,6 +12,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use berth_protocol::guest::{BOX_ENV_FILE, HARNESS_FILE, TOKEN_FILE};
+use berth_protocol::memory::MEMORY_LAYOUT_FILE;
 use berth_protocol::vm::VmConfig;
 
 /// Sub-directory of the run directory holding the files bound over `/etc`.
@@ -40,6 +42,13 @@ pub fn write(run_dir: &Path, config: &VmConfig) -> Result<(), RunDirError> {
             source: e.into(),
         })?;
         put(&run_dir.join(HARNESS_FILE), &json, 0o600)?;
+    }
+    if let Some(layout) = &config.memory {
+        let json = serde_json::to_vec(layout).map_err(|e| RunDirError {
+            path: run_dir.join(MEMORY_LAYOUT_FILE),
+            source: e.into(),
+        })?;
+        put(&run_dir.join(MEMORY_LAYOUT_FILE), &json, 0o600)?;
     }
     let etc = run_dir.join(ETC_DIR);
     std::fs::create_dir_all(&etc).map_err(|source| RunDirError {
@@ -75,10 +84,15 @@ mod tests {
     fn the_files_are_the_ones_the_sandbox_path_reads() {
         let dir = tempfile::tempdir().unwrap();
         let harness = serde_json::from_value(serde_json::json!({"command": ["h"]})).unwrap();
+        let layout = berth_protocol::memory::MemoryLayout {
+            owner: "Alice".into(),
+            folders: Vec::new(),
+        };
         let config = VmConfig {
             token: "tok".into(),
             env: BTreeMap::from([("K".into(), "berth-ph-1".into())]),
             harness: Some(harness),
+            memory: Some(layout.clone()),
             hosts: "127.0.0.1 localhost\n".into(),
             ca_bundle: "PEM".into(),
             ..VmConfig::default()
@@ -100,6 +114,7 @@ mod tests {
         let h: berth_protocol::harness::HarnessConfig =
             serde_json::from_slice(&std::fs::read(dir.path().join(HARNESS_FILE)).unwrap()).unwrap();
         assert_eq!(Some(h), config.harness);
+        assert_eq!(crate::volume::layout(dir.path()).unwrap(), layout);
         assert_eq!(
             std::fs::read_to_string(dir.path().join("etc/ca-certificates.crt")).unwrap(),
             "PEM"
@@ -109,6 +124,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), &VmConfig::default()).unwrap();
         assert!(!dir.path().join(HARNESS_FILE).exists());
+        assert!(!dir.path().join(MEMORY_LAYOUT_FILE).exists());
         assert!(crate::box_env::take(dir.path()).unwrap().is_empty());
     }
 }
