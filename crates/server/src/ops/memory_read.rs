@@ -260,14 +260,23 @@ async fn guest_file(client: &GuestClient, rel: &str) -> Result<Bytes, OpError> {
         if entry.size > MAX_READ_BYTES {
             return Err(too_large(rel, entry.size));
         }
-        let bytes = client
-            .read_file(&query(rel))
+        // Read as it streams, never past the cap: the file may have grown since its stat.
+        let mut download = client
+            .download_file(&query(rel))
             .await
             .map_err(|e| guest_error(e, rel))?;
-        if bytes.len() as u64 > MAX_READ_BYTES {
-            return Err(too_large(rel, bytes.len() as u64));
+        let mut bytes = Vec::new();
+        while let Some(chunk) = download
+            .next_chunk()
+            .await
+            .map_err(|e| guest_error(e, rel))?
+        {
+            if (bytes.len() + chunk.len()) as u64 > MAX_READ_BYTES {
+                return Err(too_large(rel, (bytes.len() + chunk.len()) as u64));
+            }
+            bytes.extend_from_slice(&chunk);
         }
-        Ok(bytes)
+        Ok(Bytes::from(bytes))
     };
     tokio::time::timeout(GUEST_DEADLINE, read)
         .await
