@@ -74,30 +74,37 @@ async fn answers_throughout(
     let mut rounds = 0;
     let mut slowest = Duration::ZERO;
     while !attack.is_finished() || rounds < MIN_ROUNDS {
-        let t0 = Instant::now();
-        // Generous: an exec's process lives in the full box (its OOM kills come first);
-        // without the defence the calls failed outright or never returned.
-        if let Err(why) = host_calls_answer(client, fx.patience() * 2, rounds, kind).await {
-            panic!("during {what}, after {rounds} rounds: {why}");
-        }
-        slowest = slowest.max(t0.elapsed());
+        slowest = slowest.max(answers_once(fx, client, rounds, kind, what).await);
         rounds += 1;
     }
     eprintln!("{rounds} rounds of exec and file calls answered during {what}, slowest {slowest:?}");
     rounds
 }
 
-/// How long the fork bomb runs (its exec's timeout) while the host calls in, at least;
-/// a slow guest (TCG on a loaded machine boots in 10 s and more) gets three of its boots,
-/// so the bomb is still there when the test looks for it. A VM whose boot is quick (its
-/// images cached) can still be slow to fork: a TCG guest's bomb took 15 to 20 s to fill
-/// the box on a loaded machine, so a VM's least is well past that.
-const BOMB_RUNS: Duration = Duration::from_secs(15);
-const VM_BOMB_RUNS: Duration = Duration::from_secs(45);
+/// One round of [`host_calls_answer`], asserted; returns how long it took.
+async fn answers_once(
+    fx: &Fixture,
+    client: &GuestClient,
+    round: usize,
+    kind: Attack,
+    what: &str,
+) -> Duration {
+    let t0 = Instant::now();
+    // Generous: an exec's process lives in the full box (its OOM kills come first);
+    // without the defence the calls failed outright or never returned.
+    if let Err(why) = host_calls_answer(client, fx.patience() * 2, round, kind).await {
+        panic!("during {what}, after {round} rounds: {why}");
+    }
+    t0.elapsed()
+}
 
 /// A fork bomb fills the box's process limit, and the host's exec and file calls into that
 /// same box keep answering throughout: berth-init forks outside the box's cgroup (its own
 /// has a reserve), so a full box never stops it starting a process.
+///
+/// The bomb runs until the test has made its rounds and then drops the bomb's exec, which
+/// SIGKILLs its whole group: a bomb that ran for a fixed time (even three of the guest's
+/// boots) ended before a slow TCG guest had filled the box and answered the rounds.
 pub async fn the_host_reaches_a_box_through_its_fork_bomb(fx: &Fixture) {
     let mut spec = fx.spec(Limits {
         pids: 64,
@@ -107,28 +114,27 @@ pub async fn the_host_reaches_a_box_through_its_fork_bomb(fx: &Fixture) {
     let Some(probe) = crate::isolation::add_probe(fx, &mut spec, test) else {
         return;
     };
-    let booting = Instant::now();
     let client = fx.runtime.start(&spec).await.expect("start").client;
-    let least = if fx.is_vm() { VM_BOMB_RUNS } else { BOMB_RUNS };
-    let bomb_runs = least.max(booting.elapsed() * 3);
     let events = box_cgroup_file(&client, "pids.events").await;
+    let current = box_cgroup_file(&client, "pids.current").await;
     let bomb = {
         let client = client.clone();
+        // Every process forks on and tries again where refused (a shell's fork bomb
+        // empties the box as its shells exit on a refused fork). The timeout only
+        // backs up the drop below, should the test fail before it.
+        let backstop = fx.patience() * 20;
         tokio::spawn(async move {
-            // Every process forks on and tries again where refused (a shell's fork bomb
-            // empties the box as its shells exit on a refused fork), until the exec's
-            // timeout kills the whole group.
             run(
                 &client,
                 &[&probe, "fork-bomb"],
                 BoxUser::User,
-                Some(bomb_runs),
+                Some(backstop),
             )
             .await
         })
     };
     // Full: the kernel refused the bomb's forks, and its processes fill the box.
-    common::wait_until_within(fx.patience(), || async {
+    common::wait_until_within(fx.patience() * 2, || async {
         let (_, out, _) = run(&client, &["cat", &events], BoxUser::Root, None).await;
         out.lines()
             .find_map(|l| l.strip_prefix("max "))
@@ -138,18 +144,30 @@ pub async fn the_host_reaches_a_box_through_its_fork_bomb(fx: &Fixture) {
     .await;
     // The box fills up (a refused fork was seen; on a slow guest its processes take a
     // moment to reach the limit, and each one that exits is forked again).
-    let current = box_cgroup_file(&client, "pids.current").await;
-    common::wait_until_within(fx.patience(), || async {
+    common::wait_until_within(fx.patience() * 2, || async {
         assert!(
             !bomb.is_finished(),
-            "the bomb ended ({bomb_runs:?}) before it filled the box"
+            "the bomb's exec returned before it filled the box"
         );
         let count = run_ok(&client, &["cat", &current], BoxUser::Root).await;
         eprintln!("the bomb holds {} of the box's 64 processes", count.trim());
         count.trim().parse::<u64>().is_ok_and(|n| n >= 60)
     })
     .await;
-    answers_throughout(fx, &client, &bomb, Attack::Processes, "a fork bomb").await;
+    let mut slowest = Duration::ZERO;
+    for round in 0..MIN_ROUNDS {
+        slowest =
+            slowest.max(answers_once(fx, &client, round, Attack::Processes, "a fork bomb").await);
+    }
+    assert!(!bomb.is_finished(), "the bomb ended during the rounds");
+    eprintln!("{MIN_ROUNDS} rounds of exec and file calls answered during a fork bomb, slowest {slowest:?}");
+    bomb.abort();
+    // The bomb's group is killed with its exec, and the box is the host's again.
+    common::wait_until_within(fx.patience() * 2, || async {
+        let count = run_ok(&client, &["cat", &current], BoxUser::Root).await;
+        count.trim().parse::<u64>().is_ok_and(|n| n < 8)
+    })
+    .await;
     common::wait_until_within(fx.patience(), || async {
         host_calls_answer(
             &client,
