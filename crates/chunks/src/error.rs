@@ -104,6 +104,14 @@ pub enum ChunkError {
     #[error("this GC stalled past the stale limit and lost its marker {key}; it stopped before deleting more: run it again")]
     GcMarkerLost { key: String },
 
+    /// A memory snapshot's object or record is missing or damaged.
+    #[error("the memory object {key} is unusable: {why}; take a new snapshot, or restore another")]
+    MemoryObject { key: String, why: &'static str },
+
+    /// What a snapshot was given is not a tree of memory files.
+    #[error("cannot take a memory snapshot: {0}")]
+    MemoryInput(String),
+
     /// A worker thread of an upload or restore panicked or was cancelled.
     #[error("a worker thread failed while trying to {action}")]
     Worker {

@@ -89,6 +89,7 @@ mod keys;
 mod location;
 mod manifest;
 mod markers;
+pub mod memory;
 mod restore;
 mod store;
 mod upload;

@@ -15,6 +15,8 @@ pub mod guest;
 pub mod harness;
 pub mod ids;
 pub mod memory;
+pub mod memory_history;
+pub mod memory_search;
 pub mod ports;
 pub mod process;
 pub mod terminal;

@@ -7,5 +7,6 @@ mod support;
 mod corruption;
 mod gc;
 mod markers;
+mod memory_history;
 mod open;
 mod round_trip;
