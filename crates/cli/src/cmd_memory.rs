@@ -18,7 +18,8 @@ use crate::table::table;
 #[command(after_help = "\
 A running box answers through its agent; a sleeping or stopped one is read from its \
 volume image, and stays asleep (its state and events are not touched). Paths are below \
-/memory (`entities/alice.md`). Symlinks are listed, never followed.")]
+/memory (`entities/alice.md`). Symlinks are listed, never followed. A snapshot of the \
+memory is taken at each stop that changed it (`log`); `restore` brings one back.")]
 pub struct MemoryArgs {
     /// The box's name or id (`bx_…`).
     pub name: String,
@@ -37,17 +38,99 @@ pub enum MemoryCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Print a file of the memory.
+    /// Print a file of the memory (or of one of its snapshots).
     Cat {
         /// The file's path below /memory.
         path: String,
+        /// Read it as the snapshot SNAP holds it (an id from `log`).
+        #[arg(long, value_name = "SNAP")]
+        at: Option<String>,
+    },
+    /// Find files by their words, best first, each with a snippet.
+    Search {
+        /// The words to find.
+        #[arg(required = true, num_args = 1..)]
+        words: Vec<String>,
+        /// Most hits (1–100).
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print the daemon's JSON answer.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A file's [[links]] and the files that link to it.
+    Links {
+        /// The file's path below /memory.
+        path: String,
+        /// Print the daemon's JSON answer.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the memory's snapshots, oldest first.
+    Log {
+        /// Print the daemon's JSON answer.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take a snapshot of the memory now.
+    Snapshot,
+    /// What changed from snapshot FROM to TO (default: the newest).
+    Diff {
+        from: String,
+        to: Option<String>,
+        /// Only below this path; a single changed file of text is shown as a patch.
+        #[arg(long)]
+        path: Option<String>,
+        /// Print the daemon's JSON answer.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bring the memory (or PATH of it) back as snapshot SNAP held it; the memory as it is
+    /// now is kept as a snapshot first. Wakes the box.
+    Restore {
+        snapshot: String,
+        /// A file or directory below /memory (default: all of it).
+        path: Option<String>,
     },
 }
 
 pub async fn run(client: &Client, args: MemoryArgs) -> anyhow::Result<u8> {
     match args.command {
         MemoryCommand::Ls { path, json } => ls(client, &args.name, &path, json).await,
-        MemoryCommand::Cat { path } => cat(client, &args.name, &path).await,
+        MemoryCommand::Cat { path, at: None } => cat(client, &args.name, &path).await,
+        MemoryCommand::Cat { path, at: Some(at) } => {
+            crate::cmd_memory_history::cat_at(client, &args.name, &at, &path).await
+        }
+        MemoryCommand::Search { words, limit, json } => {
+            crate::cmd_memory_history::search(client, &args.name, &words.join(" "), limit, json)
+                .await
+        }
+        MemoryCommand::Links { path, json } => {
+            crate::cmd_memory_history::links(client, &args.name, &path, json).await
+        }
+        MemoryCommand::Log { json } => {
+            crate::cmd_memory_history::log(client, &args.name, json).await
+        }
+        MemoryCommand::Snapshot => crate::cmd_memory_history::snapshot(client, &args.name).await,
+        MemoryCommand::Diff {
+            from,
+            to,
+            path,
+            json,
+        } => {
+            crate::cmd_memory_history::diff(
+                client,
+                &args.name,
+                &from,
+                to.as_deref(),
+                path.as_deref(),
+                json,
+            )
+            .await
+        }
+        MemoryCommand::Restore { snapshot, path } => {
+            crate::cmd_memory_history::restore(client, &args.name, &snapshot, path.as_deref()).await
+        }
     }
 }
 
@@ -86,15 +169,26 @@ async fn ls(client: &Client, name: &str, path: &str, json: bool) -> anyhow::Resu
 }
 
 async fn cat(client: &Client, name: &str, path: &str) -> anyhow::Result<u8> {
+    let url = box_path(name, &format!("/memory/{}", file_segments(name, path)?));
+    print_body(client, &url).await
+}
+
+/// A file's path below /memory as URL path segments; refused (one line) when it is not a
+/// plain relative path, or is /memory itself.
+pub(crate) fn file_segments(name: &str, path: &str) -> anyhow::Result<String> {
     let rel = berth_protocol::memory::memory_path(path)
         .map_err(|why| anyhow::anyhow!("the memory path {path:?} {why}"))?;
     if rel.is_empty() {
         anyhow::bail!("/memory is a directory: list it with `berth memory {name} ls`");
     }
     let segments: Vec<String> = rel.split('/').map(path_segment).collect();
-    let url = box_path(name, &format!("/memory/{}", segments.join("/")));
+    Ok(segments.join("/"))
+}
+
+/// GETs `url` and writes its body to stdout as it is.
+pub(crate) async fn print_body(client: &Client, url: &str) -> anyhow::Result<u8> {
     let response = client
-        .send(Method::GET, &url, "*/*", None, None, crate::client::empty())
+        .send(Method::GET, url, "*/*", None, None, crate::client::empty())
         .await?;
     let bytes = response
         .into_body()

@@ -32,6 +32,7 @@ pub fn answer(
             serde_json::to_writer(&mut *out, &tree).map_err(|e| output_failed(&e))?;
         }
         VolumeRead::File { path, max_bytes } => read_file(fs, &checked(path)?, *max_bytes, out)?,
+        VolumeRead::Export { max_bytes } => export(fs, *max_bytes, out)?,
     }
     out.flush().map_err(|e| output_failed(&e))
 }
@@ -117,6 +118,57 @@ fn walk(
         }
     }
     Ok(())
+}
+
+/// All of `/memory` as a tar: its directories and regular files, as the walk of [`tree`]
+/// finds them (bounded the same way; a cut tree is refused, not half exported).
+fn export(fs: &Ext4, max_bytes: u64, out: &mut dyn Write) -> Result<(), VolumeReadFailure> {
+    let tree = tree(fs, "")?;
+    if tree.truncated {
+        return Err(VolumeReadFailure {
+            kind: Why::TooLarge,
+            message: format!(
+                "/memory holds more than {MAX_TREE_ENTRIES} entries or is deeper than {MAX_TREE_DEPTH}"
+            ),
+        });
+    }
+    let total: u64 = tree
+        .entries
+        .iter()
+        .filter(|e| e.kind == FileKind::File)
+        .map(|e| e.size)
+        .sum();
+    if total > max_bytes {
+        return Err(VolumeReadFailure {
+            kind: Why::TooLarge,
+            message: format!("/memory holds {total} bytes of files, more than {max_bytes}"),
+        });
+    }
+    let mut tar = tar::Builder::new(out);
+    for entry in &tree.entries {
+        let mut header = tar::Header::new_gnu();
+        header.set_mtime(0);
+        match entry.kind {
+            FileKind::Dir => {
+                header.set_entry_type(tar::EntryType::Directory);
+                header.set_mode(0o755);
+                header.set_size(0);
+                tar.append_data(&mut header, &entry.path, std::io::empty())
+                    .map_err(|e| output_failed(&e))?;
+            }
+            FileKind::File => {
+                let mut content = Vec::with_capacity(entry.size as usize);
+                read_file(fs, &entry.path, entry.size, &mut content)?;
+                header.set_entry_type(tar::EntryType::Regular);
+                header.set_mode(0o644);
+                header.set_size(content.len() as u64);
+                tar.append_data(&mut header, &entry.path, &content[..])
+                    .map_err(|e| output_failed(&e))?;
+            }
+            _ => {}
+        }
+    }
+    tar.finish().map_err(|e| output_failed(&e))
 }
 
 /// Writes the regular file at `rel` to `out`, if it is at most `max_bytes` long.
@@ -374,6 +426,38 @@ mod tests {
     /// guest root may write any bytes): 300 images, each with 64 bytes of its first 1 MiB
     /// overwritten at random.
     #[test]
+    fn an_export_is_a_tar_of_memory_without_its_symlinks() {
+        if skip() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let fs = fs_of(&image_of(dir.path()));
+        let tar = ask(&fs, VolumeRead::Export { max_bytes: 1 << 20 }).unwrap();
+        let mut archive = tar::Archive::new(&tar[..]);
+        let mut got = Vec::new();
+        for entry in archive.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let path = entry.path().unwrap().to_string_lossy().into_owned();
+            let mut content = Vec::new();
+            std::io::Read::read_to_end(&mut entry, &mut content).unwrap();
+            got.push((path, entry.header().entry_type().is_dir(), content.len()));
+        }
+        assert_eq!(
+            got,
+            [
+                ("README.md".to_owned(), false, 30),
+                ("entities".to_owned(), true, 0),
+                ("entities/alice.md".to_owned(), false, 17),
+                ("timeline".to_owned(), true, 0),
+                ("timeline/2026".to_owned(), true, 0),
+                ("timeline/2026/12-04.md".to_owned(), false, 200_000),
+            ]
+        );
+        let over = ask(&fs, VolumeRead::Export { max_bytes: 1000 }).unwrap_err();
+        assert_eq!(over.kind, Why::TooLarge);
+    }
+
+    #[test]
     fn damaged_images_never_panic_the_reader() {
         if skip() {
             return;
@@ -404,6 +488,7 @@ mod tests {
                     path: String::new(),
                 },
                 file("entities/alice.md"),
+                VolumeRead::Export { max_bytes: 1 << 20 },
             ] {
                 match ask(&fs, request) {
                     Ok(_) => answered += 1,

@@ -164,6 +164,10 @@ pub enum VolumeRead {
     Tree { path: String },
     /// The bytes of the regular file at `path` on stdout, if it has at most `max_bytes`.
     File { path: String, max_bytes: u64 },
+    /// All of `/memory` as a tar of its directories and regular files (names relative to
+    /// it, as the agent's archive has them; symlinks left out), if its files hold at most
+    /// `max_bytes`: what a snapshot of a sleeping box is taken from.
+    Export { max_bytes: u64 },
 }
 
 /// Why the volume reader could not answer: the JSON it prints on stderr, exiting with

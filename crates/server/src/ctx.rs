@@ -82,6 +82,8 @@ pub struct Ctx {
     pub jobs: Arc<crate::cluster::jobs_term::JobsTerm>,
     /// Durable copies of boxes' volumes; `None` without `[storage] url`.
     pub durable: Option<Arc<crate::durable::Durable>>,
+    /// Boxes' memory history and search indexes.
+    pub memory: Arc<crate::memory::Memory>,
 }
 
 impl Ctx {

@@ -320,6 +320,24 @@ pub enum OpError {
     /// The volume reader could not be run, or ended without an answer.
     #[error("cannot read the box's volume image")]
     MemoryReader(#[source] Box<berth_image::ImageError>),
+    /// The memory history (snapshots in the chunk store) failed.
+    #[error("the box's memory history failed")]
+    MemoryHistory(#[source] berth_chunks::ChunkError),
+    /// No snapshot of that id.
+    #[error("box {box_id} has no memory snapshot {snapshot:?}; list them with GET /v1/boxes/{box_id}/memory/snapshots")]
+    NoSuchSnapshot { box_id: BoxId, snapshot: String },
+    /// A snapshot does not hold the path a restore or read named.
+    #[error("memory snapshot {snapshot} holds no /memory/{path}")]
+    NotInSnapshot { snapshot: String, path: String },
+    /// The box's search index failed.
+    #[error("the box's memory index failed")]
+    MemoryIndex(#[source] berth_memory_index::IndexError),
+    /// A search without words.
+    #[error("the search has no words: give q=…")]
+    EmptySearch,
+    /// Links asked for a file the index does not hold.
+    #[error("/memory/{path} is not a file of the box's memory (its links are of files it holds)")]
+    NotIndexed { path: String },
 
     /// The agent refused to run the process (no such program, bad cwd, …).
     #[error("exec failed in the box: {message}")]
@@ -439,6 +457,9 @@ impl From<StoreError> for OpError {
 /// Errors starting or running the daemon.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    /// The memory history's chunk store cannot be opened.
+    #[error("cannot open the memory history")]
+    MemoryHistory(#[source] berth_chunks::ChunkError),
     #[error("cannot {action} {}", path.display())]
     Io {
         action: &'static str,

@@ -26,6 +26,7 @@ pub mod error;
 pub mod host_config;
 pub mod images;
 pub mod lifecycle;
+pub mod memory;
 pub mod metrics;
 pub mod ops;
 pub mod outbound;

@@ -132,6 +132,14 @@ impl Server {
             store.clone(),
             metrics.durable.clone(),
         )?;
+        let memory = Arc::new(
+            crate::memory::Memory::open(
+                data,
+                durable.as_ref().map(|d| d.chunks()),
+                std::time::Duration::from_secs(config.host.storage.gc_interval_s),
+            )
+            .map_err(ServerError::MemoryHistory)?,
+        );
         let ctx = Ctx {
             data_dir: data.clone(),
             push: crate::push::Push::start(data, &config.host.push, store.clone())?,
@@ -169,6 +177,7 @@ impl Server {
             role,
             jobs: Default::default(),
             durable,
+            memory,
         };
         crate::webhooks::worker::listen(&ctx);
         // An API replica runs no box: there is nothing of its own to reconcile.
@@ -284,6 +293,7 @@ impl Server {
                 durable.resume_pending();
             }
             background.extend(crate::lifecycle::copy::spawn_sync(ctx.clone()).map(AbortOnDrop));
+            background.push(AbortOnDrop(ctx.memory.spawn_gc()));
         }
         let _status = self
             .status

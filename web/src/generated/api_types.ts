@@ -260,6 +260,167 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/boxes/{box_ref}/memory/graph": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A box's memory as a graph of links
+         * @description Every file of `/memory` and every `[[link]]` between them; a link to a file that does not exist yet is a node with `exists: false`.
+         */
+        get: operations["get_boxes_box_ref_memory_graph"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/boxes/{box_ref}/memory/links": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A memory file's links and backlinks
+         * @description The `[[links]]` a file of `/memory` makes (each with the file it resolves to: `[[name]]` is `entities/name.md` unless a file of that path exists) and the files whose links lead to it.
+         */
+        get: operations["get_boxes_box_ref_memory_links"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/boxes/{box_ref}/memory/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Bring back a box's memory from a snapshot
+         * @description The whole tree (then `/memory` holds exactly what the snapshot held) or one file or directory of it. The memory as it stands is snapshotted first (`before` in the answer: restore it to undo this). The files are written by the box's agent: a sleeping box is woken.
+         */
+        post: operations["post_boxes_box_ref_memory_restore"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/boxes/{box_ref}/memory/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Search a box's memory
+         * @description Full-text search of `/memory`, best first (BM25 over the files' text and path words; accents folded), each hit with a snippet and the byte ranges in it that matched. A stopped box is searched in the index its last stop brought up to date, without waking it; a running box's index first takes in the files that changed.
+         */
+        get: operations["get_boxes_box_ref_memory_search"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/boxes/{box_ref}/memory/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a box's memory snapshots
+         * @description Oldest first. A snapshot is taken at each stop or sleep whose memory changed, on request, and before each restore; the retention policy keeps all of the last day, the newest of each day for 30 days and of each week for a year.
+         */
+        get: operations["get_boxes_box_ref_memory_snapshots"];
+        put?: never;
+        /**
+         * Take a snapshot of a box's memory
+         * @description Now, whatever the box's state: a running box's agent packs `/memory`, any other box's volume image is read (its state does not change). A snapshot stores only what no earlier one holds.
+         */
+        post: operations["post_boxes_box_ref_memory_snapshots"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/boxes/{box_ref}/memory/snapshots/{snapshot}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What a memory snapshot holds
+         * @description The snapshot and every directory and file in it, by path.
+         */
+        get: operations["get_boxes_box_ref_memory_snapshots_snapshot"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/boxes/{box_ref}/memory/snapshots/{snapshot}/diff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What changed in a box's memory between two snapshots
+         * @description The files added, removed and modified from `{snapshot}` to `to` (default: the newest). With `path`, only below it; when that leaves one file of text (≤ 1 MiB each side), its unified diff is in `patch`.
+         */
+        get: operations["get_boxes_box_ref_memory_snapshots_snapshot_diff"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/boxes/{box_ref}/memory/snapshots/{snapshot}/files/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Read a memory file as a snapshot holds it */
+        get: operations["get_boxes_box_ref_memory_snapshots_snapshot_files_path"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/boxes/{box_ref}/memory/{path}": {
         parameters: {
             query?: never;
@@ -1102,6 +1263,11 @@ export interface components {
             volume?: null | components["schemas"]["VolumeView"];
         };
         /**
+         * @description How a path differs between two snapshots.
+         * @enum {string}
+         */
+        ChangeKind: "added" | "removed" | "modified";
+        /**
          * @description A JSON control message a client sends on a terminal's WebSocket (`GET
          *     /v1/boxes/{ref}/pty`), as a text frame beside the binary input:
          *     `{"resize":{"cols","rows"}}` or `{"signal":"INT"}`.
@@ -1580,6 +1746,31 @@ export interface components {
             /** Format: int64 */
             pids: number;
         };
+        /** @description One changed file. */
+        MemoryChange: {
+            change: components["schemas"]["ChangeKind"];
+            /**
+             * @description A unified diff of the file's text (3 lines of context), when the diff was asked for
+             *     one path and both sides are text of at most 1 MiB.
+             */
+            patch?: string | null;
+            path: string;
+            /** Format: int64 */
+            size_after?: number | null;
+            /** Format: int64 */
+            size_before?: number | null;
+        };
+        /** @description `GET …/memory/snapshots/{id}/diff?to=…`: what changed from `from` to `to`, by path. */
+        MemoryDiff: {
+            changes: components["schemas"]["MemoryChange"][];
+            from: string;
+            to: string;
+        };
+        /** @description One edge of the graph: `from` links to `to`. */
+        MemoryEdge: {
+            from: string;
+            to: string;
+        };
         /** @description One entry of a box's memory. */
         MemoryEntry: {
             kind: components["schemas"]["FileKind"];
@@ -1601,6 +1792,112 @@ export interface components {
             size: number;
             /** @description A symlink's target, as stored (never followed). */
             target?: string | null;
+        };
+        /** @description `GET …/memory/graph`: every indexed file and every link between files. */
+        MemoryGraph: {
+            edges: components["schemas"]["MemoryEdge"][];
+            /** @description Every indexed file, and every link target that does not exist (yet), sorted. */
+            nodes: components["schemas"]["MemoryNode"][];
+        };
+        /** @description One file that matched. */
+        MemoryHit: {
+            /** @description Byte ranges of `snippet` that matched the query, `[start, end)`. */
+            highlights: number[][];
+            /** @description Below `/memory` (`entities/alice.md`). */
+            path: string;
+            /**
+             * Format: float
+             * @description Higher is better (BM25); comparable within one answer only.
+             */
+            score: number;
+            /** @description A few lines of the file around the best match, as plain text. */
+            snippet: string;
+        };
+        /** @description A `[[link]]` as written in a file, and where it leads. */
+        MemoryLink: {
+            /** @description Whether `target` exists. */
+            exists: boolean;
+            /**
+             * @description The file it resolves to below `/memory`: `[[name]]` is `entities/name.md` unless a
+             *     file of that path exists; `[[a/b]]` is `a/b.md` (or `a/b` when that file exists).
+             */
+            target: string;
+            /** @description What was between the brackets, before any `|` (`alice`, `timeline/2026-12`). */
+            text: string;
+        };
+        /** @description `GET …/memory/links?path=`: a file's outgoing links and the files that link to it. */
+        MemoryLinks: {
+            /** @description Files whose links resolve to `path`, sorted. */
+            backlinks: string[];
+            outgoing: components["schemas"]["MemoryLink"][];
+            path: string;
+        };
+        /** @description One node of the graph. */
+        MemoryNode: {
+            exists: boolean;
+            path: string;
+        };
+        /** @description What a restore did. */
+        MemoryRestored: {
+            /** @description The snapshot of the memory as it was just before: restore it to undo this one. */
+            before: components["schemas"]["MemorySnapshot"];
+            /**
+             * Format: int64
+             * @description Files written back.
+             */
+            files: number;
+            /**
+             * Format: int64
+             * @description Files removed because the snapshot did not hold them (a whole-tree or directory
+             *     restore).
+             */
+            removed: number;
+            /** @description The snapshot brought back. */
+            restored: string;
+        };
+        /** @description `GET …/memory/search?q=`: best first. */
+        MemorySearchResults: {
+            hits: components["schemas"]["MemoryHit"][];
+            /**
+             * Format: int64
+             * @description Files the index holds.
+             */
+            indexed_files: number;
+            query: string;
+        };
+        /** @description One snapshot of a box's `/memory`. */
+        MemorySnapshot: {
+            /**
+             * Format: int64
+             * @description Their bytes.
+             */
+            bytes: number;
+            /**
+             * Format: int64
+             * @description Regular files in it.
+             */
+            files: number;
+            /** @description `ms_` and its time in milliseconds: snapshots sort by id as by time. */
+            id: string;
+            reason: components["schemas"]["SnapshotReason"];
+            /** @description The snapshot's content hash: two snapshots with the same root hold the same tree. */
+            root: string;
+            /**
+             * Format: int64
+             * @description What this snapshot added to the store, compressed: about the size of what changed.
+             */
+            stored_bytes: number;
+            /** @description RFC 3339, UTC. */
+            taken_at: string;
+        };
+        /** @description `GET …/memory/snapshots`: oldest first. */
+        MemorySnapshotList: {
+            snapshots: components["schemas"]["MemorySnapshot"][];
+        };
+        /** @description `GET …/memory/snapshots/{id}`: the snapshot and everything in it. */
+        MemorySnapshotTree: {
+            entries: components["schemas"]["SnapshotEntry"][];
+            snapshot: components["schemas"]["MemorySnapshot"];
         };
         /**
          * @description Where a memory answer was read from.
@@ -1829,6 +2126,16 @@ export interface components {
             errors: components["schemas"]["TemplateErrorView"][];
             templates: components["schemas"]["TemplateView"][];
         };
+        /** @description `POST …/memory/restore`. */
+        RestoreRequest: {
+            /**
+             * @description A file or directory below `/memory` to bring back alone; absent: the whole tree,
+             *     which then holds exactly what the snapshot held.
+             */
+            path?: string | null;
+            /** @description The snapshot to bring back. */
+            snapshot: string;
+        };
         RuntimeListView: {
             runtimes: components["schemas"]["RuntimeView"][];
         };
@@ -1913,6 +2220,21 @@ export interface components {
             /** @description HUP, INT, QUIT, KILL, USR1, USR2, TERM, CONT, STOP, TSTP or WINCH. */
             signal: string;
         };
+        /** @description One entry of a snapshot (`GET …/memory/snapshots/{id}`). */
+        SnapshotEntry: {
+            /** @description `file` or `dir`. */
+            kind: components["schemas"]["FileKind"];
+            path: string;
+            /** Format: int64 */
+            size: number;
+        };
+        /**
+         * @description Why a snapshot was taken.
+         * @enum {string}
+         */
+        SnapshotReason: "stop" | "request" | "before_restore";
+        /** @description `POST …/memory/snapshots`'s body (optional). */
+        SnapshotRequest: Record<string, unknown>;
         /** @description `POST /v1/boxes/{ref}/start`'s optional body. */
         StartBody: {
             /** @description Start the (stopped) box on this runtime from now on, with its volume. */
@@ -3320,6 +3642,460 @@ export interface operations {
             };
             /** @description the box's volume image cannot be read (its next start checks it) */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_boxes_box_ref_memory_graph: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryGraph"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such box */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_boxes_box_ref_memory_links: {
+        parameters: {
+            query: {
+                /** @description a file below `/memory` (e.g. `entities/alice.md`) */
+                path: string;
+            };
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryLinks"];
+                };
+            };
+            /** @description invalid path */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such box, or no such file in its memory */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    post_boxes_box_ref_memory_restore: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RestoreRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryRestored"];
+                };
+            };
+            /** @description invalid path or body */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such box or snapshot, or the snapshot does not hold `path` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_boxes_box_ref_memory_search: {
+        parameters: {
+            query: {
+                /** @description the words to find */
+                q: string;
+                /** @description most hits, 1–100 (default 20) */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemorySearchResults"];
+                };
+            };
+            /** @description no words in `q` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such box */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_boxes_box_ref_memory_snapshots: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemorySnapshotList"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such box */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    post_boxes_box_ref_memory_snapshots: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+            };
+            cookie?: never;
+        };
+        /** @description nothing, or `{}` */
+        requestBody?: {
+            content: {
+                "application/json": null | components["schemas"]["SnapshotRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemorySnapshot"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such box, or a box never started (it has no memory yet) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the memory cannot be read, or is over 512 MiB */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the memory is over what a snapshot takes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_boxes_box_ref_memory_snapshots_snapshot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+                /** @description the snapshot's id (`ms_…`) */
+                snapshot: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemorySnapshotTree"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such box or snapshot */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_boxes_box_ref_memory_snapshots_snapshot_diff: {
+        parameters: {
+            query?: {
+                /** @description the later snapshot's id (default: the newest) */
+                to?: string;
+                /** @description a file or directory below `/memory` */
+                path?: string;
+            };
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+                /** @description the earlier snapshot's id */
+                snapshot: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryDiff"];
+                };
+            };
+            /** @description invalid path */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such box or snapshot */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_boxes_box_ref_memory_snapshots_snapshot_files_path: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+                /** @description the snapshot's id */
+                snapshot: string;
+                /** @description the file's path below `/memory` */
+                path: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the file's bytes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": number[];
+                };
+            };
+            /** @description invalid path */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such box or snapshot, or no such file in it */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5748,6 +6524,7 @@ export const awakeReasonOneOf2KindValues: ReadonlyArray<Extract<FlattenedDeepReq
 }>["kind"]> = ["recent_use"];
 export const boxStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["BoxState"]> = ["stopped", "starting", "running", "stopping", "paused", "snapshotted", "failed"];
 export const boxUserValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["BoxUser"]> = ["user", "root"];
+export const changeKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ChangeKind"]> = ["added", "removed", "modified"];
 export const egressSourceValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EgressSource"]> = ["box", "template"];
 export const errorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ErrorCode"]> = ["invalid_request", "unauthorized", "not_found", "already_exists", "permission_denied", "conflict", "payload_too_large", "is_a_directory", "not_a_directory", "not_empty", "not_a_regular_file", "too_many_requests", "unsupported", "timeout", "unavailable", "insufficient_storage", "quota_exceeded", "bad_origin", "duplicate_session_cookie", "internal", "unknown"];
 export const eventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EventType"]> = ["state", "log", "harness_start", "harness_exit", "harness_failed", "wakeup", "wake_request", "turn_timeout", "boot", "volume_restored", "gap", "system", "assistant", "user", "result", "stream_event", "error"];
@@ -5782,6 +6559,7 @@ export const processFrameOneOf1TypeValues: ReadonlyArray<Extract<FlattenedDeepRe
 export const processFrameOneOf2TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["ProcessFrame"], {
     type: unknown;
 }>["type"]> = ["unknown"];
+export const snapshotReasonValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SnapshotReason"]> = ["stop", "request", "before_restore"];
 export const watchEventOneOf0TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["WatchEvent"], {
     type: unknown;
 }>["type"]> = ["create"];

@@ -96,6 +96,11 @@ impl MemoryHistory {
 
 pub use take::TakeSnapshot;
 
+/// The hash a snapshot names a file's bytes by (sha256, lowercase hex).
+pub fn content_hash(content: &[u8]) -> String {
+    objects::sha256_hex(content)
+}
+
 /// What changed from `from` to `to`, files only, by path.
 pub fn diff(from: &SnapshotFiles, to: &SnapshotFiles) -> Vec<MemoryChange> {
     let files = |s: &SnapshotFiles| -> BTreeMap<String, SnapshotFile> {

@@ -8,7 +8,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use berth_protocol::memory_history::{MemorySnapshot, SnapshotReason};
 use bytes::Bytes;
-use futures_util::{StreamExt as _, TryStreamExt as _};
 
 use super::objects::{self, sha256_hex};
 use super::tree::{self, TreeEntry, TreeObject};
@@ -43,16 +42,39 @@ struct Hashed {
 impl MemoryHistory {
     /// Stores a snapshot of what `take` holds and returns its record.
     pub async fn take(&self, take: TakeSnapshot<'_>) -> Result<MemorySnapshot, ChunkError> {
-        crate::check_volume(take.box_id)?;
-        let mut root = BTreeMap::new();
-        for input in take.inputs {
-            insert(&mut root, input)?;
+        let box_id = take.box_id;
+        let (reason, hashed, root_hash) = hash_inputs(take)?;
+        let previous = objects::latest_snapshot(&self.store, box_id).await?;
+        self.store_hashed(box_id, reason, hashed, root_hash, previous)
+            .await
+    }
+
+    /// [`Self::take`], unless the box's newest snapshot holds the same tree already
+    /// (then None: a memory that did not change since is not recorded again).
+    pub async fn take_if_changed(
+        &self,
+        take: TakeSnapshot<'_>,
+    ) -> Result<Option<MemorySnapshot>, ChunkError> {
+        let box_id = take.box_id;
+        let (reason, hashed, root_hash) = hash_inputs(take)?;
+        let previous = objects::latest_snapshot(&self.store, box_id).await?;
+        if previous.as_ref().is_some_and(|p| p.root == root_hash) {
+            return Ok(None);
         }
-        let mut hashed = Hashed::default();
-        let root_hash = hash_dir(&root, &mut hashed);
-        drop(root);
+        self.store_hashed(box_id, reason, hashed, root_hash, previous)
+            .await
+            .map(Some)
+    }
+
+    async fn store_hashed(
+        &self,
+        box_id: &str,
+        reason: SnapshotReason,
+        hashed: Hashed,
+        root_hash: String,
+        previous: Option<MemorySnapshot>,
+    ) -> Result<MemorySnapshot, ChunkError> {
         let store = &self.store;
-        let previous = objects::latest_snapshot(store, take.box_id).await?;
         let mut marker = Marker::write(store, MarkerKind::Upload).await?;
         if !markers::wait_while_gc_runs(store, &mut marker).await? {
             return Err(ChunkError::MemoryInput(
@@ -62,9 +84,9 @@ impl MemoryHistory {
         let previous_root = previous.as_ref().map(|p| p.root.clone());
         let stored_bytes = ensure_tree(store, &hashed, &root_hash, previous_root).await?;
         let record = MemorySnapshot {
-            id: free_id(self, take.box_id).await?,
+            id: free_id(self, box_id).await?,
             taken_at: String::new(),
-            reason: take.reason,
+            reason,
             files: hashed.files,
             bytes: hashed.bytes,
             stored_bytes,
@@ -74,11 +96,11 @@ impl MemoryHistory {
             taken_at: rfc3339_ms(&record.id),
             ..record
         };
-        objects::put_snapshot(store, take.box_id, &record).await?;
+        objects::put_snapshot(store, box_id, &record).await?;
         if !marker.still_there().await? {
             // A GC took the marker for a crashed snapshot's and may have swept objects
             // this one names: it cannot be trusted.
-            objects::delete_snapshots(store, take.box_id, std::slice::from_ref(&record.id)).await?;
+            objects::delete_snapshots(store, box_id, std::slice::from_ref(&record.id)).await?;
             return Err(ChunkError::MemoryInput(
                 "a GC ran while this snapshot stalled; take it again".into(),
             ));
@@ -86,6 +108,18 @@ impl MemoryHistory {
         marker.remove().await?;
         Ok(record)
     }
+}
+
+/// The inputs' trees and blobs, hashed; the root tree's hash.
+fn hash_inputs(take: TakeSnapshot<'_>) -> Result<(SnapshotReason, Hashed, String), ChunkError> {
+    crate::check_volume(take.box_id)?;
+    let mut root = BTreeMap::new();
+    for input in take.inputs {
+        insert(&mut root, input)?;
+    }
+    let mut hashed = Hashed::default();
+    let root_hash = hash_dir(&root, &mut hashed);
+    Ok((take.reason, hashed, root_hash))
 }
 
 fn insert(root: &mut BTreeMap<String, Node>, input: MemoryInput) -> Result<(), ChunkError> {
@@ -209,11 +243,16 @@ async fn ensure_tree(
             .collect::<HashSet<_>>()
             .into_iter()
             .collect();
-        written += futures_util::stream::iter(blobs)
-            .map(|h| ensure_blob(store, h, &hashed.blobs[h]))
-            .buffer_unordered(BLOB_PUTS)
-            .try_fold(0, |sum, n| async move { Ok(sum + n) })
-            .await?;
+        // A few at a time (a plain loop of joins: stream combinators over borrowing
+        // closures make the future not `Send` for every lifetime, as axum needs).
+        for batch in blobs.chunks(BLOB_PUTS) {
+            let puts = batch
+                .iter()
+                .map(|h| ensure_blob(store, h, &hashed.blobs[*h]));
+            for n in futures_util::future::try_join_all(puts).await? {
+                written += n;
+            }
+        }
         stack.push((hash.clone(), None, true));
         for e in tree.entries.iter().filter(|e| e.dir) {
             stack.push((e.hash.clone(), previous_dir(&e.name), false));

@@ -172,7 +172,10 @@ async fn gc_deletes_only_what_no_snapshot_names(rig: Rig) {
         .unwrap();
     assert!(b1.stored_bytes < 1000, "{}", b1.stored_bytes);
 
-    history.forget("bx_a", std::slice::from_ref(&a1.id)).await.unwrap();
+    history
+        .forget("bx_a", std::slice::from_ref(&a1.id))
+        .await
+        .unwrap();
     let report = history.gc().await.unwrap();
     assert!(!report.skipped_for_upload);
     // old.md's blob and a1's root tree.

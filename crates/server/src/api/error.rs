@@ -260,6 +260,13 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         OpError::Memory(failure) => memory_status(failure.kind),
         OpError::NoVolumeReader => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable),
         OpError::MemoryTimeout { .. } => (StatusCode::GATEWAY_TIMEOUT, ErrorCode::Timeout),
+        OpError::NoSuchSnapshot { .. }
+        | OpError::NotInSnapshot { .. }
+        | OpError::NotIndexed { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+        OpError::EmptySearch => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
+        OpError::MemoryHistory(berth_chunks::ChunkError::MemoryInput(_)) => {
+            (StatusCode::CONFLICT, ErrorCode::Conflict)
+        }
         OpError::Secret(e) => secret_status(e),
         OpError::Push(e) => push_status(e),
         OpError::Webhook(e) => webhook_status(e),
@@ -271,6 +278,8 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::Store(_)
         | OpError::Random(_)
         | OpError::MemoryReader(_)
+        | OpError::MemoryHistory(_)
+        | OpError::MemoryIndex(_)
         | OpError::TaskPanicked { .. } => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
     }
 }

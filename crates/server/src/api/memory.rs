@@ -59,7 +59,7 @@ pub async fn file(
 
 /// Text for the notes memory holds, bytes for anything else: never a type a browser would
 /// run (the file is the box's, served from berth's own origin).
-fn content_type(path: &str) -> http::HeaderValue {
+pub(super) fn content_type(path: &str) -> http::HeaderValue {
     let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
     http::HeaderValue::from_static(match ext.as_deref() {
         Some("md" | "markdown") => "text/markdown; charset=utf-8",

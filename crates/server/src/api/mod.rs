@@ -19,6 +19,8 @@ pub mod files_archive;
 pub mod files_watch;
 pub mod mcp;
 pub mod memory;
+pub mod memory_history;
+pub mod memory_search;
 pub mod messages;
 pub mod metrics;
 pub mod nodes;
@@ -124,6 +126,38 @@ fn routes(ctx: Ctx) -> Router<Ctx> {
             post(messages::post).get(messages::list),
         )
         .route("/v1/boxes/{box_ref}/memory", get(memory::tree))
+        .route(
+            "/v1/boxes/{box_ref}/memory/search",
+            get(memory_search::search),
+        )
+        .route(
+            "/v1/boxes/{box_ref}/memory/links",
+            get(memory_search::links),
+        )
+        .route(
+            "/v1/boxes/{box_ref}/memory/graph",
+            get(memory_search::graph),
+        )
+        .route(
+            "/v1/boxes/{box_ref}/memory/snapshots",
+            get(memory_history::list).post(memory_history::take),
+        )
+        .route(
+            "/v1/boxes/{box_ref}/memory/snapshots/{snapshot}",
+            get(memory_history::get),
+        )
+        .route(
+            "/v1/boxes/{box_ref}/memory/snapshots/{snapshot}/diff",
+            get(memory_history::diff),
+        )
+        .route(
+            "/v1/boxes/{box_ref}/memory/snapshots/{snapshot}/files/{*path}",
+            get(memory_history::file),
+        )
+        .route(
+            "/v1/boxes/{box_ref}/memory/restore",
+            post(memory_history::restore),
+        )
         .route("/v1/boxes/{box_ref}/memory/{*path}", get(memory::file))
         .route("/v1/boxes/{box_ref}/events", get(events::events))
         .route("/v1/boxes/{box_ref}/egress", get(egress::audit))

@@ -10,8 +10,8 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     box_sleep, box_update, boxes, egress, events, exec, files, files_archive, files_watch, memory,
-    messages, port_links, ports, processes, push, runtimes, secrets, templates, tenants, terminals,
-    wakeups, web_sessions, webhooks,
+    memory_history, memory_search, messages, port_links, ports, processes, push, runtimes, secrets,
+    templates, tenants, terminals, wakeups, web_sessions, webhooks,
 };
 
 #[derive(OpenApi)]
@@ -46,6 +46,15 @@ use super::{
         files::remove,
         memory::tree,
         memory::file,
+        memory_search::search,
+        memory_search::links,
+        memory_search::graph,
+        memory_history::list,
+        memory_history::take,
+        memory_history::get,
+        memory_history::diff,
+        memory_history::file,
+        memory_history::restore,
         files_archive::read,
         files_archive::write,
         files_watch::watch,

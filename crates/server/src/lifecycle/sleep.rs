@@ -124,6 +124,7 @@ async fn snapshot_held(t: &mut Transition<'_>, reason: Option<&str>) -> Result<(
     t.live.end_boot();
     t.write(BoxState::Snapshotted, reason)?;
     super::copy::after_sleep(t).await;
+    crate::memory::history::at_stop(t).await;
     tracing::info!(box_id = %id, name = %record.name, elapsed_ms = began.elapsed().as_millis() as u64, "box snapshotted");
     Ok(())
 }

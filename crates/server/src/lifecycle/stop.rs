@@ -55,6 +55,7 @@ async fn stop_held_as(t: &mut Transition<'_>, failure: Option<&str>) -> Result<(
         }
     }
     super::copy::after_sleep(t).await;
+    crate::memory::history::at_stop(t).await;
     Ok(())
 }
 

@@ -44,6 +44,7 @@ async fn delete_locked(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
     if let Some(durable) = &ctx.durable {
         durable.forget(id);
     }
+    ctx.memory.forget_box(id).await;
     tracing::info!(box_id = %id, %name, "box deleted");
     Ok(())
 }

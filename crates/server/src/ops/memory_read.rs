@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use berth_chunks::memory::{MemoryInput, MAX_SNAPSHOT_BYTES};
 use berth_protocol::guest::{BoxUser, FileKind, FileQuery};
 use berth_protocol::memory::{
     memory_path, steps, MemoryEntry, MemorySource, MemoryTree, VolumeRead, VolumeReadFailure,
@@ -143,6 +144,10 @@ fn never_booted(request: &VolumeRead) -> Result<Answer, OpError> {
             Why::NotFound,
             format!("/memory/{path} does not exist (the box has not started yet: its memory is made at its first boot)"),
         )),
+        VolumeRead::Export { .. } => Err(memory_error(
+            Why::NotFound,
+            "the box has not started yet: its memory is made at its first boot".into(),
+        )),
     }
 }
 
@@ -165,7 +170,92 @@ fn answer_cap(request: &VolumeRead) -> usize {
     match request {
         VolumeRead::File { max_bytes, .. } => usize::try_from(*max_bytes).unwrap_or(usize::MAX),
         VolumeRead::Tree { .. } => 64 << 20,
+        VolumeRead::Export { max_bytes } => export_cap(*max_bytes),
     }
+}
+
+/// A tar of `max_bytes` of files: their headers and padding come on top (a 512-byte header
+/// and up to 511 bytes of padding for each of at most `MAX_TREE_ENTRIES`).
+fn export_cap(max_bytes: u64) -> usize {
+    usize::try_from(max_bytes).unwrap_or(usize::MAX) + MAX_TREE_ENTRIES * 1024 + 4096
+}
+
+/// All of a box's `/memory` (its directories and regular files, for a snapshot), and where
+/// it was read from: a running box's agent packs it, any other box's image is exported
+/// by the volume reader, under the box's lock as [`tree`] is.
+pub async fn export(ctx: &Ctx, id: &BoxId) -> Result<(Vec<MemoryInput>, MemorySource), OpError> {
+    let request = VolumeRead::Export {
+        max_bytes: MAX_SNAPSHOT_BYTES,
+    };
+    match read(ctx, id, request).await? {
+        Answer::Guest(client) => Ok((guest_export(&client).await?, MemorySource::Box)),
+        Answer::Volume(tar) => Ok((inputs_of(&tar)?, MemorySource::Volume)),
+    }
+}
+
+/// [`export`] of a box whose lifecycle lock the caller holds and on which nothing runs:
+/// its image, read by the volume reader. None when it has no image yet, or the daemon has
+/// no reader program.
+pub(crate) async fn export_image(
+    ctx: &Ctx,
+    id: &BoxId,
+) -> Result<Option<Vec<MemoryInput>>, OpError> {
+    let image = volume_image(&ctx.data_dir, id);
+    let Some(program) = READER_PROGRAM.get().cloned() else {
+        return Ok(None);
+    };
+    if !image.exists() {
+        return Ok(None);
+    }
+    let request = VolumeRead::Export {
+        max_bytes: MAX_SNAPSHOT_BYTES,
+    };
+    let cap = answer_cap(&request);
+    let read = blocking(move || berth_image::read_volume(&program, &image, &request, cap))
+        .await
+        .map_err(|source| OpError::TaskPanicked {
+            id: id.clone(),
+            source,
+        })?;
+    inputs_of(&read.map_err(volume_error)?).map(Some)
+}
+
+fn inputs_of(tar: &[u8]) -> Result<Vec<MemoryInput>, OpError> {
+    berth_chunks::memory::read_tar(tar).map_err(OpError::MemoryHistory)
+}
+
+/// A running box's `/memory` as its agent packs it, taken as it streams and refused past
+/// what a snapshot may hold.
+async fn guest_export(client: &GuestClient) -> Result<Vec<MemoryInput>, OpError> {
+    let cap = export_cap(MAX_SNAPSHOT_BYTES);
+    let read = async {
+        let mut download = client
+            .download_archive(&query(""))
+            .await
+            .map_err(|e| guest_error(e, ""))?;
+        let mut tar = Vec::new();
+        while let Some(chunk) = download
+            .next_chunk()
+            .await
+            .map_err(|e| guest_error(e, ""))?
+        {
+            if tar.len() + chunk.len() > cap {
+                return Err(memory_error(
+                    Why::TooLarge,
+                    format!(
+                        "/memory holds more than the {} MiB a snapshot takes",
+                        MAX_SNAPSHOT_BYTES >> 20
+                    ),
+                ));
+            }
+            tar.extend_from_slice(&chunk);
+        }
+        Ok(tar)
+    };
+    let tar = tokio::time::timeout(GUEST_DEADLINE * 4, read)
+        .await
+        .map_err(|_| guest_too_slow())??;
+    inputs_of(&tar)
 }
 
 /// The walk of a running box's `/memory` below `rel`, one directory listing at a time, in
