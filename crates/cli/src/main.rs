@@ -97,7 +97,7 @@ pub enum Command {
     Logs(cmd_logs::LogsArgs),
     /// Print a box's egress audit log: every connection it made or was refused.
     Egress(cmd_egress::EgressArgs),
-    /// Read a box's /memory without waking it: list it, print a file.
+    /// A box's /memory without waking it: list, read, search, links, snapshots, restore.
     Memory(cmd_memory::MemoryArgs),
     /// Reach a box's ports through berth: print a port's URL, make, list and revoke share
     /// links.
@@ -138,7 +138,8 @@ pub enum Command {
     ///
     /// An MCP client starts `berth mcp` and speaks MCP (JSON-RPC, one message a line) on its
     /// stdin and stdout. Tools: box_create, box_list, box_exec, box_read_file, box_write_file,
-    /// box_list_files, box_send_message, box_events, box_port_url. Each call acts with this
+    /// box_list_files, box_send_message, box_events, box_port_url, memory_read, memory_search.
+    /// Each call acts with this
     /// command's API key, so the client sees exactly that key's tenant's boxes.
     ///
     /// The daemon is found like any client command's (BERTH_URL and BERTH_API_KEY, else the

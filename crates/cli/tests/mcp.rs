@@ -2,8 +2,8 @@
 //! `berth up`, two tenants, and `tests/mcp/session.py` driving the same session over stdio
 //! (the SDK spawns `berth mcp`) and over Streamable HTTP (the daemon's `/mcp`): tools listed,
 //! a box made, exec, a file written and read, a message answered by the `echo` template's
-//! agent, and the other tenant's box out of reach. Then no box is left but the ones the
-//! session made, and those are removed.
+//! agent, its memory read and searched, and the other tenant's box out of reach. Then no box
+//! is left but the ones the session made, and those are removed.
 
 mod common;
 
@@ -23,6 +23,7 @@ const CHECKS: &[&str] = &[
     "stdio: a file written, read whole and in part, listed",
     "stdio: the agent answered the message, and its events read back",
     "stdio: the agent's memory listed and read",
+    "stdio: the agent's memory searched",
     "stdio: a port's URL",
     "stdio: another tenant's box and bad arguments are tool errors",
     "http: tools listed with their schemas",
@@ -31,6 +32,7 @@ const CHECKS: &[&str] = &[
     "http: a file written, read whole and in part, listed",
     "http: the agent answered the message, and its events read back",
     "http: the agent's memory listed and read",
+    "http: the agent's memory searched",
     "http: a port's URL",
     "http: another tenant's box and bad arguments are tool errors",
     "http: the initialize handshake works too",

@@ -85,6 +85,14 @@ pub const TOOLS: &[ToolSpec] = &[
         schema: schema::<memory_tools::MemoryReadArgs>,
     },
     ToolSpec {
+        name: "memory_search",
+        description: "Search what the agent of a box remembers (its /memory) for words, \
+            without waking the box: the files that match, best first, each with its path and \
+            the lines around the match. Read the ones that matter with memory_read.",
+        read_only: true,
+        schema: schema::<memory_tools::MemorySearchArgs>,
+    },
+    ToolSpec {
         name: "box_send_message",
         description: "Send a message to the agent running in a box (its template's harness, \
             e.g. Claude Code) and wait for its answer: returns the text of the turn's result \
@@ -144,6 +152,7 @@ pub async fn run(
         "box_write_file" => file_tools::write(cx, parse(spec, args)?).await,
         "box_list_files" => file_tools::list(cx, parse(spec, args)?).await,
         "memory_read" => memory_tools::read(cx, parse(spec, args)?).await,
+        "memory_search" => memory_tools::search(cx, parse(spec, args)?).await,
         "box_send_message" => message_tools::send(cx, parse(spec, args)?).await,
         "box_events" => message_tools::events(cx, parse(spec, args)?).await,
         // Every name in TOOLS is above; a new one missed here fails the unit test below.
@@ -179,6 +188,7 @@ mod tests {
                 "box_write_file",
                 "box_list_files",
                 "memory_read",
+                "memory_search",
                 "box_send_message",
                 "box_events",
                 "box_port_url"

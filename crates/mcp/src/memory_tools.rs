@@ -1,8 +1,9 @@
-//! `memory_read`: what an agent's box remembers (its `/memory`), read without waking it, so
-//! another agent can consult it.
+//! `memory_read` and `memory_search`: what an agent's box remembers (its `/memory`), read
+//! or searched without waking it, so another agent can consult it.
 
 use berth_basics::{path_segment, query_value};
 use berth_protocol::memory::MemoryTree;
+use berth_protocol::memory_search::{MemorySearchResults, MAX_SEARCH_LIMIT};
 use http::StatusCode;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -23,6 +24,19 @@ pub struct MemoryReadArgs {
     /// listed).
     #[serde(default)]
     pub path: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySearchArgs {
+    /// The box's name or id (bx_…).
+    #[serde(rename = "box")]
+    pub box_ref: String,
+    /// The words to find (any of them; accents and case do not matter), e.g. "alice oslo".
+    pub query: String,
+    /// The most files to return, best first: 1 to 100 (default 20).
+    #[serde(default)]
+    pub limit: Option<usize>,
 }
 
 pub async fn read(cx: Cx<'_>, args: MemoryReadArgs) -> Result<String, ToolError> {
@@ -54,6 +68,56 @@ pub async fn read(cx: Cx<'_>, args: MemoryReadArgs) -> Result<String, ToolError>
     let tree: MemoryTree =
         answer::json(cx.call(ApiRequest::get(path)).await?, "a memory tree").await?;
     Ok(render_tree(&rel, &tree))
+}
+
+pub async fn search(cx: Cx<'_>, args: MemorySearchArgs) -> Result<String, ToolError> {
+    if args.query.trim().is_empty() {
+        return Err(ToolError::Argument {
+            field: "query",
+            reason: "has no words to find",
+        });
+    }
+    let mut path = box_path(
+        &args.box_ref,
+        &format!("/memory/search?q={}", query_value(&args.query)),
+    );
+    if let Some(limit) = args.limit {
+        if !(1..=MAX_SEARCH_LIMIT).contains(&limit) {
+            return Err(ToolError::Argument {
+                field: "limit",
+                reason: "must be 1 to 100",
+            });
+        }
+        path.push_str(&format!("&limit={limit}"));
+    }
+    let results: MemorySearchResults = answer::json(
+        cx.call(ApiRequest::get(path)).await?,
+        "memory search results",
+    )
+    .await?;
+    Ok(render_hits(&results))
+}
+
+/// One hit a paragraph: its path, then its snippet indented.
+fn render_hits(results: &MemorySearchResults) -> String {
+    let query = &results.query;
+    let indexed = results.indexed_files;
+    if results.hits.is_empty() {
+        return format!("/memory: no file matches {query:?} ({indexed} files searched)");
+    }
+    let matched = match results.hits.len() {
+        1 => "1 file matches".to_owned(),
+        n => format!("{n} files match"),
+    };
+    let mut lines = vec![format!(
+        "/memory: {matched} {query:?} (of {indexed}), best first"
+    )];
+    for hit in &results.hits {
+        lines.push(hit.path.clone());
+        lines.extend(hit.snippet.lines().map(|line| format!("  {line}")));
+    }
+    lines.push("[read a whole file with memory_read]".into());
+    lines.join("\n")
 }
 
 fn render_file(rel: &str, bytes: &[u8], more: bool) -> String {
@@ -120,5 +184,30 @@ mod tests {
         );
         assert_eq!(render_file("a.md", b"hi", false), "/memory/a.md:\nhi");
         assert!(render_file("a.md", b"hi", true).contains("cut at 131072 bytes"));
+    }
+
+    #[test]
+    fn search_hits_are_a_path_then_its_snippet_indented() {
+        use berth_protocol::memory_search::MemoryHit;
+        let mut results = MemorySearchResults {
+            query: "oslo".into(),
+            hits: vec![MemoryHit {
+                path: "entities/alice.md".into(),
+                score: 1.5,
+                snippet: "Alice\nmoved to Oslo".into(),
+                highlights: vec![[15, 19]],
+            }],
+            indexed_files: 7,
+        };
+        assert_eq!(
+            render_hits(&results),
+            "/memory: 1 file matches \"oslo\" (of 7), best first\nentities/alice.md\n  Alice\n  \
+             moved to Oslo\n[read a whole file with memory_read]"
+        );
+        results.hits.clear();
+        assert_eq!(
+            render_hits(&results),
+            "/memory: no file matches \"oslo\" (7 files searched)"
+        );
     }
 }

@@ -16,11 +16,13 @@ pub const MAX_LINK_BYTES: usize = 512;
 /// `alice`), trimmed. A link does not span lines; of nested openings (`[[a [[b]]`) the
 /// innermost counts. Texts that could not name a file are skipped: empty, longer than
 /// [`MAX_LINK_BYTES`], holding NUL, `[` or `]`, or whose path has an empty or `..`
-/// component (`[[../x]]`, `[[a//b]]`).
+/// component (`[[../x]]`, `[[a//b]]`). Code is not prose: brackets in a fenced block or an
+/// inline code span are not links (the seeded README shows the syntax as `` `[[name]]` ``).
 pub fn parse_links(text: &str) -> Vec<String> {
+    let prose = without_code(text);
     let mut seen = HashSet::new();
     let mut links = Vec::new();
-    let mut rest = text;
+    let mut rest = prose.as_str();
     while let Some(open) = rest.find("[[") {
         let after = &rest[open + 2..];
         let Some(close) = after.find("]]") else { break };
@@ -37,6 +39,59 @@ pub fn parse_links(text: &str) -> Vec<String> {
         }
     }
     links
+}
+
+/// `text` with its fenced code blocks (lines between ``` or ~~~ fences) and inline code
+/// spans (a run of backticks up to the next run of as many, on one line) left out.
+fn without_code(text: &str) -> String {
+    let mut prose = String::with_capacity(text.len());
+    let mut fence: Option<&str> = None;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        let marker = ["```", "~~~"].into_iter().find(|m| trimmed.starts_with(m));
+        match (fence, marker) {
+            (None, Some(m)) => fence = Some(m),
+            (Some(open), Some(m)) if open == m => fence = None,
+            (Some(_), _) => {}
+            (None, None) => strip_code_spans(line, &mut prose),
+        }
+        prose.push('\n');
+    }
+    prose
+}
+
+fn strip_code_spans(line: &str, prose: &mut String) {
+    let mut rest = line;
+    while let Some(start) = rest.find('`') {
+        prose.push_str(&rest[..start]);
+        let run = rest[start..].bytes().take_while(|b| *b == b'`').count();
+        let after = &rest[start + run..];
+        let closing = "`".repeat(run);
+        // The closing run must be exactly as long: find one not part of a longer run.
+        let mut search = 0;
+        let end = loop {
+            match after[search..].find(&closing) {
+                None => break None,
+                Some(at) => {
+                    let at = search + at;
+                    let longer = after[at + run..].starts_with('`');
+                    if !longer && (at == 0 || !after[..at].ends_with('`')) {
+                        break Some(at);
+                    }
+                    search = at + after[at..].bytes().take_while(|b| *b == b'`').count();
+                }
+            }
+        };
+        match end {
+            Some(at) => rest = &after[at + run..],
+            // An unclosed run is literal backticks.
+            None => {
+                prose.push_str(&rest[start..start + run]);
+                rest = after;
+            }
+        }
+    }
+    prose.push_str(rest.trim_end_matches('\n'));
 }
 
 /// Whether `text` (already trimmed) can be a link to a file below `/memory`.
@@ -134,6 +189,15 @@ mod tests {
         assert_eq!(parse_links(&text), ["ok/..x"]);
         let longest = "y".repeat(MAX_LINK_BYTES);
         assert_eq!(parse_links(&format!("[[{longest}]]")), [longest]);
+    }
+
+    #[test]
+    fn code_is_not_prose() {
+        let text = "Write `[[name]]` or ``[[x]] `y` ``, like [[real]].\n\
+                    ```md\n[[fenced]]\n```\n\
+                    after [[kept]] and an unclosed ` [[tick]]\n\
+                    ~~~\n[[tilde]]\n";
+        assert_eq!(parse_links(text), ["real", "kept", "tick"]);
     }
 
     #[test]

@@ -96,12 +96,6 @@ pub struct MemoryDiff {
     pub changes: Vec<MemoryChange>,
 }
 
-/// `POST …/memory/snapshots`'s body (optional).
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SnapshotRequest {}
-
 /// `POST …/memory/restore`.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,7 +117,7 @@ pub struct MemoryRestored {
     pub restored: String,
     /// The snapshot of the memory as it was just before: restore it to undo this one.
     pub before: MemorySnapshot,
-    /// Files written back.
+    /// Files written back (those that differed from what stood in the box).
     pub files: u64,
     /// Files removed because the snapshot did not hold them (a whole-tree or directory
     /// restore).
@@ -135,7 +129,7 @@ pub struct MemoryRestored {
 /// The newest snapshot is always kept.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Retention {
     pub all_days: u32,
     pub daily_days: u32,

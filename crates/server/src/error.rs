@@ -335,6 +335,9 @@ pub enum OpError {
     /// A search without words.
     #[error("the search has no words: give q=…")]
     EmptySearch,
+    /// A search's `limit` outside what one answer holds.
+    #[error("limit {limit} is outside 1–{max}")]
+    BadSearchLimit { limit: usize, max: usize },
     /// Links asked for a file the index does not hold.
     #[error("/memory/{path} is not a file of the box's memory (its links are of files it holds)")]
     NotIndexed { path: String },

@@ -137,6 +137,7 @@ impl Server {
                 data,
                 durable.as_ref().map(|d| d.chunks()),
                 std::time::Duration::from_secs(config.host.storage.gc_interval_s),
+                config.host.memory.retention,
             )
             .map_err(ServerError::MemoryHistory)?,
         );

@@ -30,6 +30,21 @@ from .errors import (
     Unsupported,
 )
 from .memory import Memory, MemoryEntry, MemoryTree
+from .models_memory import (
+    MemoryChange,
+    MemoryDiff,
+    MemoryEdge,
+    MemoryGraph,
+    MemoryHit,
+    MemoryLink,
+    MemoryLinks,
+    MemoryNode,
+    MemoryRestored,
+    MemorySearchResults,
+    MemorySnapshot,
+    MemorySnapshotEntry,
+    MemorySnapshotTree,
+)
 from .models import BoxInfo, EgressPage, EgressRecord, Event, ExecResult, Limits, Message
 from .secrets import Secret
 from .tenants import ApiKey, Quota, Tenant, Usage
@@ -58,7 +73,20 @@ __all__ = [
     "InvalidRequest",
     "Limits",
     "Memory",
+    "MemoryChange",
+    "MemoryDiff",
+    "MemoryEdge",
     "MemoryEntry",
+    "MemoryGraph",
+    "MemoryHit",
+    "MemoryLink",
+    "MemoryLinks",
+    "MemoryNode",
+    "MemoryRestored",
+    "MemorySearchResults",
+    "MemorySnapshot",
+    "MemorySnapshotEntry",
+    "MemorySnapshotTree",
     "MemoryTree",
     "Message",
     "NotFound",

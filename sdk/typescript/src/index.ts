@@ -18,6 +18,7 @@ export { Box } from "./box.js";
 export { Files } from "./files.js";
 export type { RecursiveOption, UserOption } from "./files.js";
 export { Memory } from "./memory.js";
+export type { SnapshotRef } from "./memory.js";
 export { Process } from "./process.js";
 export { Terminal } from "./terminal.js";
 export type { TerminalOptions } from "./terminal.js";
@@ -49,7 +50,17 @@ export type {
   FileEntry,
   Health,
   KeyInfo,
+  MemoryChange,
+  MemoryDiff,
   MemoryEntry,
+  MemoryGraph,
+  MemoryHit,
+  MemoryLink,
+  MemoryLinks,
+  MemoryRestored,
+  MemorySearchResults,
+  MemorySnapshot,
+  MemorySnapshotTree,
   MemorySource,
   MemoryTree,
   MessageInfo,

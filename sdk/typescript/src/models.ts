@@ -63,6 +63,39 @@ export type MemoryTree = Schemas["MemoryTree"];
 export type MemoryEntry = Schemas["MemoryEntry"];
 /** Where a memory answer was read from: `box` or `volume`. */
 export type MemorySource = Schemas["MemorySource"];
+/**
+ * A search of a box's memory (`GET …/memory/search`): `hits` best first, and
+ * `indexed_files`, the files the box's index holds.
+ */
+export type MemorySearchResults = Schemas["MemorySearchResults"];
+/**
+ * One file that matched: `path`, `score` (BM25, comparable within one answer only), a
+ * plain-text `snippet` around its best match, and `highlights`, the `[start, end)` ranges
+ * of the snippet's UTF-8 bytes (not of its JavaScript string) that matched.
+ */
+export type MemoryHit = Schemas["MemoryHit"];
+/** A file's `outgoing` `[[links]]` (each `{text, target, exists}`) and its `backlinks`. */
+export type MemoryLinks = Schemas["MemoryLinks"];
+export type MemoryLink = Schemas["MemoryLink"];
+/** Every file and link target of a memory (`nodes`, `{path, exists}`) and its links (`edges`, `{from, to}`). */
+export type MemoryGraph = Schemas["MemoryGraph"];
+/**
+ * One snapshot of a box's `/memory`: `id` (`ms_` and its time in milliseconds: ids sort as
+ * times), `taken_at`, `reason` (`stop`, `request` or `before_restore`), `files`, `bytes`,
+ * `stored_bytes` (what it added to the store) and `root` (equal roots, equal trees).
+ */
+export type MemorySnapshot = Schemas["MemorySnapshot"];
+/** A snapshot and every entry in it (`{path, kind, size}`, `kind` `file` or `dir`). */
+export type MemorySnapshotTree = Schemas["MemorySnapshotTree"];
+/** What changed from snapshot `from` to `to`, by path. */
+export type MemoryDiff = Schemas["MemoryDiff"];
+/**
+ * One changed file: `change` `added`, `removed` or `modified`, its sizes, and `patch` (a
+ * unified diff) when the diff was asked for one path and both sides are text of ≤ 1 MiB.
+ */
+export type MemoryChange = Schemas["MemoryChange"];
+/** What a restore did: `restored`, the snapshot taken just `before` (restore it to undo), `files` written back, `removed`. */
+export type MemoryRestored = Schemas["MemoryRestored"];
 
 /** A finished command: its code (128 + signal after a signal) and its output. */
 export interface ExecResult {

@@ -355,7 +355,7 @@ export interface paths {
         put?: never;
         /**
          * Take a snapshot of a box's memory
-         * @description Now, whatever the box's state: a running box's agent packs `/memory`, any other box's volume image is read (its state does not change). A snapshot stores only what no earlier one holds.
+         * @description Now, whatever the box's state (the request has no body): a running box's agent packs `/memory`, any other box's volume image is read (its state does not change). A snapshot stores only what no earlier one holds.
          */
         post: operations["post_boxes_box_ref_memory_snapshots"];
         delete?: never;
@@ -1843,7 +1843,7 @@ export interface components {
             before: components["schemas"]["MemorySnapshot"];
             /**
              * Format: int64
-             * @description Files written back.
+             * @description Files written back (those that differed from what stood in the box).
              */
             files: number;
             /**
@@ -2233,8 +2233,6 @@ export interface components {
          * @enum {string}
          */
         SnapshotReason: "stop" | "request" | "before_restore";
-        /** @description `POST …/memory/snapshots`'s body (optional). */
-        SnapshotRequest: Record<string, unknown>;
         /** @description `POST /v1/boxes/{ref}/start`'s optional body. */
         StartBody: {
             /** @description Start the (stopped) box on this runtime from now on, with its volume. */
@@ -3821,7 +3819,7 @@ export interface operations {
                     "application/json": components["schemas"]["MemorySearchResults"];
                 };
             };
-            /** @description no words in `q` */
+            /** @description no words in `q`, or `limit` outside 1–100 */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3900,12 +3898,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description nothing, or `{}` */
-        requestBody?: {
-            content: {
-                "application/json": null | components["schemas"]["SnapshotRequest"];
-            };
-        };
+        requestBody?: never;
         responses: {
             201: {
                 headers: {

@@ -283,14 +283,32 @@ async fn free_id(history: &MemoryHistory, box_id: &str) -> Result<String, ChunkE
     }
 }
 
-/// The time of a snapshot id, RFC 3339 with milliseconds.
+/// The time of a snapshot id, RFC 3339 with exactly three digits of milliseconds (so the
+/// strings sort as the times do).
 fn rfc3339_ms(id: &str) -> String {
     let ms: i64 = id[3..].parse().unwrap_or(0);
+    let Ok(format) = time::format_description::parse_borrowed::<2>(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z",
+    ) else {
+        return String::new();
+    };
     time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
+        .and_then(|t| t.format(&format).ok())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn times_have_three_digits_of_milliseconds() {
+        assert_eq!(
+            super::rfc3339_ms("ms_001796435824100"),
+            "2026-12-05T01:57:04.100Z"
+        );
+        assert_eq!(
+            super::rfc3339_ms("ms_001796435824000"),
+            "2026-12-05T01:57:04.000Z"
+        );
+    }
 }

@@ -25,6 +25,7 @@ TOOLS = [
     "box_send_message",
     "box_write_file",
     "memory_read",
+    "memory_search",
 ]
 
 URL = os.environ["BERTH_URL"]
@@ -119,6 +120,22 @@ async def session(client, via, box):
     missing = await refused(client, "memory_read", {"box": box, "path": "nope.md"})
     assert "404 not_found" in missing, missing
     ok(f"{via}: the agent's memory listed and read")
+
+    found = await call(client, "memory_search", {"box": box, "query": "hello"})
+    assert found.startswith('/memory: 1 file matches "hello" (of '), found
+    assert f"\n{days[0]}\n  " in found and "- user: hello there" in found, found
+    assert found.endswith("[read a whole file with memory_read]"), found
+    lines = await call(client, "memory_search", {"box": box, "query": "README", "limit": 1})
+    assert lines.startswith("/memory: 1 file matches"), lines
+    none = await call(client, "memory_search", {"box": box, "query": "zanzibar"})
+    assert none.startswith('/memory: no file matches "zanzibar"'), none
+    empty = await refused(client, "memory_search", {"box": box, "query": "  "})
+    assert empty == "invalid argument query: has no words to find", empty
+    too_many = await refused(client, "memory_search", {"box": box, "query": "a", "limit": 0})
+    assert too_many == "invalid argument limit: must be 1 to 100", too_many
+    theirs = await refused(client, "memory_search", {"box": OTHER_BOX, "query": "hello"})
+    assert "404 not_found" in theirs, theirs
+    ok(f"{via}: the agent's memory searched")
 
     url = await call(client, "box_port_url", {"box": box, "port": 8080})
     assert url.startswith(f"{URL}/v1/boxes/{box}/ports/8080/"), url

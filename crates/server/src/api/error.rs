@@ -182,7 +182,8 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::InvalidEgress(_)
         | OpError::EgressEnvClash { .. }
         | OpError::InvalidMessageId(_)
-        | OpError::NoHarness { .. } => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
+        | OpError::NoHarness { .. }
+        | OpError::BadSearchLimit { .. } => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
         OpError::Busy { .. } => (StatusCode::TOO_MANY_REQUESTS, ErrorCode::TooManyRequests),
         OpError::MessageTooLarge { .. } => {
             (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge)

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use berth_protocol::memory_history::{
     MemoryDiff, MemoryRestored, MemorySnapshot, MemorySnapshotList, MemorySnapshotTree,
-    RestoreRequest, SnapshotReason, SnapshotRequest,
+    RestoreRequest, SnapshotReason,
 };
 use http::StatusCode;
 use serde::Deserialize;
@@ -29,7 +29,7 @@ pub async fn list(
     Ok(Json(history::list(&ctx, &record.id).await?))
 }
 
-#[utoipa::path(post, path = "/v1/boxes/{box_ref}/memory/snapshots", tag = "memory", summary = "Take a snapshot of a box's memory", description = "Now, whatever the box's state: a running box's agent packs `/memory`, any other box's volume image is read (its state does not change). A snapshot stores only what no earlier one holds.", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), request_body(content = Option<SnapshotRequest>, description = "nothing, or `{}`"), responses((status = 201, body = MemorySnapshot), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box, or a box never started (it has no memory yet)", body = berth_protocol::ErrorBody), (status = 409, description = "the memory cannot be read, or is over 512 MiB", body = berth_protocol::ErrorBody), (status = 413, description = "the memory is over what a snapshot takes", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+#[utoipa::path(post, path = "/v1/boxes/{box_ref}/memory/snapshots", tag = "memory", summary = "Take a snapshot of a box's memory", description = "Now, whatever the box's state (the request has no body): a running box's agent packs `/memory`, any other box's volume image is read (its state does not change). A snapshot stores only what no earlier one holds.", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), responses((status = 201, body = MemorySnapshot), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box, or a box never started (it has no memory yet)", body = berth_protocol::ErrorBody), (status = 409, description = "the memory cannot be read, or is over 512 MiB", body = berth_protocol::ErrorBody), (status = 413, description = "the memory is over what a snapshot takes", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn take(
     State(ctx): State<Ctx>,
     Caller(who): Caller,

@@ -12,6 +12,7 @@ use crate::api::auth::Caller;
 use crate::api::error::ApiError;
 use crate::api::extract::ApiQuery;
 use crate::ctx::Ctx;
+use crate::error::OpError;
 use crate::memory::search;
 use crate::ops::box_find;
 
@@ -19,6 +20,7 @@ use crate::ops::box_find;
 #[serde(deny_unknown_fields)]
 pub struct SearchParams {
     q: String,
+    /// 1–100.
     #[serde(default = "default_limit")]
     limit: usize,
 }
@@ -27,7 +29,7 @@ fn default_limit() -> usize {
     20
 }
 
-#[utoipa::path(get, path = "/v1/boxes/{box_ref}/memory/search", tag = "memory", summary = "Search a box's memory", description = "Full-text search of `/memory`, best first (BM25 over the files' text and path words; accents folded), each hit with a snippet and the byte ranges in it that matched. A stopped box is searched in the index its last stop brought up to date, without waking it; a running box's index first takes in the files that changed.", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("q" = String, Query, description = "the words to find"), ("limit" = Option<usize>, Query, description = "most hits, 1–100 (default 20)")), responses((status = 200, body = MemorySearchResults), (status = 400, description = "no words in `q`", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
+#[utoipa::path(get, path = "/v1/boxes/{box_ref}/memory/search", tag = "memory", summary = "Search a box's memory", description = "Full-text search of `/memory`, best first (BM25 over the files' text and path words; accents folded), each hit with a snippet and the byte ranges in it that matched. A stopped box is searched in the index its last stop brought up to date, without waking it; a running box's index first takes in the files that changed.", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name"), ("q" = String, Query, description = "the words to find"), ("limit" = Option<usize>, Query, minimum = 1, maximum = 100, description = "most hits, 1–100 (default 20)")), responses((status = 200, body = MemorySearchResults), (status = 400, description = "no words in `q`, or `limit` outside 1–100", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody)), security(("api_key" = [])))]
 pub async fn search(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -35,9 +37,15 @@ pub async fn search(
     ApiQuery(params): ApiQuery<SearchParams>,
 ) -> Result<Json<MemorySearchResults>, ApiError> {
     let record = box_find::find_box(&ctx, &who.tenant_id, &reference)?;
-    let limit = params.limit.clamp(1, MAX_SEARCH_LIMIT);
+    if !(1..=MAX_SEARCH_LIMIT).contains(&params.limit) {
+        return Err(OpError::BadSearchLimit {
+            limit: params.limit,
+            max: MAX_SEARCH_LIMIT,
+        }
+        .into());
+    }
     Ok(Json(
-        search::search(&ctx, &record.id, &params.q, limit).await?,
+        search::search(&ctx, &record.id, &params.q, params.limit).await?,
     ))
 }
 

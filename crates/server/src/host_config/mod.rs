@@ -92,6 +92,17 @@ pub struct HostConfig {
     /// `[store]`: SQLite in the data dir, or a shared PostgreSQL (`store.rs`).
     #[serde(default)]
     pub store: StoreHostConfig,
+    /// `[memory]`: how long boxes' memory snapshots are kept (`crate::memory`).
+    #[serde(default)]
+    pub memory: MemoryHostConfig,
+}
+
+/// `[memory]`: the retention of boxes' memory snapshots.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryHostConfig {
+    #[serde(default)]
+    pub retention: berth_protocol::memory_history::Retention,
 }
 
 /// `[events]`: how much of each box's event log the store keeps (the harness's own

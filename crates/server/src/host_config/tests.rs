@@ -251,3 +251,19 @@ fn ports_settings_are_read_and_checked() {
         "{err}"
     );
 }
+
+#[test]
+fn memory_retention_is_read_with_defaults_for_what_it_leaves_out() {
+    let config = parse("[memory]\nretention = { daily_days = 7 }\n").unwrap();
+    let retention = config.memory.retention;
+    assert_eq!(
+        (
+            retention.all_days,
+            retention.daily_days,
+            retention.weekly_weeks
+        ),
+        (1, 7, 52)
+    );
+    let err = parse("[memory]\nretention = { hourly = 3 }\n").unwrap_err();
+    assert!(err.to_string().contains("hourly"), "{err}");
+}

@@ -54,6 +54,7 @@ impl Memory {
         data_dir: &Path,
         chunks: Option<&ChunkStore>,
         gc_interval: Duration,
+        retention: Retention,
     ) -> Result<Memory, berth_chunks::ChunkError> {
         let store = match chunks {
             Some(store) => store.clone(),
@@ -64,7 +65,7 @@ impl Memory {
         };
         Ok(Memory {
             history: store.memory(),
-            retention: Retention::default(),
+            retention,
             gc_interval,
             data_dir: data_dir.to_owned(),
             indexes: Mutex::new((HashMap::new(), 0)),

@@ -1,8 +1,10 @@
 //! `POST …/memory/restore`: a snapshot's files brought back into the box, the whole tree or
 //! one path of it. The memory as it stands is snapshotted first (`before_restore`), so a
 //! restore is itself undone by restoring that. The files are written through the box's
-//! agent (the box is woken if it sleeps), and what the snapshot did not hold below the
-//! restored path is removed: a restored directory holds exactly what it held then.
+//! agent (the box is woken if it sleeps), only those that differ from what stands now (a
+//! file already as it was keeps its time), and what the snapshot did not hold below the
+//! restored path is removed: a restored directory holds exactly what it held then. A
+//! snapshot keeps no modes: a restored file is the user's, `0644`.
 
 use std::collections::BTreeSet;
 
@@ -36,13 +38,25 @@ pub async fn restore(
     }
     let (now, _) = memory_read::export(ctx, id).await?;
     let doomed = doomed(&now, &files, &under);
+    // What already stands as the snapshot holds it is left alone (its time, its mode).
+    let unchanged: std::collections::HashSet<String> = now
+        .iter()
+        .filter_map(|input| match input {
+            MemoryInput::File { path, content } => files
+                .get(path)
+                .filter(|f| !f.is_dir && f.hash == berth_chunks::memory::content_hash(content))
+                .map(|_| path.clone()),
+            MemoryInput::Dir(path) => files.get(path).filter(|f| f.is_dir).map(|_| path.clone()),
+        })
+        .collect();
     let before = history::record(ctx, id, now, SnapshotReason::BeforeRestore).await?;
 
     let mut tar = tar::Builder::new(Vec::new());
     let mut written = 0u64;
-    for (path, file) in &wanted {
+    let now_unix = time::OffsetDateTime::now_utc().unix_timestamp().max(0) as u64;
+    for (path, file) in wanted.iter().filter(|(p, _)| !unchanged.contains(*p)) {
         let mut header = tar::Header::new_gnu();
-        header.set_mtime(0);
+        header.set_mtime(now_unix);
         if file.is_dir {
             header.set_entry_type(tar::EntryType::Directory);
             header.set_mode(0o755);

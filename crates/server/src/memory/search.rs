@@ -27,16 +27,27 @@ use crate::ops::memory_read;
 /// its root hash).
 const LIVE: &str = "live";
 
+/// How close to the last listing a file's time may be and still be re-read: its second,
+/// and a little for the box's clock running ahead of the host's.
+const RACY_MARGIN_S: i64 = 2;
+
 /// The version an index rebuilt from a stopped box's image records.
 const VOLUME: &str = "volume";
+
+/// A running box's files as the last live refresh listed them.
+struct Seen {
+    /// Path → (size, modified in whole seconds).
+    files: HashMap<String, (u64, i64)>,
+    /// The host's clock (unix seconds) when that listing was taken.
+    at: i64,
+}
 
 /// One box's open index, and what its running box's last listing showed.
 pub(crate) struct BoxIndex {
     index: Arc<MemoryIndex>,
     last_used: AtomicU64,
-    /// Path → (size, modified) of each file at the last live refresh; None: compare the
-    /// whole tree by content at the next.
-    seen: Mutex<Option<HashMap<String, (u64, i64)>>>,
+    /// What the last live refresh saw; None: compare the whole tree by content at the next.
+    seen: Mutex<Option<Seen>>,
     /// One refresh at a time.
     refresh: tokio::sync::Mutex<()>,
 }
@@ -129,6 +140,7 @@ async fn current(ctx: &Ctx, id: &BoxId) -> Result<Arc<BoxIndex>, OpError> {
             .filter(|e| e.kind == FileKind::File)
             .map(|e| (e.path.clone(), (e.size, e.modified.unwrap_or(0))))
             .collect();
+        let at = time::OffsetDateTime::now_utc().unix_timestamp();
         let seen = index.seen.lock().expect("never poisoned").take();
         match seen {
             Some(seen) => refresh_changed(ctx, id, &index, &seen, &listing).await?,
@@ -137,7 +149,7 @@ async fn current(ctx: &Ctx, id: &BoxId) -> Result<Arc<BoxIndex>, OpError> {
                 apply_whole(id, &index.index, inputs, LIVE.into()).await?;
             }
         }
-        *index.seen.lock().expect("never poisoned") = Some(listing);
+        *index.seen.lock().expect("never poisoned") = Some(Seen { files: listing, at });
     } else if index.index.version().is_none_or(|v| v == LIVE) {
         // Never built, or last refreshed while the box ran: its stop's refresh did not
         // happen (the daemon stopped first). Rebuild from the image.
@@ -149,20 +161,25 @@ async fn current(ctx: &Ctx, id: &BoxId) -> Result<Arc<BoxIndex>, OpError> {
 }
 
 /// Re-reads the files whose size or time changed since `seen`, and drops the gone ones.
+/// Times are whole seconds: a file written again within the second of the last listing
+/// keeps its time (and maybe its size), so a file whose time is not older than that
+/// listing by a margin is re-read anyway (git's "racily clean" entries).
 async fn refresh_changed(
     ctx: &Ctx,
     id: &BoxId,
     index: &BoxIndex,
-    seen: &HashMap<String, (u64, i64)>,
+    seen: &Seen,
     listing: &HashMap<String, (u64, i64)>,
 ) -> Result<(), OpError> {
     let mut changes: Vec<Change> = seen
+        .files
         .keys()
         .filter(|p| !listing.contains_key(*p))
         .map(|path| Change::Remove { path: path.clone() })
         .collect();
     for (path, now) in listing {
-        if seen.get(path) == Some(now) {
+        let racy = now.1 >= seen.at - RACY_MARGIN_S;
+        if seen.files.get(path) == Some(now) && !racy {
             continue;
         }
         if now.0 > MAX_READ_BYTES {
