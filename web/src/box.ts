@@ -1,4 +1,4 @@
-// One box: its name and state, Stop and Delete, and the Chat, Files and Terminal tabs.
+// One box: its name and state, Stop and Delete, and the Chat, Files, Memory and Terminal tabs.
 import { api, boxPath, message, type BoxView } from "./api";
 import { chatPanel } from "./chat";
 import { clear, h } from "./dom";
@@ -11,6 +11,7 @@ import { stateLabel } from "./state";
 const TABS = [
   ["chat", "Chat"],
   ["files", "Files"],
+  ["memory", "Memory"],
   ["terminal", "Terminal"],
 ] as const;
 
@@ -59,20 +60,26 @@ export function boxScreen(root: HTMLElement, route: Route): () => void {
     .catch(handleError);
 
   let panelCleanup: () => void = () => {};
+  /** A panel whose code is loaded only when its tab opens, so the app's shell stays small. */
+  const loadPanel = (what: string, load: () => Promise<() => () => void>): void => {
+    panel.append(h("p", { class: "muted" }, `Loading ${what}…`));
+    load()
+      .then((mount) => {
+        if (closed) return;
+        clear(panel);
+        panelCleanup = mount();
+      })
+      .catch((err: unknown) => clear(panel, h("p", { class: "error", role: "alert" }, message(err))));
+  };
   if (tab === "chat") {
     panelCleanup = chatPanel(panel, ctx);
   } else if (tab === "files") {
     panelCleanup = filesPanel(panel, ctx, route.query.get("path") ?? "/home/user");
+  } else if (tab === "memory") {
+    loadPanel("the memory", () => import("./memory").then((m) => () => m.memoryPanel(panel, ctx, route.query)));
   } else {
-    panel.append(h("p", { class: "muted" }, "Loading the terminal…"));
-    // xterm.js is loaded only here, so the rest of the app stays small.
-    import("./terminal")
-      .then((m) => {
-        if (closed) return;
-        clear(panel);
-        panelCleanup = m.terminalPanel(panel, ctx);
-      })
-      .catch((err: unknown) => clear(panel, h("p", { class: "error", role: "alert" }, message(err))));
+    // xterm.js is loaded only here.
+    loadPanel("the terminal", () => import("./terminal").then((m) => () => m.terminalPanel(panel, ctx)));
   }
   return () => {
     closed = true;

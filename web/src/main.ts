@@ -7,7 +7,7 @@ import { cookieConflictScreen, DUPLICATE_SESSION_COOKIE } from "./cookie_conflic
 import { h, clear } from "./dom";
 import { go, handleError, notice, notify, setNavHooks, takeFocusRequest } from "./nav";
 import { enablePush } from "./push";
-import { signInScreen, pair } from "./signin";
+import { pair, pairConfirmScreen, signInScreen } from "./signin";
 import * as outbox from "./outbox";
 import { trackViewport } from "./viewport";
 import { parseRoute } from "./route";
@@ -75,7 +75,8 @@ async function render(): Promise<void> {
   if (route.screen === "pair" && route.code) {
     const code = route.code;
     // The code must not stay in the address bar or history.
-    history.replaceState(null, "", "#/signin");
+    history.replaceState(null, "", session ? "#/boxes" : "#/signin");
+    if (session) return confirmPairing(code, mine);
     session = await pair(code, notify);
     if (session) history.replaceState(null, "", "#/boxes");
     return current() ? render() : undefined;
@@ -117,6 +118,31 @@ async function render(): Promise<void> {
     cleanup = boxesScreen(main);
   }
   document.title = route.box ? `${route.box} · berth` : "berth";
+  focusScreen(mine);
+}
+
+/** A pairing link reached in this page while it is signed in (a tapped link, perhaps one an
+ * agent wrote: login CSRF) replaces the session only once the user says so. Opened afresh,
+ * as `berth pair` means it, a link signs in at once (`render`). */
+function confirmPairing(code: string, mine: number): void {
+  renderBar();
+  clear(main);
+  let open = true;
+  const close = pairConfirmScreen(
+    main,
+    async () => {
+      // A refused code (expired, used) changes nothing: the session stays.
+      const next = await pair(code, notify);
+      if (next) session = next;
+      if (open) go("#/boxes", true);
+    },
+    () => go("#/boxes", true),
+  );
+  cleanup = () => {
+    open = false;
+    close();
+  };
+  document.title = "berth";
   focusScreen(mine);
 }
 

@@ -10,22 +10,43 @@ const escapeHtml = (text: string): string =>
   text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] ?? c);
 marked.use({ renderer: { html: ({ text }) => escapeHtml(text) } });
 
-const SAFE_SCHEME = /^(https?:|mailto:|#|\/(?!\/))/i;
+// Links in what an agent wrote (or what reached it: a prompt injection) lead out of berth
+// or to a box's screen, never to another of the app's routes nor to berth's own paths: a
+// tapped `#/pair/<code>` would sign the browser in to the writer's tenant (login CSRF), and
+// a same-origin path is a request with the session cookie.
+const LINK_OUT = /^(https?:|mailto:)/i;
+/** The fragments wikiLinks and the Memory tab write: a box's screen (`parseRoute`'s "box"). */
+const BOX_ROUTE = /^#\/boxes\/[^/?#]/;
+
+function safeHref(href: string): boolean {
+  if (BOX_ROUTE.test(href)) return true;
+  if (!LINK_OUT.test(href)) return false;
+  // berth's own address by its full URL is the app too (opened in a new tab): its fragment
+  // is a route, held to the same rule. A port's share link by path (no fragment) stays.
+  try {
+    const url = new URL(href, location.href);
+    return url.hostname !== location.hostname || url.hash === "" || BOX_ROUTE.test(url.hash);
+  } catch {
+    return false;
+  }
+}
 
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   if (node.tagName === "A") {
-    const href = node.getAttribute("href") ?? "";
-    if (!SAFE_SCHEME.test(href.trim())) {
+    const href = (node.getAttribute("href") ?? "").trim();
+    if (!safeHref(href)) {
       node.removeAttribute("href");
-    } else if (/^https?:/i.test(href.trim())) {
+    } else if (/^https?:/i.test(href)) {
       node.setAttribute("target", "_blank");
       node.setAttribute("rel", "noopener noreferrer");
     }
   }
   if (node.tagName === "IMG") {
-    // Pictures from elsewhere would tell a third party that the message was read.
+    // A picture is a request nobody tapped: from elsewhere it tells a third party that the
+    // message was read; from berth it carries the session cookie (a file read wakes a box,
+    // a port's page by path reaches that box's app). Only pictures in the text itself.
     const src = node.getAttribute("src") ?? "";
-    if (!/^(data:image\/|blob:|\/(?!\/))/i.test(src)) node.removeAttribute("src");
+    if (!/^data:image\//i.test(src.trim())) node.removeAttribute("src");
   }
 });
 

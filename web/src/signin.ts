@@ -1,5 +1,6 @@
 // Sign-in: a pairing link's code or an API key, exchanged once for a session cookie. The
-// key is sent once and kept nowhere.
+// key is sent once and kept nowhere. A pairing link reached inside a page already signed in
+// asks before it replaces the session.
 import { api, ApiError, message, type Session } from "./api";
 import { h } from "./dom";
 
@@ -55,5 +56,41 @@ export function signInScreen(root: HTMLElement, done: (session: Session) => void
   });
   root.append(form);
   key.focus();
+  return () => {};
+}
+
+/**
+ * A pairing link reached inside a page that is signed in: a link tapped in the app (one an
+ * agent wrote, say), not one opened afresh. Its code is sent only on **Continue**; **Cancel**
+ * never sends it, so a link planted to sign this browser in to another tenant (login CSRF)
+ * neither works nor uses the code up.
+ */
+export function pairConfirmScreen(root: HTMLElement, proceed: () => Promise<void>, cancel: () => void): () => void {
+  // Cancel is the safe answer, so it is the one that stands out.
+  const no = h("button", { type: "button", class: "primary" }, "Cancel");
+  const yes = h("button", { type: "button" }, "Continue");
+  yes.addEventListener("click", () => {
+    yes.disabled = no.disabled = true;
+    void proceed().finally(() => {
+      yes.disabled = no.disabled = false;
+    });
+  });
+  no.addEventListener("click", cancel);
+  root.append(
+    h(
+      "section",
+      { class: "card signin", "aria-labelledby": "pair-title" },
+      h("h1", { id: "pair-title" }, "Sign in again?"),
+      h(
+        "p",
+        null,
+        "This pairing link would sign this browser in again, replacing your current session. Continue only if you opened a link that ",
+        h("code", null, "berth pair"),
+        " printed for you.",
+      ),
+      no,
+      yes,
+    ),
+  );
   return () => {};
 }

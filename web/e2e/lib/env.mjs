@@ -21,7 +21,10 @@ export function need(name) {
 export const BASE = need('BERTH_URL').replace(/\/$/, '');
 export const ADMIN = need('BERTH_ADMIN_KEY');
 export const SHOTS = need('BERTH_SCREENSHOTS');
-export const SCREENS = ['signin', 'boxes', 'new-box', 'chat', 'waking', 'files', 'markdown', 'terminal', 'delete', 'cookie-conflict', 'history-paged', 'chat-pending'];
+export const SCREENS = [
+  'signin', 'boxes', 'new-box', 'chat', 'waking', 'files', 'markdown', 'terminal', 'delete', 'cookie-conflict', 'history-paged', 'chat-pending',
+  'memory-empty', 'memory-search', 'memory-history', 'memory-file', 'memory-restore', 'memory-restored', 'pair-confirm',
+];
 
 export const phone = {
   viewport: { width: 390, height: 844 },
