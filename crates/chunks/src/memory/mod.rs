@@ -1,6 +1,7 @@
 //! A box's memory through time: snapshots of its `/memory`, stored content-addressed
-//! beside the volume chunks, so one changed file costs about its own size whatever the
-//! tree holds, and the same file in two boxes is stored once.
+//! beside the volume chunks, so one changed file costs its own size and the listings of
+//! the directories above it (about 50 compressed bytes an entry), not the tree's; and the
+//! same file in two boxes is stored once.
 //!
 //! ```text
 //! memory/blobs/<2 hex>/<sha256>         a file's bytes, zstd-compressed

@@ -47,6 +47,23 @@ impl std::fmt::Debug for Memory {
     }
 }
 
+/// `dir`, made (or narrowed, if an older berth made it wider) to mode 0700.
+fn private_dir(dir: &Path) -> Result<&Path, berth_chunks::ChunkError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let io = |source| berth_chunks::ChunkError::Io {
+        action: "make the private directory",
+        path: dir.to_owned(),
+        source,
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
+    Ok(dir)
+}
+
 impl Memory {
     /// History in `chunks` (the `[storage] url` store) when given, else in a directory of
     /// the data dir.
@@ -56,10 +73,14 @@ impl Memory {
         gc_interval: Duration,
         retention: Retention,
     ) -> Result<Memory, berth_chunks::ChunkError> {
+        // Boxes' notes: for the daemon alone, as the rest of the data dir.
+        private_dir(&data_dir.join(INDEX_DIR))?;
         let store = match chunks {
             Some(store) => store.clone(),
             None => ChunkStore::open(&StoreConfig {
-                url: data_dir.join(LOCAL_HISTORY_DIR).display().to_string(),
+                url: private_dir(&data_dir.join(LOCAL_HISTORY_DIR))?
+                    .display()
+                    .to_string(),
                 credentials_file: None,
             })?,
         };
