@@ -6,7 +6,6 @@
 
 use berth_chunks::memory::{diff as diff_files, MemoryInput, SnapshotFiles, TakeSnapshot};
 use berth_protocol::guest::FileKind;
-use berth_protocol::memory::memory_path;
 use berth_protocol::memory_history::{
     MemoryDiff, MemorySnapshot, MemorySnapshotList, MemorySnapshotTree, SnapshotEntry,
     SnapshotReason,
@@ -18,7 +17,7 @@ use bytes::Bytes;
 use crate::ctx::Ctx;
 use crate::error::OpError;
 use crate::lifecycle::transition::Transition;
-use crate::ops::memory_read;
+use crate::ops::memory_read::{self, checked};
 
 /// The largest file a diff shows a patch of.
 const MAX_PATCH_BYTES: u64 = 1 << 20;
@@ -276,11 +275,4 @@ async fn patch(
             .header(&format!("a/{path}"), &format!("b/{path}"))
             .to_string(),
     ))
-}
-
-pub(crate) fn checked(path: &str) -> Result<String, OpError> {
-    memory_path(path).map_err(|rule| OpError::InvalidPath {
-        path: path.to_owned(),
-        rule,
-    })
 }

@@ -25,7 +25,7 @@ pub async fn restore(
     id: &BoxId,
     request: &RestoreRequest,
 ) -> Result<MemoryRestored, OpError> {
-    let rel = history::checked(request.path.as_deref().unwrap_or(""))?;
+    let rel = memory_read::checked(request.path.as_deref().unwrap_or(""))?;
     let snapshot = history::find(ctx, id, &request.snapshot).await?;
     let files = history::files_of(ctx, &snapshot).await?;
     let under = |p: &str| rel.is_empty() || p == rel || p.starts_with(&format!("{rel}/"));

@@ -249,7 +249,7 @@ pub async fn search(
 
 /// A file's `[[links]]` and the files linking to it.
 pub async fn links(ctx: &Ctx, id: &BoxId, path: &str) -> Result<MemoryLinks, OpError> {
-    let rel = crate::memory::history::checked(path)?;
+    let rel = memory_read::checked(path)?;
     ask(ctx, id, move |index| index.links(&rel)).await
 }
 

@@ -405,7 +405,8 @@ fn query(rel: &str) -> FileQuery {
     }
 }
 
-fn checked(path: &str) -> Result<String, OpError> {
+/// A path below `/memory` as the API takes it, or `400` with the rule it breaks.
+pub(crate) fn checked(path: &str) -> Result<String, OpError> {
     memory_path(path).map_err(|rule| OpError::InvalidPath {
         path: path.to_owned(),
         rule,
