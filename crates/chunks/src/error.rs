@@ -108,6 +108,10 @@ pub enum ChunkError {
     #[error("the memory object {key} is unusable: {why}; take a new snapshot, or restore another")]
     MemoryObject { key: String, why: &'static str },
 
+    /// A backup's memory history is not whole, or not what its names say.
+    #[error("the memory history is unusable: {0}")]
+    HistoryImport(String),
+
     /// What a snapshot was given is not a tree of memory files.
     #[error("cannot take a memory snapshot: {0}")]
     MemoryInput(String),

@@ -304,9 +304,23 @@ async fn download(
     tokio::fs::create_dir_all(dir)
         .await
         .with_context(|| format!("cannot create {}", dir.display()))?;
-    // Written beside the destination and renamed at the end, so a failed download never
-    // leaves a truncated file under the real name. Errors name the destination: the
-    // temporary name means nothing to the user.
+    save(body, &dest, "reading the file from the daemon", |_| {}).await
+}
+
+/// Writes `body` to `dest` (whose directory exists) through a file beside it, renamed at
+/// the end, so a failed download never leaves a truncated file under the real name.
+/// Errors name the destination: the temporary name means nothing to the user. `read`
+/// says what a broken body was; `each` is told each chunk's length.
+pub(crate) async fn save(
+    mut body: hyper::body::Incoming,
+    dest: &Path,
+    read: &'static str,
+    mut each: impl FnMut(usize),
+) -> anyhow::Result<()> {
+    let dir = dest
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let file_name = dest
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -317,19 +331,17 @@ async fn download(
             .await
             .with_context(|| format!("cannot create {}", dest.display()))?;
         while let Some(frame) = body.frame().await {
-            if let Ok(data) = frame
-                .context("reading the file from the daemon")?
-                .into_data()
-            {
+            if let Ok(data) = frame.context(read)?.into_data() {
+                each(data.len());
                 file.write_all(&data)
                     .await
                     .with_context(|| format!("writing {}", dest.display()))?;
             }
         }
-        file.flush()
+        file.sync_all()
             .await
             .with_context(|| format!("writing {}", dest.display()))?;
-        tokio::fs::rename(&partial, &dest)
+        tokio::fs::rename(&partial, dest)
             .await
             .with_context(|| format!("cannot write {}", dest.display()))
     }

@@ -6,11 +6,9 @@
 //! is a terminal; a summary line ends every copy.
 
 use std::future::ready;
-use std::io::{self, BufWriter, IsTerminal as _, Read, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
 
 use anyhow::{bail, Context as _};
 use berth_protocol::files::ArchiveWritten;
@@ -23,58 +21,10 @@ use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
 
 use crate::args::box_path;
 use crate::client::{query_value, Client};
+use crate::progress::{human, Progress};
 use crate::tar_bounds::BoundedTar;
 
 const CHUNK_BYTES: usize = 256 * 1024;
-const PROGRESS_EVERY: Duration = Duration::from_millis(500);
-
-/// Bytes moved so far, shown on stderr while a copy runs.
-struct Progress {
-    bytes: Arc<AtomicU64>,
-    started: Instant,
-    ticker: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Progress {
-    fn start(what: String) -> Progress {
-        let bytes = Arc::new(AtomicU64::new(0));
-        let ticker = io::stderr().is_terminal().then(|| {
-            let bytes = bytes.clone();
-            tokio::spawn(async move {
-                let mut every = tokio::time::interval(PROGRESS_EVERY);
-                every.tick().await;
-                loop {
-                    every.tick().await;
-                    let so_far = bytes.load(Ordering::Relaxed);
-                    eprint!("\r\x1b[K{what}: {}", human(so_far));
-                }
-            })
-        });
-        Progress {
-            bytes,
-            started: Instant::now(),
-            ticker,
-        }
-    }
-
-    fn finish(self, summary: &str) {
-        if let Some(ticker) = self.ticker {
-            ticker.abort();
-            eprint!("\r\x1b[K");
-        }
-        let secs = self.started.elapsed().as_secs_f64();
-        eprintln!("{summary} in {secs:.1} s");
-    }
-}
-
-fn human(bytes: u64) -> String {
-    const MIB: f64 = 1024.0 * 1024.0;
-    if bytes as f64 >= MIB {
-        format!("{:.1} MiB", bytes as f64 / MIB)
-    } else {
-        format!("{:.1} KiB", bytes as f64 / 1024.0)
-    }
-}
 
 /// Uploads the directory `local` as a tar, extracted into `path` in box `name`.
 pub async fn upload(

@@ -6,6 +6,7 @@
 mod args;
 mod boot_phases;
 mod client;
+mod cmd_backup;
 mod cmd_box;
 mod cmd_box_set;
 mod cmd_box_wakeup;
@@ -39,6 +40,7 @@ mod data_dir;
 mod events;
 mod logging;
 mod output;
+mod progress;
 mod raw_terminal;
 mod sse;
 mod table;
@@ -91,6 +93,10 @@ pub enum Command {
     /// Copy a file, or with -r a directory, into a box (LOCAL NAME:PATH) or out of one
     /// (NAME:PATH LOCAL).
     Cp(cmd_cp::CpArgs),
+    /// Back a whole box up to one file: its volume, memory history and settings.
+    Backup(cmd_backup::BackupArgs),
+    /// Make a new box of a file `berth backup` wrote (checked whole first).
+    Restore(cmd_backup::RestoreArgs),
     /// Send a message to a box's agent (waking the box) and print the answer as it streams.
     Send(cmd_send::SendArgs),
     /// Print a box's events (harness output, state changes); -f follows them live.
@@ -202,6 +208,12 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Cp(args) => {
             let plan = cmd_cp::Plan::new(&args)?;
             client_main(async { cmd_cp::run(&connect()?, plan).await.map(|()| 0) })
+        }
+        Command::Backup(args) => {
+            client_main(async { cmd_backup::backup(&connect()?, args).await.map(|()| 0) })
+        }
+        Command::Restore(args) => {
+            client_main(async { cmd_backup::restore(&connect()?, args).await.map(|()| 0) })
         }
         Command::Send(args) => client_main(async { cmd_send::run(&connect()?, args).await }),
         Command::Logs(args) => client_main(async { cmd_logs::run(&connect()?, args).await }),

@@ -323,6 +323,9 @@ pub enum OpError {
     /// The memory history (snapshots in the chunk store) failed.
     #[error("the box's memory history failed")]
     MemoryHistory(#[source] berth_chunks::ChunkError),
+    /// A backup or a restore of one failed (`crate::backup`).
+    #[error(transparent)]
+    Backup(Box<crate::backup::BackupError>),
     /// No snapshot of that id.
     #[error("box {box_id} has no memory snapshot {snapshot:?}; list them with GET /v1/boxes/{box_id}/memory/snapshots")]
     NoSuchSnapshot { box_id: BoxId, snapshot: String },
@@ -519,4 +522,14 @@ pub enum LinkRefusal {
     Elsewhere,
     #[error("the session this share link opened has ended; open the link again")]
     SessionEnded,
+}
+
+impl From<crate::backup::BackupError> for OpError {
+    fn from(e: crate::backup::BackupError) -> OpError {
+        match e {
+            crate::backup::BackupError::DiskLow(low) => OpError::DiskLow(low),
+            crate::backup::BackupError::Refused(op) => *op,
+            e => OpError::Backup(Box::new(e)),
+        }
+    }
 }

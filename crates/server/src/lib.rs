@@ -10,6 +10,7 @@
 
 pub mod admission;
 pub mod api;
+pub mod backup;
 pub mod box_env;
 pub mod box_labels;
 pub mod boxes;

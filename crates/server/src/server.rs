@@ -56,6 +56,8 @@ pub struct Server {
     /// The admin key made on this first start (also in `<data>/admin.key`, mode 0600), for
     /// the CLI to print once. `None` on later starts.
     pub admin_key_created: Option<String>,
+    /// `[backup]`: scheduled backups, started with the boxes' upkeep.
+    backup: crate::backup::schedule::BackupHostConfig,
 }
 
 impl std::fmt::Debug for Server {
@@ -181,6 +183,7 @@ impl Server {
             memory,
         };
         crate::webhooks::worker::listen(&ctx);
+        crate::backup::clean(data);
         // An API replica runs no box: there is nothing of its own to reconcile.
         let reconciled = match ctx.role.api() {
             Some(_) => Ok(()),
@@ -232,6 +235,7 @@ impl Server {
             limits: connections::Limits::from(&config.host.server),
             connections: Connections::new(&connection_limits(&config)),
             admin_key_created,
+            backup: config.host.backup.clone(),
         })
     }
 
@@ -295,6 +299,8 @@ impl Server {
             }
             background.extend(crate::lifecycle::copy::spawn_sync(ctx.clone()).map(AbortOnDrop));
             background.push(AbortOnDrop(ctx.memory.spawn_gc()));
+            background
+                .extend(crate::backup::schedule::spawn(ctx.clone(), &self.backup).map(AbortOnDrop));
         }
         let _status = self
             .status

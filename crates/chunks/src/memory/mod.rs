@@ -19,6 +19,7 @@ mod gc;
 mod objects;
 mod take;
 mod tar_input;
+mod transfer;
 mod tree;
 
 use std::collections::BTreeMap;
@@ -27,6 +28,7 @@ use berth_protocol::memory_history::{ChangeKind, MemoryChange, MemorySnapshot};
 
 pub use gc::MemoryGcReport;
 pub use tar_input::{read_tar, MemoryInput};
+pub use transfer::{check_import, HistoryExport, HistoryImport, BLOBS_DIR, TREES_DIR};
 pub use tree::{SnapshotFile, SnapshotFiles};
 
 use crate::{ChunkError, ChunkStore};

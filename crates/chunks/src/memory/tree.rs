@@ -42,13 +42,16 @@ pub struct SnapshotFile {
 pub type SnapshotFiles = BTreeMap<String, SnapshotFile>;
 
 pub(crate) async fn read_tree(store: &ChunkStore, hash: &str) -> Result<TreeObject, ChunkError> {
-    let key = objects::tree_key(hash);
     let bytes = objects::get_tree(store, hash).await?;
-    let tree: TreeObject =
-        serde_json::from_slice(&bytes).map_err(|_| ChunkError::MemoryObject {
-            key: key.clone(),
-            why: "not a tree's JSON",
-        })?;
+    parse_tree(&objects::tree_key(hash), &bytes)
+}
+
+/// A tree object's JSON, parsed, each entry a plain name; `key` names it in errors.
+pub(crate) fn parse_tree(key: &str, json: &[u8]) -> Result<TreeObject, ChunkError> {
+    let tree: TreeObject = serde_json::from_slice(json).map_err(|_| ChunkError::MemoryObject {
+        key: key.to_owned(),
+        why: "not a tree's JSON",
+    })?;
     let plain = |e: &TreeEntry| {
         is_hash(&e.hash)
             && !e.name.is_empty()
@@ -58,7 +61,7 @@ pub(crate) async fn read_tree(store: &ChunkStore, hash: &str) -> Result<TreeObje
     };
     if !tree.entries.iter().all(plain) {
         return Err(ChunkError::MemoryObject {
-            key,
+            key: key.to_owned(),
             why: "it names an entry that is not a plain name",
         });
     }

@@ -268,6 +268,7 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         OpError::MemoryHistory(berth_chunks::ChunkError::MemoryInput(_)) => {
             (StatusCode::CONFLICT, ErrorCode::Conflict)
         }
+        OpError::Backup(e) => backup_status(e),
         OpError::Secret(e) => secret_status(e),
         OpError::Push(e) => push_status(e),
         OpError::Webhook(e) => webhook_status(e),
@@ -282,6 +283,26 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::MemoryHistory(_)
         | OpError::MemoryIndex(_)
         | OpError::TaskPanicked { .. } => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
+    }
+}
+
+fn backup_status(e: &crate::backup::BackupError) -> (StatusCode, ErrorCode) {
+    use crate::backup::BackupError as E;
+    match e {
+        E::Invalid(_) | E::History(berth_chunks::ChunkError::HistoryImport(_)) => {
+            (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest)
+        }
+        E::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge),
+        E::CannotHoldStill { .. } | E::OnReplica => (StatusCode::CONFLICT, ErrorCode::Conflict),
+        E::DiskLow(_) => (
+            StatusCode::INSUFFICIENT_STORAGE,
+            ErrorCode::InsufficientStorage,
+        ),
+        E::ClientGone => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
+        E::Refused(op) => op_status(op),
+        E::Io { .. } | E::History(_) | E::Worker(_) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal)
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! for Prometheus, not for the SDKs.
 
 pub mod auth;
+pub mod backup;
 pub mod box_restore;
 pub mod box_sleep;
 pub mod box_update;
@@ -94,6 +95,8 @@ fn routes(ctx: Ctx) -> Router<Ctx> {
         .route("/v1/boxes/{box_ref}/resume", post(box_sleep::resume))
         .route("/v1/boxes/{box_ref}/snapshot", post(box_sleep::snapshot))
         .route("/v1/boxes/{box_ref}/restore", post(box_restore::restore))
+        .route("/v1/boxes/{box_ref}/backup", get(backup::backup))
+        .route("/v1/backups/restore", post(backup::restore))
         .route("/v1/boxes/{box_ref}/exec", post(exec::exec))
         .route("/v1/boxes/{box_ref}/pty", get(terminals::pty))
         .route("/v1/boxes/{box_ref}/processes", get(processes::list))

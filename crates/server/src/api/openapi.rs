@@ -9,9 +9,9 @@ use utoipa::openapi::{Ref, RefOr};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    box_sleep, box_update, boxes, egress, events, exec, files, files_archive, files_watch, memory,
-    memory_history, memory_search, messages, port_links, ports, processes, push, runtimes, secrets,
-    templates, tenants, terminals, wakeups, web_sessions, webhooks,
+    backup, box_sleep, box_update, boxes, egress, events, exec, files, files_archive, files_watch,
+    memory, memory_history, memory_search, messages, port_links, ports, processes, push, runtimes,
+    secrets, templates, tenants, terminals, wakeups, web_sessions, webhooks,
 };
 
 #[derive(OpenApi)]
@@ -57,6 +57,8 @@ use super::{
         memory_history::restore,
         files_archive::read,
         files_archive::write,
+        backup::backup,
+        backup::restore,
         files_watch::watch,
         messages::post,
         messages::list,

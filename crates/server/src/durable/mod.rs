@@ -14,7 +14,7 @@
 //! start ([`Durable::resume_pending`]).
 
 pub mod error;
-mod stage;
+pub(crate) mod stage;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

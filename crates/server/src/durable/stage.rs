@@ -31,18 +31,27 @@ pub fn stage(from: &Path, to: &Path) -> io::Result<()> {
 
 /// Copies the data extents of `src` into `dst` at the same offsets, and makes `dst` as long.
 fn copy_data_extents(src: &File, dst: &File) -> io::Result<()> {
-    let size = src.metadata()?.len();
-    dst.set_len(size)?;
-    let mut at = 0u64;
-    while at < size {
-        let Some(data) = seek(src, at, libc::SEEK_DATA)? else {
-            break; // only a hole is left
-        };
-        let hole = seek(src, data, libc::SEEK_HOLE)?.unwrap_or(size);
-        copy_range(src, dst, data, hole - data)?;
-        at = hole;
+    dst.set_len(src.metadata()?.len())?;
+    for (offset, len) in data_extents(src)? {
+        copy_range(src, dst, offset, len)?;
     }
     Ok(())
+}
+
+/// Where `file` holds data, as (offset, length) in order: its holes left out.
+pub(crate) fn data_extents(file: &File) -> io::Result<Vec<(u64, u64)>> {
+    let size = file.metadata()?.len();
+    let mut extents = Vec::new();
+    let mut at = 0u64;
+    while at < size {
+        let Some(data) = seek(file, at, libc::SEEK_DATA)? else {
+            break; // only a hole is left
+        };
+        let hole = seek(file, data, libc::SEEK_HOLE)?.unwrap_or(size).min(size);
+        extents.push((data, hole - data));
+        at = hole;
+    }
+    Ok(extents)
 }
 
 /// `lseek(2)` with `whence`; `None` at ENXIO (no data past `from`).

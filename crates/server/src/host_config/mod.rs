@@ -95,6 +95,9 @@ pub struct HostConfig {
     /// `[memory]`: how long boxes' memory snapshots are kept (`crate::memory`).
     #[serde(default)]
     pub memory: MemoryHostConfig,
+    /// `[backup]`: scheduled backups of boxes to a directory (`crate::backup::schedule`).
+    #[serde(default)]
+    pub backup: crate::backup::schedule::BackupHostConfig,
 }
 
 /// `[memory]`: the retention of boxes' memory snapshots.

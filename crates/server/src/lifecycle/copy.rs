@@ -3,6 +3,7 @@
 //! ([`after_sleep`]), and every `[storage] sync_interval_s` while it runs ([`spawn_sync`]):
 //! its volume frozen for the staging (the sandbox), or the box paused (a VM: the copy is
 //! what a power cut would leave, which ext4's journal recovers), never for the upload.
+//! A backup holds a box still the same way ([`with_volume_still`]).
 
 use std::time::{Duration, SystemTime};
 
@@ -94,38 +95,60 @@ pub(crate) async fn copy_running(ctx: &Ctx, id: &BoxId) -> Result<(), OpError> {
         if !matches!(record.state, BoxState::Running | BoxState::Paused) || t.live.client.is_none() {
             return Ok(()); // it went to sleep meanwhile, and was copied then
         }
-        let runtime = t.runtime()?;
         let image = volume_image(&ctx.data_dir, &id);
-        let held = match runtime.freeze_volume(&id).await {
-            Ok(()) => Hold::Frozen,
-            Err(RuntimeError::Unsupported { .. }) if record.state == BoxState::Paused => Hold::Paused,
-            Err(RuntimeError::Unsupported { .. }) if runtime.capabilities().pause => {
-                runtime
-                    .pause(&id)
-                    .await
-                    .map_err(|e| crate::lifecycle::transition::runtime_error("pause", &id, e))?;
-                Hold::PausedHere
-            }
-            Err(RuntimeError::Unsupported { .. }) => return Ok(()), // copied at its next sleep
-            Err(e) => return Err(crate::lifecycle::transition::runtime_error("freeze the volume of", &id, e)),
-        };
-        let taken = durable.take(&record, &image).await;
-        let released = match held {
-            Hold::Frozen => runtime.thaw_volume(&id).await,
-            Hold::PausedHere => runtime.resume(&id).await,
-            Hold::Paused => Ok(()),
-        };
-        if let Err(e) = released {
-            // The box's writers (or its processes) would wait for good: say so loudly.
-            tracing::error!(box_id = %id, error = %error_chain(&e), "cannot let a box go on after its volume was copied; stop and start it");
-        }
-        if let Err(e) = taken {
+        // A runtime that can neither freeze nor pause: copied at its next sleep.
+        if let Some(Err(e)) = with_volume_still(&t, durable.take(&record, &image)).await? {
             tracing::warn!(box_id = %id, error = %error_chain(&e), "cannot take a durable copy of a running box");
         }
-        drop(t);
         Ok(())
     })
     .await
+}
+
+/// Runs `f` with the volume of the box held by `t` still. Nothing runs on a box that is
+/// not running or paused; a running one has its volume frozen (its processes go on, their
+/// writes wait), or where the runtime cannot freeze, is paused for `f`. `None`: the
+/// runtime can do neither, and `f` did not run.
+pub(crate) async fn with_volume_still<T>(
+    t: &Transition<'_>,
+    f: impl std::future::Future<Output = T>,
+) -> Result<Option<T>, OpError> {
+    let record = t.record();
+    let id = &record.id;
+    if !matches!(record.state, BoxState::Running | BoxState::Paused) || t.live.client.is_none() {
+        return Ok(Some(f.await));
+    }
+    let runtime = t.runtime()?;
+    let held = match runtime.freeze_volume(id).await {
+        Ok(()) => Hold::Frozen,
+        Err(RuntimeError::Unsupported { .. }) if record.state == BoxState::Paused => Hold::Paused,
+        Err(RuntimeError::Unsupported { .. }) if runtime.capabilities().pause => {
+            runtime
+                .pause(id)
+                .await
+                .map_err(|e| crate::lifecycle::transition::runtime_error("pause", id, e))?;
+            Hold::PausedHere
+        }
+        Err(RuntimeError::Unsupported { .. }) => return Ok(None),
+        Err(e) => {
+            return Err(crate::lifecycle::transition::runtime_error(
+                "freeze the volume of",
+                id,
+                e,
+            ))
+        }
+    };
+    let done = f.await;
+    let released = match held {
+        Hold::Frozen => runtime.thaw_volume(id).await,
+        Hold::PausedHere => runtime.resume(id).await,
+        Hold::Paused => Ok(()),
+    };
+    if let Err(e) = released {
+        // The box's writers (or its processes) would wait for good: say so loudly.
+        tracing::error!(box_id = %id, error = %error_chain(&e), "cannot let a box go on after its volume was held still; stop and start it");
+    }
+    Ok(Some(done))
 }
 
 /// How a running box was held still for its copy.

@@ -58,6 +58,8 @@ pub(crate) enum Kind {
     Copy,
     /// The box's volume restored from a durable copy.
     Restore,
+    /// The box's volume staged for a backup (`crate::backup`).
+    Backup,
     /// The box's memory read while it sleeps (nothing is written: held only so it stays
     /// asleep, or stays awake, for the read).
     Read,
@@ -79,6 +81,7 @@ impl Kind {
             Kind::Delete => "delete",
             Kind::Copy => "copy",
             Kind::Restore => "restore",
+            Kind::Backup => "backup",
             Kind::Read => "read",
         }
     }

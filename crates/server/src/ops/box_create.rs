@@ -48,6 +48,25 @@ pub async fn create_box(
     tenant: &TenantId,
     req: CreateBox,
 ) -> Result<BoxRecord, OpError> {
+    create(ctx, tenant, req, true).await
+}
+
+/// A new box that is never one of a warm pool's (a restored backup's: its volume is its
+/// own, put in place before its first start).
+pub async fn create_cold(
+    ctx: &Ctx,
+    tenant: &TenantId,
+    req: CreateBox,
+) -> Result<BoxRecord, OpError> {
+    create(ctx, tenant, req, false).await
+}
+
+async fn create(
+    ctx: &Ctx,
+    tenant: &TenantId,
+    req: CreateBox,
+    from_pool: bool,
+) -> Result<BoxRecord, OpError> {
     validate::box_name(&req.name)?;
     let runtime = req
         .runtime
@@ -117,9 +136,11 @@ pub async fn create_box(
         return place(ctx, &new, &template.node_labels).await;
     }
     // A box of a template with a warm pool may be one of its booted boxes, moved over.
-    if let Some(record) = ctx.lifecycle().claim_warm(&new, template).await {
-        name_in_span(&record.id);
-        return Ok(record);
+    if from_pool {
+        if let Some(record) = ctx.lifecycle().claim_warm(&new, template).await {
+            name_in_span(&record.id);
+            return Ok(record);
+        }
     }
     // Its volume is sparse: what it may take is promised now, with every other box's
     // (checked and recorded under one lock).

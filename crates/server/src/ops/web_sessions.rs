@@ -6,6 +6,7 @@ use berth_store::{NewPairing, NewWebSession, Principal, WebSession};
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
+use crate::ops::tenant_choice::TenantChoiceError;
 
 /// A pairing code lives from 10 seconds to an hour; 10 minutes unless asked.
 pub const TTL_S_RANGE: std::ops::RangeInclusive<u64> = 10..=3_600;
@@ -33,22 +34,10 @@ pub fn pair(
     let ttl_s = ttl_s.unwrap_or(DEFAULT_TTL_S);
     let (min, max) = (*TTL_S_RANGE.start(), *TTL_S_RANGE.end());
     crate::validate::range("ttl_s", ttl_s as f64, min as f64, max as f64)?;
-    let tenant = match tenant {
-        None => who.tenant_id.clone(),
-        Some(reference) => {
-            let found = ctx.store.find_tenant(reference).map_err(OpError::from)?;
-            match found {
-                Some(t) if who.is_admin || t.id == who.tenant_id => t.id,
-                // A tenant learns nothing of the others, not even whether a name exists.
-                _ if !who.is_admin => return Err(PairError::OtherTenant),
-                _ => {
-                    return Err(OpError::TenantNotFound {
-                        reference: reference.to_owned(),
-                    }
-                    .into())
-                }
-            }
-        }
+    let tenant = match crate::ops::tenant_choice::chosen(ctx, who, tenant) {
+        Ok(tenant) => tenant,
+        Err(TenantChoiceError::OtherTenant) => return Err(PairError::OtherTenant),
+        Err(TenantChoiceError::Op(e)) => return Err(e.into()),
     };
     let ttl = time::Duration::seconds(ttl_s as i64);
     Ok(ctx
