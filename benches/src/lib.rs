@@ -8,3 +8,4 @@ pub mod phases;
 pub mod sse;
 pub mod stats;
 pub mod vm;
+pub mod volume;

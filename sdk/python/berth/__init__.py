@@ -45,6 +45,7 @@ from .models_memory import (
     MemorySnapshotEntry,
     MemorySnapshotTree,
 )
+from .models_backup import BackupFile, BackupOrigin, RestoredBackup
 from .models import BoxInfo, EgressPage, EgressRecord, Event, ExecResult, Limits, Message
 from .secrets import Secret
 from .tenants import ApiKey, Quota, Tenant, Usage
@@ -55,6 +56,8 @@ from .webhooks import Delivery, Webhook
 __all__ = [
     "ApiKey",
     "AuthenticationError",
+    "BackupFile",
+    "BackupOrigin",
     "Berth",
     "BerthError",
     "Box",
@@ -95,6 +98,7 @@ __all__ = [
     "PermissionDenied",
     "Quota",
     "QuotaExceeded",
+    "RestoredBackup",
     "Runtime",
     "Secret",
     "Template",

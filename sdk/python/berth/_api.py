@@ -5,6 +5,7 @@ each call)."""
 
 from __future__ import annotations
 
+from email.message import Message
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
@@ -93,6 +94,52 @@ def box_verb(ref: str, verb: str, body: Optional[Dict[str, Any]] = None) -> Requ
     return Request(
         "POST", box_path(ref, verb), json=body, box=ref, unbounded=True
     )
+
+
+# Backups (a whole box as one file; `_local` has the local file's side)
+
+ZSTD = "application/zstd"
+
+
+def backup_box(ref: str) -> Request:
+    """The box as one zstd-compressed tar, streamed; staging a running box's volume holds
+    it still for a moment first, so the answer may take a while to start."""
+    return Request("GET", box_path(ref, "backup"), box=ref, unbounded=True)
+
+
+def restore_backup(body: Any, size: Optional[int], to: Mapping[str, Optional[str]]) -> Request:
+    """A backup's bytes (`body`, streamed; `size` when known, sent as its length) made into
+    a new box: the daemon reads and checks the whole archive before it makes anything.
+    `to` holds `name`, `tenant`, `runtime` and `template`, each left out when `None`."""
+    headers = {"Content-Type": ZSTD}
+    if size is not None:
+        headers["Content-Length"] = str(size)
+    params = [(key, value) for key, value in to.items() if value is not None]
+    return Request(
+        "POST", "/v1/backups/restore", params=params, content=body, headers=headers,
+        unbounded=True,
+    )
+
+
+def backup_file_name(disposition: Optional[str]) -> Optional[str]:
+    """The file name a backup's `Content-Disposition` gives
+    (`NAME-YYYYMMDDTHHMMSSZ.tar.zst`), or `None` when it gives none a local file may take
+    as it is (a path, a hidden name, a control character)."""
+    if not disposition:
+        return None
+    header = Message()
+    header["Content-Disposition"] = disposition
+    name = header.get_filename()
+    if (
+        not isinstance(name, str)
+        or not name
+        or len(name) > 255
+        or name.startswith(".")
+        or any(c in name for c in "/\\")
+        or any(ord(c) < 32 or ord(c) == 127 for c in name)
+    ):
+        return None
+    return name
 
 
 # Exec

@@ -11,6 +11,7 @@ and read their answers with `_api` (no I/O), so only the sending differs.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, AsyncIterator, Dict, Iterable, List, Mapping, Optional, Union
 
@@ -18,7 +19,7 @@ import httpx
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from . import _api
+from . import _api, _local
 from ._aio_files import AsyncFiles
 from ._aio_terminal import AsyncTerminal
 from ._async import AsyncTransport
@@ -40,6 +41,7 @@ from .models import (
     ProcessInfo,
     ShareLink,
 )
+from .models_backup import BackupFile, RestoredBackup
 from .secrets import AsyncSecrets
 from .tenants import AsyncTenants
 from .terminal import pty_params, ssl_context, ws_url
@@ -127,6 +129,22 @@ class AsyncBoxes:
     async def delete(self, ref: str) -> None:
         await self._t.send(_api.delete_box(ref))
 
+    async def restore(
+        self,
+        source: Any,
+        *,
+        name: Optional[str] = None,
+        tenant: Optional[str] = None,
+        runtime: Optional[str] = None,
+        template: Optional[str] = None,
+    ) -> RestoredBackup["AsyncBox"]:
+        """A new box of a backup, as `Boxes.restore`: a file is read on a worker thread as
+        it is sent; `source` may also be an async iterable of chunks."""
+        to = dict(name=name, tenant=tenant, runtime=runtime, template=template)
+        with _local.upload(source) as (body, size):
+            answer = (await self._t.send(_api.restore_backup(body, size, to))).json()
+        return RestoredBackup.from_json(answer, self._box(answer["box"]))
+
     def _box(self, data: Dict[str, Any]) -> "AsyncBox":
         return AsyncBox(self._t, BoxInfo.from_json(data))
 
@@ -169,6 +187,31 @@ class AsyncBox(BoxView):
 
     async def delete(self) -> None:
         await self._t.send(_api.delete_box(self.id))
+
+    async def backup(self, path: _local.LocalPath) -> BackupFile:
+        """The box's backup into the local file (or directory) `path`, as `Box.backup`;
+        the file is written, synced and renamed on worker threads."""
+        download = await asyncio.to_thread(_local.Download, path, f"{self.name}.tar.zst")
+        try:
+            async with self._t.stream(_api.backup_box(self.id)) as response:
+                try:
+                    async for chunk in response.aiter_bytes():
+                        await asyncio.to_thread(download.write, chunk)
+                except _CUT as e:
+                    raise _api.cut("the backup") from e
+                given = _api.backup_file_name(response.headers.get("content-disposition"))
+                return await asyncio.to_thread(download.finish, given)
+        finally:
+            download.abort()
+
+    async def backup_stream(self) -> AsyncIterator[bytes]:
+        """The box's backup as it comes, as `Box.backup_stream`."""
+        async with self._t.stream(_api.backup_box(self.id)) as response:
+            try:
+                async for chunk in response.aiter_bytes():
+                    yield chunk
+            except _CUT as e:
+                raise _api.cut("the backup") from e
 
     async def exec(
         self,

@@ -8,7 +8,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
 import httpx
 
-from . import _api
+from . import _api, _local
 from ._config import resolve
 from ._sync import Transport
 from ._views import BoxView
@@ -27,6 +27,7 @@ from .models import (
     ProcessInfo,
     ShareLink,
 )
+from .models_backup import BackupFile, RestoredBackup
 from .processes import Process
 from .secrets import Secrets
 from .tenants import Tenants
@@ -34,6 +35,9 @@ from .terminal import Terminal, open_terminal, pty_params
 from .wakeups import Wakeups
 from .web import Web
 from .webhooks import Webhooks
+
+# A cut stream: the daemon restarting, or a proxy dropping the connection.
+_CUT = (httpx.ReadError, httpx.RemoteProtocolError)
 
 
 class Berth:
@@ -123,6 +127,28 @@ class Boxes:
         """Stops the box and deletes it with its volume."""
         self._t.send(_api.delete_box(ref))
 
+    def restore(
+        self,
+        source: Any,
+        *,
+        name: Optional[str] = None,
+        tenant: Optional[str] = None,
+        runtime: Optional[str] = None,
+        template: Optional[str] = None,
+    ) -> RestoredBackup["Box"]:
+        """Makes a new box of a backup (`box.backup`): `source` is the file's path (read a
+        chunk at a time, never whole), or its bytes, or an iterable of byte chunks (such as
+        `backup_stream()` of a box on another daemon). The new box has a new id, the
+        backed-up box's name, settings, volume and memory history unless `name`, `runtime`
+        or `template` say otherwise; it is `stopped`. `tenant` (an admin key's): restore
+        into that tenant. The daemon checks the whole archive first: a damaged, cut or
+        changed one is `InvalidRequest` with the reason, and nothing is made; a taken name
+        is `Conflict`."""
+        to = dict(name=name, tenant=tenant, runtime=runtime, template=template)
+        with _local.upload(source) as (body, size):
+            answer = self._t.send(_api.restore_backup(body, size, to)).json()
+        return RestoredBackup.from_json(answer, self._box(answer["box"]))
+
     def _box(self, data: Dict[str, Any]) -> "Box":
         return Box(self._t, BoxInfo.from_json(data))
 
@@ -168,6 +194,37 @@ class Box(BoxView):
 
     def delete(self) -> None:
         self._t.send(_api.delete_box(self.id))
+
+    def backup(self, path: _local.LocalPath) -> BackupFile:
+        """Backs the whole box up (its volume, memory history and settings: one
+        zstd-compressed tar, `client.boxes.restore` takes it) into the local file `path`,
+        or into the directory `path` under the daemon's name for it
+        (`NAME-YYYYMMDDTHHMMSSZ.tar.zst`). Streamed to a temporary file beside it (never
+        held in memory) and renamed onto the name only once whole: a failed or cut backup
+        raises (a cut one `Unavailable`) and leaves no file. The box's state does not
+        change (a running one is held still for a moment, where its runtime can)."""
+        download = _local.Download(path, f"{self.name}.tar.zst")
+        try:
+            with self._t.stream(_api.backup_box(self.id)) as response:
+                try:
+                    for chunk in response.iter_bytes():
+                        download.write(chunk)
+                except _CUT as e:
+                    raise _api.cut("the backup") from e
+                given = _api.backup_file_name(response.headers.get("content-disposition"))
+                return download.finish(given)
+        finally:
+            download.abort()
+
+    def backup_stream(self) -> Iterator[bytes]:
+        """The box's backup as it comes, in chunks (to send on without a local file); a
+        cut stream raises `Unavailable`, so the chunks are a whole backup only once the
+        loop ends by itself."""
+        with self._t.stream(_api.backup_box(self.id)) as response:
+            try:
+                yield from response.iter_bytes()
+            except _CUT as e:
+                raise _api.cut("the backup") from e
 
     def exec(
         self,

@@ -1,15 +1,18 @@
 /**
  * One box: its lifecycle verbs, exec and background processes, files, its memory (read
  * without waking it), terminals, messages, wakeups and events, ports and share links, its
- * egress audit. Each call that answers the box updates `info`.
+ * egress audit, and a backup of it all as one file. Each call that answers the box updates
+ * `info`.
  */
 
 import { ExecCollector, SpawnOptions, StreamedExecOptions, execBody, execResult, spawnBody } from "./exec.js";
-import { cut } from "./errors.js";
+import { BerthError, cut } from "./errors.js";
 import { Files } from "./files.js";
+import { dispositionName, saveToFile } from "./local_files.js";
 import { Memory } from "./memory.js";
 import { Turn, eventPage, followEvents, turnStart } from "./messages.js";
 import {
+  BackupFile,
   BoxInfo,
   BoxState,
   EgressPage,
@@ -25,7 +28,7 @@ import {
 import { Command, boxPath } from "./paths.js";
 import * as ports from "./ports.js";
 import { Process } from "./process.js";
-import { readFrames } from "./streams.js";
+import { readChunks, readFrames } from "./streams.js";
 import { Terminal, TerminalOptions } from "./terminal.js";
 import type { Call, Transport } from "./transport.js";
 import { Wakeups } from "./wakeups.js";
@@ -260,6 +263,49 @@ export class Box {
       params: pageParams(options),
       box: this.id,
     });
+  }
+
+  /**
+   * The whole box as one file, its bytes as they come: a zstd-compressed tar of its volume
+   * (holes left out), its memory history and its settings, with a sha256 of every part
+   * (`client.boxes.restore` makes a new box of it). A running box is held still (frozen or
+   * paused) only while its volume is staged; its state does not change. Never held whole.
+   * A connection cut part way (the daemon failed after the first byte) throws
+   * `Unavailable`, never a quiet end: what came before it is not a backup.
+   */
+  async *backup(): AsyncGenerator<Uint8Array> {
+    const controller = new AbortController();
+    try {
+      yield* readChunks(await this.transport.stream(this.backupCall(), controller.signal));
+    } finally {
+      controller.abort();
+    }
+  }
+
+  /**
+   * {@link backup} streamed to the local file `path`, or into the existing directory `path`
+   * under the daemon's name for it (`NAME-YYYYMMDDTHHMMSSZ.tar.zst`). It is written to a
+   * temporary file beside its name (made before the call: a directory that cannot take it
+   * fails at once), synced and renamed onto the name only once whole: a cut or failed
+   * backup leaves no file there (and an older one as it was). Answers where it went and
+   * its size. Node only.
+   */
+  async backupToFile(path: string): Promise<BackupFile> {
+    const controller = new AbortController();
+    try {
+      const open = async () => {
+        const answer = await this.transport.open(this.backupCall(), controller.signal);
+        if (!answer.body) throw new BerthError("the backup answered no body");
+        return { chunks: readChunks(answer.body), name: dispositionName(answer.headers.get("Content-Disposition")) };
+      };
+      return await saveToFile(open, path, `${this.name}.tar.zst`, "backupToFile", "backup()");
+    } finally {
+      controller.abort();
+    }
+  }
+
+  private backupCall(): Call {
+    return { method: "GET", path: boxPath(this.id, "backup"), box: this.id, unbounded: true };
   }
 
   private async verb(verb: string, body?: unknown): Promise<this> {

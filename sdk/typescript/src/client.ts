@@ -6,12 +6,13 @@
 
 import { Box } from "./box.js";
 import { BerthError } from "./errors.js";
-import type { BoxInfo, BoxState, CreateBoxOptions, Health, RuntimeInfo } from "./models.js";
+import { openFile } from "./local_files.js";
+import type { BackupOrigin, BoxInfo, BoxState, CreateBoxOptions, Health, RuntimeInfo } from "./models.js";
 import { boxPath } from "./paths.js";
 import { Secrets } from "./secrets.js";
 import { Templates } from "./templates.js";
 import { Tenants } from "./tenants.js";
-import { Target, Transport, inNode } from "./transport.js";
+import { Body, Target, Transport, inNode } from "./transport.js";
 import { Web } from "./web.js";
 import { Webhooks } from "./webhooks.js";
 
@@ -87,6 +88,35 @@ export function resolve(options: BerthOptions): Target {
   return { url: url.replace(/\/+$/, ""), apiKey };
 }
 
+/** Where `boxes.restore` puts the new box; each one absent: the backed-up box's own. */
+export interface RestoreOptions {
+  /** The new box's name (the backed-up box's is taken while that box exists). */
+  name?: string;
+  /** Admin only: the tenant (name or `tn_…`) to restore into. Default: the key's. */
+  tenant?: string;
+  /** The runtime the new box runs on (`sandbox`, `qemu`, …). */
+  runtime?: string;
+  /** The template the new box is made from. */
+  template?: string;
+}
+
+/** What a restore made: the new box, and what the backup said of the box it was taken of. */
+export interface RestoredBackup {
+  /** The new box (a new id, `stopped`; its first start checks its volume in full). */
+  box: Box;
+  /** The backed-up box: `box_id`, `name`, `tenant`, `created_at` (the backup's time), `berth_version`. */
+  from: BackupOrigin;
+  /** The bytes of volume data restored. */
+  volumeBytes: number;
+  /** The memory snapshots restored with it. */
+  memorySnapshots: number;
+  /** What of the backed-up box could not be kept (a sleep rung the runtime cannot do). */
+  notes: string[];
+}
+
+/** What of an archive is kept to ask a restore again (`Transport.upload`): its start. */
+const RESTORE_PROBE_BYTES = 1024 * 1024;
+
 /** The tenant's boxes. */
 export class Boxes {
   constructor(private readonly transport: Transport) {}
@@ -121,5 +151,56 @@ export class Boxes {
   /** Stops the box and deletes it with its volume. */
   async delete(ref: string): Promise<void> {
     await this.transport.send({ method: "DELETE", path: boxPath(ref), box: ref });
+  }
+
+  /**
+   * Makes a new box of a backup (`box.backup()`'s bytes, or a scheduled backup's file):
+   * `source` is bytes, a `Blob` (a browser's `File`), or an (async) iterable of byte chunks
+   * (`box.backup()` itself), streamed. The daemon reads and checks the whole archive before
+   * it makes anything: a damaged, cut short or changed one is `InvalidRequest` with the
+   * reason, and no box is made; a taken name is `Conflict` (`already_exists`).
+   */
+  async restore(source: Body, options: RestoreOptions = {}): Promise<RestoredBackup> {
+    const params: Array<[string, string]> = [];
+    for (const key of ["name", "tenant", "runtime", "template"] as const) {
+      const value = options[key];
+      if (value !== undefined) params.push([key, value]);
+    }
+    const call = {
+      method: "POST",
+      path: "/v1/backups/restore",
+      params,
+      body: source,
+      headers: { "Content-Type": "application/zstd" },
+      // Checking a large archive takes as long as reading it.
+      unbounded: true,
+    };
+    // The daemon checks the name (and tenant, room) once it has read the archive's header,
+    // in its first compressed blocks: its start is enough to hear a refusal again.
+    const response = await this.transport.upload(call, { probeBytes: RESTORE_PROBE_BYTES });
+    const answer: {
+      box: BoxInfo;
+      from: BackupOrigin;
+      volume_bytes: number;
+      memory_snapshots: number;
+      notes?: string[];
+    } = await response.json();
+    return {
+      box: new Box(this.transport, answer.box),
+      from: answer.from,
+      volumeBytes: answer.volume_bytes,
+      memorySnapshots: answer.memory_snapshots,
+      notes: answer.notes ?? [],
+    };
+  }
+
+  /** {@link restore} of the local file `path` (`box.backupToFile`'s), streamed. Node only. */
+  async restoreFromFile(path: string, options: RestoreOptions = {}): Promise<RestoredBackup> {
+    const file = await openFile(path, "restoreFromFile", "restore() with a Blob");
+    try {
+      return await this.restore(file.chunks, options);
+    } finally {
+      await file.close();
+    }
   }
 }

@@ -13,7 +13,7 @@
  */
 
 export { Berth, Boxes, API_KEY_ENV, URL_ENV } from "./client.js";
-export type { BerthOptions } from "./client.js";
+export type { BerthOptions, RestoreOptions, RestoredBackup } from "./client.js";
 export { Box } from "./box.js";
 export { Files } from "./files.js";
 export type { RecursiveOption, UserOption } from "./files.js";
@@ -39,6 +39,8 @@ export type { Body } from "./transport.js";
 export { OutputChunk } from "./models.js";
 export type {
   ArchiveWritten,
+  BackupFile,
+  BackupOrigin,
   BoxInfo,
   BoxState,
   CreateBoxOptions,

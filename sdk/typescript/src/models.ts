@@ -14,6 +14,11 @@ type Schemas = components["schemas"];
 export type BoxInfo = Schemas["BoxView"];
 /** The body of `POST /v1/boxes` without its `name`. */
 export type CreateBoxOptions = Omit<Schemas["CreateBox"], "name">;
+/**
+ * The box a backup was taken of, as the backup says: `box_id`, `name`, `tenant`,
+ * `created_at` (when the backup was taken, RFC 3339) and `berth_version`.
+ */
+export type BackupOrigin = Schemas["BackupOrigin"];
 /** The body of `PATCH /v1/boxes/{ref}`: any subset; `labels` and `env` replace whole. */
 export type UpdateBoxFields = Schemas["UpdateBox"];
 /** A background process as the box's agent knows it. */
@@ -200,6 +205,12 @@ export function watchEvent(data: any): WatchEvent {
     from: data.from ?? null,
     to: data.to ?? null,
   };
+}
+
+/** A backup written whole to a local file (`box.backupToFile`): its `path` and its size in `bytes`. */
+export interface BackupFile {
+  path: string;
+  bytes: number;
 }
 
 /** What an upload of a directory wrote: files, directories, links and bytes. */

@@ -4,6 +4,26 @@
  */
 
 export interface paths {
+    "/v1/backups/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a new box of a backup
+         * @description The body is a file from `GET /v1/boxes/{box_ref}/backup` (or a scheduled backup). It is read and checked whole before anything is made: an archive that is damaged, cut short, changed, or holds any name a backup does not (`../x` included) is refused with 400 and the reason, and nothing is created. The new box has a new id, the backed-up box's settings (less a sleep rung the runtime cannot do, said in `notes`), its volume byte for byte and its memory history; it is `stopped`, and its first start checks the volume in full. On an API replica: 409.
+         */
+        post: operations["post_backups_restore"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/boxes": {
         parameters: {
             query?: never;
@@ -39,6 +59,26 @@ export interface paths {
         head?: never;
         /** Change a box's sleep ladder, limits, disk size, labels or env */
         patch: operations["patch_boxes_box_ref"];
+        trace?: never;
+    };
+    "/v1/boxes/{box_ref}/backup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Back a box up as one file
+         * @description A zstd-compressed tar of the box's volume (its holes left out), its memory history and its settings, with a manifest of every entry's sha256; `POST /v1/backups/restore` makes a new box of it. Consistent: a running box's volume is frozen (or the box paused) while it is staged, milliseconds to seconds, then streamed with nothing held; the box's state does not change. An error after the first byte cuts the stream, so a partial file never looks whole.
+         */
+        get: operations["get_boxes_box_ref_backup"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/boxes/{box_ref}/egress": {
@@ -1160,6 +1200,14 @@ export interface components {
             /** @enum {string} */
             kind: "recent_use";
         };
+        BackupOrigin: {
+            berth_version: string;
+            box_id: string;
+            /** @description When the backup was taken (RFC 3339). */
+            created_at: string;
+            name: string;
+            tenant: string;
+        };
         BootPhaseView: {
             /** Format: int64 */
             micros: number;
@@ -2136,6 +2184,24 @@ export interface components {
             /** @description The snapshot to bring back. */
             snapshot: string;
         };
+        /** @description What a restore made. */
+        RestoredBackup: {
+            box: components["schemas"]["BoxView"];
+            /** @description The box the backup was taken of. */
+            from: components["schemas"]["BackupOrigin"];
+            /**
+             * Format: int64
+             * @description The memory snapshots restored with it.
+             */
+            memory_snapshots: number;
+            /** @description What of the backed-up box could not be kept (a sleep rung the runtime cannot do). */
+            notes: string[];
+            /**
+             * Format: int64
+             * @description The bytes of volume data restored.
+             */
+            volume_bytes: number;
+        };
         RuntimeListView: {
             runtimes: components["schemas"]["RuntimeView"][];
         };
@@ -2494,6 +2560,110 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    post_backups_restore: {
+        parameters: {
+            query?: {
+                /** @description The new box's name; absent: the backed-up box's. */
+                name?: string;
+                /** @description Admin only: the tenant (name or `tn_…`) the box is restored into. Default: the key's. */
+                tenant?: string;
+                /** @description The runtime the new box runs on; absent: the backed-up box's. */
+                runtime?: string;
+                /** @description The template the new box is made from; absent: the backed-up box's. */
+                template?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/zstd": number[];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RestoredBackup"];
+                };
+            };
+            /** @description not a whole, unchanged berth backup; or invalid settings */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description another tenant, without an admin key */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a box of that name exists (pass `name`), or an API replica */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description larger than this host takes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description too many uploads at once; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the data dir's disk has no room for it */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     get_boxes: {
         parameters: {
             query?: {
@@ -2754,6 +2924,56 @@ export interface operations {
             };
             /** @description the data dir's disk cannot promise a larger volume */
             507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_boxes_box_ref_backup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the archive, streamed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zstd": number[];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such box */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the box's runtime can neither freeze nor pause it: stop it first */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

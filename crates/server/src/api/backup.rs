@@ -109,6 +109,7 @@ impl Write for ChannelWriter {
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct RestoreParams {
     /// The new box's name; absent: the backed-up box's.

@@ -26,7 +26,7 @@ pub enum BackupError {
     Refused(Box<crate::error::OpError>),
 
     /// An API replica keeps no volumes.
-    #[error("an API replica cannot restore a backup: restore it on a single host, then move the box (berth box move)")]
+    #[error("a cluster cannot restore a backup yet (an API replica keeps no volumes, and a node takes boxes only from a replica): restore it on a single-host berth")]
     OnReplica,
 
     #[error(transparent)]

@@ -5,7 +5,7 @@
 //! the lifecycle lock, so no start sees it half made. If any of that fails the box is
 //! deleted again: a restore leaves a whole box or none.
 
-use std::io;
+use std::io::{self, Read as _};
 
 use berth_protocol::{BoxId, TenantId};
 use berth_runtime::{volume_image, volume_image::mark_guest_written};
@@ -24,6 +24,9 @@ use crate::lifecycle::transition::{Kind, Transition};
 use crate::ops::box_create::{self, CreateBox};
 use crate::ops::{box_disk, box_find};
 use crate::validate::{LimitsInput, SleepInput, DISK_MIB_RANGE};
+
+/// The most of a refused archive read after its refusal, so the client hears the answer.
+const DRAIN_MAX: u64 = 1 << 30;
 
 /// What the caller changes of the backed-up box.
 #[derive(Debug, Clone, Default)]
@@ -122,9 +125,18 @@ where
         }),
     };
     let path = dir.0.clone();
-    let received = tokio::task::spawn_blocking(move || read::receive(input, &path, &bounds))
-        .await
-        .map_err(BackupError::Worker)??;
+    let received = tokio::task::spawn_blocking(move || {
+        let mut input = input;
+        let received = read::receive(&mut input, &path, &bounds);
+        if received.is_err() {
+            // A refusal comes while the client still sends: the rest is read (to nowhere,
+            // bounded) so it gets the answer, not a connection reset mid-upload.
+            let _ = std::io::copy(&mut (&mut input).take(DRAIN_MAX), &mut std::io::sink());
+        }
+        received
+    })
+    .await
+    .map_err(BackupError::Worker)??;
     Ok(received)
 }
 

@@ -27,6 +27,11 @@ pub struct Source {
     pub history: HistoryExport,
 }
 
+/// zstd's worker threads: one per core, up to 4 (a backup must not take the host).
+fn compress_threads() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(4) as u32)
+}
+
 /// What an archive written holds.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Written {
@@ -44,6 +49,8 @@ pub fn write(
     let gone = |e: io::Error| io_error(e, "write the backup");
     let mut encoder = zstd::Encoder::new(out, ZSTD_LEVEL).map_err(gone)?;
     encoder.include_checksum(true).map_err(gone)?;
+    // Compression on threads of its own, so it overlaps the reading and hashing here.
+    encoder.multithread(compress_threads()).map_err(gone)?;
     let mut tar = Entries {
         builder: tar::Builder::new(encoder),
         manifest: Vec::new(),
