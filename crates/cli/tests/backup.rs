@@ -348,6 +348,16 @@ fn scheduled_backups_keep_the_newest_and_restore() {
     }
     let files = scheduled(backups.path(), &id);
     assert_eq!(files.len(), 2, "keep = 2 keeps two: {files:?}");
+    use std::os::unix::fs::PermissionsExt as _;
+    for (path, mode) in [(backups.path().join(&id), 0o700), (files[1].clone(), 0o600)] {
+        let got = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            got,
+            mode,
+            "{} is {got:o}: a backup holds all of a box",
+            path.display()
+        );
+    }
     assert!(
         fs::read_dir(backups.path().join(&id))
             .unwrap()

@@ -11,8 +11,10 @@
 //! `berth backup` writes. A box whose volume, memory history and settings have not changed
 //! since its newest backup is not backed up again. A file is written as `.partial`,
 //! synced, then renamed: a file without that suffix is whole. A deleted box's backups
-//! stay: outliving the box is what they are for.
+//! stay: outliving the box is what they are for. Directories are 0700 and files 0600: a
+//! backup holds all of a box.
 
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -132,11 +134,20 @@ async fn due(ctx: &Ctx, record: &BoxRecord, box_dir: &Path, every: Duration) -> 
 
 /// Writes one backup of `record` into `box_dir`; its path.
 async fn back_up(ctx: &Ctx, record: &BoxRecord, box_dir: &Path) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(box_dir)
+    // A backup holds all of a box: for the daemon's user alone.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(box_dir)
         .map_err(|e| format!("cannot create {}: {e}", box_dir.display()))?;
     let path = box_dir.join(super::file_name(record));
     let partial = PathBuf::from(format!("{}{PARTIAL}", path.display()));
-    let file = std::fs::File::create(&partial)
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&partial)
         .map_err(|e| format!("cannot create {}: {e}", partial.display()))?;
     // The file's time is when the box was held still for it, so a change made while it
     // streamed counts as one for the next.
