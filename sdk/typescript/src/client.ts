@@ -114,9 +114,6 @@ export interface RestoredBackup {
   notes: string[];
 }
 
-/** What of an archive is kept to ask a restore again (`Transport.upload`): its start. */
-const RESTORE_PROBE_BYTES = 1024 * 1024;
-
 /** The tenant's boxes. */
 export class Boxes {
   constructor(private readonly transport: Transport) {}
@@ -166,7 +163,13 @@ export class Boxes {
       const value = options[key];
       if (value !== undefined) params.push([key, value]);
     }
-    const call = {
+    const answer = await this.transport.json<{
+      box: BoxInfo;
+      from: BackupOrigin;
+      volume_bytes: number;
+      memory_snapshots: number;
+      notes?: string[];
+    }>({
       method: "POST",
       path: "/v1/backups/restore",
       params,
@@ -174,17 +177,7 @@ export class Boxes {
       headers: { "Content-Type": "application/zstd" },
       // Checking a large archive takes as long as reading it.
       unbounded: true,
-    };
-    // The daemon checks the name (and tenant, room) once it has read the archive's header,
-    // in its first compressed blocks: its start is enough to hear a refusal again.
-    const response = await this.transport.upload(call, { probeBytes: RESTORE_PROBE_BYTES });
-    const answer: {
-      box: BoxInfo;
-      from: BackupOrigin;
-      volume_bytes: number;
-      memory_snapshots: number;
-      notes?: string[];
-    } = await response.json();
+    });
     return {
       box: new Box(this.transport, answer.box),
       from: answer.from,

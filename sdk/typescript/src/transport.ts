@@ -5,7 +5,6 @@
  */
 
 import { BerthError, BoxFailed, Failure, Timeout, Unavailable, errorFrom } from "./errors.js";
-import { UploadAnswer, UploadFailed, UploadSource, nodeUpload } from "./node_upload.js";
 import { boxPath } from "./paths.js";
 
 /** What a streamed upload may be: whole bytes, or chunks as they come. */
@@ -110,64 +109,9 @@ export class Transport {
     return response;
   }
 
-  /**
-   * The whole answer of a call that sends `body`, read even when the daemon answers before
-   * the body is all sent: it refuses some uploads as soon as it has read their start (a
-   * restore's taken name) and closes the connection. Node's `fetch` sends a body whole
-   * before it reads the answer (half duplex, the fetch standard), so it would lose that
-   * answer to a failed write ("fetch failed (write EPIPE)"): in Node the body goes out with
-   * `node:http(s)` instead (`node_upload.ts`), which reads the answer as it comes and stops
-   * sending then. The daemon's close can still beat its answer to the reader; with
-   * `probeBytes`, a connection lost before the body was all sent is asked again with the
-   * body's first `probeBytes` (kept as they went), which the daemon refuses the same way
-   * (an answer about that start being cut short says nothing: the first failure is thrown).
-   * Elsewhere (a browser reads early answers itself), this is {@link send}.
-   */
-  async upload(call: Call, options: { probeBytes?: number } = {}): Promise<Response> {
-    if (!inNode || call.body === undefined || call.json !== undefined) return this.send(call);
-    const start = new BodyStart(options.probeBytes ?? 0);
-    let answer: UploadAnswer;
-    try {
-      answer = await this.nodeUpload(call, start.record(uploadSource(call.body)));
-    } catch (error) {
-      if (!(error instanceof UploadFailed)) throw error; // the caller's own (its chunks failed), or a timeout
-      const lost = new Unavailable(`cannot reach berth at ${this.target.url}: ${describe(error.cause)}`, {
-        code: "unavailable",
-      });
-      if (error.bodySent || start.bytes.length === 0) throw lost;
-      try {
-        answer = await this.nodeUpload(call, { length: start.bytes.length, chunks: once(start.bytes) });
-      } catch {
-        throw lost;
-      }
-      if (answer.status === 400 && !start.whole) throw lost;
-    }
-    if (answer.status < 200 || answer.status > 299) {
-      throw await this.error(call, answer.status, new TextDecoder().decode(answer.body));
-    }
-    return new Response(answer.status === 204 ? null : (answer.body as Uint8Array<ArrayBuffer>), {
-      status: answer.status,
-      headers: answer.headers,
-    });
-  }
-
-  private nodeUpload(call: Call, source: UploadSource): Promise<UploadAnswer> {
-    return nodeUpload(this.url(call), call.method, this.headers(call), source, {
-      timeoutMs: call.unbounded ? undefined : this.timeoutMs,
-      timedOut: () =>
-        new Timeout(`berth did not answer ${call.method} ${call.path} within ${this.timeoutMs} ms`, {
-          code: "timeout",
-        }),
-    });
-  }
-
-  private url(call: Call): URL {
+  private async request(call: Call, signal: AbortSignal): Promise<Response> {
     const url = new URL(this.target.url + call.path);
     for (const [key, value] of call.params ?? []) url.searchParams.append(key, value);
-    return url;
-  }
-
-  private headers(call: Call): Record<string, string> {
     const headers: Record<string, string> = { ...call.headers };
     if (this.target.apiKey) {
       // The key wins over a caller's own (a port request's), whatever its case: two would
@@ -175,12 +119,6 @@ export class Transport {
       for (const name of Object.keys(headers)) if (name.toLowerCase() === "authorization") delete headers[name];
       headers["Authorization"] = `Bearer ${this.target.apiKey}`;
     }
-    return headers;
-  }
-
-  private async request(call: Call, signal: AbortSignal): Promise<Response> {
-    const url = this.url(call);
-    const headers = this.headers(call);
     const init: RequestInit & { duplex?: "half" } = { method: call.method, headers, signal };
     if (call.json !== undefined) {
       headers["Content-Type"] = "application/json";
@@ -262,84 +200,6 @@ async function requestBody(body: Body, failed: { error?: unknown }): Promise<Bod
       await iterator.return?.();
     },
   });
-}
-
-/** A body for {@link nodeUpload}: whole values with their length, else their chunks. */
-function uploadSource(body: Body): UploadSource {
-  const whole = (bytes: Uint8Array): UploadSource => ({ length: bytes.length, chunks: once(bytes) });
-  if (typeof body === "string") return whole(new TextEncoder().encode(body));
-  if (body instanceof ArrayBuffer) return whole(new Uint8Array(body));
-  if (body instanceof Uint8Array) return whole(body);
-  if (body instanceof Blob) return { length: body.size, chunks: readBlob(body) };
-  const iterator = chunksOf(body);
-  return {
-    chunks: {
-      [Symbol.asyncIterator]: () => ({
-        next: async () => {
-          const next = await iterator.next();
-          return next.done ? { done: true, value: undefined } : { done: false, value: asBytes(next.value) };
-        },
-        return: async () => {
-          await iterator.return?.();
-          return { done: true, value: undefined };
-        },
-      }),
-    },
-  };
-}
-
-/**
- * The first `limit` bytes of a body, kept as its chunks go out (for `upload`'s second
- * asking); `whole` once the body ended within them.
- */
-class BodyStart {
-  private readonly parts: Uint8Array[] = [];
-  private kept = 0;
-  whole = false;
-
-  constructor(private readonly limit: number) {}
-
-  get bytes(): Uint8Array {
-    const bytes = new Uint8Array(this.kept);
-    let at = 0;
-    for (const part of this.parts) {
-      bytes.set(part, at);
-      at += part.length;
-    }
-    return bytes;
-  }
-
-  record(source: UploadSource): UploadSource {
-    if (this.limit <= 0) return source;
-    const start = this;
-    async function* chunks(): AsyncGenerator<Uint8Array> {
-      let total = 0;
-      for await (const chunk of source.chunks) {
-        total += chunk.length;
-        if (start.kept < start.limit) {
-          const part = chunk.slice(0, start.limit - start.kept);
-          start.parts.push(part);
-          start.kept += part.length;
-        }
-        yield chunk;
-      }
-      start.whole = total === start.kept;
-    }
-    return { length: source.length, chunks: chunks() };
-  }
-}
-
-async function* once(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
-  yield bytes;
-}
-
-async function* readBlob(blob: Blob): AsyncGenerator<Uint8Array> {
-  const reader = blob.stream().getReader();
-  try {
-    for (let next = await reader.read(); !next.done; next = await reader.read()) yield next.value;
-  } finally {
-    reader.cancel().catch(() => {});
-  }
 }
 
 const BODY_TYPES = "a string, bytes (Uint8Array, ArrayBuffer), a Blob, or an (async) iterable of byte chunks";

@@ -1,7 +1,7 @@
 // A whole box as one file and back: backed up (to a local file or directory, and as a
 // stream), restored under new names (from the file, and straight from a backup stream),
 // the restored box's files as they were; a flipped byte refused with nothing made; a taken
-// name refused even when the daemon answers before the archive is all sent; a cut download
+// name refused even when the daemon knows it before the archive is all sent; a cut download
 // leaving no file.
 
 import assert from "node:assert/strict";
@@ -115,10 +115,11 @@ test("a box backed up and restored under new names, its files as they were", opt
   }),
 );
 
-test("a refusal the daemon sends before reading the whole archive reaches the caller", options, () =>
+test("a refusal the daemon decides on before reading the whole archive reaches the caller", options, () =>
   withBoxes(async (make, berth) => {
     // Big enough that the archive is still being sent when the daemon, having read its
-    // header, refuses the taken name: Node's fetch would lose that answer.
+    // header, refuses the taken name: it reads the rest before it answers, so fetch (which
+    // sends a body whole before it reads the answer) gets the refusal, not a broken pipe.
     const labels = { suite: unique("backup-big") };
     const box = await make("backup-big", { labels });
     await box.exec("head -c 24000000 /dev/urandom > /home/user/noise.bin");
