@@ -225,6 +225,13 @@ fn round_trip(daemon: &Daemon, name: &str, other: Option<(&str, &str)>) {
     let taken = daemon.berth(&["restore", file.to_str().unwrap()]);
     assert_one_line_error(&taken, 1, &[name]);
     assert_eq!(made_things(daemon), before);
+    // A tenant with no room for another box: refused before the volume is read.
+    let tenant = format!("{name}-full");
+    daemon.berth_ok(&["tenant", "create", &tenant, "--max-boxes", "0"]);
+    let before = made_things(daemon);
+    let full = daemon.berth(&["restore", file.to_str().unwrap(), "--tenant", &tenant]);
+    assert_one_line_error(&full, 1, &["quota", "max_boxes"]);
+    assert_eq!(made_things(daemon), before);
 
     let old_id = box_id(daemon, name);
     daemon.berth_ok(&["box", "rm", name]);

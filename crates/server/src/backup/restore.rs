@@ -9,7 +9,7 @@ use std::io::{self, Read as _};
 
 use berth_protocol::{BoxId, TenantId};
 use berth_runtime::{volume_image, volume_image::mark_guest_written};
-use berth_store::BoxRecord;
+use berth_store::{BoxRecord, QuotaExceeded, QuotaLimit};
 use bytes::Bytes;
 use futures_util::Stream;
 
@@ -62,8 +62,7 @@ where
     }
     let dir = Scratch::new(ctx, INCOMING_DIR, "restore")?;
     std::fs::create_dir(&dir.0).map_err(BackupError::io("create", &dir.0))?;
-    let name = to.name.clone();
-    let received = receive(ctx, tenant, name, &dir, body).await?;
+    let received = receive(ctx, tenant, &to, &dir, body).await?;
     let (req, notes) = create_request(ctx, &received.spec, to);
     let record = box_create::create_cold(ctx, tenant, req).await?;
     if let Err(e) = put_in_place(ctx, &record.id, &received).await {
@@ -92,7 +91,7 @@ where
 async fn receive<S>(
     ctx: &Ctx,
     tenant: &TenantId,
-    name: Option<String>,
+    to: &RestoreAs,
     dir: &Scratch,
     body: S,
 ) -> Result<Received, OpError>
@@ -101,6 +100,7 @@ where
 {
     let input = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(body));
     let (ctx2, tenant) = (ctx.clone(), tenant.clone());
+    let (name, template) = (to.name.clone(), to.template.clone());
     let bounds = Bounds {
         max_volume: *DISK_MIB_RANGE.end() << 20,
         early: Box::new(move |header: &Header, spec: &BoxSpec| {
@@ -114,6 +114,9 @@ where
                 }
                 Err(OpError::BoxNotFound { .. }) => {}
                 Err(e) => return Err(BackupError::Refused(Box::new(e))),
+            }
+            if let Some(over) = over_quota(&ctx2, &tenant, spec, template.as_deref())? {
+                return Err(BackupError::Refused(Box::new(OpError::QuotaExceeded(over))));
             }
             let _promising = ctx2.disk.promising();
             let promised = box_disk::promised_bytes(&ctx2).unwrap_or(0)
@@ -138,6 +141,52 @@ where
     .await
     .map_err(BackupError::Worker)??;
     Ok(received)
+}
+
+/// The limit of `tenant`'s quota the box of `spec` would pass (a box, its memory, its
+/// disk), before anything is read past the spec. The create's own transaction checks
+/// again.
+fn over_quota(
+    ctx: &Ctx,
+    tenant: &TenantId,
+    spec: &BoxSpec,
+    template: Option<&str>,
+) -> Result<Option<QuotaExceeded>, BackupError> {
+    let refused = |e: berth_store::StoreError| BackupError::Refused(Box::new(e.into()));
+    let template_disk = |name: &str| box_disk::template_disk_mib(ctx, name);
+    let (quota, usage) = ctx
+        .store
+        .quota_usage(tenant, &template_disk)
+        .map_err(refused)?;
+    let disk = spec
+        .disk_mib
+        .unwrap_or_else(|| template_disk(template.unwrap_or(&spec.template)));
+    let wants = [
+        (QuotaLimit::MaxBoxes, quota.max_boxes, usage.boxes, 1),
+        (
+            QuotaLimit::MaxMemoryMib,
+            quota.max_memory_mib,
+            usage.memory_mib,
+            spec.memory_mib,
+        ),
+        (
+            QuotaLimit::MaxDiskMib,
+            quota.max_disk_mib,
+            usage.disk_mib,
+            disk,
+        ),
+    ];
+    Ok(wants
+        .into_iter()
+        .find_map(|(which, limit, usage, requested)| {
+            let limit = limit.filter(|&max| usage + requested > max)?;
+            Some(QuotaExceeded {
+                which,
+                limit,
+                usage,
+                requested,
+            })
+        }))
 }
 
 /// The create request of the box a backup was of, with the caller's changes. A sleep rung
