@@ -186,16 +186,7 @@ pub fn ignore_progress(_: Progress) {}
 
 /// Deterministic bytes that do not compress: a xorshift stream from `seed`.
 pub fn noise(seed: u64, len: u64) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len as usize + 8);
-    while (out.len() as u64) < len {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        out.extend_from_slice(&state.to_le_bytes());
-    }
-    out.truncate(len as usize);
-    out
+    berth_testkit::pattern::bytes(len as usize, seed)
 }
 
 /// Deterministic text that compresses well, unique per `seed`.
