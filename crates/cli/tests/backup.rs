@@ -243,6 +243,16 @@ fn round_trip(daemon: &Daemon, name: &str, other: Option<(&str, &str)>) {
     let notes = daemon.berth_ok(&["exec", name, "--", "cat", "/home/user/notes.txt"]);
     assert_eq!(notes, "kept across the backup\n");
 
+    // Through a pipe: `berth backup NAME -o - | berth restore -`.
+    daemon.berth_ok(&["box", "stop", name]);
+    let out = daemon.berth(&["backup", name, "-o", "-"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let piped = format!("{name}-piped");
+    let restored = daemon.berth_with(&["restore", "-", "--name", &piped], Some(&out.stdout), &[]);
+    assert!(restored.status.success(), "{}", stderr(&restored));
+    assert_eq!(kept(daemon, &piped).history, kept(daemon, name).history);
+    daemon.berth_ok(&["box", "rm", &piped]);
+
     let Some((other_runtime, template)) = other else {
         daemon.berth_ok(&["box", "rm", name]);
         return;
