@@ -136,7 +136,7 @@ pub async fn start(
     let header = Header {
         format: FORMAT.to_owned(),
         version: VERSION,
-        created_at: crate::durable::rfc3339(unix_now()),
+        created_at: crate::durable::rfc3339(crate::durable::unix_now()),
         berth_version: env!("CARGO_PKG_VERSION").to_owned(),
         box_id: record.id.to_string(),
         box_name: record.name.clone(),
@@ -216,10 +216,4 @@ fn spec_of(record: &BoxRecord) -> BoxSpec {
         labels: record.labels.clone(),
         env: record.env.clone(),
     }
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }

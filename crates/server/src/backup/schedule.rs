@@ -113,12 +113,14 @@ async fn due(ctx: &Ctx, record: &BoxRecord, box_dir: &Path, every: Duration) -> 
     {
         return false;
     }
-    let image = std::fs::metadata(volume_image(&ctx.data_dir, &record.id))
+    // The cheap looks first: the memory history is read only when they find nothing.
+    let image_written = std::fs::metadata(volume_image(&ctx.data_dir, &record.id))
         .and_then(|m| m.modified())
         .is_ok_and(|at| at >= newest);
-    let settings = SystemTime::from(record.updated_at) >= newest;
-    let memory = ctx
-        .memory
+    if image_written || SystemTime::from(record.updated_at) >= newest {
+        return true;
+    }
+    ctx.memory
         .history
         .latest(&record.id.to_string())
         .await
@@ -128,8 +130,7 @@ async fn due(ctx: &Ctx, record: &BoxRecord, box_dir: &Path, every: Duration) -> 
             time::OffsetDateTime::parse(&s.taken_at, &time::format_description::well_known::Rfc3339)
                 .ok()
         })
-        .is_some_and(|at| SystemTime::from(at) >= newest);
-    image || settings || memory
+        .is_some_and(|at| SystemTime::from(at) >= newest)
 }
 
 /// Writes one backup of `record` into `box_dir`; its path.

@@ -54,7 +54,7 @@ pub fn write(
     let mut tar = Entries {
         builder: tar::Builder::new(encoder),
         manifest: Vec::new(),
-        mtime: unix_now(),
+        mtime: crate::durable::unix_now(),
     };
     tar.json(HEADER, &source.header)?;
     tar.json(SPEC, &source.spec)?;
@@ -172,12 +172,6 @@ impl Read for Extents<'_> {
         }
         Ok(n)
     }
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// The map of the staged image `image`.

@@ -100,7 +100,8 @@ impl Staged {
     }
 }
 
-fn unix_now() -> u64 {
+/// Seconds since the epoch now (0 before it).
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
