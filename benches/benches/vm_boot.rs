@@ -60,6 +60,7 @@ async fn run() -> BenchResult<()> {
         egress: Default::default(),
         env: Default::default(),
         memory: None,
+        services: Vec::new(),
         disk_mib: 64,
     };
 

@@ -28,6 +28,7 @@ pub fn box_spec(n: u8, slot: u32) -> BenchResult<BoxSpec> {
         egress: Default::default(),
         env: Default::default(),
         memory: None,
+        services: Vec::new(),
         disk_mib: berth_runtime::DEFAULT_DISK_MIB,
     })
 }

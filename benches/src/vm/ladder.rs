@@ -39,6 +39,7 @@ pub async fn qemu_ladder(samples: usize) -> BenchResult<()> {
         egress: Default::default(),
         env: Default::default(),
         memory: None,
+        services: Vec::new(),
         disk_mib: 64,
     };
     let result = rounds(&runtime, &mut spec, samples).await;

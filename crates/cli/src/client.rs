@@ -131,6 +131,7 @@ fn next_step(message: &str) -> Option<&'static str> {
         ("no tenant ", "berth tenant ls"),
         ("no API key ", "berth tenant key ls TENANT"),
         ("no process ", "berth process ls NAME"),
+        ("no service ", "berth service ls NAME"),
         ("no share link ", "berth port links NAME"),
         ("no secret ", "berth secret ls"),
     ]
@@ -467,6 +468,10 @@ mod tests {
     fn a_not_found_answer_names_the_command_that_lists_what_exists() {
         assert_eq!(next_step("no box \"x\""), Some("berth box ls"));
         assert_eq!(next_step("no secret named \"gh\""), Some("berth secret ls"));
+        assert_eq!(
+            next_step("no service \"db\" in box alice"),
+            Some("berth service ls NAME")
+        );
         assert_eq!(next_step("not here"), None);
     }
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};

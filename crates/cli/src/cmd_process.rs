@@ -10,6 +10,7 @@ use bytes::Bytes;
 use clap::{Args, Subcommand};
 use http::Method;
 use http_body_util::BodyExt as _;
+use hyper::body::Incoming;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
@@ -165,51 +166,35 @@ pub async fn follow(
                 empty(),
             )
             .await?;
-        let mut body = response.into_body();
-        let mut pending = Vec::new();
-        loop {
-            let Some(frame) = body.frame().await else {
-                break;
-            };
-            let Ok(data) = frame.context("reading the process's output")?.into_data() else {
-                continue;
-            };
-            pending.extend_from_slice(&data);
-            anyhow::ensure!(
-                pending.len() <= MAX_FRAME_LINE_BYTES,
-                "the daemon sent an output frame longer than {MAX_FRAME_LINE_BYTES} bytes"
-            );
-            while let Some(pos) = pending.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = pending.drain(..=pos).collect();
-                if line.trim_ascii().is_empty() {
-                    continue;
-                }
-                let frame: ProcessFrame =
-                    serde_json::from_slice(&line).context("a bad output frame from the daemon")?;
-                if json {
-                    output::json_line(&mut std::io::stdout().lock(), &frame)?;
-                }
-                match frame {
-                    ProcessFrame::Output {
-                        stream,
-                        offset: at,
-                        data,
-                    } => {
-                        if at > offset {
-                            eprintln!(
-                                "berth: {} bytes of output were no longer kept in the box (it keeps the last MiB)",
-                                at - offset
-                            );
-                        }
-                        offset = at + data.len() as u64;
-                        if !json {
-                            write_output(stream, &data)?;
-                        }
-                    }
-                    ProcessFrame::Exit { exit, .. } => return Ok(exit),
-                    ProcessFrame::Unknown => {}
-                }
+        let exit = read_frames(response.into_body(), |frame| {
+            if json {
+                output::json_line(&mut std::io::stdout().lock(), &frame)?;
             }
+            match frame {
+                ProcessFrame::Output {
+                    stream,
+                    offset: at,
+                    data,
+                } => {
+                    if at > offset {
+                        eprintln!(
+                            "berth: {} bytes of output were no longer kept in the box (it keeps the last MiB)",
+                            at - offset
+                        );
+                    }
+                    offset = at + data.len() as u64;
+                    if !json {
+                        write_output(stream, &data)?;
+                    }
+                    Ok(None)
+                }
+                ProcessFrame::Exit { exit, .. } => Ok(Some(exit)),
+                ProcessFrame::Unknown => Ok(None),
+            }
+        })
+        .await?;
+        if let Some(exit) = exit {
+            return Ok(exit);
         }
         resumed += 1;
         anyhow::ensure!(
@@ -219,7 +204,40 @@ pub async fn follow(
     }
 }
 
-fn write_output(stream: OutputStream, data: &[u8]) -> anyhow::Result<()> {
+/// Reads the NDJSON [`ProcessFrame`]s of `body` (a process's output, a service's log),
+/// handing each to `each` until the body ends (`None`) or `each` answers `Some`.
+pub async fn read_frames<T>(
+    mut body: Incoming,
+    mut each: impl FnMut(ProcessFrame) -> anyhow::Result<Option<T>>,
+) -> anyhow::Result<Option<T>> {
+    let mut pending = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.context("reading the daemon's stream")?.into_data() else {
+            continue;
+        };
+        pending.extend_from_slice(&data);
+        anyhow::ensure!(
+            pending.len() <= MAX_FRAME_LINE_BYTES,
+            "the daemon sent an output frame longer than {MAX_FRAME_LINE_BYTES} bytes"
+        );
+        while let Some(pos) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=pos).collect();
+            if line.trim_ascii().is_empty() {
+                continue;
+            }
+            let frame: ProcessFrame =
+                serde_json::from_slice(&line).context("a bad output frame from the daemon")?;
+            if let Some(done) = each(frame)? {
+                return Ok(Some(done));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Writes output bytes where they came from: stderr's to berth's stderr, the rest to its
+/// stdout, each flushed at once.
+pub fn write_output(stream: OutputStream, data: &[u8]) -> anyhow::Result<()> {
     match stream {
         OutputStream::Stderr => {
             let mut err = std::io::stderr().lock();

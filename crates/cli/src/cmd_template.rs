@@ -12,7 +12,7 @@ use crate::table::table;
 
 #[derive(Debug, Subcommand)]
 pub enum TemplateCommand {
-    /// List templates as a table (NAME, BASE, HARNESS, IDLE, ORIGIN).
+    /// List templates as a table (NAME, BASE, HARNESS, SERVICES, IDLE, ORIGIN).
     #[command(visible_alias = "list")]
     Ls {
         /// Print the daemon's raw JSON answer instead of a table.
@@ -39,6 +39,8 @@ pub struct TemplateView {
     #[serde(default)]
     pub harness: Option<HarnessView>,
     #[serde(default)]
+    pub services: Vec<ServiceView>,
+    #[serde(default)]
     pub origin: String,
 }
 
@@ -46,6 +48,12 @@ pub struct TemplateView {
 pub struct HarnessView {
     #[serde(default)]
     pub command: Vec<String>,
+}
+
+/// Of a template's service, the table shows its name.
+#[derive(Debug, Deserialize)]
+pub struct ServiceView {
+    pub name: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -148,6 +156,7 @@ fn template_table(templates: &[TemplateView]) -> String {
                     .map(|h| h.command.join(" "))
                     .filter(|c| !c.is_empty())
                     .unwrap_or_else(|| "-".into()),
+                service_names(&t.services),
                 t.stop_after_s
                     .map(|s| format!("{s}s"))
                     .unwrap_or_else(|| "-".into()),
@@ -155,7 +164,19 @@ fn template_table(templates: &[TemplateView]) -> String {
             ]
         })
         .collect();
-    table(&["NAME", "BASE", "HARNESS", "IDLE", "ORIGIN"], &rows)
+    table(
+        &["NAME", "BASE", "HARNESS", "SERVICES", "IDLE", "ORIGIN"],
+        &rows,
+    )
+}
+
+/// `db,web`, or `-` for none.
+fn service_names(services: &[ServiceView]) -> String {
+    if services.is_empty() {
+        return "-".into();
+    }
+    let names: Vec<&str> = services.iter().map(|s| s.name.as_str()).collect();
+    names.join(",")
 }
 
 #[cfg(test)]
@@ -168,22 +189,28 @@ mod tests {
         let list: TemplateList = serde_json::from_value(json!({"templates":[
             {"name":"host","base":"host","stop_after_s":300,"limits":{},"layers":[],"harness":null,"origin":"builtin"},
             {"name":"echo","base":"host","stop_after_s":60,"layers":[],
-             "harness":{"command":["/opt/echo/echo-harness","--x"],"resume_args":[],"env":{}},"origin":"builtin"}
+             "harness":{"command":["/opt/echo/echo-harness","--x"],"resume_args":[],"env":{}},"origin":"builtin"},
+            {"name":"app","base":"minimal","stop_after_s":300,"harness":null,"origin":"file",
+             "services":[{"name":"db","command":["db"]},{"name":"web","command":["web"]}]}
         ]}))
         .unwrap();
         let text = template_table(&list.templates);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
-            "NAME   BASE   HARNESS                      IDLE   ORIGIN"
+            "NAME   BASE      HARNESS                      SERVICES   IDLE   ORIGIN"
         );
         assert_eq!(
             lines[1],
-            "host   host   -                            300s   builtin"
+            "host   host      -                            -          300s   builtin"
         );
         assert_eq!(
             lines[2],
-            "echo   host   /opt/echo/echo-harness --x   60s    builtin"
+            "echo   host      /opt/echo/echo-harness --x   -          60s    builtin"
+        );
+        assert_eq!(
+            lines[3],
+            "app    minimal   -                            db,web     300s   file"
         );
     }
 

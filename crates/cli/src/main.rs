@@ -29,6 +29,7 @@ mod cmd_process;
 mod cmd_runtime;
 mod cmd_secret;
 mod cmd_send;
+mod cmd_service;
 mod cmd_session;
 mod cmd_shell;
 mod cmd_template;
@@ -88,6 +89,10 @@ pub enum Command {
     /// their output, signal them, feed their stdin.
     #[command(subcommand)]
     Process(cmd_process::ProcessCommand),
+    /// A box's services (the daemons its template declares, supervised in the box): list
+    /// them, print one's log, restart one.
+    #[command(subcommand)]
+    Service(cmd_service::ServiceCommand),
     /// Open a terminal in a box (a login shell, or CMD); exits with its status.
     Shell(cmd_shell::ShellArgs),
     /// Copy a file, or with -r a directory, into a box (LOCAL NAME:PATH) or out of one
@@ -203,6 +208,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Exec(args) => client_main(async { cmd_exec::run(&connect()?, args).await }),
         Command::Process(command) => {
             client_main(async { cmd_process::run(&connect()?, command).await })
+        }
+        Command::Service(command) => {
+            client_main(async { cmd_service::run(&connect()?, command).await })
         }
         Command::Shell(args) => client_main(async { cmd_shell::run(&connect()?, args).await }),
         Command::Cp(args) => {

@@ -15,7 +15,7 @@ fn help_lists_the_commands() {
     let text = stdout(&out);
     for command in [
         "up", "box", "exec", "cp", "send", "logs", "egress", "template", "tenant", "secret",
-        "webhook", "mcp", "image", "port",
+        "webhook", "mcp", "image", "port", "process", "service",
     ] {
         assert!(
             text.lines().any(|l| l.trim_start().starts_with(command)),
@@ -201,6 +201,7 @@ fn end_to_end_box_lifecycle_exec_and_cp() {
 }
 
 /// `berth logs NAME` lines: `(seq, type, summary)`.
+/// A template with a service that stays up and one that fails at once.
 fn parse_log_lines(text: &str) -> Vec<(u64, String, String)> {
     text.lines()
         .map(|line| {

@@ -1,16 +1,17 @@
 //! berth's own Python SDK (`sdk/python`) against a real `berth up`: its pytest suite
 //! (`sdk/python/tests`) makes its own boxes through the SDK, drives every call on them, and
 //! deletes them; this test runs it with `BERTH_URL` and `BERTH_API_KEY` pointing at the
-//! daemon, asserts pytest passed, and that no box was left behind. It runs twice: on the
-//! embedded SQLite store, and on a PostgreSQL server the test starts (every operation of
-//! the API on the many-hosts database).
+//! daemon, asserts pytest passed, and that no box was left behind. The daemon's data dir
+//! holds the suites' own template too (`svc`, with a service: `common::sdk_suite`). It runs
+//! twice: on the embedded SQLite store, and on a PostgreSQL server the test starts (every
+//! operation of the API on the many-hosts database).
 
 mod common;
 
 use std::process::Command;
 use std::time::Duration;
 
-use common::{api_coverage, e2e_skip_reason, run_logged, Daemon};
+use common::{api_coverage, e2e_skip_reason, run_logged, sdk_suite, Daemon};
 
 /// What the whole suite may take on a loaded machine.
 const SUITE_DEADLINE: Duration = Duration::from_secs(600);
@@ -20,7 +21,7 @@ fn the_python_sdk_suite_passes_against_a_real_daemon() {
     let Some(python) = python_or_skip() else {
         return;
     };
-    run_suite(&python, &Daemon::start());
+    run_suite(&python, &sdk_suite::daemon(None));
 }
 
 #[test]
@@ -31,7 +32,7 @@ fn the_python_sdk_suite_passes_against_a_daemon_on_postgres() {
     let Some(postgres) = berth_testkit::postgres::PgServer::start() else {
         return;
     };
-    let daemon = Daemon::start_with_config(&common::store_on(&postgres));
+    let daemon = sdk_suite::daemon(Some(&common::store_on(&postgres)));
     run_suite(&python, &daemon);
     assert!(
         !daemon.dir().join("berth.db").exists(),

@@ -3,14 +3,15 @@
 //! them, and deletes them; this test builds the SDK from this checkout (`npm run build`, so
 //! the suite never runs a stale `dist`), runs the suite with `BERTH_URL` and
 //! `BERTH_API_KEY` pointing at the daemon, asserts it passed, and that no box was left
-//! behind.
+//! behind. The daemon's data dir holds the suites' own template too (`svc`, with a service:
+//! `common::sdk_suite`).
 
 mod common;
 
 use std::process::Command;
 use std::time::Duration;
 
-use common::{api_coverage, e2e_skip_reason, run_logged, Daemon};
+use common::{api_coverage, e2e_skip_reason, run_logged, sdk_suite};
 
 /// What the build (types generated from openapi.json, then tsc) may take on a loaded machine.
 const BUILD_DEADLINE: Duration = Duration::from_secs(300);
@@ -30,7 +31,7 @@ fn the_typescript_sdk_suite_passes_against_a_real_daemon() {
             return;
         }
     };
-    let daemon = Daemon::start();
+    let daemon = sdk_suite::daemon(None);
     let (addr, key) = daemon.api_endpoint();
 
     let mut build = Command::new("npm");

@@ -108,6 +108,12 @@ pub enum ApiError {
     StdinNotOpen { id: String },
     #[error("process {id} no longer reads its stdin (it closed it or exited)")]
     StdinClosed { id: String },
+    #[error("no service {name:?} in this box's template")]
+    NoService { name: String },
+    #[error("service {name:?} cannot run: {reason}")]
+    ServiceRefused { name: String, reason: String },
+    #[error("the box is stopping: its services are not restarted")]
+    ServicesStopping,
 }
 
 impl ApiError {
@@ -132,7 +138,8 @@ impl ApiError {
             | ApiError::BadSignal { .. }
             | ApiError::StdinTwice
             | ApiError::BadTag { .. } => ErrorCode::InvalidRequest,
-            ApiError::NoProcess { .. } => ErrorCode::NotFound,
+            ApiError::NoProcess { .. } | ApiError::NoService { .. } => ErrorCode::NotFound,
+            ApiError::ServiceRefused { .. } | ApiError::ServicesStopping => ErrorCode::Conflict,
             ApiError::TooManyProcesses { .. } => ErrorCode::TooManyRequests,
             ApiError::StdinNotOpen { .. } | ApiError::StdinClosed { .. } => ErrorCode::Conflict,
             ApiError::PortClosed { .. } => ErrorCode::Unavailable,

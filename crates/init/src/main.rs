@@ -1,10 +1,11 @@
 //! `berth-init`: PID 1 of every berth box, and the guest agent the host talks to.
 //!
 //! Boots in phases (`mount` → `limits` → `seal` → `volume` → `egress` → `harness` →
-//! `serve`, see [`boot`], [`sandbox_cgroup`], [`egress`] and [`harness`]; a VM's PID 1 does
+//! `services` → `serve`, see [`boot`], [`sandbox_cgroup`], [`egress`], [`harness`] and
+//! [`service`]; a VM's PID 1 does
 //! `kernel` → `modules` → `disks` → `limits` after `mount`, see [`vm`]), then serves the
-//! guest channel ([`server`]) until SIGTERM or `POST /v1/shutdown`, then stops every
-//! process ([`stop`]) and exits (a VM powers off). The `egress` phase also takes the box's
+//! guest channel ([`server`]) until SIGTERM or `POST /v1/shutdown`, then stops the
+//! services and every other process ([`stop`]) and exits (a VM powers off). The `egress` phase also takes the box's
 //! environment ([`box_env`]); it runs before `harness` so the harness can connect out at
 //! once.
 //!
@@ -36,6 +37,7 @@ mod reaper;
 mod sandbox_cgroup;
 mod seal;
 mod server;
+mod service;
 mod slots;
 mod started;
 mod stop;
@@ -94,6 +96,8 @@ enum BootError {
     Egress(#[from] egress::EgressError),
     #[error(transparent)]
     Harness(#[from] harness::boot::HarnessBootError),
+    #[error(transparent)]
+    Services(#[from] service::boot::ServicesFileError),
     #[error(transparent)]
     Channel(#[from] channel::ChannelError),
     #[error("serve phase: cannot install signal handlers")]
@@ -240,18 +244,29 @@ async fn run(args: Args) -> Result<(), BootError> {
         box_env,
         cgroup,
     });
-    // Loads the journals and starts the harness without waiting for it.
+    // Loads the journals; the harness starts once the services have settled.
     let harness = boot.phase("harness", || {
-        let harness = Arc::new(harness::boot::load(harness::boot::Options {
+        harness::boot::load(harness::boot::Options {
             run_dir: &args.run_dir,
             state_dir: &args.state_dir,
             home: &args.home,
             deliver_timeout: args.deliver_timeout,
-        })?);
-        harness::supervisor::start(&harness, &exec);
-        wake::relay::start(harness.clone());
-        Ok::<_, BootError>(harness)
+        })
+        .map(Arc::new)
     })?;
+    let (services, settle_limit) = boot.phase("services", || {
+        let configs = service::boot::read(&args.run_dir)?;
+        let limit = Duration::from_secs(
+            berth_protocol::service::ready_budget_s(
+                &configs.iter().map(|(c, _)| c.clone()).collect::<Vec<_>>(),
+            ) + berth_protocol::service::STABLE_AFTER_S,
+        );
+        let services = service::Services::new(exec.clone(), harness.clone(), configs);
+        services.start();
+        Ok::<_, BootError>((services, limit))
+    })?;
+    harness::supervisor::start(&harness, &exec, services.clone().settled(settle_limit));
+    wake::relay::start(harness.clone());
 
     let serve_start = Instant::now();
     let token = channel::take_token(&args.run_dir)?;
@@ -272,6 +287,7 @@ async fn run(args: Args) -> Result<(), BootError> {
         boot,
         terminals: terminal::Terminals::new(exec.clone()),
         processes: process::Processes::new(exec.clone(), harness.clone()),
+        services: services.clone(),
         exec,
         harness: harness.clone(),
         shutdown: shutdown.clone(),
@@ -288,6 +304,8 @@ async fn run(args: Args) -> Result<(), BootError> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     harness.begin_shutdown();
+    // Services first, in reverse dependency order, each with its own grace; then the rest.
+    services.stop_all().await;
     stop::stop_everything(&reaper).await;
     harness.sync();
     let _ = std::fs::remove_file(args.run_dir.join(berth_protocol::guest::AGENT_SOCKET));

@@ -35,6 +35,7 @@ use crate::process::{self, Processes};
 use crate::query::{
     after_query, checked_path, close_query, file_query, follow_query, offset_query, write_mode,
 };
+use crate::service::{self, Services};
 use crate::terminal::Terminals;
 use crate::watch;
 
@@ -54,6 +55,7 @@ pub struct Agent {
     pub harness: Arc<Harness>,
     pub terminals: Arc<Terminals>,
     pub processes: Arc<Processes>,
+    pub services: Arc<Services>,
     pub shutdown: Arc<Notify>,
 }
 
@@ -117,6 +119,9 @@ async fn route(agent: &Arc<Agent>, mut req: Request<Incoming>) -> Result<Respons
     let query = parts.uri.query();
     if let Some(rest) = parts.uri.path().strip_prefix("/v1/processes/") {
         return process_route(agent, &parts, rest, body).await;
+    }
+    if let Some(rest) = parts.uri.path().strip_prefix("/v1/services/") {
+        return service_route(agent, &parts, rest).await;
     }
     if let Some(rest) = parts.uri.path().strip_prefix("/v1/terminals/") {
         return terminal_route(agent, &parts, rest, body, upgrade).await;
@@ -221,7 +226,9 @@ async fn route(agent: &Arc<Agent>, mut req: Request<Incoming>) -> Result<Respons
         (&Method::GET, "/v1/busy") => json(&Busy {
             terminals: agent.terminals.busy(),
             processes: agent.processes.busy(),
+            services: agent.services.busy(),
         }),
+        (&Method::GET, "/v1/services") => json(&agent.services.list()),
         (&Method::POST, "/v1/processes") => {
             let follow = follow_query(query)?;
             let bytes = collect(body, &parts.headers, MAX_EXEC_BODY).await?;
@@ -313,6 +320,29 @@ async fn process_route(
                 None => written.map(|()| no_content()),
             }
         }
+        _ => Err(no_route(parts)),
+    }
+}
+
+/// The calls under `/v1/services/{name}`.
+async fn service_route(
+    agent: &Arc<Agent>,
+    parts: &http::request::Parts,
+    rest: &str,
+) -> Result<Response<Body>, ApiError> {
+    let (name, verb) = rest.split_once('/').unwrap_or((rest, ""));
+    let service = agent.services.get(name)?;
+    match (&parts.method, verb) {
+        (&Method::GET, "logs") => {
+            let query = parts.uri.query();
+            let offset = offset_query(query)?.unwrap_or(0);
+            Ok(respond(
+                StatusCode::OK,
+                "application/x-ndjson",
+                Body::Stream(service::logs::read(service, offset, follow_query(query)?)),
+            ))
+        }
+        (&Method::POST, "restart") => json(&agent.services.restart(&service).await?),
         _ => Err(no_route(parts)),
     }
 }

@@ -36,7 +36,7 @@ async fn info_reports_the_boot() {
     let phases: Vec<_> = info.phases.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(
         phases,
-        ["mount", "seal", "volume", "egress", "harness", "serve"]
+        ["mount", "seal", "volume", "egress", "harness", "services", "serve"]
     );
     // The token file is consumed at boot.
     assert!(!agent.dir.path().join("run/token").exists());

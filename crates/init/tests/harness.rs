@@ -13,6 +13,8 @@ use serde_json::json;
 mod common;
 #[path = "harness/message_ids.rs"]
 mod message_ids;
+#[path = "harness/services.rs"]
+mod services;
 #[path = "harness/supervision.rs"]
 mod supervision;
 
@@ -59,7 +61,7 @@ async fn a_message_is_answered_once_in_order() {
     let phases: Vec<_> = info.phases.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(
         phases,
-        ["mount", "seal", "volume", "egress", "harness", "serve"]
+        ["mount", "seal", "volume", "egress", "harness", "services", "serve"]
     );
     assert!(!agent.deliver("msg_1", "hello").await.unwrap());
     let events = agent.events_until(0, |e| results(e) == 1).await;

@@ -149,6 +149,12 @@ pub enum Call {
     /// answer (its `ProcessInfo` line, then the frames of `GET …/output?offset=0`), so a
     /// command that is run to its end costs one round trip to the box, not two.
     ProcessStartFollowed,
+    /// `GET /v1/services` ([`crate::service::ServiceList`]).
+    ServiceList,
+    /// `GET /v1/services/{name}/logs?offset=N&follow=B`.
+    ServiceLogs,
+    /// `POST /v1/services/{name}/restart`.
+    ServiceRestart,
 }
 
 impl Call {
@@ -182,6 +188,7 @@ impl Call {
             Call::BootToken | Call::WakeReply => 4,
             Call::FileMove | Call::TerminalList => 5,
             Call::ProcessStartFollowed => 6,
+            Call::ServiceList | Call::ServiceLogs | Call::ServiceRestart => 7,
         }
     }
 }

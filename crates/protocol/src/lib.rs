@@ -4,6 +4,7 @@
 //! - [`ids`]: typed identifiers used across the host (boxes, tenants).
 //! - [`terminal`], [`process`], [`files`], [`ports`]: version 3's calls (terminals,
 //!   background processes, directories and watches, in-box ports).
+//! - [`service`]: version 7's template services, supervised by `berth-init`.
 //! - [`memory`]: a box's `/memory` as the host reads it without waking the box.
 //! - [`vm`]: the config disk the host gives a VM's `berth-init`.
 //! - [`error`]: the one JSON error shape, `{"error":{"code","message"}}`, used by the
@@ -19,6 +20,7 @@ pub mod memory_history;
 pub mod memory_search;
 pub mod ports;
 pub mod process;
+pub mod service;
 pub mod terminal;
 pub mod version;
 pub mod vm;

@@ -160,11 +160,19 @@ pub struct Busy {
     /// Background processes running that asked to keep the box awake.
     #[serde(default)]
     pub processes: u32,
+    /// Services running that say `keep_awake` (version 7; not written when 0, so the
+    /// version-3 answer is unchanged).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub services: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Busy {
     pub fn is_busy(&self) -> bool {
-        self.terminals > 0 || self.processes > 0
+        self.terminals > 0 || self.processes > 0 || self.services > 0
     }
 }
 
@@ -236,6 +244,7 @@ mod tests {
         let busy = Busy {
             terminals: 1,
             processes: 2,
+            services: 0,
         };
         assert_eq!(
             serde_json::to_value(busy).unwrap(),

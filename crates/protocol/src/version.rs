@@ -10,7 +10,7 @@
 pub type ProtocolVersion = u32;
 
 /// The version this build speaks.
-pub const PROTOCOL_VERSION: ProtocolVersion = 6;
+pub const PROTOCOL_VERSION: ProtocolVersion = 7;
 
 /// The oldest version this build still speaks.
 pub const MIN_PROTOCOL_VERSION: ProtocolVersion = 1;

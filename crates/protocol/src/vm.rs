@@ -97,6 +97,9 @@ pub struct VmConfig {
     /// `<run dir>/memory.json`); `None`: the default layout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<crate::memory::MemoryLayout>,
+    /// The template's services (the sandbox's `<run dir>/services.json`), version 7.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<crate::service::ServiceConfig>,
 }
 
 /// One disk of the VM besides the config disk.
@@ -248,6 +251,7 @@ mod tests {
             ),
             env: BTreeMap::from([("ANTHROPIC_API_KEY".into(), "berth-ph-1".into())]),
             memory: None,
+            services: Vec::new(),
             hosts: "127.0.0.1 localhost api.anthropic.com\n".into(),
             ca_bundle: "-----BEGIN CERTIFICATE-----\n".into(),
             disks: VmDisk::base_disks(),

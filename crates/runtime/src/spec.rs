@@ -31,6 +31,9 @@ pub struct BoxSpec {
     pub env: BTreeMap<String, String>,
     /// How `/memory` is seeded on the volume's first boot; `None`: the default layout.
     pub memory: Option<berth_protocol::memory::MemoryLayout>,
+    /// The template's services, which `berth-init` starts before the harness and
+    /// supervises (validated by the host); empty: none.
+    pub services: Vec<berth_protocol::service::ServiceConfig>,
 }
 
 /// The box's side of its egress (ARCHITECTURE.md "Egress"). The gateway itself runs on the

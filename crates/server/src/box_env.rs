@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use berth_protocol::harness::HarnessConfig;
+use berth_protocol::service::ServiceConfig;
 use berth_protocol::BoxId;
 
 use crate::ctx::Ctx;
@@ -52,10 +53,25 @@ pub fn harness_with(
     box_env: &BTreeMap<String, String>,
 ) -> Option<HarnessConfig> {
     harness.map(|mut h| {
-        h.env
-            .extend(box_env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        over(&mut h.env, box_env);
         h
     })
+}
+
+/// The template's services with the box's environment over each one's `env`, as the
+/// harness gets it.
+pub fn services_with(
+    mut services: Vec<ServiceConfig>,
+    box_env: &BTreeMap<String, String>,
+) -> Vec<ServiceConfig> {
+    for service in &mut services {
+        over(&mut service.env, box_env);
+    }
+    services
+}
+
+fn over(env: &mut BTreeMap<String, String>, box_env: &BTreeMap<String, String>) {
+    env.extend(box_env.iter().map(|(k, v)| (k.clone(), v.clone())));
 }
 
 /// Checks a box's environment: POSIX names (`[A-Za-z_][A-Za-z0-9_]*`), no NUL in values,
@@ -144,6 +160,12 @@ mod tests {
         let h = harness_with(Some(harness), &env(&[("A", "box")])).unwrap();
         assert_eq!(h.env, env(&[("A", "box"), ("T", "template")]));
         assert!(harness_with(None, &env(&[("A", "box")])).is_none());
+        let service: ServiceConfig = serde_json::from_value(serde_json::json!({
+            "name": "db", "command": ["db"], "env": {"A": "template", "T": "template"}
+        }))
+        .unwrap();
+        let services = services_with(vec![service], &env(&[("A", "box")]));
+        assert_eq!(services[0].env, env(&[("A", "box"), ("T", "template")]));
     }
 
     #[test]

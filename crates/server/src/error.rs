@@ -82,6 +82,22 @@ pub enum OpError {
     #[error("no process {id}: the box is not running, and its processes ended with it")]
     NoSuchProcess { id: String },
 
+    /// The box has no service of that name (its template declares none, or, running, its
+    /// agent knows none).
+    #[error("no service {service:?} in box {name}")]
+    NoSuchService { name: String, service: String },
+
+    /// A service's log is kept in the box's memory, by its `berth-init`, for one boot.
+    #[error("box {name} is not running ({state}): {}", services_not_running_hint(*state))]
+    ServicesNotRunning {
+        name: String,
+        state: berth_store::BoxState,
+    },
+
+    /// The running box's `berth-init` speaks a protocol older than services (version 7).
+    #[error("box {name}'s agent predates services: it was started by an older berth; stop and start the box to update it")]
+    AgentPredatesServices { name: String },
+
     #[error("invalid label {key:?}: {rule}")]
     InvalidLabel { key: String, rule: &'static str },
 
@@ -105,8 +121,9 @@ pub enum OpError {
     #[error("invalid `egress`")]
     InvalidEgress(#[source] crate::egress::policy::PolicyError),
 
-    /// A box's credential rule whose placeholder variable the template's harness sets too.
-    #[error("invalid `egress`: credentials[{index}] ({name}): placeholder_env {var:?} is also set in template {template:?}'s harness.env")]
+    /// A box's credential rule whose placeholder variable the template's harness or one of
+    /// its services sets too.
+    #[error("invalid `egress`: credentials[{index}] ({name}): placeholder_env {var:?} is also set in the `env` of template {template:?}'s harness or a service")]
     EgressEnvClash {
         index: usize,
         name: String,
@@ -399,6 +416,23 @@ pub enum OpError {
         #[source]
         source: tokio::task::JoinError,
     },
+}
+
+/// What a caller who asked for a service's log of a box that is not running can do.
+fn services_not_running_hint(state: berth_store::BoxState) -> &'static str {
+    use berth_store::BoxState;
+    match state {
+        // Asleep with its memory (frozen, or saved to disk): the log is there once it runs.
+        BoxState::Paused | BoxState::Snapshotted => {
+            "its services' logs are kept while it sleeps; resume it to read them"
+        }
+        BoxState::Stopped
+        | BoxState::Starting
+        | BoxState::Running
+        | BoxState::Stopping
+        | BoxState::Failed
+        | BoxState::Deleted => "its services' logs begin at its next start",
+    }
 }
 
 /// Why a box's template does not let it start.

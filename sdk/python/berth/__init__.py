@@ -46,7 +46,17 @@ from .models_memory import (
     MemorySnapshotTree,
 )
 from .models_backup import BackupFile, BackupOrigin, RestoredBackup
-from .models import BoxInfo, EgressPage, EgressRecord, Event, ExecResult, Limits, Message
+from .models import (
+    BoxInfo,
+    EgressPage,
+    EgressRecord,
+    Event,
+    ExecResult,
+    Limits,
+    Message,
+    OutputChunk,
+    ServiceInfo,
+)
 from .secrets import Secret
 from .tenants import ApiKey, Quota, Tenant, Usage
 from .wakeups import Wakeup
@@ -93,6 +103,7 @@ __all__ = [
     "MemoryTree",
     "Message",
     "NotFound",
+    "OutputChunk",
     "Pairing",
     "PayloadTooLarge",
     "PermissionDenied",
@@ -101,6 +112,7 @@ __all__ = [
     "RestoredBackup",
     "Runtime",
     "Secret",
+    "ServiceInfo",
     "Template",
     "Tenant",
     "Timeout",

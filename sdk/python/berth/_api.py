@@ -224,6 +224,25 @@ def process_signal(ref: str, pid: str, signal: str) -> Request:
     return Request("POST", box_path(ref, "processes", pid, "signal"), json={"signal": name}, box=ref)
 
 
+# Services (the daemons a box's template declares)
+
+
+def list_services(ref: str) -> Request:
+    return Request("GET", box_path(ref, "services"), box=ref)
+
+
+def service_logs(ref: str, name: str, offset: int, follow: bool) -> Request:
+    params = [("offset", str(offset)), ("follow", "true" if follow else "false")]
+    return Request(
+        "GET", box_path(ref, "services", name, "logs"), params=params, box=ref, unbounded=True
+    )
+
+
+def restart_service(ref: str, name: str) -> Request:
+    """Wakes the box first: it may take as long as a cold boot."""
+    return Request("POST", box_path(ref, "services", name, "restart"), box=ref, unbounded=True)
+
+
 # Files
 
 

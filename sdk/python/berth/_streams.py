@@ -108,13 +108,13 @@ class Reconnects:
 
 
 class OutputCursor:
-    """Where a reader of a process's output is: the offset to resume from, and the exit
-    once seen."""
+    """Where a reader of a process's output (or a service's log, which has no exit) is: the
+    offset to resume from, and the exit once seen."""
 
-    def __init__(self, offset: int) -> None:
+    def __init__(self, offset: int, what: str = "the process's output stream") -> None:
         self.offset = offset
         self.exit: Optional[ProcessExit] = None
-        self.reconnects = Reconnects("the process's output stream")
+        self.reconnects = Reconnects(what)
 
     def feed(self, line: str) -> Optional[OutputChunk]:
         """Takes one line; answers the chunk it held, if any."""

@@ -39,6 +39,7 @@ from .models import (
     PortUrls,
     ProcessExit,
     ProcessInfo,
+    ServiceInfo,
     ShareLink,
 )
 from .models_backup import BackupFile, RestoredBackup
@@ -260,6 +261,31 @@ class AsyncBox(BoxView):
         answer = (await self._t.send(_api.list_processes(self.id))).json()
         return [AsyncProcess(self._t, self.id, ProcessInfo.from_json(p))
                 for p in answer["processes"]]
+
+    async def services(self) -> List[ServiceInfo]:
+        answer = (await self._t.send(_api.list_services(self.id))).json()
+        return [ServiceInfo.from_json(s) for s in answer["services"]]
+
+    async def service_logs(
+        self, name: str, offset: int = 0, follow: bool = False
+    ) -> AsyncIterator[OutputChunk]:
+        """The service's log from `offset`, as `Box.service_logs`."""
+        cursor = _api.OutputCursor(offset, "the service's log stream")
+        while True:
+            request = _api.service_logs(self.id, name, cursor.offset, follow)
+            try:
+                async with self._t.stream(request) as response:
+                    async for line in response.aiter_lines():
+                        chunk = cursor.feed(line)
+                        if chunk is not None:
+                            yield chunk
+                return
+            except _CUT:
+                cursor.reconnects.cut()
+
+    async def restart_service(self, name: str) -> ServiceInfo:
+        answer = await self._t.send(_api.restart_service(self.id, name))
+        return ServiceInfo.from_json(answer.json())
 
     async def send(self, text: str, *, id: Optional[str] = None) -> "AsyncTurn":
         posted = (await self._t.send(_api.post_message(self.id, text, id))).json()

@@ -23,8 +23,10 @@ from .models import (
     EventPage,
     ExecResult,
     Message,
+    OutputChunk,
     PortUrls,
     ProcessInfo,
+    ServiceInfo,
     ShareLink,
 )
 from .models_backup import BackupFile, RestoredBackup
@@ -278,6 +280,37 @@ class Box(BoxView):
         while the box is not running)."""
         answer = self._t.send(_api.list_processes(self.id)).json()
         return [Process(self._t, self.id, ProcessInfo.from_json(p)) for p in answer["processes"]]
+
+    def services(self) -> List[ServiceInfo]:
+        """The box's services (the daemons its template declares), in the template's order.
+        Does not wake the box: one that is not running lists its template's, `stopped`."""
+        answer = self._t.send(_api.list_services(self.id)).json()
+        return [ServiceInfo.from_json(s) for s in answer["services"]]
+
+    def service_logs(
+        self, name: str, offset: int = 0, follow: bool = False
+    ) -> Iterator[OutputChunk]:
+        """The service's log from `offset` (stdout and stderr, across its restarts; the box
+        keeps the last 256 KiB), as it comes: to the log's end, or with `follow=True` on
+        until the box stops (leave the loop to stop reading). A cut connection is resumed
+        from the last offset read. The box must be running (`Conflict` otherwise)."""
+        cursor = _api.OutputCursor(offset, "the service's log stream")
+        while True:
+            request = _api.service_logs(self.id, name, cursor.offset, follow)
+            try:
+                with self._t.stream(request) as response:
+                    for line in response.iter_lines():
+                        chunk = cursor.feed(line)
+                        if chunk is not None:
+                            yield chunk
+                return
+            except _CUT:
+                cursor.reconnects.cut()
+
+    def restart_service(self, name: str) -> ServiceInfo:
+        """Restarts the service, waking the box: its running life is stopped and another
+        started at once. Answers the service just after."""
+        return ServiceInfo.from_json(self._t.send(_api.restart_service(self.id, name)).json())
 
     def send(self, text: str, *, id: Optional[str] = None) -> Turn:
         """Posts a message to the box's agent (waking the box) and answers its turn: iterate

@@ -154,9 +154,51 @@ class ProcessInfo:
 
 
 @dataclass(frozen=True)
+class ServiceInfo:
+    """A service of a box (a daemon its template declares, supervised in the box): `state`
+    is `waiting`, `starting`, `running`, `restarting`, `stopping`, `exited`, `failed`, or
+    `stopped` while the box is not running; `restarts` counts the lives after the first,
+    this boot; `log_end` is the offset just past its log's last byte; a failed one has its
+    `reason`, `last_exit` and `log_tail`. Times are milliseconds since the Unix epoch."""
+
+    name: str
+    state: str
+    pid: Optional[int]
+    restarts: int
+    started_at_ms: Optional[int]
+    ready_at_ms: Optional[int]
+    last_exit: Optional[ProcessExit]
+    reason: Optional[str]
+    log_end: int
+    log_tail: Optional[str]
+    keep_awake: bool
+    after: List[str]
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "ServiceInfo":
+        last_exit = data.get("last_exit")
+        return cls(
+            name=data["name"],
+            state=data["state"],
+            pid=data.get("pid"),
+            restarts=data.get("restarts", 0),
+            started_at_ms=data.get("started_at_ms"),
+            ready_at_ms=data.get("ready_at_ms"),
+            last_exit=ProcessExit.from_json(last_exit) if last_exit else None,
+            reason=data.get("reason"),
+            log_end=data.get("log_end", 0),
+            log_tail=data.get("log_tail"),
+            keep_awake=bool(data.get("keep_awake")),
+            after=list(data.get("after") or []),
+            raw=data,
+        )
+
+
+@dataclass(frozen=True)
 class OutputChunk:
-    """A piece of a background process's output: which `stream`, its `offset` (stdout and
-    stderr counted together, in the order they came) and its bytes."""
+    """A piece of a background process's output or of a service's log: which `stream`, its
+    `offset` (stdout and stderr counted together, in the order they came) and its bytes."""
 
     stream: str
     offset: int

@@ -266,3 +266,21 @@ def test_memory_read_awake_and_asleep():
         assert (await box.refresh()).state == "stopped"
 
     with_box(body)
+
+
+def test_services_listed_asleep_then_restarted_and_read_awake():
+    async def body(box: AsyncBox) -> None:
+        assert [(s.name, s.state) for s in await box.services()] == [("hello", "stopped")]
+        # The restart wakes the box (whose boot started the service) and restarts it.
+        restarted = await box.restart_service("hello")
+        assert restarted.name == "hello" and restarted.restarts >= 1
+        assert (await box.refresh()).state == "running"
+        text = ""
+        for _ in range(600):
+            text = "".join([chunk.text async for chunk in box.service_logs("hello")])
+            if "hello\n" in text:
+                break
+            await asyncio.sleep(0.05)
+        assert "hello\n" in text, text
+
+    with_box(body, template="svc")

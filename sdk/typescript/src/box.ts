@@ -1,8 +1,8 @@
 /**
- * One box: its lifecycle verbs, exec and background processes, files, its memory (read
- * without waking it), terminals, messages, wakeups and events, ports and share links, its
- * egress audit, and a backup of it all as one file. Each call that answers the box updates
- * `info`.
+ * One box: its lifecycle verbs, exec, background processes and services, files, its memory
+ * (read without waking it), terminals, messages, wakeups and events, ports and share links,
+ * its egress audit, and a backup of it all as one file. Each call that answers the box
+ * updates `info`.
  */
 
 import { ExecCollector, SpawnOptions, StreamedExecOptions, execBody, execResult, spawnBody } from "./exec.js";
@@ -20,14 +20,17 @@ import {
   EventPage,
   ExecResult,
   MessageInfo,
+  OutputChunk,
   PortUrls,
   ProcessInfo,
+  ServiceInfo,
   ShareLink,
   UpdateBoxFields,
 } from "./models.js";
 import { Command, boxPath } from "./paths.js";
 import * as ports from "./ports.js";
 import { Process } from "./process.js";
+import * as services from "./services.js";
 import { readChunks, readFrames } from "./streams.js";
 import { Terminal, TerminalOptions } from "./terminal.js";
 import type { Call, Transport } from "./transport.js";
@@ -155,6 +158,32 @@ export class Box {
       box: this.id,
     });
     return answer.processes.map((info) => new Process(this.transport, this.id, info));
+  }
+
+  /**
+   * The box's services (the daemons its template declares), in the template's order. Does
+   * not wake the box: one that is not running lists its template's, `stopped`.
+   */
+  async services(): Promise<ServiceInfo[]> {
+    return services.services(this.transport, this.id);
+  }
+
+  /**
+   * The service's log from `offset` (stdout and stderr, across its restarts; the box keeps
+   * the last 256 KiB), as it comes: to the log's end, or with `follow` on until the box
+   * stops (leave the loop to stop reading). A cut connection is resumed from the last
+   * offset read. The box must be running (`Conflict` otherwise).
+   */
+  serviceLogs(name: string, options: services.ServiceLogOptions = {}): AsyncGenerator<OutputChunk> {
+    return services.serviceLogs(this.transport, this.id, name, options);
+  }
+
+  /**
+   * Restarts the service, waking the box: its running life is stopped and another started
+   * at once. Answers the service just after.
+   */
+  async restartService(name: string): Promise<ServiceInfo> {
+    return services.restartService(this.transport, this.id, name);
   }
 
   /**

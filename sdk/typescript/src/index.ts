@@ -25,6 +25,7 @@ export type { TerminalOptions } from "./terminal.js";
 export { Turn } from "./messages.js";
 export type { PortRequest } from "./ports.js";
 export { Secrets } from "./secrets.js";
+export type { ServiceLogOptions } from "./services.js";
 export { Templates } from "./templates.js";
 export type { Reloaded } from "./templates.js";
 export { Tenant, TenantKeys, Tenants } from "./tenants.js";
@@ -73,6 +74,8 @@ export type {
   Quota,
   RuntimeInfo,
   SecretInfo,
+  ServiceInfo,
+  ServiceState,
   ShareLink,
   TemplateError,
   TemplateInfo,

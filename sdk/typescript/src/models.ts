@@ -23,6 +23,15 @@ export type BackupOrigin = Schemas["BackupOrigin"];
 export type UpdateBoxFields = Schemas["UpdateBox"];
 /** A background process as the box's agent knows it. */
 export type ProcessInfo = Schemas["ProcessInfo"];
+/**
+ * A service of a box (a daemon its template declares, supervised in the box): `state`
+ * (`stopped` while the box is not running), `pid`, `restarts` (lives after the first, this
+ * boot), `log_end` (the offset just past its log), and for a failed one its `reason`,
+ * `last_exit` and `log_tail`. Times are milliseconds since the Unix epoch.
+ */
+export type ServiceInfo = Schemas["ServiceInfo"];
+/** Where a service is in its life: `waiting`, `starting`, `running`, … `failed`, `stopped`. */
+export type ServiceState = Schemas["ServiceState"];
 /** A state of a box: `stopped`, `running`, `paused`, `failed`, … */
 export type BoxState = Schemas["BoxState"];
 
@@ -138,8 +147,8 @@ export function processExit(frame: any): ProcessExit {
 }
 
 /**
- * A piece of a background process's output: which `stream`, its `offset` (stdout and
- * stderr counted together, in the order they came) and its bytes.
+ * A piece of a background process's output or of a service's log: which `stream`, its
+ * `offset` (stdout and stderr counted together, in the order they came) and its bytes.
  */
 export class OutputChunk {
   constructor(

@@ -687,6 +687,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/boxes/{box_ref}/services": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The box's services, in its template's order (does not wake it: a box that is not running lists its template's, each `stopped`) */
+        get: operations["get_boxes_box_ref_services"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/boxes/{box_ref}/services/{name}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A service's stdout and stderr from an offset (NDJSON `ProcessFrame`s of type `output`), across its restarts */
+        get: operations["get_boxes_box_ref_services_name_logs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/boxes/{box_ref}/services/{name}/restart": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Restart a service (waking the box): its running life is stopped and another started at once */
+        post: operations["post_boxes_box_ref_services_name_restart"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/boxes/{box_ref}/snapshot": {
         parameters: {
             query?: never;
@@ -2170,10 +2221,26 @@ export interface components {
              */
             max_running?: number | null;
         };
+        /** @description How `berth-init` knows a service is ready (`{"port":N}` or `{"command":[…]}`). */
+        ReadyCheck: {
+            /**
+             * Format: int32
+             * @description A TCP connection to 127.0.0.1 on this port succeeds.
+             */
+            port: number;
+        } | {
+            /** @description This command, run as the service's user with its environment, exits 0. */
+            command: string[];
+        };
         ReloadView: {
             errors: components["schemas"]["TemplateErrorView"][];
             templates: components["schemas"]["TemplateView"][];
         };
+        /**
+         * @description When a service's life is followed by another.
+         * @enum {string}
+         */
+        RestartPolicy: "always" | "on-failure" | "never" | "unknown";
         /** @description `POST …/memory/restore`. */
         RestoreRequest: {
             /**
@@ -2255,6 +2322,81 @@ export interface components {
         } | {
             error: components["schemas"]["ErrorDetail"];
         };
+        /** @description One service, as the host writes it (validated from the template's `[[services]]`). */
+        ServiceConfig: {
+            /** @description Services that must be ready before this one starts. */
+            after?: string[];
+            /**
+             * @description Program and arguments; run in the foreground (a daemon that forks away is seen as
+             *     exited).
+             */
+            command: string[];
+            /** @description Defaults to the user's home. */
+            cwd?: string | null;
+            /** @description Added to the base environment (which has the box's own). */
+            env?: {
+                [key: string]: string;
+            };
+            /** @description Whether it running keeps the box awake. */
+            keep_awake?: boolean;
+            /** Format: int32 */
+            max_restarts?: number;
+            /** @description Unique in the box: lowercase letters, digits and `-`, at most 63. */
+            name: string;
+            ready?: null | components["schemas"]["ReadyCheck"];
+            /** Format: int64 */
+            ready_timeout_s?: number;
+            restart?: components["schemas"]["RestartPolicy"];
+            /** Format: int64 */
+            stop_timeout_s?: number;
+            user?: components["schemas"]["BoxUser"];
+        };
+        /** @description A service as `berth-init` knows it. */
+        ServiceInfo: {
+            after?: string[];
+            keep_awake?: boolean;
+            last_exit?: null | components["schemas"]["ProcessExit"];
+            /**
+             * Format: int64
+             * @description The offset just past the last log byte.
+             */
+            log_end?: number;
+            /** @description The end of its log (at most [`FAILED_LOG_TAIL_BYTES`], lossy UTF-8), once failed. */
+            log_tail?: string | null;
+            name: string;
+            /**
+             * Format: int32
+             * @description The running life's pid.
+             */
+            pid?: number | null;
+            /**
+             * Format: int64
+             * @description When it was last found ready.
+             */
+            ready_at_ms?: number | null;
+            /** @description Why it failed, or what it waits for. */
+            reason?: string | null;
+            /**
+             * Format: int32
+             * @description Lives started after the first, this boot.
+             */
+            restarts?: number;
+            /**
+             * Format: int64
+             * @description When the current (or last) life started, milliseconds since the Unix epoch.
+             */
+            started_at_ms?: number | null;
+            state: components["schemas"]["ServiceState"];
+        };
+        /** @description Answer to `GET /v1/services`: in the template's order. */
+        ServiceList: {
+            services: components["schemas"]["ServiceInfo"][];
+        };
+        /**
+         * @description Where a service is in its life.
+         * @enum {string}
+         */
+        ServiceState: "waiting" | "starting" | "running" | "restarting" | "stopping" | "exited" | "failed" | "stopped" | "unknown";
         SetSecret: {
             /** @description `[a-z0-9][a-z0-9_-]{0,62}`. */
             name: string;
@@ -2349,6 +2491,11 @@ export interface components {
              *     or not this daemon has them (`GET /v1/runtimes`).
              */
             runtimes: string[];
+            /**
+             * @description The daemons `berth-init` starts in its boxes before the harness (`[[services]]`,
+             *     `docs/templates.md`), in the file's order; empty: none.
+             */
+            services: components["schemas"]["ServiceConfig"][];
             /** Format: int64 */
             snapshot_after_s: number;
             /** Format: int64 */
@@ -5167,6 +5314,164 @@ export interface operations {
             };
         };
     };
+    get_boxes_box_ref_services: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceList"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such box */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the running box's agent predates services (`conflict`): stop and start the box to update it */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_boxes_box_ref_services_name_logs: {
+        parameters: {
+            query?: {
+                /** @description resume here: the log bytes already received (default 0) */
+                offset?: number;
+                /** @description keep the stream open for what the service writes next, until the box stops (default false: end at the log's end) */
+                follow?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+                /** @description the service, as its template names it */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description `output` frames (each with its offset; a jump shows log no longer kept: the box keeps the last 256 KiB of each service's) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": components["schemas"]["ProcessFrame"];
+                };
+            };
+            /** @description no such box or service */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the box is not running, so it has no services' logs (they begin at its next start), or its agent predates services (`conflict`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the tenant holds `[server] max_streams_per_tenant` streams already (`too_many_requests`); retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    post_boxes_box_ref_services_name_restart: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+                /** @description the service, as its template names it */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the service just after the restart */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceInfo"];
+                };
+            };
+            /** @description no such box or service (a box that is not running is not woken for a name its template does not declare) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the box's agent predates services (`conflict`): stop and start the box to update it */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the box could not be started */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     post_boxes_box_ref_snapshot: {
         parameters: {
             query?: never;
@@ -6772,6 +7077,8 @@ export const processFrameOneOf1TypeValues: ReadonlyArray<Extract<FlattenedDeepRe
 export const processFrameOneOf2TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["ProcessFrame"], {
     type: unknown;
 }>["type"]> = ["unknown"];
+export const restartPolicyValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RestartPolicy"]> = ["always", "on-failure", "never", "unknown"];
+export const serviceStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ServiceState"]> = ["waiting", "starting", "running", "restarting", "stopping", "exited", "failed", "stopped", "unknown"];
 export const snapshotReasonValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SnapshotReason"]> = ["stop", "request", "before_restore"];
 export const watchEventOneOf0TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["WatchEvent"], {
     type: unknown;

@@ -7,6 +7,7 @@ mod daemon;
 pub mod e2b;
 mod follower;
 mod processes;
+pub mod sdk_suite;
 pub mod terminal;
 
 pub use daemon::Daemon;

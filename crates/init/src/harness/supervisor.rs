@@ -28,12 +28,13 @@ const BACKOFF_CAP: Duration = Duration::from_secs(10);
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 const READ_CHUNK: usize = 64 * 1024;
 /// Kinds only berth-init may emit: a harness line claiming one becomes a `log` event.
-const RESERVED: [&str; 5] = [
+const RESERVED: [&str; 6] = [
     "log",
     "harness_start",
     "harness_exit",
     "harness_failed",
     TURN_TIMEOUT,
+    berth_protocol::service::SERVICE_FAILED_EVENT,
 ];
 /// The event that ends a turn the harness never answered with a `result`.
 pub const TURN_TIMEOUT: &str = "turn_timeout";
@@ -55,14 +56,23 @@ impl Stream {
     }
 }
 
-/// Starts supervising when the box has a (valid) harness; returns at once.
-pub fn start(h: &Arc<Harness>, exec: &Arc<Executor>) {
+/// Starts supervising when the box has a (valid) harness, once `services_settled` has
+/// resolved (the template's services come first); returns at once.
+pub fn start(
+    h: &Arc<Harness>,
+    exec: &Arc<Executor>,
+    services_settled: impl std::future::Future<Output = ()> + Send + 'static,
+) {
     if let Some(config) = h.config.clone() {
         if config.turn_timeout_s > 0 {
             let limit = Duration::from_secs(config.turn_timeout_s);
             tokio::spawn(watch_turns(h.clone(), limit));
         }
-        tokio::spawn(supervise(h.clone(), exec.clone(), config));
+        let (h, exec) = (h.clone(), exec.clone());
+        tokio::spawn(async move {
+            services_settled.await;
+            supervise(h, exec, config).await
+        });
     }
 }
 

@@ -5,7 +5,7 @@
 //! [`berth_protocol::process`].
 
 mod output;
-mod tail;
+pub mod tail;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -27,7 +27,7 @@ use crate::harness::Harness;
 use crate::started::Started;
 use tail::Tail;
 
-pub use output::{follow, started_and_followed};
+pub use output::{follow, line as ndjson_line, started_and_followed};
 
 /// Every process of this boot started through `/v1/processes`, oldest first.
 #[derive(Debug)]

@@ -85,7 +85,8 @@ async fn send_output(process: Arc<Process>, offset: u64, tx: mpsc::Sender<Bytes>
     }
 }
 
-fn line(frame: &impl serde::Serialize) -> Bytes {
+/// One NDJSON line of `frame` (the service logs' frames too).
+pub fn line(frame: &impl serde::Serialize) -> Bytes {
     let mut line = serde_json::to_vec(frame).unwrap_or_default();
     line.push(b'\n');
     Bytes::from(line)

@@ -51,6 +51,15 @@ impl Tail {
         self.end
     }
 
+    /// The last `max_bytes` kept, both streams in the order they came.
+    pub fn last_bytes(&self, max_bytes: usize) -> Vec<u8> {
+        let from = self.end.saturating_sub(max_bytes as u64);
+        self.from(from, usize::MAX)
+            .into_iter()
+            .flat_map(|chunk| chunk.data)
+            .collect()
+    }
+
     /// The output from `offset` on, as kept: a chunk that `offset` falls inside is cut to
     /// start there; an `offset` no longer kept starts at the oldest chunk (its offset shows
     /// the gap). At most `max_bytes` (whole chunks, at least one).
@@ -101,5 +110,7 @@ mod tests {
             1,
             "at least one chunk, then the bound"
         );
+        assert_eq!(tail.last_bytes(4), b"efgh");
+        assert_eq!(tail.last_bytes(100), b"defgh", "only what is kept");
     }
 }

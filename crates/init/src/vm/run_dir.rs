@@ -2,7 +2,8 @@
 //! config disk, so the rest of `berth-init` reads it unchanged: the boot token
 //! ([`TOKEN_FILE`], taken and deleted by the serve phase), the box environment
 //! ([`BOX_ENV_FILE`], likewise), [`HARNESS_FILE`] when the box has a harness, and
-//! [`MEMORY_LAYOUT_FILE`] when its template lays out `/memory` its own way. Also the
+//! [`MEMORY_LAYOUT_FILE`] when its template lays out `/memory` its own way, [`SERVICES_FILE`]
+//! when it has services. Also the
 //! contents of `/etc/hosts` and the trust bundle, which are bind-mounted over the rootfs's
 //! (read-only) files from here. Everything is root-only except those two.
 
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use berth_protocol::guest::{BOX_ENV_FILE, HARNESS_FILE, TOKEN_FILE};
 use berth_protocol::memory::MEMORY_LAYOUT_FILE;
+use berth_protocol::service::SERVICES_FILE;
 use berth_protocol::vm::VmConfig;
 
 /// Sub-directory of the run directory holding the files bound over `/etc`.
@@ -49,6 +51,13 @@ pub fn write(run_dir: &Path, config: &VmConfig) -> Result<(), RunDirError> {
             source: e.into(),
         })?;
         put(&run_dir.join(MEMORY_LAYOUT_FILE), &json, 0o600)?;
+    }
+    if !config.services.is_empty() {
+        let json = serde_json::to_vec(&config.services).map_err(|e| RunDirError {
+            path: run_dir.join(SERVICES_FILE),
+            source: e.into(),
+        })?;
+        put(&run_dir.join(SERVICES_FILE), &json, 0o600)?;
     }
     let etc = run_dir.join(ETC_DIR);
     std::fs::create_dir_all(&etc).map_err(|source| RunDirError {

@@ -66,6 +66,11 @@ impl BoxDirs {
         std::fs::write(self.path("run/harness.json"), config.to_string()).unwrap();
     }
 
+    /// Writes `services.json` (a JSON array of service configs).
+    pub fn services(&self, services: Value) {
+        std::fs::write(self.path("run/services.json"), services.to_string()).unwrap();
+    }
+
     /// Kills every process whose working directory is inside these dirs (a harness left
     /// behind by a SIGKILLed berth-init).
     pub fn kill_strays(&self) {

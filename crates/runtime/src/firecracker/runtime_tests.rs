@@ -59,6 +59,7 @@ pub(super) fn spec(rootfs: &Path) -> BoxSpec {
         egress: crate::EgressSetup::default(),
         env: Default::default(),
         memory: None,
+        services: Vec::new(),
         disk_mib: 64,
     }
 }

@@ -15,6 +15,7 @@ mod error;
 mod handoff;
 mod ndjson;
 mod process;
+mod service;
 #[cfg(test)]
 mod tests;
 mod upgrade;

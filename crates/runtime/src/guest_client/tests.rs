@@ -521,3 +521,82 @@ async fn a_followed_start_without_its_info_line_is_an_error() {
     assert!(matches!(err, GuestError::Cut { .. }), "{err:?}");
     assert_eq!(err.code(), ErrorCode::Unavailable);
 }
+
+#[tokio::test]
+async fn service_calls_need_protocol_7() {
+    let agent = FakeAgent::start(6, |_| json_reply(r#"{"services":[]}"#));
+    let err = agent.client.services().await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            GuestError::Unsupported {
+                call: Call::ServiceList,
+                needs: 7,
+                agent: 6
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(matches!(
+        agent.client.service_logs("web", 0, false).await.err(),
+        Some(GuestError::Unsupported {
+            call: Call::ServiceLogs,
+            ..
+        })
+    ));
+    assert!(matches!(
+        agent.client.service_restart("web").await.err(),
+        Some(GuestError::Unsupported {
+            call: Call::ServiceRestart,
+            ..
+        })
+    ));
+    assert_eq!(agent.calls.load(Ordering::SeqCst), 0, "nothing was sent");
+}
+
+const SERVICE: &str = r#"{"name":"web","state":"running","pid":9,"restarts":1,"log_end":6}"#;
+
+#[tokio::test]
+async fn a_services_list_logs_and_restart_reach_their_paths() {
+    use berth_protocol::process::ProcessFrame;
+    use berth_protocol::service::ServiceState;
+    let agent = FakeAgent::start(7, |path| {
+        match path {
+        "/v1/services" => json_reply(&format!(r#"{{"services":[{SERVICE}]}}"#)),
+        "/v1/services/web/logs" => ndjson_reply(
+            "{\"type\":\"output\",\"stream\":\"stdout\",\"offset\":0,\"data\":\"aGVsbG8K\"}\n",
+        ),
+        "/v1/services/web/restart" => json_reply(SERVICE),
+        _ => Reply::Raw(
+            b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 55\r\n\r\n{\"error\":{\"code\":\"not_found\",\"message\":\"no service x\"}}"
+                .to_vec(),
+        ),
+    }
+    });
+    let list = agent.client.services().await.unwrap();
+    assert_eq!(list.services.len(), 1);
+    let web = &list.services[0];
+    assert_eq!(
+        (web.state, web.pid, web.restarts),
+        (ServiceState::Running, Some(9), 1)
+    );
+    // Fields the agent left out take their defaults.
+    assert_eq!((web.after.len(), web.keep_awake), (0, false));
+
+    let mut logs = agent.client.service_logs("web", 0, false).await.unwrap();
+    let Some(ProcessFrame::Output { offset, data, .. }) = logs.next_frame().await.unwrap() else {
+        panic!("an output frame");
+    };
+    assert_eq!((offset, data.as_slice()), (0, &b"hello\n"[..]));
+    assert!(
+        logs.next_frame().await.unwrap().is_none(),
+        "the stream ends with the log"
+    );
+
+    assert_eq!(
+        agent.client.service_restart("web").await.unwrap().name,
+        "web"
+    );
+    let err = agent.client.service_restart("x").await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::NotFound, "{err:?}");
+}

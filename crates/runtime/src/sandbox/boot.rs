@@ -46,6 +46,7 @@ impl SandboxRuntime {
         volume::write_harness(paths, spec.id_map, spec.harness.as_ref())?;
         volume::write_env(paths, spec.id_map, &spec.env)?;
         volume::write_memory_layout(paths, spec.id_map, spec.memory.as_ref())?;
+        volume::write_services(paths, spec.id_map, &spec.services)?;
         egress::write_etc(paths, &spec.egress)?;
         // Bound before the box runs: its harness may connect out during boot.
         let egress = egress::bind(paths, spec.id_map)?;

@@ -247,6 +247,7 @@ mod tests {
             egress: Default::default(),
             env: Default::default(),
             memory: None,
+            services: Vec::new(),
             disk_mib: crate::DEFAULT_DISK_MIB,
         }
     }

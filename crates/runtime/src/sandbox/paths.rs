@@ -135,6 +135,10 @@ impl BoxPaths {
             .join(berth_protocol::memory::MEMORY_LAYOUT_FILE)
     }
 
+    pub fn services_file(&self) -> PathBuf {
+        self.run_dir().join(berth_protocol::service::SERVICES_FILE)
+    }
+
     /// The host end of the egress channel, as berth-init sees it (`/run/berth/egress.sock`).
     pub fn egress_socket(&self) -> PathBuf {
         self.run_dir().join(EGRESS_SOCKET)

@@ -11,6 +11,7 @@ use std::os::unix::fs::{chown, fchown, OpenOptionsExt};
 use std::path::Path;
 
 use berth_protocol::harness::HarnessConfig;
+use berth_protocol::service::ServiceConfig;
 
 use super::paths::BoxPaths;
 use crate::error::io;
@@ -39,6 +40,7 @@ pub fn prepare_box_dirs(paths: &BoxPaths, id_map: IdMap) -> Result<(), RuntimeEr
     remove_if_exists(&paths.harness_file())?;
     remove_if_exists(&paths.env_file())?;
     remove_if_exists(&paths.memory_layout_file())?;
+    remove_if_exists(&paths.services_file())?;
 
     Ok(())
 }
@@ -93,6 +95,18 @@ pub fn write_memory_layout(
     write_run_file(&paths.memory_layout_file(), id_map, json.as_deref())
 }
 
+/// Writes the template's services where berth-init reads them (a JSON array, 0600, owned
+/// by the box's root); none when there are none.
+pub fn write_services(
+    paths: &BoxPaths,
+    id_map: IdMap,
+    services: &[ServiceConfig],
+) -> Result<(), RuntimeError> {
+    let json = (!services.is_empty())
+        .then(|| serde_json::to_vec(services).expect("a service config serialises"));
+    write_run_file(&paths.services_file(), id_map, json.as_deref())
+}
+
 /// Replaces `path` in the run dir with `bytes` (`None`: removes it), 0600, owned by the
 /// box's root.
 fn write_run_file(path: &Path, id_map: IdMap, bytes: Option<&[u8]>) -> Result<(), RuntimeError> {
@@ -115,14 +129,16 @@ fn write_run_file(path: &Path, id_map: IdMap, bytes: Option<&[u8]>) -> Result<()
     fchown(&file, Some(root), Some(root)).map_err(io("chown", &path))
 }
 
-/// Removes the sockets, token, harness config and env of the last boot (after a stop).
+/// Removes the sockets, token, harness config, env, memory layout and services of the last
+/// boot (after a stop).
 pub fn clear_run_dir(paths: &BoxPaths) -> Result<(), RuntimeError> {
     remove_if_exists(&paths.agent_socket())?;
     remove_if_exists(&paths.egress_socket())?;
     remove_if_exists(&paths.token_file())?;
     remove_if_exists(&paths.harness_file())?;
     remove_if_exists(&paths.env_file())?;
-    remove_if_exists(&paths.memory_layout_file())
+    remove_if_exists(&paths.memory_layout_file())?;
+    remove_if_exists(&paths.services_file())
 }
 
 /// `true` when this call created the directory.
@@ -199,5 +215,35 @@ mod tests {
         write_harness(&paths, map, Some(&config)).unwrap();
         prepare_box_dirs(&paths, map).unwrap();
         assert!(!paths.harness_file().exists());
+    }
+
+    #[test]
+    fn services_are_a_root_only_json_array_written_only_when_there_are_some() {
+        if !nix::unistd::geteuid().is_root() {
+            berth_testkit::skip("root", "chown needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let id = berth_protocol::BoxId::from_random([6; 20]);
+        let paths = Layout::new(dir.path()).box_paths(&id);
+        let map = IdMap::for_slot(11).unwrap();
+        prepare_box_dirs(&paths, map).unwrap();
+        let services: Vec<ServiceConfig> = serde_json::from_value(serde_json::json!([
+            {"name": "db", "command": ["/bin/db"]},
+            {"name": "web", "command": ["/bin/web"], "after": ["db"]},
+        ]))
+        .unwrap();
+        write_services(&paths, map, &services).unwrap();
+        let meta = std::fs::symlink_metadata(paths.services_file()).unwrap();
+        assert_eq!((meta.uid(), meta.mode() & 0o777), (map.host_id(0), 0o600));
+        let back: Vec<ServiceConfig> =
+            serde_json::from_slice(&std::fs::read(paths.services_file()).unwrap()).unwrap();
+        assert_eq!(back, services);
+        // None: a stale file is removed; a stop clears it too.
+        write_services(&paths, map, &[]).unwrap();
+        assert!(!paths.services_file().exists());
+        write_services(&paths, map, &services).unwrap();
+        clear_run_dir(&paths).unwrap();
+        assert!(!paths.services_file().exists());
     }
 }

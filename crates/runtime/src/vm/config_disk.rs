@@ -28,6 +28,7 @@ pub fn build(spec: &BoxSpec, disks: Vec<VmDisk>) -> Result<VmConfig, RuntimeErro
         disks,
         pids_max: pids_max(spec.limits.pids),
         memory: spec.memory.clone(),
+        services: spec.services.clone(),
     })
 }
 
@@ -93,6 +94,10 @@ mod tests {
             },
             env: [("ANTHROPIC_API_KEY".to_owned(), "berth-ph-1".to_owned())].into(),
             memory: None,
+            services: vec![serde_json::from_value(
+                serde_json::json!({"name": "db", "command": ["/bin/db"], "ready": {"port": 5432}}),
+            )
+            .unwrap()],
             disk_mib: crate::DEFAULT_DISK_MIB,
         }
     }
@@ -121,6 +126,7 @@ mod tests {
         assert!(back.hosts.contains("127.0.0.1\tapi.example.test\n"));
         assert!(back.ca_bundle.ends_with("BOX CA PEM\n"));
         assert_eq!(back.harness, spec().harness);
+        assert_eq!(back.services, spec().services);
         assert_eq!(back.disks, disks);
         assert_eq!(back.pids_max, Some(Limits::default().pids));
     }

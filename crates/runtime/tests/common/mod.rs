@@ -45,6 +45,7 @@ pub fn new_spec(limits: Limits) -> BoxSpec {
         egress: Default::default(),
         env: Default::default(),
         memory: None,
+        services: Vec::new(),
         disk_mib: berth_runtime::DEFAULT_DISK_MIB,
     }
 }

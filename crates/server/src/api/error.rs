@@ -201,6 +201,7 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         | OpError::TenantNotFound { .. }
         | OpError::KeyNotFound { .. }
         | OpError::NoSuchProcess { .. }
+        | OpError::NoSuchService { .. }
         | OpError::PortLinkNotFound { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
         OpError::PortNotListening { .. } => {
             (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable)
@@ -250,7 +251,9 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         OpError::Conflict { .. }
         | OpError::VolumeNotMigrated { .. }
         | OpError::Asleep { .. }
-        | OpError::CannotSleep { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
+        | OpError::CannotSleep { .. }
+        | OpError::ServicesNotRunning { .. }
+        | OpError::AgentPredatesServices { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
         OpError::StartFailed { .. }
         | OpError::StartTemplate { .. }
         | OpError::StartEgress { .. }

@@ -36,6 +36,7 @@ pub mod runtimes;
 pub mod secrets;
 pub mod security_headers;
 pub mod send_deadline;
+pub mod services;
 pub mod session_cookie;
 pub mod templates;
 pub mod tenants;
@@ -111,6 +112,15 @@ fn routes(ctx: Ctx) -> Router<Ctx> {
         .route(
             "/v1/boxes/{box_ref}/processes/{id}/signal",
             post(processes::signal),
+        )
+        .route("/v1/boxes/{box_ref}/services", get(services::list))
+        .route(
+            "/v1/boxes/{box_ref}/services/{name}/logs",
+            get(services::logs),
+        )
+        .route(
+            "/v1/boxes/{box_ref}/services/{name}/restart",
+            post(services::restart),
         )
         .route(
             "/v1/boxes/{box_ref}/files",

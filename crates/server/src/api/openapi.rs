@@ -11,7 +11,7 @@ use utoipa::{Modify, OpenApi};
 use super::{
     backup, box_sleep, box_update, boxes, egress, events, exec, files, files_archive, files_watch,
     memory, memory_history, memory_search, messages, port_links, ports, processes, push, runtimes,
-    secrets, templates, tenants, terminals, wakeups, web_sessions, webhooks,
+    secrets, services, templates, tenants, terminals, wakeups, web_sessions, webhooks,
 };
 
 #[derive(OpenApi)]
@@ -38,6 +38,9 @@ use super::{
         processes::output,
         processes::stdin,
         processes::signal,
+        services::list,
+        services::logs,
+        services::restart,
         files::read,
         files::write,
         files::list,

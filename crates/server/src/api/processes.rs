@@ -56,8 +56,9 @@ pub async fn output(
 }
 
 /// The guest's frames, one JSON line each, as they come; the stream ends after `exit`, or
-/// where the guest's broke (logged; the client resumes from its offset).
-fn frames(
+/// where the guest's ends or broke (logged; the client resumes from its offset). A
+/// service's log (`api::services`) is the same frames without an `exit`.
+pub(crate) fn frames(
     stream: ProcessOutput,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send {
     futures_util::stream::unfold(Some(stream), |state| async move {
@@ -66,7 +67,7 @@ fn frames(
             Ok(Some(frame)) => frame,
             Ok(None) => return None,
             Err(e) => {
-                tracing::debug!(error = %error_chain(&e), "process output from the box broke");
+                tracing::debug!(error = %error_chain(&e), "output from the box broke");
                 return None;
             }
         };

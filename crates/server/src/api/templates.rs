@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::Json;
+use berth_protocol::service::ServiceConfig;
 use berth_runtime::Limits;
 use serde::Serialize;
 
@@ -36,6 +37,9 @@ pub struct TemplateView {
     pub limits: Limits,
     pub layers: Vec<LayerView>,
     pub harness: Option<HarnessView>,
+    /// The daemons `berth-init` starts in its boxes before the harness (`[[services]]`,
+    /// `docs/templates.md`), in the file's order; empty: none.
+    pub services: Vec<ServiceConfig>,
     /// What its boxes may reach (canonical form); empty: nothing leaves.
     pub egress: EgressPolicy,
     /// Boxes kept booted for creates to claim (`docs/templates.md`, "Warm pools"); 0: none.
@@ -130,6 +134,7 @@ impl From<&Template> for TemplateView {
                 resume_args: h.resume_args.clone(),
                 env: h.env.clone(),
             }),
+            services: t.services.clone(),
             egress: t.egress.clone(),
             warm: t.warm,
             origin: t.origin.to_string(),

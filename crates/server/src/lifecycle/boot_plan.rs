@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use berth_protocol::harness::HarnessConfig;
+use berth_protocol::service::ServiceConfig;
 use berth_runtime::{BootToken, BoxSpec, EgressSetup, IdMap, Layer, Limits, Rootfs};
 use berth_store::BoxRecord;
 
@@ -32,6 +33,8 @@ pub(crate) struct BootPlan {
     pub harness: Option<HarnessConfig>,
     /// How `/memory` is seeded on the volume's first boot (the template's `[memory]`).
     pub memory: Option<berth_protocol::memory::MemoryLayout>,
+    /// The template's `[[services]]`, for `berth-init` to start before the harness.
+    pub services: Vec<ServiceConfig>,
     /// The volume size the box asks for (its own, else its template's); the start may
     /// keep it smaller (`box_disk::volume_mib_for_start`).
     pub wanted_disk_mib: u64,
@@ -97,6 +100,7 @@ impl BootPlan {
             harness: crate::box_env::harness_with(template.harness.clone(), &record.env),
             wanted_disk_mib: record.disk_mib.unwrap_or(template.disk_mib),
             memory: template.memory.clone(),
+            services: crate::box_env::services_with(template.services.clone(), &record.env),
         })
     }
 
@@ -115,6 +119,7 @@ impl BootPlan {
             env: prepared.egress_env,
             disk_mib: prepared.disk_mib,
             memory: self.memory.clone(),
+            services: self.services.clone(),
         }
     }
 }

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use berth_protocol::guest::BoxUser;
 use berth_protocol::harness::{AckMode, HarnessConfig};
+use berth_protocol::service::{ReadyCheck, RestartPolicy, ServiceConfig};
 use berth_protocol::BoxId;
 use berth_runtime::{BootToken, EgressSetup, IdMap, Layer, Limits, Rootfs};
 use berth_store::{BoxLimits, BoxRecord, BoxState};
@@ -38,6 +40,20 @@ fn template() -> Template {
         warm: 0,
         node_labels: Default::default(),
         memory: None,
+        services: vec![ServiceConfig {
+            name: "db".into(),
+            command: vec!["/usr/bin/db".into()],
+            user: BoxUser::User,
+            env: BTreeMap::new(),
+            cwd: None,
+            restart: RestartPolicy::Always,
+            ready: Some(ReadyCheck::Port(5432)),
+            after: Vec::new(),
+            keep_awake: true,
+            max_restarts: 5,
+            ready_timeout_s: 60,
+            stop_timeout_s: 10,
+        }],
         origin: Origin::Builtin,
         unavailable: None,
         warnings: Vec::new(),
@@ -114,6 +130,10 @@ fn a_plan_takes_the_template_the_box_and_its_policy() {
     let harness = plan.harness.unwrap();
     assert_eq!(harness.env["MODE"], "box");
     assert_eq!(harness.command, vec!["/opt/harness/run".to_owned()]);
+    // The template's services, with the box's env over theirs, as the harness has it.
+    let mut services = template().services;
+    services[0].env.insert("MODE".into(), "box".into());
+    assert_eq!(plan.services, services);
 }
 
 #[test]
@@ -208,5 +228,6 @@ fn the_spec_is_the_plan_with_what_the_boot_prepared() {
     assert_eq!(spec.disk_mib, 1024);
     assert_eq!(spec.layers, plan.layers);
     assert_eq!(spec.harness, plan.harness);
+    assert_eq!(spec.services, plan.services);
     assert_eq!(spec.id_map, plan.id_map);
 }

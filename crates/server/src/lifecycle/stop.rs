@@ -1,8 +1,10 @@
 //! `POST /v1/boxes/{ref}/stop`, the reclaimer's last rung, and the daemon's shutdown: the
 //! processes die (or the snapshot is deleted), the volume stays.
 
+use std::time::Duration;
+
 use berth_protocol::BoxId;
-use berth_store::BoxState;
+use berth_store::{BoxRecord, BoxState};
 
 use crate::ctx::{Ctx, STOP_GRACE};
 use crate::error::OpError;
@@ -31,9 +33,10 @@ async fn stop_held_as(t: &mut Transition<'_>, failure: Option<&str>) -> Result<(
     t.live.end_boot();
     t.ctx().egress.end(id);
     let runtime = t.runtime()?;
+    let grace = stop_grace(t.ctx(), &record);
     // A stopped box starts cold: it keeps no snapshot.
     let stopped = async {
-        runtime.stop(id, STOP_GRACE).await?;
+        runtime.stop(id, grace).await?;
         runtime.discard_snapshot(id).await
     };
     // A failed box stays failed, with the reason it had.
@@ -59,6 +62,21 @@ async fn stop_held_as(t: &mut Transition<'_>, failure: Option<&str>) -> Result<(
     Ok(())
 }
 
+/// How long `record`'s box gets between the runtime's SIGTERM and SIGKILL: [`STOP_GRACE`],
+/// plus the time `berth-init` may take to stop its services one after another in reverse
+/// dependency order (`berth_protocol::service::stop_budget_s`), so a slow database is not
+/// killed mid-flush while its dependents are still stopping. The services are those of its
+/// template as the registry has it now (the boot may have started from an older version
+/// of the file; the registry keeps no other); a template that is gone adds nothing.
+fn stop_grace(ctx: &Ctx, record: &BoxRecord) -> Duration {
+    grace_for(ctx.templates.get(&record.template).as_deref())
+}
+
+fn grace_for(template: Option<&crate::templates::Template>) -> Duration {
+    let services = template.map_or(&[][..], |t| &t.services[..]);
+    STOP_GRACE + Duration::from_secs(berth_protocol::service::stop_budget_s(services))
+}
+
 /// The harness's reason for giving up, as the cause of a box's failure.
 #[derive(Debug, thiserror::Error)]
 #[error("{reason}")]
@@ -79,4 +97,27 @@ pub(super) async fn fail_box(ctx: &Ctx, id: &BoxId, reason: &str) -> Result<(), 
         stop_held_as(&mut t, Some(&reason)).await
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::templates::parse_template;
+
+    #[test]
+    fn the_grace_adds_the_longest_chain_of_service_stop_timeouts() {
+        assert_eq!(grace_for(None), STOP_GRACE);
+        let plain = parse_template(Path::new("/t/plain.toml"), "name = \"plain\"\n").unwrap();
+        assert_eq!(grace_for(Some(&plain)), STOP_GRACE);
+        let text = "name = \"chain\"\n\
+            [[services]]\nname = \"db\"\ncommand = [\"db\"]\nstop_timeout_s = 20\n\
+            [[services]]\nname = \"web\"\ncommand = [\"web\"]\nafter = [\"db\"]\n";
+        let chain = parse_template(Path::new("/t/chain.toml"), text).unwrap();
+        assert_eq!(
+            grace_for(Some(&chain)),
+            STOP_GRACE + Duration::from_secs(25)
+        );
+    }
 }

@@ -23,7 +23,7 @@ use crate::error::OpError;
 use crate::ops::box_disk;
 use crate::ops::box_find::name_in_span;
 use crate::runtimes::{boots_images, runs_base};
-use crate::templates::Base;
+use crate::templates::{Base, Template};
 use crate::validate::{self, LimitsInput, SleepInput, DEFAULT_TEMPLATE, DEFAULT_VM_TEMPLATE};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -113,7 +113,7 @@ async fn create(
     crate::box_env::validate(&req.env, req.egress.as_ref().unwrap_or(&template.egress))?;
     let egress = req
         .egress
-        .map(|policy| own_egress(&policy, &name, template.harness.as_ref()))
+        .map(|policy| own_egress(&policy, &name, program_envs(template)))
         .transpose()?;
     let mut random = [0u8; 20];
     getrandom::fill(&mut random).map_err(OpError::Random)?;
@@ -207,14 +207,14 @@ pub(crate) fn check_base(template: &str, base: &Base, runtime: &str) -> Result<(
 }
 
 /// The box's own policy, validated, as the JSON the store keeps. A placeholder variable may
-/// not be one the template's harness sets (one would hide the other).
-fn own_egress(
+/// not be one the template's harness or one of its services sets (one would hide the other).
+fn own_egress<'a>(
     policy: &EgressPolicy,
     template: &str,
-    harness: Option<&berth_protocol::harness::HarnessConfig>,
+    program_envs: impl Iterator<Item = &'a BTreeMap<String, String>>,
 ) -> Result<String, OpError> {
     let policy = policy.validated().map_err(OpError::InvalidEgress)?;
-    if let Some(env) = harness.map(|h| &h.env) {
+    for env in program_envs {
         let clash = policy
             .credentials
             .iter()
@@ -232,6 +232,15 @@ fn own_egress(
     Ok(serde_json::to_string(&policy).expect("a policy serialises"))
 }
 
+/// The `env` tables of the template's harness and services.
+fn program_envs(template: &Template) -> impl Iterator<Item = &BTreeMap<String, String>> {
+    template
+        .harness
+        .iter()
+        .map(|h| &h.env)
+        .chain(template.services.iter().map(|s| &s.env))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,7 +252,7 @@ mod tests {
             allow: vec!["API.example.test".into(), "*.example.test".into()],
             credentials: Vec::new(),
         };
-        let json = own_egress(&policy, "host", None).unwrap();
+        let json = own_egress(&policy, "host", std::iter::empty()).unwrap();
         assert_eq!(
             EgressPolicy::from_stored(&id, &json),
             policy.validated().unwrap()

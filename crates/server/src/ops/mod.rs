@@ -24,6 +24,7 @@ pub mod port_proxy;
 pub mod process;
 pub mod reconcile;
 pub mod secrets;
+pub mod service;
 pub mod tenant_choice;
 pub mod tenant_create;
 pub mod tenant_keys;

@@ -22,12 +22,13 @@ pub(super) struct RawEgress {
     credentials: Vec<Spanned<CredentialSpec>>,
 }
 
-/// The validated, canonical policy. `harness_env` is the template's `harness.env`: a
-/// placeholder variable may not be one of its keys, or one would silently hide the other.
-pub(super) fn egress(
+/// The validated, canonical policy. `program_envs` are the `env` tables of the template's
+/// harness and services: a placeholder variable may not be a key of any, or one would
+/// silently hide the other.
+pub(super) fn egress<'a>(
     src: &Source<'_>,
     raw: Option<&Spanned<RawEgress>>,
-    harness_env: Option<&BTreeMap<String, String>>,
+    program_envs: impl Iterator<Item = &'a BTreeMap<String, String>>,
 ) -> Result<EgressPolicy, TemplateError> {
     let Some(table) = raw else {
         return Ok(EgressPolicy::default());
@@ -46,7 +47,7 @@ pub(super) fn egress(
         let span = span_of(raw, &e).unwrap_or_else(|| table.span());
         src.error(Some(span), TemplateErrorKind::Egress(e))
     })?;
-    if let Some(env) = harness_env {
+    for env in program_envs {
         let clash = policy
             .credentials
             .iter()

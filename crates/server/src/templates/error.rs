@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use berth_runtime::LayerError;
 
+use super::ServiceProblem;
 use crate::egress::policy::PolicyError;
 
 /// A template file that was not loaded. Shown as `FILE:LINE: message`.
@@ -83,7 +84,22 @@ pub enum TemplateErrorKind {
     #[error("egress.{0}")]
     Egress(PolicyError),
 
-    #[error("egress.credentials[{index}] ({name}): placeholder_env {var:?} is also set in `harness.env`; the box's placeholder would hide it or be hidden by it")]
+    /// A `[[services]]` entry that does not validate.
+    #[error("services[{index}] {name:?}: {problem}")]
+    Service {
+        index: usize,
+        name: String,
+        problem: ServiceProblem,
+    },
+
+    #[error("`services` may hold at most {max} services")]
+    TooManyServices { max: usize },
+
+    /// Services that wait for one another through `after`, so none could start.
+    #[error("`after` makes a cycle of services: {} (each waits for the next)", .cycle.join(" → "))]
+    ServiceCycle { cycle: Vec<String> },
+
+    #[error("egress.credentials[{index}] ({name}): placeholder_env {var:?} is also set in the `env` of the harness or a service; the box's placeholder would hide it or be hidden by it")]
     PlaceholderClash {
         index: usize,
         name: String,

@@ -1,6 +1,7 @@
-//! The template registry: what a box is made from (base rootfs, layers, harness, limits,
-//! sleep ladder, egress policy). Built-in templates ship with berth (`builtin.rs`); user templates are
-//! `<data-dir>/templates/NAME.toml` files (`parse.rs`; the format is in `docs/templates.md`).
+//! The template registry: what a box is made from (base rootfs, layers, harness, services,
+//! limits, sleep ladder, egress policy). Built-in templates ship with berth (`builtin.rs`);
+//! user templates are `<data-dir>/templates/NAME.toml` files (`parse.rs`, its `[[services]]`
+//! in `services.rs`; the format is in `docs/templates.md`).
 //!
 //! Loading never half-loads a file: a file that does not parse or validate is reported
 //! ([`TemplateError`], with its file and line) and skipped, and the others load. A registry is
@@ -14,7 +15,9 @@ mod error;
 #[cfg(test)]
 mod old_releases;
 mod parse;
+mod program;
 mod registry;
+mod services;
 mod source;
 #[cfg(test)]
 mod tests;
@@ -31,6 +34,7 @@ pub use error::{TemplateError, TemplateErrorKind};
 pub use parse::{parse_template, DEFAULT_SLEEP, WARM_RANGE};
 pub use registry::MAX_FILE_BYTES;
 pub use registry::{templates_dir, SharedTemplates, TemplateRegistry};
+pub use services::ServiceProblem;
 
 use berth_protocol::harness::HarnessConfig;
 use berth_runtime::Limits;
@@ -65,6 +69,9 @@ pub struct Template {
     pub node_labels: std::collections::BTreeMap<String, String>,
     /// How `/memory` is seeded on a box's first boot (`[memory]`); `None`: the default.
     pub memory: Option<berth_protocol::memory::MemoryLayout>,
+    /// Daemons `berth-init` starts before the harness and supervises (`[[services]]`,
+    /// validated: unique names, `after` naming only others, no cycle), in the file's order.
+    pub services: Vec<berth_protocol::service::ServiceConfig>,
     pub origin: Origin,
     /// Why boxes cannot be made from this template right now (e.g. the echo harness binary
     /// is missing); `None`: usable. Listed either way.

@@ -13,6 +13,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::egress::{egress, RawEgress};
+use super::program::{args_rule, env_rule, names_program, MAX_STRING_BYTES};
+use super::services::{services, RawService};
 use super::source::Source;
 use super::{Base, LayerSpec, Origin, Template, TemplateError, TemplateErrorKind};
 use crate::dns_label::label_rule;
@@ -30,15 +32,12 @@ pub const DEFAULT_SLEEP: SleepSettings = SleepSettings {
 };
 /// The protocol's default (a test checks they agree).
 pub const DEFAULT_MAX_RESTARTS: u32 = 5;
-const MAX_RESTARTS_RANGE: RangeInclusive<u32> = 0..=1000;
+pub(super) const MAX_RESTARTS_RANGE: RangeInclusive<u32> = 0..=1000;
 /// Off (0) up to a day: a turn longer than that is a harness that forgot to say `result`.
 const TURN_TIMEOUT_S_RANGE: RangeInclusive<u64> = 0..=86_400;
 /// Pool boxes each hold a booted box's memory: a handful per template is what a pool is for.
 pub const WARM_RANGE: RangeInclusive<u64> = 0..=16;
 const MAX_LAYERS: usize = 32;
-const MAX_ARGS: usize = 256;
-const MAX_ENV: usize = 256;
-const MAX_STRING_BYTES: usize = 4096;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -75,6 +74,9 @@ struct RawTemplate {
     /// How `/memory` is seeded on a box's first boot.
     #[serde(default)]
     memory: Option<Spanned<RawMemory>>,
+    /// Daemons `berth-init` starts before the harness and supervises.
+    #[serde(default)]
+    services: Vec<Spanned<RawService>>,
 }
 
 /// `[memory]`: `owner = "Alice"`, `folders = { entities = "one line of what goes there" }`.
@@ -166,7 +168,12 @@ pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError
     let limits = limits(&src, raw.limits.as_ref())?;
     let layers = layers(&src, &raw.layers)?;
     let harness = raw.harness.as_ref().map(|h| harness(&src, h)).transpose()?;
-    let egress = egress(&src, raw.egress.as_ref(), harness.as_ref().map(|h| &h.env))?;
+    let services = services(&src, &raw.services)?;
+    let program_envs = harness
+        .iter()
+        .map(|h| &h.env)
+        .chain(services.iter().map(|s| &s.env));
+    let egress = egress(&src, raw.egress.as_ref(), program_envs)?;
     let memory = raw
         .memory
         .as_ref()
@@ -192,6 +199,7 @@ pub fn parse_template(file: &Path, text: &str) -> Result<Template, TemplateError
         warm,
         node_labels,
         memory,
+        services,
         origin: Origin::File(file.to_path_buf()),
         unavailable: None,
         warnings: old_names(&raw),
@@ -345,7 +353,7 @@ fn nests(path: &str, base: &str) -> bool {
 
 fn harness(src: &Source<'_>, raw: &RawHarness) -> Result<HarnessConfig, TemplateError> {
     let command = raw.command.get_ref();
-    if command.first().is_none_or(|program| program.is_empty()) {
+    if !names_program(command) {
         return Err(src.at(&raw.command, TemplateErrorKind::EmptyCommand));
     }
     strings(src, &raw.command, "harness.command")?;
@@ -368,37 +376,14 @@ fn harness(src: &Source<'_>, raw: &RawHarness) -> Result<HarnessConfig, Template
     };
     let env = match &raw.env {
         Some(env) => {
-            let map = env.get_ref();
-            if map.len() > MAX_ENV {
-                return Err(bad(
-                    src,
-                    env,
-                    "harness.env",
-                    "may hold at most 256 variables",
-                ));
+            if let Some((var, rule)) = env_rule(env.get_ref()) {
+                let key = match var {
+                    Some(var) => format!("harness.env.{var}"),
+                    None => "harness.env".to_owned(),
+                };
+                return Err(bad(src, env, &key, rule));
             }
-            for (key, value) in map {
-                let key_ok = !key.is_empty()
-                    && !key.starts_with(|c: char| c.is_ascii_digit())
-                    && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-                if !key_ok {
-                    return Err(bad(
-                        src,
-                        env,
-                        &format!("harness.env.{key}"),
-                        "is not a variable name (A-Z, a-z, 0-9, _; not starting with a digit)",
-                    ));
-                }
-                if value.contains('\0') || value.len() > MAX_STRING_BYTES {
-                    return Err(bad(
-                        src,
-                        env,
-                        &format!("harness.env.{key}"),
-                        "must hold no NUL and at most 4096 bytes",
-                    ));
-                }
-            }
-            map.clone()
+            env.get_ref().clone()
         }
         None => BTreeMap::new(),
     };
@@ -436,23 +421,12 @@ fn harness(src: &Source<'_>, raw: &RawHarness) -> Result<HarnessConfig, Template
     })
 }
 
-/// Arguments: at most [`MAX_ARGS`], each without NUL and at most [`MAX_STRING_BYTES`].
+/// Arguments, as [`args_rule`] has them.
 fn strings(src: &Source<'_>, list: &Spanned<Vec<String>>, key: &str) -> Result<(), TemplateError> {
-    let v = list.get_ref();
-    if v.len() > MAX_ARGS {
-        return Err(bad(src, list, key, "may hold at most 256 arguments"));
+    match args_rule(list.get_ref()) {
+        Some(rule) => Err(bad(src, list, key, rule)),
+        None => Ok(()),
     }
-    if v.iter()
-        .any(|a| a.contains('\0') || a.len() > MAX_STRING_BYTES)
-    {
-        return Err(bad(
-            src,
-            list,
-            key,
-            "arguments must hold no NUL and at most 4096 bytes each",
-        ));
-    }
-    Ok(())
 }
 
 fn bad<T>(src: &Source<'_>, at: &Spanned<T>, key: &str, rule: &'static str) -> TemplateError {

@@ -52,6 +52,7 @@ fn builtin_host() -> Template {
         warm: 0,
         node_labels: Default::default(),
         memory: None,
+        services: Vec::new(),
         origin: Origin::Builtin,
         unavailable: None,
         warnings: Vec::new(),
@@ -446,7 +447,19 @@ fn a_placeholder_env_may_not_be_a_harness_env_key() {
         "{e}"
     );
     assert_eq!(e.line, Some(10), "{e}");
-    assert!(e.message().contains("harness.env"), "{e}");
+    assert!(e.message().contains("harness or a service"), "{e}");
+    assert!(registry.get("agent").is_none());
+    // A service's env is a program's env too.
+    let text = format!(
+        "{EGRESS}\n[[services]]\nname = \"db\"\ncommand = [\"db\"]\nenv = {{ ANTHROPIC_API_KEY = \"sk-real\" }}\n"
+    );
+    data.write("agent.toml", &text);
+    let (registry, errors) = data.load();
+    let e = only_error(&errors);
+    assert!(
+        matches!(*e.kind, TemplateErrorKind::PlaceholderClash { ref var, .. } if var == "ANTHROPIC_API_KEY"),
+        "{e}"
+    );
     assert!(registry.get("agent").is_none());
 }
 

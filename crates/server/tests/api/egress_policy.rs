@@ -215,7 +215,7 @@ async fn a_bad_policy_is_refused_with_the_entry_named_and_no_box_made() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains("\"MODEL\"") && message.contains("harness.env"),
+        message.contains("\"MODEL\"") && message.contains("harness or a service"),
         "{message}"
     );
 

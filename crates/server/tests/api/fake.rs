@@ -248,10 +248,7 @@ impl Runtime for FakeRuntime {
         tokio::time::sleep(Duration::from_millis(200)).await;
         self.harness
             .emit("harness_start", serde_json::json!({"pid": 7}));
-        let memory = Memory {
-            token: Arc::new(Mutex::new(spec.boot_token.as_str().to_owned())),
-            counter: Arc::default(),
-        };
+        let memory = Memory::booted(spec.boot_token.as_str(), &spec.services);
         let egress = self.serve(spec, memory)?;
         // One phase, as a backend that measures its start reports it.
         let phases = BootPhases(vec![BootPhase {

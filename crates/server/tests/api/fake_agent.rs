@@ -1,19 +1,22 @@
 //! The agent of a fake box: an in-process HTTP server on the box's Unix socket that checks
 //! the boot token like `berth-init` does and answers exec, files and the harness calls of
-//! protocol v2, with a [`FakeHarness`] and files that outlive boots like a volume.
+//! protocol v2, with a [`FakeHarness`] and files that outlive boots like a volume, and the
+//! service calls of protocol 7 for the services its boot was given.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
-use axum::extract::{Query, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use berth_protocol::guest::{ExecFrame, ExecRequest, FileEntry, FileKind, FileList, FileQuery};
 use berth_protocol::harness::{DeliverRequest, DeliverResponse, GuestEvent};
+use berth_protocol::process::{OutputStream, ProcessFrame};
+use berth_protocol::service::{ServiceConfig, ServiceInfo, ServiceList, ServiceState};
 use berth_protocol::{ErrorBody, ErrorCode};
 use futures_util::StreamExt;
 use http::StatusCode;
@@ -70,11 +73,47 @@ impl FakeHarness {
     }
 }
 
-/// What a fake box keeps only in memory: its token and a counter.
+/// What a fake box keeps only in memory: its token, a counter, and its services (each
+/// running from the start, its log one line).
 #[derive(Debug, Clone, Default)]
 pub struct Memory {
     pub(crate) token: Arc<Mutex<String>>,
     pub(crate) counter: Arc<AtomicUsize>,
+    pub(crate) services: Arc<Mutex<Vec<ServiceInfo>>>,
+}
+
+impl Memory {
+    /// A cold boot's memory: `token`, and `services` started.
+    pub(crate) fn booted(token: &str, services: &[ServiceConfig]) -> Memory {
+        let services = services
+            .iter()
+            .enumerate()
+            .map(|(i, config)| ServiceInfo {
+                name: config.name.clone(),
+                state: ServiceState::Running,
+                pid: Some(100 + i as u32),
+                restarts: 0,
+                started_at_ms: Some(1),
+                ready_at_ms: Some(1),
+                last_exit: None,
+                reason: None,
+                log_end: service_log(&config.name).len() as u64,
+                log_tail: None,
+                keep_awake: config.keep_awake,
+                after: config.after.clone(),
+            })
+            .collect();
+        Memory {
+            token: Arc::new(Mutex::new(token.to_owned())),
+            counter: Arc::default(),
+            services: Arc::new(Mutex::new(services)),
+        }
+    }
+}
+
+/// A fake service's whole log.
+fn service_log(name: &str) -> String {
+    format!("hello from {name}\n")
 }
 
 #[derive(Clone)]
@@ -116,6 +155,9 @@ pub(crate) fn agent(
         .route("/v1/files/stat", get(stat))
         .route("/v1/files/list", get(list))
         .route("/v1/files/mkdir", post(|| async { StatusCode::NO_CONTENT }))
+        .route("/v1/services", get(services))
+        .route("/v1/services/{name}/logs", get(service_logs))
+        .route("/v1/services/{name}/restart", post(service_restart))
         .layer(middleware::from_fn_with_state(state.clone(), check_token))
         .with_state(state)
 }
@@ -208,6 +250,58 @@ async fn exec(State(agent): State<Agent>, body: Bytes) -> Response {
         .map(|f| serde_json::to_string(f).unwrap() + "\n")
         .collect();
     ([("content-type", "application/x-ndjson")], body).into_response()
+}
+
+async fn services(State(agent): State<Agent>) -> Json<ServiceList> {
+    Json(ServiceList {
+        services: agent.memory.services.lock().unwrap().clone(),
+    })
+}
+
+fn no_service(name: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        ErrorCode::NotFound,
+        &format!("no service {name:?}"),
+    )
+}
+
+/// The service's one line from `offset`, then the end (`follow` is not kept open: nothing
+/// more would come).
+async fn service_logs(
+    State(agent): State<Agent>,
+    Path(name): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if !agent
+        .memory
+        .services
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|s| s.name == name)
+    {
+        return no_service(&name);
+    }
+    let offset: usize = q.get("offset").and_then(|o| o.parse().ok()).unwrap_or(0);
+    let log = service_log(&name).into_bytes();
+    let frame = ProcessFrame::Output {
+        stream: OutputStream::Stdout,
+        offset: offset as u64,
+        data: log.get(offset..).unwrap_or_default().to_vec(),
+    };
+    let body = serde_json::to_string(&frame).unwrap() + "\n";
+    ([("content-type", "application/x-ndjson")], body).into_response()
+}
+
+async fn service_restart(State(agent): State<Agent>, Path(name): Path<String>) -> Response {
+    let mut services = agent.memory.services.lock().unwrap();
+    let Some(service) = services.iter_mut().find(|s| s.name == name) else {
+        return no_service(&name);
+    };
+    service.restarts += 1;
+    service.pid = service.pid.map(|pid| pid + 1000);
+    Json(service.clone()).into_response()
 }
 
 fn forbidden(q: &FileQuery) -> Option<Response> {

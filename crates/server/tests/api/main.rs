@@ -49,6 +49,7 @@ mod requests;
 mod runtimes;
 mod secrets;
 mod server_limits;
+mod services;
 mod sleep_ladder;
 mod snapshots;
 mod sse;

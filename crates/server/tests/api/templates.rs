@@ -91,7 +91,8 @@ async fn reload_loads_good_files_reports_bad_ones_and_is_admin_only() {
         &server,
         "mine.toml",
         "name = \"mine\"\nstop_after_s = 60\n[limits]\nmemory_mib = 256\npids = 100\n\
-         [harness]\ncommand = [\"/bin/agent\"]\n",
+         [harness]\ncommand = [\"/bin/agent\"]\n\
+         [[services]]\nname = \"db\"\ncommand = [\"/bin/db\"]\nready = { port = 5432 }\n",
     );
     write_template(
         &server,
@@ -118,6 +119,14 @@ async fn reload_loads_good_files_reports_bad_ones_and_is_admin_only() {
         .as_str()
         .unwrap()
         .ends_with("templates/mine.toml"));
+    // Its services as the guest gets them, every default spelled out.
+    assert_eq!(
+        mine["services"],
+        json!([{"name":"db","command":["/bin/db"],"user":"user","env":{},"cwd":null,
+            "restart":"on-failure","ready":{"port":5432},"after":[],"keep_awake":false,
+            "max_restarts":5,"ready_timeout_s":60,"stop_timeout_s":5}])
+    );
+    assert_eq!(find(&body["templates"], "host")["services"], json!([]));
     let errors = body["errors"].as_array().unwrap();
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0]["file"].as_str().unwrap().ends_with("broken.toml"));

@@ -25,6 +25,7 @@ fn config_with(layers: Vec<crate::Layer>) -> (Value, BoxSpec, BoxPaths) {
         egress: Default::default(),
         env: Default::default(),
         memory: None,
+        services: Vec::new(),
         disk_mib: crate::DEFAULT_DISK_MIB,
     };
     let layout = Layout::new(Path::new("/var/lib/berth"));

@@ -1,0 +1,189 @@
+//! A box's services (`/v1/boxes/{ref}/services…`): the daemons its template declares,
+//! started and supervised by the box's `berth-init` (`berth_protocol::service`).
+//!
+//! Only the restart wakes a box. The list of a box that is not running is its template's
+//! services, each `stopped`; a log lives in `berth-init`'s memory for one boot, so a box
+//! that is not running has none to read. A paused box counts as not running: it keeps its
+//! boot's client, but its agent is frozen and would not answer.
+//!
+//! A running box whose agent predates services (started by an older berth, protocol < 7)
+//! answers [`OpError::AgentPredatesServices`], a conflict its next start resolves, rather
+//! than an empty list that would hide the template's services.
+
+use berth_protocol::service::{ServiceConfig, ServiceInfo, ServiceList, ServiceState};
+use berth_protocol::BoxId;
+use berth_runtime::{GuestClient, GuestError, ProcessOutput};
+use berth_store::{BoxRecord, BoxState};
+
+use crate::ctx::Ctx;
+use crate::error::OpError;
+use crate::ops::box_find;
+
+/// The box's services: its agent's answer when it runs, else its template's, `stopped`.
+pub async fn list(ctx: &Ctx, record: &BoxRecord) -> Result<ServiceList, OpError> {
+    match running(ctx, &record.id).await? {
+        Some(client) => client
+            .services()
+            .await
+            .map_err(|e| agent_error(&record.name, e.into())),
+        None => Ok(ServiceList {
+            services: declared(ctx, record).iter().map(stopped).collect(),
+        }),
+    }
+}
+
+/// The service's log from `offset`, `output` frames only; with `follow` the stream stays
+/// open for what comes next (until the box stops).
+pub async fn logs(
+    ctx: &Ctx,
+    record: &BoxRecord,
+    service: &str,
+    offset: u64,
+    follow: bool,
+) -> Result<ProcessOutput, OpError> {
+    let Some(client) = running(ctx, &record.id).await? else {
+        // An unknown name is a 404 whatever the box's state.
+        known(ctx, record, service)?;
+        return Err(OpError::ServicesNotRunning {
+            name: record.name.clone(),
+            state: record.state,
+        });
+    };
+    client
+        .service_logs(service, offset, follow)
+        .await
+        .map_err(|e| agent_error(&record.name, e.into()))
+}
+
+/// Restarts the service, waking the box first; answers it as it is just after.
+pub async fn restart(ctx: &Ctx, record: &BoxRecord, service: &str) -> Result<ServiceInfo, OpError> {
+    if running(ctx, &record.id).await?.is_none() {
+        // Nothing is woken for a name its template does not declare. (A running box is
+        // asked instead: it runs the services of the template as it was at its start.)
+        known(ctx, record, service)?;
+    }
+    let _busy = ctx.activity.begin(&record.id);
+    ctx.lifecycle()
+        .with_guest(&record.id, |client| {
+            let service = service.to_owned();
+            async move { client.service_restart(&service).await }
+        })
+        .await
+        .map_err(|e| agent_error(&record.name, e))
+}
+
+/// The services the box's template declares (none when its template is gone: its next
+/// start fails and says so).
+fn declared(ctx: &Ctx, record: &BoxRecord) -> Vec<ServiceConfig> {
+    ctx.templates
+        .get(&record.template)
+        .map(|template| template.services.clone())
+        .unwrap_or_default()
+}
+
+/// `NoSuchService` unless the box's template declares `service`; a template that is gone
+/// cannot tell, and lets the call go on.
+fn known(ctx: &Ctx, record: &BoxRecord, service: &str) -> Result<(), OpError> {
+    let Some(template) = ctx.templates.get(&record.template) else {
+        return Ok(());
+    };
+    if template.services.iter().any(|s| s.name == service) {
+        return Ok(());
+    }
+    Err(OpError::NoSuchService {
+        name: record.name.clone(),
+        service: service.to_owned(),
+    })
+}
+
+/// A declared service of a box that is not running.
+fn stopped(config: &ServiceConfig) -> ServiceInfo {
+    ServiceInfo {
+        name: config.name.clone(),
+        state: ServiceState::Stopped,
+        pid: None,
+        restarts: 0,
+        started_at_ms: None,
+        ready_at_ms: None,
+        last_exit: None,
+        reason: None,
+        log_end: 0,
+        log_tail: None,
+        keep_awake: config.keep_awake,
+        after: config.after.clone(),
+    }
+}
+
+/// The running boot's client, when the box runs (not when it is paused: see the module).
+async fn running(ctx: &Ctx, id: &BoxId) -> Result<Option<GuestClient>, OpError> {
+    let slot = ctx.boxes.slot(id);
+    let live = slot.lifecycle.lock().await;
+    let Some(client) = live.client.clone() else {
+        return Ok(None);
+    };
+    // Under the lifecycle lock the stored state is settled (a pause holds the lock).
+    let state = box_find::reload(ctx, id)?.state;
+    drop(live);
+    Ok((state == BoxState::Running).then_some(client))
+}
+
+/// An agent too old for the service calls is the box's conflict, not a missing feature of
+/// the daemon's: its next start brings a `berth-init` that has them.
+fn agent_error(name: &str, error: OpError) -> OpError {
+    match error {
+        OpError::Guest(e) if matches!(*e, GuestError::Unsupported { .. }) => {
+            OpError::AgentPredatesServices {
+                name: name.to_owned(),
+            }
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use berth_protocol::guest::{BoxUser, Call};
+    use berth_protocol::service::RestartPolicy;
+
+    use super::*;
+
+    #[test]
+    fn a_declared_service_of_a_sleeping_box_is_stopped_with_its_settings() {
+        let config = ServiceConfig {
+            name: "web".into(),
+            command: vec!["httpd".into()],
+            user: BoxUser::User,
+            env: BTreeMap::new(),
+            cwd: None,
+            restart: RestartPolicy::Always,
+            ready: None,
+            after: vec!["db".into()],
+            keep_awake: true,
+            max_restarts: 5,
+            ready_timeout_s: 60,
+            stop_timeout_s: 5,
+        };
+        let info = stopped(&config);
+        assert_eq!(info.state, ServiceState::Stopped);
+        assert_eq!((info.pid, info.restarts, info.log_end), (None, 0, 0));
+        assert!(info.keep_awake);
+        assert_eq!(info.after, vec!["db".to_owned()]);
+    }
+
+    #[test]
+    fn only_an_agent_too_old_becomes_a_conflict() {
+        let old = OpError::from(GuestError::Unsupported {
+            call: Call::ServiceList,
+            needs: 7,
+            agent: 6,
+        });
+        assert!(matches!(
+            agent_error("alice", old),
+            OpError::AgentPredatesServices { name } if name == "alice"
+        ));
+        let other = OpError::from(GuestError::Cut { what: "answer" });
+        assert!(matches!(agent_error("alice", other), OpError::Guest(_)));
+    }
+}
