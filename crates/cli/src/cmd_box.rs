@@ -157,7 +157,7 @@ pub struct CreateArgs {
     /// A label (repeatable); `berth box ls --label KEY=VALUE` selects by it.
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_env)]
     pub labels: Vec<(String, String)>,
-    /// A variable of the box's env for its exec, terminals and agent (repeatable). Not a
+    /// A variable of the box's env for its exec, terminals, agent and services (repeatable). Not a
     /// secret: stored and shown in plain text (`berth secret` is for credentials).
     #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env)]
     pub env: Vec<(String, String)>,
