@@ -254,18 +254,13 @@ async fn run(args: Args) -> Result<(), BootError> {
         })
         .map(Arc::new)
     })?;
-    let (services, settle_limit) = boot.phase("services", || {
+    let services = boot.phase("services", || {
         let configs = service::boot::read(&args.run_dir)?;
-        let limit = Duration::from_secs(
-            berth_protocol::service::ready_budget_s(
-                &configs.iter().map(|(c, _)| c.clone()).collect::<Vec<_>>(),
-            ) + berth_protocol::service::STABLE_AFTER_S,
-        );
         let services = service::Services::new(exec.clone(), harness.clone(), configs);
         services.start();
-        Ok::<_, BootError>((services, limit))
+        Ok::<_, BootError>(services)
     })?;
-    harness::supervisor::start(&harness, &exec, services.clone().settled(settle_limit));
+    harness::supervisor::start(&harness, &exec, services.clone().settled());
     wake::relay::start(harness.clone());
 
     let serve_start = Instant::now();

@@ -27,7 +27,7 @@ use crate::harness::Harness;
 use crate::started::Started;
 use tail::Tail;
 
-pub use output::{follow, line as ndjson_line, started_and_followed};
+pub use output::{follow, send_tail, started_and_followed, BATCH_BYTES};
 
 /// Every process of this boot started through `/v1/processes`, oldest first.
 #[derive(Debug)]

@@ -8,14 +8,15 @@ use std::time::Duration;
 
 use berth_protocol::process::ProcessFrame;
 use bytes::Bytes;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
+use super::tail::Chunk;
 use super::Process;
 
 /// An empty line this often keeps an idle stream's connection known to be alive.
 const KEEPALIVE: Duration = Duration::from_secs(10);
 /// Output taken from the tail at a time.
-const BATCH_BYTES: usize = 64 * 1024;
+pub const BATCH_BYTES: usize = 64 * 1024;
 
 /// Starts following `process` from `offset`; the stream ends after the `exit` frame.
 pub fn follow(process: Arc<Process>, offset: u64) -> mpsc::Receiver<Bytes> {
@@ -37,19 +38,39 @@ pub fn started_and_followed(process: Arc<Process>) -> mpsc::Receiver<Bytes> {
 }
 
 async fn send_output(process: Arc<Process>, offset: u64, tx: mpsc::Sender<Bytes>) {
+    send_tail(&tx, offset, &process.changed, |from| {
+        let state = process.state();
+        let chunks = state.tail.from(from, BATCH_BYTES);
+        let end = state.exit.map(|exit| {
+            Some(line(&ProcessFrame::Exit {
+                exit,
+                output_end: state.tail.end(),
+            }))
+        });
+        (chunks, end)
+    })
+    .await
+}
+
+/// What a follower reads at an offset: the chunks kept from there, and whether the stream
+/// ends once they are sent (`Some`, with its last line if it has one) or waits for more.
+pub type TailRead = (Vec<Chunk>, Option<Option<Bytes>>);
+
+/// Sends a numbered output from `offset` as `output` frames while it grows (`changed` is
+/// woken on new output), with an empty keepalive line when nothing comes: a process's
+/// output and a service's log are both followed this way. `read` is called under no await.
+pub async fn send_tail(
+    tx: &mpsc::Sender<Bytes>,
+    offset: u64,
+    changed: &Notify,
+    mut read: impl FnMut(u64) -> TailRead,
+) {
     let mut sent_to = offset;
     loop {
-        let changed = process.changed.notified();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
-        let (chunks, exit, end) = {
-            let state = process.state();
-            (
-                state.tail.from(sent_to, BATCH_BYTES),
-                state.exit,
-                state.tail.end(),
-            )
-        };
+        let woken = changed.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        let (chunks, end) = read(sent_to);
         if !chunks.is_empty() {
             for chunk in chunks {
                 sent_to = chunk.offset + chunk.data.len() as u64;
@@ -64,17 +85,14 @@ async fn send_output(process: Arc<Process>, offset: u64, tx: mpsc::Sender<Bytes>
             }
             continue;
         }
-        if let Some(exit) = exit {
-            let _ = tx
-                .send(line(&ProcessFrame::Exit {
-                    exit,
-                    output_end: end,
-                }))
-                .await;
+        if let Some(last) = end {
+            if let Some(last) = last {
+                let _ = tx.send(last).await;
+            }
             return;
         }
         tokio::select! {
-            _ = &mut changed => {}
+            _ = &mut woken => {}
             _ = tx.closed() => return,
             _ = tokio::time::sleep(KEEPALIVE) => {
                 if tx.send(Bytes::from_static(b"\n")).await.is_err() {
@@ -85,8 +103,8 @@ async fn send_output(process: Arc<Process>, offset: u64, tx: mpsc::Sender<Bytes>
     }
 }
 
-/// One NDJSON line of `frame` (the service logs' frames too).
-pub fn line(frame: &impl serde::Serialize) -> Bytes {
+/// One NDJSON line of `frame`.
+fn line(frame: &impl serde::Serialize) -> Bytes {
     let mut line = serde_json::to_vec(frame).unwrap_or_default();
     line.push(b'\n');
     Bytes::from(line)

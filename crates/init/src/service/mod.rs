@@ -25,7 +25,8 @@ use std::time::Duration;
 
 use berth_protocol::process::{OutputStream, ProcessExit};
 use berth_protocol::service::{
-    ServiceConfig, ServiceInfo, ServiceList, ServiceState, FAILED_LOG_TAIL_BYTES, SERVICE_LOG_BYTES,
+    ready_budget_s, ServiceConfig, ServiceInfo, ServiceList, ServiceState, FAILED_LOG_TAIL_BYTES,
+    SERVICE_LOG_BYTES, STABLE_AFTER_S,
 };
 use tokio::sync::{watch, Notify};
 
@@ -45,6 +46,9 @@ pub struct Services {
     stopping: AtomicBool,
     /// Bumped on every change of any service's state.
     changed: watch::Sender<u64>,
+    /// The longest the harness waits for the services to settle: the longest chain of
+    /// ready timeouts, and the time a life takes to count as stable.
+    settle_limit: Duration,
 }
 
 #[derive(Debug)]
@@ -85,6 +89,8 @@ impl Services {
         harness: Arc<Harness>,
         configs: Vec<(ServiceConfig, Option<String>)>,
     ) -> Arc<Self> {
+        let plain: Vec<ServiceConfig> = configs.iter().map(|(c, _)| c.clone()).collect();
+        let settle_limit = Duration::from_secs(ready_budget_s(&plain) + STABLE_AFTER_S);
         let all = configs
             .into_iter()
             .map(|(config, refused)| {
@@ -122,6 +128,7 @@ impl Services {
             all,
             stopping: AtomicBool::new(false),
             changed: watch::Sender::new(0),
+            settle_limit,
         })
     }
 
@@ -165,9 +172,10 @@ impl Services {
     }
 
     /// Resolves once every service has settled (been ready once, or ended its first try),
-    /// the box began to stop, or `limit` has passed, so a service that never comes up
-    /// delays the harness by its own timeouts at most.
-    pub async fn settled(self: Arc<Self>, limit: Duration) {
+    /// the box began to stop, or the settle limit has passed, so a service that never comes
+    /// up delays the harness by its own timeouts at most.
+    pub async fn settled(self: Arc<Self>) {
+        let limit = self.settle_limit;
         let all_settled = async {
             let mut changed = self.changed.subscribe();
             loop {
