@@ -124,9 +124,9 @@ pinned_venv() {
 }
 sdk_root="$(cd "$(dirname "$0")/.." && pwd)"
 
-# The E2B Python SDK, unmodified, for the test that drives berth with it
-# (crates/cli/tests/e2b_sdk.rs).
-pinned_venv "$sdk_root/target/e2b-sdk/venv" "the E2B Python SDK" e2b-sdk "e2b==2.63.0"
+# The E2B Python SDK and its desktop SDK, unmodified, for the tests that drive berth with
+# them (crates/cli/tests/e2b_sdk.rs).
+pinned_venv "$sdk_root/target/e2b-sdk/venv" "the E2B Python SDKs" e2b-sdk "e2b==2.63.0" "e2b-desktop==2.7.2"
 
 # berth's own Python SDK (sdk/python), installed editable beside the versions its tests pin
 # (crates/cli/tests/sdk_python.rs runs its pytest suite).

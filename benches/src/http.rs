@@ -69,6 +69,33 @@ impl Client {
     }
 }
 
+impl Client {
+    /// `GET path`; the status and the body's bytes as they came (a PNG, a file).
+    pub async fn get_bytes(&mut self, path: &str) -> std::io::Result<(StatusCode, Bytes)> {
+        let request = Request::builder()
+            .method(Method::GET)
+            .uri(path)
+            .header(http::header::HOST, "localhost")
+            .header(http::header::AUTHORIZATION, format!("Bearer {}", self.key))
+            .body(Full::new(Bytes::new()))
+            .map_err(std::io::Error::other)?;
+        self.sender.ready().await.map_err(std::io::Error::other)?;
+        let response = self
+            .sender
+            .send_request(request)
+            .await
+            .map_err(std::io::Error::other)?;
+        let status = response.status();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(std::io::Error::other)?
+            .to_bytes();
+        Ok((status, bytes))
+    }
+}
+
 /// `Ok` when the answer's status is the one wanted, else what went wrong, with the body.
 pub fn expect(
     got: StatusCode,

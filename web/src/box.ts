@@ -1,5 +1,6 @@
-// One box: its name and state, Stop and Delete, and the Chat, Files, Memory and Terminal tabs.
-import { api, boxPath, message, type BoxView } from "./api";
+// One box: its name and state, Stop and Delete, and the Chat, Files, Memory and Terminal tabs,
+// and Desktop for a box whose template runs a desktop (a `vnc` service).
+import { api, boxPath, message, type BoxView, type Template } from "./api";
 import { chatPanel } from "./chat";
 import { clear, h } from "./dom";
 import { filesPanel } from "./files";
@@ -7,6 +8,7 @@ import type { Route } from "./route";
 import type { BoxContext } from "./box_context";
 import { focusAfterNavigation, go, handleError } from "./nav";
 import { stateLabel } from "./state";
+import { hasDesktop } from "./templates";
 
 const TABS = [
   ["chat", "Chat"],
@@ -14,6 +16,8 @@ const TABS = [
   ["memory", "Memory"],
   ["terminal", "Terminal"],
 ] as const;
+const DESKTOP_TAB = ["desktop", "Desktop"] as const;
+type Tab = readonly [string, string];
 
 export function boxScreen(root: HTMLElement, route: Route): () => void {
   const name = route.box ?? "";
@@ -31,6 +35,12 @@ export function boxScreen(root: HTMLElement, route: Route): () => void {
   const stop = h("button", { type: "button", onclick: () => void stopBox(ctx, stop) }, "Stop");
   const del = h("button", { type: "button", class: "danger", onclick: () => confirmDelete(root, name) }, "Delete");
   const panel = h("section", { class: "panel", id: "panel", role: "tabpanel", "aria-labelledby": `tab-${tab}` });
+  // Desktop joins the tabs once the box's template is known to have one (at once when it
+  // is the tab asked for: the panel says so if it has none).
+  const tabs: Tab[] = tab === "desktop" ? [...TABS, DESKTOP_TAB] : [...TABS];
+  const tabEl = ([id, label]: Tab): HTMLAnchorElement =>
+    h("a", { role: "tab", id: `tab-${id}`, href: tabHash(name, id), tabindex: id === tab ? 0 : -1, "aria-selected": String(id === tab), "aria-controls": "panel", class: id === tab ? "tab current" : "tab" }, label);
+  const tabList = h("nav", { class: "tabs", role: "tablist", "aria-label": "Box views", onkeydown: (event: Event) => moveTab(event as KeyboardEvent, name, tab, tabs) }, tabs.map(tabEl));
   root.append(
     h(
       "div",
@@ -39,13 +49,7 @@ export function boxScreen(root: HTMLElement, route: Route): () => void {
       h("div", { class: "box-title" }, h("h1", null, name), stateEl),
       h("div", { class: "box-actions" }, stop, del),
     ),
-    h(
-      "nav",
-      { class: "tabs", role: "tablist", "aria-label": "Box views", onkeydown: (event: Event) => moveTab(event as KeyboardEvent, name, tab) },
-      TABS.map(([id, label]) =>
-        h("a", { role: "tab", id: `tab-${id}`, href: tabHash(name, id), tabindex: id === tab ? 0 : -1, "aria-selected": String(id === tab), "aria-controls": "panel", class: id === tab ? "tab current" : "tab" }, label),
-      ),
-    ),
+    tabList,
     panel,
   );
   root.classList.add("box-screen");
@@ -56,6 +60,14 @@ export function boxScreen(root: HTMLElement, route: Route): () => void {
       if (closed) return;
       ctx.box = box;
       ctx.setState(box.state, box.state_reason ?? null);
+      // The desktop tab is there already, and its panel asks itself.
+      return tab === "desktop" ? undefined : api<{ templates: Template[] }>("GET", "/v1/templates");
+    })
+    .then((list) => {
+      if (closed || !list || !hasDesktop(list.templates.find((t) => t.name === ctx.box?.template))) return;
+      // Added, not redrawn: a tab that has the focus keeps it.
+      tabs.push(DESKTOP_TAB);
+      tabList.append(tabEl(DESKTOP_TAB));
     })
     .catch(handleError);
 
@@ -77,6 +89,9 @@ export function boxScreen(root: HTMLElement, route: Route): () => void {
     panelCleanup = filesPanel(panel, ctx, route.query.get("path") ?? "/home/user");
   } else if (tab === "memory") {
     loadPanel("the memory", () => import("./memory").then((m) => () => m.memoryPanel(panel, ctx, route.query)));
+  } else if (tab === "desktop") {
+    // noVNC is loaded only here.
+    loadPanel("the desktop", () => import("./desktop").then((m) => () => m.desktopPanel(panel, ctx)));
   } else {
     // xterm.js is loaded only here.
     loadPanel("the terminal", () => import("./terminal").then((m) => () => m.terminalPanel(panel, ctx)));
@@ -94,8 +109,8 @@ function tabHash(name: string, tab: string): string {
 
 /** The tab list's keys (WAI-ARIA tabs, activated as they are chosen): the arrows move to
  * the previous or next tab, Home and End to the first or last; the focus stays on the tab. */
-function moveTab(event: KeyboardEvent, name: string, current: string): void {
-  const ids = TABS.map(([id]) => id as string);
+function moveTab(event: KeyboardEvent, name: string, current: string, tabs: Tab[]): void {
+  const ids = tabs.map(([id]) => id);
   const at = ids.indexOf(current);
   const to = { ArrowLeft: at - 1, ArrowRight: at + 1, Home: 0, End: ids.length - 1 }[event.key];
   if (to === undefined) return;

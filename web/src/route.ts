@@ -5,7 +5,7 @@ export interface Route {
   screen: "signin" | "pair" | "boxes" | "box";
   code?: string;
   box?: string;
-  tab?: "chat" | "files" | "memory" | "terminal";
+  tab?: "chat" | "files" | "memory" | "terminal" | "desktop";
   query: URLSearchParams;
 }
 
@@ -16,7 +16,7 @@ export function parseRoute(hash: string): Route {
   if (parts[0] === "pair" && parts[1]) return { screen: "pair", code: parts[1], query };
   if (parts[0] === "signin") return { screen: "signin", query };
   if (parts[0] === "boxes" && parts[1]) {
-    const tab = parts[2] === "files" || parts[2] === "memory" || parts[2] === "terminal" ? parts[2] : "chat";
+    const tab = parts[2] === "files" || parts[2] === "memory" || parts[2] === "terminal" || parts[2] === "desktop" ? parts[2] : "chat";
     return { screen: "box", box: parts[1], tab, query };
   }
   return { screen: "boxes", query };

@@ -17,9 +17,7 @@ pub struct VmImages {
 pub fn vm_images() -> BenchResult<VmImages> {
     use berth_image::{ImageStore, Kernel, NoProgress};
     let init = berth_runtime::init_binary()?;
-    let dir = std::env::var_os("BERTH_TEST_IMAGE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "/var/tmp/berth-test-images".into());
+    let dir = berth_testkit::image_cache::dir();
     let store = ImageStore::new(&dir);
     let kernel = Kernel::debian_cloud(&store, &NoProgress)?;
     let initramfs = berth_image::build_initramfs(&store, &kernel, &init, &NoProgress)?;

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use berth_image::{
-    build_initramfs, rootfs_debian, rootfs_from_dir, rootfs_from_tarball, rootfs_minimal,
-    DiskImage, ImageStore, Kernel, Progress as _, TerminalProgress, DEBIAN_PACKAGES, DEBIAN_SUITE,
+    build_initramfs, rootfs_debian, rootfs_desktop, rootfs_from_dir, rootfs_from_tarball,
+    rootfs_minimal, DiskImage, ImageStore, Kernel, Progress as _, TerminalProgress,
+    DEBIAN_PACKAGES, DEBIAN_SUITE,
 };
 use berth_server::images::BuiltImages;
 use berth_server::templates::{parse_template, templates_dir, Base};
@@ -26,7 +27,8 @@ Needs the Debian tools ./scripts/install-deps.sh installs (e2fsprogs, kmod, debo
 the Debian mirror (through apt). The kernel is Debian's cloud kernel unless --kernel names \
 one. The `minimal` rootfs (busybox) takes seconds; the `debian` one (--debian: bookworm \
 minbase with ca-certificates, curl, python3, procps, util-linux) takes minutes the first \
-time. Each is built once and reused.")]
+time. The `desktop` one (Debian with Xvfb, XFCE, x11vnc and noVNC: about 1 GB and 4-6 \
+minutes) is built only when asked for: --template desktop. Each is built once and reused.")]
 pub struct BuildArgs {
     /// Use this kernel (a bzImage or an ELF vmlinux, with its drivers built in) instead of
     /// Debian's cloud kernel.
@@ -35,9 +37,9 @@ pub struct BuildArgs {
     /// Also build the `debian` template's rootfs (as `--template debian`).
     #[arg(long)]
     pub debian: bool,
-    /// Also build this template's rootfs (repeatable): a built-in (`minimal`, `debian`) or
-    /// a user template in <data dir>/templates/NAME.toml whose base is an image
-    /// (`debian:<suite>`, `dir:…`, `tarball:…`).
+    /// Also build this template's rootfs (repeatable): a built-in (`minimal`, `debian`,
+    /// `desktop`) or a user template in <data dir>/templates/NAME.toml whose base is an
+    /// image (`debian:<suite>`, `desktop`, `dir:…`, `tarball:…`).
     #[arg(long, value_name = "NAME")]
     pub template: Vec<String>,
     /// Print what was built as JSON (the paths the daemon reads: kernel, vmlinux,
@@ -130,6 +132,7 @@ fn template_base(data_dir: &Path, name: &str) -> anyhow::Result<Base> {
         "debian" => Base::Debian {
             suite: DEBIAN_SUITE.into(),
         },
+        "desktop" => Base::Desktop,
         "host" | "echo" => {
             anyhow::bail!("template {name} runs on the host's /usr: it has no image to build")
         }
@@ -157,6 +160,7 @@ fn build_base(
         Base::Host => anyhow::bail!("base host has no image"),
         Base::Minimal => rootfs_minimal(store, progress)?,
         Base::Debian { suite } => rootfs_debian(store, suite, DEBIAN_PACKAGES, progress)?,
+        Base::Desktop => rootfs_desktop(store, progress)?,
         Base::Dir(dir) => rootfs_from_dir(store, dir, progress)?,
         Base::Tarball(file) => rootfs_from_tarball(store, file, progress)?,
     })
@@ -178,6 +182,7 @@ mod tests {
             template_base(dir.path(), "debian").unwrap().to_string(),
             "debian"
         );
+        assert_eq!(template_base(dir.path(), "desktop").unwrap(), Base::Desktop);
         let err = template_base(dir.path(), "host").unwrap_err().to_string();
         assert!(err.contains("no image to build"), "{err}");
         let templates = templates_dir(dir.path());

@@ -14,6 +14,8 @@ mod cmd_cluster;
 mod cmd_completion;
 mod cmd_cp;
 mod cmd_cp_dir;
+mod cmd_desktop;
+mod cmd_desktop_vnc;
 mod cmd_egress;
 mod cmd_exec;
 mod cmd_image;
@@ -93,6 +95,10 @@ pub enum Command {
     /// them, print one's log, restart one.
     #[command(subcommand)]
     Service(cmd_service::ServiceCommand),
+    /// Computer use on a box with a desktop (`--template desktop`): its status, a
+    /// screenshot, pointer and keyboard actions, the pointer's place.
+    #[command(subcommand)]
+    Desktop(cmd_desktop::DesktopCommand),
     /// Open a terminal in a box (a login shell, or CMD); exits with its status.
     Shell(cmd_shell::ShellArgs),
     /// Copy a file, or with -r a directory, into a box (LOCAL NAME:PATH) or out of one
@@ -211,6 +217,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Service(command) => {
             client_main(async { cmd_service::run(&connect()?, command).await })
+        }
+        Command::Desktop(command) => {
+            client_main(async { cmd_desktop::run(&connect()?, command).await })
         }
         Command::Shell(args) => client_main(async { cmd_shell::run(&connect()?, args).await }),
         Command::Cp(args) => {

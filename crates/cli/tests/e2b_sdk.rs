@@ -8,8 +8,11 @@
 
 mod common;
 
-use common::e2b::{python, run_python, run_python_with};
-use common::Daemon;
+use std::fs;
+use std::path::Path;
+
+use common::e2b::{desktop_python, python, run_python, run_python_with};
+use common::{link_test_image_cache, stderr, Daemon};
 
 /// The `[ports] base_domain` of the lifecycle's daemon.
 const DOMAIN: &str = "boxes.test";
@@ -184,4 +187,47 @@ fn the_unmodified_python_sdk_runs_every_suite_on_qemu_boxes() {
     run_python_with(&daemon, &python, "files.py", FILES_CHECKS, &on_debian);
     run_python_with(&daemon, &python, "pty.py", PTY_CHECKS, &on_debian);
     run_lifecycle(&daemon, &python, &on_debian);
+}
+
+/// E2B's desktop SDK's own quickstart on a berth `desktop` box: create, screenshot, write,
+/// press, left_click, and its stream URL (`e2b_sdk/desktop.py`). The desktop image is built
+/// first (minutes, once per machine through the tests' image cache).
+#[test]
+fn the_unmodified_desktop_sdk_drives_a_berth_desktop() {
+    let Some(python) = desktop_python() else {
+        return;
+    };
+    let daemon = daemon_with_domain();
+    link_test_image_cache(daemon.dir());
+    let built = daemon.berth(&["image", "build", "--template", "desktop"]);
+    if !built.status.success() {
+        let err = stderr(&built);
+        if err.contains("no network to the Debian mirror") {
+            berth_testkit::skip("desktop-image", err.trim());
+            return;
+        }
+        panic!("berth image build --template desktop failed: {err}");
+    }
+    let checks = [
+        "create",
+        "one desktop",
+        "screenshot",
+        "write and press",
+        "left_click",
+        "stream url",
+        "done",
+    ];
+    // A wait that times out saves the screen there.
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("desktop");
+    fs::create_dir_all(&shots).unwrap();
+    run_python_with(
+        &daemon,
+        &python,
+        "desktop.py",
+        &checks,
+        &[
+            ("E2B_DOMAIN", DOMAIN),
+            ("SHOTS_DIR", shots.to_str().unwrap()),
+        ],
+    );
 }

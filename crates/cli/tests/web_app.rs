@@ -1,7 +1,7 @@
-//! The web app end to end: a real daemon (sandbox boxes of the `echo` template, TLS with a
-//! test certificate once `berth up` has `--tls-cert`), Debian's chromium driven by
-//! `@playwright/test` (`web/e2e/tests/`) as a 390×844 phone, and a Web Push service of the
-//! test's own. Each test, its screenshots (`target/web-screenshots/`) and timings are
+//! The web app end to end: a real daemon (sandbox boxes of the `echo` template, and one of
+//! `desktop` once its image is built; TLS with a test certificate once `berth up` has
+//! `--tls-cert`), Debian's chromium driven by `@playwright/test` (`web/e2e/tests/`) as a
+//! 390×844 phone, and a Web Push service of the test's own. Each test, its screenshots (`target/web-screenshots/`) and timings are
 //! reported by Playwright; this test starts what it needs, streams that output, and fails
 //! when any test did.
 
@@ -73,6 +73,23 @@ fn start_daemon(push_port: u16, tls: Option<(&Path, &Path)>, dir: tempfile::Temp
     Daemon::start_in(dir, Some(&config), &args)
 }
 
+/// Builds the `desktop` image for the Desktop tab's test (`tests/desktop.spec.mjs`) through
+/// the tests' image cache (`berth image build --template desktop`: debootstrap and XFCE,
+/// minutes the first time, then shared); `Err` with the reason that test is skipped when
+/// the Debian mirror cannot be reached.
+fn build_desktop_image(daemon: &Daemon) -> Result<(), String> {
+    common::link_test_image_cache(daemon.dir());
+    let built = daemon.berth(&["image", "build", "--template", "desktop"]);
+    if built.status.success() {
+        return Ok(());
+    }
+    let err = common::stderr(&built);
+    if err.contains("no network to the Debian mirror") {
+        return Err(err.trim().to_owned());
+    }
+    panic!("berth image build --template desktop failed: {err}");
+}
+
 /// Every box of the daemon is deleted when this is dropped, so a failed run leaves none.
 struct RemoveBoxes<'a>(&'a Daemon);
 
@@ -141,6 +158,10 @@ fn the_web_app_works_on_a_phone_end_to_end() {
         dir,
     );
     let _cleanup = RemoveBoxes(&daemon);
+    let desktop = build_desktop_image(&daemon);
+    if let Err(reason) = &desktop {
+        berth_testkit::skip("image-build", format!("the Desktop tab's test: {reason}"));
+    }
     let url = fs::read_to_string(daemon.dir().join("berth.url")).unwrap();
     let admin_key = fs::read_to_string(daemon.dir().join("admin.key")).unwrap();
     let screenshots = root.join("target/web-screenshots");
@@ -164,6 +185,9 @@ fn the_web_app_works_on_a_phone_end_to_end() {
         .env_remove("BERTH_API_KEY")
         .stdin(Stdio::null())
         .process_group(0);
+    if let Err(reason) = &desktop {
+        run.env("BERTH_DESKTOP_SKIP", reason);
+    }
     if let Some((cert, _)) = &tls {
         // node's fetch (the test's own API calls) trusts the test certificate too.
         run.env("BERTH_TLS_CERT", cert)

@@ -120,6 +120,9 @@ pub enum ImageError {
         #[source]
         source: serde_json::Error,
     },
+    /// A link an image adds after its packages points at nothing the packages installed.
+    #[error("the image's link {link} points to {target}, which its packages no longer install: update the link")]
+    LinkTarget { link: String, target: String },
     /// The operation needs root (debootstrap, device nodes).
     #[error("{what} needs root: run the daemon as root")]
     NeedsRoot { what: &'static str },

@@ -6,11 +6,12 @@
 //!
 //! Blocking (it runs `apt-get`, `dpkg`, `depmod`, `mkfs.ext4`, `debootstrap`): call it from
 //! `tokio::task::spawn_blocking` in async code. Host tools needed: e2fsprogs, kmod, dpkg,
-//! apt, debootstrap (for the `debian` template); see docs/images.md.
+//! apt, debootstrap (for the `debian` and `desktop` templates); see docs/images.md.
 
 mod apt;
 mod confine;
 mod cpio;
+mod desktop_image;
 mod disk;
 mod error;
 mod ext4;
@@ -34,6 +35,7 @@ mod volume_stock;
 mod volume_usage;
 
 pub use cpio::CpioWriter;
+pub use desktop_image::{rootfs_desktop, DESKTOP_ADDITIONS, DESKTOP_PACKAGES};
 pub use disk::{layer_image, DiskImage, LAYER_LABEL, ROOTFS_LABEL};
 pub use error::ImageError;
 pub use ext4::ext4_from_dir;
@@ -43,8 +45,8 @@ pub use key::{ContentKey, KeyBuilder, BUILDER_VERSION};
 pub use mount_points::with_mount_points;
 pub use progress::{NoProgress, Progress, TerminalProgress};
 pub use rootfs::{
-    rootfs_debian, rootfs_from_dir, rootfs_from_tarball, rootfs_minimal, BUSYBOX_PACKAGE,
-    DEBIAN_MIRROR, DEBIAN_PACKAGES, DEBIAN_SUITE,
+    rootfs_debian, rootfs_from_dir, rootfs_from_tarball, rootfs_minimal, Additions,
+    BUSYBOX_PACKAGE, DEBIAN_MIRROR, DEBIAN_PACKAGES, DEBIAN_SUITE,
 };
 pub use store::ImageStore;
 pub use tree::TreeSize;

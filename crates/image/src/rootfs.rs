@@ -1,6 +1,7 @@
 //! Template rootfs images: `minimal` (busybox-static from apt), `debian` (debootstrap
-//! minbase), or a directory or tarball of the user's; each with berth's skeleton added and
-//! made a read-only ext4 image `<images>/rootfs/<key>.ext4`.
+//! minbase; `desktop_image.rs` adds X, XFCE and VNC to it), or a directory or tarball of
+//! the user's; each with berth's skeleton added and made a read-only ext4 image
+//! `<images>/rootfs/<key>.ext4`.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -21,6 +22,21 @@ pub const DEBIAN_SUITE: &str = "bookworm";
 /// What the `debian` template adds to minbase.
 pub const DEBIAN_PACKAGES: &[&str] =
     &["ca-certificates", "curl", "python3", "procps", "util-linux"];
+/// What an image adds to its tree after debootstrap.
+#[derive(Debug, Clone, Copy)]
+pub struct Additions {
+    /// `(path in the image, target)`; the target must be in the tree.
+    pub links: &'static [(&'static str, &'static str)],
+    /// `(path in the image, text)`: executable files (0755, root's), over anything there.
+    pub scripts: &'static [(&'static str, &'static str)],
+}
+
+impl Additions {
+    pub const NONE: Additions = Additions {
+        links: &[],
+        scripts: &[],
+    };
+}
 
 const CP: Tool = Tool {
     name: "cp",
@@ -122,17 +138,41 @@ pub fn rootfs_debian(
     packages: &[&str],
     progress: &dyn Progress,
 ) -> Result<DiskImage, ImageError> {
+    debootstrapped(store, suite, packages, Additions::NONE, progress)
+}
+
+/// debootstrap of `suite` with `packages`, apt's caches emptied, then `additions`.
+pub(crate) fn debootstrapped(
+    store: &ImageStore,
+    suite: &str,
+    packages: &[&str],
+    additions: Additions,
+    progress: &dyn Progress,
+) -> Result<DiskImage, ImageError> {
     let mut packages: Vec<&str> = packages.to_vec();
     packages.sort_unstable();
     packages.dedup();
     // Validate before anything touches the disk.
     let args_check = debootstrap_args(suite, &packages, Path::new("/x"), DEBIAN_MIRROR)?;
     drop(args_check);
-    let base = KeyBuilder::new("rootfs")
+    let mut base = KeyBuilder::new("rootfs")
         .field("base", "debootstrap")
         .field("suite", suite)
         .field("mirror", DEBIAN_MIRROR)
         .field("packages", packages.join(","));
+    // Only an image with additions keys them, so the `debian` images already built keep
+    // their keys.
+    if !additions.links.is_empty() {
+        let listed: Vec<String> = additions
+            .links
+            .iter()
+            .map(|(l, t)| format!("{l}->{t}"))
+            .collect();
+        base = base.field("links", listed.join(","));
+    }
+    for (path, text) in additions.scripts {
+        base = base.field(&format!("script {path}"), text);
+    }
     stored_or_built(store, base, Some("debootstrap"), progress, |_, tree| {
         let mut cmd = DEBOOTSTRAP.command()?;
         cmd.args(debootstrap_args(suite, &packages, tree, DEBIAN_MIRROR)?);
@@ -147,7 +187,8 @@ pub fn rootfs_debian(
         for dir in ["var/cache/apt/archives", "var/lib/apt/lists"] {
             empty_files(&tree.join(dir))?;
         }
-        Ok(())
+        add_links(tree, additions.links)?;
+        add_scripts(tree, additions.scripts)
     })
 }
 
@@ -260,6 +301,48 @@ fn debootstrap_stage(line: &str, last_verb: &mut String) -> Option<String> {
     }
     *last_verb = group.to_string();
     Some(format!("debootstrap: {} packages", group.to_lowercase()))
+}
+
+/// Makes each `(path, target)` link in `tree`, after checking that the target is there: a
+/// package that moved it fails the build rather than the boxes.
+pub(crate) fn add_links(tree: &Path, links: &[(&str, &str)]) -> Result<(), ImageError> {
+    for (path, target) in links {
+        // Not followed: an absolute link in the tree would lead to the host's file.
+        if tree
+            .join(target.trim_start_matches('/'))
+            .symlink_metadata()
+            .is_err()
+        {
+            return Err(ImageError::LinkTarget {
+                link: format!("/{path}"),
+                target: (*target).to_owned(),
+            });
+        }
+        let link = tree.join(path);
+        if let Some(parent) = link.parent() {
+            std::fs::create_dir_all(parent).map_err(io("create the directory", parent))?;
+        }
+        std::os::unix::fs::symlink(target, &link).map_err(io("create the link", &link))?;
+    }
+    Ok(())
+}
+
+pub(crate) fn add_scripts(tree: &Path, scripts: &[(&str, &str)]) -> Result<(), ImageError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    for (path, text) in scripts {
+        let file = tree.join(path);
+        if let Some(parent) = file.parent() {
+            std::fs::create_dir_all(parent).map_err(io("create the directory", parent))?;
+        }
+        // A link there would be followed by the write, out of the tree.
+        if file.symlink_metadata().is_ok() {
+            std::fs::remove_file(&file).map_err(io("remove", &file))?;
+        }
+        std::fs::write(&file, text).map_err(io("write", &file))?;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755))
+            .map_err(io("chmod", &file))?;
+    }
+    Ok(())
 }
 
 /// Removes the files (not the directories) directly in `dir`, if it exists.

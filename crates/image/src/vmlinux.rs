@@ -192,10 +192,7 @@ mod tests {
 
     #[test]
     fn the_debian_cloud_kernel_in_the_test_cache_yields_its_elf() {
-        let cache = std::env::var_os("BERTH_TEST_IMAGE_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| "/var/tmp/berth-test-images".into())
-            .join("images/kernel");
+        let cache = berth_testkit::image_cache::dir().join("images/kernel");
         let Some(vmlinuz) = std::fs::read_dir(&cache)
             .into_iter()
             .flatten()

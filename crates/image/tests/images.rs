@@ -1,5 +1,6 @@
 //! Real builds with the host's tools: the Debian cloud kernel through apt, the initramfs,
-//! the minimal rootfs, a layer, and a box volume, checked with debugfs and dumpe2fs.
+//! the minimal and desktop rootfs, a layer, and a box volume, checked with debugfs and
+//! dumpe2fs.
 //! A test whose tool or mirror is missing skips with the reason (`berth_testkit::skip`).
 
 use std::path::Path;
@@ -447,6 +448,77 @@ fn debian_rootfs_is_debootstrapped_once() {
         image
     );
     assert_eq!(mtime(&image.path), before);
+}
+
+/// Builds the `desktop` rootfs into the machine's test image cache
+/// (`berth_testkit::image_cache`), where `berth image build --template desktop` in the
+/// end-to-end tests finds it too: debootstrap runs minutes once per machine, and every later
+/// run finds the image.
+#[test]
+fn desktop_rootfs_has_x_xfce_vnc_and_the_e2b_additions_and_is_built_once_per_machine() {
+    if !is_root() {
+        berth_testkit::skip("root", "debootstrap needs root");
+        return;
+    }
+    let store = ImageStore::new(&berth_testkit::image_cache::dir());
+    let started = Instant::now();
+    let image = or_skip!(rootfs_desktop(&store, &TerminalProgress::new()));
+    let used =
+        std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(&image.path).unwrap()) * 512;
+    eprintln!(
+        "desktop rootfs {} in {:?}: {} MiB image, {} MiB used",
+        image.path.display(),
+        started.elapsed(),
+        image.size_bytes >> 20,
+        used >> 20
+    );
+    for program in [
+        "/usr/bin/Xvfb",
+        "/usr/bin/xdotool",
+        "/usr/bin/scrot",
+        "/usr/bin/x11vnc",
+        "/usr/bin/startxfce4",
+        "/usr/bin/mousepad",
+        "/usr/bin/thunar",
+        "/usr/bin/xdpyinfo",
+        "/usr/bin/dbus-launch",
+        "/usr/share/novnc/utils/novnc_proxy",
+    ] {
+        let (mode, owner, _) = stat(&image.path, program);
+        assert!(
+            mode & 0o111 != 0 && owner == 0,
+            "{program}: {mode:o} {owner}"
+        );
+    }
+    for (path, text) in DESKTOP_ADDITIONS.scripts {
+        assert_eq!(debugfs_cat(&image.path, &format!("/{path}")), *text);
+        let (mode, owner, _) = stat(&image.path, &format!("/{path}"));
+        assert_eq!((mode & 0o777, owner), (0o755, 0), "/{path}");
+    }
+    for (path, target) in DESKTOP_ADDITIONS.links {
+        let out = Command::new("debugfs")
+            .arg("-R")
+            .arg(format!("stat /{path}"))
+            .arg(&image.path)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("Fast link dest: \"{target}\"")),
+            "/{path}: {text}"
+        );
+    }
+    assert!(debugfs_cat(&image.path, "/etc/passwd").contains(":1001:1001:"));
+    // The next build finds it: no debootstrap, no apt.
+    let before = mtime(&image.path);
+    let started = Instant::now();
+    assert_eq!(rootfs_desktop(&store, &NoProgress).unwrap(), image);
+    assert_eq!(mtime(&image.path), before);
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]

@@ -402,6 +402,10 @@ pub enum OpError {
     #[error(transparent)]
     Wakeup(#[from] crate::lifecycle::wakeups::error::WakeupError),
 
+    /// A desktop call refused or failed (`crate::desktop`).
+    #[error(transparent)]
+    Desktop(Box<crate::desktop::DesktopError>),
+
     /// The secret store refused or failed (a bad name or value, no such secret, a row
     /// that does not open).
     #[error(transparent)]
@@ -449,6 +453,12 @@ pub enum TemplateProblem {
 impl From<GuestError> for OpError {
     fn from(e: GuestError) -> Self {
         OpError::Guest(Box::new(e))
+    }
+}
+
+impl From<crate::desktop::DesktopError> for OpError {
+    fn from(e: crate::desktop::DesktopError) -> Self {
+        OpError::Desktop(Box::new(e))
     }
 }
 

@@ -2,7 +2,8 @@
 //! terminal, an exec's NDJSON frames) before it counts the client as gone, so that a
 //! client that stops reading, or stops answering, cannot keep the box awake for ever:
 //! `[server] send_timeout_s` for every send to such a client, and `[terminals]` for what
-//! a terminal's client must say.
+//! a terminal's client must say. A desktop's VNC WebSocket (`api/desktop_vnc.rs`), which
+//! keeps no box awake but holds one of the tenant's streams, is held to the same.
 //!
 //! ```toml
 //! [terminals]

@@ -47,6 +47,10 @@ pub struct BootPhase {
 /// How the box's last successful boot went.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LastBoot {
+    /// When the wake began, milliseconds since the Unix epoch; `None` for a boot recorded
+    /// by a daemon older than this field.
+    #[serde(default)]
+    pub began_at_ms: Option<u64>,
     /// From the wake's start to the box recorded running.
     pub total_micros: u64,
     /// Whether it was a restore from a snapshot (else a cold start).
@@ -135,6 +139,7 @@ impl LastBoot {
             })
             .collect();
         serde_json::json!({
+            "began_at_ms": self.began_at_ms,
             "total_micros": self.total_micros,
             "restored": self.restored,
             "phases": phases,

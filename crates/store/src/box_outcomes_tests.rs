@@ -82,6 +82,7 @@ conformance! {
         let tenant = store.create_tenant("acme").unwrap();
         let record = store.insert_box(&new_box(&tenant.id, "alice")).unwrap();
         let boot = LastBoot {
+            began_at_ms: Some(1_700_000_000_123),
             total_micros: 41_500,
             restored: false,
             phases: vec![
@@ -109,6 +110,7 @@ conformance! {
         let last = page.events.last().unwrap();
         assert_eq!(last.kind, BOOT_EVENT);
         assert_eq!(last.data["total_micros"], 41_500);
+        assert_eq!(last.data["began_at_ms"], 1_700_000_000_123_u64);
         assert_eq!(last.data["phases"][1]["name"], "runc_create");
         assert_eq!(last.data["phases"][1]["source"], "runtime");
         // A state change keeps the last boot: it says how the box last started.
@@ -116,4 +118,11 @@ conformance! {
         let got = store.get_box(&record.id).unwrap().unwrap();
         assert_eq!(got.last_boot, Some(boot));
     }
+}
+
+#[test]
+fn a_boot_recorded_before_its_start_time_was_kept_reads_without_it() {
+    let old = r#"{"total_micros":5,"restored":false,"phases":[]}"#;
+    let boot: LastBoot = crate::box_outcomes::parse_column(Some(old.to_owned())).unwrap();
+    assert_eq!((boot.began_at_ms, boot.total_micros), (None, 5));
 }

@@ -191,6 +191,7 @@ conformance! {
             .update_box_state(&id, generation, BoxState::Running, None)
             .unwrap();
         let boot = crate::LastBoot {
+            began_at_ms: None,
             total_micros: 0,
             restored: false,
             phases: Vec::new(),

@@ -9,6 +9,8 @@ use std::path::PathBuf;
 pub const PINNED: &str = "2.63.0";
 /// The npm SDK version berth's E2B API is tested against.
 pub const PINNED_NPM: &str = "2.51.0";
+/// The desktop SDK (`e2b-desktop`) version berth's `desktop` template is tested against.
+pub const PINNED_DESKTOP: &str = "2.7.2";
 /// Names another Python whose environment has the SDK (instead of the venv).
 pub const PYTHON_VAR: &str = "BERTH_E2B_PYTHON";
 
@@ -60,4 +62,18 @@ pub fn find() -> Result<PathBuf, String> {
         .unwrap_or_else(|| venv_dir().join("bin").join("python"));
     let made_by = format!("scripts/install-deps.sh --tests makes it, or set {PYTHON_VAR}");
     crate::pinned_python::check(python, "e2b", "e2b", PINNED, &made_by)
+}
+
+/// The Python that has the pinned desktop SDK beside the pinned SDK, or why there is none
+/// (for [`crate::skip`] with `e2b-sdk`).
+pub fn find_desktop() -> Result<PathBuf, String> {
+    let python = find()?;
+    let made_by = format!("scripts/install-deps.sh --tests makes it, or set {PYTHON_VAR}");
+    crate::pinned_python::check(
+        python,
+        "e2b_desktop",
+        "e2b-desktop",
+        PINNED_DESKTOP,
+        &made_by,
+    )
 }

@@ -53,6 +53,7 @@ use std::io::Write;
 pub mod browser;
 pub mod deploy_validate;
 pub mod e2b_sdk;
+pub mod image_cache;
 pub mod mcp_sdk;
 pub mod moto;
 pub mod node;

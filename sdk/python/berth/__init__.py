@@ -12,6 +12,7 @@ berth's repository describes every call.
 
 from .client import Berth, Box, Boxes
 from .daemon import Health, Runtime, Template
+from .desktop import Cursor, Desktop, DesktopStatus
 from .errors import (
     AuthenticationError,
     BerthError,
@@ -59,6 +60,7 @@ from .models import (
 )
 from .secrets import Secret
 from .tenants import ApiKey, Quota, Tenant, Usage
+from .vnc import VncConnection
 from .wakeups import Wakeup
 from .web import Pairing, WebSession
 from .webhooks import Delivery, Webhook
@@ -75,7 +77,10 @@ __all__ = [
     "BoxInfo",
     "Boxes",
     "Conflict",
+    "Cursor",
     "Delivery",
+    "Desktop",
+    "DesktopStatus",
     "EgressPage",
     "EgressRecord",
     "Event",
@@ -120,6 +125,7 @@ __all__ = [
     "Unavailable",
     "Unsupported",
     "Usage",
+    "VncConnection",
     "Wakeup",
     "WebSession",
     "Webhook",

@@ -243,6 +243,36 @@ def restart_service(ref: str, name: str) -> Request:
     return Request("POST", box_path(ref, "services", name, "restart"), box=ref, unbounded=True)
 
 
+# Desktop (computer use on a box whose template has one)
+
+
+def desktop_status(ref: str) -> Request:
+    """Wakes the box and waits for its desktop: it may take as long as a cold boot."""
+    return Request("GET", box_path(ref, "desktop"), box=ref, unbounded=True)
+
+
+def desktop_screenshot(ref: str, cursor: bool) -> Request:
+    params = [("cursor", "true" if cursor else "false")]
+    return Request(
+        "GET", box_path(ref, "desktop", "screenshot"), params=params, box=ref, unbounded=True
+    )
+
+
+def desktop_actions(ref: str, actions: Sequence[Mapping[str, Any]]) -> Request:
+    """As long as the actions take (waits, typing), after the box's wake."""
+    return Request(
+        "POST",
+        box_path(ref, "desktop", "actions"),
+        json={"actions": [dict(a) for a in actions]},
+        box=ref,
+        unbounded=True,
+    )
+
+
+def desktop_cursor(ref: str) -> Request:
+    return Request("GET", box_path(ref, "desktop", "cursor"), box=ref, unbounded=True)
+
+
 # Files
 
 

@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Dict, Iterable, List, Mapping, Optional, Union
 
 import httpx
-from websockets.asyncio.client import connect
-from websockets.exceptions import InvalidStatus
 
 from . import _api, _local
 from ._aio_files import AsyncFiles
@@ -25,8 +23,9 @@ from ._aio_terminal import AsyncTerminal
 from ._async import AsyncTransport
 from ._config import resolve
 from ._views import BoxView, ProcessView, TurnView
+from ._websocket import connect_async
 from .daemon import AsyncTemplates, Health, Runtime, runtimes_from
-from .errors import error_from
+from .desktop import AsyncDesktop
 from .memory import AsyncMemory
 from .models import (
     BoxInfo,
@@ -45,13 +44,14 @@ from .models import (
 from .models_backup import BackupFile, RestoredBackup
 from .secrets import AsyncSecrets
 from .tenants import AsyncTenants
-from .terminal import pty_params, ssl_context, ws_url
+from .terminal import pty_params
+from .vnc import AsyncVncConnection
 from .wakeups import AsyncWakeups
 from .web import AsyncWeb
 from .webhooks import AsyncWebhooks
 
 __all__ = ["AsyncBerth", "AsyncBox", "AsyncBoxes", "AsyncFiles", "AsyncProcess",
-           "AsyncMemory", "AsyncTerminal", "AsyncTurn"]
+           "AsyncMemory", "AsyncTerminal", "AsyncTurn", "AsyncVncConnection"]
 
 # A cut stream: the daemon restarting, or a proxy dropping an idle connection.
 _CUT = (httpx.ReadError, httpx.RemoteProtocolError)
@@ -159,6 +159,7 @@ class AsyncBox(BoxView):
         self.files = AsyncFiles(transport, info.id)
         self.memory = AsyncMemory(transport, info.id)
         self.wakeups = AsyncWakeups(transport, info.id)
+        self.desktop = AsyncDesktop(transport, info.id)
 
     async def _set(self, request: _api.Request) -> "AsyncBox":
         self.info = BoxInfo.from_json((await self._t.send(request)).json())
@@ -370,18 +371,7 @@ class AsyncBox(BoxView):
     ) -> "AsyncTerminal":
         again = (attach.id, attach.offset) if attach is not None else None
         params = pty_params(cmd, cols, rows, user, cwd, env, again)
-        target = self._t.target
-        try:
-            connection = await connect(
-                ws_url(target, self.id, params),
-                additional_headers={"Authorization": f"Bearer {target.api_key}"},
-                ssl=ssl_context(target),
-                max_size=None,
-            )
-        except InvalidStatus as refused:
-            raise error_from(
-                refused.response.status_code, refused.response.body or b""
-            ) from None
+        connection = await connect_async(self._t.target, _api.box_path(self.id, "pty"), params)
         terminal = AsyncTerminal(connection)
         await terminal._hello()
         return terminal

@@ -13,6 +13,7 @@ from ._config import resolve
 from ._sync import Transport
 from ._views import BoxView
 from .daemon import Health, Runtime, Templates, runtimes_from
+from .desktop import Desktop
 from .files import Files
 from .memory import Memory
 from .messages import Turn, follow
@@ -164,6 +165,7 @@ class Box(BoxView):
         self.files = Files(transport, info.id)
         self.memory = Memory(transport, info.id)
         self.wakeups = Wakeups(transport, info.id)
+        self.desktop = Desktop(transport, info.id)
 
     def _set(self, response: httpx.Response) -> "Box":
         self.info = BoxInfo.from_json(response.json())

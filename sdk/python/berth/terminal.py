@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import ssl
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
-from urllib.parse import urlencode
 
-from websockets.exceptions import ConnectionClosed, InvalidStatus
-from websockets.sync.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection
 
 from . import _api
 from ._config import Target
-from .errors import BerthError, error_for, error_from
+from ._websocket import connect
+from .errors import BerthError, error_for
 
 
 def pty_params(
@@ -39,19 +38,6 @@ def pty_params(
     params += [(k, v) for k, v in (("user", user), ("cwd", cwd)) if v is not None]
     params += [("env", f"{k}={v}") for k, v in (env or {}).items()]
     return params
-
-
-def ws_url(target: Target, ref: str, params: List[Tuple[str, str]]) -> str:
-    base = "ws" + target.url[len("http"):] if target.url.startswith("http") else target.url
-    return f"{base}{_api.box_path(ref, 'pty')}?{urlencode(params)}"
-
-
-def ssl_context(target: Target) -> Optional[ssl.SSLContext]:
-    if not target.url.startswith("https://"):
-        return None
-    if isinstance(target.verify, str):
-        return ssl.create_default_context(cafile=target.verify)
-    return ssl.create_default_context()
 
 
 class Terminal:
@@ -126,15 +112,5 @@ def take_control(terminal: Any, message: Union[str, bytes]) -> Dict[str, Any]:
 def open_terminal(target: Target, ref: str, params: List[Tuple[str, str]]) -> Terminal:
     """Connects; a refusal before the upgrade raises the API's error."""
     owner = contextlib.ExitStack()
-    try:
-        connection = owner.enter_context(
-            connect(
-                ws_url(target, ref, params),
-                additional_headers={"Authorization": f"Bearer {target.api_key}"},
-                ssl=ssl_context(target),
-                max_size=None,
-            )
-        )
-    except InvalidStatus as refused:
-        raise error_from(refused.response.status_code, refused.response.body or b"") from None
+    connection = owner.enter_context(connect(target, _api.box_path(ref, "pty"), params))
     return Terminal(connection, owner)

@@ -5,6 +5,7 @@
  * updates `info`.
  */
 
+import { Desktop } from "./desktop.js";
 import { ExecCollector, SpawnOptions, StreamedExecOptions, execBody, execResult, spawnBody } from "./exec.js";
 import { BerthError, cut } from "./errors.js";
 import { Files } from "./files.js";
@@ -43,6 +44,8 @@ export class Box {
   readonly memory: Memory;
   /** The box's messages scheduled for later. */
   readonly wakeups: Wakeups;
+  /** Computer use, on a box whose template has a desktop. */
+  readonly desktop: Desktop;
 
   constructor(
     private readonly transport: Transport,
@@ -52,6 +55,7 @@ export class Box {
     this.files = new Files(transport, info.id);
     this.memory = new Memory(transport, info.id);
     this.wakeups = new Wakeups(transport, info.id);
+    this.desktop = new Desktop(transport, info.id);
   }
 
   get id(): string {

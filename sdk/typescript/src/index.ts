@@ -15,6 +15,7 @@
 export { Berth, Boxes, API_KEY_ENV, URL_ENV } from "./client.js";
 export type { BerthOptions, RestoreOptions, RestoredBackup } from "./client.js";
 export { Box } from "./box.js";
+export { Desktop } from "./desktop.js";
 export { Files } from "./files.js";
 export type { RecursiveOption, UserOption } from "./files.js";
 export { Memory } from "./memory.js";
@@ -23,6 +24,7 @@ export { Process } from "./process.js";
 export { Terminal } from "./terminal.js";
 export type { TerminalOptions } from "./terminal.js";
 export { Turn } from "./messages.js";
+export { VncConnection } from "./vnc.js";
 export type { PortRequest } from "./ports.js";
 export { Secrets } from "./secrets.js";
 export type { ServiceLogOptions } from "./services.js";
@@ -45,7 +47,10 @@ export type {
   BoxInfo,
   BoxState,
   CreateBoxOptions,
+  CursorPosition,
   Delivery,
+  DesktopAction,
+  DesktopStatus,
   EgressPage,
   Event,
   EventPage,

@@ -34,6 +34,15 @@ export type ServiceInfo = Schemas["ServiceInfo"];
 export type ServiceState = Schemas["ServiceState"];
 /** A state of a box: `stopped`, `running`, `paused`, `failed`, … */
 export type BoxState = Schemas["BoxState"];
+/**
+ * A box's desktop: its X `display`, screen `width` and `height`, whether it is `ready`, and
+ * `ready_after_ms` (from its boot's start, or `null`).
+ */
+export type DesktopStatus = Schemas["DesktopStatus"];
+/** One desktop action, by its `type` (`click`, `type`, `key`, …: docs/desktop.md). */
+export type DesktopAction = Schemas["DesktopAction"];
+/** Where the mouse pointer is, in pixels from the screen's top left corner. */
+export type CursorPosition = Schemas["CursorPosition"];
 
 // The rest of the API's own JSON, as the daemon answers it (docs/api.md names each field).
 /** A tenant with its `quota` (limits, `null`: none) and `usage`. */

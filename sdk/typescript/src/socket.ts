@@ -8,7 +8,14 @@
  */
 
 import { BerthError, errorFrom } from "./errors.js";
-import { inNode } from "./transport.js";
+import { type Target, inNode } from "./transport.js";
+
+/** The WebSocket URL of an API path: the daemon's URL as `ws:` or `wss:`. */
+export function socketUrl(target: Target, path: string): URL {
+  const url = new URL(target.url + path);
+  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+  return url;
+}
 
 /** A frame: `text` for a text frame, else `bytes`. */
 export type Frame = { text: string } | { bytes: Uint8Array };
@@ -37,7 +44,7 @@ export class Socket {
   }
 
   send(data: string | Uint8Array): void {
-    if (this.closed) throw new BerthError("the terminal's connection is closed");
+    if (this.closed) throw new BerthError("the WebSocket is closed");
     this.sendFrame(data);
   }
 
@@ -98,7 +105,7 @@ async function openWs(url: string, apiKey: string | undefined): Promise<Socket> 
         ws.terminate();
       });
     });
-    ws.once("error", (error: Error) => reject(new BerthError(`cannot open the terminal at ${url}: ${error.message}`)));
+    ws.once("error", (error: Error) => reject(new BerthError(`cannot open the WebSocket at ${url}: ${error.message}`)));
   });
   ws.on("error", () => socket.ended()); // after the open: the close that follows ends the reads
   return socket;
@@ -127,7 +134,7 @@ async function openStandard(url: string, apiKey: string | undefined): Promise<So
     // implementations (Node's) fire only `error` then, others only `close`.
     const refused = (how: string) => {
       socket.ended();
-      reject(new BerthError(`the terminal at ${url} was refused (${how})`));
+      reject(new BerthError(`the WebSocket at ${url} was refused (${how})`));
     };
     ws.onerror = () => refused("error");
     ws.onclose = (close) => refused(`closed, code ${close.code}`);

@@ -7,7 +7,7 @@
 
 import { BerthError, errorFor } from "./errors.js";
 import { BoxUser, Command, argv, boxPath, signalName } from "./paths.js";
-import { Socket } from "./socket.js";
+import { Socket, socketUrl } from "./socket.js";
 import type { Target } from "./transport.js";
 
 export interface TerminalOptions {
@@ -64,8 +64,7 @@ export class Terminal {
 
   /** Connects and reads the hello; a refusal throws the API's error. */
   static async open(target: Target, ref: string, options: TerminalOptions): Promise<Terminal> {
-    const url = new URL(target.url + boxPath(ref, "pty"));
-    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+    const url = socketUrl(target, boxPath(ref, "pty"));
     for (const [key, value] of ptyParams(options)) url.searchParams.append(key, value);
     const socket = await Socket.open(url.toString(), target.apiKey);
     const hello = await socket.next();

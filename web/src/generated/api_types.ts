@@ -81,6 +81,91 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/boxes/{box_ref}/desktop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The box's desktop: its display and screen size, once its services have settled (wakes the box; waits up to 180 s) */
+        get: operations["get_boxes_box_ref_desktop"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/boxes/{box_ref}/desktop/actions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Run pointer and keyboard actions on the box's desktop, in order (wakes the box); answers where the pointer is after the last */
+        post: operations["post_boxes_box_ref_desktop_actions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/boxes/{box_ref}/desktop/cursor": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Where the mouse pointer is on the box's desktop (wakes the box) */
+        get: operations["get_boxes_box_ref_desktop_cursor"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/boxes/{box_ref}/desktop/screenshot": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A PNG of the box's whole screen (wakes the box) */
+        get: operations["get_boxes_box_ref_desktop_screenshot"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/boxes/{box_ref}/desktop/vnc": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The box's desktop as RFB over a WebSocket (noVNC); wakes the box, but watching does not keep it awake */
+        get: operations["get_boxes_box_ref_desktop_vnc"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/boxes/{box_ref}/egress": {
         parameters: {
             query?: never;
@@ -1543,6 +1628,13 @@ export interface components {
             /** @description The environment variable the box finds its placeholder in, e.g. `ANTHROPIC_API_KEY`. */
             placeholder_env: string;
         };
+        /** @description Where the mouse pointer is, in pixels from the screen's top left corner. */
+        CursorPosition: {
+            /** Format: int32 */
+            x: number;
+            /** Format: int32 */
+            y: number;
+        };
         DeliveryList: {
             deliveries: components["schemas"]["DeliveryView"][];
         };
@@ -1567,6 +1659,116 @@ export interface components {
              *     `failed` (given up: a day of attempts, or refused before any).
              */
             state: string;
+        };
+        /** @description One thing to do on the desktop, by its `type`. */
+        DesktopAction: {
+            /** @enum {string} */
+            type: "move";
+            /** Format: int32 */
+            x: number;
+            /** Format: int32 */
+            y: number;
+        } | {
+            button?: components["schemas"]["MouseButton"];
+            /** Format: int32 */
+            count?: number | null;
+            /** @enum {string} */
+            type: "click";
+            /** Format: int32 */
+            x?: number | null;
+            /** Format: int32 */
+            y?: number | null;
+        } | {
+            button?: components["schemas"]["MouseButton"];
+            /** @enum {string} */
+            type: "double_click";
+            /** Format: int32 */
+            x?: number | null;
+            /** Format: int32 */
+            y?: number | null;
+        } | {
+            button?: components["schemas"]["MouseButton"];
+            /** @enum {string} */
+            type: "triple_click";
+            /** Format: int32 */
+            x?: number | null;
+            /** Format: int32 */
+            y?: number | null;
+        } | {
+            button?: components["schemas"]["MouseButton"];
+            /** @enum {string} */
+            type: "mouse_down";
+        } | {
+            button?: components["schemas"]["MouseButton"];
+            /** @enum {string} */
+            type: "mouse_up";
+        } | {
+            button?: components["schemas"]["MouseButton"];
+            from: components["schemas"]["ScreenPoint"];
+            to: components["schemas"]["ScreenPoint"];
+            /** @enum {string} */
+            type: "drag";
+        } | {
+            /** Format: int32 */
+            amount?: number | null;
+            direction: components["schemas"]["ScrollDirection"];
+            /** @enum {string} */
+            type: "scroll";
+            /** Format: int32 */
+            x?: number | null;
+            /** Format: int32 */
+            y?: number | null;
+        } | {
+            text: string;
+            /** @enum {string} */
+            type: "type";
+        } | {
+            keys: string;
+            /** @enum {string} */
+            type: "key";
+        } | {
+            keys: string;
+            /** Format: int64 */
+            ms: number;
+            /** @enum {string} */
+            type: "hold_key";
+        } | {
+            /** Format: int64 */
+            ms: number;
+            /** @enum {string} */
+            type: "wait";
+        };
+        DesktopActions: {
+            /** @description At most 100, run in order. */
+            actions: components["schemas"]["DesktopAction"][];
+        };
+        /** @description `POST /v1/boxes/{ref}/desktop/actions`: where the pointer is after the last action. */
+        DesktopActionsDone: {
+            cursor: components["schemas"]["CursorPosition"];
+        };
+        /** @description `GET /v1/boxes/{ref}/desktop`: the box's display, once its services have settled. */
+        DesktopStatus: {
+            /** @description The X display (`:0`). */
+            display: string;
+            /** Format: int32 */
+            height: number;
+            /**
+             * @description Every desktop service the box has (`xvfb`, `xfce`, `vnc`) is running. The display
+             *     takes actions and screenshots once `xvfb` runs, even when another one failed.
+             */
+            ready: boolean;
+            /**
+             * Format: int64
+             * @description From the start of the box's current boot to the moment the last desktop service was
+             *     found ready; `null` when not ready, for a boot restored from a snapshot (its
+             *     services were ready before it), or for a boot recorded by an older berth.
+             */
+            ready_after_ms?: number | null;
+            /**
+             * Format: int32
+             * @description The screen's size in pixels.
+             */
+            width: number;
         };
         DetachReason: {
             reason: string;
@@ -2028,6 +2230,11 @@ export interface components {
             seq: number;
             state: string;
         };
+        /**
+         * @description A mouse button (default `left`).
+         * @enum {string}
+         */
+        MouseButton: "left" | "right" | "middle";
         NewKeyView: {
             /** @description Shown only this once; berth keeps its hash. */
             api_key: string;
@@ -2294,6 +2501,18 @@ export interface components {
              */
             reason?: string | null;
         };
+        /** @description A point on the screen, in pixels from its top left corner. */
+        ScreenPoint: {
+            /** Format: int32 */
+            x: number;
+            /** Format: int32 */
+            y: number;
+        };
+        /**
+         * @description Which way a `scroll` turns the wheel.
+         * @enum {string}
+         */
+        ScrollDirection: "up" | "down" | "left" | "right";
         SecretListView: {
             /** @description Sorted by name. */
             secrets: components["schemas"]["SecretView"][];
@@ -3121,6 +3340,375 @@ export interface operations {
             };
             /** @description the box's runtime can neither freeze nor pause it: stop it first */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_boxes_box_ref_desktop: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DesktopStatus"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such box */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the box has no desktop (its template has no `xvfb` service), its `xvfb` failed or exited, or it stopped meanwhile (`conflict`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description too many collected execs at once for the tenant or the daemon (`too_many_requests`); retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the box's services did not settle within 180 s (`timeout`) */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    post_boxes_box_ref_desktop_actions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DesktopActions"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DesktopActionsDone"];
+                };
+            };
+            /** @description invalid request: over 100 actions, an unknown field or type, a coordinate past 32767, a key name with other characters than letters, digits, `_`, `-`, `+` and spaces, a wait over 60000 ms, … (`details`: the action's `index` and `type`): nothing was done and the box was not woken; or a key name xdotool does not know (`details`: `index`, `type`, `stderr`; the actions before it were done) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such box */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the box has no desktop or it is down (`conflict`), or an action's program failed in the box (`details`: its `index`, `type`, `exit_code`, `stderr`; the actions before it were done) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description too many collected execs at once (`too_many_requests`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the box's services did not settle within 180 s, or an action timed out (`timeout`) */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_boxes_box_ref_desktop_cursor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CursorPosition"];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such box */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the box has no desktop or it is down (`conflict`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description too many collected execs at once (`too_many_requests`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the box's services did not settle within 180 s (`timeout`) */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_boxes_box_ref_desktop_screenshot: {
+        parameters: {
+            query?: {
+                /** @description draw the mouse pointer into the picture (default false) */
+                cursor?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the PNG */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/png": number[];
+                };
+            };
+            /** @description no valid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such box */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the box has no desktop or it is down (`conflict`), or `scrot` failed in it (`details`: `exit_code`, `stderr`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the PNG is over 32 MiB (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description too many collected execs at once (`too_many_requests`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the box's services did not settle within 180 s, or `scrot` timed out (`timeout`) */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_boxes_box_ref_desktop_vnc: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description box id (`bx_…`) or name */
+                box_ref: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a WebSocket (subprotocol `binary` when offered): binary messages are RFB bytes both ways, to and from the desktop's VNC server; a person's input (keys, pointer, paste) counts as activity, watching does not */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description not a WebSocket upgrade */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key or session */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such box */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the box has no desktop (its template runs no `vnc` service), or it sleeps with `auto_resume` off */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the tenant holds `[server] max_streams_per_tenant` streams already (`too_many_requests`) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the desktop's VNC server did not listen within `[ports] listen_wait_s` */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7043,6 +7631,42 @@ export const awakeReasonOneOf2KindValues: ReadonlyArray<Extract<FlattenedDeepReq
 export const boxStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["BoxState"]> = ["stopped", "starting", "running", "stopping", "paused", "snapshotted", "failed"];
 export const boxUserValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["BoxUser"]> = ["user", "root"];
 export const changeKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ChangeKind"]> = ["added", "removed", "modified"];
+export const desktopActionOneOf0TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["DesktopAction"], {
+    type: unknown;
+}>["type"]> = ["move"];
+export const desktopActionOneOf1TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["DesktopAction"], {
+    type: unknown;
+}>["type"]> = ["click"];
+export const desktopActionOneOf2TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["DesktopAction"], {
+    type: unknown;
+}>["type"]> = ["double_click"];
+export const desktopActionOneOf3TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["DesktopAction"], {
+    type: unknown;
+}>["type"]> = ["triple_click"];
+export const desktopActionOneOf4TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["DesktopAction"], {
+    type: unknown;
+}>["type"]> = ["mouse_down"];
+export const desktopActionOneOf5TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["DesktopAction"], {
+    type: unknown;
+}>["type"]> = ["mouse_up"];
+export const desktopActionOneOf6TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["DesktopAction"], {
+    type: unknown;
+}>["type"]> = ["drag"];
+export const desktopActionOneOf7TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["DesktopAction"], {
+    type: unknown;
+}>["type"]> = ["scroll"];
+export const desktopActionOneOf8TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["DesktopAction"], {
+    type: unknown;
+}>["type"]> = ["type"];
+export const desktopActionOneOf9TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["DesktopAction"], {
+    type: unknown;
+}>["type"]> = ["key"];
+export const desktopActionOneOf10TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["DesktopAction"], {
+    type: unknown;
+}>["type"]> = ["hold_key"];
+export const desktopActionOneOf11TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["DesktopAction"], {
+    type: unknown;
+}>["type"]> = ["wait"];
 export const egressSourceValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EgressSource"]> = ["box", "template"];
 export const errorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ErrorCode"]> = ["invalid_request", "unauthorized", "not_found", "already_exists", "permission_denied", "conflict", "payload_too_large", "is_a_directory", "not_a_directory", "not_empty", "not_a_regular_file", "too_many_requests", "unsupported", "timeout", "unavailable", "insufficient_storage", "quota_exceeded", "bad_origin", "duplicate_session_cookie", "internal", "unknown"];
 export const eventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EventType"]> = ["state", "log", "harness_start", "harness_exit", "harness_failed", "wakeup", "wake_request", "turn_timeout", "boot", "volume_restored", "gap", "system", "assistant", "user", "result", "stream_event", "error"];
@@ -7067,6 +7691,7 @@ export const execFrameOneOf5TypeValues: ReadonlyArray<Extract<FlattenedDeepRequi
 export const fileKindValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["FileKind"]> = ["file", "dir", "symlink", "other", "unknown"];
 export const hostStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["HostStatus"]> = ["ok", "unreachable"];
 export const memorySourceValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["MemorySource"]> = ["box", "volume"];
+export const mouseButtonValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["MouseButton"]> = ["left", "right", "middle"];
 export const outputStreamValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["OutputStream"]> = ["stdout", "stderr", "unknown"];
 export const processFrameOneOf0TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["ProcessFrame"], {
     type: unknown;
@@ -7078,6 +7703,7 @@ export const processFrameOneOf2TypeValues: ReadonlyArray<Extract<FlattenedDeepRe
     type: unknown;
 }>["type"]> = ["unknown"];
 export const restartPolicyValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["RestartPolicy"]> = ["always", "on-failure", "never", "unknown"];
+export const scrollDirectionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ScrollDirection"]> = ["up", "down", "left", "right"];
 export const serviceStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ServiceState"]> = ["waiting", "starting", "running", "restarting", "stopping", "exited", "failed", "stopped", "unknown"];
 export const snapshotReasonValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["SnapshotReason"]> = ["stop", "request", "before_restore"];
 export const watchEventOneOf0TypeValues: ReadonlyArray<Extract<FlattenedDeepRequired<components>["schemas"]["WatchEvent"], {

@@ -28,6 +28,19 @@ pub fn python() -> Option<PathBuf> {
     }
 }
 
+/// The Python with the pinned desktop SDK, or `None` (a skip, said and recorded) where this
+/// machine cannot run it.
+pub fn desktop_python() -> Option<PathBuf> {
+    python()?;
+    match berth_testkit::e2b_sdk::find_desktop() {
+        Ok(python) => Some(python),
+        Err(reason) => {
+            berth_testkit::skip("e2b-sdk", reason);
+            None
+        }
+    }
+}
+
 /// The pinned npm SDK's module, or `None` (a skip, said and recorded) where this machine
 /// cannot run it.
 pub fn npm_module() -> Option<PathBuf> {

@@ -42,16 +42,17 @@ impl Follower {
         }
     }
 
-    pub fn wait_for_line(&mut self, wanted: impl Fn(&str) -> bool) {
+    /// The first line from here on that is `wanted`.
+    pub fn wait_for_line(&mut self, wanted: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
                 Ok(line) => {
                     let hit = wanted(&line);
-                    self.seen.push(line);
+                    self.seen.push(line.clone());
                     if hit {
-                        return;
+                        return line;
                     }
                 }
                 Err(e) => panic!("no such line ({e}); saw:\n{}", self.seen.join("\n")),

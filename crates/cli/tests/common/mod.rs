@@ -92,10 +92,7 @@ pub fn self_signed(dir: &Path, stem: &str, names: &[&str]) -> (PathBuf, PathBuf)
 /// `built.json`, is this data dir's own: tests running side by side may build with other
 /// binaries.
 pub fn link_test_image_cache(data_dir: &Path) {
-    let cache = std::env::var_os("BERTH_TEST_IMAGE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "/var/tmp/berth-test-images".into())
-        .join("images");
+    let cache = berth_testkit::image_cache::dir().join("images");
     let images = data_dir.join("images");
     fs::create_dir_all(&images).unwrap();
     for part in ["apt", "initramfs", "kernel", "layers", "rootfs", "tmp"] {

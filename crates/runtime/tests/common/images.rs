@@ -29,9 +29,7 @@ pub fn images() -> Result<Images, String> {
 fn build_images() -> Result<Images, String> {
     use berth_image::{ImageError, ImageStore, Kernel, NoProgress};
     let init = berth_runtime::init_binary().map_err(|e| e.to_string())?;
-    let dir = std::env::var_os("BERTH_TEST_IMAGE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "/var/tmp/berth-test-images".into());
+    let dir = berth_testkit::image_cache::dir();
     let store = ImageStore::new(&dir);
     let skip_or_fail = |what: &str, e: ImageError| match e {
         e @ (ImageError::MissingTool { .. } | ImageError::NoMirror { .. }) => {

@@ -203,9 +203,7 @@ fn build_probe() -> Result<std::path::PathBuf, String> {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     PROBE_C.hash(&mut hasher);
-    let cache = std::env::var_os("BERTH_TEST_IMAGE_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| "/var/tmp/berth-test-images".into());
+    let cache = berth_testkit::image_cache::dir();
     let dir = cache.join(format!("probe-{:016x}", hasher.finish()));
     if dir.join("probe").exists() {
         return Ok(dir);

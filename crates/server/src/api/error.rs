@@ -9,6 +9,8 @@ use crate::cluster::error::ClusterError;
 use berth_runtime::{error_chain, GuestError};
 use http::StatusCode;
 
+use crate::desktop::error::Step;
+use crate::desktop::DesktopError;
 use crate::error::{LinkRefusal, OpError};
 use crate::lifecycle::wakeups::error::WakeupError;
 use crate::ports::proxy::ProxyError;
@@ -276,6 +278,7 @@ fn op_status(op: &OpError) -> (StatusCode, ErrorCode) {
         OpError::Push(e) => push_status(e),
         OpError::Webhook(e) => webhook_status(e),
         OpError::Wakeup(e) => wakeup_status(e),
+        OpError::Desktop(e) => desktop_status(e),
         OpError::ExecRefused { code, .. } => guest_status(*code),
         OpError::Runtime { .. }
         | OpError::AuditRead { .. }
@@ -370,6 +373,62 @@ fn wakeup_status(e: &WakeupError) -> (StatusCode, ErrorCode) {
     }
 }
 
+/// How [`DesktopError`]s answer: a refused request, or a key name xdotool does not know, is
+/// the caller's (400); a box without a desktop, or whose desktop is down, or a program that
+/// failed in it, the box's (409); a desktop that took too long, a timeout (504).
+fn desktop_status(e: &DesktopError) -> (StatusCode, ErrorCode) {
+    match e {
+        DesktopError::TooManyActions { .. }
+        | DesktopError::InvalidAction { .. }
+        | DesktopError::UnknownKey { .. } => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
+        DesktopError::NoDesktop { .. }
+        | DesktopError::XvfbFailed { .. }
+        | DesktopError::XvfbExited { .. }
+        | DesktopError::NotRunning { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
+        DesktopError::NotSettled { .. } => (StatusCode::GATEWAY_TIMEOUT, ErrorCode::Timeout),
+        DesktopError::StepFailed {
+            timed_out: true, ..
+        } => (StatusCode::GATEWAY_TIMEOUT, ErrorCode::Timeout),
+        DesktopError::StepFailed { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
+        DesktopError::Unreadable { .. } => (StatusCode::BAD_GATEWAY, ErrorCode::Unavailable),
+        DesktopError::ScreenshotTooLarge { .. } => {
+            (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge)
+        }
+    }
+}
+
+/// Which action a refused or failed desktop call stopped at, and what its program said,
+/// for programs (the message says it for people).
+fn desktop_details(e: &DesktopError) -> Option<serde_json::Value> {
+    let action = |step: &Step| match step {
+        Step::Action { index, kind } => (Some(*index), Some(*kind)),
+        Step::Screenshot | Step::Cursor | Step::Geometry => (None, None),
+    };
+    match e {
+        DesktopError::InvalidAction { index, kind, .. } => {
+            Some(serde_json::json!({"index": index, "type": kind}))
+        }
+        DesktopError::UnknownKey { step, said, .. } => {
+            let (index, kind) = action(step);
+            Some(serde_json::json!({"index": index, "type": kind, "stderr": said}))
+        }
+        DesktopError::StepFailed {
+            step,
+            exit_code,
+            timed_out,
+            stderr,
+            ..
+        } => {
+            let (index, kind) = action(step);
+            Some(serde_json::json!({
+                "index": index, "type": kind, "exit_code": exit_code,
+                "timed_out": timed_out, "stderr": stderr,
+            }))
+        }
+        _ => None,
+    }
+}
+
 /// How [`PushError`]s answer.
 fn push_status(e: &PushError) -> (StatusCode, ErrorCode) {
     match e {
@@ -460,6 +519,12 @@ impl IntoResponse for ApiError {
         if let ApiError::Op(OpError::QuotaExceeded(e)) = &self {
             // Which limit, and the usage, for programs (the message says it for people).
             body["error"]["details"] = serde_json::json!(e);
+        }
+        if let Some(details) = match &self {
+            ApiError::Op(OpError::Desktop(e)) => desktop_details(e),
+            _ => None,
+        } {
+            body["error"]["details"] = details;
         }
         let mut response = (status, Json(body)).into_response();
         if matches!(self, ApiError::Op(OpError::Busy { .. })) {

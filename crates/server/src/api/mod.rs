@@ -10,6 +10,8 @@ pub mod box_update;
 pub mod boxes;
 pub mod caller_scope;
 pub mod cluster_join;
+pub mod desktop;
+pub mod desktop_vnc;
 pub mod egress;
 pub mod error;
 pub mod events;
@@ -48,6 +50,7 @@ pub mod web_origin;
 pub mod web_sessions;
 pub mod webapp;
 pub mod webhooks;
+pub mod ws_bridge;
 
 use std::time::Instant;
 
@@ -100,6 +103,7 @@ fn routes(ctx: Ctx) -> Router<Ctx> {
         .route("/v1/backups/restore", post(backup::restore))
         .route("/v1/boxes/{box_ref}/exec", post(exec::exec))
         .route("/v1/boxes/{box_ref}/pty", get(terminals::pty))
+        .route("/v1/boxes/{box_ref}/desktop/vnc", get(desktop_vnc::vnc))
         .route("/v1/boxes/{box_ref}/processes", get(processes::list))
         .route(
             "/v1/boxes/{box_ref}/processes/{id}/output",
@@ -122,6 +126,16 @@ fn routes(ctx: Ctx) -> Router<Ctx> {
             "/v1/boxes/{box_ref}/services/{name}/restart",
             post(services::restart),
         )
+        .route("/v1/boxes/{box_ref}/desktop", get(desktop::status))
+        .route(
+            "/v1/boxes/{box_ref}/desktop/screenshot",
+            get(desktop::screenshot),
+        )
+        .route(
+            "/v1/boxes/{box_ref}/desktop/actions",
+            post(desktop::actions),
+        )
+        .route("/v1/boxes/{box_ref}/desktop/cursor", get(desktop::cursor))
         .route(
             "/v1/boxes/{box_ref}/files",
             get(files::read).put(files::write).delete(files::remove),

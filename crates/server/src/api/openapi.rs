@@ -8,10 +8,12 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{Ref, RefOr};
 use utoipa::{Modify, OpenApi};
 
+use super::desktop_vnc;
 use super::{
-    backup, box_sleep, box_update, boxes, egress, events, exec, files, files_archive, files_watch,
-    memory, memory_history, memory_search, messages, port_links, ports, processes, push, runtimes,
-    secrets, services, templates, tenants, terminals, wakeups, web_sessions, webhooks,
+    backup, box_sleep, box_update, boxes, desktop, egress, events, exec, files, files_archive,
+    files_watch, memory, memory_history, memory_search, messages, port_links, ports, processes,
+    push, runtimes, secrets, services, templates, tenants, terminals, wakeups, web_sessions,
+    webhooks,
 };
 
 #[derive(OpenApi)]
@@ -34,6 +36,7 @@ use super::{
         box_sleep::snapshot,
         exec::exec,
         terminals::pty,
+        desktop_vnc::vnc,
         processes::list,
         processes::output,
         processes::stdin,
@@ -41,6 +44,10 @@ use super::{
         services::list,
         services::logs,
         services::restart,
+        desktop::status,
+        desktop::screenshot,
+        desktop::actions,
+        desktop::cursor,
         files::read,
         files::write,
         files::list,

@@ -9,7 +9,7 @@ use berth_protocol::TenantId;
 use berth_store::{BoxRecord, BoxState, E2bSandbox};
 
 use crate::ctx::Ctx;
-use crate::e2b::create::timeout;
+use crate::e2b::create::{services_started, timeout};
 use crate::e2b::error::E2bError;
 use crate::e2b::lookup::find;
 use crate::e2b::now_ms;
@@ -79,5 +79,6 @@ async fn bring_back(ctx: &Ctx, record: &BoxRecord, memory: Option<bool>) -> Resu
         ctx.lifecycle().stop(&record.id).await?;
     }
     ctx.lifecycle().resume(&record.id).await?;
+    services_started(ctx, record).await;
     Ok(())
 }

@@ -10,6 +10,7 @@
 //! (`mcp`, `iam`, `volumeMounts`, CIDR rules, proxies, public port URLs) is refused.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use berth_protocol::TenantId;
 use berth_store::{BoxRecord, E2bIdempotency, E2bInsert, E2bSandbox};
@@ -20,7 +21,7 @@ use crate::e2b::error::E2bError;
 use crate::e2b::wire::{NetworkConfig, NewSandbox};
 use crate::e2b::{metadata, now_ms, MAX_TIMEOUT_S};
 use crate::egress::policy::EgressPolicy;
-use crate::ops::{box_create, box_delete};
+use crate::ops::{box_create, box_delete, service};
 use crate::validate::{LimitsInput, SleepInput};
 
 /// The template E2B's SDKs ask for by default; berth's default template stands for it.
@@ -31,6 +32,9 @@ pub const V2_DEFAULT_TIMEOUT_S: i64 = 300;
 /// How long a sandbox being made may take to start before its timeout counts: a start cut
 /// short by a crash leaves a box that this deadline then removes.
 const START_BUDGET_MS: i64 = 10 * 60 * 1000;
+/// How long a create or resume waits for the sandbox's services to start, inside the 60 s
+/// E2B's SDKs give a request.
+const SERVICES_WAIT: Duration = Duration::from_secs(45);
 /// E2B's spelling of "every address" in `denyOut`.
 const ALL_TRAFFIC: &str = "0.0.0.0/0";
 /// An idempotency key: 1 to 255 of `a-z 0-9 -` (as the SDKs check it).
@@ -131,6 +135,7 @@ pub async fn create(
             return Err(e.into());
         }
     };
+    services_started(ctx, &record).await;
     let started = now_ms();
     let row = E2bSandbox {
         started_at_ms: started,
@@ -149,6 +154,31 @@ pub async fn create(
     ctx.e2b.deadline_moved();
     tracing::info!(box_id = %record.id, sandbox_id = %row.sandbox_id, template = %row.template_id, timeout_s, "E2B sandbox created");
     Ok((record, row))
+}
+
+/// Waits for the services of a sandbox just started to be ready (or to have failed), as an
+/// E2B sandbox answers once its template's start command is ready: a program's first
+/// command must find them up (E2B's desktop SDK starts an X server and XFCE of its own
+/// unless the box's already run). Past [`SERVICES_WAIT`] the sandbox is answered anyway,
+/// running; `GET /v1/boxes/{ref}/services` tells more.
+pub(crate) async fn services_started(ctx: &Ctx, record: &BoxRecord) {
+    if !service::has_services(ctx, record) {
+        return;
+    }
+    match service::wait_for(ctx, record, SERVICES_WAIT, service::started).await {
+        Ok((_, true)) => {}
+        Ok((services, false)) => {
+            let pending: Vec<&str> = services
+                .iter()
+                .filter(|s| !service::started(std::slice::from_ref(s)))
+                .map(|s| s.name.as_str())
+                .collect();
+            tracing::warn!(box_id = %record.id, ?pending, "E2B sandbox answered before its services started");
+        }
+        Err(e) => {
+            tracing::warn!(box_id = %record.id, error = %berth_runtime::error_chain(&e), "E2B sandbox answered without its services' state");
+        }
+    }
 }
 
 /// A timeout in seconds, checked against E2B's range (0 to 24 hours).

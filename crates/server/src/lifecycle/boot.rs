@@ -5,7 +5,7 @@
 //! step's record; a boot that succeeds is recorded as a `boot` event with its phases.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use berth_runtime::{error_chain, BootToken, Booted, BoxSpec, GuestClient, Runtime, RuntimeError};
 use berth_store::{BootPhase, BoxState, LastBoot, PhaseSource};
@@ -218,6 +218,8 @@ async fn restore_or_start(
 /// The daemon's timing of one boot, step by step.
 struct Clock {
     began: Instant,
+    /// The same moment on the wall clock (the desktop's `ready_after_ms` counts from it).
+    began_at: SystemTime,
     last: Instant,
     phases: Vec<BootPhase>,
 }
@@ -227,6 +229,7 @@ impl Clock {
         let now = Instant::now();
         Clock {
             began: now,
+            began_at: SystemTime::now(),
             last: now,
             phases: Vec::new(),
         }
@@ -252,7 +255,13 @@ impl Clock {
             micros,
             source: PhaseSource::Runtime,
         }));
+        let began_at_ms = self
+            .began_at
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .ok()
+            .and_then(|d| u64::try_from(d.as_millis()).ok());
         LastBoot {
+            began_at_ms,
             total_micros: micros(self.began.elapsed()),
             restored,
             phases,

@@ -1,8 +1,9 @@
 //! The rootfs a box starts on: the host's `/usr` on the sandbox, or the template base's
 //! image on a VM runtime. Image bases that build in seconds from what the host has
 //! (`minimal`, `dir:`, `tarball:`) are built (once, content-addressed) at the first start that
-//! needs them, off the async threads; a Debian image takes minutes and the mirror, so it
-//! must have been built by `berth image build` (the start fails with that hint otherwise).
+//! needs them, off the async threads; a Debian image (`debian`, `desktop`) takes minutes and
+//! the mirror, so it must have been built by `berth image build` (the start fails with that
+//! hint otherwise).
 //! A VM image gets the template's layer mount points added (`berth_image::with_mount_points`:
 //! a copy made once per image and set of targets), or the start fails with why it cannot.
 
@@ -61,7 +62,7 @@ async fn base_rootfs(
     let name = base.to_string();
     let job = match base {
         Base::Host => return Ok(Rootfs::Host),
-        Base::Debian { .. } => {
+        Base::Debian { .. } | Base::Desktop => {
             let built = BuiltImages::load(data_dir).map_err(RootfsError::Record)?;
             return match built.rootfs(&name) {
                 Some(path) => Ok(Rootfs::Image(path.to_path_buf())),
@@ -92,4 +93,26 @@ enum Job {
     Minimal,
     Dir(PathBuf),
     Tarball(PathBuf),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_unbuilt_desktop_names_the_command_that_builds_it() {
+        let dir = tempfile::tempdir().unwrap();
+        for runtime in ["sandbox", "qemu"] {
+            let err = rootfs_for(dir.path(), "desktop", &Base::Desktop, Vec::new(), runtime)
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(err, RootfsError::NotBuilt { .. })
+                    && err
+                        .to_string()
+                        .contains("run `berth image build --template desktop`"),
+                "{err}"
+            );
+        }
+    }
 }

@@ -10,6 +10,8 @@ pub mod box_disk;
 pub mod box_find;
 pub mod box_move;
 pub mod box_update;
+pub mod desktop;
+pub mod desktop_vnc;
 pub mod events_read;
 pub mod exec;
 pub mod files;

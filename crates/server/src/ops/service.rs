@@ -10,10 +10,13 @@
 //! answers [`OpError::AgentPredatesServices`], a conflict its next start resolves, rather
 //! than an empty list that would hide the template's services.
 
+use std::time::Duration;
+
 use berth_protocol::service::{ServiceConfig, ServiceInfo, ServiceList, ServiceState};
 use berth_protocol::BoxId;
 use berth_runtime::{GuestClient, GuestError, ProcessOutput};
 use berth_store::{BoxRecord, BoxState};
+use tokio::time::Instant;
 
 use crate::ctx::Ctx;
 use crate::error::OpError;
@@ -30,6 +33,43 @@ pub async fn list(ctx: &Ctx, record: &BoxRecord) -> Result<ServiceList, OpError>
             services: declared(ctx, record).iter().map(stopped).collect(),
         }),
     }
+}
+
+/// How often a wait for the services asks the agent.
+const POLL: Duration = Duration::from_millis(250);
+
+/// Lists the running box's services until `until` holds of them or `within` has passed;
+/// answers the last list, and whether `until` held.
+pub async fn wait_for(
+    ctx: &Ctx,
+    record: &BoxRecord,
+    within: Duration,
+    until: impl Fn(&[ServiceInfo]) -> bool,
+) -> Result<(Vec<ServiceInfo>, bool), OpError> {
+    let deadline = Instant::now() + within;
+    loop {
+        let services = list(ctx, record).await?.services;
+        if until(&services) {
+            return Ok((services, true));
+        }
+        if Instant::now() >= deadline {
+            return Ok((services, false));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Every service has started: none is waiting for another or for its ready check. One
+/// that failed or restarts counts: waiting on it could take its whole backoff.
+pub fn started(services: &[ServiceInfo]) -> bool {
+    !services
+        .iter()
+        .any(|s| matches!(s.state, ServiceState::Waiting | ServiceState::Starting))
+}
+
+/// Whether the box's template declares services: a box without any needs no wait.
+pub fn has_services(ctx: &Ctx, record: &BoxRecord) -> bool {
+    !declared(ctx, record).is_empty()
 }
 
 /// The service's log from `offset`, `output` frames only; with `follow` the stream stays

@@ -1,5 +1,5 @@
 //! A template's `base`, as written: `host`, `minimal`, `debian`, `debian:<suite>`,
-//! `dir:/abs/path` or `tarball:/abs/path.tar[.gz]`.
+//! `desktop`, `dir:/abs/path` or `tarball:/abs/path.tar[.gz]`.
 
 use std::path::{Path, PathBuf};
 
@@ -8,7 +8,7 @@ use super::Base;
 /// Why a `base` string is refused (the template error adds the file and line).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BaseError {
-    #[error("`base` {base:?} is not one of \"host\", \"minimal\", \"debian\", \"debian:<suite>\", \"dir:/abs/path\", \"tarball:/abs/path.tar[.gz]\"")]
+    #[error("`base` {base:?} is not one of \"host\", \"minimal\", \"debian\", \"debian:<suite>\", \"desktop\", \"dir:/abs/path\", \"tarball:/abs/path.tar[.gz]\"")]
     Unknown { base: String },
     #[error("`base` {base:?}: the Debian suite {suite:?} must be lower-case letters, digits and - (e.g. bookworm)")]
     BadSuite { base: String, suite: String },
@@ -29,6 +29,7 @@ pub fn parse_base(text: &str) -> Result<Base, BaseError> {
                 suite: berth_image::DEBIAN_SUITE.into(),
             })
         }
+        "desktop" => return Ok(Base::Desktop),
         _ => {}
     }
     if let Some(suite) = text.strip_prefix("debian:") {
@@ -102,6 +103,7 @@ mod tests {
                     suite: "trixie".into(),
                 },
             ),
+            ("desktop", Base::Desktop),
             ("dir:/srv/root", Base::Dir("/srv/root".into())),
             (
                 "tarball:/srv/root.tar.gz",
@@ -117,7 +119,7 @@ mod tests {
 
     #[test]
     fn bad_forms_are_refused() {
-        for text in ["", "Host", "ubuntu", "debian:", "dir:"] {
+        for text in ["", "Host", "ubuntu", "debian:", "dir:", "desktop:bookworm"] {
             assert!(parse_base(text).is_err(), "{text}");
         }
         assert!(matches!(

@@ -1,7 +1,8 @@
 //! The templates that ship with berth: `host` (the host's `/usr`, no harness), `echo`
 //! (the example stream-json harness of `examples/echo-harness`, as a read-only layer at
-//! `/opt/harness`), and, for every runtime, `minimal` (busybox) and `debian` (bookworm
-//! minbase with `berth_image::DEBIAN_PACKAGES`).
+//! `/opt/harness`), and, for every runtime, `minimal` (busybox), `debian` (bookworm
+//! minbase with `berth_image::DEBIAN_PACKAGES`) and `desktop` (X, XFCE and VNC as services:
+//! `desktop.rs`).
 //!
 //! The echo layer is `<data-dir>/layers/echo/bin/echo-harness`, copied from the binary that
 //! ships beside `berth` (or `$ECHO_HARNESS_BIN`). Without that binary the `echo` template is
@@ -60,6 +61,7 @@ pub fn builtins(data_dir: &Path) -> Vec<Template> {
                 suite: berth_image::DEBIAN_SUITE.into(),
             },
         ),
+        super::desktop::desktop(),
     ]
 }
 
@@ -68,7 +70,7 @@ fn host() -> Template {
 }
 
 /// A template that is its base and nothing else.
-fn image_base(name: &str, base: Base) -> Template {
+pub(super) fn image_base(name: &str, base: Base) -> Template {
     Template {
         name: name.into(),
         base,
@@ -225,13 +227,14 @@ mod tests {
     }
 
     #[test]
-    fn builtins_are_host_echo_minimal_debian_and_echo_says_why_it_is_unavailable() {
+    fn builtins_are_host_echo_minimal_debian_desktop_and_echo_says_why_it_is_unavailable() {
         let dir = tempfile::tempdir().unwrap();
         let templates = builtins(dir.path());
         let names: Vec<&str> = templates.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["host", "echo", "minimal", "debian"]);
+        assert_eq!(names, ["host", "echo", "minimal", "debian", "desktop"]);
         assert_eq!(templates[2].base, Base::Minimal);
         assert_eq!(templates[3].base.to_string(), "debian");
+        assert_eq!(templates[4].base, Base::Desktop);
         let echo = &templates[1];
         match echo_harness_binary() {
             Ok(binary) => {

@@ -1,5 +1,6 @@
 //! The template registry: what a box is made from (base rootfs, layers, harness, services,
-//! limits, sleep ladder, egress policy). Built-in templates ship with berth (`builtin.rs`);
+//! limits, sleep ladder, egress policy). Built-in templates ship with berth (`builtin.rs`,
+//! the `desktop` one in `desktop.rs`);
 //! user templates are `<data-dir>/templates/NAME.toml` files (`parse.rs`, its `[[services]]`
 //! in `services.rs`; the format is in `docs/templates.md`).
 //!
@@ -10,6 +11,7 @@
 
 mod base;
 mod builtin;
+pub mod desktop;
 mod egress;
 mod error;
 #[cfg(test)]
@@ -93,6 +95,9 @@ pub enum Base {
     /// `debian` (bookworm) or `debian:<suite>`: debootstrap minbase plus
     /// [`berth_image::DEBIAN_PACKAGES`] (minutes to build: `berth image build`).
     Debian { suite: String },
+    /// `desktop`: `debian` (bookworm) plus [`berth_image::DESKTOP_PACKAGES`] (X, XFCE, VNC;
+    /// about 1 GB and 4–6 minutes to build: `berth image build --template desktop`).
+    Desktop,
     /// `dir:/abs/path`: a copy of a directory of the host's.
     Dir(PathBuf),
     /// `tarball:/abs/path.tar[.gz|.xz|.zst]`: an unpacked tarball.
@@ -107,7 +112,7 @@ impl Base {
 }
 
 /// The template file's spelling (and `GET /v1/templates`'): `host`, `minimal`, `debian`,
-/// `debian:<suite>`, `dir:<path>`, `tarball:<path>`.
+/// `debian:<suite>`, `desktop`, `dir:<path>`, `tarball:<path>`.
 impl fmt::Display for Base {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -115,6 +120,7 @@ impl fmt::Display for Base {
             Base::Minimal => f.write_str("minimal"),
             Base::Debian { suite } if suite == berth_image::DEBIAN_SUITE => f.write_str("debian"),
             Base::Debian { suite } => write!(f, "debian:{suite}"),
+            Base::Desktop => f.write_str("desktop"),
             Base::Dir(path) => write!(f, "dir:{}", path.display()),
             Base::Tarball(path) => write!(f, "tarball:{}", path.display()),
         }

@@ -385,7 +385,7 @@ fn no_egress_table_means_nothing_leaves_and_builtins_are_empty() {
     let plain = &registry.get("plain").unwrap().egress;
     assert!(plain.allow.is_empty() && plain.credentials.is_empty());
     let builtins = builtins(data.path());
-    assert_eq!(builtins.len(), 4);
+    assert_eq!(builtins.len(), 5);
     for t in &builtins {
         assert_eq!(t.egress, Default::default(), "{}", t.name);
     }

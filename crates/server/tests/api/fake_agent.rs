@@ -32,6 +32,8 @@ pub struct FakeHarness {
     changed: tokio::sync::watch::Sender<u64>,
     /// The next this many deliveries answer 503 (to test retries).
     pub fail_deliveries: AtomicUsize,
+    /// The argv of every `xdotool` and `scrot` run, in order (a desktop's programs).
+    pub desktop_runs: Mutex<Vec<Vec<String>>>,
 }
 
 #[derive(Debug, Default)]
@@ -48,6 +50,7 @@ impl Default for FakeHarness {
             journal: Mutex::default(),
             changed: tokio::sync::watch::Sender::new(0),
             fail_deliveries: AtomicUsize::new(0),
+            desktop_runs: Mutex::default(),
         }
     }
 }
@@ -83,8 +86,12 @@ pub struct Memory {
 }
 
 impl Memory {
-    /// A cold boot's memory: `token`, and `services` started.
+    /// A cold boot's memory: `token`, and `services` started (and ready) now.
     pub(crate) fn booted(token: &str, services: &[ServiceConfig]) -> Memory {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
         let services = services
             .iter()
             .enumerate()
@@ -93,8 +100,8 @@ impl Memory {
                 state: ServiceState::Running,
                 pid: Some(100 + i as u32),
                 restarts: 0,
-                started_at_ms: Some(1),
-                ready_at_ms: Some(1),
+                started_at_ms: Some(now_ms),
+                ready_at_ms: Some(now_ms),
                 last_exit: None,
                 reason: None,
                 log_end: service_log(&config.name).len() as u64,
@@ -148,9 +155,7 @@ pub(crate) fn agent(
         .route("/v1/events", get(events))
         .route(
             "/v1/files",
-            get(read)
-                .put(write)
-                .delete(|| async { StatusCode::NO_CONTENT }),
+            get(read).put(write).delete(remove),
         )
         .route("/v1/files/stat", get(stat))
         .route("/v1/files/list", get(list))
@@ -195,6 +200,10 @@ async fn rotate_token(State(agent): State<Agent>, body: Bytes) -> StatusCode {
 async fn exec(State(agent): State<Agent>, body: Bytes) -> Response {
     let req: ExecRequest = serde_json::from_slice(&body).unwrap();
     let mut frames = vec![ExecFrame::Started { pid: 42 }];
+    if let Some(desktop) = desktop(&agent, &req) {
+        frames.extend(desktop);
+        return ndjson(&frames);
+    }
     match req.argv[0].as_str() {
         "hang" => {
             let started = serde_json::to_string(&frames[0]).unwrap() + "\n";
@@ -245,12 +254,68 @@ async fn exec(State(agent): State<Agent>, body: Bytes) -> Response {
             });
         }
     }
+    ndjson(&frames)
+}
+
+fn ndjson(frames: &[ExecFrame]) -> Response {
     let body: String = frames
         .iter()
         .map(|f| serde_json::to_string(f).unwrap() + "\n")
         .collect();
     ([("content-type", "application/x-ndjson")], body).into_response()
 }
+
+/// A desktop's programs, run on `DISPLAY=:0`: `scrot … FILE` writes [`FAKE_PNG`] to FILE,
+/// `xdotool` prints a 1024x768 screen with the pointer at 7,9, fails to type `fail-me`, and
+/// knows no key `Nope`.
+/// Recorded.
+fn desktop(agent: &Agent, req: &ExecRequest) -> Option<Vec<ExecFrame>> {
+    let program = req.argv[0].as_str();
+    if !matches!(program, "xdotool" | "scrot") {
+        return None;
+    }
+    assert_eq!(req.env.get("DISPLAY").map(String::as_str), Some(":0"));
+    agent
+        .harness
+        .desktop_runs
+        .lock()
+        .unwrap()
+        .push(req.argv.clone());
+    let out = |stdout: &[u8]| ExecFrame::Stdout {
+        data: stdout.to_vec(),
+    };
+    let exit = |code| ExecFrame::Exit {
+        code: Some(code),
+        signal: None,
+        timed_out: false,
+    };
+    Some(match (program, req.argv.get(1).map(String::as_str)) {
+        ("scrot", _) => {
+            let file = req.argv.last().unwrap().clone();
+            agent.volume.lock().unwrap().insert(file, FAKE_PNG.to_vec());
+            vec![exit(0)]
+        }
+        (_, Some("getdisplaygeometry")) => vec![out(b"1024 768\n"), exit(0)],
+        (_, Some("getmouselocation")) => vec![out(b"X=7\nY=9\nSCREEN=0\nWINDOW=3\n"), exit(0)],
+        // As bookworm's xdotool does: it says so, ignores the key, and exits 0.
+        (_, Some("key")) if req.argv.iter().any(|a| a == "Nope") => vec![
+            ExecFrame::Stderr {
+                data: b"(symbol) No such key name 'Nope'. Ignoring it.\n".to_vec(),
+            },
+            exit(0),
+        ],
+        _ if req.argv.iter().any(|a| a == "fail-me") => vec![
+            ExecFrame::Stderr {
+                data: b"xdo: cannot type\n".to_vec(),
+            },
+            exit(1),
+        ],
+        _ => vec![exit(0)],
+    })
+}
+
+/// What the fake `scrot` writes: a PNG's signature, then bytes that are not UTF-8.
+pub const FAKE_PNG: &[u8] = b"\x89PNG\r\n\x1a\n\xff\xfe\x00fake";
 
 async fn services(State(agent): State<Agent>) -> Json<ServiceList> {
     Json(ServiceList {
@@ -312,6 +377,11 @@ fn forbidden(q: &FileQuery) -> Option<Response> {
             "root only",
         )
     })
+}
+
+async fn remove(State(agent): State<Agent>, Query(q): Query<FileQuery>) -> StatusCode {
+    agent.volume.lock().unwrap().remove(&q.path);
+    StatusCode::NO_CONTENT
 }
 
 async fn read(State(agent): State<Agent>, Query(q): Query<FileQuery>) -> Response {

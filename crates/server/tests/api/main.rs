@@ -13,7 +13,9 @@
 mod box_record;
 mod box_record_e2e;
 mod box_wakeup_limits;
+mod computer_use;
 mod connection_admission;
+mod desktop_vnc;
 mod disk_full;
 mod e2b_control;
 mod e2b_envd_files;

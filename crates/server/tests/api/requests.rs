@@ -162,7 +162,7 @@ async fn bad_requests_are_400_invalid_request_with_a_useful_message() {
         (
             "unknown template",
             json!({"name":"a","template":"ubuntu"}).to_string().into(),
-            "available: debian, echo, host, minimal",
+            "available: debian, desktop, echo, host, minimal",
         ),
         (
             "unknown field",

@@ -44,14 +44,27 @@ pub(crate) async fn reload(server: &TestServer) -> Value {
 }
 
 #[tokio::test]
-async fn the_builtin_templates_are_host_echo_minimal_and_debian() {
+async fn the_builtin_templates_are_host_echo_minimal_debian_and_desktop() {
     let server = TestServer::without_runtime().await;
     let (status, body) = server.call(Method::GET, "/v1/templates", None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let templates = &body["templates"];
-    assert_eq!(names(templates), ["debian", "echo", "host", "minimal"]);
+    assert_eq!(
+        names(templates),
+        ["debian", "desktop", "echo", "host", "minimal"]
+    );
     assert_eq!(find(templates, "minimal")["base"], "minimal");
     assert_eq!(find(templates, "debian")["base"], "debian");
+    let desktop = find(templates, "desktop");
+    assert_eq!(desktop["base"], "desktop");
+    assert_eq!(desktop["harness"], serde_json::Value::Null);
+    let services: Vec<&str> = desktop["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(services, ["xvfb", "xfce", "vnc"]);
     assert_eq!(find(templates, "debian")["disk_mib"], 1024);
     let host = find(templates, "host");
     assert_eq!(host["base"], "host");
@@ -107,7 +120,7 @@ async fn reload_loads_good_files_reports_bad_ones_and_is_admin_only() {
     let body = reload(&server).await;
     assert_eq!(
         names(&body["templates"]),
-        ["debian", "echo", "host", "mine", "minimal"]
+        ["debian", "desktop", "echo", "host", "mine", "minimal"]
     );
     let mine = find(&body["templates"], "mine");
     assert_eq!(mine["stop_after_s"], 60);
@@ -135,7 +148,7 @@ async fn reload_loads_good_files_reports_bad_ones_and_is_admin_only() {
     let (_, listed) = server.call(Method::GET, "/v1/templates", None).await;
     assert_eq!(
         names(&listed["templates"]),
-        ["debian", "echo", "host", "mine", "minimal"]
+        ["debian", "desktop", "echo", "host", "mine", "minimal"]
     );
 }
 
@@ -212,7 +225,7 @@ async fn a_box_whose_template_disappeared_fails_its_start_with_the_reason() {
     let body = reload(&server).await;
     assert_eq!(
         names(&body["templates"]),
-        ["debian", "echo", "host", "minimal"]
+        ["debian", "desktop", "echo", "host", "minimal"]
     );
 
     let (status, body) = server
