@@ -36,7 +36,7 @@ fn daemon_with_desktop() -> Option<Daemon> {
     if !built.status.success() {
         let err = stderr(&built);
         if err.contains("no network to the Debian mirror") {
-            berth_testkit::skip("desktop-image", err.trim());
+            berth_testkit::skip("image-build", err.trim());
             return None;
         }
         panic!("berth image build --template desktop failed: {err}");

@@ -203,7 +203,7 @@ fn the_unmodified_desktop_sdk_drives_a_berth_desktop() {
     if !built.status.success() {
         let err = stderr(&built);
         if err.contains("no network to the Debian mirror") {
-            berth_testkit::skip("desktop-image", err.trim());
+            berth_testkit::skip("image-build", err.trim());
             return;
         }
         panic!("berth image build --template desktop failed: {err}");
