@@ -43,7 +43,7 @@ pub enum BoxCommand {
     },
     /// Change a box's sleep ladder, limits, disk size, labels or env.
     Set(SetArgs),
-    /// Start a box and wait until it is running.
+    /// Start a box and wait until it is running and its services have started (at most 60 s).
     Start {
         /// The box's name or id (`bx_…`).
         name: String,

@@ -764,7 +764,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Wake a paused or snapshotted box (also with auto_resume off) */
+        /** Wake a paused or snapshotted box (also with auto_resume off); a stopped one is started, answered once its services have started or after 60 s */
         post: operations["post_boxes_box_ref_resume"];
         delete?: never;
         options?: never;
@@ -849,7 +849,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Start (wake) a box */
+        /** Start (wake) a box; answers once its services have started (ready or failed), or after 60 s */
         post: operations["post_boxes_box_ref_start"];
         delete?: never;
         options?: never;

@@ -16,7 +16,7 @@ use crate::api::view::{BoxListView, BoxView};
 use crate::box_labels::BoxFilter;
 use crate::ctx::Ctx;
 use crate::egress::policy::EgressPolicy;
-use crate::ops::{box_create, box_delete, box_find, box_move};
+use crate::ops::{box_create, box_delete, box_find, box_move, service};
 use crate::validate::{LimitsInput, SleepInput};
 
 #[derive(Debug, Deserialize)]
@@ -173,7 +173,7 @@ pub struct StartBody {
     runtime: Option<String>,
 }
 
-#[utoipa::path(post, path = "/v1/boxes/{box_ref}/start", tag = "boxes", summary = "Start (wake) a box", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), responses((status = 200, body = crate::api::view::BoxView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 409, description = "`runtime` names another runtime and the box is not stopped", body = berth_protocol::ErrorBody), (status = 503, description = "the box could not start; it is failed with the reason", body = berth_protocol::ErrorBody)), request_body(content = StartBody, description = "optional"), security(("api_key" = [])))]
+#[utoipa::path(post, path = "/v1/boxes/{box_ref}/start", tag = "boxes", summary = "Start (wake) a box; answers once its services have started (ready or failed), or after 60 s", params(("box_ref" = String, Path, description = "box id (`bx_…`) or name")), responses((status = 200, body = crate::api::view::BoxView), (status = 400, description = "invalid request", body = berth_protocol::ErrorBody), (status = 401, description = "no valid API key", body = berth_protocol::ErrorBody), (status = 404, description = "no such box", body = berth_protocol::ErrorBody), (status = 409, description = "`runtime` names another runtime and the box is not stopped", body = berth_protocol::ErrorBody), (status = 503, description = "the box could not start; it is failed with the reason", body = berth_protocol::ErrorBody)), request_body(content = StartBody, description = "optional"), security(("api_key" = [])))]
 pub async fn start(
     State(ctx): State<Ctx>,
     Caller(who): Caller,
@@ -185,6 +185,7 @@ pub async fn start(
         box_move::move_box(&ctx, &record.id, runtime).await?;
     }
     let started = ctx.lifecycle().start(&record.id).await?;
+    service::wait_started(&ctx, &started, service::START_WAIT).await;
     Ok(Json(BoxView::new(&ctx, started, &who)))
 }
 

@@ -156,29 +156,12 @@ pub async fn create(
     Ok((record, row))
 }
 
-/// Waits for the services of a sandbox just started to be ready (or to have failed), as an
+/// Waits for the services of a sandbox just started (`ops::service::wait_started`), as an
 /// E2B sandbox answers once its template's start command is ready: a program's first
 /// command must find them up (E2B's desktop SDK starts an X server and XFCE of its own
-/// unless the box's already run). Past [`SERVICES_WAIT`] the sandbox is answered anyway,
-/// running; `GET /v1/boxes/{ref}/services` tells more.
+/// unless the box's already run).
 pub(crate) async fn services_started(ctx: &Ctx, record: &BoxRecord) {
-    if !service::has_services(ctx, record) {
-        return;
-    }
-    match service::wait_for(ctx, record, SERVICES_WAIT, service::started).await {
-        Ok((_, true)) => {}
-        Ok((services, false)) => {
-            let pending: Vec<&str> = services
-                .iter()
-                .filter(|s| !service::started(std::slice::from_ref(s)))
-                .map(|s| s.name.as_str())
-                .collect();
-            tracing::warn!(box_id = %record.id, ?pending, "E2B sandbox answered before its services started");
-        }
-        Err(e) => {
-            tracing::warn!(box_id = %record.id, error = %berth_runtime::error_chain(&e), "E2B sandbox answered without its services' state");
-        }
-    }
+    service::wait_started(ctx, record, SERVICES_WAIT).await;
 }
 
 /// A timeout in seconds, checked against E2B's range (0 to 24 hours).

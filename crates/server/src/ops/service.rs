@@ -67,9 +67,31 @@ pub fn started(services: &[ServiceInfo]) -> bool {
         .any(|s| matches!(s.state, ServiceState::Waiting | ServiceState::Starting))
 }
 
-/// Whether the box's template declares services: a box without any needs no wait.
-pub fn has_services(ctx: &Ctx, record: &BoxRecord) -> bool {
-    !declared(ctx, record).is_empty()
+/// How long an explicit start or resume waits for the box's services to have started.
+pub const START_WAIT: Duration = Duration::from_secs(60);
+
+/// Waits, at most `within`, for the services of a box just started to have started
+/// (ready or failed), so that what the caller does next finds them up; a box whose template
+/// declares none answers at once. Past `within` the box is answered anyway, running:
+/// `GET /v1/boxes/{ref}/services` tells more.
+pub async fn wait_started(ctx: &Ctx, record: &BoxRecord, within: Duration) {
+    if declared(ctx, record).is_empty() {
+        return;
+    }
+    match wait_for(ctx, record, within, started).await {
+        Ok((_, true)) => {}
+        Ok((services, false)) => {
+            let pending: Vec<&str> = services
+                .iter()
+                .filter(|s| matches!(s.state, ServiceState::Waiting | ServiceState::Starting))
+                .map(|s| s.name.as_str())
+                .collect();
+            tracing::warn!(box_id = %record.id, ?pending, "box answered before its services started");
+        }
+        Err(e) => {
+            tracing::warn!(box_id = %record.id, error = %berth_runtime::error_chain(&e), "box answered without its services' state");
+        }
+    }
 }
 
 /// The service's log from `offset`, `output` frames only; with `follow` the stream stays
