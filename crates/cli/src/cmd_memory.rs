@@ -3,12 +3,11 @@
 use std::io::Write as _;
 
 use anyhow::Context as _;
-use berth_basics::{path_segment, query_value};
+use berth_basics::query_value;
 use berth_protocol::guest::FileKind;
 use berth_protocol::memory::MemoryTree;
 use clap::{Args, Subcommand};
 use http::Method;
-use http_body_util::BodyExt as _;
 
 use crate::args::box_path;
 use crate::client::Client;
@@ -97,9 +96,8 @@ pub enum MemoryCommand {
 pub async fn run(client: &Client, args: MemoryArgs) -> anyhow::Result<u8> {
     match args.command {
         MemoryCommand::Ls { path, json } => ls(client, &args.name, &path, json).await,
-        MemoryCommand::Cat { path, at: None } => cat(client, &args.name, &path).await,
-        MemoryCommand::Cat { path, at: Some(at) } => {
-            crate::cmd_memory_history::cat_at(client, &args.name, &at, &path).await
+        MemoryCommand::Cat { path, at } => {
+            crate::cmd_memory_cat::cat(client, &args.name, &path, at.as_deref()).await
         }
         MemoryCommand::Search { words, limit, json } => {
             crate::cmd_memory_history::search(client, &args.name, &words.join(" "), limit, json)
@@ -164,40 +162,6 @@ async fn ls(client: &Client, name: &str, path: &str, json: bool) -> anyhow::Resu
             )?;
         }
     }
-    out.flush().context("writing to stdout")?;
-    Ok(0)
-}
-
-async fn cat(client: &Client, name: &str, path: &str) -> anyhow::Result<u8> {
-    let url = box_path(name, &format!("/memory/{}", file_segments(name, path)?));
-    print_body(client, &url).await
-}
-
-/// A file's path below /memory as URL path segments; refused (one line) when it is not a
-/// plain relative path, or is /memory itself.
-pub(crate) fn file_segments(name: &str, path: &str) -> anyhow::Result<String> {
-    let rel = berth_protocol::memory::memory_path(path)
-        .map_err(|why| anyhow::anyhow!("the memory path {path:?} {why}"))?;
-    if rel.is_empty() {
-        anyhow::bail!("/memory is a directory: list it with `berth memory {name} ls`");
-    }
-    let segments: Vec<String> = rel.split('/').map(path_segment).collect();
-    Ok(segments.join("/"))
-}
-
-/// GETs `url` and writes its body to stdout as it is.
-pub(crate) async fn print_body(client: &Client, url: &str) -> anyhow::Result<u8> {
-    let response = client
-        .send(Method::GET, url, "*/*", None, None, crate::client::empty())
-        .await?;
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .context("reading the file from the daemon")?
-        .to_bytes();
-    let mut out = std::io::stdout().lock();
-    out.write_all(&bytes).context("writing to stdout")?;
     out.flush().context("writing to stdout")?;
     Ok(0)
 }

@@ -1,4 +1,4 @@
-//! `berth memory NAME search|links|log|snapshot|diff|restore`, and `cat --at`: finding
+//! `berth memory NAME search|links|log|snapshot|diff|restore`: finding
 //! things in a box's memory and going back in its history.
 
 use std::io::Write as _;
@@ -13,20 +13,7 @@ use http::Method;
 
 use crate::args::box_path;
 use crate::client::Client;
-use crate::cmd_memory::{file_segments, print_body};
 use crate::table::table;
-
-pub async fn cat_at(client: &Client, name: &str, at: &str, path: &str) -> anyhow::Result<u8> {
-    let url = box_path(
-        name,
-        &format!(
-            "/memory/snapshots/{}/files/{}",
-            path_segment(at),
-            file_segments(name, path)?
-        ),
-    );
-    print_body(client, &url).await
-}
 
 pub async fn search(
     client: &Client,

@@ -23,6 +23,7 @@ mod cmd_image_wait;
 mod cmd_logs;
 mod cmd_mcp;
 mod cmd_memory;
+mod cmd_memory_cat;
 mod cmd_memory_history;
 mod cmd_node;
 mod cmd_pair;

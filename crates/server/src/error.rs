@@ -287,7 +287,7 @@ pub enum OpError {
     StartEgress {
         name: String,
         #[source]
-        source: Box<crate::egress::EgressBootError>,
+        source: Box<crate::egress::host::error::EgressBootError>,
     },
 
     #[error("cannot read the egress audit log of box {id}")]
@@ -342,7 +342,7 @@ pub enum OpError {
     MemoryHistory(#[source] berth_chunks::ChunkError),
     /// A backup or a restore of one failed (`crate::backup`).
     #[error(transparent)]
-    Backup(Box<crate::backup::BackupError>),
+    Backup(Box<crate::backup::error::BackupError>),
     /// No snapshot of that id.
     #[error("box {box_id} has no memory snapshot {snapshot:?}; list them with GET /v1/boxes/{box_id}/memory/snapshots")]
     NoSuchSnapshot { box_id: BoxId, snapshot: String },
@@ -404,12 +404,12 @@ pub enum OpError {
 
     /// A desktop call refused or failed (`crate::desktop`).
     #[error(transparent)]
-    Desktop(Box<crate::desktop::DesktopError>),
+    Desktop(Box<crate::desktop::error::DesktopError>),
 
     /// The secret store refused or failed (a bad name or value, no such secret, a row
     /// that does not open).
     #[error(transparent)]
-    Secret(Box<crate::secrets::SecretError>),
+    Secret(Box<crate::secrets::error::SecretError>),
 
     #[error("the OS random source failed")]
     Random(#[source] getrandom::Error),
@@ -456,14 +456,14 @@ impl From<GuestError> for OpError {
     }
 }
 
-impl From<crate::desktop::DesktopError> for OpError {
-    fn from(e: crate::desktop::DesktopError) -> Self {
+impl From<crate::desktop::error::DesktopError> for OpError {
+    fn from(e: crate::desktop::error::DesktopError) -> Self {
         OpError::Desktop(Box::new(e))
     }
 }
 
-impl From<crate::secrets::SecretError> for OpError {
-    fn from(e: crate::secrets::SecretError) -> Self {
+impl From<crate::secrets::error::SecretError> for OpError {
+    fn from(e: crate::secrets::error::SecretError) -> Self {
         OpError::Secret(Box::new(e))
     }
 }
@@ -529,13 +529,13 @@ pub enum ServerError {
     Store(#[from] StoreError),
 
     #[error("cannot open the store")]
-    StoreConfig(#[from] crate::host_config::StoreConfigError),
+    StoreConfig(#[from] crate::host_config::store::StoreConfigError),
 
     #[error("cannot open the secret store")]
-    Secrets(#[from] crate::secrets::SecretError),
+    Secrets(#[from] crate::secrets::error::SecretError),
 
     #[error("cannot start the egress gateway")]
-    Egress(#[from] crate::egress::EgressSetupError),
+    Egress(#[from] crate::egress::host::error::EgressSetupError),
 
     #[error("cannot load the E2B API's access-token key")]
     E2b(#[from] crate::e2b::access_key::KeyError),
@@ -568,11 +568,11 @@ pub enum LinkRefusal {
     SessionEnded,
 }
 
-impl From<crate::backup::BackupError> for OpError {
-    fn from(e: crate::backup::BackupError) -> OpError {
+impl From<crate::backup::error::BackupError> for OpError {
+    fn from(e: crate::backup::error::BackupError) -> OpError {
         match e {
-            crate::backup::BackupError::DiskLow(low) => OpError::DiskLow(low),
-            crate::backup::BackupError::Refused(op) => *op,
+            crate::backup::error::BackupError::DiskLow(low) => OpError::DiskLow(low),
+            crate::backup::error::BackupError::Refused(refusal) => OpError::from(*refusal),
             e => OpError::Backup(Box::new(e)),
         }
     }

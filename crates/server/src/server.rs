@@ -57,7 +57,7 @@ pub struct Server {
     /// the CLI to print once. `None` on later starts.
     pub admin_key_created: Option<String>,
     /// `[backup]`: scheduled backups, started with the boxes' upkeep.
-    backup: crate::backup::schedule::BackupHostConfig,
+    backup: crate::backup::config::BackupHostConfig,
 }
 
 impl std::fmt::Debug for Server {

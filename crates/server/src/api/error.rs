@@ -305,7 +305,9 @@ fn backup_status(e: &crate::backup::BackupError) -> (StatusCode, ErrorCode) {
             ErrorCode::InsufficientStorage,
         ),
         E::ClientGone => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
-        E::Refused(op) => op_status(op),
+        // Never here: `From<BackupError> for OpError` answers a refusal as the store's own
+        // error (a name taken: 409, the quota: 403), the only way an `OpError::Backup` is made.
+        E::Refused(_) => (StatusCode::CONFLICT, ErrorCode::Conflict),
         E::Io { .. } | E::History(_) | E::Worker(_) => {
             (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal)
         }

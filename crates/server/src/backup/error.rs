@@ -20,10 +20,10 @@ pub enum BackupError {
     #[error("box {name} cannot be held still for its backup on its runtime; stop it (berth box stop {name}) and back it up then")]
     CannotHoldStill { name: String },
 
-    /// What the restore would refuse at its end, refused before the bulk of the archive is
-    /// read (a name taken, no room).
+    /// What the restore's create would refuse at its end (a name taken, the tenant's quota),
+    /// refused before the bulk of the archive is read: the store's own refusal.
     #[error(transparent)]
-    Refused(Box<crate::error::OpError>),
+    Refused(Box<berth_store::StoreError>),
 
     /// An API replica keeps no volumes.
     #[error("a cluster cannot restore a backup yet (an API replica keeps no volumes, and a node takes boxes only from a replica): restore it on a single-host berth")]

@@ -13,6 +13,7 @@
 //! Scheduled backups (`[backup]` in `berth.toml`) write the same files to a directory
 //! (`schedule.rs`).
 
+pub mod config;
 pub mod error;
 pub mod format;
 mod hashing;

@@ -9,7 +9,7 @@ use std::io::{self, Read as _};
 
 use berth_protocol::{BoxId, TenantId};
 use berth_runtime::{volume_image, volume_image::mark_guest_written};
-use berth_store::{BoxRecord, QuotaExceeded, QuotaLimit};
+use berth_store::{BoxRecord, QuotaExceeded, QuotaLimit, StoreError};
 use bytes::Bytes;
 use futures_util::Stream;
 
@@ -22,7 +22,7 @@ use crate::egress::policy::EgressPolicy;
 use crate::error::OpError;
 use crate::lifecycle::transition::{Kind, Transition};
 use crate::ops::box_create::{self, CreateBox};
-use crate::ops::{box_disk, box_find};
+use crate::ops::box_disk;
 use crate::validate::{LimitsInput, SleepInput, DISK_MIB_RANGE};
 
 /// The most of a refused archive read after its refusal, so the client hears the answer.
@@ -105,18 +105,17 @@ where
         max_volume: *DISK_MIB_RANGE.end() << 20,
         early: Box::new(move |header: &Header, spec: &BoxSpec| {
             let name = name.as_deref().unwrap_or(&spec.name);
-            match box_find::find_box(&ctx2, &tenant, name) {
-                Ok(_) => {
-                    let taken = OpError::NameTaken {
-                        name: name.to_owned(),
-                    };
-                    return Err(BackupError::Refused(Box::new(taken)));
+            let refused = |e: StoreError| BackupError::Refused(Box::new(e));
+            match ctx2.store.get_box_by_name(&tenant, name) {
+                Ok(None) => {}
+                Ok(Some(_)) => {
+                    let name = name.to_owned();
+                    return Err(refused(StoreError::NameTaken { name }));
                 }
-                Err(OpError::BoxNotFound { .. }) => {}
-                Err(e) => return Err(BackupError::Refused(Box::new(e))),
+                Err(e) => return Err(refused(e)),
             }
             if let Some(over) = over_quota(&ctx2, &tenant, spec, template.as_deref())? {
-                return Err(BackupError::Refused(Box::new(OpError::QuotaExceeded(over))));
+                return Err(refused(StoreError::QuotaExceeded(over)));
             }
             let _promising = ctx2.disk.promising();
             let promised = box_disk::promised_bytes(&ctx2).unwrap_or(0)
@@ -152,7 +151,7 @@ fn over_quota(
     spec: &BoxSpec,
     template: Option<&str>,
 ) -> Result<Option<QuotaExceeded>, BackupError> {
-    let refused = |e: berth_store::StoreError| BackupError::Refused(Box::new(e.into()));
+    let refused = |e: StoreError| BackupError::Refused(Box::new(e));
     let template_disk = |name: &str| box_disk::template_disk_mib(ctx, name);
     let (quota, usage) = ctx
         .store

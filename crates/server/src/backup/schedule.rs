@@ -20,47 +20,9 @@ use std::time::{Duration, SystemTime};
 
 use berth_runtime::{error_chain, volume_image};
 use berth_store::{BoxRecord, BoxState};
-use serde::Deserialize;
 
+use super::config::BackupHostConfig;
 use crate::ctx::Ctx;
-
-/// `[backup]`, validated while parsing.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BackupHostConfig {
-    #[serde(default)]
-    pub dir: Option<PathBuf>,
-    #[serde(default = "default_interval_s", deserialize_with = "positive")]
-    pub interval_s: u64,
-    #[serde(default = "default_keep", deserialize_with = "positive")]
-    pub keep: u64,
-}
-
-impl Default for BackupHostConfig {
-    fn default() -> Self {
-        BackupHostConfig {
-            dir: None,
-            interval_s: default_interval_s(),
-            keep: default_keep(),
-        }
-    }
-}
-
-fn default_interval_s() -> u64 {
-    86_400
-}
-
-fn default_keep() -> u64 {
-    7
-}
-
-fn positive<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    let value = u64::deserialize(d)?;
-    if value == 0 {
-        return Err(serde::de::Error::custom("must be 1 or more"));
-    }
-    Ok(value)
-}
 
 const SUFFIX: &str = ".tar.zst";
 const PARTIAL: &str = ".partial";

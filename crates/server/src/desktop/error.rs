@@ -1,7 +1,7 @@
 //! What the desktop calls fail with; `api/error.rs` gives each its status.
 
 use crate::desktop::action::{ActionProblem, MAX_ACTIONS};
-use crate::desktop::{MAX_SCREENSHOT_BYTES, XVFB_SERVICE};
+use crate::desktop::names::XVFB_SERVICE;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DesktopError {
@@ -67,8 +67,8 @@ pub enum DesktopError {
         stdout: String,
     },
 
-    #[error("the screenshot of box {name} is over {MAX_SCREENSHOT_BYTES} bytes")]
-    ScreenshotTooLarge { name: String },
+    #[error("the screenshot of box {name} is over {limit_bytes} bytes")]
+    ScreenshotTooLarge { name: String, limit_bytes: usize },
 }
 
 /// What a program run for the desktop was for.

@@ -12,17 +12,11 @@
 pub mod action;
 pub mod error;
 pub mod keys;
+pub mod names;
 pub mod settle;
 pub mod xdotool;
 
 pub use error::DesktopError;
-
-pub use crate::templates::desktop::{DESKTOP_DISPLAY, XVFB_SERVICE};
-use crate::templates::desktop::{VNC_SERVICE, XFCE_SERVICE};
-
-/// The desktop template's services: the desktop is ready once those of them the box has
-/// are running. A box whose template has no [`XVFB_SERVICE`] has no desktop.
-pub const DESKTOP_SERVICES: [&str; 3] = [XVFB_SERVICE, XFCE_SERVICE, VNC_SERVICE];
 
 /// The longest a box's services may take to settle before a desktop call gives up (a VM
 /// without KVM boots a desktop slowly).

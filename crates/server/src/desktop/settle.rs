@@ -4,7 +4,7 @@
 
 use berth_protocol::service::{ServiceInfo, ServiceState};
 
-use crate::desktop::{DESKTOP_SERVICES, XVFB_SERVICE};
+use crate::desktop::names::{DESKTOP_SERVICES, XVFB_SERVICE};
 
 /// Where the box's services are, for its desktop.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -47,7 +47,7 @@ use serde::Deserialize;
 mod egress;
 mod error;
 mod server;
-mod store;
+pub(crate) mod store;
 #[cfg(test)]
 mod tests;
 
@@ -97,7 +97,7 @@ pub struct HostConfig {
     pub memory: MemoryHostConfig,
     /// `[backup]`: scheduled backups of boxes to a directory (`crate::backup::schedule`).
     #[serde(default)]
-    pub backup: crate::backup::schedule::BackupHostConfig,
+    pub backup: crate::backup::config::BackupHostConfig,
 }
 
 /// `[memory]`: the retention of boxes' memory snapshots.

@@ -4,6 +4,7 @@
 //! the box is `ops::memory_read`, which both build on.
 
 pub mod history;
+pub(crate) mod index;
 pub mod restore;
 pub mod search;
 
@@ -18,7 +19,7 @@ use berth_protocol::memory_history::Retention;
 use berth_protocol::BoxId;
 
 use crate::error::OpError;
-use search::BoxIndex;
+use index::BoxIndex;
 
 /// Where memory history goes without `[storage] url`: a chunk store in the data dir.
 const LOCAL_HISTORY_DIR: &str = "memory-history";

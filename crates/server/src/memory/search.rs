@@ -6,9 +6,7 @@
 //! content).
 
 use std::collections::HashMap;
-use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use berth_chunks::memory::MemoryInput;
 use berth_memory_index::{Change, IndexError, MemoryIndex};
@@ -18,6 +16,7 @@ use berth_protocol::memory_search::{MemoryGraph, MemoryLinks, MemorySearchResult
 use berth_protocol::BoxId;
 use berth_runtime::error_chain;
 
+use super::index::{BoxIndex, Seen};
 use crate::ctx::Ctx;
 use crate::error::OpError;
 use crate::lifecycle::detached::blocking;
@@ -33,51 +32,6 @@ const RACY_MARGIN_S: i64 = 2;
 
 /// The version an index rebuilt from a stopped box's image records.
 const VOLUME: &str = "volume";
-
-/// A running box's files as the last live refresh listed them.
-struct Seen {
-    /// Path → (size, modified in whole seconds).
-    files: HashMap<String, (u64, i64)>,
-    /// The host's clock (unix seconds) when that listing was taken.
-    at: i64,
-}
-
-/// One box's open index, and what its running box's last listing showed.
-pub(crate) struct BoxIndex {
-    index: Arc<MemoryIndex>,
-    last_used: AtomicU64,
-    /// What the last live refresh saw; None: compare the whole tree by content at the next.
-    seen: Mutex<Option<Seen>>,
-    /// One refresh at a time.
-    refresh: tokio::sync::Mutex<()>,
-}
-
-impl BoxIndex {
-    pub(crate) fn open(dir: &Path, clock: u64) -> Result<BoxIndex, OpError> {
-        let index = MemoryIndex::open(dir).map_err(OpError::MemoryIndex)?;
-        if index.was_reset() {
-            tracing::warn!(path = %dir.display(), "a memory index could not be opened and was made anew; it is rebuilt from the memory");
-        }
-        Ok(BoxIndex {
-            index: Arc::new(index),
-            last_used: AtomicU64::new(clock),
-            seen: Mutex::new(None),
-            refresh: tokio::sync::Mutex::new(()),
-        })
-    }
-
-    pub(crate) fn touch(&self, clock: u64) {
-        self.last_used.store(clock, Ordering::Relaxed);
-    }
-
-    pub(crate) fn last_used(&self) -> u64 {
-        self.last_used.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn forget_seen(&self) {
-        *self.seen.lock().expect("never poisoned") = None;
-    }
-}
 
 /// Brings the box's index to `inputs` (a whole `/memory`), recording `version`. Logged,
 /// never failing: the index is a cache.

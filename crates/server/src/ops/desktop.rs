@@ -14,11 +14,11 @@ use berth_store::BoxRecord;
 use crate::ctx::Ctx;
 use crate::desktop::action::{Action, MAX_ACTIONS};
 use crate::desktop::error::Step;
+use crate::desktop::names::{DESKTOP_DISPLAY, XVFB_SERVICE};
 use crate::desktop::settle::{self, Look};
 use crate::desktop::xdotool::{self, Command, STEP_TIMEOUT_S};
 use crate::desktop::{
-    ActionsDone, Cursor, DesktopError, DesktopStatus, DESKTOP_DISPLAY, MAX_SCREENSHOT_BYTES,
-    SETTLE_DEADLINE_S, XVFB_SERVICE,
+    ActionsDone, Cursor, DesktopError, DesktopStatus, MAX_SCREENSHOT_BYTES, SETTLE_DEADLINE_S,
 };
 use crate::error::OpError;
 use crate::ops::box_find;
@@ -104,6 +104,7 @@ fn shot_path() -> Result<String, OpError> {
 async fn read_shot(ctx: &Ctx, record: &BoxRecord, file: &FileTarget) -> Result<Vec<u8>, OpError> {
     let too_large = || DesktopError::ScreenshotTooLarge {
         name: record.name.clone(),
+        limit_bytes: MAX_SCREENSHOT_BYTES,
     };
     let mut read = files::read(ctx, &record.id, file).await?;
     let size = read.download.size_bytes().unwrap_or(0);

@@ -10,10 +10,10 @@
 use berth_store::{BoxRecord, BoxState};
 
 use crate::ctx::Ctx;
+use crate::desktop::names::{DESKTOP_VNC_PORT, VNC_SERVICE};
 use crate::error::OpError;
 use crate::ops::{box_find, desktop, port_connect};
 use crate::ports::dial::AppStream;
-use crate::templates::desktop::{DESKTOP_VNC_PORT, VNC_SERVICE};
 
 /// Refuses a box whose template runs no VNC server, without waking it.
 pub fn check(ctx: &Ctx, record: &BoxRecord) -> Result<(), OpError> {

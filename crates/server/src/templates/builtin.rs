@@ -61,7 +61,11 @@ pub fn builtins(data_dir: &Path) -> Vec<Template> {
                 suite: berth_image::DEBIAN_SUITE.into(),
             },
         ),
-        super::desktop::desktop(),
+        Template {
+            limits: super::desktop::limits(),
+            services: super::desktop::services(),
+            ..image_base("desktop", Base::Desktop)
+        },
     ]
 }
 
@@ -70,7 +74,7 @@ fn host() -> Template {
 }
 
 /// A template that is its base and nothing else.
-pub(super) fn image_base(name: &str, base: Base) -> Template {
+fn image_base(name: &str, base: Base) -> Template {
     Template {
         name: name.into(),
         base,

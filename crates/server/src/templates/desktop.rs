@@ -12,8 +12,8 @@
 //!
 //! The screen is [`DESKTOP_RESOLUTION_ENV`] (`WxH`) at [`DESKTOP_DPI_ENV`] dots per inch,
 //! read by `xvfb` at each start: a box sets them in its env (which goes over each service's
-//! env), a user template in its services' env. The computer-use API imports the display,
-//! the port and the services' names from here.
+//! env), a user template in its services' env. The names are `crate::desktop::names`, which
+//! the computer-use API finds the desktop by; `builtin.rs` makes the template of these parts.
 
 use std::collections::BTreeMap;
 
@@ -24,24 +24,10 @@ use berth_protocol::service::{
 };
 use berth_runtime::Limits;
 
-use super::builtin::image_base;
-use super::{Base, Template};
-
-/// The X display of the desktop, in every box of the template.
-pub const DESKTOP_DISPLAY: &str = ":0";
-/// The services' names.
-pub const XVFB_SERVICE: &str = "xvfb";
-pub const XFCE_SERVICE: &str = "xfce";
-pub const VNC_SERVICE: &str = "vnc";
-/// The port of the desktop's VNC server, on 127.0.0.1 in the box (5900, VNC's own, is left to
-/// E2B's SDK).
-pub const DESKTOP_VNC_PORT: u16 = 5910;
-/// The box env variable giving the screen's size, `WxH`.
-pub const DESKTOP_RESOLUTION_ENV: &str = "DESKTOP_RESOLUTION";
-pub const DEFAULT_DESKTOP_RESOLUTION: &str = "1024x768";
-/// The box env variable giving the screen's dots per inch.
-pub const DESKTOP_DPI_ENV: &str = "DESKTOP_DPI";
-pub const DEFAULT_DESKTOP_DPI: u32 = 96;
+use crate::desktop::names::{
+    DEFAULT_DESKTOP_DPI, DEFAULT_DESKTOP_RESOLUTION, DESKTOP_DISPLAY, DESKTOP_DPI_ENV,
+    DESKTOP_RESOLUTION_ENV, DESKTOP_VNC_PORT, VNC_SERVICE, XFCE_SERVICE, XVFB_SERVICE,
+};
 
 /// XFCE and a few applications do not fit in the default 512 MiB, nor their threads in the
 /// default 256 pids.
@@ -50,6 +36,8 @@ const PIDS: u64 = 1024;
 /// Under a VM without KVM (TCG), XFCE's processes took 150 s to start on a busy 2-core host;
 /// one not ready in time is restarted, which would start it all over again.
 const XFCE_READY_TIMEOUT_S: u64 = 300;
+/// Seconds between SIGTERM and SIGKILL for the VNC server (see `services`).
+const VNC_STOP_TIMEOUT_S: u64 = 1;
 /// XFCE is up once it is on the screen: its settings daemon runs (it holds the keyboard
 /// shortcuts, ctrl+alt+t among them), the desktop window is mapped, and so are the panel's
 /// plugins, which XFCE maps last, when the panel is drawn (measured on the sandbox: the
@@ -61,19 +49,17 @@ const XFCE_UP: &str = "s=; for c in /proc/[0-9]*/comm; do read -r n < $c && \
     xdotool search --onlyvisible --class xfdesktop >/dev/null && \
     xdotool search --onlyvisible --class Wrapper >/dev/null";
 
-pub(super) fn desktop() -> Template {
-    Template {
-        limits: Limits {
-            memory_mib: MEMORY_MIB,
-            pids: PIDS,
-            ..Limits::default()
-        },
-        services: services(),
-        ..image_base("desktop", Base::Desktop)
+/// The template's limits: more than the defaults.
+pub(super) fn limits() -> Limits {
+    Limits {
+        memory_mib: MEMORY_MIB,
+        pids: PIDS,
+        ..Limits::default()
     }
 }
 
-fn services() -> Vec<ServiceConfig> {
+/// The template's services.
+pub(super) fn services() -> Vec<ServiceConfig> {
     let xvfb = format!(
         "exec Xvfb {DESKTOP_DISPLAY} -screen 0 \"${{{DESKTOP_RESOLUTION_ENV}:-{DEFAULT_DESKTOP_RESOLUTION}}}\"x24 \
          -dpi \"${{{DESKTOP_DPI_ENV}:-{DEFAULT_DESKTOP_DPI}}}\" -nolisten tcp"
@@ -99,23 +85,29 @@ fn services() -> Vec<ServiceConfig> {
             xfce.env.insert("NO_AT_BRIDGE".into(), "1".into());
             xfce
         },
-        service(
-            VNC_SERVICE,
-            &[
-                "berth-vnc",
-                "-display",
-                DESKTOP_DISPLAY,
-                "-rfbport",
-                &port,
-                "-localhost",
-                "-forever",
-                "-shared",
-                "-nopw",
-                "-quiet",
-            ],
-            ReadyCheck::Port(DESKTOP_VNC_PORT),
-            &[XVFB_SERVICE],
-        ),
+        {
+            let mut vnc = service(
+                VNC_SERVICE,
+                &[
+                    "berth-vnc",
+                    "-display",
+                    DESKTOP_DISPLAY,
+                    "-rfbport",
+                    &port,
+                    "-localhost",
+                    "-forever",
+                    "-shared",
+                    "-nopw",
+                    "-quiet",
+                ],
+                ReadyCheck::Port(DESKTOP_VNC_PORT),
+                &[XVFB_SERVICE],
+            );
+            // x11vnc ignores SIGTERM while a viewer is connected; it holds nothing that a
+            // SIGKILL loses, so a box being watched stops without waiting out the default.
+            vnc.stop_timeout_s = VNC_STOP_TIMEOUT_S;
+            vnc
+        },
     ]
 }
 
@@ -160,38 +152,36 @@ mod tests {
             .0;
         let parsed =
             super::super::parse_template(std::path::Path::new("desktop.toml"), toml).unwrap();
-        let builtin = desktop();
-        assert_eq!(parsed.base, Base::Desktop);
-        assert_eq!(parsed.limits, builtin.limits);
-        assert_eq!(parsed.services, builtin.services);
+        assert_eq!(parsed.base, super::super::Base::Desktop);
+        assert_eq!(parsed.limits, limits());
+        assert_eq!(parsed.services, services());
         assert_eq!(parsed.harness, None);
-        assert_eq!(parsed.disk_mib, builtin.disk_mib);
+        assert_eq!(parsed.disk_mib, berth_runtime::DEFAULT_DISK_MIB);
     }
 
     #[test]
     fn the_screen_comes_from_the_box_env_and_vnc_is_on_its_own_port() {
-        let t = desktop();
-        assert_eq!(t.base.to_string(), "desktop");
-        assert!(t.limits.memory_mib >= 2048);
-        let names: Vec<&str> = t.services.iter().map(|s| s.name.as_str()).collect();
+        assert!(limits().memory_mib >= 2048);
+        let services = services();
+        let names: Vec<&str> = services.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["xvfb", "xfce", "vnc"]);
-        let xvfb = &t.services[0].command[2];
+        let xvfb = &services[0].command[2];
         assert!(
             xvfb.contains("\"${DESKTOP_RESOLUTION:-1024x768}\"x24")
                 && xvfb.contains("-dpi \"${DESKTOP_DPI:-96}\"")
                 && xvfb.ends_with("-nolisten tcp"),
             "{xvfb}"
         );
-        let vnc = &t.services[2];
+        let vnc = &services[2];
         assert_eq!(vnc.command[0], "berth-vnc");
         assert_eq!(vnc.ready, Some(ReadyCheck::Port(5910)));
-        for s in &t.services {
+        for s in &services {
             assert_eq!(s.env["DISPLAY"], ":0");
             assert_eq!((s.user, s.restart), (BoxUser::User, RestartPolicy::Always));
         }
         // A box's own size goes over the services' env.
         let box_env = BTreeMap::from([("DESKTOP_RESOLUTION".into(), "1920x1080".into())]);
-        let with = crate::box_env::services_with(t.services, &box_env);
+        let with = crate::box_env::services_with(services, &box_env);
         assert_eq!(with[0].env["DESKTOP_RESOLUTION"], "1920x1080");
         assert_eq!(with[0].env["DISPLAY"], ":0");
     }

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::egress::{egress, RawEgress};
-use super::program::{args_rule, env_rule, names_program, MAX_STRING_BYTES};
+use super::program::{args_rule, env_rule, names_program, MAX_RESTARTS_RANGE, MAX_STRING_BYTES};
 use super::services::{services, RawService};
 use super::source::Source;
 use super::{Base, LayerSpec, Origin, Template, TemplateError, TemplateErrorKind};
@@ -32,7 +32,6 @@ pub const DEFAULT_SLEEP: SleepSettings = SleepSettings {
 };
 /// The protocol's default (a test checks they agree).
 pub const DEFAULT_MAX_RESTARTS: u32 = 5;
-pub(super) const MAX_RESTARTS_RANGE: RangeInclusive<u32> = 0..=1000;
 /// Off (0) up to a day: a turn longer than that is a harness that forgot to say `result`.
 const TURN_TIMEOUT_S_RANGE: RangeInclusive<u64> = 0..=86_400;
 /// Pool boxes each hold a booted box's memory: a handful per template is what a pool is for.

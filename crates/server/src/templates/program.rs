@@ -2,6 +2,7 @@
 //! arguments and environment, one rule for both so they never drift apart.
 
 use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
 
 const MAX_ARGS: usize = 256;
 const MAX_ENV: usize = 256;
@@ -47,3 +48,6 @@ pub(super) fn env_rule(env: &BTreeMap<String, String>) -> Option<(Option<&str>, 
         Some((Some(key.as_str()), rule))
     })
 }
+
+/// Restarts in a row a harness or a service may be given (`max_restarts`).
+pub(super) const MAX_RESTARTS_RANGE: RangeInclusive<u32> = 0..=1000;

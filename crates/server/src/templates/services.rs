@@ -15,8 +15,7 @@ use berth_protocol::service::{
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::parse::MAX_RESTARTS_RANGE;
-use super::program::{args_rule, env_rule, names_program, MAX_STRING_BYTES};
+use super::program::{args_rule, env_rule, names_program, MAX_RESTARTS_RANGE, MAX_STRING_BYTES};
 use super::source::Source;
 use super::{TemplateError, TemplateErrorKind};
 use crate::dns_label::label_rule;

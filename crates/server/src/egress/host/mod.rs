@@ -13,18 +13,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth_egress::gateway::{
-    AuditError, AuditLimits, BoxEgress, Gateway, GatewayConfig, GatewayError, HandoffSender,
-    JsonlDirSink, SystemResolver, Timeouts,
+    AuditLimits, BoxEgress, Gateway, GatewayConfig, HandoffSender, JsonlDirSink, SystemResolver,
+    Timeouts,
 };
-use berth_egress::intercept::{
-    BoxCa, CaError, CredentialRule, InterceptConfig, InterceptSetupError, Interceptor, RuleError,
-    SavedCa,
-};
+use berth_egress::intercept::{BoxCa, CredentialRule, InterceptConfig, Interceptor, SavedCa};
 use berth_protocol::BoxId;
 use berth_runtime::{EgressListener, EgressSetup};
 use rustls::pki_types::CertificateDer;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
+
+pub use error::{EgressBootError, EgressSetupError};
 
 use super::policy::EgressPolicy;
 use crate::host_config::EgressHostConfig;
@@ -41,73 +40,6 @@ pub const AUDIT_DIR: &str = "audit";
 pub const BOOTS_DIR: &str = "ca";
 /// What a placeholder starts with, so it is recognisable in logs and in the box.
 pub const PLACEHOLDER_PREFIX: &str = "berth-ph-";
-
-#[derive(Debug, thiserror::Error)]
-pub enum EgressSetupError {
-    #[error("reading the extra root {}", path.display())]
-    ReadRoot {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("the extra root {} holds no PEM certificate", path.display())]
-    NoCertificate { path: PathBuf },
-    #[error("the extra root {} is not a usable CA certificate", path.display())]
-    BadRoot {
-        path: PathBuf,
-        #[source]
-        source: rustls::Error,
-    },
-    #[error("preparing the audit log")]
-    Audit(#[source] AuditError),
-    #[error("[egress] resolve_overrides")]
-    Gateway(#[source] GatewayError),
-    #[error("creating {}", path.display())]
-    Dir {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum EgressBootError {
-    #[error("the secret {name:?} of a credential rule is not set: set it with `berth secret set {name}` (or POST /v1/secrets), then start the box again")]
-    MissingSecret { name: String },
-    #[error("reading the secret {name:?}")]
-    Secret {
-        name: String,
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    #[error("making the box's CA")]
-    Ca(#[source] CaError),
-    #[error(transparent)]
-    Rule(RuleError),
-    #[error("preparing TLS interception")]
-    Intercept(#[source] InterceptSetupError),
-    #[error("the random source failed")]
-    Random(#[source] getrandom::Error),
-    #[error("{action} {}", path.display())]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("the saved egress state {} holds an invalid policy", path.display())]
-    SavedPolicy {
-        path: PathBuf,
-        #[source]
-        source: super::policy::PolicyError,
-    },
-    #[error("the saved egress state {} is damaged", path.display())]
-    Saved {
-        path: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
-}
 
 /// One boot's egress: what the box is given and what the gateway enforces for it.
 pub struct BootEgress {
@@ -506,5 +438,6 @@ fn load_root(path: &Path) -> Result<CertificateDer<'static>, EgressSetupError> {
         })
 }
 
+pub mod error;
 #[cfg(test)]
 mod tests;
