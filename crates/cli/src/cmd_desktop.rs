@@ -38,7 +38,7 @@ Examples:
 #[derive(Debug, Subcommand)]
 pub enum DesktopCommand {
     /// Print a box's display, screen size, and whether its desktop is ready (and how long
-    /// after the box's boot began it was). Wakes the box, and waits up to 180 s for its
+    /// after the box's boot began it was). Wakes the box, and waits up to 300 s for its
     /// services to settle.
     Status {
         /// The box's name or id (`bx_…`); its template must have a desktop.

@@ -1,7 +1,7 @@
 /**
  * Computer use on a box whose template has a desktop (`box.desktop`; docs/desktop.md): its
  * status, a screenshot, pointer and keyboard actions, the pointer's place, and its screen
- * over VNC (`vnc()`). Each call wakes the box and waits (up to 180 s) for its desktop's
+ * over VNC (`vnc()`). Each call wakes the box and waits (up to 300 s) for its desktop's
  * services; a box without a desktop is `Conflict`, before anything wakes it.
  */
 

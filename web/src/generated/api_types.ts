@@ -88,7 +88,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The box's desktop: its display and screen size, once its services have settled (wakes the box; waits up to 180 s) */
+        /** The box's desktop: its display and screen size, once its services have settled (wakes the box; waits up to 300 s) */
         get: operations["get_boxes_box_ref_desktop"];
         put?: never;
         post?: never;
@@ -3405,7 +3405,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description the box's services did not settle within 180 s (`timeout`) */
+            /** @description the box's services did not settle within 300 s (`timeout`) */
             504: {
                 headers: {
                     [name: string]: unknown;
@@ -3485,7 +3485,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description the box's services did not settle within 180 s, or an action timed out (`timeout`) */
+            /** @description the box's services did not settle within 300 s, or an action timed out (`timeout`) */
             504: {
                 headers: {
                     [name: string]: unknown;
@@ -3552,7 +3552,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description the box's services did not settle within 180 s (`timeout`) */
+            /** @description the box's services did not settle within 300 s (`timeout`) */
             504: {
                 headers: {
                     [name: string]: unknown;
@@ -3632,7 +3632,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description the box's services did not settle within 180 s, or `scrot` timed out (`timeout`) */
+            /** @description the box's services did not settle within 300 s, or `scrot` timed out (`timeout`) */
             504: {
                 headers: {
                     [name: string]: unknown;

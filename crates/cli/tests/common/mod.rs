@@ -97,6 +97,9 @@ pub fn link_test_image_cache(data_dir: &Path) {
     fs::create_dir_all(&images).unwrap();
     for part in ["apt", "initramfs", "kernel", "layers", "rootfs", "tmp"] {
         fs::create_dir_all(cache.join(part)).unwrap();
+        if fs::read_link(images.join(part)).is_ok_and(|to| to == cache.join(part)) {
+            continue; // linked already (a daemon that builds both a template's image and qemu's)
+        }
         std::os::unix::fs::symlink(cache.join(part), images.join(part)).unwrap();
     }
 }

@@ -172,6 +172,10 @@ mod tests {
                 && xvfb.ends_with("-nolisten tcp"),
             "{xvfb}"
         );
+        assert!(
+            crate::desktop::SETTLE_DEADLINE_S >= services[1].ready_timeout_s,
+            "a desktop call gives up before XFCE may be ready"
+        );
         let vnc = &services[2];
         assert_eq!(vnc.command[0], "berth-vnc");
         assert_eq!(vnc.ready, Some(ReadyCheck::Port(5910)));
