@@ -172,6 +172,9 @@ test('Desktop tab: the live screen, watching, taking control, reconnecting, a sl
   // Leaving the tab disconnects.
   await page.getByRole('tab', { name: 'Chat' }).click();
   await page.waitForURL(/\/chat$/);
+  // The URL changes before the app renders the new tab: once the Chat panel shows, the
+  // Desktop one (and its connection's canvas) must be gone with it.
+  await page.getByRole('tabpanel', { name: 'Chat' }).waitFor();
   check((await page.locator('.desktop-screen canvas').count()) === 0, 'the screen outlived its tab');
 
   await context.close();
