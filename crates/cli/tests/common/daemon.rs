@@ -327,31 +327,58 @@ impl Daemon {
 
     /// OCI containers still running under the daemon's runtime state (`<data>/oci`).
     pub fn running_containers(&self) -> Vec<String> {
+        self.live_containers()
+            .into_iter()
+            .map(|(id, status)| format!("\"{id}\" ({status})"))
+            .collect()
+    }
+
+    /// (id, status) of each container under `<data>/oci` that is not stopped; none when
+    /// runc cannot list them (this also runs from `drop`, where nothing may panic).
+    fn live_containers(&self) -> Vec<(String, String)> {
         let root = self.dir().join("oci");
         if !root.is_dir() {
             return Vec::new();
         }
-        let out = Command::new("runc")
+        let Ok(out) = Command::new("runc")
             .arg("--root")
             .arg(&root)
             .args(["list", "--format", "json"])
             .output()
-            .unwrap();
-        assert!(out.status.success(), "runc list: {}", stderr(&out));
+        else {
+            return Vec::new();
+        };
         let list: serde_json::Value =
             serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
         list.as_array()
             .into_iter()
             .flatten()
             .filter(|c| c["status"] != "stopped")
-            .map(|c| format!("{} ({})", c["id"], c["status"]))
+            .filter_map(|c| Some((c["id"].as_str()?.to_owned(), c["status"].to_string())))
             .collect()
+    }
+
+    /// Ends every container the daemon left running, saying so: a test's box must not
+    /// outlive it, even when its daemon was killed or its shutdown missed the box.
+    fn end_leftover_containers(&self) {
+        let root = self.dir().join("oci");
+        for (id, status) in self.live_containers() {
+            eprintln!("warning: box container {id} ({status}) outlived its daemon; killing it");
+            for args in [&["kill", &id, "KILL"][..], &["delete", "-f", &id]] {
+                let _ = Command::new("runc")
+                    .arg("--root")
+                    .arg(&root)
+                    .args(args)
+                    .output();
+            }
+        }
     }
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.terminate();
+        self.end_leftover_containers();
         // A daemon that had to be killed leaves its boxes' volume mounts behind.
         berth_runtime::sandbox::release_all_mounts_blocking(self.dir());
     }
