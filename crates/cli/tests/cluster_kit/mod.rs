@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use crate::common::{berth, closed_port, health_ok, stderr, stdout, wait_or_kill};
 use net::{Bridge, Forward};
 
-/// One `berth` process of the cluster (a replica or a node), SIGTERMed on drop.
+/// One `berth` process of the cluster (a replica or a node), SIGTERMed on drop; what boxes it
+/// left running are ended.
 pub struct Member {
     pub name: String,
     pub child: Option<Child>,
@@ -80,6 +81,8 @@ impl Member {
 impl Drop for Member {
     fn drop(&mut self) {
         self.terminate();
+        // A node killed for good (a crash test) leaves its boxes running.
+        crate::common::daemon::end_leftover_boxes(self.dir.path());
     }
 }
 

@@ -327,59 +327,59 @@ impl Daemon {
 
     /// OCI containers still running under the daemon's runtime state (`<data>/oci`).
     pub fn running_containers(&self) -> Vec<String> {
-        self.live_containers()
+        live_containers(self.dir())
             .into_iter()
             .map(|(id, status)| format!("\"{id}\" ({status})"))
             .collect()
     }
+}
 
-    /// (id, status) of each container under `<data>/oci` that is not stopped; none when
-    /// runc cannot list them (this also runs from `drop`, where nothing may panic).
-    fn live_containers(&self) -> Vec<(String, String)> {
-        let root = self.dir().join("oci");
-        if !root.is_dir() {
-            return Vec::new();
-        }
-        let Ok(out) = Command::new("runc")
-            .arg("--root")
-            .arg(&root)
-            .args(["list", "--format", "json"])
-            .output()
-        else {
-            return Vec::new();
-        };
-        let list: serde_json::Value =
-            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
-        list.as_array()
-            .into_iter()
-            .flatten()
-            .filter(|c| c["status"] != "stopped")
-            .filter_map(|c| Some((c["id"].as_str()?.to_owned(), c["status"].to_string())))
-            .collect()
+/// (id, status) of each container under `<data_dir>/oci` that is not stopped; none when
+/// runc cannot list them (this also runs from `drop`, where nothing may panic).
+fn live_containers(data_dir: &Path) -> Vec<(String, String)> {
+    let root = data_dir.join("oci");
+    if !root.is_dir() {
+        return Vec::new();
     }
+    let Ok(out) = Command::new("runc")
+        .arg("--root")
+        .arg(&root)
+        .args(["list", "--format", "json"])
+        .output()
+    else {
+        return Vec::new();
+    };
+    let list: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["status"] != "stopped")
+        .filter_map(|c| Some((c["id"].as_str()?.to_owned(), c["status"].to_string())))
+        .collect()
+}
 
-    /// Ends every container the daemon left running, saying so: a test's box must not
-    /// outlive it, even when its daemon was killed or its shutdown missed the box.
-    fn end_leftover_containers(&self) {
-        let root = self.dir().join("oci");
-        for (id, status) in self.live_containers() {
-            eprintln!("warning: box container {id} ({status}) outlived its daemon; killing it");
-            for args in [&["kill", &id, "KILL"][..], &["delete", "-f", &id]] {
-                let _ = Command::new("runc")
-                    .arg("--root")
-                    .arg(&root)
-                    .args(args)
-                    .output();
-            }
+/// Ends every box a stopped daemon (or node) of `data_dir` left behind, saying so, and
+/// releases their volume mounts: a test's box must not outlive it, even when its daemon
+/// was killed (a crash, a node lost for good) or its shutdown missed the box.
+pub fn end_leftover_boxes(data_dir: &Path) {
+    let root = data_dir.join("oci");
+    for (id, status) in live_containers(data_dir) {
+        eprintln!("warning: box container {id} ({status}) outlived its daemon; killing it");
+        for args in [&["kill", &id, "KILL"][..], &["delete", "-f", &id]] {
+            let _ = Command::new("runc")
+                .arg("--root")
+                .arg(&root)
+                .args(args)
+                .output();
         }
     }
+    berth_runtime::sandbox::release_all_mounts_blocking(data_dir);
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.terminate();
-        self.end_leftover_containers();
-        // A daemon that had to be killed leaves its boxes' volume mounts behind.
-        berth_runtime::sandbox::release_all_mounts_blocking(self.dir());
+        end_leftover_boxes(self.dir());
     }
 }

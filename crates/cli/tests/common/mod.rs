@@ -3,7 +3,7 @@
 #![allow(dead_code)] // each test binary uses a part
 
 pub mod api_coverage;
-mod daemon;
+pub mod daemon;
 pub mod e2b;
 mod follower;
 mod processes;
