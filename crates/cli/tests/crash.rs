@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+mod common;
 #[path = "crash/rig.rs"]
 mod rig;
 

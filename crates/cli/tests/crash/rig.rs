@@ -171,22 +171,9 @@ impl Rig {
 impl Drop for Rig {
     fn drop(&mut self) {
         self.kill_daemon();
-        let root = self.dir().join("oci");
-        if root.is_dir() {
-            if let Ok(out) = self.runc().args(["list", "--format", "json"]).output() {
-                let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-                for container in list.as_array().into_iter().flatten() {
-                    let Some(id) = container["id"].as_str() else {
-                        continue;
-                    };
-                    let _ = self.runc().args(["kill", id, "KILL"]).output();
-                    let _ = self.runc().args(["delete", "-f", id]).output();
-                }
-            }
-        }
-        // A SIGKILLed daemon leaves its boxes' volume mounts (the next daemon would
-        // release them): release them before the data dir goes.
-        berth_runtime::sandbox::release_all_mounts_blocking(self.dir());
+        // A SIGKILLed daemon leaves its box running and its volume mounted (the next
+        // daemon would adopt them): end them before the data dir goes.
+        crate::common::daemon::end_leftover_boxes(self.dir());
     }
 }
 
