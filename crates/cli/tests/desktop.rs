@@ -82,6 +82,13 @@ fn assert_shows_the_desktop(png: &[u8], expect_width: u32, expect_height: u32) {
     );
 }
 
+/// Where the tests' screenshots go, to be looked at: `target/tmp/desktop`.
+fn shots_dir() -> std::path::PathBuf {
+    let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("desktop");
+    fs::create_dir_all(&shots).unwrap();
+    shots
+}
+
 fn screenshot(daemon: &Daemon, name: &str, to: &std::path::Path) -> Vec<u8> {
     let shot = to.to_str().unwrap();
     daemon.berth_ok(&["desktop", "screenshot", name, "-o", shot]);
@@ -147,8 +154,7 @@ fn a_desktop_box_is_seen_and_driven_through_the_computer_use_api() {
     assert!(status["ready_after_ms"].as_u64().is_some(), "{status:#}");
 
     // The screen: the size asked for, showing the desktop.
-    let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("desktop");
-    fs::create_dir_all(&shots).unwrap();
+    let shots = shots_dir();
     let first = screenshot(&daemon, "d1", &shots.join("desktop.png"));
     assert_shows_the_desktop(&first, WIDTH, HEIGHT);
 
@@ -248,8 +254,7 @@ fn a_qemu_desktop_box_is_drawn_and_takes_typed_text() {
     daemon.berth_ok(&["box", "start", "q1"]);
     let status = json_of(&daemon.berth_ok(&["desktop", "status", "q1", "--json"]));
     assert_eq!(status["ready"], true, "{status:#}\n{}", daemon.logs());
-    let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("desktop");
-    fs::create_dir_all(&shots).unwrap();
+    let shots = shots_dir();
     let screen = screenshot(&daemon, "q1", &shots.join("desktop-qemu.png"));
     assert_shows_the_desktop(&screen, 1024, 768);
 

@@ -21,7 +21,7 @@ pub use error::DesktopError;
 /// The longest a box's services may take to settle before a desktop call gives up: as long
 /// as the `desktop` template gives XFCE to be ready (a VM without KVM takes minutes), so a
 /// call made at boot never gives up on a session that is still coming.
-pub const SETTLE_DEADLINE_S: u64 = 300;
+pub const SETTLE_DEADLINE_S: u64 = crate::templates::desktop::XFCE_READY_TIMEOUT_S;
 
 /// The most bytes of a screenshot.
 pub const MAX_SCREENSHOT_BYTES: usize = 32 * 1024 * 1024;

@@ -62,9 +62,15 @@ pub async fn wait_for(
 /// Every service has started: none is waiting for another or for its ready check. One
 /// that failed or restarts counts: waiting on it could take its whole backoff.
 pub fn started(services: &[ServiceInfo]) -> bool {
-    !services
-        .iter()
-        .any(|s| matches!(s.state, ServiceState::Waiting | ServiceState::Starting))
+    !services.iter().any(starting)
+}
+
+/// The service is waiting for another or for its ready check.
+fn starting(service: &ServiceInfo) -> bool {
+    matches!(
+        service.state,
+        ServiceState::Waiting | ServiceState::Starting
+    )
 }
 
 /// How long an explicit start or resume waits for the box's services to have started.
@@ -83,7 +89,7 @@ pub async fn wait_started(ctx: &Ctx, record: &BoxRecord, within: Duration) {
         Ok((services, false)) => {
             let pending: Vec<&str> = services
                 .iter()
-                .filter(|s| matches!(s.state, ServiceState::Waiting | ServiceState::Starting))
+                .filter(|s| starting(s))
                 .map(|s| s.name.as_str())
                 .collect();
             tracing::warn!(box_id = %record.id, ?pending, "box answered before its services started");

@@ -35,7 +35,7 @@ const MEMORY_MIB: u64 = 2048;
 const PIDS: u64 = 1024;
 /// Under a VM without KVM (TCG), XFCE's processes took 150 s to start on a busy 2-core host;
 /// one not ready in time is restarted, which would start it all over again.
-const XFCE_READY_TIMEOUT_S: u64 = 300;
+pub const XFCE_READY_TIMEOUT_S: u64 = 300;
 /// Seconds between SIGTERM and SIGKILL for the VNC server (see `services`).
 const VNC_STOP_TIMEOUT_S: u64 = 1;
 /// XFCE is up once it is on the screen: its settings daemon runs (it holds the keyboard
