@@ -8,6 +8,8 @@ import { chromiumArgs, SHOTS } from './lib/env.mjs';
 export default defineConfig({
   testDir: 'tests',
   testMatch: '*.spec.mjs',
+  // BERTH_E2E_GREP=offline runs only the tests whose titles match (a developer's loop).
+  grep: process.env.BERTH_E2E_GREP ? new RegExp(process.env.BERTH_E2E_GREP) : undefined,
   globalSetup: './lib/global-setup.mjs',
   globalTeardown: './lib/global-teardown.mjs',
   workers: 1,

@@ -162,7 +162,9 @@ export function chatPanel(root: HTMLElement, ctx: BoxContext): () => void {
     field.value = "";
     autosize();
     const item = { id: randomId(), box: ctx.name, content, created_at: new Date().toISOString() };
-    showPending(item, !navigator.onLine);
+    // "Waiting for the network" only once the outbox holds it (the flush below says so): a
+    // page closed before then would lose what the label promised to send.
+    showPending(item, false);
     if (ctx.box && (ctx.box.state === "stopped" || ctx.box.state === "failed") && navigator.onLine) {
       wakeStartedAt = performance.now();
       showStatus("Waking your agent…");

@@ -52,16 +52,15 @@ export async function remove(id: string): Promise<void> {
 
 /** The box's waiting messages, oldest first. */
 export async function waiting(box: string): Promise<Outgoing[]> {
-  const d = await db();
-  const items = d
-    ? await request(d.transaction(STORE, "readonly").objectStore(STORE).index("box").getAll(box) as IDBRequest<Outgoing[]>)
-    : [...memory.values()].filter((m) => m.box === box);
-  return items.sort((a, b) => a.created_at.localeCompare(b.created_at));
+  return (await all()).filter((m) => m.box === box);
 }
 
-/** Every waiting message, of every box, oldest first. */
+/** Every waiting message, of every box, oldest first: those this page put (whether or not
+ * IndexedDB took them) and those earlier pages left in IndexedDB. */
 export async function all(): Promise<Outgoing[]> {
   const d = await db();
-  const items = d ? await request(d.transaction(STORE, "readonly").objectStore(STORE).getAll() as IDBRequest<Outgoing[]>) : [...memory.values()];
-  return items.sort((a, b) => a.created_at.localeCompare(b.created_at));
+  const stored = d ? await request(d.transaction(STORE, "readonly").objectStore(STORE).getAll() as IDBRequest<Outgoing[]>) : [];
+  const items = new Map(stored.map((m) => [m.id, m]));
+  for (const m of memory.values()) items.set(m.id, m);
+  return [...items.values()].sort((a, b) => a.created_at.localeCompare(b.created_at));
 }

@@ -37,8 +37,10 @@ export async function offlineScenario({ page, context, admin, appConsole, create
   await context.setOffline(true);
   try {
     await send(page, OFFLINE_TEXT);
-    // It waits in the browser (IndexedDB), not in the page: it is still there after a reload
-    // while offline (the service worker serves the app's shell).
+    // Once the app says it waits for the network, it waits in the browser (IndexedDB), not
+    // in the page: it is still there after a reload while offline (the service worker serves
+    // the app's shell).
+    await log(page).locator('.msg.user.queued', { hasText: OFFLINE_TEXT }).waitFor();
     await page.reload();
     await shows(page, OFFLINE_TEXT, 30_000);
     const done = await until('the streamed answer ends (API)', 60_000, async () =>
