@@ -14,8 +14,11 @@ use crate::exec::Executor;
 
 const FIRST_POLL: Duration = Duration::from_millis(20);
 const POLL_CAP: Duration = Duration::from_millis(500);
-/// One run of a ready command may take this long before it counts as "not yet".
-const COMMAND_LIMIT: Duration = Duration::from_secs(10);
+/// One run of a ready command may take a tenth of the service's ready window, and at least
+/// this, before it counts as "not yet": a check that hangs must not use up the window, and
+/// one that looks at a slow service (a desktop under TCG: seconds per program) must not be
+/// cut off each time.
+const COMMAND_LIMIT_MIN: Duration = Duration::from_secs(10);
 
 /// `true` once ready; `false` when `limit` passed first. Pending forever for a service
 /// with no check (its caller does not poll it then).
@@ -24,6 +27,7 @@ pub async fn wait(exec: &Executor, config: &ServiceConfig, limit: Duration) -> b
         return std::future::pending().await;
     };
     let deadline = Instant::now() + limit;
+    let run_limit = (limit / 10).max(COMMAND_LIMIT_MIN);
     let mut poll = FIRST_POLL;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -33,7 +37,7 @@ pub async fn wait(exec: &Executor, config: &ServiceConfig, limit: Duration) -> b
         let once = async {
             match check {
                 ReadyCheck::Port(port) => port_open(*port).await,
-                ReadyCheck::Command(argv) => command_succeeds(exec, config, argv).await,
+                ReadyCheck::Command(argv) => command_succeeds(exec, config, argv, run_limit).await,
             }
         };
         if let Ok(true) = tokio::time::timeout(left, once).await {
@@ -50,15 +54,20 @@ async fn port_open(port: u16) -> bool {
 }
 
 /// Runs the ready command as the service's user, in its directory, with its environment;
-/// its output is read and dropped.
-async fn command_succeeds(exec: &Executor, config: &ServiceConfig, argv: &[String]) -> bool {
+/// its output is read and dropped; a run longer than `limit` is ended and fails.
+async fn command_succeeds(
+    exec: &Executor,
+    config: &ServiceConfig,
+    argv: &[String],
+    limit: Duration,
+) -> bool {
     let request = ExecRequest {
         argv: argv.to_vec(),
         env: config.env.clone(),
         cwd: config.cwd.clone(),
         user: config.user,
         stdin: None,
-        timeout_ms: Some(COMMAND_LIMIT.as_millis() as u64),
+        timeout_ms: Some(limit.as_millis() as u64),
     };
     let Ok(prepared) = exec.prepare_request(request) else {
         return false;

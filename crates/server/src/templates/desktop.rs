@@ -39,15 +39,30 @@ pub const XFCE_READY_TIMEOUT_S: u64 = 300;
 /// Seconds between SIGTERM and SIGKILL for the VNC server (see `services`).
 const VNC_STOP_TIMEOUT_S: u64 = 1;
 /// XFCE is up once it is on the screen: its settings daemon runs (it holds the keyboard
-/// shortcuts, ctrl+alt+t among them), the desktop window is mapped, and so are the panel's
-/// plugins, which XFCE maps last, when the panel is drawn (measured on the sandbox: the
-/// desktop and panel windows are mapped 2 s before the panel has drawn anything, the plugins
-/// with its final frame). The process is read from `/proc` by shell builtins: under TCG every
-/// program a check starts costs seconds.
-const XFCE_UP: &str = "s=; for c in /proc/[0-9]*/comm; do read -r n < $c && \
-    [ \"$n\" = xfsettingsd ] && s=1; done 2>/dev/null; [ \"$s\" = 1 ] && \
-    xdotool search --onlyvisible --class xfdesktop >/dev/null && \
-    xdotool search --onlyvisible --class Wrapper >/dev/null";
+/// shortcuts, ctrl+alt+t among them), the desktop window and the panel's plugins are mapped,
+/// and the panel's strip across the top of the screen ([`PANEL_ROWS`]) shows more than
+/// [`PANEL_DRAWN_COLOURS`] colours. Mapped is not drawn: under TCG a screenshot taken when
+/// every window was mapped showed one colour, the panel's strip too, for seconds (the window
+/// manager composites, and paints the screen later). The processes are read from `/proc` by
+/// shell builtins and the strip is counted by coreutils from a PPM (`scrot` writes one for
+/// that suffix): under TCG every program a check starts costs a second or more.
+fn xfce_up() -> String {
+    format!(
+        "s=; for c in /proc/[0-9]*/comm; do read -r n < $c && \
+         [ \"$n\" = xfsettingsd ] && s=1; done 2>/dev/null; [ \"$s\" = 1 ] && \
+         xdotool search --onlyvisible --class xfdesktop >/dev/null && \
+         xdotool search --onlyvisible --class Wrapper >/dev/null && \
+         set -- $(xdotool getdisplaygeometry) && f=$(mktemp --suffix=.ppm) && \
+         scrot -o -a \"0,0,$1,{PANEL_ROWS}\" \"$f\" && \
+         n=$(tail -c $(($1 * {PANEL_ROWS} * 3)) \"$f\" | od -An -v -tx1 -w3 | sort -u | wc -l); \
+         rm -f \"$f\"; [ \"${{n:-0}}\" -gt {PANEL_DRAWN_COLOURS} ]"
+    )
+}
+/// The rows of XFCE's panel (its default height) that are looked at.
+const PANEL_ROWS: u32 = 24;
+/// More colours than a screen not yet drawn (one) or a panel's bare background; a drawn
+/// panel, with its menu, clock and icons, showed 314.
+const PANEL_DRAWN_COLOURS: u32 = 8;
 
 /// The template's limits: more than the defaults.
 pub(super) fn limits() -> Limits {
@@ -76,7 +91,7 @@ pub(super) fn services() -> Vec<ServiceConfig> {
             let mut xfce = service(
                 XFCE_SERVICE,
                 &["dbus-launch", "--exit-with-session", "startxfce4"],
-                ReadyCheck::Command(strings(&["/bin/sh", "-c", XFCE_UP])),
+                ReadyCheck::Command(strings(&["/bin/sh", "-c", &xfce_up()])),
                 &[XVFB_SERVICE],
             );
             xfce.ready_timeout_s = XFCE_READY_TIMEOUT_S;
