@@ -27,7 +27,7 @@ pub async fn wait(exec: &Executor, config: &ServiceConfig, limit: Duration) -> b
         return std::future::pending().await;
     };
     let deadline = Instant::now() + limit;
-    let run_limit = (limit / 10).max(COMMAND_LIMIT_MIN);
+    let run_limit = command_limit(limit);
     let mut poll = FIRST_POLL;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -46,6 +46,11 @@ pub async fn wait(exec: &Executor, config: &ServiceConfig, limit: Duration) -> b
         tokio::time::sleep(poll.min(deadline.saturating_duration_since(Instant::now()))).await;
         poll = (poll * 2).min(POLL_CAP);
     }
+}
+
+/// How long one run of a ready command may take, in a ready window of `window`.
+fn command_limit(window: Duration) -> Duration {
+    (window / 10).max(COMMAND_LIMIT_MIN)
 }
 
 async fn port_open(port: u16) -> bool {
@@ -91,5 +96,18 @@ impl Sink for Dropped {
 
     async fn gone(&self) {
         std::future::pending().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ready_command_may_run_a_tenth_of_its_window_and_at_least_ten_seconds() {
+        let s = Duration::from_secs;
+        assert_eq!(command_limit(s(300)), s(30));
+        assert_eq!(command_limit(s(60)), s(10));
+        assert_eq!(command_limit(s(1)), s(10));
     }
 }
