@@ -73,14 +73,33 @@ impl FakeApi {
     /// `InstanceStart` the "guest" prints berth-init's ready line there (the host waits for
     /// it before it connects), at `SendCtrlAltDel` its power-off line.
     pub fn serve_booting(socket: &Path, console: &Path) -> FakeApi {
-        let fake = FakeApi::serve_at(socket);
-        fake.power_off_to(console);
-        fake
+        FakeApi::serve_booting_with(socket, console, |_| {})
+    }
+
+    /// [`FakeApi::serve_booting`], set up by `configure` (a fault, the guest a load brings
+    /// back) before it answers anything.
+    pub fn serve_booting_with(
+        socket: &Path,
+        console: &Path,
+        configure: impl FnOnce(&FakeApi),
+    ) -> FakeApi {
+        FakeApi::serve_configured(socket, |fake| {
+            fake.power_off_to(console);
+            configure(fake);
+        })
     }
 
     /// Serves on `socket` (which must not exist).
     pub fn serve_at(socket: &Path) -> FakeApi {
+        FakeApi::serve_configured(socket, |_| {})
+    }
+
+    /// Serves on `socket` (which must not exist) once `configure` has set the fake up: the
+    /// runtime calls the moment the socket exists, and that call waits in the listener's
+    /// backlog until then rather than find the fake not yet told what to do.
+    fn serve_configured(socket: &Path, configure: impl FnOnce(&FakeApi)) -> FakeApi {
         let listener = UnixListener::bind(socket).unwrap();
+        let (configured, wait_configured) = tokio::sync::oneshot::channel::<()>();
         let inner = Arc::new(Mutex::new(Inner {
             seen: Vec::new(),
             state: InstanceState::NotStarted,
@@ -92,6 +111,7 @@ impl FakeApi {
         }));
         let shared = inner.clone();
         let server = tokio::spawn(async move {
+            let _ = wait_configured.await;
             while let Ok((stream, _)) = listener.accept().await {
                 let shared = shared.clone();
                 tokio::spawn(async move {
@@ -105,12 +125,15 @@ impl FakeApi {
                 });
             }
         });
-        FakeApi {
+        let fake = FakeApi {
             _dir: None,
             socket: socket.to_path_buf(),
             inner,
             server,
-        }
+        };
+        configure(&fake);
+        let _ = configured.send(());
+        fake
     }
 
     pub fn socket(&self) -> &Path {

@@ -149,14 +149,15 @@ fn stand_ins(
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let staged = mounts(&jail_dir);
-        let api = FakeApi::serve_booting(&api_socket, &console);
-        if let Some(path) = fault {
-            api.fail(
-                path,
-                400,
-                r#"{"fault_message": "Unable to open the backing file"}"#,
-            );
-        }
+        let api = FakeApi::serve_booting_with(&api_socket, &console, |api| {
+            if let Some(path) = fault {
+                api.fail(
+                    path,
+                    400,
+                    r#"{"fault_message": "Unable to open the backing file"}"#,
+                );
+            }
+        });
         (api, FakeGuest::serve_at(&vsock), staged)
     })
 }

@@ -14,17 +14,23 @@ use super::*;
 use crate::{BootToken, BoxSpec, Runtime, RuntimeStatus};
 use crate::{GuestError, RuntimeError};
 
-/// Serves the fake API (and, for a cold boot, the guest) once the "VMM" is spawned.
+/// Serves the fake API (and, for a cold boot, the guest) once the "VMM" is spawned; with
+/// `on_load`, a snapshot it loads brings back a guest holding that token.
 fn stand_ins(
     paths: &FcPaths,
     guest: Option<GuestToken>,
+    on_load: Option<GuestToken>,
 ) -> tokio::task::JoinHandle<(FakeApi, Option<FakeGuest>)> {
     let (api_socket, vsock, pid_file) =
         (paths.api_socket(), paths.vsock_socket(), paths.pid_file());
     let console = paths.vm().console_log();
     tokio::spawn(async move {
         wait_for(&pid_file).await;
-        let api = FakeApi::serve_booting(&api_socket, &console);
+        let api = FakeApi::serve_booting_with(&api_socket, &console, |api| {
+            if let Some(token) = on_load {
+                api.guest_on_load(token);
+            }
+        });
         let guest = guest.map(|token| FakeGuest::with_token(&vsock, token));
         (api, guest)
     })
@@ -64,7 +70,7 @@ async fn a_snapshot_ends_the_vmm_and_a_restore_loads_it_and_hands_over_a_new_tok
 
     // The guest's token lives in its memory: the cell outlives the "VMM".
     let token: GuestToken = Arc::new(Mutex::new(Some(spec.boot_token.as_str().to_owned())));
-    let booting = stand_ins(&paths, Some(token.clone()));
+    let booting = stand_ins(&paths, Some(token.clone()), None);
     if booted_or_skip(runtime.start(&spec).await).is_none() {
         return;
     }
@@ -125,19 +131,11 @@ async fn a_snapshot_ends_the_vmm_and_a_restore_loads_it_and_hands_over_a_new_tok
         boot_token: BootToken::from_random([0xcd; 32]),
         ..spec.clone()
     };
-    let restoring = stand_ins(&paths, None);
-    let api_for_load = tokio::spawn({
-        let token = token.clone();
-        async move {
-            let (api, _) = restoring.await.unwrap();
-            api.guest_on_load(token);
-            api
-        }
-    });
+    let restoring = stand_ins(&paths, None, Some(token.clone()));
     let t0 = std::time::Instant::now();
     let booted = runtime.restore(&again, &spec.boot_token).await;
     eprintln!("restore (fake VMM): {:?}", t0.elapsed());
-    let api = api_for_load.await.unwrap();
+    let (api, _) = restoring.await.unwrap();
     let booted = booted.unwrap_or_else(|e| panic!("{}", crate::error_chain(&e)));
     assert_eq!(calls(&api), ["PUT /snapshot/load"]);
     assert_eq!(phase_names(&booted.phases), ["plan", "load", "hand_over"]);
@@ -200,7 +198,7 @@ async fn a_failed_load_keeps_the_snapshot_and_discard_removes_it() {
     std::fs::write(kept.join("memory"), "").unwrap();
     assert!(runtime.snapshot_size(id).await.unwrap().is_some());
 
-    let restoring = stand_ins(&paths, None);
+    let restoring = stand_ins(&paths, None, None);
     let Err(err) = runtime.restore(&spec, &spec.boot_token).await else {
         panic!("a snapshot of nothing must not load");
     };
@@ -230,7 +228,7 @@ async fn a_failed_load_keeps_the_snapshot_and_discard_removes_it() {
     std::fs::write(kept.join("state"), "{}").unwrap();
     std::fs::write(kept.join("memory"), "").unwrap();
     drop(api);
-    let booting = stand_ins(&paths, Some(Arc::new(Mutex::new(None))));
+    let booting = stand_ins(&paths, Some(Arc::new(Mutex::new(None))), None);
     runtime.start(&spec).await.unwrap();
     let _stand_ins = booting.await.unwrap();
     assert!(!kept.exists());
