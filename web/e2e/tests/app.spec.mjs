@@ -239,9 +239,12 @@ test('push reaches a Web Push service and the service worker shows it', async ()
     [...registrations.values()].find((r) => r.scopeURL === `${BASE}/` && !r.isDeleted));
   await cdp.send('ServiceWorker.deliverPushMessage', { origin: BASE, registrationId: reg.registrationId, data: got.plaintext });
   const worker = await until('the service worker in Playwright', 15_000, async () => context.serviceWorkers().find((w) => w.url().startsWith(`${BASE}/`)));
+  let seen = [];
   const shown = await until('the notification', 15_000, async () => {
-    const list = await worker.evaluate(async () => (await self.registration.getNotifications()).map((n) => ({ title: n.title, body: n.body, data: n.data })));
-    return list.find((n) => n.title === CHAT);
+    seen = await worker.evaluate(async () => (await self.registration.getNotifications()).map((n) => ({ title: n.title, body: n.body, data: n.data })));
+    return seen.find((n) => n.title === CHAT);
+  }).catch((e) => {
+    throw new Error(`${e.message}; the worker ${worker.url()} (registration ${reg.registrationId} of ${registrations.size}) shows ${JSON.stringify(seen)}`);
   });
   check(shown.body.startsWith('echo: push probe 9f'), `notification body ${shown.body}`);
   // What a tap opens (the worker's notificationclick navigates to it).
