@@ -60,9 +60,22 @@ fn decode_png(bytes: &[u8]) -> (u32, u32, Vec<u8>, usize) {
     (info.width, info.height, pixels, per_pixel)
 }
 
+/// Where XFCE's panel is.
+#[derive(Clone, Copy, PartialEq)]
+enum Panel {
+    Top,
+    Bottom,
+}
+
 /// The screen a PNG shows is `width`×`height`, with XFCE's panel across the top (its own
 /// colour, not the wallpaper's) and many colours in all: a desktop, not one colour.
 fn assert_shows_the_desktop(png: &[u8], expect_width: u32, expect_height: u32) {
+    assert_shows_the_desktop_with(png, expect_width, expect_height, Panel::Top);
+}
+
+/// [`assert_shows_the_desktop`] with the panel at `panel`, and the wallpaper at the other
+/// edge.
+fn assert_shows_the_desktop_with(png: &[u8], expect_width: u32, expect_height: u32, panel: Panel) {
     let (width, height, pixels, per_pixel) = decode_png(png);
     assert_eq!((width, height), (expect_width, expect_height));
     let pixel = |x: u32, y: u32| {
@@ -75,11 +88,18 @@ fn assert_shows_the_desktop(png: &[u8], expect_width: u32, expect_height: u32) {
         .map(|(x, y)| pixel(x, y))
         .collect();
     assert!(colours.len() > 16, "a screen of {} colours", colours.len());
-    assert_ne!(
+    let (top, bottom, middle) = (
         pixel(width / 2, 10),
+        pixel(width / 2, height - 10),
         pixel(width / 2, height / 2),
-        "no panel at the top"
     );
+    match panel {
+        Panel::Top => assert_ne!(top, middle, "no panel at the top"),
+        Panel::Bottom => {
+            assert_ne!(bottom, middle, "no panel at the bottom");
+            assert_eq!(top, middle, "the panel is still at the top");
+        }
+    }
 }
 
 /// Where the tests' screenshots go, to be looked at: `target/tmp/desktop`.
@@ -227,8 +247,26 @@ fn a_desktop_box_is_seen_and_driven_through_the_computer_use_api() {
         .unwrap_or_else(|| panic!("no address in {line:?}"));
     assert_eq!(rfb_screen_size(address), (WIDTH, HEIGHT));
     assert_eq!(vnc.interrupt(), Some(0));
+
+    // A layout of the user's own, the panel moved to the bottom (and the dock gone): the
+    // session is still ready (its check looks at the whole screen, not where the panel was),
+    // and the screen shows the panel there.
+    daemon.berth_ok(&["exec", "d1", "--", "sh", "-c", PANEL_AT_THE_BOTTOM]);
+    daemon.berth_ok(&["service", "restart", "d1", "xfce"]);
+    let status = json_of(&daemon.berth_ok(&["desktop", "status", "d1", "--json"]));
+    assert_eq!(status["ready"], true, "{status:#}\n{}", daemon.logs());
+    let moved = screenshot(&daemon, "d1", &shots.join("desktop-panel-at-the-bottom.png"));
+    assert_shows_the_desktop_with(&moved, WIDTH, HEIGHT, Panel::Bottom);
     daemon.berth_ok(&["box", "rm", "d1"]);
 }
+
+/// The user's panel settings, changed through the running session's settings daemon (it
+/// writes them out as the session ends, over any file changed beside it): panel 1 at the
+/// bottom (`p=10`), and panel 2, the dock, not listed.
+const PANEL_AT_THE_BOTTOM: &str = "export $(tr '\\0' '\\n' < /proc/$(pgrep -x xfce4-panel)/environ \
+    | grep '^DBUS_SESSION_BUS_ADDRESS=') && \
+    xfconf-query -c xfce4-panel -p /panels/panel-1/position -s 'p=10;x=0;y=0' && \
+    xfconf-query -c xfce4-panel -p /panels -t int -s 1 -a";
 
 /// The same template on a microVM: `berth box start` answers once the desktop's services
 /// have started, or after its 60 s (XFCE takes minutes under TCG); `berth desktop status`

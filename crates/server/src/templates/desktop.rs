@@ -40,12 +40,14 @@ pub const XFCE_READY_TIMEOUT_S: u64 = 300;
 const VNC_STOP_TIMEOUT_S: u64 = 1;
 /// XFCE is up once it is on the screen: its settings daemon runs (it holds the keyboard
 /// shortcuts, ctrl+alt+t among them), the desktop window and the panel's plugins are mapped,
-/// and the panel's strip across the top of the screen ([`PANEL_ROWS`]) shows more than
-/// [`PANEL_DRAWN_COLOURS`] colours. Mapped is not drawn: under TCG a screenshot taken when
-/// every window was mapped showed one colour, the panel's strip too, for seconds (the window
-/// manager composites, and paints the screen later). The processes are read from `/proc` by
-/// shell builtins and the strip is counted by coreutils from a PPM (`scrot` writes one for
-/// that suffix): under TCG every program a check starts costs a second or more.
+/// and the screen, read pixel by pixel, row by row, is [`DRAWN_RUNS`] runs of one colour or
+/// more. Mapped is not drawn: under TCG a screenshot taken when every window was mapped
+/// showed one colour for seconds (the window manager composites, and paints the screen
+/// later). The whole screen, not where the panel is by default: a user may move the panel,
+/// and a session that is never ready is restarted every `ready_timeout_s`. The processes are
+/// read from `/proc` by shell builtins, and the runs counted by coreutils in a PPM (`scrot`
+/// writes one for that suffix), stopping at enough: under TCG every program a check starts
+/// costs a second or more.
 fn xfce_up() -> String {
     format!(
         "s=; for c in /proc/[0-9]*/comm; do read -r n < $c && \
@@ -53,16 +55,13 @@ fn xfce_up() -> String {
          xdotool search --onlyvisible --class xfdesktop >/dev/null && \
          xdotool search --onlyvisible --class Wrapper >/dev/null && \
          set -- $(xdotool getdisplaygeometry) && f=$(mktemp --suffix=.ppm) && \
-         scrot -o -a \"0,0,$1,{PANEL_ROWS}\" \"$f\" && \
-         n=$(tail -c $(($1 * {PANEL_ROWS} * 3)) \"$f\" | od -An -v -tx1 -w3 | sort -u | wc -l); \
-         rm -f \"$f\"; [ \"${{n:-0}}\" -gt {PANEL_DRAWN_COLOURS} ]"
+         scrot -o \"$f\" && n=$(tail -c $(($1 * $2 * 3)) \"$f\" | od -An -v -tx1 -w3 | \
+         uniq | head -n {DRAWN_RUNS} | wc -l); rm -f \"$f\"; [ \"${{n:-0}}\" -ge {DRAWN_RUNS} ]"
     )
 }
-/// The rows of XFCE's panel (its default height) that are looked at.
-const PANEL_ROWS: u32 = 24;
-/// More colours than a screen not yet drawn (one) or a panel's bare background; a drawn
-/// panel, with its menu, clock and icons, showed 314.
-const PANEL_DRAWN_COLOURS: u32 = 8;
+/// A screen not yet drawn is one run of one colour; a drawn desktop (the panel, the icons)
+/// was 10415.
+const DRAWN_RUNS: u32 = 64;
 
 /// The template's limits: more than the defaults.
 pub(super) fn limits() -> Limits {
