@@ -61,21 +61,16 @@ fn decode_png(bytes: &[u8]) -> (u32, u32, Vec<u8>, usize) {
 }
 
 /// Where XFCE's panel is.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum Panel {
     Top,
     Bottom,
 }
 
-/// The screen a PNG shows is `width`×`height`, with XFCE's panel across the top (its own
-/// colour, not the wallpaper's) and many colours in all: a desktop, not one colour.
-fn assert_shows_the_desktop(png: &[u8], expect_width: u32, expect_height: u32) {
-    assert_shows_the_desktop_with(png, expect_width, expect_height, Panel::Top);
-}
-
-/// [`assert_shows_the_desktop`] with the panel at `panel`, and the wallpaper at the other
-/// edge.
-fn assert_shows_the_desktop_with(png: &[u8], expect_width: u32, expect_height: u32, panel: Panel) {
+/// The screen a PNG shows is `width`×`height`, with XFCE's panel at `panel` (its own colour,
+/// not the wallpaper's; the wallpaper at the other edge) and many colours in all: a
+/// desktop, not one colour.
+fn assert_shows_the_desktop(png: &[u8], expect_width: u32, expect_height: u32, panel: Panel) {
     let (width, height, pixels, per_pixel) = decode_png(png);
     assert_eq!((width, height), (expect_width, expect_height));
     let pixel = |x: u32, y: u32| {
@@ -176,7 +171,7 @@ fn a_desktop_box_is_seen_and_driven_through_the_computer_use_api() {
     // The screen: the size asked for, showing the desktop.
     let shots = shots_dir();
     let first = screenshot(&daemon, "d1", &shots.join("desktop.png"));
-    assert_shows_the_desktop(&first, WIDTH, HEIGHT);
+    assert_shows_the_desktop(&first, WIDTH, HEIGHT, Panel::Top);
 
     // A text editor through the actions alone: the terminal's shortcut, then mousepad.
     act(
@@ -255,15 +250,20 @@ fn a_desktop_box_is_seen_and_driven_through_the_computer_use_api() {
     daemon.berth_ok(&["service", "restart", "d1", "xfce"]);
     let status = json_of(&daemon.berth_ok(&["desktop", "status", "d1", "--json"]));
     assert_eq!(status["ready"], true, "{status:#}\n{}", daemon.logs());
-    let moved = screenshot(&daemon, "d1", &shots.join("desktop-panel-at-the-bottom.png"));
-    assert_shows_the_desktop_with(&moved, WIDTH, HEIGHT, Panel::Bottom);
+    let moved = screenshot(
+        &daemon,
+        "d1",
+        &shots.join("desktop-panel-at-the-bottom.png"),
+    );
+    assert_shows_the_desktop(&moved, WIDTH, HEIGHT, Panel::Bottom);
     daemon.berth_ok(&["box", "rm", "d1"]);
 }
 
 /// The user's panel settings, changed through the running session's settings daemon (it
 /// writes them out as the session ends, over any file changed beside it): panel 1 at the
 /// bottom (`p=10`), and panel 2, the dock, not listed.
-const PANEL_AT_THE_BOTTOM: &str = "export $(tr '\\0' '\\n' < /proc/$(pgrep -x xfce4-panel)/environ \
+const PANEL_AT_THE_BOTTOM: &str =
+    "export $(tr '\\0' '\\n' < /proc/$(pgrep -x xfce4-panel)/environ \
     | grep '^DBUS_SESSION_BUS_ADDRESS=') && \
     xfconf-query -c xfce4-panel -p /panels/panel-1/position -s 'p=10;x=0;y=0' && \
     xfconf-query -c xfce4-panel -p /panels -t int -s 1 -a";
@@ -294,7 +294,7 @@ fn a_qemu_desktop_box_is_drawn_and_takes_typed_text() {
     assert_eq!(status["ready"], true, "{status:#}\n{}", daemon.logs());
     let shots = shots_dir();
     let screen = screenshot(&daemon, "q1", &shots.join("desktop-qemu.png"));
-    assert_shows_the_desktop(&screen, 1024, 768);
+    assert_shows_the_desktop(&screen, 1024, 768, Panel::Top);
 
     act(
         &daemon,
